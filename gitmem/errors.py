@@ -1,0 +1,61 @@
+"""The exception hierarchy: every error gitmem raises derives from :class:`GitmemError`.
+
+Messages say what went wrong, where (file:line, session id, commit) and what to do next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class GitmemError(Exception):
+    """Base class of every error gitmem raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One located problem found while reading a memory file."""
+
+    path: str
+    line: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.problem}"
+
+
+class ParseError(GitmemError):
+    """A memory file does not parse cleanly; ``diagnostics`` lists every ``path:line: problem``."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        self.diagnostics = list(diagnostics)
+        lines = "\n".join(str(d) for d in self.diagnostics)
+        super().__init__(f"cannot parse memory file:\n{lines}")
+
+
+class InvalidSessionId(GitmemError):
+    """A session id is empty, too long, or would escape the ``sessions/`` folder."""
+
+
+class ValidationError(GitmemError):
+    """A value handed to gitmem breaks the model's rules (which field, which value)."""
+
+
+class SessionNotFound(GitmemError):
+    """No session with that id exists (at that revision)."""
+
+
+class RepositoryError(GitmemError):
+    """The store is missing, not a git repository, or git refused an operation."""
+
+
+class LockTimeout(RepositoryError):
+    """Another writer held the store's lock for too long."""
+
+
+class ConflictError(GitmemError):
+    """A change cannot be applied without overwriting something else (e.g. a hand edit)."""
+
+
+class ReadOnlyError(GitmemError):
+    """A write was attempted through a read-only view (such as ``mm.at(...)``)."""

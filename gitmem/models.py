@@ -1,0 +1,244 @@
+"""Pydantic types that cross module boundaries: sessions, interactions, revisions, hits.
+
+Values are validated here, once, so that every ``Session`` can be rendered to Markdown and
+parsed back unchanged (see ``gitmem.markdown``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Language = Literal["en", "zh"]
+
+_INTERACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+# Characters that would change the Markdown structure of a one-line label (speaker,
+# tag, metadata key) if they appeared in it.
+_LABEL_FORBIDDEN = set("*`\\[]<>|\n\r")
+
+USER_SPEAKERS = frozenset({"user", "用户", "human"})
+ASSISTANT_SPEAKERS = frozenset({"assistant", "助手", "ai", "bot"})
+SYSTEM_SPEAKERS = frozenset({"system", "系统"})
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in text)
+
+
+def check_label(value: str, what: str) -> str:
+    """Validate a one-line label (speaker name, tag, metadata key or value)."""
+    if not value or value != value.strip():
+        raise ValueError(f"{what} must be non-empty without leading/trailing spaces: {value!r}")
+    if _has_control(value) or any(ch in _LABEL_FORBIDDEN for ch in value):
+        raise ValueError(
+            f"{what} may not contain control characters or any of * ` \\ [ ] < > |: {value!r}"
+        )
+    return value
+
+
+def check_value(value: str, what: str) -> str:
+    """Validate a one-line metadata value (free text, but a single trimmed line)."""
+    if value != value.strip():
+        raise ValueError(f"{what} may not have leading/trailing spaces: {value!r}")
+    if _has_control(value):
+        raise ValueError(f"{what} must be a single line without control characters: {value!r}")
+    return value
+
+
+def as_aware(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC so that every stored timestamp is unambiguous."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def now() -> datetime:
+    """The current time, timezone-aware, truncated to whole seconds for readable files."""
+    return datetime.now(timezone.utc).astimezone().replace(microsecond=0)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Message(_Model):
+    """One utterance: who said it and exactly what (kept verbatim, any Unicode)."""
+
+    speaker: str
+    content: str
+
+    @field_validator("speaker")
+    @classmethod
+    def _speaker(cls, value: str) -> str:
+        return check_label(value, "speaker")
+
+    @property
+    def role(self) -> str:
+        """The chat role for the ``openai`` client: user, assistant or system."""
+        name = self.speaker.casefold()
+        if name in ASSISTANT_SPEAKERS:
+            return "assistant"
+        if name in SYSTEM_SPEAKERS:
+            return "system"
+        return "user"
+
+
+class Interaction(_Model):
+    """One turn of a conversation: a stable id, a timestamp and its messages."""
+
+    id: str
+    timestamp: datetime
+    messages: list[Message] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _INTERACTION_ID.fullmatch(value):
+            raise ValueError(
+                f"interaction id {value!r} must be 1-64 characters of letters, digits and . _ : -"
+                " starting with a letter or digit"
+            )
+        return value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _ts(cls, value: datetime) -> datetime:
+        return as_aware(value)
+
+    @property
+    def text(self) -> str:
+        """All messages joined, ``speaker: content`` per line (for search and snippets)."""
+        return "\n".join(f"{m.speaker}: {m.content}" for m in self.messages)
+
+
+class Summary(_Model):
+    """A summary of (part of) a session, with who/what produced it and what it covers."""
+
+    text: str
+    generated: datetime
+    model: str | None = None
+    covers: list[str] = Field(default_factory=list)
+
+    @field_validator("generated")
+    @classmethod
+    def _ts(cls, value: datetime) -> datetime:
+        return as_aware(value)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return None if value is None else check_label(value, "summary model")
+
+    @field_validator("covers")
+    @classmethod
+    def _covers(cls, value: list[str]) -> list[str]:
+        for item in value:
+            Interaction._id(item)
+        return value
+
+
+class Session(_Model):
+    """A whole conversation session: metadata, interactions in order, optional summary."""
+
+    id: str
+    created: datetime
+    last_active: datetime
+    participants: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    project: str | None = None
+    links: list[str] = Field(default_factory=list)
+    extra: dict[str, str] = Field(default_factory=dict)
+    interactions: list[Interaction] = Field(default_factory=list)
+    summary: Summary | None = None
+    language: Language = "en"
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_value(value, "session id") if value else _empty_id()
+
+    @field_validator("created", "last_active")
+    @classmethod
+    def _ts(cls, value: datetime) -> datetime:
+        return as_aware(value)
+
+    @field_validator("participants", "tags")
+    @classmethod
+    def _labels(cls, value: list[str]) -> list[str]:
+        for item in value:
+            check_label(item, "participant/tag")
+            if "," in item:
+                raise ValueError(f"participant/tag may not contain a comma: {item!r}")
+        return value
+
+    @field_validator("links")
+    @classmethod
+    def _links(cls, value: list[str]) -> list[str]:
+        for item in value:
+            check_value(item, "link")
+            if not item or "]]" in item or "[[" in item or "," in item:
+                raise ValueError(f"link must be a session id without ',', '[[' or ']]': {item!r}")
+        return value
+
+    @field_validator("project")
+    @classmethod
+    def _project(cls, value: str | None) -> str | None:
+        return None if value is None else check_label(value, "project")
+
+    @field_validator("extra")
+    @classmethod
+    def _extra(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, item in value.items():
+            check_label(key, "metadata key")
+            if ":" in key:
+                raise ValueError(f"metadata key may not contain ':': {key!r}")
+            check_value(item, f"metadata value of {key!r}")
+        return value
+
+    def interaction(self, interaction_id: str) -> Interaction | None:
+        """The interaction with that id, or None."""
+        for item in self.interactions:
+            if item.id == interaction_id:
+                return item
+        return None
+
+
+def _empty_id() -> str:
+    raise ValueError("session id may not be empty")
+
+
+class Revision(_Model):
+    """One commit as the audit trail sees it."""
+
+    sha: str
+    time: datetime
+    author: str
+    email: str = ""
+    op: str | None = None
+    sessions: list[str] = Field(default_factory=list)
+    agent: str | None = None
+    model: str | None = None
+    subject: str = ""
+    message: str = ""
+    trailers: dict[str, list[str]] = Field(default_factory=dict)
+
+
+class Hit(_Model):
+    """One search result: where it is, how well it matched and why."""
+
+    session_id: str
+    interaction_id: str | None = None
+    score: float
+    snippet: str
+    commit: str | None = None
+    kind: Literal["interaction", "summary"] = "interaction"
+    speaker: str | None = None
+    timestamp: datetime | None = None
+    components: dict[str, float] = Field(default_factory=dict)
+
+
+def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
+    """A JSON-ready dict of a model (datetimes as ISO strings)."""
+    return model.model_dump(mode="json")
