@@ -1,0 +1,98 @@
+"""Session ids <-> file paths inside the store, reversibly and safely.
+
+Percent-encoding keeps every id readable when it is plain (``session_2024`` stays as is),
+makes ``a/b`` and ``a_b`` different files, and leaves no way out of ``sessions/``.
+"""
+
+from __future__ import annotations
+
+from gitmem.errors import InvalidSessionId
+
+SESSIONS_DIR = "sessions"
+SUFFIX = ".md"
+# file names longer than this fail on common filesystems (255 bytes) once a suffix is added
+MAX_NAME_BYTES = 240
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def _plain(ch: str) -> bool:
+    # non-ASCII letters and digits (e.g. CJK ids) stay readable in file names
+    return ch in _PLAIN or (ord(ch) > 127 and ch.isalnum())
+
+
+def encode_id(session_id: str) -> str:
+    """The file name stem for ``session_id``; raises InvalidSessionId when it has none."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidSessionId("session id may not be empty")
+    if session_id != session_id.strip():
+        raise InvalidSessionId(f"session id {session_id!r} has leading or trailing spaces")
+    out: list[str] = []
+    for at, ch in enumerate(session_id):
+        if _plain(ch) and not (at == 0 and ch == "."):
+            out.append(ch)
+        else:
+            try:
+                raw = ch.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidSessionId(
+                    f"session id {session_id!r} contains a lone surrogate"
+                ) from None
+            out.extend(f"%{b:02X}" for b in raw)
+    name = "".join(out)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidSessionId(
+            f"session id {session_id[:40]!r}... is too long "
+            f"({len(name.encode())} bytes encoded, at most {MAX_NAME_BYTES})"
+        )
+    return name
+
+
+def decode_id(name: str) -> str:
+    """Inverse of :func:`encode_id`; raises InvalidSessionId for a name it never produces."""
+    raw = bytearray()
+    at = 0
+    while at < len(name):
+        ch = name[at]
+        if ch == "%":
+            try:
+                raw.append(int(name[at + 1 : at + 3], 16))
+            except ValueError:
+                raise InvalidSessionId(f"bad escape in session file name {name!r}") from None
+            at += 3
+        else:
+            raw.extend(ch.encode("utf-8"))
+            at += 1
+    try:
+        session_id = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidSessionId(f"session file name {name!r} is not UTF-8") from None
+    if encode_id(session_id) != name:
+        raise InvalidSessionId(f"{name!r} is not a canonical session file name")
+    return session_id
+
+
+def session_path(session_id: str, namespace: str | None = None) -> str:
+    """The store-relative path (always with ``/``) of a session's file."""
+    base = (
+        SESSIONS_DIR if namespace is None else f"namespaces/{encode_id(namespace)}/{SESSIONS_DIR}"
+    )
+    return f"{base}/{encode_id(session_id)}{SUFFIX}"
+
+
+def session_dir(namespace: str | None = None) -> str:
+    """The folder holding a namespace's session files."""
+    return session_path("x", namespace).rsplit("/", 1)[0]
+
+
+def id_from_path(path: str, namespace: str | None = None) -> str | None:
+    """The session id a store path belongs to, or None if it is not a session file."""
+    folder = session_dir(namespace) + "/"
+    if not path.startswith(folder) or not path.endswith(SUFFIX):
+        return None
+    name = path[len(folder) : -len(SUFFIX)]
+    if "/" in name:
+        return None
+    try:
+        return decode_id(name)
+    except InvalidSessionId:
+        return None

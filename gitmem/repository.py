@@ -1,0 +1,745 @@
+"""The repository layer: the only code that writes files, objects, refs and the index.
+
+A save is written in-process: blobs, the changed trees and the commit object go straight
+into ``objects/``, then the branch ref is compare-and-swapped under git's own ``.lock``
+protocol, then the working file (temp, fsync, rename) and its index entry are brought in
+line, so ``git status`` stays clean and a person's own ``git commit`` cannot undo a save.
+Writers are serialised by ``flock`` on ``.git/gitmem/write.lock`` (released by the kernel
+when a writer dies) and a journal lets the next writer finish or undo a half-done save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import git
+from gitdb.exc import BadName, BadObject
+
+from gitmem.errors import ConflictError, LockTimeout, RepositoryError
+from gitmem.plumbing import (
+    MODE_FILE,
+    MODE_TREE,
+    Index,
+    Signature,
+    Tree,
+    UnsupportedIndex,
+    commit_body,
+    format_message,
+    loose_object,
+    object_id,
+    stat_fields,
+)
+
+STORE_README = """# gitmem memory store
+
+This repository holds conversation memory written by [gitmem](https://pypi.org/project/gitmem-store/).
+Each file under `sessions/` is one conversation session in Markdown; every save is one commit.
+Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
+"""
+GITATTRIBUTES = (
+    "sessions/*.md merge=gitmem text eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+)
+# another process's git lock file older than this is taken to be left by a dead writer
+STALE_GIT_LOCK_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who writes: the agent's name and email, used as commit author and committer."""
+
+    name: str = "gitmem"
+    email: str = "gitmem@localhost"
+
+
+@dataclass
+class Housekeeping:
+    """When to pack loose objects, off the save path."""
+
+    enabled: bool = True
+    every_commits: int = 200
+    every_bytes: int = 64 * 1024 * 1024
+
+
+def _signature(identity: Identity, when: datetime | None = None) -> Signature:
+    moment = (when or datetime.now()).astimezone()
+    offset = moment.utcoffset()
+    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
+    return Signature(identity.name, identity.email, int(moment.timestamp()), minutes)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_HELD = threading.local()
+
+
+def _process_lock(key: str, _locks: dict[str, threading.RLock] = {}) -> threading.RLock:  # noqa: B006
+    # one in-process lock per store, shared by every Repository object opened on it
+    return _locks.setdefault(key, threading.RLock())
+
+
+class Repository:
+    """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        identity: Identity | None = None,
+        housekeeping: Housekeeping | None = None,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        self.root = Path(root).resolve()
+        try:
+            self._git = git.Repo(self.root)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise RepositoryError(
+                f"{self.root} is not a gitmem store (no git repository); "
+                "create one with `gitmem init` or MemoryManager.init(path)"
+            ) from None
+        if self._git.bare or self._git.working_tree_dir is None:
+            raise RepositoryError(f"{self.root} is a bare repository; gitmem needs a working tree")
+        if Path(self._git.working_tree_dir).resolve() != self.root:
+            raise RepositoryError(
+                f"{self.root} is inside the repository at {self._git.working_tree_dir}; "
+                "open the repository's top folder"
+            )
+        self.git_dir = Path(self._git.git_dir).resolve()
+        self.state_dir = self.git_dir / "gitmem"
+        (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.identity = identity or Identity()
+        self.housekeeping = housekeeping or Housekeeping()
+        self.lock_timeout = lock_timeout
+        self._thread_lock = _process_lock(str(self.git_dir))
+        self._trees: OrderedDict[str, Tree] = OrderedDict()
+        self._commit_trees: dict[str, str] = {}
+        self._blobs: OrderedDict[str, bytes] = OrderedDict()
+        self._index: tuple[tuple[int, int, int], Index] | None = None
+        self._commits_since_gc = 0
+        self._bytes_since_gc = 0
+        self._gc_thread: threading.Thread | None = None
+
+    # --- creation ------------------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        branch: str = "main",
+        identity: Identity | None = None,
+        **kwargs: object,
+    ) -> Repository:
+        """Create a store (or adopt an existing empty repository) with an initial commit."""
+        path = Path(root)
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            git.Repo(path)
+        except git.InvalidGitRepositoryError:
+            git.Repo.init(path, initial_branch=branch)
+        repo = cls(path, identity=identity, **kwargs)  # type: ignore[arg-type]
+        if repo.head() is None:
+            with repo.transaction() as txn:
+                txn.write("README.md", STORE_README.encode())
+                txn.write(".gitattributes", GITATTRIBUTES.encode())
+                txn.commit("Create gitmem memory store", trailers={"Gitmem-Op": "init"})
+        return repo
+
+    def close(self) -> None:
+        """Wait for background housekeeping and release the git helper processes."""
+        if self._gc_thread is not None:
+            self._gc_thread.join()
+        self._git.close()
+
+    # --- refs ----------------------------------------------------------------------------
+
+    def branch_ref(self) -> str:
+        """The ref HEAD points at (``refs/heads/main``); detached HEAD cannot be written to."""
+        head = (self.git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            raise RepositoryError(
+                f"{self.root}: HEAD is detached at {head[:12]}; check out a branch before saving"
+            )
+        return head[5:]
+
+    def _read_ref(self, ref: str) -> str | None:
+        try:
+            value = (self.git_dir / ref).read_text().strip()
+            if value:
+                return value
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            return None
+        packed = self.git_dir / "packed-refs"
+        with contextlib.suppress(FileNotFoundError):
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                    return line.split(" ", 1)[0]
+        return None
+
+    def head(self) -> str | None:
+        """The commit id the current branch points at, or None in an empty repository."""
+        head = (self.git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        return self._read_ref(head[5:])
+
+    # --- object reading ------------------------------------------------------------------
+
+    def _read_object(self, hexsha: str, kind: str) -> bytes:
+        try:
+            stream = self._git.odb.stream(bytes.fromhex(hexsha))
+        except (BadObject, BadName, ValueError) as exc:
+            raise RepositoryError(f"{self.root}: object {hexsha} is missing ({exc})") from None
+        if stream.type.decode() != kind:
+            raise RepositoryError(f"{self.root}: object {hexsha} is a {stream.type!r}, not {kind}")
+        data: bytes = stream.read()
+        return data
+
+    def tree(self, hexsha: str) -> Tree:
+        """The parsed tree object ``hexsha`` (cached; trees are immutable)."""
+        cached = self._trees.get(hexsha)
+        if cached is not None:
+            self._trees.move_to_end(hexsha)
+            return cached
+        parsed = Tree.parse(self._read_object(hexsha, "tree"))
+        self._remember_tree(hexsha, parsed)
+        return parsed
+
+    def _remember_tree(self, hexsha: str, parsed: Tree) -> None:
+        self._trees[hexsha] = parsed
+        while len(self._trees) > 64:
+            self._trees.popitem(last=False)
+
+    def commit_tree(self, commit: str) -> str:
+        """The root tree id of a commit."""
+        cached = self._commit_trees.get(commit)
+        if cached is None:
+            body = self._read_object(commit, "commit")
+            cached = body[5:45].decode()
+            self._commit_trees[commit] = cached
+        return cached
+
+    def blob(self, hexsha: str) -> bytes:
+        """The content of blob ``hexsha`` (small LRU cache)."""
+        cached = self._blobs.get(hexsha)
+        if cached is not None:
+            self._blobs.move_to_end(hexsha)
+            return cached
+        data = self._read_object(hexsha, "blob")
+        self._remember_blob(hexsha, data)
+        return data
+
+    def _remember_blob(self, hexsha: str, data: bytes) -> None:
+        if len(data) > 4 * 1024 * 1024:
+            return
+        self._blobs[hexsha] = data
+        while len(self._blobs) > 256:
+            self._blobs.popitem(last=False)
+
+    def entry(self, path: str, commit: str | None = None) -> tuple[bytes, str] | None:
+        """(mode, blob id) of ``path`` at ``commit`` (default HEAD), or None."""
+        rev = commit or self.head()
+        if rev is None:
+            return None
+        tree = self.tree(self.commit_tree(rev))
+        parts = path.split("/")
+        for part in parts[:-1]:
+            found = tree.entries.get(part.encode())
+            if found is None or found[0] != MODE_TREE:
+                return None
+            tree = self.tree(found[1].hex())
+        leaf = tree.entries.get(parts[-1].encode())
+        if leaf is None or leaf[0] == MODE_TREE:
+            return None
+        return leaf[0], leaf[1].hex()
+
+    def read(self, path: str, commit: str | None = None) -> bytes | None:
+        """The committed content of ``path`` at ``commit`` (default HEAD), or None."""
+        found = self.entry(path, commit)
+        return None if found is None else self.blob(found[1])
+
+    def list_dir(self, folder: str, commit: str | None = None) -> dict[str, str]:
+        """File name -> blob id of the files directly inside ``folder`` at ``commit``."""
+        rev = commit or self.head()
+        if rev is None:
+            return {}
+        tree = self.tree(self.commit_tree(rev))
+        for part in folder.strip("/").split("/"):
+            found = tree.entries.get(part.encode())
+            if found is None or found[0] != MODE_TREE:
+                return {}
+            tree = self.tree(found[1].hex())
+        return {
+            name.decode("utf-8", "surrogateescape"): sha.hex()
+            for name, (mode, sha) in tree.entries.items()
+            if mode != MODE_TREE
+        }
+
+    def configured_identity(self) -> tuple[str, str]:
+        """``user.name`` and ``user.email`` from git config (empty strings if unset)."""
+        reader = self._git.config_reader()
+        return (
+            str(reader.get_value("user", "name", "")),
+            str(reader.get_value("user", "email", "")),
+        )
+
+    def git(self, *args: str) -> str:
+        """Run a read-only git command in the store and return its output."""
+        try:
+            out: str = self._git.git.execute(["git", *args])
+        except git.GitCommandError as exc:
+            raise RepositoryError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
+        return out
+
+    # --- writing -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Hold the store's write lock; changes made through the transaction are committed
+        by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends)."""
+        with self._thread_lock, self._file_lock():
+            self._recover()
+            yield Transaction(self)
+        self._maybe_housekeep()
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        # flock conflicts between two open files even in one process: a thread that holds
+        # the lock already (through another Repository object) must not take it again
+        held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
+        key = str(self.git_dir)
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        with self._flock():
+            held[key] = 1
+            try:
+                yield
+            finally:
+                held[key] = 0
+
+    @contextlib.contextmanager
+    def _flock(self) -> Iterator[None]:
+        path = self.state_dir / "write.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() > deadline:
+                        owner = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                        raise LockTimeout(
+                            f"{self.root}: another writer has held {path} for over "
+                            f"{self.lock_timeout:.0f}s (owner: {owner or 'unknown'})"
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+            owner = f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, owner.encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def _git_lock(self, target: Path) -> int:
+        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer."""
+        lock = target.with_name(target.name + ".lock")
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                return os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                with contextlib.suppress(FileNotFoundError):
+                    if time.time() - lock.stat().st_mtime > STALE_GIT_LOCK_SECONDS:
+                        lock.unlink()
+                        continue
+                if time.monotonic() > deadline:
+                    raise LockTimeout(
+                        f"{lock} exists: another git process is writing; remove it if none is"
+                    ) from None
+                time.sleep(0.01)
+
+    def write_object(self, kind: str, data: bytes) -> str:
+        """Write a loose object (no-op if it exists) and return its id."""
+        hexsha, compressed = loose_object(kind, data)
+        folder = self.git_dir / "objects" / hexsha[:2]
+        target = folder / hexsha[2:]
+        if target.exists():
+            return hexsha
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
+        with open(tmp, "wb") as handle:
+            handle.write(compressed)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+        self._bytes_since_gc += len(compressed)
+        return hexsha
+
+    def _build_tree(self, base: str | None, changes: dict[str, bytes | None]) -> str:
+        """Write the trees for ``changes`` (path -> blob id or None to delete) over ``base``."""
+        tree = self.tree(base).copy() if base else Tree.empty()
+        groups: dict[str, dict[str, bytes | None]] = {}
+        for path, sha in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                groups.setdefault(head, {})[rest] = sha
+            elif sha is None:
+                if path.encode() in tree.entries:
+                    tree.remove(path.encode())
+            else:
+                tree.set(path.encode(), MODE_FILE, sha)
+        for name, sub_changes in groups.items():
+            found = tree.entries.get(name.encode())
+            sub_base = found[1].hex() if found and found[0] == MODE_TREE else None
+            sub = self._build_tree(sub_base, sub_changes)
+            if self.tree(sub).entries:
+                tree.set(name.encode(), MODE_TREE, bytes.fromhex(sub))
+            elif name.encode() in tree.entries:
+                tree.remove(name.encode())
+        hexsha = self.write_object("tree", tree.serialize())
+        self._remember_tree(hexsha, tree)
+        return hexsha
+
+    def _update_ref(self, ref: str, old: str | None, new: str, subject: str) -> bool:
+        """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
+        target = self.git_dir / ref
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = self._git_lock(target)
+        lock = target.with_name(target.name + ".lock")
+        try:
+            if self._read_ref(ref) != old:
+                os.close(fd)
+                lock.unlink()
+                return False
+            os.write(fd, (new + "\n").encode())
+            os.close(fd)
+            os.replace(lock, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            raise
+        who = _signature(self.identity).encode().decode()
+        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n"
+        for log in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(line)
+        return True
+
+    # --- working tree and index ----------------------------------------------------------
+
+    def _safe_target(self, path: str) -> Path:
+        """The absolute working-tree path for ``path``, refusing symlinks on the way."""
+        target = self.root
+        parts = path.split("/")
+        for at, part in enumerate(parts):
+            if part in ("", ".", "..") or part == ".git":
+                raise RepositoryError(f"refusing unsafe store path {path!r}")
+            target = target / part
+            try:
+                info = target.lstat()
+            except FileNotFoundError:
+                continue
+            if os.path.islink(target):
+                raise RepositoryError(
+                    f"{target} is a symlink; gitmem never writes through symlinks"
+                )
+            if at < len(parts) - 1 and not target.is_dir():
+                raise RepositoryError(f"{target} is not a folder")
+            del info
+        return target
+
+    def _write_working(self, path: str, data: bytes | None) -> None:
+        target = self._safe_target(path)
+        if data is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+
+    def _load_index(self) -> Index:
+        path = self.git_dir / "index"
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            return Index.empty()
+        key = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if self._index is not None and self._index[0] == key:
+            return self._index[1]
+        index = Index.parse(path.read_bytes())
+        self._index = (key, index)
+        return index
+
+    def _update_index(self, changes: dict[str, str | None]) -> None:
+        """Make the index entries of ``changes`` match the files just written."""
+        try:
+            index = self._load_index()
+        except UnsupportedIndex:
+            self._update_index_with_git(changes)
+            return
+        for path, sha in changes.items():
+            if sha is None:
+                index.remove(path.encode())
+                continue
+            st = os.stat(self.root / path)
+            fields = stat_fields(
+                st.st_ctime_ns,
+                st.st_mtime_ns,
+                st.st_dev,
+                st.st_ino,
+                st.st_mode,
+                st.st_uid,
+                st.st_gid,
+                st.st_size,
+            )
+            index.set(path.encode(), fields, bytes.fromhex(sha))
+        target = self.git_dir / "index"
+        fd = self._git_lock(target)
+        lock = target.with_name("index.lock")
+        try:
+            os.write(fd, index.encode())
+            os.close(fd)
+            os.replace(lock, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                lock.unlink()
+            self._index = None
+            raise
+        info = target.stat()
+        self._index = ((info.st_mtime_ns, info.st_size, info.st_ino), index)
+
+    def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
+        # index v4 / split / sparse: let git itself edit it (rare, slower)
+        for path, sha in changes.items():
+            if sha is None:
+                self._git.git.update_index("--force-remove", "--", path)
+            else:
+                self._git.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}")
+        self._git.git.update_index("-q", "--refresh")
+        self._index = None
+
+    def working_blob(self, path: str) -> tuple[bytes, str] | None:
+        """The working-tree content of ``path`` and its blob id, or None if absent."""
+        target = self._safe_target(path)
+        try:
+            data = target.read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, object_id("blob", data)
+
+    # --- journal: finishing or undoing a save that died half-way -------------------------
+
+    def _journal_path(self) -> Path:
+        return self.state_dir / "journal.json"
+
+    def _recover(self) -> None:
+        journal = self._journal_path()
+        try:
+            record = json.loads(journal.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            record = {"files": {}}
+        head = self.head()
+        fixed: dict[str, str | None] = {}
+        for path, (old, new) in record.get("files", {}).items():
+            want = self.entry(path, head) if head else None
+            want_sha = want[1] if want else None
+            current = self.working_blob(path)
+            current_sha = current[1] if current else None
+            if current_sha == want_sha or current_sha not in (old, new):
+                continue  # already right, or edited by a person since: leave it alone
+            self._write_working(path, None if want_sha is None else self.blob(want_sha))
+            fixed[path] = want_sha
+        if fixed:
+            self._update_index(fixed)
+        journal.unlink()
+
+    def commit_changes(
+        self,
+        changes: dict[str, bytes | None],
+        message: str,
+        *,
+        identity: Identity | None = None,
+        when: datetime | None = None,
+    ) -> str | None:
+        """Commit ``changes`` (path -> content, None deletes) as one commit on the branch.
+
+        Must be called with the write lock held (through a Transaction). Returns the new
+        commit id, or None when nothing changed.
+        """
+        ref = self.branch_ref()
+        blob_ids: dict[str, bytes | None] = {}
+        hex_ids: dict[str, str | None] = {}
+        for path, data in changes.items():
+            self._safe_target(path)
+            if data is None:
+                blob_ids[path], hex_ids[path] = None, None
+            else:
+                hexsha = self.write_object("blob", data)
+                self._remember_blob(hexsha, data)
+                blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
+        sig = _signature(identity or self.identity, when)
+        subject = message.split("\n", 1)[0]
+        for _attempt in range(20):
+            old = self._read_ref(ref)
+            base_tree = self.commit_tree(old) if old else None
+            tree = self._build_tree(base_tree, blob_ids)
+            if tree == base_tree:
+                return None
+            parents = [old] if old else []
+            commit = self.write_object("commit", commit_body(tree, parents, sig, sig, message))
+            self._commit_trees[commit] = tree
+            previous: dict[str, str | None] = {}
+            for path in changes:
+                found = self.entry(path, old) if old else None
+                previous[path] = found[1] if found else None
+            self._journal_path().write_text(
+                json.dumps(
+                    {
+                        "ref": ref,
+                        "old": old,
+                        "new": commit,
+                        "files": {p: [previous[p], hex_ids[p]] for p in changes},
+                    }
+                )
+            )
+            if self._update_ref(ref, old, commit, subject):
+                break
+            self._journal_path().unlink()
+            # the branch moved under us (a person's git command): retry on top of it unless
+            # it touched the same files
+            moved = self._read_ref(ref)
+            if moved is not None and old is not None:
+                for path in changes:
+                    if self.entry(path, moved) != self.entry(path, old):
+                        raise ConflictError(
+                            f"{path} was changed by another commit ({moved[:12]}) during the "
+                            "save; nothing was written, try again"
+                        )
+        else:
+            raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
+        for path, data in changes.items():
+            self._write_working(path, data)
+        self._update_index(hex_ids)
+        self._journal_path().unlink()
+        self._commits_since_gc += 1
+        return commit
+
+    # --- housekeeping --------------------------------------------------------------------
+
+    def _maybe_housekeep(self) -> None:
+        policy = self.housekeeping
+        due = (
+            self._commits_since_gc >= policy.every_commits
+            or self._bytes_since_gc >= policy.every_bytes
+        )
+        if not (policy.enabled and due):
+            return
+        if self._gc_thread is not None and self._gc_thread.is_alive():
+            return
+        self._commits_since_gc = 0
+        self._bytes_since_gc = 0
+        self._gc_thread = threading.Thread(target=self.pack, daemon=True, name="gitmem-gc")
+        self._gc_thread.start()
+
+    def pack(self) -> None:
+        """Pack loose objects and refresh the commit-graph (what housekeeping runs)."""
+        commands = [
+            ["git", "repack", "-d", "-q"],
+            ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
+            ["git", "commit-graph", "write", "--reachable", "--split"],
+        ]
+        for command in commands:
+            subprocess.run(command, cwd=self.root, capture_output=True, check=False)
+
+
+@dataclass
+class Transaction:
+    """Reads and writes under the store's write lock; ``commit`` makes one commit."""
+
+    repo: Repository
+    pending: dict[str, bytes | None] = field(default_factory=dict)
+
+    def head(self) -> str | None:
+        return self.repo.head()
+
+    def read(self, path: str) -> bytes | None:
+        """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
+        if path in self.pending:
+            return self.pending[path]
+        return self.repo.read(path)
+
+    def hand_edit(self, path: str) -> bytes | None:
+        """The working-tree content of ``path`` if a person changed it since HEAD, else None."""
+        if path in self.pending:
+            return None
+        committed = self.repo.entry(path)
+        current = self.repo.working_blob(path)
+        if current is None:
+            return None  # a deleted working file is restored from HEAD, nothing is lost
+        if committed is not None and committed[1] == current[1]:
+            return None
+        return current[0]
+
+    def write(self, path: str, data: bytes) -> None:
+        self.pending[path] = data
+
+    def delete(self, path: str) -> None:
+        self.pending[path] = None
+
+    def commit(
+        self,
+        subject: str,
+        *,
+        body: str = "",
+        trailers: dict[str, str] | None = None,
+        identity: Identity | None = None,
+        when: datetime | None = None,
+    ) -> str | None:
+        """Commit the pending changes; None if they change nothing."""
+        if not self.pending:
+            return None
+        changes, self.pending = self.pending, {}
+        message = format_message(subject, body, trailers)
+        return self.repo.commit_changes(changes, message, identity=identity, when=when)

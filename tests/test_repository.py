@@ -1,0 +1,265 @@
+"""The repository layer, checked with the real git binary on real repositories."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gitmem.errors import ConflictError, RepositoryError
+from gitmem.repository import Identity, Repository
+from tests.conftest import git
+
+
+def _save(repo: Repository, path: str, data: bytes, subject: str = "Save") -> str | None:
+    with repo.transaction() as txn:
+        txn.write(path, data)
+        return txn.commit(subject, trailers={"Gitmem-Op": "save"})
+
+
+def test_init_makes_one_commit_and_a_clean_tree(store: Path) -> None:
+    repo = Repository.init(store)
+    assert git(store, "rev-list", "--count", "HEAD").strip() == "1"
+    assert git(store, "status", "--porcelain") == ""
+    assert "Gitmem-Op: init" in git(store, "log", "--format=%(trailers)")
+    git(store, "fsck", "--strict")
+    # opening again does not add a commit
+    Repository.init(store)
+    assert git(store, "rev-list", "--count", "HEAD").strip() == "1"
+    repo.close()
+
+
+def test_each_save_is_exactly_one_commit_with_a_clean_status(store: Path) -> None:
+    repo = Repository.init(store, identity=Identity("agent-7", "a7@example.com"))
+    first = _save(repo, "sessions/a.md", b"one\n")
+    second = _save(repo, "sessions/b.md", b"two\n")
+    assert first and second and first != second
+    assert git(store, "rev-parse", "HEAD").strip() == second
+    assert git(store, "rev-list", "--count", "HEAD").strip() == "3"
+    assert git(store, "status", "--porcelain") == ""
+    assert git(store, "show", "HEAD:sessions/a.md") == "one\n"
+    assert (store / "sessions" / "b.md").read_bytes() == b"two\n"
+    assert git(store, "log", "-1", "--format=%an <%ae>") == "agent-7 <a7@example.com>\n"
+    git(store, "fsck", "--strict")
+    # the reflog records the save, like git commit would
+    assert second in git(store, "reflog", "--format=%H")
+
+
+def test_unchanged_content_makes_no_commit(store: Path) -> None:
+    repo = Repository.init(store)
+    assert _save(repo, "sessions/a.md", b"same\n")
+    head = repo.head()
+    assert _save(repo, "sessions/a.md", b"same\n") is None
+    assert repo.head() == head
+
+
+def test_a_persons_git_commit_cannot_undo_a_save(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    _save(repo, "sessions/a.md", b"v2\n")
+    (store / "notes.txt").write_text("mine\n")
+    git(store, "add", "notes.txt")
+    git(store, "commit", "-q", "-m", "Add my notes")
+    assert git(store, "show", "HEAD:sessions/a.md") == "v2\n"
+    assert git(store, "status", "--porcelain") == ""
+    # and gitmem keeps the person's commit when it saves again
+    _save(repo, "sessions/a.md", b"v3\n")
+    assert git(store, "show", "HEAD:notes.txt") == "mine\n"
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_a_persons_staged_change_survives_a_save(store: Path) -> None:
+    repo = Repository.init(store)
+    (store / "notes.txt").write_text("staged\n")
+    git(store, "add", "notes.txt")
+    _save(repo, "sessions/a.md", b"v1\n")
+    assert git(store, "status", "--porcelain") == "A  notes.txt\n"
+
+
+def test_delete_removes_the_file_and_the_entry(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    with repo.transaction() as txn:
+        txn.delete("sessions/a.md")
+        assert txn.commit("Delete", trailers={"Gitmem-Op": "delete"})
+    assert not (store / "sessions" / "a.md").exists()
+    assert git(store, "status", "--porcelain") == ""
+    assert git(store, "ls-tree", "-r", "--name-only", "HEAD").split() == [
+        ".gitattributes", "README.md"]
+
+
+def test_symlinked_folder_pointing_outside_is_refused(store: Path, tmp_path: Path) -> None:
+    repo = Repository.init(store)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (store / "sessions").symlink_to(outside)
+    before = repo.head()
+    with pytest.raises(RepositoryError, match="symlink"):
+        _save(repo, "sessions/a.md", b"x\n")
+    assert list(outside.iterdir()) == []
+    assert repo.head() == before
+
+
+def test_symlinked_file_is_refused(store: Path, tmp_path: Path) -> None:
+    repo = Repository.init(store)
+    (store / "sessions").mkdir()
+    target = tmp_path / "victim.txt"
+    target.write_text("keep\n")
+    (store / "sessions" / "a.md").symlink_to(target)
+    with pytest.raises(RepositoryError, match="symlink"):
+        _save(repo, "sessions/a.md", b"x\n")
+    assert target.read_text() == "keep\n"
+
+
+def test_detached_head_is_refused_clearly(store: Path) -> None:
+    repo = Repository.init(store)
+    git(store, "checkout", "-q", "--detach")
+    with pytest.raises(RepositoryError, match="detached"):
+        _save(repo, "sessions/a.md", b"x\n")
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    with pytest.raises(RepositoryError, match="not a gitmem store"):
+        Repository(tmp_path)
+
+
+def test_refs_in_packed_refs_are_read(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    git(store, "pack-refs", "--all")
+    assert not (store / ".git" / "refs" / "heads" / "main").exists()
+    head = repo.head()
+    assert _save(repo, "sessions/a.md", b"v2\n")
+    assert git(store, "rev-parse", "HEAD~1").strip() == head
+    git(store, "fsck", "--strict")
+
+
+def test_lost_race_against_an_unrelated_commit_is_retried(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    real_update = repo._update_ref
+    raced = []
+
+    def racing_update(ref: str, old: str | None, new: str, subject: str) -> bool:
+        if not raced:
+            raced.append(True)
+            (store / "other.txt").write_text("x\n")
+            git(store, "add", "other.txt")
+            git(store, "commit", "-q", "-m", "Concurrent commit")
+        return real_update(ref, old, new, subject)
+
+    repo._update_ref = racing_update  # type: ignore[method-assign]
+    assert _save(repo, "sessions/a.md", b"v2\n")
+    assert git(store, "log", "--format=%s", "-2").splitlines() == ["Save", "Concurrent commit"]
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_lost_race_on_the_same_file_is_a_conflict(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    real_update = repo._update_ref
+
+    def racing_update(ref: str, old: str | None, new: str, subject: str) -> bool:
+        if git(store, "show", "HEAD:sessions/a.md") == "v1\n":
+            (store / "sessions" / "a.md").write_text("theirs\n")
+            git(store, "commit", "-q", "-am", "Their edit")
+        return real_update(ref, old, new, subject)
+
+    repo._update_ref = racing_update  # type: ignore[method-assign]
+    with pytest.raises(ConflictError, match="sessions/a.md"):
+        _save(repo, "sessions/a.md", b"mine\n")
+    assert git(store, "show", "HEAD:sessions/a.md") == "theirs\n"
+
+
+def test_stale_git_lock_is_cleared(store: Path) -> None:
+    repo = Repository.init(store)
+    lock = store / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("left by a dead process\n")
+    old = time.time() - 60
+    os.utime(lock, (old, old))
+    assert _save(repo, "sessions/a.md", b"v1\n")
+    assert not lock.exists()
+
+
+def test_journal_finishes_a_save_that_died_after_the_ref_moved(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    # simulate a writer killed after updating the ref, before the working file and index
+    real_write = repo._write_working
+
+    def die(path: str, data: bytes | None) -> None:
+        raise KeyboardInterrupt
+
+    repo._write_working = die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        _save(repo, "sessions/a.md", b"v2\n")
+    repo._write_working = real_write  # type: ignore[method-assign]
+    assert git(store, "show", "HEAD:sessions/a.md") == "v2\n"
+    assert (store / ".git" / "gitmem" / "journal.json").exists()
+    fresh = Repository(store)
+    with fresh.transaction():
+        pass
+    assert (store / "sessions" / "a.md").read_bytes() == b"v2\n"
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_journal_undoes_a_save_that_died_before_the_ref_moved(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    head = repo.head()
+    journal = store / ".git" / "gitmem" / "journal.json"
+    (store / "sessions" / "a.md").write_bytes(b"half\n")
+    from gitmem.plumbing import object_id
+
+    journal.write_text(json.dumps({"files": {"sessions/a.md": [
+        object_id("blob", b"v1\n"), object_id("blob", b"half\n")]}}))
+    with Repository(store).transaction():
+        pass
+    assert repo.head() == head
+    assert (store / "sessions" / "a.md").read_bytes() == b"v1\n"
+    assert git(store, "status", "--porcelain") == ""
+
+
+def _worker(store: str, worker: int, count: int) -> None:
+    repo = Repository(store, identity=Identity(f"w{worker}", f"w{worker}@example.com"))
+    for n in range(count):
+        _save(repo, f"sessions/w{worker}-{n}.md", f"{worker} {n}\n".encode())
+        with repo.transaction() as txn:
+            old = txn.read("sessions/shared.md") or b""
+            txn.write("sessions/shared.md", old + f"{worker} {n}\n".encode())
+            txn.commit("Append shared")
+    repo.close()
+
+
+def test_concurrent_processes_and_threads_lose_nothing(store: Path) -> None:
+    Repository.init(store).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(str(store), w, 10)) for w in range(3)]
+    threads = [threading.Thread(target=_worker, args=(str(store), 10 + w, 10)) for w in range(3)]
+    for item in [*procs, *threads]:
+        item.start()
+    for item in [*procs, *threads]:
+        item.join()
+    assert all(p.exitcode == 0 for p in procs)
+    assert git(store, "rev-list", "--count", "HEAD").strip() == str(1 + 6 * 20)
+    shared = git(store, "show", "HEAD:sessions/shared.md").splitlines()
+    assert sorted(shared) == sorted(f"{w} {n}" for w in [0, 1, 2, 10, 11, 12] for n in range(10))
+    assert git(store, "status", "--porcelain") == ""
+    git(store, "fsck", "--strict")
+
+
+def test_housekeeping_packs_loose_objects(store: Path) -> None:
+    from gitmem.repository import Housekeeping
+
+    repo = Repository.init(store, housekeeping=Housekeeping(every_commits=5))
+    for n in range(6):
+        _save(repo, "sessions/a.md", f"v{n}\n".encode())
+    repo.close()  # waits for the background pack
+    counts = dict(line.split(": ") for line in git(store, "count-objects", "-v").splitlines())
+    assert int(counts["in-pack"]) > 0
+    git(store, "fsck", "--strict")
