@@ -171,7 +171,7 @@ def test_lost_race_on_the_same_file_is_a_conflict(store: Path) -> None:
         return real_update(ref, old, new, subject)
 
     repo._update_ref = racing_update  # type: ignore[method-assign]
-    with pytest.raises(ConflictError, match="sessions/a.md"):
+    with pytest.raises(ConflictError, match=r"sessions/a\.md"):
         _save(repo, "sessions/a.md", b"mine\n")
     assert git(store, "show", "HEAD:sessions/a.md") == "theirs\n"
 
