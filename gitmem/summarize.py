@@ -346,8 +346,10 @@ class LLMSummarizer:
         attempts: list[str] = []
         modes = [m for m in self.config.modes if m in MODES]
         reason = "no output mode configured"
-        for index in range(min(self._first_mode, max(len(modes) - 1, 0)), len(modes)):
+        index = min(self._first_mode, max(len(modes) - 1, 0))
+        while index < len(modes):
             mode = modes[index]
+            index += 1
             started = time.perf_counter()
             try:
                 content = self._ask(mode, self.messages(transcript, previous, mode))
@@ -355,11 +357,14 @@ class LLMSummarizer:
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 reason = f"{mode}: HTTP {exc.status_code} ({_brief(exc)})"
                 attempts.append(reason)
-                self._first_mode = index + 1  # the server does not support this mode
+                self._first_mode = index  # the server does not support this mode
                 continue
             except _Unusable as exc:
                 reason = f"{mode}: {exc}"
                 attempts.append(reason)
+                # a model that garbles JSON is best asked for plain text next
+                if "text" in modes[index:]:
+                    index = modes.index("text", index)
                 continue
             except openai.APIStatusError as exc:
                 reason = f"HTTP {exc.status_code} from {self._where()} ({_brief(exc)})"
