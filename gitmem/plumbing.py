@@ -264,3 +264,68 @@ def stat_fields(
         gid & mask,
         size & mask,
     )
+
+
+# --- packfiles: one small pack per save instead of four loose-object files ---------------
+
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
+
+
+def _pack_header(kind: str, size: int) -> bytes:
+    out = bytearray()
+    byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def encode_pack(objects: list[tuple[str, bytes]]) -> tuple[str, bytes, bytes, list[str]]:
+    """A version-2 pack and its version-2 index holding ``objects`` (no deltas).
+
+    Returns (pack name, pack bytes, index bytes, object ids in input order). Creating files
+    is what costs most on a save, so a save writes these two instead of one per object.
+    """
+    entries: dict[bytes, tuple[int, int]] = {}
+    order: list[str] = []
+    parts = [b"PACK", struct.pack(">II", 2, 0)]
+    offset = 12
+    for kind, data in objects:
+        raw_id = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).digest()
+        order.append(raw_id.hex())
+        if raw_id in entries:
+            continue
+        level = 0 if len(data) > _STORE_UNCOMPRESSED_ABOVE else 1
+        record = _pack_header(kind, len(data)) + zlib.compress(data, level)
+        entries[raw_id] = (offset, zlib.crc32(record))
+        parts.append(record)
+        offset += len(record)
+    parts[1] = struct.pack(">II", 2, len(entries))
+    body = b"".join(parts)
+    pack_sum = hashlib.sha1(body).digest()
+    pack = body + pack_sum
+
+    ids = sorted(entries)
+    fanout = [0] * 256
+    for raw_id in ids:
+        fanout[raw_id[0]] += 1
+    running = 0
+    for at in range(256):
+        running += fanout[at]
+        fanout[at] = running
+    index = b"".join(
+        [
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            *ids,
+            *(struct.pack(">I", entries[i][1]) for i in ids),
+            *(struct.pack(">I", entries[i][0]) for i in ids),
+            pack_sum,
+        ]
+    )
+    index += hashlib.sha1(index).digest()
+    return pack_sum.hex(), pack, index, order

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
@@ -37,6 +38,7 @@ from gitmem.plumbing import (
     Tree,
     UnsupportedIndex,
     commit_body,
+    encode_pack,
     format_message,
     loose_object,
     object_id,
@@ -69,7 +71,7 @@ class Housekeeping:
     """When to pack loose objects, off the save path."""
 
     enabled: bool = True
-    every_commits: int = 200
+    every_commits: int = 100
     every_bytes: int = 64 * 1024 * 1024
 
 
@@ -136,6 +138,10 @@ class Repository:
         self._commits_since_gc = 0
         self._bytes_since_gc = 0
         self._gc_thread: threading.Thread | None = None
+        self._lock_handle: int | None = None
+        self._owner = b""
+        self._staged: list[tuple[str, bytes]] = []
+        self._packs_since_gc = 0
 
     # --- creation ------------------------------------------------------------------------
 
@@ -167,6 +173,9 @@ class Repository:
         """Wait for background housekeeping and release the git helper processes."""
         if self._gc_thread is not None:
             self._gc_thread.join()
+        if self._lock_handle is not None:
+            os.close(self._lock_handle)
+            self._lock_handle = None
         self._git.close()
 
     # --- refs ----------------------------------------------------------------------------
@@ -318,7 +327,6 @@ class Repository:
         """Hold the store's write lock; changes made through the transaction are committed
         by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends)."""
         with self._thread_lock, self._file_lock():
-            self._recover()
             yield Transaction(self)
         self._maybe_housekeep()
 
@@ -342,10 +350,17 @@ class Repository:
             finally:
                 held[key] = 0
 
+    def _lock_fd(self) -> int:
+        if self._lock_handle is None:
+            self._lock_handle = os.open(
+                self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644
+            )
+        return self._lock_handle
+
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
         path = self.state_dir / "write.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._lock_fd()
         try:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.001
@@ -364,12 +379,33 @@ class Repository:
                         ) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
-            owner = f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, owner.encode(), 0)
+            self._owner = (
+                f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
+            ).encode()
+            self._recover()
+            self._write_lock_file(b"")
             yield
         finally:
-            os.close(fd)  # closing releases the flock
+            fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
+
+    def _write_lock_file(self, journal: bytes) -> None:
+        # the lock file holds the owner line, then the journal of a save in progress:
+        # keeping the journal here saves creating a file per save
+        fd = self._lock_fd()
+        payload = self._owner + journal
+        os.pwrite(fd, payload, 0)
+        os.ftruncate(fd, len(payload))
+
+    def _read_journal(self) -> dict[str, Any] | None:
+        data = os.pread(self._lock_fd(), 1 << 20, 0)
+        _owner, _sep, journal = data.partition(b"\n")
+        if not journal.strip():
+            return None
+        try:
+            record: dict[str, Any] = json.loads(journal)
+        except ValueError:
+            return {"files": {}}
+        return record
 
     def _git_lock(self, target: Path) -> int:
         """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer."""
@@ -405,6 +441,31 @@ class Repository:
         self._bytes_since_gc += len(compressed)
         return hexsha
 
+    def stage_object(self, kind: str, data: bytes) -> str:
+        """Queue an object for the next :meth:`flush_objects`; returns its id."""
+        self._staged.append((kind, data))
+        return object_id(kind, data)
+
+    def flush_objects(self) -> None:
+        """Write the queued objects: one pack (two files) rather than a file per object."""
+        staged, self._staged = self._staged, []
+        if not staged:
+            return
+        if len(staged) == 1:
+            self.write_object(*staged[0])
+            return
+        name, pack, index, _ids = encode_pack(staged)
+        folder = self.git_dir / "objects" / "pack"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
+        for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, folder / f"pack-{name}{suffix}")
+        self._bytes_since_gc += len(pack)
+        self._packs_since_gc += 1
+
     def _build_tree(self, base: str | None, changes: dict[str, bytes | None]) -> str:
         """Write the trees for ``changes`` (path -> blob id or None to delete) over ``base``."""
         tree = self.tree(base).copy() if base else Tree.empty()
@@ -426,7 +487,7 @@ class Repository:
                 tree.set(name.encode(), MODE_TREE, bytes.fromhex(sub))
             elif name.encode() in tree.entries:
                 tree.remove(name.encode())
-        hexsha = self.write_object("tree", tree.serialize())
+        hexsha = self.stage_object("tree", tree.serialize())
         self._remember_tree(hexsha, tree)
         return hexsha
 
@@ -569,17 +630,11 @@ class Repository:
 
     # --- journal: finishing or undoing a save that died half-way -------------------------
 
-    def _journal_path(self) -> Path:
-        return self.state_dir / "journal.json"
-
     def _recover(self) -> None:
-        journal = self._journal_path()
-        try:
-            record = json.loads(journal.read_text())
-        except FileNotFoundError:
+        """Finish or undo a save whose writer died after it wrote its journal."""
+        record = self._read_journal()
+        if record is None:
             return
-        except (OSError, ValueError):
-            record = {"files": {}}
         head = self.head()
         fixed: dict[str, str | None] = {}
         for path, (old, new) in record.get("files", {}).items():
@@ -593,7 +648,7 @@ class Repository:
             fixed[path] = want_sha
         if fixed:
             self._update_index(fixed)
-        journal.unlink()
+        self._write_lock_file(b"")
 
     def commit_changes(
         self,
@@ -609,6 +664,7 @@ class Repository:
         commit id, or None when nothing changed.
         """
         ref = self.branch_ref()
+        self._staged.clear()
         blob_ids: dict[str, bytes | None] = {}
         hex_ids: dict[str, str | None] = {}
         for path, data in changes.items():
@@ -616,7 +672,7 @@ class Repository:
             if data is None:
                 blob_ids[path], hex_ids[path] = None, None
             else:
-                hexsha = self.write_object("blob", data)
+                hexsha = self.stage_object("blob", data)
                 self._remember_blob(hexsha, data)
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
         sig = _signature(identity or self.identity, when)
@@ -624,29 +680,28 @@ class Repository:
         for _attempt in range(20):
             old = self._read_ref(ref)
             base_tree = self.commit_tree(old) if old else None
-            tree = self._build_tree(base_tree, blob_ids)
-            if tree == base_tree:
-                return None
-            parents = [old] if old else []
-            commit = self.write_object("commit", commit_body(tree, parents, sig, sig, message))
-            self._commit_trees[commit] = tree
             previous: dict[str, str | None] = {}
             for path in changes:
                 found = self.entry(path, old) if old else None
                 previous[path] = found[1] if found else None
-            self._journal_path().write_text(
-                json.dumps(
-                    {
-                        "ref": ref,
-                        "old": old,
-                        "new": commit,
-                        "files": {p: [previous[p], hex_ids[p]] for p in changes},
-                    }
-                )
-            )
+            tree = self._build_tree(base_tree, blob_ids)
+            if tree == base_tree:
+                self._staged.clear()
+                return None
+            parents = [old] if old else []
+            commit = self.stage_object("commit", commit_body(tree, parents, sig, sig, message))
+            self._commit_trees[commit] = tree
+            self.flush_objects()
+            journal = {
+                "ref": ref,
+                "old": old,
+                "new": commit,
+                "files": {p: [previous[p], hex_ids[p]] for p in changes},
+            }
+            self._write_lock_file(json.dumps(journal).encode())
             if self._update_ref(ref, old, commit, subject):
                 break
-            self._journal_path().unlink()
+            self._write_lock_file(b"")
             # the branch moved under us (a person's git command): retry on top of it unless
             # it touched the same files
             moved = self._read_ref(ref)
@@ -657,12 +712,15 @@ class Repository:
                             f"{path} was changed by another commit ({moved[:12]}) during the "
                             "save; nothing was written, try again"
                         )
+            for data in changes.values():
+                if data is not None:
+                    self.stage_object("blob", data)
         else:
             raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
         for path, data in changes.items():
             self._write_working(path, data)
         self._update_index(hex_ids)
-        self._journal_path().unlink()
+        self._write_lock_file(b"")
         self._commits_since_gc += 1
         return commit
 
@@ -680,13 +738,14 @@ class Repository:
             return
         self._commits_since_gc = 0
         self._bytes_since_gc = 0
+        self._packs_since_gc = 0
         self._gc_thread = threading.Thread(target=self.pack, daemon=True, name="gitmem-gc")
         self._gc_thread.start()
 
     def pack(self) -> None:
         """Pack loose objects and refresh the commit-graph (what housekeeping runs)."""
         commands = [
-            ["git", "repack", "-d", "-q"],
+            ["git", "repack", "-d", "-q", "--geometric=2"],
             ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
             ["git", "commit-graph", "write", "--reachable", "--split"],
         ]
