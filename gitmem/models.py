@@ -146,12 +146,18 @@ class Interaction(_Model):
 
 
 class Summary(_Model):
-    """A summary of (part of) a session, with who/what produced it and what it covers."""
+    """A summary of (part of) a session, with who/what produced it and what it covers.
+
+    ``facts`` (key facts, one line each) and ``keywords`` (entities/keywords) are what the
+    loss guard compares a newer summary against; both are optional.
+    """
 
     text: str
     generated: datetime
     model: str | None = None
     covers: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
 
     @field_validator("generated")
     @classmethod
@@ -168,6 +174,15 @@ class Summary(_Model):
     def _covers(cls, value: list[str]) -> list[str]:
         for item in value:
             Interaction._id(item)
+        return value
+
+    @field_validator("facts", "keywords")
+    @classmethod
+    def _lines(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not item:
+                raise ValueError("summary facts and keywords may not be empty")
+            check_value(item, "summary fact/keyword")
         return value
 
 
