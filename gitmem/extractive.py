@@ -241,7 +241,7 @@ class Extractor:
         """Summarize ``turns`` (continuing ``previous``) into a structured summary."""
         sentences = self._sentences(turns)
         speakers = sorted({m.speaker for t in turns for m in t.messages})
-        muted = _name_terms(speakers)
+        muted = name_terms(speakers)
         picked = self._select(sentences, speakers)
         facts = self._merge_facts(summary_facts(previous), [self._fact(s) for s in picked])
         keywords = self._keywords(sentences, muted)
@@ -310,7 +310,7 @@ class Extractor:
             for term in sentence.vector:
                 counts[term] = counts.get(term, 0) + 1
         total = len(sentences)
-        muted = _name_terms(speakers)
+        muted = name_terms(speakers)
         weight = {
             t: 0.0 if t in muted else math.log1p(n) * (math.log((total + 1) / (n + 1)) + 1.0)
             for t, n in counts.items()
@@ -379,7 +379,7 @@ class Extractor:
         return [t for _, t in scored[: self.max_keywords]]
 
 
-def _name_terms(names: Iterable[str]) -> set[str]:
+def name_terms(names: Iterable[str]) -> set[str]:
     """Terms of people's names and their short forms (Mel, Caro), muted in scoring."""
     out: set[str] = set()
     for name in names:

@@ -11,12 +11,14 @@ result, which the summary commit records. Nothing here writes to the store.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import chain
 from typing import Any, Protocol
 
 import openai
@@ -26,7 +28,7 @@ from gitmem.extractive import (
     Extractor,
     cosine,
     coverage,
-    idf_of,
+    name_terms,
     split_sentences,
     summary_facts,
     summary_terms,
@@ -445,7 +447,7 @@ class Triggers:
     """
 
     every_turns: int | None = 20
-    topic_shift: float | None = 0.04
+    topic_shift: float | None = 0.02
     shift_window: int = 3
     shift_history: int = 4
     idle: timedelta | None = None
@@ -467,12 +469,24 @@ def uncovered(turns: Sequence[Interaction], summary: Summary | None) -> list[Int
 
 
 def topic_similarity(recent: Sequence[Interaction], earlier: Sequence[Interaction]) -> float:
-    """TF-IDF cosine similarity between two groups of turns (1 = same words)."""
-    docs = [terms(t.text) for t in (*earlier, *recent)]
-    idf = idf_of(docs)
+    """TF-IDF cosine similarity between two groups of turns (1 = same words).
+
+    Words every turn uses and the speakers' names (vocatives) weigh nothing; a side with
+    fewer than 5 distinct content words is too short to judge and counts as similar.
+    """
+    names = name_terms({m.speaker for t in (*recent, *earlier) for m in t.messages})
+    docs = [[w for w in terms(t.text) if w not in names] for t in (*earlier, *recent)]
     split = len(earlier)
-    a = tf_vector([w for d in docs[split:] for w in d], idf)
-    b = tf_vector([w for d in docs[:split] for w in d], idf)
+    if min(len(set(chain.from_iterable(docs[split:]))),
+           len(set(chain.from_iterable(docs[:split])))) < 5:
+        return 1.0
+    df: dict[str, int] = {}
+    for doc in docs:
+        for word in set(doc):
+            df[word] = df.get(word, 0) + 1
+    idf = {word: math.log((len(docs) + 1) / n) for word, n in df.items()}
+    a = tf_vector(chain.from_iterable(docs[split:]), idf)
+    b = tf_vector(chain.from_iterable(docs[:split]), idf)
     return cosine(a, b)
 
 
