@@ -19,9 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import chain
-from typing import Any, Protocol
-
-import openai
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gitmem.extractive import (
     EXTRACTIVE_MODEL,
@@ -36,6 +34,9 @@ from gitmem.extractive import (
     tf_vector,
 )
 from gitmem.models import Interaction, StructuredSummary, Summary, as_aware
+
+if TYPE_CHECKING:
+    import openai  # imported when first used: it takes ~0.4 s, too slow for every CLI call
 
 MODES = ("json_schema", "json_object", "prompt_json", "text")
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -257,6 +258,8 @@ class LLMSummarizer:
     def client(self) -> openai.OpenAI:
         """The ``openai`` client (built on first use)."""
         if self._client is None:
+            import openai
+
             self._client = openai.OpenAI(
                 api_key=self.config.api_key or "not-needed",
                 base_url=self.config.base_url,
@@ -344,6 +347,8 @@ class LLMSummarizer:
         self, turns: Sequence[Interaction], *, previous: Summary | None = None
     ) -> SummaryResult:
         """Ask the server for a summary of ``turns``; fall back (recorded) when it fails."""
+        import openai
+
         kept, transcript = self.fit(turns)
         attempts: list[str] = []
         modes = [m for m in self.config.modes if m in MODES]

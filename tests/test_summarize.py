@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -410,3 +411,14 @@ def test_structured_summary_is_lenient_but_needs_text() -> None:
     assert parsed.tags == ["py-thon", "ab", "3"]
     with pytest.raises(ValueError):
         StructuredSummary.model_validate({"summary": "  "})
+
+
+def test_openai_is_imported_only_when_an_llm_is_used() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, gitmem.cli, gitmem.manager, gitmem.summarize; "
+            "print('openai' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "False"
