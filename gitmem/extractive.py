@@ -156,7 +156,7 @@ def summary_facts(summary: Summary | StructuredSummary | None) -> list[str]:
     """The facts a summary asserts: its key facts, else its bullet lines / sentences."""
     if summary is None:
         return []
-    facts = getattr(summary, "facts", None) or getattr(summary, "key_facts", None)
+    facts = summary.facts if isinstance(summary, Summary) else summary.key_facts
     if facts:
         return list(facts)
     text = summary.text if isinstance(summary, Summary) else summary.summary
@@ -248,7 +248,7 @@ class Extractor:
         names = _entities(sentences, speakers)[: self.max_keywords]
         lowered = {n.casefold() for n in names}
         entities = names + [k for k in keywords if k not in lowered]
-        old_entities = list(getattr(previous, "keywords", None) or []) if previous else []
+        old_entities = previous.keywords if previous else []
         merged = list(dict.fromkeys([*entities, *old_entities]))
         lines = [f"- {fact}" for fact in facts] or [f"- {len(turns)} turns without text"]
         return StructuredSummary(

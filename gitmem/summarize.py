@@ -288,10 +288,10 @@ class LLMSummarizer:
         if previous is None:
             before = "(none)"
         else:
-            facts = summary_facts(previous)
             before = previous.text.strip()
-            if facts and getattr(previous, "facts", None):
-                before += "\nKey facts:\n" + "\n".join(f"- {f}" for f in facts)
+            extra = [f for f in previous.facts if f not in before]
+            if extra:
+                before += "\nKey facts:\n" + "\n".join(f"- {f}" for f in extra)
         prompt = (
             self.config.prompt.replace("{conversation}", "\n\n".join(transcript))
             .replace("{previous}", before)
@@ -621,7 +621,7 @@ def check_loss(
     new_words = summary_terms(new)
     new_text = "\n".join([new.summary, *new.key_facts, *new.entities]).casefold()
     dropped = tuple(f for f in facts if coverage(terms(f), new_words) < keep)
-    old_entities = list(getattr(previous, "keywords", None) or []) if previous else []
+    old_entities = previous.keywords if previous else []
     dropped_entities = tuple(e for e in old_entities if e.casefold() not in new_text)
     turn_words = set(terms("\n".join(t.text for t in turns)))
     recoverable = tuple(f for f in dropped if coverage(terms(f), turn_words) >= keep)

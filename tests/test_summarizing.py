@@ -451,3 +451,29 @@ def test_cli_summarize_idle(mm: MemoryManager, store: Path) -> None:
     assert out.startswith("old: committed ")
     assert run("--repo", str(store), "summarize", "--idle", "30m") == (
         "no session idle for 30m\n")
+
+
+def test_key_facts_and_keywords_are_stored(mm: MemoryManager, store: Path,
+                                           llm_server: FakeServer) -> None:
+    llm_server.default = lambda request: completion(structured(
+        "- Moved to Lisbon", ["Moved to Lisbon in March 2023", "Daughter Ana"],
+        ["Lisbon", "Ana"]))
+    fill(mm, "lisbon", LISBON[:2])
+    config = LLMConfig(model="fake-llm", base_url=llm_server.base_url, max_retries=0)
+    mm.summarize("lisbon", summarizer=LLMSummarizer(config))
+    text = (store / "sessions" / "lisbon.md").read_text()
+    assert "**Key facts**:\n> Moved to Lisbon in March 2023\n> Daughter Ana\n" in text
+    assert "**Keywords**:\n> Lisbon\n> Ana\n" in text
+    session = MemoryManager(store).load_memory("lisbon")
+    assert session is not None and session.summary is not None
+    assert session.summary.facts == ["Moved to Lisbon in March 2023", "Daughter Ana"]
+    assert session.summary.keywords == ["Lisbon", "Ana"]
+    # the stored facts are what the next summary is held to, and they go into its prompt
+    fill(mm, "lisbon", LISBON[2:], start=2)
+    llm_server.default = lambda request: completion(structured("- Alfama flat", ["Flat"]))
+    with pytest.raises(SummaryRefused) as caught:
+        mm.summarize("lisbon", summarizer=LLMSummarizer(config))
+    assert caught.value.report.dropped == ("Moved to Lisbon in March 2023", "Daughter Ana")
+    assert caught.value.report.dropped_entities == ("Lisbon", "Ana")
+    assert "Key facts:\n- Moved to Lisbon in March 2023" in (
+        llm_server.requests[-1]["messages"][-1]["content"])
