@@ -512,12 +512,14 @@ def check_triggers(
                                f"(threshold {triggers.every_turns})")
     window = triggers.shift_window
     if triggers.topic_shift is not None and len(pending) >= window + triggers.shift_history:
-        similarity = topic_similarity(pending[-window:], pending[:-window])
+        # the recent window against at most the 12 turns before it: cheap on every save
+        earlier = pending[-window - max(triggers.shift_history, 12) : -window]
+        similarity = topic_similarity(pending[-window:], earlier)
         if similarity < triggers.topic_shift:
             return Decision(
                 TOPIC_SHIFT,
                 f"similarity {similarity:.3f} between the last {window} turns and the "
-                f"{len(pending) - window} before them (threshold {triggers.topic_shift:g})",
+                f"{len(earlier)} before them (threshold {triggers.topic_shift:g})",
                 count=len(pending) - window,
             )
     if triggers.idle is not None and last_active is not None:
