@@ -55,18 +55,20 @@ class _Labels:
     generated: str
     model: str
     covers: str
+    facts: str
+    keywords: str
 
 
 _LABELS: dict[str, _Labels] = {
     "en": _Labels(
         "Session", "Metadata", "Conversation", "Summary",
         "Session ID", "Created", "Last active", "Participants", "Tags", "Project", "Links",
-        "Generated", "Model", "Covers",
+        "Generated", "Model", "Covers", "Key facts", "Keywords",
     ),
     "zh": _Labels(
         "会话", "元数据", "对话记录", "关键信息摘要",
         "会话ID", "创建时间", "最后活跃", "参与角色", "标签", "项目", "链接",
-        "创建于", "模型", "覆盖",
+        "创建于", "模型", "覆盖", "关键事实", "关键词",
     ),
 }  # fmt: skip
 _ESCAPED = " (escaped)"
@@ -88,6 +90,8 @@ _META_KEYS = _lookup(
     "session_id", "created", "last_active", "participants", "tags", "project", "links"
 )
 _SUMMARY_KEYS = _lookup("generated", "model", "covers")
+# one-line items quoted below a label after the summary text: ``**Key facts**:`` / ``> ...``
+_SUMMARY_LISTS = _lookup("facts", "keywords")
 
 # Characters a content line may not hold literally: they would be lost or altered by line-ending
 # normalisation, UTF-8 encoding, editors or git (NUL makes git treat the file as binary).
@@ -151,6 +155,12 @@ def render(session: Session) -> str:
             out.append(f"**{lab.covers}**: {', '.join(summary.covers)}")
         out.append("")
         _quote(out, _escape(summary.text) if escaped else summary.text)
+        for label, entries in ((lab.facts, summary.facts), (lab.keywords, summary.keywords)):
+            if entries:
+                body = "\n".join(entries)
+                marked = _needs_escape(body)
+                out += ["", f"**{label}**{_ESCAPED if marked else ''}:"]
+                _quote(out, _escape(body) if marked else body)
     while out[-1] == "":
         out.pop()
     out.append("")
@@ -767,6 +777,7 @@ class _Reader:
             pos = end
         rest = blocks[1:]
         if text_start is None and rest and rest[0].kind == "block_quote":
+            rest = self.summary_lists(rest, fields, rows)
             quotes = [b for b in rest if b.kind == "block_quote"]
             if len(quotes) != len(rest):
                 stray = next(b for b in rest if b.kind != "block_quote")
@@ -787,12 +798,48 @@ class _Reader:
                 except _EscapeError as exc:
                     self.diag(self.line_of(text_start) + exc.row, str(exc))
                     return
-        if text is None or fields["generated"] is None:
+        if text is None or fields["generated"] is None or fields.get("lists") is False:
             return
+        fields.pop("lists", None)
         try:
             self.summary = Summary(text=text, **fields)
         except ValidationError as exc:
             self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
+
+    def summary_lists(
+        self, rest: list[_Block], fields: dict[str, Any], rows: dict[str, int]
+    ) -> list[_Block]:
+        """Read the labelled lists (key facts, keywords) that follow the summary text into
+        ``fields``; returns the blocks before them (the text's quotes)."""
+        groups: list[tuple[str, bool, _Block, list[_Block]]] = []
+        for at, block in enumerate(rest):
+            label = None
+            if block.kind == "paragraph":
+                key, tail = _bold_key(block.token["text"].strip())
+                label = _SUMMARY_LISTS.get(key.casefold()) if key is not None else None
+            if label is not None:
+                if not groups:
+                    cut = at
+                groups.append((label, tail.strip() != ":", block, []))
+            elif groups and block.kind == "block_quote":
+                groups[-1][3].append(block)
+            elif groups:
+                self.diag(block.line, f"{_describe(block)} after the summary's {groups[-1][0]}")
+                fields["lists"] = False
+                return rest[:cut]
+        if not groups:
+            return rest
+        for label, escaped, head, quotes in groups:
+            if label in fields or not quotes or "\n" in head.token["text"].strip():
+                self.diag(head.line, f"summary {label} must be quoted below its label, once")
+                fields["lists"] = False
+                continue
+            rows[label] = head.line
+            text = self.quoted(quotes[0].start, quotes[-1].end, escaped)
+            fields[label] = text.split("\n") if text is not None else []
+            if text is None:
+                fields["lists"] = False
+        return rest[:cut]
 
     # ----------------------------------------------------------------- assembly
 
