@@ -27,7 +27,6 @@ from gitmem.extractive import (
     cosine,
     coverage,
     name_terms,
-    split_sentences,
     summary_facts,
     summary_terms,
     terms,
@@ -225,8 +224,9 @@ def _from_text(text: str) -> StructuredSummary:
     facts = []
     for line in text.splitlines():
         stripped = line.strip()
-        if re.match(r"^(?:[-*•+]|\d{1,3}[.)])\s+", stripped) and not stripped.endswith(":"):
-            facts.extend(split_sentences(stripped)[:1])
+        marker = re.match(r"(?:[-*•+]|\d{1,3}[.)])\s+", stripped)
+        if marker and not stripped.endswith(":"):
+            facts.append(stripped[marker.end() :])
     return StructuredSummary(summary=text, key_facts=facts, entities=Extractor().keywords(text))
 
 
