@@ -44,6 +44,7 @@ _STOP_TEXT = """a about above after again against all also am an and any are are
     definitely lot lots thing things stuff something anything everything pretty kind sort
     gonna wanna yep nope sounds sound good fun love happy cute super last made day days
     today yesterday tomorrow time times way ways lately recently always never ever still
+    use using used
     的 了 是 在 我 你 他 她 它 们 这 那 和 也 就 都 而 及 与 着 或
     一个 没有 我们 你们 吗 呢 吧 啊"""
 STOPWORDS = frozenset(_STOP_TEXT.split())
@@ -244,17 +245,18 @@ class Extractor:
         muted = name_terms(speakers)
         picked = self._select(sentences, speakers)
         facts = self._merge_facts(summary_facts(previous), [self._fact(s) for s in picked])
-        keywords = self._keywords(sentences, muted)
-        names = _entities(sentences, speakers)[: self.max_keywords]
-        lowered = {n.casefold() for n in names}
-        entities = names + [k for k in keywords if k not in lowered]
+        names = _entities(sentences, speakers)[: max(1, self.max_keywords - 3)]
+        # a keyword that is part of a name ("caleb" of "Caleb Hattingh") adds nothing
+        in_names = {t for name in names for t in terms(name)}
+        keywords = self._keywords(sentences, muted | in_names)
+        entities = [*names, *keywords][: self.max_keywords]
         old_entities = previous.keywords if previous else []
         merged = list(dict.fromkeys([*entities, *old_entities]))
         lines = [f"- {fact}" for fact in facts] or [f"- {len(turns)} turns without text"]
         return StructuredSummary(
             summary="\n".join(lines),
             key_facts=facts,
-            entities=merged[: self.max_keywords * 3],
+            entities=merged[: self.max_keywords * 2],
             tags=keywords[:3],
         )
 
@@ -330,7 +332,9 @@ class Extractor:
             elif text.endswith("!"):
                 score *= 0.85
             sentence.score = score
-        budget = max(1, min(self.max_sentences, 2 + round(math.sqrt(len(sentences)))))
+        # short inputs keep most of their sentences, long ones about sqrt(n), capped
+        count = len(sentences)
+        budget = max(1, min(self.max_sentences, max(2 + round(math.sqrt(count)), min(count, 5))))
         ranked = sorted(sentences, key=lambda s: (-s.score, s.order))
         picked: list[_Sentence] = []
         for candidate in ranked:

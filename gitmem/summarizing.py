@@ -404,12 +404,15 @@ class SummaryMixin:
     def _new_summary(previous: Summary | None, result: SummaryResult) -> Summary:
         covers = list(dict.fromkeys([*(previous.covers if previous else []), *result.covers]))
         content = result.content
+        facts = [_one_line(f, 500) for f in content.key_facts]
+        if content.summary == "\n".join(f"- {fact}" for fact in facts):
+            facts = []  # the text is exactly the facts as bullets: do not store them twice
         return Summary(
             text=content.summary,
             generated=now(),
             model=result.model,
             covers=covers,
-            facts=[_one_line(f, 500) for f in content.key_facts],
+            facts=facts,
             keywords=[_one_line(k, 100) for k in content.entities],
         )
 
