@@ -24,6 +24,7 @@ from gitmem import markdown
 from gitmem.errors import ConflictError, GitmemError, SessionNotFound, ValidationError
 from gitmem.models import Interaction, Session, Summary, as_aware, now
 from gitmem.paths import archive_path
+from gitmem.plumbing import object_id
 from gitmem.repository import Repository, Transaction
 from gitmem.summarize import (
     IDLE,
@@ -207,6 +208,7 @@ class SummaryMixin:
 
         def _path(self, session_id: str) -> str: ...
         def _parse_blob(self, path: str, blob_id: str) -> Session: ...
+        def _remember(self, path: str, blob_id: str, session: Session) -> None: ...
         def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
         def _trailers(self, op: str, sessions: list[str], **extra: str) -> dict[str, str]: ...
         def load_memory(self, session_id: str, *, commit: str | None = None,
@@ -435,18 +437,23 @@ class SummaryMixin:
         older = [t for t in archived.interactions if t.id not in ids]
         return session.model_copy(update={"interactions": [*older, *session.interactions]})
 
+    def _render(self, path: str, session: Session) -> bytes:
+        data = markdown.render(session).encode("utf-8")
+        self._remember(path, object_id("blob", data), session)  # spares the next parse
+        return data
+
     def _changes(self, txn: Transaction, current: Session, summary: Summary
                  ) -> tuple[dict[str, bytes], int]:
         """The files a summary writes: the session, and its archive part in archive mode."""
         path = self._path(current.id)
         if self.summary_config.archive != "archive":
             updated = current.model_copy(update={"summary": summary})
-            return {path: markdown.render(updated).encode("utf-8")}, 0
+            return {path: self._render(path, updated)}, 0
         covered = set(summary.covers)
         moving = [t for t in current.interactions if t.id in covered]
         staying = [t for t in current.interactions if t.id not in covered]
         updated = current.model_copy(update={"summary": summary, "interactions": staying})
-        changes = {path: markdown.render(updated).encode("utf-8")}
+        changes = {path: self._render(path, updated)}
         if moving:
             where = archive_path(current.id, self.namespace)
             raw = txn.read(where)
@@ -462,7 +469,7 @@ class SummaryMixin:
                 "last_active": max([archive.last_active, *(t.timestamp for t in added)]),
                 "participants": list(dict.fromkeys([*archive.participants, *speakers])),
             })
-            changes[where] = markdown.render(archive).encode("utf-8")
+            changes[where] = self._render(where, archive)
         return changes, len(moving)
 
     def _current(self, txn: Transaction, session_id: str, expected: Summary | None) -> Session:
