@@ -22,6 +22,8 @@ from gitmem.models import Interaction, StructuredSummary, Summary
 EXTRACTIVE_MODEL = "gitmem-extractive"
 
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_CJK = re.compile(rf"[{_CJK_RANGES}]")
+_WORD = re.compile(rf"[^\W_{_CJK_RANGES}]+(?:['’][^\W_{_CJK_RANGES}]+)?")
 _TOKEN = re.compile(rf"([{_CJK_RANGES}]+)|([^\W_{_CJK_RANGES}]+(?:['’][^\W_{_CJK_RANGES}]+)?)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
@@ -80,6 +82,15 @@ def terms(text: str) -> list[str]:
     """Content terms of ``text``: casefolded, plural-stemmed words without stopwords;
     CJK runs become character bigrams (those scripts do not separate words by spaces)."""
     out: list[str] = []
+    cache = _TERM_CACHE
+    if _CJK.search(text) is None:  # the common case: one flat loop over words
+        for word in _WORD.findall(text):
+            term = cache.get(word, "")
+            if term == "":
+                term = _term(word)
+            if term is not None:
+                out.append(term)
+        return out
     for cjk, word in _TOKEN.findall(text):
         if cjk:
             if len(cjk) == 1:
@@ -189,16 +200,17 @@ def _entities(sentences: Sequence[_Sentence], speakers: Iterable[str]) -> list[s
     """Capitalised names (runs of capitalised words not opening a sentence), by frequency."""
     counts: Counter[str] = Counter()
     first_seen: dict[str, int] = {}
+    cleaned: dict[str, str | None] = {}
     for at, sentence in enumerate(sentences):
-        for match in _CAPITALISED.finditer(sentence.text):
-            if match.start() == 0:
-                continue
-            words = [w for w in match.group(0).split(" ") if w.casefold() not in _NOT_NAMES]
-            if not words or len(words[0]) < 2:
-                continue
-            name = " ".join(words)
-            counts[name] += 1
-            first_seen.setdefault(name, at)
+        for match in _CAPITALISED.finditer(sentence.text, 1):
+            run = match.group(0)
+            name = cleaned.get(run, "")
+            if name == "":
+                words = [w for w in run.split(" ") if w.casefold() not in _NOT_NAMES]
+                name = cleaned[run] = " ".join(words) if words and len(words[0]) > 1 else None
+            if name is not None:
+                counts[name] += 1
+                first_seen.setdefault(name, at)
     for speaker in speakers:
         if speaker.casefold() not in _GENERIC_SPEAKERS and speaker[:1].isupper():
             counts[speaker] += 1
