@@ -40,12 +40,12 @@ Token = dict[str, Any]
 
 _LABEL_NAMES = ("title", "conversation", "metadata", "summary", "session_id", "created",
                 "last_active", "participants", "tags", "project", "links", "generated", "model",
-                "covers")  # fmt: skip
+                "covers", "facts", "keywords")  # fmt: skip
 _LABEL_TEXT: dict[Language, str] = {
     "en": "Session|Conversation|Metadata|Summary|Session ID|Created|Last active|Participants"
-    "|Tags|Project|Links|Generated|Model|Covers",
+    "|Tags|Project|Links|Generated|Model|Covers|Key facts|Keywords",
     "zh": "会话|对话记录|元数据|关键信息摘要|会话ID|创建时间|最后活跃|参与角色|标签|项目|链接"
-    "|创建于|模型|覆盖",
+    "|创建于|模型|覆盖|关键事实|关键词",
 }
 _LABELS = {k: dict(zip(_LABEL_NAMES, v.split("|"), strict=True)) for k, v in _LABEL_TEXT.items()}
 _ESCAPED = " (escaped)"
@@ -61,6 +61,8 @@ _TITLES = _lookup("title")
 _SECTIONS = _lookup("metadata", "conversation", "summary")
 _META_KEYS = _lookup(*_LABEL_NAMES[4:11])
 _SUMMARY_KEYS = _lookup("generated", "model", "covers")
+# one-line items quoted below a label after the summary text: ``**Key facts**:`` / ``> ...``
+_SUMMARY_LISTS = _lookup("facts", "keywords")
 
 # Characters a content line may not hold literally: they would be lost or altered by line-ending
 # normalisation, UTF-8 encoding, editors or git (NUL makes git treat the file as binary).
@@ -121,6 +123,11 @@ def render(session: Session) -> str:
             out.append(f"**{lab['covers']}**: {', '.join(summary.covers)}")
         out.append("")
         out += [f"> {line}" if line else ">" for line in text.split("\n")]
+        for label, entries in ((lab["facts"], summary.facts), (lab["keywords"], summary.keywords)):
+            if entries:
+                flag, body = _maybe_escape("\n".join(entries))
+                out += ["", f"**{label}**{flag}:"]
+                out += [f"> {line}" if line else ">" for line in body.split("\n")]
     while out[-1] == "":
         out.pop()
     return "\n".join(out) + "\n"
@@ -682,6 +689,7 @@ class _Reader:
         rest = body[1:]
         text: str | None
         if text_start is None and rest and rest[0].kind == "block_quote":
+            rest = self.summary_lists(rest, fields, rows)
             stray = [b for b in rest if b.kind != "block_quote"]
             if stray:
                 self.diag(stray[0].line, f"{_describe(stray[0])} after the summary's quoted text")
@@ -695,11 +703,49 @@ class _Reader:
                 lines.pop()
             text = "\n".join(lines)
             text = self.unescape(text, text_start) if escaped else text
-        if text is not None and fields["generated"] is not None:
-            try:
-                self.summary = Summary(text=text, **fields)
-            except ValidationError as exc:
-                self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
+        if text is None or fields["generated"] is None or fields.get("lists") is False:
+            return
+        fields.pop("lists", None)
+        try:
+            self.summary = Summary(text=text, **fields)
+        except ValidationError as exc:
+            self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
+
+    def summary_lists(
+        self, rest: list[_Block], fields: dict[str, Any], rows: dict[str, int]
+    ) -> list[_Block]:
+        """Read the labelled lists (key facts, keywords) that follow the summary text into
+        ``fields``; returns the blocks before them (the text's quotes)."""
+        groups: list[tuple[str, bool, _Block, list[_Block]]] = []
+        cut = len(rest)
+        for at, block in enumerate(rest):
+            label = None
+            tail = ""
+            if block.kind == "paragraph":
+                key, tail = _bold_key(block.token["text"].strip())
+                found = _SUMMARY_LISTS.get(key.strip().casefold()) if key is not None else None
+                label = found[0] if found else None
+            if label is not None:
+                if not groups:
+                    cut = at
+                groups.append((label, tail.startswith(_ESCAPED), block, []))
+            elif groups and block.kind == "block_quote":
+                groups[-1][3].append(block)
+            elif groups:
+                self.diag(block.line, f"{_describe(block)} after the summary's {groups[-1][0]}")
+                fields["lists"] = False
+                return rest[:cut]
+        for label, escaped, head, quotes in groups:
+            if label in fields or not quotes or "\n" in head.token["text"].strip():
+                self.diag(head.line, f"summary {label} must be quoted below its label, once")
+                fields["lists"] = False
+                continue
+            rows[label] = head.line
+            text = self.quoted(quotes[0].start, quotes[-1].end, escaped)
+            fields[label] = text.split("\n") if text is not None else []
+            if text is None:
+                fields["lists"] = False
+        return rest[:cut]
 
     # ----------------------------------------------------------------- assembly
 
