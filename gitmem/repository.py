@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import itertools
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import git
@@ -56,6 +60,22 @@ GITATTRIBUTES = (
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0
+# gitmem's own git commands run no hooks and no fsmonitor: a store that arrives as a folder
+# (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
+SAFE_GIT_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+SAFE_GIT_ARGS = tuple(arg for item in SAFE_GIT_CONFIG for arg in ("-c", item))
+# what to do about an OSError while writing, by errno
+_OS_ADVICE = {
+    errno.ENOSPC: "the disk is full: free some space, then save again",
+    errno.EDQUOT: "the disk quota is used up: free some space, then save again",
+    errno.EROFS: "the file system is read-only: open the store from a writable place",
+    errno.EACCES: "permission denied: check the owner and mode of the store's files",
+    errno.EPERM: "operation not permitted: check the owner and mode of the store's files",
+    errno.EFBIG: "the file is larger than the file-size limit (see `ulimit -f`)",
+    errno.EIO: "an I/O error: check the disk",
+}
+
+log = logging.getLogger("gitmem")
 
 
 @dataclass(frozen=True)
@@ -91,11 +111,46 @@ def _fsync_dir(path: Path) -> None:
 
 
 _HELD = threading.local()
+_SEQ = itertools.count()
 
 
-def _process_lock(key: str, _locks: dict[str, threading.RLock] = {}) -> threading.RLock:  # noqa: B006
-    # one in-process lock per store, shared by every Repository object opened on it
-    return _locks.setdefault(key, threading.RLock())
+def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
+                  ) -> threading.RLock:
+    # one in-process lock per store, shared by every Repository object opened on it; a
+    # forked child gets its own (the parent's may have been held by another thread)
+    return _locks.setdefault((os.getpid(), key), threading.RLock())
+
+
+def _owner_is_dead(lock: Path) -> bool:
+    """True if ``lock`` names a gitmem process on this host that no longer runs."""
+    try:
+        with open(lock, "rb") as handle:
+            head = handle.read(200)
+    except OSError:
+        return False
+    if not head.startswith(b"gitmem pid="):
+        return False
+    fields = dict(item.partition("=")[::2] for item in head.decode(errors="replace").split())
+    if fields.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(fields["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (KeyError, ValueError, OSError):
+        return False
+    return False
+
+
+def _owner_text(raw: bytes) -> str:
+    """``pid=1 host=h since=T`` from a lock file, with the lock's age spelled out."""
+    owner = raw.partition(b"\n")[0].decode(errors="replace").strip()
+    fields = dict(item.partition("=")[::2] for item in owner.split())
+    try:
+        age = time.time() - float(fields["since"])
+    except (KeyError, ValueError):
+        return owner or "unknown"
+    return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
 
 
 class Repository:
@@ -126,7 +181,10 @@ class Repository:
             )
         self.git_dir = Path(self._git.git_dir).resolve()
         self.state_dir = self.git_dir / "gitmem"
-        (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a read-only store can still be read
+            (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+        self._pid = os.getpid()
         self.identity = identity or Identity()
         self.housekeeping = housekeeping or Housekeeping()
         self.lock_timeout = lock_timeout
@@ -142,6 +200,11 @@ class Repository:
         self._owner = b""
         self._staged: list[tuple[str, bytes, str]] = []
         self._packs_since_gc = 0
+        self._prepared: list[Path] = []
+        # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
+        # itself: the packs that earlier ones left count towards it
+        self._commits_since_gc = self._packs_on_disk()
+        self.recover()
 
     # --- creation ------------------------------------------------------------------------
 
@@ -315,7 +378,7 @@ class Repository:
     def git(self, *args: str) -> str:
         """Run a read-only git command in the store and return its output."""
         try:
-            out: str = self._git.git.execute(["git", *args])
+            out: str = self._git.git.execute(["git", *SAFE_GIT_ARGS, *args])
         except git.GitCommandError as exc:
             raise RepositoryError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
         return out
@@ -326,9 +389,57 @@ class Repository:
     def transaction(self) -> Iterator[Transaction]:
         """Hold the store's write lock; changes made through the transaction are committed
         by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends)."""
+        self._check_fork()
         with self._thread_lock, self._file_lock():
-            yield Transaction(self)
+            try:
+                yield Transaction(self)
+            finally:
+                self._discard_prepared()  # temp files of a save that failed
         self._maybe_housekeep()
+
+    def _check_fork(self) -> None:
+        # a forked child shares its parent's open lock file, so flock would not keep the
+        # two apart, and its git cat-file pipes: it needs its own of both
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        if self._lock_handle is not None:
+            os.close(self._lock_handle)  # closing (not unlocking) leaves the parent's lock
+            self._lock_handle = None
+        self._git = git.Repo(self.root)
+        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+        self._thread_lock = _process_lock(str(self.git_dir))
+        self._gc_thread = None
+
+    def recover(self) -> bool:
+        """Finish or undo a save whose writer died half-way, if no writer holds the lock.
+
+        Runs when a store is opened (and at every lock), so the working tree and index
+        match HEAD again after any gitmem call. Returns True if it had the lock to check.
+        """
+        try:
+            raw = (self.state_dir / "write.lock").read_bytes()
+        except OSError:
+            return False
+        stale = self._stale_temps()
+        if not raw.partition(b"\n")[2].strip() and not stale:
+            return False  # nothing was left half-done
+        self._check_fork()
+        if not self._thread_lock.acquire(blocking=False):
+            return False
+        try:
+            if _HELD.__dict__.get("depth", {}).get(str(self.git_dir)):
+                return False
+            with self._flock(wait=False) as got:
+                for item in self._stale_temps() if got else ():
+                    with contextlib.suppress(OSError):
+                        item.unlink()
+                return got
+        except (OSError, RepositoryError) as exc:
+            log.warning("%s: recovery postponed to the next save: %s", self.root, exc)
+            return False
+        finally:
+            self._thread_lock.release()
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
@@ -352,13 +463,30 @@ class Repository:
 
     def _lock_fd(self) -> int:
         if self._lock_handle is None:
-            self._lock_handle = os.open(
-                self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644
-            )
+            path = self.state_dir / "write.lock"
+            with self._os_errors("open the write lock", path):
+                self._lock_handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._lock_handle
 
     @contextlib.contextmanager
-    def _flock(self) -> Iterator[None]:
+    def _os_errors(self, doing: str, where: Path | None = None) -> Iterator[None]:
+        """Turn an OSError into a RepositoryError that says where, and what to do."""
+        try:
+            yield
+        except OSError as exc:
+            place = exc.filename or where or self.root
+            advice = _OS_ADVICE.get(exc.errno or 0, "check the disk and the store's permissions")
+            try:
+                head = str(self.head())[:12]
+            except OSError:
+                head = "its last commit"
+            raise RepositoryError(
+                f"{self.root}: could not {doing}: {exc.strerror or exc} ({place}); {advice}. "
+                f"Nothing was saved: the branch is still at {head}"
+            ) from exc
+
+    @contextlib.contextmanager
+    def _flock(self, wait: bool = True) -> Iterator[bool]:
         path = self.state_dir / "write.lock"
         fd = self._lock_fd()
         try:
@@ -371,20 +499,25 @@ class Repository:
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
+                    if not wait:
+                        yield False
+                        return
                     if time.monotonic() > deadline:
-                        owner = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                        owner = _owner_text(os.pread(fd, 200, 0))
                         raise LockTimeout(
                             f"{self.root}: another writer has held {path} for over "
-                            f"{self.lock_timeout:.0f}s (owner: {owner or 'unknown'})"
+                            f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
+                            "when that process ends"
                         ) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
             self._owner = (
                 f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
             ).encode()
-            self._recover()
-            self._write_lock_file(b"")
-            yield
+            with self._os_errors("recover the last save", path):
+                self._recover()
+                self._write_lock_file(b"")
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
 
@@ -408,22 +541,38 @@ class Repository:
         return record
 
     def _git_lock(self, target: Path) -> int:
-        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer."""
+        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
+
+        The lock names its owner (``gitmem pid=... host=...``) until the new content is
+        written into it, so one left by a gitmem process that died is cleared at once; any
+        other is taken as stale after STALE_GIT_LOCK_SECONDS.
+        """
         lock = target.with_name(target.name + ".lock")
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
-                return os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             except FileExistsError:
+                age = 0.0
                 with contextlib.suppress(FileNotFoundError):
-                    if time.time() - lock.stat().st_mtime > STALE_GIT_LOCK_SECONDS:
+                    age = time.time() - lock.stat().st_mtime
+                    if age > STALE_GIT_LOCK_SECONDS or _owner_is_dead(lock):
                         lock.unlink()
                         continue
                 if time.monotonic() > deadline:
                     raise LockTimeout(
-                        f"{lock} exists: another git process is writing; remove it if none is"
+                        f"{lock} exists (for {age:.0f}s): another git process is writing; "
+                        "remove it if none is"
                     ) from None
                 time.sleep(0.01)
+                continue
+            try:
+                os.write(fd, f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode())
+            except BaseException:
+                os.close(fd)
+                lock.unlink()
+                raise
+            return fd
 
     def write_object(self, kind: str, data: bytes) -> str:
         """Write a loose object (no-op if it exists) and return its id."""
@@ -459,11 +608,13 @@ class Repository:
         folder = self.git_dir / "objects" / "pack"
         folder.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
+        self._prepared.append(tmp)  # removed if the write fails
         for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
             with open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
             os.replace(tmp, folder / f"pack-{name}{suffix}")
+        self._prepared.remove(tmp)
         self._bytes_since_gc += len(pack)
         self._packs_since_gc += 1
 
@@ -496,20 +647,43 @@ class Repository:
         """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)
-        if not self._locked_write(
-            target, (new + "\n").encode(), check=lambda: self._read_ref(ref) == old
-        ):
-            return False
         who = _signature(self.identity).encode().decode()
-        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n"
-        for log in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(line)
-        return True
+        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+
+        def still_old() -> bool:
+            if self._read_ref(ref) != old:
+                return False
+            # the reflog first, as git does: if it cannot be written the ref does not move
+            self._append_reflogs(ref, line)
+            return True
+
+        return self._locked_write(target, (new + "\n").encode(), check=still_old)
+
+    def _append_reflogs(self, ref: str, line: bytes) -> None:
+        written: list[tuple[Path, int]] = []
+        try:
+            for reflog in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
+                reflog.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(reflog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    written.append((reflog, os.fstat(fd).st_size))
+                    if os.write(fd, line) != len(line):
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(reflog))
+                finally:
+                    os.close(fd)
+        except OSError:
+            for reflog, size in written:  # no half line is left behind
+                with contextlib.suppress(OSError):
+                    os.truncate(reflog, size)
+            raise
 
     def _locked_write(
-        self, target: Path, data: bytes, check: Callable[[], bool] | None = None
+        self,
+        target: Path,
+        data: bytes,
+        check: Callable[[], bool] | None = None,
+        *,
+        in_place: bool = True,
     ) -> bool:
         """Replace ``target``'s content while holding git's ``<target>.lock``.
 
@@ -517,6 +691,7 @@ class Repository:
         forces the new data to disk first (auto_da_alloc) and costs ~1 ms per file, so an
         existing target is overwritten in place instead (one ``pwrite`` while every other
         writer is locked out) and the lock is removed. Returns False if ``check`` fails.
+        ``in_place=False`` always renames (a reader never sees a partly written file).
         """
         fd = self._git_lock(target)
         lock = target.with_name(target.name + ".lock")
@@ -524,9 +699,12 @@ class Repository:
             if check is not None and not check():
                 return False
             try:
+                if not in_place:
+                    raise FileNotFoundError
                 handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
-                os.write(fd, data)
+                os.pwrite(fd, data, 0)  # over the owner line
+                os.ftruncate(fd, len(data))
                 os.close(fd)
                 fd = -1
                 os.replace(lock, target)
@@ -567,18 +745,52 @@ class Repository:
         return target
 
     def _write_working(self, path: str, data: bytes | None) -> None:
+        self._place_working(path, self._prepare_working(path, data))
+
+    def _prepare_working(self, path: str, data: bytes | None) -> Path | None:
+        """Write ``data`` for ``path`` to a synced temp file, before the branch moves, so
+        that a full disk fails the save rather than the files after it; None deletes."""
         target = self._safe_target(path)
         if data is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
+            return None
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}.tmp"
+        tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp"
+        self._prepared.append(tmp)
         with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        return tmp
+
+    def _place_working(self, path: str, tmp: Path | None) -> None:
+        target = self._safe_target(path)
+        if tmp is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, target)
+        self._prepared.remove(tmp)
+
+    def _discard_prepared(self) -> None:
+        while self._prepared:
+            with contextlib.suppress(OSError):
+                self._prepared.pop().unlink()
+
+    def _stale_temps(self) -> list[Path]:
+        """Temp files a dead writer left (a live one keeps them for milliseconds)."""
+        try:
+            names = list((self.state_dir / "tmp").iterdir())
+        except OSError:
+            return []
+        cutoff = time.time() - 60
+        stale = []
+        for item in names:
+            ours = item.name.endswith(".tmp") or item.name.startswith("pack-")
+            with contextlib.suppress(OSError):
+                if ours and item.lstat().st_mtime < cutoff:
+                    stale.append(item)
+        return stale
 
     def _load_index(self) -> Index:
         # the trailing checksum identifies the content: mtime is too coarse to tell two
@@ -652,24 +864,84 @@ class Repository:
     # --- journal: finishing or undoing a save that died half-way -------------------------
 
     def _recover(self) -> None:
-        """Finish or undo a save whose writer died after it wrote its journal."""
+        """Finish or undo a save whose writer died after it wrote its journal.
+
+        The files the journal names are brought to HEAD (unless a person edited one
+        since), and so are their index entries: the writer may have died between a file
+        and its entry. An index it left half-rewritten is rebuilt from HEAD.
+        """
         record = self._read_journal()
         if record is None:
             return
         head = self.head()
         fixed: dict[str, str | None] = {}
+        settled: dict[str, str | None] = {}
         for path, (old, new) in record.get("files", {}).items():
             want = self.entry(path, head) if head else None
             want_sha = want[1] if want else None
             current = self.working_blob(path)
             current_sha = current[1] if current else None
-            if current_sha == want_sha or current_sha not in (old, new):
-                continue  # already right, or edited by a person since: leave it alone
-            self._write_working(path, None if want_sha is None else self.blob(want_sha))
-            fixed[path] = want_sha
-        if fixed:
-            self._update_index(fixed)
+            if current_sha == want_sha:
+                settled[path] = want_sha  # the file is right; its index entry may lag
+            elif current_sha in (old, new):
+                self._write_working(path, None if want_sha is None else self.blob(want_sha))
+                fixed[path] = want_sha
+            # else: edited by a person since: leave it alone
+        if self._index_torn():
+            self._rebuild_index(head)
+        else:
+            try:
+                index = self._load_index()
+            except UnsupportedIndex:
+                fixed.update(settled)  # git itself will set them
+            else:
+                for path, sha in settled.items():
+                    staged = index.entry_sha(path.encode())
+                    if (staged.hex() if staged is not None else None) != sha:
+                        fixed[path] = sha
+            if fixed:
+                self._update_index(fixed)
         self._write_lock_file(b"")
+
+    def _index_torn(self) -> bool:
+        """True if the index is missing or fails its checksum (a write cut short)."""
+        try:
+            data = (self.git_dir / "index").read_bytes()
+        except FileNotFoundError:
+            return True
+        if len(data) < 32 or data[:4] != b"DIRC":
+            return True
+        trailer = data[-20:]
+        # index.skipHash writes zeros instead of the checksum
+        return trailer != bytes(20) and hashlib.sha1(data[:-20]).digest() != trailer
+
+    def _files(self, tree: str, prefix: str = "") -> Iterator[tuple[str, bytes, str]]:
+        """(path, mode, blob id) of every file under ``tree``."""
+        for name, (mode, sha) in sorted(self.tree(tree).entries.items()):
+            path = prefix + name.decode("utf-8", "surrogateescape")
+            if mode == MODE_TREE:
+                yield from self._files(sha.hex(), path + "/")
+            else:
+                yield path, mode, sha.hex()
+
+    def _rebuild_index(self, head: str | None) -> None:
+        """A fresh index matching HEAD, in place of one a dead writer left half-written
+        (what ``git reset`` would do; a person's unstaged edits stay unstaged)."""
+        index = Index.empty()
+        for path, mode, sha in self._files(self.commit_tree(head)) if head else ():
+            fields: tuple[int, ...] = (0, 0, 0, 0, 0, 0, int(mode, 8), 0, 0, 0)
+            target = self.root / path
+            with contextlib.suppress(OSError):
+                st = os.lstat(target)
+                if S_ISREG(st.st_mode) and object_id("blob", target.read_bytes()) == sha:
+                    fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
+                                         st.st_mode, st.st_uid, st.st_gid, st.st_size)
+            index.set(path.encode("utf-8", "surrogateescape"), fields, bytes.fromhex(sha))
+        data = index.encode()
+        self._locked_write(self.git_dir / "index", data, in_place=False)
+        self._index = (data[-20:], index)
+        log.warning("%s: rebuilt .git/index left half-written by a writer that died",
+                    self.root)
 
     def commit_changes(
         self,
@@ -698,6 +970,7 @@ class Repository:
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
         sig = _signature(identity or self.identity, when)
         subject = message.split("\n", 1)[0]
+        prepared = {path: self._prepare_working(path, data) for path, data in changes.items()}
         for _attempt in range(20):
             old = self._read_ref(ref)
             base_tree = self.commit_tree(old) if old else None
@@ -738,12 +1011,25 @@ class Repository:
                     self.stage_object("blob", data)
         else:
             raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
-        for path, data in changes.items():
-            self._write_working(path, data)
-        self._update_index(hex_ids)
-        self._write_lock_file(b"")
+        self._finish_save(commit, prepared, hex_ids)
         self._commits_since_gc += 1
         return commit
+
+    def _finish_save(
+        self, commit: str, prepared: dict[str, Path | None], hex_ids: dict[str, str | None]
+    ) -> None:
+        """Bring the working files and index along to the commit the branch now has."""
+        try:
+            for path, tmp in prepared.items():
+                self._place_working(path, tmp)
+            self._update_index(hex_ids)
+            self._write_lock_file(b"")
+        except OSError as exc:
+            # the save is committed: the journal stays, and the next call finishes the job
+            log.warning(
+                "%s: saved as commit %s, but the working tree could not follow (%s); "
+                "the next gitmem call brings it in line", self.root, commit[:12], exc
+            )
 
     # --- side refs (e.g. review branches): commits that never touch the working tree -----
 
@@ -791,6 +1077,13 @@ class Repository:
 
     # --- housekeeping --------------------------------------------------------------------
 
+    def _packs_on_disk(self) -> int:
+        try:
+            names = os.listdir(self.git_dir / "objects" / "pack")
+        except OSError:
+            return 0
+        return sum(name.endswith(".idx") for name in names)
+
     def _maybe_housekeep(self) -> None:
         policy = self.housekeeping
         due = (
@@ -815,7 +1108,8 @@ class Repository:
             ["git", "commit-graph", "write", "--reachable", "--split"],
         ]
         for command in commands:
-            subprocess.run(command, cwd=self.root, capture_output=True, check=False)
+            subprocess.run([command[0], *SAFE_GIT_ARGS, *command[1:]], cwd=self.root,
+                           capture_output=True, check=False)
 
 
 @dataclass
@@ -824,6 +1118,8 @@ class Transaction:
 
     repo: Repository
     pending: dict[str, bytes | None] = field(default_factory=dict)
+    # secrets replaced in this commit's content, by kind: recorded as a trailer
+    redacted: dict[str, int] = field(default_factory=dict)
 
     def head(self) -> str | None:
         return self.repo.head()
@@ -865,5 +1161,10 @@ class Transaction:
         if not self.pending:
             return None
         changes, self.pending = self.pending, {}
+        if self.redacted:
+            counts = ", ".join(f"{kind}={n}" for kind, n in sorted(self.redacted.items()))
+            trailers = {**(trailers or {}), "Gitmem-Redacted": counts}
+            self.redacted = {}
         message = format_message(subject, body, trailers)
-        return self.repo.commit_changes(changes, message, identity=identity, when=when)
+        with self.repo._os_errors("write the commit"):
+            return self.repo.commit_changes(changes, message, identity=identity, when=when)
