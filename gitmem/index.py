@@ -1,0 +1,602 @@
+"""The search index: derived, disposable state in SQLite under the git dir.
+
+The Markdown files in git are the truth; this index only makes search fast. It holds one
+document per interaction and per summary (text, analysed terms, session, speaker,
+timestamp) plus each session's tags, project, participants, links and metadata, and an
+inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
+common terms can be read partially, best documents first.
+
+It records the commit it reflects. :meth:`Index.sync` catches up by diffing that commit to
+HEAD, so saves by other processes, ``git pull`` and hand edits are all picked up. A file
+that is missing, corrupted, of an older layout or written for another repository is
+thrown away and rebuilt. Access counts (how often a memory went into an agent's context)
+are not derivable from git; they live in their own table and survive a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gitmem.analysis import terms
+from gitmem.models import Session
+
+SCHEMA_VERSION = "1"
+# Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
+# and document length, so they only decide which postings of a common term are read first.
+IMPACT_K1 = 1.2
+IMPACT_B = 0.75
+_SEP = "\x1f"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL UNIQUE, path TEXT NOT NULL,
+    blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
+    tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
+    summary_text TEXT);
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
+    pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
+    terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos);
+CREATE TABLE IF NOT EXISTS postings(
+    term TEXT NOT NULL, impact REAL NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
+    dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
+    PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS access(
+    session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
+    PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
+"""
+
+KIND_INTERACTION = 0
+KIND_SUMMARY = 1
+
+
+@dataclass(frozen=True)
+class DocInput:
+    """One searchable unit handed to the index: an interaction or a session summary."""
+
+    kind: int
+    iid: str | None
+    pos: int
+    speaker: str
+    ts: float
+    text: str
+    body: str
+
+    @property
+    def hash(self) -> str:
+        data = f"{self.kind}|{self.iid}|{self.speaker}|{self.ts}|{self.text}"
+        return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class DocRow:
+    """One indexed document as the ranker sees it."""
+
+    id: int
+    skey: int
+    kind: int
+    iid: str | None
+    pos: int
+    speaker: str
+    ts: float
+    text: str
+    terms: tuple[str, ...]
+    dl: int
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session's metadata as indexed."""
+
+    skey: int
+    session_id: str
+    path: str
+    commit: str | None
+    created: float | None
+    last_active: float | None
+    project: str | None
+    tags: tuple[str, ...]
+    participants: tuple[str, ...]
+    links: tuple[str, ...]
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _join(items: Iterable[str]) -> str:
+    return _SEP + _SEP.join(items) + _SEP
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(item for item in value.split(_SEP) if item)
+
+
+def _stamp(value: datetime) -> float:
+    return value.timestamp()
+
+
+def session_documents(session: Session) -> list[DocInput]:
+    """The documents of a session: its interactions in order, then its summary if any."""
+    docs: list[DocInput] = []
+    for pos, item in enumerate(session.interactions):
+        speakers = list(dict.fromkeys(m.speaker for m in item.messages))
+        body = "\n".join(m.content for m in item.messages)
+        docs.append(
+            DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
+                     item.text, body)
+        )
+    if session.summary is not None and session.summary.text.strip():
+        docs.append(
+            DocInput(KIND_SUMMARY, None, len(session.interactions), "",
+                     _stamp(session.summary.generated), session.summary.text,
+                     session.summary.text)
+        )
+    return docs
+
+
+class IndexCorrupted(Exception):
+    """Raised inside this module when the file cannot be used; callers rebuild."""
+
+
+class Index:
+    """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
+
+    Thread-safe: one connection guarded by a lock. Write methods must run inside
+    :meth:`writing`, which makes them one SQLite transaction.
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._db = self._connect()
+        self.generation = 0
+        self._vocab: tuple[int, list[str]] | None = None
+        self._stats: tuple[int, float] | None = None
+        self._access: tuple[int, dict[tuple[str, str], int]] | None = None
+
+    # --- connection ------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            if self.path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA temp_store=MEMORY")
+            db.executescript(_SCHEMA)
+            version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if version is None:
+                db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+            elif version[0] != SCHEMA_VERSION:
+                raise IndexCorrupted(f"index layout {version[0]}, expected {SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise IndexCorrupted(str(exc)) from exc
+        except IndexCorrupted:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def check(self) -> None:
+        """Raise IndexCorrupted unless SQLite's quick check passes."""
+        with self._lock:
+            try:
+                row = self._db.execute("PRAGMA quick_check").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise IndexCorrupted(str(exc)) from exc
+            if row is None or row[0] != "ok":
+                raise IndexCorrupted(str(row))
+
+    # --- meta ------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """A value from the meta table (None when unset)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set or (with None) remove a meta value."""
+        with self._lock:
+            if value is None:
+                self._db.execute("DELETE FROM meta WHERE key=?", (key,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Group writes into one transaction (rolled back if the block raises)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                self._stats = None
+                raise
+            self._db.execute("COMMIT")
+            self.generation += 1
+            self._stats = None
+
+    def clear(self) -> None:
+        """Drop every document and session (access counts are kept)."""
+        for table in ("sessions", "docs", "postings", "terms"):
+            self._db.execute(f"DELETE FROM {table}")
+        self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
+
+    # --- writing documents -----------------------------------------------------------
+
+    def _counts(self) -> tuple[int, int]:
+        n = self._db.execute("SELECT value FROM meta WHERE key='n_docs'").fetchone()
+        total = self._db.execute("SELECT value FROM meta WHERE key='total_dl'").fetchone()
+        return (int(n[0]) if n else 0, int(total[0]) if total else 0)
+
+    def _set_counts(self, n_docs: int, total_dl: int) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES(?, ?)",
+            [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
+        )
+
+    def put_session(
+        self, session: Session, path: str, blob: str, commit: str | None = None
+    ) -> None:
+        """Index (or re-index) a session; unchanged interactions are left alone."""
+        row = self._db.execute(
+            "SELECT skey FROM sessions WHERE session_id=?", (session.id,)
+        ).fetchone()
+        values = (
+            path, blob, commit, _stamp(session.created), _stamp(session.last_active),
+            session.project, _join(session.tags), _join(session.participants),
+            _join(session.links), json.dumps(session.extra, ensure_ascii=False),
+            session.summary.text if session.summary else None,
+        )  # fmt: skip
+        if row is None:
+            cursor = self._db.execute(
+                "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
+                " project, tags, participants, links, extra, summary_text)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                (session.id, *values),
+            )
+            skey = int(cursor.lastrowid or 0)
+        else:
+            skey = int(row[0])
+            self._db.execute(
+                "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
+                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?"
+                " WHERE skey=?",
+                (*values, skey),
+            )
+        self._put_docs(skey, session_documents(session))
+
+    def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
+        # a document whose content and position are unchanged stays; anything else is
+        # deleted and inserted again (positions live in the postings too)
+        old = {
+            (str(h), int(pos)): int(doc_id)
+            for doc_id, h, pos in self._db.execute(
+                "SELECT id, hash, pos FROM docs WHERE skey=?", (skey,)
+            )
+        }
+        fresh = [doc for doc in docs if old.pop((doc.hash, doc.pos), None) is None]
+        self._delete_docs(list(old.values()))
+        self._insert_docs(skey, fresh)
+
+    @staticmethod
+    def _impact(tf: int, norm: float) -> float:
+        return tf * (IMPACT_K1 + 1) / (tf + norm)
+
+    def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
+        if not docs:
+            return
+        n_docs, total = self._counts()
+        analysed = [terms(doc.body) for doc in docs]
+        n_docs += len(docs)
+        total += sum(len(t) for t in analysed)
+        avgdl = total / n_docs if n_docs else 1.0
+        postings: list[tuple[str, float, int, int, int, int, int, int]] = []
+        df: Counter[str] = Counter()
+        for doc, doc_terms in zip(docs, analysed, strict=True):
+            dl = len(doc_terms)
+            norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
+            cursor = self._db.execute(
+                "INSERT INTO docs(skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                (skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
+                 " ".join(doc_terms), dl, norm, doc.hash),
+            )  # fmt: skip
+            doc_id = int(cursor.lastrowid or 0)
+            for term, tf in Counter(doc_terms).items():
+                postings.append(
+                    (term, self._impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
+                )
+                df[term] += 1
+        self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
+        self._db.executemany(
+            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
+            df.items(),
+        )
+        self._set_counts(n_docs, total)
+
+    def _delete_docs(self, doc_ids: Sequence[int]) -> None:
+        if not doc_ids:
+            return
+        n_docs, total = self._counts()
+        keys: list[tuple[str, float, int]] = []
+        df: Counter[str] = Counter()
+        for at in range(0, len(doc_ids), 500):
+            chunk = doc_ids[at : at + 500]
+            marks = ",".join("?" * len(chunk))
+            for doc_id, doc_terms, dl, norm in self._db.execute(
+                f"SELECT id, terms, dl, norm FROM docs WHERE id IN ({marks})", chunk
+            ):
+                n_docs -= 1
+                total -= dl
+                for term, tf in Counter(doc_terms.split()).items():
+                    keys.append((term, self._impact(tf, norm), doc_id))
+                    df[term] += 1
+            self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
+        self._db.executemany("DELETE FROM postings WHERE term=? AND impact=? AND doc=?", keys)
+        self._db.executemany("UPDATE terms SET df = df - ? WHERE term=?",
+                             [(count, term) for term, count in df.items()])
+        self._db.execute("DELETE FROM terms WHERE df <= 0")
+        self._set_counts(max(n_docs, 0), max(total, 0))
+
+    def remove_session(self, session_id: str) -> None:
+        """Remove a session and its documents."""
+        row = self._db.execute(
+            "SELECT skey FROM sessions WHERE session_id=?", (session_id,)
+        ).fetchone()
+        if row is None:
+            return
+        ids = [r[0] for r in self._db.execute("SELECT id FROM docs WHERE skey=?", (row[0],))]
+        self._delete_docs(ids)
+        self._db.execute("DELETE FROM sessions WHERE skey=?", (row[0],))
+
+    # --- reading ---------------------------------------------------------------------
+
+    def stats(self) -> tuple[int, float]:
+        """(number of documents, average document length in terms)."""
+        with self._lock:
+            if self._stats is None:
+                n_docs, total = self._counts()
+                self._stats = (n_docs, total / n_docs if n_docs else 0.0)
+            return self._stats
+
+    def df(self, words: Iterable[str]) -> dict[str, int]:
+        """Document frequency of each term (absent terms are left out)."""
+        wanted = list(dict.fromkeys(words))
+        if not wanted:
+            return {}
+        with self._lock:
+            marks = ",".join("?" * len(wanted))
+            return {
+                term: int(count)
+                for term, count in self._db.execute(
+                    f"SELECT term, df FROM terms WHERE term IN ({marks})", wanted
+                )
+            }
+
+    def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
+        """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
+        ``term``, highest impact first."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT doc, tf, dl, skey, pos, kind FROM postings WHERE term=?"
+                " ORDER BY impact DESC LIMIT ?",
+                (term, limit),
+            ).fetchall()
+
+    def vocabulary(self) -> list[str]:
+        """Every indexed term (cached until the next write)."""
+        with self._lock:
+            if self._vocab is None or self._vocab[0] != self.generation:
+                words = [r[0] for r in self._db.execute("SELECT term FROM terms")]
+                self._vocab = (self.generation, words)
+            return self._vocab[1]
+
+    def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
+        return [
+            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(r[8].split()), r[9])
+            for r in self._db.execute(sql, args)
+        ]
+
+    _DOC_COLUMNS = "id, skey, kind, iid, pos, speaker, ts, text, terms, dl"
+
+    def docs(self, doc_ids: Iterable[int]) -> dict[int, DocRow]:
+        """The documents with these ids."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, DocRow] = {}
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in self._doc_rows(
+                    f"SELECT {self._DOC_COLUMNS} FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[row.id] = row
+        return out
+
+    def session_docs(self, skeys: Iterable[int], *, kind: int | None = None) -> list[DocRow]:
+        """Every document of these sessions, in session and position order."""
+        keys = list(dict.fromkeys(skeys))
+        out: list[DocRow] = []
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                extra = "" if kind is None else f" AND kind={int(kind)}"
+                out.extend(
+                    self._doc_rows(
+                        f"SELECT {self._DOC_COLUMNS} FROM docs WHERE skey IN ({marks}){extra}"
+                        " ORDER BY skey, pos",
+                        chunk,
+                    )
+                )
+        return out
+
+    def count_session_docs(self, skeys: Iterable[int]) -> int:
+        """How many documents these sessions hold."""
+        keys = list(dict.fromkeys(skeys))
+        total = 0
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                row = self._db.execute(
+                    f"SELECT COUNT(*) FROM docs WHERE skey IN ({marks})", chunk
+                ).fetchone()
+                total += int(row[0])
+        return total
+
+    def _session_row(self, r: Sequence[Any]) -> SessionRow:
+        return SessionRow(
+            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
+            r[4] if r[4] is None else float(r[4]),
+            r[5] if r[5] is None else float(r[5]),
+            r[6] if r[6] is None else str(r[6]),
+            _split(str(r[7])), _split(str(r[8])), _split(str(r[9])), json.loads(str(r[10])),
+        )  # fmt: skip
+
+    _SESSION_COLUMNS = (
+        "skey, session_id, path, commit_sha, created, last_active, project, tags,"
+        " participants, links, extra"
+    )
+
+    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
+        """Session rows by session key."""
+        keys = list(dict.fromkeys(skeys))
+        out: dict[int, SessionRow] = {}
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
+                ):
+                    row = self._session_row(r)
+                    out[row.skey] = row
+        return out
+
+    def session_by_id(self, session_id: str) -> SessionRow | None:
+        """The row of one session, or None if it is not indexed."""
+        with self._lock:
+            r = self._db.execute(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=?", (session_id,)
+            ).fetchone()
+        return None if r is None else self._session_row(r)
+
+    def session_keys(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        project: str | None = None,
+        participants: Sequence[str] = (),
+        active_since: float | None = None,
+        created_until: float | None = None,
+    ) -> set[int]:
+        """Keys of sessions matching every given condition (tags and participants: all)."""
+        where: list[str] = []
+        args: list[object] = []
+        if session_ids:
+            where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
+            args.extend(session_ids)
+        for tag in tags:
+            where.append("instr(tags, ?) > 0")
+            args.append(_SEP + tag + _SEP)
+        for name in participants:
+            where.append("instr(lower(participants), ?) > 0")
+            args.append((_SEP + name + _SEP).lower())
+        if project is not None:
+            where.append("project = ?")
+            args.append(project)
+        if active_since is not None:
+            where.append("last_active >= ?")
+            args.append(active_since)
+        if created_until is not None:
+            where.append("created <= ?")
+            args.append(created_until)
+        sql = "SELECT skey FROM sessions" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def session_count(self) -> int:
+        """How many sessions are indexed."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+
+    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
+        """path -> (session id, blob id) of every indexed session."""
+        with self._lock:
+            return {
+                str(p): (str(s), str(b))
+                for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
+            }
+
+    # --- access counts ---------------------------------------------------------------
+
+    def touch(self, refs: Iterable[tuple[str, str]], when: float) -> None:
+        """Count one access of each (session id, interaction id or "" for a summary)."""
+        rows = [(sid, iid, when) for sid, iid in dict.fromkeys(refs)]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT INTO access VALUES(?, ?, 1, ?) ON CONFLICT(session_id, iid)"
+                    " DO UPDATE SET count = count + 1, last = excluded.last",
+                    rows,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            self._access = None
+
+    def access_map(self) -> dict[tuple[str, str], int]:
+        """Every access count (cached until this index writes or touches again)."""
+        with self._lock:
+            if self._access is None or self._access[0] != self.generation:
+                counts = {
+                    (str(sid), str(iid)): int(count)
+                    for sid, iid, count in self._db.execute(
+                        "SELECT session_id, iid, count FROM access"
+                    )
+                }
+                self._access = (self.generation, counts)
+            return self._access[1]
+
+    def access_counts(self, refs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """How often each (session id, interaction id) was accessed (absent ones left out)."""
+        wanted = list(dict.fromkeys(refs))
+        out: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for at in range(0, len(wanted), 400):
+                chunk = wanted[at : at + 400]
+                where = " OR ".join("(session_id=? AND iid=?)" for _ in chunk)
+                args = [value for ref in chunk for value in ref]
+                for sid, iid, count in self._db.execute(
+                    f"SELECT session_id, iid, count FROM access WHERE {where}", args
+                ):
+                    out[(sid, iid)] = int(count)
+        return out
+
+
+ProgressCallback = Callable[[int, int], None]

@@ -1,0 +1,457 @@
+"""Ranking: which stored interactions and summaries answer a query, and why.
+
+A query is cut into the same terms as the index (:mod:`gitmem.analysis`). Candidates come
+from the inverted index; each gets a score built from named components so that
+``--explain`` can show how it came about:
+
+- ``keyword``: BM25 of the query terms, divided by the best score any document could get
+  for this query, so it lies in 0..1 and a fixed minimum score means the same for every
+  query;
+- ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
+  relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
+- ``speaker``: the query names who said it;
+- ``context``: the neighbouring turns of the same session match too (answers often sit one
+  turn after the question that prompted them);
+- ``session``: the turn's session as a whole matches (best turn of the session);
+- ``summary``: the session's summary matches, lifting all of its turns;
+- ``fuzzy``: rapidfuzz ``token_set_ratio`` of the stopword-free query and memory words, for
+  typos and near-spellings (never ``WRatio``: it ties hundreds of turns on long text);
+- ``decay`` and ``activation``: multipliers for age and for how often a memory was used.
+
+Weights live in :class:`RankConfig`. Hits scoring below ``min_score`` are dropped, so the
+answer to an unrelated query is an empty list, not the least bad guess.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+
+from rapidfuzz import fuzz, process
+
+from gitmem.analysis import dates, stem, terms, words
+from gitmem.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
+from gitmem.models import Hit
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Weights and limits of the ranking; every field has a measured default."""
+
+    # BM25 with a low length normalisation: short chat turns are not penalised for brevity
+    k1: float = 0.9
+    b: float = 0.3
+    # postings read per query term (highest impact first); rarer terms are read in full
+    postings_limit: int = 3000
+    # when filters leave at most this many documents, they are scored one by one
+    scan_limit: int = 20_000
+    max_query_terms: int = 48
+    max_query_chars: int = 4000
+    candidates: int = 100
+    speaker_weight: float = 1.0
+    prf_docs: int = 3
+    prf_terms: int = 10
+    prf_weight: float = 0.2
+    neighbour_weight: float = 0.5
+    session_weight: float = 0.3
+    # a session's strength is the mean of its best turns (not one lucky turn)
+    session_top: int = 3
+    summary_weight: float = 0.5
+    fuzzy_weight: float = 0.05
+    fuzzy_candidates: int = 100
+    typo_min_ratio: float = 80.0
+    # a query naming a date ("in July 2023") prefers memories from then
+    temporal_weight: float = 0.3
+    temporal_half_life_days: float = 7.0
+    decay_weight: float = 0.1
+    half_life_days: float = 180.0
+    activation_weight: float = 0.05
+    min_score: float = 0.05
+    snippet_chars: int = 200
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Metadata filters; every given condition must hold (tags and participants: all)."""
+
+    tags: tuple[str, ...] = ()
+    project: str | None = None
+    participants: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.tags or self.project or self.participants or self.sessions
+            or self.since or self.until
+        )  # fmt: skip
+
+
+@dataclass
+class Candidate:
+    """A scored document with its score components (for ``--explain``)."""
+
+    doc: DocRow
+    session: SessionRow
+    score: float
+    components: dict[str, float]
+
+
+@dataclass
+class Ranking:
+    """The result of one ranking: hits plus everything ``--explain`` shows."""
+
+    query: str
+    terms: dict[str, float]
+    expansion: dict[str, float]
+    corrections: dict[str, str]
+    hits: list[Hit]
+    candidates: list[Candidate]
+    below_min: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _clean(text: str) -> str:
+    """Drop control characters (a query may come from anywhere)."""
+    return "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
+    )
+
+
+def _window(year: int | None, month: int | None, day: int | None, at: datetime
+            ) -> tuple[datetime, datetime]:
+    """The time span a (possibly partial) date names, taking missing parts from ``at``."""
+    y = year if year is not None else at.year
+    if month is None:
+        return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
+    if day is None:
+        end = datetime(y + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+        return datetime(y, month, 1, tzinfo=UTC), end
+    try:
+        start = datetime(y, month, day, tzinfo=UTC)
+    except ValueError:
+        start = datetime(y, month, 1, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
+              half_life_days: float) -> float:
+    """1 when ``ts`` falls inside one of the named dates, halving per ``half_life_days`` off."""
+    at = datetime.fromtimestamp(ts, UTC)
+    best = 0.0
+    for year, month, day in named:
+        start, end = _window(year, month, day, at)
+        if start <= at < end:
+            return 1.0
+        off = (start - at) if at < start else (at - end)
+        best = max(best, 0.5 ** (off.total_seconds() / 86400 / half_life_days))
+    return best
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(speaker: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in words(speaker))
+
+
+def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
+    """A piece of ``text`` of at most ``limit`` characters around the first matching word."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    wanted = set(query_terms)
+    start = 0
+    for word in flat.split(" "):
+        if wanted.intersection(terms(word)):
+            start = max(flat.find(word) - limit // 4, 0)
+            break
+    piece = flat[start : start + limit]
+    return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
+
+
+class Ranker:
+    """Scores an :class:`~gitmem.index.Index` for queries (see the module docstring)."""
+
+    def __init__(self, index: Index, config: RankConfig | None = None) -> None:
+        self.index = index
+        self.config = config or RankConfig()
+
+    # --- query terms -----------------------------------------------------------------
+
+    def _query_terms(
+        self, text: str, n_docs: int
+    ) -> tuple[dict[str, float], dict[str, int], dict[str, str]]:
+        """Weighted query terms, their document frequencies and typo corrections."""
+        counts = Counter(terms(text))
+        df = self.index.df(counts)
+        corrections: dict[str, str] = {}
+        weights: dict[str, float] = {t: float(c) for t, c in counts.items() if t in df}
+        missing = [t for t in counts if t not in df and len(t) >= 4 and t.isalpha()]
+        if missing:
+            vocab = self.index.vocabulary()
+            for term in missing[:8]:
+                found = process.extractOne(
+                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.typo_min_ratio
+                )
+                if found is not None:
+                    corrections[term] = found[0]
+                    weights[found[0]] = max(weights.get(found[0], 0.0), found[1] / 100)
+            df.update(self.index.df(corrections.values()))
+        if len(weights) > self.config.max_query_terms:
+            rarest = sorted(weights, key=lambda t: (df.get(t, 0), t))
+            weights = {t: weights[t] for t in rarest[: self.config.max_query_terms]}
+        return weights, df, corrections
+
+    def _idf(self, df: int, n_docs: int) -> float:
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+    # --- scoring ---------------------------------------------------------------------
+
+    def _bm25_doc(self, doc: DocRow, weights: dict[str, float], idf: dict[str, float],
+                  avgdl: float) -> float:
+        if not doc.dl:
+            return 0.0
+        cfg = self.config
+        norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
+        tf = Counter(t for t in doc.terms if t in weights)
+        return sum(
+            weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items()
+        )
+
+    def _bm25(
+        self, weights: dict[str, float], idf: dict[str, float], avgdl: float,
+        allowed: set[int] | None, limit: int, scan: dict[int, DocRow] | None,
+        where: dict[int, tuple[int, int, int]],
+    ) -> dict[int, float]:
+        """BM25 of every matching document (from the scan, or from the postings)."""
+        if scan is not None:
+            return {
+                d.id: s for d in scan.values()
+                if (s := self._bm25_doc(d, weights, idf, avgdl)) > 0
+            }  # fmt: skip
+        cfg = self.config
+        scores: dict[int, float] = {}
+        k1, b = cfg.k1, cfg.b
+        for term, weight in weights.items():
+            w = weight * idf[term] * (k1 + 1)
+            for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, limit):
+                if allowed is not None and skey not in allowed:
+                    continue
+                scores[doc_id] = scores.get(doc_id, 0.0) + w * tf / (
+                    tf + k1 * (1 - b + b * dl / avgdl)
+                )
+                where[doc_id] = (skey, pos, kind)
+        return scores
+
+    def rank(
+        self,
+        query: str,
+        k: int = 10,
+        filters: Filters | None = None,
+        *,
+        now: datetime | None = None,
+        head: str | None = None,
+    ) -> Ranking:
+        """Rank the index for ``query``; see :class:`Ranking` for what comes back."""
+        cfg = self.config
+        filters = filters or Filters()
+        text = _clean(query)[: cfg.max_query_chars]
+        n_docs, avgdl = self.index.stats()
+        ranking = Ranking(query, {}, {}, {}, [], [])
+        if not text.strip() or n_docs == 0:
+            ranking.notes.append("empty query" if not text.strip() else "the index is empty")
+            return ranking
+        weights, df, corrections = self._query_terms(text, n_docs)
+        ranking.terms, ranking.corrections = weights, corrections
+        if not weights:
+            ranking.notes.append("no query term occurs in any memory")
+            return ranking
+        allowed = None if filters.empty else self._allowed(filters)
+        if allowed is not None and not allowed:
+            ranking.notes.append("no session matches the filters")
+            return ranking
+        idf = {t: self._idf(df[t], n_docs) for t in weights}
+        ideal = sum(w * idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+
+        scan: dict[int, DocRow] | None = None
+        if allowed is not None and self.index.count_session_docs(allowed) <= cfg.scan_limit:
+            scan = {d.id: d for d in self.index.session_docs(allowed)}
+            where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
+        else:
+            where = {}
+        base = self._bm25(weights, idf, avgdl, allowed, cfg.postings_limit, scan, where)
+
+        # pseudo relevance feedback: borrow terms from the best first-round documents
+        expansion: dict[str, float] = {}
+        extra: dict[int, float] = {}
+        if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
+            top = sorted(base, key=base.__getitem__, reverse=True)[: cfg.prf_docs]
+            rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
+            expansion = self._expansion(rows, base, weights, n_docs)
+            if expansion:
+                idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
+                expansion = {t: w for t, w in expansion.items() if t in idf}
+                extra = self._bm25(expansion, idf, avgdl, allowed, cfg.postings_limit // 10,
+                                   scan, where)
+        ranking.expansion = expansion
+        ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
+        first = {i: v / ideal for i, v in base.items()}
+        for i, v in extra.items():
+            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
+
+        # what the first round says about each turn's neighbours, session and summary
+        at_place: dict[tuple[int, int], float] = {}
+        in_session: dict[int, list[float]] = {}
+        summary_score: dict[int, float] = {}
+        for doc_id, value in first.items():
+            skey, pos, kind = where[doc_id]
+            if kind == KIND_SUMMARY:
+                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
+            else:
+                at_place[(skey, pos)] = value
+                in_session.setdefault(skey, []).append(value)
+        top_n = max(cfg.session_top, 1)
+        session_score = {
+            skey: sum(sorted(values, reverse=True)[:top_n]) / top_n
+            for skey, values in in_session.items()
+        }
+        pre: dict[int, tuple[float, dict[str, float]]] = {}
+        for doc_id in first:
+            skey, pos, kind = where[doc_id]
+            comp = {
+                "keyword": base.get(doc_id, 0.0) / ideal,
+                "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
+            }
+            if kind == KIND_INTERACTION:
+                if cfg.neighbour_weight:
+                    comp["context"] = cfg.neighbour_weight * max(
+                        at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
+                    )
+                if cfg.summary_weight:
+                    comp["summary"] = cfg.summary_weight * summary_score.get(skey, 0.0)
+            if cfg.session_weight:
+                comp["session"] = cfg.session_weight * session_score.get(skey, 0.0)
+            pre[doc_id] = (sum(comp.values()), comp)
+        pool = sorted(pre, key=lambda i: -pre[i][0])[: cfg.candidates]
+        rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool)
+        candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
+        candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
+        kept = [c for c in candidates if c.score >= cfg.min_score]
+        ranking.below_min = len(candidates) - len(kept)
+        ranking.candidates = candidates
+        ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
+        return ranking
+
+    def _allowed(self, filters: Filters) -> set[int]:
+        return self.index.session_keys(
+            session_ids=filters.sessions,
+            tags=filters.tags,
+            project=filters.project,
+            participants=filters.participants,
+            active_since=filters.since.timestamp() if filters.since else None,
+            created_until=filters.until.timestamp() if filters.until else None,
+        )
+
+    def _expansion(
+        self, rows: dict[int, DocRow], base: dict[int, float], weights: dict[str, float],
+        n_docs: int,
+    ) -> dict[str, float]:
+        cfg = self.config
+        total = sum(base[i] for i in rows) or 1.0
+        mass: dict[str, float] = {}
+        for doc_id, row in rows.items():
+            if not row.dl:
+                continue
+            share = base[doc_id] / total
+            for term, n in Counter(row.terms).items():
+                if term not in weights:
+                    mass[term] = mass.get(term, 0.0) + share * n / row.dl
+        if not mass:
+            return {}
+        df = self.index.df(mass)
+        scored = {
+            t: m * self._idf(df.get(t, 1), n_docs) for t, m in mass.items() if df.get(t, 0) > 1
+        }
+        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.prf_terms]
+        if not best:
+            return {}
+        top = scored[best[0]]
+        return {t: scored[t] / top for t in best}
+
+    def _finish(
+        self, rows: dict[int, DocRow], pre: dict[int, tuple[float, dict[str, float]]],
+        weights: dict[str, float], idf: dict[str, float], ideal: float, text: str,
+        filters: Filters, now: datetime | None,
+    ) -> list[Candidate]:
+        """Add what needs the document itself: speaker, fuzzy, date, age and use."""
+        cfg = self.config
+        sessions = self.index.sessions({r.skey for r in rows.values()})
+        access = self.index.access_map() if cfg.activation_weight else {}
+        fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
+        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
+        named_dates = dates(text) if cfg.temporal_weight else []
+        stamp = (now or datetime.now(UTC)).timestamp()
+        lo = filters.since.timestamp() if filters.since else -math.inf
+        hi = filters.until.timestamp() if filters.until else math.inf
+        out: list[Candidate] = []
+        for doc_id, row in rows.items():
+            session = sessions.get(row.skey)
+            if session is None or not lo <= row.ts <= hi:
+                continue
+            additive, comp = pre[doc_id]
+            comp = dict(comp)
+            if row.speaker and cfg.speaker_weight:
+                asked = _name_terms(row.speaker) & weights.keys()
+                if asked:
+                    comp["speaker"] = cfg.speaker_weight * sum(
+                        weights[t] * idf[t] for t in asked
+                    ) * (cfg.k1 + 1) / ideal
+            if doc_id in fuzzy_pool and fuzzy_query:
+                ratio = fuzz.token_set_ratio(fuzzy_query, " ".join(row.terms))
+                comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
+            if named_dates:
+                comp["temporal"] = cfg.temporal_weight * closeness(
+                    named_dates, row.ts, cfg.temporal_half_life_days
+                )
+            additive = sum(comp.values())
+            decay = 1.0
+            if cfg.decay_weight:
+                age_days = max(stamp - row.ts, 0.0) / 86400
+                fresh = 0.5 ** (age_days / cfg.half_life_days)
+                decay = 1 - cfg.decay_weight + cfg.decay_weight * fresh
+            activation = 1.0
+            if cfg.activation_weight:
+                used = access.get((session.session_id, row.iid or ""), 0)
+                activation = 1 + cfg.activation_weight * math.log1p(used)
+            comp["decay"] = decay
+            comp["activation"] = activation
+            out.append(Candidate(row, session, additive * decay * activation, comp))
+        return out
+
+    def _hit(self, cand: Candidate, weights: dict[str, float], head: str | None) -> Hit:
+        row = cand.doc
+        return Hit(
+            session_id=cand.session.session_id,
+            interaction_id=row.iid,
+            score=round(cand.score, 6),
+            snippet=snippet(row.text, weights, self.config.snippet_chars),
+            commit=cand.session.commit or head,
+            kind="summary" if row.kind == KIND_SUMMARY else "interaction",
+            speaker=row.speaker or None,
+            timestamp=datetime.fromtimestamp(row.ts, UTC),
+            components={key: round(value, 6) for key, value in cand.components.items()},
+        )
+
+
+def tuned(config: RankConfig, **changes: object) -> RankConfig:
+    """A copy of ``config`` with some fields changed (for benchmarks and experiments)."""
+    return replace(config, **changes)  # type: ignore[arg-type]
+
+
+__all__: Sequence[str] = ("Candidate", "Filters", "RankConfig", "Ranker", "Ranking", "snippet")
