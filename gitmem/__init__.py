@@ -11,15 +11,18 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
+from gitmem.manager import AsyncMemoryManager, MemoryManager
 from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
 
 __all__ = [
+    "AsyncMemoryManager",
     "ConflictError",
     "GitmemError",
     "Hit",
     "Interaction",
     "InvalidSessionId",
     "LockTimeout",
+    "MemoryManager",
     "Message",
     "ParseError",
     "ReadOnlyError",

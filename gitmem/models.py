@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,6 +23,28 @@ _LABEL_FORBIDDEN = set("*`\\[]<>|\n\r")
 USER_SPEAKERS = frozenset({"user", "用户", "human"})
 ASSISTANT_SPEAKERS = frozenset({"assistant", "助手", "ai", "bot"})
 SYSTEM_SPEAKERS = frozenset({"system", "系统"})
+
+# Metadata labels the Markdown file uses for ``Session`` fields (English and Chinese, compared
+# casefolded); a custom ``extra`` key may not reuse one or it would be read back as that field.
+RESERVED_METADATA_KEYS = frozenset(
+    key.casefold()
+    for key in (
+        "Session ID",
+        "Created",
+        "Last active",
+        "Participants",
+        "Tags",
+        "Project",
+        "Links",
+        "会话ID",
+        "创建时间",
+        "最后活跃",
+        "参与角色",
+        "标签",
+        "项目",
+        "链接",
+    )
+)
 
 
 def _has_control(text: str) -> bool:
@@ -50,13 +72,23 @@ def check_value(value: str, what: str) -> str:
 
 
 def as_aware(value: datetime) -> datetime:
-    """Naive datetimes are taken as UTC so that every stored timestamp is unambiguous."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    """Naive datetimes are taken as UTC so that every stored timestamp is unambiguous.
+
+    Aware ones keep their wall time and UTC offset but get a fixed-offset ``timezone``: that is
+    all a file records, and it keeps ``==`` exact (Python never calls a time in the DST fold or
+    gap of a zone-aware ``tzinfo`` equal to a time in another zone).
+    """
+    offset = value.utcoffset()
+    if offset is None:
+        return value.replace(tzinfo=UTC)
+    if type(value.tzinfo) is timezone:
+        return value
+    return value.replace(tzinfo=timezone(offset), fold=0)
 
 
 def now() -> datetime:
     """The current time, timezone-aware, truncated to whole seconds for readable files."""
-    return datetime.now(timezone.utc).astimezone().replace(microsecond=0)
+    return datetime.now(UTC).astimezone().replace(microsecond=0)
 
 
 class _Model(BaseModel):
@@ -194,7 +226,21 @@ class Session(_Model):
             check_label(key, "metadata key")
             if ":" in key:
                 raise ValueError(f"metadata key may not contain ':': {key!r}")
+            if key.casefold() in RESERVED_METADATA_KEYS:
+                raise ValueError(
+                    f"metadata key {key!r} is a built-in field; set that field instead"
+                )
             check_value(item, f"metadata value of {key!r}")
+        return value
+
+    @field_validator("interactions")
+    @classmethod
+    def _unique_ids(cls, value: list[Interaction]) -> list[Interaction]:
+        seen: set[str] = set()
+        for item in value:
+            if item.id in seen:
+                raise ValueError(f"duplicate interaction id {item.id!r}")
+            seen.add(item.id)
         return value
 
     def interaction(self, interaction_id: str) -> Interaction | None:

@@ -26,8 +26,9 @@ _STORE_UNCOMPRESSED_ABOVE = 64 * 1024
 
 def object_id(kind: str, data: bytes) -> str:
     """The hex object id git gives ``data`` as an object of type ``kind``."""
-    header = f"{kind} {len(data)}\0".encode()
-    return hashlib.sha1(header + data).hexdigest()
+    digest = hashlib.sha1(f"{kind} {len(data)}\0".encode())
+    digest.update(data)  # no concatenation: trees of big stores are ~0.5 MB
+    return digest.hexdigest()
 
 
 def loose_object(kind: str, data: bytes) -> tuple[str, bytes]:
@@ -53,6 +54,7 @@ class Tree:
     keys: list[bytes]
     chunks: list[bytes]
     entries: dict[bytes, tuple[bytes, bytes]]
+    shared_keys: bool = False
 
     @classmethod
     def empty(cls) -> Tree:
@@ -82,20 +84,30 @@ class Tree:
         return b"".join(self.chunks)
 
     def copy(self) -> Tree:
-        return Tree(list(self.keys), list(self.chunks), dict(self.entries))
+        # ``keys`` only changes when an entry is added or removed: share it until then
+        return Tree(self.keys, list(self.chunks), dict(self.entries), shared_keys=True)
 
     def set(self, name: bytes, mode: bytes, sha: bytes) -> None:
         """Add or replace entry ``name`` (``sha`` is the 20-byte binary id)."""
         old = self.entries.get(name)
+        key = _sort_key(name, mode)
+        if old is not None and old[0] == mode:
+            at = bisect_left(self.keys, key)
+            self.chunks[at] = mode + b" " + name + b"\0" + sha
+            self.entries[name] = (mode, sha)
+            return
         if old is not None:
             self.remove(name)
-        key = _sort_key(name, mode)
+        if self.shared_keys:
+            self.keys, self.shared_keys = list(self.keys), False
         at = bisect_left(self.keys, key)
         self.keys.insert(at, key)
         self.chunks.insert(at, mode + b" " + name + b"\0" + sha)
         self.entries[name] = (mode, sha)
 
     def remove(self, name: bytes) -> None:
+        if self.shared_keys:
+            self.keys, self.shared_keys = list(self.keys), False
         mode, _ = self.entries.pop(name)
         at = bisect_left(self.keys, _sort_key(name, mode))
         del self.keys[at]
@@ -264,3 +276,67 @@ def stat_fields(
         gid & mask,
         size & mask,
     )
+
+
+# --- packfiles: one small pack per save instead of four loose-object files ---------------
+
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3, "tag": 4}
+
+
+def _pack_header(kind: str, size: int) -> bytes:
+    out = bytearray()
+    byte = (_PACK_TYPES[kind] << 4) | (size & 0x0F)
+    size >>= 4
+    while size:
+        out.append(byte | 0x80)
+        byte = size & 0x7F
+        size >>= 7
+    out.append(byte)
+    return bytes(out)
+
+
+def encode_pack(objects: list[tuple[str, bytes, str]]) -> tuple[str, bytes, bytes]:
+    """A version-2 pack and its version-2 index holding ``objects`` (no deltas).
+
+    ``objects`` are (kind, data, hex id); returns (pack name, pack bytes, index bytes).
+    Creating files is what costs most on a save, so a save writes these two files instead
+    of one per object.
+    """
+    entries: dict[bytes, tuple[int, int]] = {}
+    parts = [b"PACK", struct.pack(">II", 2, 0)]
+    offset = 12
+    for kind, data, hexsha in objects:
+        raw_id = bytes.fromhex(hexsha)
+        if raw_id in entries:
+            continue
+        level = 0 if len(data) > _STORE_UNCOMPRESSED_ABOVE else 1
+        record = _pack_header(kind, len(data)) + zlib.compress(data, level)
+        entries[raw_id] = (offset, zlib.crc32(record))
+        parts.append(record)
+        offset += len(record)
+    parts[1] = struct.pack(">II", 2, len(entries))
+    body = b"".join(parts)
+    pack_sum = hashlib.sha1(body).digest()
+    pack = body + pack_sum
+
+    ids = sorted(entries)
+    fanout = [0] * 256
+    for raw_id in ids:
+        fanout[raw_id[0]] += 1
+    running = 0
+    for at in range(256):
+        running += fanout[at]
+        fanout[at] = running
+    index = b"".join(
+        [
+            b"\377tOc",
+            struct.pack(">I", 2),
+            struct.pack(">256I", *fanout),
+            *ids,
+            *(struct.pack(">I", entries[i][1]) for i in ids),
+            *(struct.pack(">I", entries[i][0]) for i in ids),
+            pack_sum,
+        ]
+    )
+    index += hashlib.sha1(index).digest()
+    return pack_sum.hex(), pack, index

@@ -1,0 +1,301 @@
+"""The ``gitmem`` command: parse arguments, call ``MemoryManager``, print the result.
+
+Every read command takes ``--json`` (one JSON document on stdout). Errors go to stderr;
+exit code 0 on success, 1 on a gitmem error, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gitmem import markdown
+from gitmem.errors import GitmemError, SessionNotFound
+from gitmem.manager import MemoryManager
+from gitmem.models import Message, Session
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Context:
+    """Global options shared by every subcommand."""
+
+    def __init__(self, repo: str | None, json_out: bool, agent: str, model: str | None) -> None:
+        self.repo = repo
+        self.json = json_out
+        self.agent = agent
+        self.model = model
+
+    def manager(self, *, init: bool = False) -> MemoryManager:
+        path = self.repo or "."
+        return MemoryManager(path, init=init, agent=self.agent, model=self.model)
+
+
+def _emit(ctx: Context, as_json: bool, data: Any, text: Callable[[], str]) -> None:
+    if ctx.json or as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(text())
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(fn)
+
+
+def _parse_when(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"not an ISO date/time: {value!r}", param_hint=name) from None
+
+
+class GitmemGroup(click.Group):
+    """Turns gitmem errors into a clean message and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GitmemError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=GitmemGroup)
+@click.option(
+    "--repo",
+    envvar="GITMEM_REPO",
+    type=click.Path(file_okay=False),
+    help="The memory store (default: GITMEM_REPO or the current folder).",
+)
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on every command.")
+@click.option(
+    "--agent",
+    envvar="GITMEM_AGENT",
+    default="gitmem",
+    show_default=True,
+    help="Agent name recorded as commit author.",
+)
+@click.option("--model", envvar="GITMEM_MODEL", default=None, help="Model name for trailers.")
+@click.version_option(package_name="gitmem-store")
+@click.pass_context
+def cli(
+    ctx: click.Context, repo: str | None, json_out: bool, agent: str, model: str | None
+) -> None:
+    """gitmem: long-term conversation memory as Markdown files in a git repository."""
+    ctx.obj = Context(repo, json_out, agent, model)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+def init(ctx: Context, path: str | None) -> None:
+    """Create a memory store (a git repository) at PATH or --repo."""
+    if path:
+        ctx.repo = path
+    mm = ctx.manager(init=True)
+    click.echo(f"Initialized gitmem store in {mm.path}")
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--user", "user_text", help="The user's message.")
+@click.option("--assistant", "assistant_text", help="The assistant's reply.")
+@click.option(
+    "-m",
+    "--message",
+    "messages",
+    multiple=True,
+    metavar="SPEAKER: TEXT",
+    help="A message from any speaker, e.g. 'Caroline: hi' (repeatable).",
+)
+@click.option("--tag", "tags", multiple=True, help="Tag the session (repeatable).")
+@click.option(
+    "--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Set a metadata key (repeatable)."
+)
+@click.option("--timestamp", help="ISO time of the turn (default: now).")
+@click.option("--id", "interaction_id", help="Interaction id (default: generated).")
+@json_option
+@pass_ctx
+def save(
+    ctx: Context,
+    session_id: str,
+    user_text: str | None,
+    assistant_text: str | None,
+    messages: tuple[str, ...],
+    tags: tuple[str, ...],
+    meta: tuple[str, ...],
+    timestamp: str | None,
+    interaction_id: str | None,
+    as_json: bool,
+) -> None:
+    """Save one interaction to SESSION_ID as one commit."""
+    turn: list[Message | dict[str, str]] = []
+    if user_text is not None:
+        turn.append({"role": "user", "content": user_text})
+    if assistant_text is not None:
+        turn.append({"role": "assistant", "content": assistant_text})
+    for item in messages:
+        speaker, sep, text = item.partition(":")
+        if not sep:
+            raise click.BadParameter(
+                f"expected 'SPEAKER: TEXT', got {item!r}", param_hint="--message"
+            )
+        turn.append({"speaker": speaker.strip(), "content": text.removeprefix(" ")})
+    if not turn:
+        raise click.UsageError("nothing to save: give --user/--assistant or --message")
+    metadata: dict[str, str] = {}
+    for item in meta:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--meta")
+        metadata[key.strip()] = value.strip()
+    mm = ctx.manager()
+    sha = mm.save_messages(
+        session_id,
+        turn,
+        _parse_when(timestamp, "--timestamp"),
+        interaction_id,
+        tags=tags,
+        metadata=metadata,
+    )
+    _emit(ctx, as_json, {"session_id": session_id, "commit": sha}, lambda: sha or "no change")
+
+
+def _session_summary(session: Session) -> dict[str, Any]:
+    return {
+        "id": session.id,
+        "created": session.created.isoformat(),
+        "last_active": session.last_active.isoformat(),
+        "participants": session.participants,
+        "tags": session.tags,
+        "project": session.project,
+        "interactions": len(session.interactions),
+        "summarized": session.summary is not None,
+    }
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
+@json_option
+@pass_ctx
+def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
+    """Show a session (parsed, or --raw Markdown)."""
+    mm = ctx.manager()
+    session = mm.load_memory(session_id)
+    if session is None:
+        raise SessionNotFound(f"no session {session_id!r} in {mm.path}")
+    if raw and not (ctx.json or as_json):
+        click.echo(markdown.render(session), nl=False)
+        return
+
+    def text() -> str:
+        lines = [
+            f"{session.id}  ({len(session.interactions)} turns, "
+            f"last active {session.last_active.isoformat()})"
+        ]
+        if session.tags:
+            lines.append("tags: " + ", ".join(session.tags))
+        for turn in session.interactions:
+            lines.append(f"\n[{turn.id}] {turn.timestamp.isoformat()}")
+            lines.extend(f"  {m.speaker}: {m.content}" for m in turn.messages)
+        if session.summary:
+            lines.append(f"\nSummary ({session.summary.generated.isoformat()}):")
+            lines.append("  " + session.summary.text)
+        return "\n".join(lines)
+
+    _emit(ctx, as_json, session.model_dump(mode="json"), text)
+
+
+@cli.command("list")
+@click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
+@click.option("--participant", help="Only sessions where this speaker takes part.")
+@click.option("--project", help="Only sessions of this project.")
+@click.option("--since", help="Last active at or after this ISO date/time.")
+@click.option("--until", help="Last active at or before this ISO date/time.")
+@json_option
+@pass_ctx
+def list_(
+    ctx: Context,
+    tags: tuple[str, ...],
+    participant: str | None,
+    project: str | None,
+    since: str | None,
+    until: str | None,
+    as_json: bool,
+) -> None:
+    """List sessions, most recently active first."""
+    mm = ctx.manager()
+    sessions = mm.list_sessions(
+        tags=tags,
+        participant=participant,
+        project=project,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+    )
+    rows = [_session_summary(s) for s in sessions]
+    _emit(
+        ctx,
+        as_json,
+        rows,
+        lambda: (
+            "\n".join(
+                f"{r['id']}\t{r['interactions']} turns\t{r['last_active']}\t{','.join(r['tags'])}"
+                for r in rows
+            )
+            or "no sessions"
+        ),
+    )
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def check(ctx: Context, as_json: bool) -> None:
+    """Validate every memory file; print path:line problems, exit 1 if any."""
+    mm = ctx.manager()
+    problems = mm.check()
+    _emit(
+        ctx,
+        as_json,
+        [{"path": p.path, "line": p.line, "problem": p.problem} for p in problems],
+        lambda: "\n".join(str(p) for p in problems) or "all memory files parse cleanly",
+    )
+    if problems:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option(
+    "--path",
+    type=click.Path(file_okay=False),
+    help="Where to build the demo store (default: a new temporary folder).",
+)
+@pass_ctx
+def demo(ctx: Context, path: str | None) -> None:
+    """Run the whole lifecycle on built-in defaults (offline, no API key)."""
+    from gitmem.demo import run_demo
+
+    target = Path(path) if path else Path(tempfile.mkdtemp(prefix="gitmem-demo-"))
+    run_demo(target, echo=click.echo)
+
+
+def main() -> None:
+    """Entry point of the ``gitmem`` console script."""
+    cli(prog_name="gitmem")
+
+
+if __name__ == "__main__":
+    main()
