@@ -6,8 +6,7 @@ timestamp) plus each session's tags, project, participants, links and metadata, 
 inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
 common terms can be read partially, best documents first.
 
-It records the commit it reflects. :meth:`Index.sync` catches up by diffing that commit to
-HEAD, so saves by other processes, ``git pull`` and hand edits are all picked up. A file
+It records the commit it reflects; :mod:`gitmem.indexer` catches it up to HEAD. A file
 that is missing, corrupted, of an older layout or written for another repository is
 thrown away and rebuilt. Access counts (how often a memory went into an agent's context)
 are not derivable from git; they live in their own table and survive a rebuild.
@@ -21,13 +20,14 @@ import json
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from gitmem.analysis import terms
+from gitmem.errors import GitmemError
 from gitmem.models import Session
 
 SCHEMA_VERSION = "1"
@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS postings(
     dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
     PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
 CREATE TABLE IF NOT EXISTS access(
     session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
     PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
@@ -145,8 +146,8 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class IndexCorrupted(Exception):
-    """Raised inside this module when the file cannot be used; callers rebuild."""
+class IndexCorrupted(GitmemError):
+    """The index file cannot be used; :class:`StoreIndex` rebuilds it and tries again."""
 
 
 class Index:
@@ -168,7 +169,9 @@ class Index:
     # --- connection ------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+        )
         try:
             if self.path != ":memory:":
                 db.execute("PRAGMA journal_mode=WAL")
@@ -236,7 +239,7 @@ class Index:
 
     def clear(self) -> None:
         """Drop every document and session (access counts are kept)."""
-        for table in ("sessions", "docs", "postings", "terms"):
+        for table in ("sessions", "docs", "postings", "terms", "broken"):
             self._db.execute(f"DELETE FROM {table}")
         self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
 
@@ -598,5 +601,46 @@ class Index:
                     out[(sid, iid)] = int(count)
         return out
 
+    # --- files that did not parse ----------------------------------------------------
 
-ProgressCallback = Callable[[int, int], None]
+    def broken(self) -> dict[str, str]:
+        """path -> blob id of committed session files that could not be read."""
+        with self._lock:
+            return {str(p): str(b) for p, b in self._db.execute("SELECT path, blob FROM broken")}
+
+    def mark_broken(self, path: str, blob: str | None, problem: str = "") -> None:
+        """Remember (or with blob None, forget) a session file that could not be read."""
+        if blob is None:
+            self._db.execute("DELETE FROM broken WHERE path=?", (path,))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
+
+
+# what a broken or foreign index file raises, for callers that rebuild and retry
+DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, sqlite3.Error)
+
+
+def discard(path: Path) -> None:
+    """Delete an index file and its SQLite side files."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(path) + suffix).unlink()
+
+
+def open_file(path: Path, owner: str) -> Index:
+    """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
+    made for another repository is replaced by an empty one."""
+    try:
+        index = Index(path)  # reads the schema: a file that is not SQLite fails here
+    except DATABASE_ERRORS:
+        discard(path)
+        index = Index(path)
+    recorded = index.get_meta("git_dir")
+    if recorded is not None and recorded != owner:
+        # copied from another store: its documents and access counts mean nothing here
+        index.close()
+        discard(path)
+        index = Index(path)
+    if recorded != owner:
+        index.set_meta("git_dir", owner)
+    return index

@@ -1,0 +1,216 @@
+"""Keeping the search index in step with the store: catch-up, rebuild, recovery.
+
+The index (:mod:`gitmem.index`) records the commit it reflects. :func:`sync` brings it to
+HEAD by comparing the blob id of every session file with the blob it was read from, so
+saves by other processes, ``git pull`` and hand commits are all picked up, and only the
+files that changed are parsed again. :class:`StoreIndex` wraps this for the manager: every
+use catches up first, and an index file found corrupted is thrown away and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from gitmem import markdown
+from gitmem.errors import RepositoryError
+from gitmem.index import DATABASE_ERRORS, Index, discard, open_file
+from gitmem.models import Session
+from gitmem.paths import encode_id, id_from_path, session_dir
+from gitmem.repository import Repository
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class SyncReport:
+    """What one catch-up did."""
+
+    commit: str | None
+    rebuilt: bool = False
+    indexed: int = 0
+    removed: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+
+def index_path(repository: Repository, namespace: str | None = None) -> Path:
+    """Where a store's index lives: under the git dir, so it is never tracked."""
+    name = "index.sqlite" if namespace is None else f"index-{encode_id(namespace)}.sqlite"
+    return repository.state_dir / name
+
+
+T = TypeVar("T")
+
+
+class StoreIndex:
+    """The index of one store and namespace, kept in step with the store's HEAD.
+
+    Every use goes through :meth:`run`, which catches up first and, if the file turns out
+    to be corrupted at any point, throws it away, rebuilds it and runs the work again.
+    Views of past commits get a throw-away in-memory index (the last two are kept).
+    """
+
+    def __init__(self, repository: Repository, namespace: str | None = None) -> None:
+        self.repository = repository
+        self.namespace = namespace
+        self._lock = threading.RLock()
+        self._index: Index | None = None
+        self._past: dict[str, Index] = {}
+        self.last_sync: SyncReport | None = None
+
+    def _current(self, *, full: bool = False, progress: ProgressCallback | None = None
+                 ) -> Index:
+        if self._index is None:
+            path = index_path(self.repository, self.namespace)
+            self._index = open_file(path, str(self.repository.git_dir))
+        self.last_sync = sync(self._index, self.repository, self.namespace, full=full,
+                              progress=progress)
+        return self._index
+
+    def _reset(self) -> None:
+        if self._index is not None:
+            with contextlib.suppress(*DATABASE_ERRORS):
+                self._index.close()
+        self._index = None
+        discard(index_path(self.repository, self.namespace))
+
+    def run(self, work: Callable[[Index], T], *, commit: str | None = None) -> T:
+        """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``)."""
+        with self._lock:
+            if commit is not None and commit != self.repository.head():
+                return work(self._at(commit))
+            for attempt in (1, 2):
+                try:
+                    return work(self._current())
+                except DATABASE_ERRORS:
+                    if attempt == 2:
+                        raise
+                    self._reset()
+            raise AssertionError("unreachable")
+
+    def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
+        """Rebuild the index from HEAD (a corrupted file is replaced)."""
+        with self._lock:
+            try:
+                self._current(full=True, progress=progress)
+            except DATABASE_ERRORS:
+                self._reset()
+                self._current(full=True, progress=progress)
+            assert self.last_sync is not None
+            return self.last_sync
+
+    def _at(self, commit: str) -> Index:
+        found = self._past.get(commit)
+        if found is None:
+            found = Index(":memory:")
+            sync(found, self.repository, self.namespace, commit=commit)
+            self._past[commit] = found
+            while len(self._past) > 2:
+                self._past.pop(next(iter(self._past))).close()
+        return found
+
+    def close(self) -> None:
+        """Close every open index."""
+        with self._lock:
+            for index in [self._index, *self._past.values()]:
+                if index is not None:
+                    with contextlib.suppress(*DATABASE_ERRORS):
+                        index.close()
+            self._index = None
+            self._past.clear()
+
+
+def _belongs(repository: Repository, commit: str | None) -> bool:
+    if commit is None:
+        return True
+    try:
+        repository.commit_tree(commit)
+    except RepositoryError:
+        return False
+    return True
+
+
+def sync(
+    index: Index,
+    repository: Repository,
+    namespace: str | None = None,
+    *,
+    full: bool = False,
+    progress: ProgressCallback | None = None,
+    commit: str | None = None,
+) -> SyncReport:
+    """Bring the index up to the store's HEAD.
+
+    Compares the blob id of every session file at HEAD with the blob the index read it
+    from, so only changed files are parsed again (a save costs one file, whatever the
+    number of commits in between). ``full`` drops everything and reads every file.
+    A recorded commit that this repository does not have means the index was made for
+    another repository: it is rebuilt.
+    """
+    head = commit or repository.head()
+    recorded = index.get_meta("commit")
+    if head == recorded and not full:
+        return SyncReport(head)
+    rebuild = full or recorded is None or not _belongs(repository, recorded)
+    folder = session_dir(namespace)
+    files = repository.list_dir(folder, head) if head is not None else {}
+    with index.writing():
+        if index.get_meta("commit") == head and not full:
+            return SyncReport(head)  # another process caught up while we waited
+        if rebuild:
+            index.clear()
+            known: dict[str, tuple[str, str]] = {}
+            broken: dict[str, str] = {}
+        else:
+            known = index.indexed_blobs()
+            broken = index.broken()
+        report = SyncReport(head, rebuilt=rebuild)
+        wanted: list[tuple[str, str, str]] = []
+        for name, blob in sorted(files.items()):
+            path = f"{folder}/{name}"
+            session_id = id_from_path(path, namespace)
+            if session_id is None:
+                continue
+            old = known.pop(path, None)
+            if (old is not None and old[1] == blob) or broken.get(path) == blob:
+                continue
+            wanted.append((path, session_id, blob))
+        for path, (session_id, _blob) in known.items():
+            index.remove_session(session_id)
+            index.mark_broken(path, None)
+            report.removed += 1
+        for path in set(broken) - {f"{folder}/{name}" for name in files}:
+            index.mark_broken(path, None)
+        for done, (path, session_id, blob) in enumerate(wanted, 1):
+            session = _read(repository, path, blob)
+            if isinstance(session, str):
+                index.remove_session(session_id)
+                index.mark_broken(path, blob, session)
+                report.unreadable.append(path)
+            else:
+                if session.id != session_id:
+                    session = session.model_copy(update={"id": session_id})
+                index.put_session(session, path, blob, head)
+                index.mark_broken(path, None)
+                report.indexed += 1
+            if progress is not None:
+                progress(done, len(wanted))
+        index.set_meta("commit", head)
+    return report
+
+
+def _read(repository: Repository, path: str, blob: str) -> Session | str:
+    """The session in a blob (lenient: a hand-edit slip elsewhere does not hide the rest),
+    or the problem as text."""
+    try:
+        text = repository.blob(blob).decode("utf-8", "replace")
+    except RepositoryError as exc:
+        return str(exc)
+    session, diagnostics = markdown.parse_lenient(text, path)
+    if session is None:
+        return "; ".join(str(d) for d in diagnostics) or "unreadable"
+    return session
