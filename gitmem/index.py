@@ -30,7 +30,7 @@ from gitmem.analysis import terms
 from gitmem.errors import GitmemError
 from gitmem.models import Session
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS postings(
     dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
     PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
 CREATE TABLE IF NOT EXISTS access(
     session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
@@ -165,6 +166,7 @@ class Index:
         self._vocab: tuple[int, list[str]] | None = None
         self._stats: tuple[int, float] | None = None
         self._access: tuple[int, dict[tuple[str, str], int]] | None = None
+        self._speakers: tuple[int, dict[str, int]] | None = None
 
     # --- connection ------------------------------------------------------------------
 
@@ -239,7 +241,7 @@ class Index:
 
     def clear(self) -> None:
         """Drop every document and session (access counts are kept)."""
-        for table in ("sessions", "docs", "postings", "terms", "broken"):
+        for table in ("sessions", "docs", "postings", "terms", "broken", "speakers"):
             self._db.execute(f"DELETE FROM {table}")
         self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
 
@@ -330,6 +332,7 @@ class Index:
                 )
                 df[term] += 1
         self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
+        self._count_speakers([d.speaker for d in docs], 1)
         self._db.executemany(
             "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
             df.items(),
@@ -342,12 +345,14 @@ class Index:
         n_docs, total = self._counts()
         keys: list[tuple[str, float, int]] = []
         df: Counter[str] = Counter()
+        speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, norm in self._db.execute(
-                f"SELECT id, terms, dl, norm FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, norm, speaker in self._db.execute(
+                f"SELECT id, terms, dl, norm, speaker FROM docs WHERE id IN ({marks})", chunk
             ):
+                speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
                 for term, tf in Counter(doc_terms.split()).items():
@@ -358,7 +363,19 @@ class Index:
         self._db.executemany("UPDATE terms SET df = df - ? WHERE term=?",
                              [(count, term) for term, count in df.items()])
         self._db.execute("DELETE FROM terms WHERE df <= 0")
+        self._count_speakers(speakers, -1)
         self._set_counts(max(n_docs, 0), max(total, 0))
+
+    def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
+        counts = Counter(
+            name for joined in speakers for name in joined.split(", ") if name
+        )
+        self._db.executemany(
+            "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
+            [(name, sign * n) for name, n in counts.items()],
+        )
+        if sign < 0:
+            self._db.execute("DELETE FROM speakers WHERE n <= 0")
 
     def remove_session(self, session_id: str) -> None:
         """Remove a session and its documents."""
@@ -404,6 +421,32 @@ class Index:
                 " ORDER BY impact DESC LIMIT ?",
                 (term, limit),
             ).fetchall()
+
+    def speakers(self) -> dict[str, int]:
+        """Speaker name -> how many documents they speak in (cached until the next write)."""
+        with self._lock:
+            if self._speakers is None or self._speakers[0] != self.generation:
+                rows = self._db.execute("SELECT name, n FROM speakers")
+                names = {str(name): int(count) for name, count in rows}
+                self._speakers = (self.generation, names)
+            return self._speakers[1]
+
+    def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
+        """Interaction documents at these (session key, position) places:
+        doc id -> (session key, position, kind)."""
+        wanted = list(dict.fromkeys(places))
+        out: dict[int, tuple[int, int, int]] = {}
+        with self._lock:
+            for at in range(0, len(wanted), 400):
+                chunk = wanted[at : at + 400]
+                values = ",".join("(?,?)" for _ in chunk)
+                args = [value for place in chunk for value in place]
+                for doc_id, skey, pos, kind in self._db.execute(
+                    f"SELECT id, skey, pos, kind FROM docs WHERE kind=0 AND (skey, pos) IN"
+                    f" (VALUES {values})", args
+                ):
+                    out[int(doc_id)] = (int(skey), int(pos), int(kind))
+        return out
 
     def vocabulary(self) -> list[str]:
         """Every indexed term (cached until the next write)."""

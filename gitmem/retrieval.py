@@ -58,6 +58,8 @@ class RankConfig:
     prf_terms: int = 10
     prf_weight: float = 0.2
     neighbour_weight: float = 0.5
+    # the neighbours of this many best first-round turns become candidates themselves
+    neighbour_pool: int = 20
     session_weight: float = 0.3
     # a session's strength is the mean of its best turns (not one lucky turn)
     session_top: int = 3
@@ -68,10 +70,14 @@ class RankConfig:
     # a query naming a date ("in July 2023") prefers memories from then
     temporal_weight: float = 0.3
     temporal_half_life_days: float = 7.0
+    # a query naming a date with a year also gets the turns of that time as candidates
+    date_pool: int = 30
     decay_weight: float = 0.1
     half_life_days: float = 180.0
     activation_weight: float = 0.05
     min_score: float = 0.05
+    # hits scoring below this share of the best hit's score are dropped too
+    relative_min: float = 0.2
     snippet_chars: int = 200
 
 
@@ -191,6 +197,12 @@ class Ranker:
         counts = Counter(terms(text))
         df = self.index.df(counts)
         corrections: dict[str, str] = {}
+        if self.config.speaker_weight and any(t not in df for t in counts):
+            # a name that only ever appears as a speaker still counts (for the speaker part)
+            for name, spoken in self.index.speakers().items():
+                for term in _name_terms(name):
+                    if term in counts and term not in df:
+                        df[term] = spoken
         weights: dict[str, float] = {t: float(c) for t, c in counts.items() if t in df}
         missing = [t for t in counts if t not in df and len(t) >= 4 and t.isalpha()]
         if missing:
@@ -321,8 +333,40 @@ class Ranker:
             skey: sum(sorted(values, reverse=True)[:top_n]) / top_n
             for skey, values in in_session.items()
         }
+        # the turns next to the best ones are candidates too, even without a matching word
+        if cfg.neighbour_weight and cfg.neighbour_pool:
+            best = sorted(first, key=first.__getitem__, reverse=True)[: cfg.neighbour_pool]
+            places = [
+                (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
+                for step in (-1, 1)
+            ]  # fmt: skip
+            if scan is not None:
+                by_place = {(d.skey, d.pos): d.id for d in scan.values()
+                            if d.kind == KIND_INTERACTION}
+                found = {by_place[p]: (*p, KIND_INTERACTION) for p in places if p in by_place}
+            else:
+                found = self.index.neighbours(places)
+            for doc_id, place in found.items():
+                where.setdefault(doc_id, place)
+        else:
+            found = {}
+        if cfg.date_pool and cfg.temporal_weight:
+            found = dict(found)
+            for year, month, day in dates(text):
+                if year is None:
+                    continue
+                start, end = _window(year, month, day, datetime.now(UTC))
+                keys = self.index.session_keys(active_since=start.timestamp(),
+                                               created_until=end.timestamp())
+                if allowed is not None:
+                    keys &= allowed
+                rows_in = [d for d in self.index.session_docs(sorted(keys)[:50], kind=0)
+                           if start.timestamp() <= d.ts < end.timestamp()]
+                for d in rows_in[: cfg.date_pool]:
+                    found[d.id] = (d.skey, d.pos, d.kind)
+                    where.setdefault(d.id, (d.skey, d.pos, d.kind))
         pre: dict[int, tuple[float, dict[str, float]]] = {}
-        for doc_id in first:
+        for doc_id in set(first) | set(found):
             skey, pos, kind = where[doc_id]
             comp = {
                 "keyword": base.get(doc_id, 0.0) / ideal,
@@ -342,7 +386,8 @@ class Ranker:
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool)
         candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
-        kept = [c for c in candidates if c.score >= cfg.min_score]
+        floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
+        kept = [c for c in candidates if c.score >= floor]
         ranking.below_min = len(candidates) - len(kept)
         ranking.candidates = candidates
         ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
