@@ -35,21 +35,26 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 # so that bigrams containing them still match.
 CJK_STOP_CHARS = frozenset("的了是在我你他她它们这那有和就不也都吗呢吧啊么个之与及或被把给")
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 _CONTRACTION = re.compile(r"(?<=[^\W_])'(?:s|t|d|ll|re|ve|m)\b", re.IGNORECASE)
 
 
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
-        or 0x3400 <= code <= 0x4DBF  # extension A
-        or 0x20000 <= code <= 0x2FA1F  # extensions B.. and compatibility supplement
-        or 0xF900 <= code <= 0xFAFF  # compatibility ideographs
-        or 0x3040 <= code <= 0x30FF  # hiragana, katakana
-        or 0xAC00 <= code <= 0xD7AF  # hangul syllables
-    )
+_CJK_CLASS = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # hangul syllables
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\U00020000-\U0002fa1f"  # extensions B.. and compatibility supplement
+)
+_CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
+# a run of CJK characters, or a run of other letters and digits
+_PIECE = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether ``ch`` is a Chinese, Japanese or Korean character."""
+    return _CJK_CHAR.match(ch) is not None
 
 
 def normalize(text: str) -> str:
@@ -60,15 +65,7 @@ def normalize(text: str) -> str:
 
 def _pieces(text: str) -> list[tuple[str, bool]]:
     """Word-character runs split into (piece, is_cjk) parts."""
-    out: list[tuple[str, bool]] = []
-    for match in _WORD.finditer(text):
-        word = match.group()
-        start = 0
-        for at in range(1, len(word) + 1):
-            if at == len(word) or _is_cjk(word[at]) != _is_cjk(word[start]):
-                out.append((word[start:at], _is_cjk(word[start])))
-                start = at
-    return out
+    return [(cjk or other, bool(cjk)) for cjk, other in _PIECE.findall(text)]
 
 
 def words(text: str) -> list[str]:

@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
     terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos);
+CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
 CREATE TABLE IF NOT EXISTS postings(
     term TEXT NOT NULL, impact REAL NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
     dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
@@ -95,7 +95,7 @@ class DocRow:
     speaker: str
     ts: float
     text: str
-    terms: tuple[str, ...]
+    terms: str  # the analysed terms, space-separated
     dl: int
 
 
@@ -167,6 +167,7 @@ class Index:
         self._stats: tuple[int, float] | None = None
         self._access: tuple[int, dict[tuple[str, str], int]] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
+        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
 
     # --- connection ------------------------------------------------------------------
 
@@ -434,18 +435,14 @@ class Index:
     def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
         """Interaction documents at these (session key, position) places:
         doc id -> (session key, position, kind)."""
-        wanted = list(dict.fromkeys(places))
         out: dict[int, tuple[int, int, int]] = {}
         with self._lock:
-            for at in range(0, len(wanted), 400):
-                chunk = wanted[at : at + 400]
-                values = ",".join("(?,?)" for _ in chunk)
-                args = [value for place in chunk for value in place]
-                for doc_id, skey, pos, kind in self._db.execute(
-                    f"SELECT id, skey, pos, kind FROM docs WHERE kind=0 AND (skey, pos) IN"
-                    f" (VALUES {values})", args
+            for skey, pos in places:
+                for doc_id, kind in self._db.execute(
+                    "SELECT id, kind FROM docs WHERE skey=? AND pos=?", (skey, pos)
                 ):
-                    out[int(doc_id)] = (int(skey), int(pos), int(kind))
+                    if kind == KIND_INTERACTION:
+                        out[int(doc_id)] = (skey, pos, KIND_INTERACTION)
         return out
 
     def vocabulary(self) -> list[str]:
@@ -458,7 +455,7 @@ class Index:
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
         return [
-            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], tuple(r[8].split()), r[9])
+            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
             for r in self._db.execute(sql, args)
         ]
 
@@ -525,10 +522,21 @@ class Index:
     )
 
     def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
-        """Session rows by session key."""
-        keys = list(dict.fromkeys(skeys))
+        """Session rows by session key (cached until the next write)."""
         out: dict[int, SessionRow] = {}
         with self._lock:
+            if self._session_cache[0] != self.generation:
+                self._session_cache = (self.generation, {})
+            cache = self._session_cache[1]
+            keys = []
+            for skey in dict.fromkeys(skeys):
+                found = cache.get(skey)
+                if found is None:
+                    keys.append(skey)
+                else:
+                    out[skey] = found
+            if len(cache) > 50_000:
+                cache.clear()
             for at in range(0, len(keys), 500):
                 chunk = keys[at : at + 500]
                 marks = ",".join("?" * len(chunk))
@@ -536,7 +544,7 @@ class Index:
                     f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
                 ):
                     row = self._session_row(r)
-                    out[row.skey] = row
+                    out[row.skey] = cache[row.skey] = row
         return out
 
     def session_by_id(self, session_id: str) -> SessionRow | None:

@@ -24,7 +24,9 @@ answer to an unrelated query is an empty list, not the least bad guess.
 
 from __future__ import annotations
 
+import heapq
 import math
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -34,7 +36,7 @@ from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
-from gitmem.analysis import dates, stem, terms, words
+from gitmem.analysis import dates, is_cjk, stem, terms, words
 from gitmem.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
 from gitmem.models import Hit
 
@@ -48,11 +50,14 @@ class RankConfig:
     b: float = 0.3
     # postings read per query term (highest impact first); rarer terms are read in full
     postings_limit: int = 3000
+    postings_floor: int = 200
     # when filters leave at most this many documents, they are scored one by one
     scan_limit: int = 20_000
     max_query_terms: int = 48
     max_query_chars: int = 4000
     candidates: int = 100
+    # first-round documents considered for the final scoring (plus neighbours, dated turns)
+    rescore_pool: int = 1000
     speaker_weight: float = 1.0
     prf_docs: int = 3
     prf_terms: int = 10
@@ -161,6 +166,9 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
     return best
 
 
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+
+
 @lru_cache(maxsize=4096)
 def _name_terms(speaker: str) -> frozenset[str]:
     return frozenset(stem(w) for w in words(speaker))
@@ -172,11 +180,18 @@ def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
     if len(flat) <= limit:
         return flat
     wanted = set(query_terms)
-    start = 0
-    for word in flat.split(" "):
-        if wanted.intersection(terms(word)):
-            start = max(flat.find(word) - limit // 4, 0)
+    first: int | None = None
+    for match in _WORDS.finditer(flat):
+        word = match.group().casefold()
+        if stem(word) in wanted:
+            first = match.start()
             break
+    for term in wanted:
+        if term and is_cjk(term[0]):
+            at = flat.find(term)
+            if at >= 0 and (first is None or at < first):
+                first = at
+    start = max((first or 0) - limit // 4, 0)
     piece = flat[start : start + limit]
     return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
 
@@ -231,7 +246,7 @@ class Ranker:
             return 0.0
         cfg = self.config
         norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
-        tf = Counter(t for t in doc.terms if t in weights)
+        tf = Counter(t for t in doc.terms.split() if t in weights)
         return sum(
             weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items()
         )
@@ -250,9 +265,13 @@ class Ranker:
         cfg = self.config
         scores: dict[int, float] = {}
         k1, b = cfg.k1, cfg.b
+        n_docs = self.index.stats()[0]
+        top_idf = self._idf(1, n_docs) or 1.0
         for term, weight in weights.items():
             w = weight * idf[term] * (k1 + 1)
-            for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, limit):
+            # common words add little to any score: read only their best postings
+            cap = max(cfg.postings_floor, int(limit * idf[term] / top_idf))
+            for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
                 if allowed is not None and skey not in allowed:
                     continue
                 scores[doc_id] = scores.get(doc_id, 0.0) + w * tf / (
@@ -321,68 +340,55 @@ class Ranker:
         at_place: dict[tuple[int, int], float] = {}
         in_session: dict[int, list[float]] = {}
         summary_score: dict[int, float] = {}
+        top_n = max(cfg.session_top, 1)
         for doc_id, value in first.items():
             skey, pos, kind = where[doc_id]
             if kind == KIND_SUMMARY:
                 summary_score[skey] = max(summary_score.get(skey, 0.0), value)
-            else:
-                at_place[(skey, pos)] = value
-                in_session.setdefault(skey, []).append(value)
-        top_n = max(cfg.session_top, 1)
-        session_score = {
-            skey: sum(sorted(values, reverse=True)[:top_n]) / top_n
-            for skey, values in in_session.items()
-        }
-        # the turns next to the best ones are candidates too, even without a matching word
-        if cfg.neighbour_weight and cfg.neighbour_pool:
-            best = sorted(first, key=first.__getitem__, reverse=True)[: cfg.neighbour_pool]
-            places = [
-                (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
-                for step in (-1, 1)
-            ]  # fmt: skip
-            if scan is not None:
-                by_place = {(d.skey, d.pos): d.id for d in scan.values()
-                            if d.kind == KIND_INTERACTION}
-                found = {by_place[p]: (*p, KIND_INTERACTION) for p in places if p in by_place}
-            else:
-                found = self.index.neighbours(places)
-            for doc_id, place in found.items():
-                where.setdefault(doc_id, place)
-        else:
-            found = {}
-        if cfg.date_pool and cfg.temporal_weight:
-            found = dict(found)
-            for year, month, day in dates(text):
-                if year is None:
-                    continue
-                start, end = _window(year, month, day, datetime.now(UTC))
-                keys = self.index.session_keys(active_since=start.timestamp(),
-                                               created_until=end.timestamp())
-                if allowed is not None:
-                    keys &= allowed
-                rows_in = [d for d in self.index.session_docs(sorted(keys)[:50], kind=0)
-                           if start.timestamp() <= d.ts < end.timestamp()]
-                for d in rows_in[: cfg.date_pool]:
-                    found[d.id] = (d.skey, d.pos, d.kind)
-                    where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                continue
+            at_place[(skey, pos)] = value
+            best = in_session.get(skey)
+            if best is None:
+                in_session[skey] = [value]
+            elif len(best) < top_n or value > best[-1]:
+                best.append(value)
+                best.sort(reverse=True)
+                del best[top_n:]
+        session_score = {skey: sum(values) / top_n for skey, values in in_session.items()}
+
+        # rescore the best first-round documents plus their neighbours and dated turns
+        consider = set(heapq.nlargest(cfg.rescore_pool, first, key=first.__getitem__))
+        consider |= self._neighbours(first, where, scan)
+        consider |= self._dated(text, allowed, where)
+        nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
+
+        def pre_score(doc_id: int) -> float:
+            skey, pos, kind = where[doc_id]
+            value = first.get(doc_id, 0.0) + sw * session_score.get(skey, 0.0)
+            if kind == KIND_INTERACTION:
+                value += nw * max(at_place.get((skey, pos - 1), 0.0),
+                                  at_place.get((skey, pos + 1), 0.0))
+                value += uw * summary_score.get(skey, 0.0)
+            return value
+
+        pool = heapq.nlargest(cfg.candidates, consider, key=pre_score)
         pre: dict[int, tuple[float, dict[str, float]]] = {}
-        for doc_id in set(first) | set(found):
+        for doc_id in pool:
             skey, pos, kind = where[doc_id]
             comp = {
                 "keyword": base.get(doc_id, 0.0) / ideal,
                 "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
             }
             if kind == KIND_INTERACTION:
-                if cfg.neighbour_weight:
-                    comp["context"] = cfg.neighbour_weight * max(
+                if nw:
+                    comp["context"] = nw * max(
                         at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
                     )
-                if cfg.summary_weight:
-                    comp["summary"] = cfg.summary_weight * summary_score.get(skey, 0.0)
-            if cfg.session_weight:
-                comp["session"] = cfg.session_weight * session_score.get(skey, 0.0)
+                if uw:
+                    comp["summary"] = uw * summary_score.get(skey, 0.0)
+            if sw:
+                comp["session"] = sw * session_score.get(skey, 0.0)
             pre[doc_id] = (sum(comp.values()), comp)
-        pool = sorted(pre, key=lambda i: -pre[i][0])[: cfg.candidates]
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool)
         candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
@@ -392,6 +398,48 @@ class Ranker:
         ranking.candidates = candidates
         ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
         return ranking
+
+    def _neighbours(self, first: dict[int, float], where: dict[int, tuple[int, int, int]],
+                    scan: dict[int, DocRow] | None) -> set[int]:
+        """The turns next to the best first-round turns (added to ``where``)."""
+        cfg = self.config
+        if not (cfg.neighbour_weight and cfg.neighbour_pool and first):
+            return set()
+        best = heapq.nlargest(cfg.neighbour_pool, first, key=first.__getitem__)
+        places = {
+            (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
+            for step in (-1, 1)
+        }  # fmt: skip
+        if scan is not None:
+            found = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()
+                     if d.kind == KIND_INTERACTION and (d.skey, d.pos) in places}
+        else:
+            found = self.index.neighbours(places)
+        for doc_id, place in found.items():
+            where.setdefault(doc_id, place)
+        return set(found)
+
+    def _dated(self, text: str, allowed: set[int] | None,
+               where: dict[int, tuple[int, int, int]]) -> set[int]:
+        """Turns from the dates (with a year) that the query names (added to ``where``)."""
+        cfg = self.config
+        if not (cfg.date_pool and cfg.temporal_weight):
+            return set()
+        out: set[int] = set()
+        for year, month, day in dates(text):
+            if year is None:
+                continue
+            start, end = _window(year, month, day, datetime.now(UTC))
+            lo, hi = start.timestamp(), end.timestamp()
+            keys = self.index.session_keys(active_since=lo, created_until=hi)
+            if allowed is not None:
+                keys &= allowed
+            rows = [d for d in self.index.session_docs(sorted(keys)[:50], kind=KIND_INTERACTION)
+                    if lo <= d.ts < hi]
+            for d in rows[: cfg.date_pool]:
+                where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                out.add(d.id)
+        return out
 
     def _allowed(self, filters: Filters) -> set[int]:
         return self.index.session_keys(
@@ -414,7 +462,7 @@ class Ranker:
             if not row.dl:
                 continue
             share = base[doc_id] / total
-            for term, n in Counter(row.terms).items():
+            for term, n in Counter(row.terms.split()).items():
                 if term not in weights:
                     mass[term] = mass.get(term, 0.0) + share * n / row.dl
         if not mass:
@@ -458,7 +506,7 @@ class Ranker:
                         weights[t] * idf[t] for t in asked
                     ) * (cfg.k1 + 1) / ideal
             if doc_id in fuzzy_pool and fuzzy_query:
-                ratio = fuzz.token_set_ratio(fuzzy_query, " ".join(row.terms))
+                ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
             if named_dates:
                 comp["temporal"] = cfg.temporal_weight * closeness(

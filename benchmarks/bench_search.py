@@ -1,0 +1,182 @@
+"""Search speed on a large synthetic store, against a rapidfuzz linear scan, in one run.
+
+    python benchmarks/bench_search.py                    # 100,000 interactions, 10,000 sessions
+    python benchmarks/bench_search.py --small            # 10,000 interactions, 1,000 sessions
+
+Reports the median (p50) and p95 of
+  search            mm.search(query, k=10) on a warm, up-to-date index
+  retrieve_context  mm.retrieve_context(session, query, max_tokens=2000)
+  catch-up          the first search after one new save: the index reads that one commit
+  linear scan       rapidfuzz process.extract(token_set_ratio) over every turn's text (the
+                    comparator: what a store without an index would do per query)
+and the time of a full index rebuild. The corpus is synthetic: sessions about one of a few
+hundred topics, each with its own words, mixed with Zipf-distributed common words;
+queries are a few words of a random stored turn, some with a typo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rapidfuzz import fuzz, process
+
+from gitmem import MemoryManager
+from gitmem.models import Interaction, Message, Session
+from gitmem.repository import Housekeeping
+
+START = datetime(2023, 1, 1, tzinfo=UTC)
+SYLLABLES = ("ka li mo ra ne tu si po va de gri lan tor ben mis cal ver dun fel sor pat "
+             "rin bol kes mar ton vel zu ho ja").split()  # fmt: skip
+
+
+def _vocabulary(rng: random.Random, size: int) -> list[str]:
+    words: set[str] = set()
+    while len(words) < size:
+        words.add("".join(rng.choice(SYLLABLES) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+class Corpus:
+    """Deterministic synthetic conversations."""
+
+    def __init__(self, seed: int = 7, topics: int = 400) -> None:
+        self.rng = random.Random(seed)
+        vocab = _vocabulary(self.rng, 30_000)
+        self.common = vocab[:5000]
+        self.weights = [1 / (rank + 1) for rank in range(len(self.common))]
+        rest = vocab[5000:]
+        self.topics = [rest[at * 60 : at * 60 + 60] for at in range(topics)]
+
+    def sentence(self, topic: list[str], length: int) -> str:
+        picks = self.rng.choices(self.common, self.weights, k=length)
+        for at in range(length):
+            if self.rng.random() < 0.35:
+                picks[at] = self.rng.choice(topic)
+        return " ".join(picks).capitalize() + "."
+
+    def session(self, n: int, turns: int) -> Session:
+        topic = self.topics[n % len(self.topics)]
+        when = START + timedelta(hours=7 * n)
+        interactions = [
+            Interaction(id=f"t{t}", timestamp=when + timedelta(minutes=t), messages=[
+                Message(speaker="user", content=self.sentence(topic, self.rng.randint(6, 14))),
+                Message(speaker="assistant",
+                        content=self.sentence(topic, self.rng.randint(10, 30))),
+            ])
+            for t in range(turns)
+        ]  # fmt: skip
+        return Session(id=f"s{n:05d}", created=when, last_active=when + timedelta(minutes=turns),
+                       participants=["user", "assistant"], tags=[f"topic{n % 20}"],
+                       interactions=interactions)  # fmt: skip
+
+    def query(self, text: str) -> str:
+        words = [w.strip(".").lower() for w in text.split()]
+        picked = self.rng.sample(words, min(len(words), self.rng.randint(2, 4)))
+        if self.rng.random() < 0.2 and picked and len(picked[0]) > 5:  # a typo
+            word = picked[0]
+            at = self.rng.randrange(1, len(word) - 1)
+            picked[0] = word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+        return " ".join(picked)
+
+
+def _stats(samples: list[float]) -> str:
+    ordered = sorted(samples)
+    p50 = statistics.median(ordered) * 1000
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
+    return f"p50 {p50:8.2f} ms   p95 {p95:8.2f} ms   (n={len(samples)})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=10, help="interactions per session")
+    parser.add_argument("--small", action="store_true", help="1,000 sessions")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--scan-queries", type=int, default=20)
+    parser.add_argument("--path", help="keep the store here (reused when it exists)")
+    args = parser.parse_args()
+    sessions = 1000 if args.small else args.sessions
+    corpus = Corpus()
+    base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
+    store = base / "store"
+    built = store.exists()
+    mm = MemoryManager.init(store, agent="bench", housekeeping=Housekeeping(enabled=False))
+    texts: list[str] = []
+    ids: list[str] = []
+    start = time.perf_counter()
+    for first in range(0, sessions, 500):
+        chunk = [corpus.session(n, args.turns) for n in range(first, min(first + 500, sessions))]
+        if not built:
+            with mm.batch(f"Synthetic sessions {first}-{first + len(chunk) - 1}"):
+                for session in chunk:
+                    mm.put_session(session)
+        for session in chunk:
+            for item in session.interactions:
+                texts.append(item.text)
+                ids.append(session.id)
+    interactions = len(texts)
+    print(f"store: {sessions} sessions, {interactions} interactions at {store}"
+          + ("" if built else f" (written in {time.perf_counter() - start:.1f} s)"))
+
+    start = time.perf_counter()
+    report = mm.reindex()
+    rebuild = time.perf_counter() - start
+    size = sum(p.stat().st_size for p in (store / ".git" / "gitmem").glob("index.sqlite*"))
+    print(f"full rebuild: {rebuild:.1f} s for {report.indexed} sessions "
+          f"({rebuild / max(interactions, 1) * 1e6:.0f} us per interaction), "
+          f"index {size / 1e6:.0f} MB")
+
+    picks = [corpus.rng.randrange(interactions) for _ in range(args.queries)]
+    queries = [corpus.query(texts[at]) for at in picks]
+    mm.search(queries[0])  # warm the caches like a live agent
+    found = 0
+    samples = []
+    for query, at in zip(queries, picks, strict=True):
+        t0 = time.perf_counter()
+        hits = mm.search(query, k=10)
+        samples.append(time.perf_counter() - t0)
+        found += any(h.session_id == ids[at] for h in hits)
+    print(f"search            {_stats(samples)}   source session in top 10: "
+          f"{100 * found / len(queries):.0f}%")
+
+    samples = []
+    for query, at in zip(queries[:100], picks[:100], strict=True):
+        t0 = time.perf_counter()
+        mm.retrieve_context(ids[at], query, max_tokens=2000)
+        samples.append(time.perf_counter() - t0)
+    print(f"retrieve_context  {_stats(samples)}")
+
+    samples = []
+    for n in range(20):
+        sid = ids[corpus.rng.randrange(interactions)]
+        mm.save_interaction(sid, corpus.query(texts[n]) + " followup", "noted",
+                            timestamp=START + timedelta(days=4000 + n))
+        t0 = time.perf_counter()
+        mm._store_index().run(lambda index: None)
+        samples.append(time.perf_counter() - t0)
+    print(f"catch-up 1 commit {_stats(samples)}")
+
+    samples = []
+    found = 0
+    for query, at in zip(queries[: args.scan_queries], picks, strict=False):
+        t0 = time.perf_counter()
+        best = process.extract(query, texts, scorer=fuzz.token_set_ratio, limit=10)
+        samples.append(time.perf_counter() - t0)
+        found += any(ids[hit[2]] == ids[at] for hit in best)
+    print(f"linear scan       {_stats(samples)}   source session in top 10: "
+          f"{100 * found / max(len(samples), 1):.0f}%  (rapidfuzz token_set_ratio comparator)")
+    mm.close_index()
+    mm.close()
+
+
+if __name__ == "__main__":
+    main()
