@@ -179,6 +179,9 @@ class Index:
             if self.path != ":memory:":
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # keep the hot part of the postings in memory between queries
+            db.execute("PRAGMA cache_size=-32768")
+            db.execute("PRAGMA mmap_size=268435456")
             db.execute("PRAGMA temp_store=MEMORY")
             db.executescript(_SCHEMA)
             version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -435,14 +438,22 @@ class Index:
     def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
         """Interaction documents at these (session key, position) places:
         doc id -> (session key, position, kind)."""
+        wanted = set(places)
+        skeys = list({skey for skey, _pos in wanted})
+        positions = list({pos for _skey, pos in wanted})
         out: dict[int, tuple[int, int, int]] = {}
+        if not wanted:
+            return out
         with self._lock:
-            for skey, pos in places:
-                for doc_id, kind in self._db.execute(
-                    "SELECT id, kind FROM docs WHERE skey=? AND pos=?", (skey, pos)
-                ):
-                    if kind == KIND_INTERACTION:
-                        out[int(doc_id)] = (skey, pos, KIND_INTERACTION)
+            for at in range(0, len(skeys), 400):
+                chunk = skeys[at : at + 400]
+                sql = (
+                    f"SELECT id, skey, pos FROM docs WHERE skey IN ({','.join('?' * len(chunk))})"
+                    f" AND pos IN ({','.join('?' * len(positions))}) AND kind=0"
+                )
+                for doc_id, skey, pos in self._db.execute(sql, [*chunk, *positions]):
+                    if (skey, pos) in wanted:
+                        out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
         return out
 
     def vocabulary(self) -> list[str]:
@@ -461,18 +472,33 @@ class Index:
 
     _DOC_COLUMNS = "id, skey, kind, iid, pos, speaker, ts, text, terms, dl"
 
-    def docs(self, doc_ids: Iterable[int]) -> dict[int, DocRow]:
-        """The documents with these ids."""
+    def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
+        """The documents with these ids (``text=False`` leaves their text empty)."""
         ids = list(dict.fromkeys(doc_ids))
         out: dict[int, DocRow] = {}
+        columns = self._DOC_COLUMNS if text else self._DOC_COLUMNS.replace("text", "''")
         with self._lock:
             for at in range(0, len(ids), 500):
                 chunk = ids[at : at + 500]
                 marks = ",".join("?" * len(chunk))
                 for row in self._doc_rows(
-                    f"SELECT {self._DOC_COLUMNS} FROM docs WHERE id IN ({marks})", chunk
+                    f"SELECT {columns} FROM docs WHERE id IN ({marks})", chunk
                 ):
                     out[row.id] = row
+        return out
+
+    def texts(self, doc_ids: Iterable[int]) -> dict[int, str]:
+        """The text of each of these documents."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, str] = {}
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for doc_id, value in self._db.execute(
+                    f"SELECT id, text FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[int(doc_id)] = str(value)
         return out
 
     def session_docs(self, skeys: Iterable[int], *, kind: int | None = None) -> list[DocRow]:

@@ -1,10 +1,10 @@
 """Keeping the search index in step with the store: catch-up, rebuild, recovery.
 
 The index (:mod:`gitmem.index`) records the commit it reflects. :func:`sync` brings it to
-HEAD by comparing the blob id of every session file with the blob it was read from, so
-saves by other processes, ``git pull`` and hand commits are all picked up, and only the
-files that changed are parsed again. :class:`StoreIndex` wraps this for the manager: every
-use catches up first, and an index file found corrupted is thrown away and rebuilt.
+HEAD by diffing that commit with HEAD, so saves by other processes, ``git pull`` and hand
+commits are all picked up, and only the files that changed are parsed again.
+:class:`StoreIndex` wraps this for the manager: every use catches up first, and an index
+file found corrupted is thrown away and rebuilt.
 """
 
 from __future__ import annotations
@@ -146,11 +146,13 @@ def sync(
 ) -> SyncReport:
     """Bring the index up to the store's HEAD.
 
-    Compares the blob id of every session file at HEAD with the blob the index read it
-    from, so only changed files are parsed again (a save costs one file, whatever the
-    number of commits in between). ``full`` drops everything and reads every file.
-    A recorded commit that this repository does not have means the index was made for
-    another repository: it is rebuilt.
+    The session files that differ between the commit the index reflects and HEAD come
+    from ``git diff --raw`` (one git call, whatever the number of commits in between);
+    only those are parsed again. When that commit is gone (history rewritten) every
+    file's blob id is compared with the blob the index read it from instead. ``full``
+    drops everything and reads every file. A recorded commit that this repository does
+    not have means the index was made for another repository: it is rebuilt.
+    ``commit`` indexes that commit instead of HEAD (for views of the past).
     """
     head = commit or repository.head()
     recorded = index.get_meta("commit")
@@ -158,34 +160,28 @@ def sync(
         return SyncReport(head)
     rebuild = full or recorded is None or not _belongs(repository, recorded)
     folder = session_dir(namespace)
-    files = repository.list_dir(folder, head) if head is not None else {}
+    changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folder)
     with index.writing():
         if index.get_meta("commit") == head and not full:
             return SyncReport(head)  # another process caught up while we waited
+        if index.get_meta("commit") != recorded:
+            changes = None  # another process moved it meanwhile: compare everything
+        report = SyncReport(head, rebuilt=rebuild)
         if rebuild:
             index.clear()
-            known: dict[str, tuple[str, str]] = {}
-            broken: dict[str, str] = {}
-        else:
-            known = index.indexed_blobs()
-            broken = index.broken()
-        report = SyncReport(head, rebuilt=rebuild)
+        if changes is None:
+            changes = _compare(repository, index, head, folder, fresh=rebuild)
         wanted: list[tuple[str, str, str]] = []
-        for name, blob in sorted(files.items()):
-            path = f"{folder}/{name}"
+        for path, blob in changes:
             session_id = id_from_path(path, namespace)
             if session_id is None:
                 continue
-            old = known.pop(path, None)
-            if (old is not None and old[1] == blob) or broken.get(path) == blob:
-                continue
-            wanted.append((path, session_id, blob))
-        for path, (session_id, _blob) in known.items():
-            index.remove_session(session_id)
-            index.mark_broken(path, None)
-            report.removed += 1
-        for path in set(broken) - {f"{folder}/{name}" for name in files}:
-            index.mark_broken(path, None)
+            if blob is None:
+                index.remove_session(session_id)
+                index.mark_broken(path, None)
+                report.removed += 1
+            else:
+                wanted.append((path, session_id, blob))
         for done, (path, session_id, blob) in enumerate(wanted, 1):
             session = _read(repository, path, blob)
             if isinstance(session, str):
@@ -202,6 +198,45 @@ def sync(
                 progress(done, len(wanted))
         index.set_meta("commit", head)
     return report
+
+
+def _diff(repository: Repository, old: str, new: str | None, folder: str
+          ) -> list[tuple[str, str | None]] | None:
+    """(path, new blob id or None when deleted) of the session files that differ between
+    two commits, from ``git diff --raw``; None if git cannot tell."""
+    if new is None:
+        return None
+    try:
+        out = repository.git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new,
+                             "--", folder + "/")
+    except RepositoryError:
+        return None
+    fields = out.split("\0")
+    changes: list[tuple[str, str | None]] = []
+    for at in range(0, len(fields) - 1, 2):
+        meta, path = fields[at], fields[at + 1]
+        parts = meta.split()
+        if len(parts) < 5 or not path.startswith(folder + "/") or "/" in path[len(folder) + 1 :]:
+            continue
+        changes.append((path, None if parts[4].startswith("D") else parts[3]))
+    return changes
+
+
+def _compare(repository: Repository, index: Index, head: str | None, folder: str, *,
+             fresh: bool) -> list[tuple[str, str | None]]:
+    """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
+    the blob the index read it from (for rebuilds, or when the old commit is gone)."""
+    files = repository.list_dir(folder, head) if head is not None else {}
+    known = {} if fresh else {path: blob for path, (_sid, blob) in index.indexed_blobs().items()}
+    broken = {} if fresh else index.broken()
+    changes: list[tuple[str, str | None]] = []
+    for name, blob in sorted(files.items()):
+        path = f"{folder}/{name}"
+        if known.pop(path, None) == blob or broken.pop(path, None) == blob:
+            continue
+        changes.append((path, blob))
+    changes.extend((path, None) for path in sorted(set(known) | set(broken)))
+    return changes
 
 
 def _read(repository: Repository, path: str, blob: str) -> Session | str:

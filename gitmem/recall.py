@@ -25,7 +25,15 @@ from gitmem.errors import ParseError, ValidationError
 from gitmem.index import KIND_SUMMARY, Index
 from gitmem.indexer import ProgressCallback, StoreIndex, SyncReport
 from gitmem.models import Hit, Session, as_aware
-from gitmem.retrieval import Candidate, Filters, RankConfig, Ranker, Ranking, snippet
+from gitmem.retrieval import (
+    SHOWN_CANDIDATES,
+    Candidate,
+    Filters,
+    RankConfig,
+    Ranker,
+    Ranking,
+    snippet,
+)
 
 if TYPE_CHECKING:
     from gitmem.repository import Repository
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
 _LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
 _STATE_LOCK = threading.Lock()
 # how many explain rows a search shows
-EXPLAIN_ROWS = 25
+EXPLAIN_ROWS = SHOWN_CANDIDATES
 # a memory longer than this goes into the context shortened
 MEMORY_CHARS = 1200
 

@@ -28,11 +28,12 @@ import heapq
 import math
 import re
 import unicodedata
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from operator import itemgetter
 
 from rapidfuzz import fuzz, process
 
@@ -57,11 +58,13 @@ class RankConfig:
     max_query_chars: int = 4000
     candidates: int = 100
     # first-round documents considered for the final scoring (plus neighbours, dated turns)
-    rescore_pool: int = 1000
+    rescore_pool: int = 300
     speaker_weight: float = 1.0
     prf_docs: int = 3
     prf_terms: int = 10
     prf_weight: float = 0.2
+    # postings read per expansion term (scaled down for common words like postings_limit)
+    prf_postings: int = 300
     neighbour_weight: float = 0.5
     # the neighbours of this many best first-round turns become candidates themselves
     neighbour_pool: int = 20
@@ -70,7 +73,7 @@ class RankConfig:
     session_top: int = 3
     summary_weight: float = 0.5
     fuzzy_weight: float = 0.05
-    fuzzy_candidates: int = 100
+    fuzzy_candidates: int = 30
     typo_min_ratio: float = 80.0
     # a query naming a date ("in July 2023") prefers memories from then
     temporal_weight: float = 0.3
@@ -167,6 +170,9 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
 
 
 _WORDS = re.compile(r"[A-Za-z0-9]+")
+# candidates whose text is read (hits beyond these are never shown, even by --explain)
+SHOWN_CANDIDATES = 25
+_second = itemgetter(1)
 
 
 @lru_cache(maxsize=4096)
@@ -254,7 +260,7 @@ class Ranker:
     def _bm25(
         self, weights: dict[str, float], idf: dict[str, float], avgdl: float,
         allowed: set[int] | None, limit: int, scan: dict[int, DocRow] | None,
-        where: dict[int, tuple[int, int, int]],
+        where: dict[int, tuple[int, int, int]], floor: int | None = None,
     ) -> dict[int, float]:
         """BM25 of every matching document (from the scan, or from the postings)."""
         if scan is not None:
@@ -270,7 +276,8 @@ class Ranker:
         for term, weight in weights.items():
             w = weight * idf[term] * (k1 + 1)
             # common words add little to any score: read only their best postings
-            cap = max(cfg.postings_floor, int(limit * idf[term] / top_idf))
+            cap = max(cfg.postings_floor if floor is None else floor,
+                      int(limit * idf[term] / top_idf))
             for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
                 if allowed is not None and skey not in allowed:
                     continue
@@ -322,14 +329,14 @@ class Ranker:
         expansion: dict[str, float] = {}
         extra: dict[int, float] = {}
         if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
-            top = sorted(base, key=base.__getitem__, reverse=True)[: cfg.prf_docs]
+            top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
             rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
             expansion = self._expansion(rows, base, weights, n_docs)
             if expansion:
                 idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
                 expansion = {t: w for t, w in expansion.items() if t in idf}
-                extra = self._bm25(expansion, idf, avgdl, allowed, cfg.postings_limit // 10,
-                                   scan, where)
+                extra = self._bm25(expansion, idf, avgdl, allowed, cfg.prf_postings, scan,
+                                   where, floor=cfg.prf_postings // 2)
         ranking.expansion = expansion
         ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
         first = {i: v / ideal for i, v in base.items()}
@@ -338,33 +345,36 @@ class Ranker:
 
         # what the first round says about each turn's neighbours, session and summary
         at_place: dict[tuple[int, int], float] = {}
-        in_session: dict[int, list[float]] = {}
+        in_session: defaultdict[int, list[float]] = defaultdict(list)
         summary_score: dict[int, float] = {}
-        top_n = max(cfg.session_top, 1)
         for doc_id, value in first.items():
             skey, pos, kind = where[doc_id]
             if kind == KIND_SUMMARY:
                 summary_score[skey] = max(summary_score.get(skey, 0.0), value)
-                continue
-            at_place[(skey, pos)] = value
-            best = in_session.get(skey)
-            if best is None:
-                in_session[skey] = [value]
-            elif len(best) < top_n or value > best[-1]:
-                best.append(value)
-                best.sort(reverse=True)
-                del best[top_n:]
-        session_score = {skey: sum(values) / top_n for skey, values in in_session.items()}
+            else:
+                at_place[skey, pos] = value
+                in_session[skey].append(value)
+        top_n = max(cfg.session_top, 1)
+        session_cache: dict[int, float] = {}
+
+        def session_of(skey: int) -> float:
+            found = session_cache.get(skey)
+            if found is None:
+                values = in_session.get(skey, ())
+                best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
+                found = session_cache[skey] = sum(best) / top_n
+            return found
 
         # rescore the best first-round documents plus their neighbours and dated turns
-        consider = set(heapq.nlargest(cfg.rescore_pool, first, key=first.__getitem__))
-        consider |= self._neighbours(first, where, scan)
+        ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
+        consider = set(ordered[: cfg.rescore_pool])
+        consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
         consider |= self._dated(text, allowed, where)
         nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
 
         def pre_score(doc_id: int) -> float:
             skey, pos, kind = where[doc_id]
-            value = first.get(doc_id, 0.0) + sw * session_score.get(skey, 0.0)
+            value = first.get(doc_id, 0.0) + sw * session_of(skey)
             if kind == KIND_INTERACTION:
                 value += nw * max(at_place.get((skey, pos - 1), 0.0),
                                   at_place.get((skey, pos + 1), 0.0))
@@ -387,11 +397,19 @@ class Ranker:
                 if uw:
                     comp["summary"] = uw * summary_score.get(skey, 0.0)
             if sw:
-                comp["session"] = sw * session_score.get(skey, 0.0)
+                comp["session"] = sw * session_of(skey)
             pre[doc_id] = (sum(comp.values()), comp)
-        rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool)
+        rows = (
+            {i: scan[i] for i in pool} if scan is not None
+            else self.index.docs(pool, text=False)
+        )  # fmt: skip
         candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
+        if scan is None:  # the text is read for the candidates that may be shown only
+            shown = candidates[: max(k, SHOWN_CANDIDATES)]
+            texts = self.index.texts(c.doc.id for c in shown)
+            for cand in shown:
+                cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
         floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
         kept = [c for c in candidates if c.score >= floor]
         ranking.below_min = len(candidates) - len(kept)
@@ -399,13 +417,11 @@ class Ranker:
         ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
         return ranking
 
-    def _neighbours(self, first: dict[int, float], where: dict[int, tuple[int, int, int]],
+    def _neighbours(self, best: list[int], where: dict[int, tuple[int, int, int]],
                     scan: dict[int, DocRow] | None) -> set[int]:
         """The turns next to the best first-round turns (added to ``where``)."""
-        cfg = self.config
-        if not (cfg.neighbour_weight and cfg.neighbour_pool and first):
+        if not (self.config.neighbour_weight and best):
             return set()
-        best = heapq.nlargest(cfg.neighbour_pool, first, key=first.__getitem__)
         places = {
             (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
             for step in (-1, 1)
@@ -529,7 +545,8 @@ class Ranker:
 
     def _hit(self, cand: Candidate, weights: dict[str, float], head: str | None) -> Hit:
         row = cand.doc
-        return Hit(
+        # the values are valid by construction: skip pydantic's validation on the hot path
+        return Hit.model_construct(
             session_id=cand.session.session_id,
             interaction_id=row.iid,
             score=round(cand.score, 6),

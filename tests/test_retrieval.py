@@ -215,8 +215,10 @@ def test_filters_narrow_the_candidates() -> None:
 def test_postings_limit_keeps_the_best_documents() -> None:
     sessions = [_session(f"s{n}", [("User", "common word " + "pad " * n)]) for n in range(30)]
     index = _index(*sessions)
-    hits = Ranker(index, RankConfig(postings_limit=5, postings_floor=5)).rank("common", k=3).hits
+    config = RankConfig(postings_limit=5, postings_floor=5, prf_weight=0)
+    hits = Ranker(index, config).rank("common", k=10).hits
     assert hits[0].session_id == "s0"  # shortest document, highest impact
+    assert {h.session_id for h in hits} <= {f"s{n}" for n in range(5)}
 
 
 # --- manager API ---------------------------------------------------------------------------
