@@ -30,7 +30,7 @@ from gitmem.analysis import terms
 from gitmem.errors import GitmemError
 from gitmem.models import Session
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS docs(
     terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
 CREATE TABLE IF NOT EXISTS postings(
-    term TEXT NOT NULL, impact REAL NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
+    term TEXT NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
     dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
     PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
@@ -60,6 +60,17 @@ CREATE TABLE IF NOT EXISTS access(
     session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
     PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
 """
+
+# (term, impact, doc, tf, doc length, session key, position, kind)
+Posting = tuple[str, int, int, int, int, int, int, int]
+
+
+@dataclass
+class _Bulk:
+    postings: list[Posting] = field(default_factory=list)
+    df: Counter[str] = field(default_factory=Counter)
+    speakers: list[str] = field(default_factory=list)
+
 
 KIND_INTERACTION = 0
 KIND_SUMMARY = 1
@@ -168,6 +179,7 @@ class Index:
         self._access: tuple[int, dict[tuple[str, str], int]] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
+        self._bulk: _Bulk | None = None
 
     # --- connection ------------------------------------------------------------------
 
@@ -229,16 +241,24 @@ class Index:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
 
     @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """Group writes into one transaction (rolled back if the block raises)."""
+    def writing(self, *, bulk: bool = False) -> Iterator[None]:
+        """Group writes into one transaction (rolled back if the block raises).
+
+        ``bulk`` collects postings and sorts them before writing, which is much faster
+        for a rebuild than inserting each document's postings as they come.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
+            self._bulk = _Bulk() if bulk else None
             try:
                 yield
+                self._flush()
             except BaseException:
+                self._bulk = None
                 self._db.execute("ROLLBACK")
                 self._stats = None
                 raise
+            self._bulk = None
             self._db.execute("COMMIT")
             self.generation += 1
             self._stats = None
@@ -307,8 +327,33 @@ class Index:
         self._insert_docs(skey, fresh)
 
     @staticmethod
-    def _impact(tf: int, norm: float) -> float:
-        return tf * (IMPACT_K1 + 1) / (tf + norm)
+    def _impact(tf: int, norm: float) -> int:
+        # an integer keeps the postings small and makes the key exactly reproducible
+        return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
+
+    def _write_postings(self, postings: list[Posting], df: Counter[str],
+                        speakers: list[str]) -> None:
+        if self._bulk is not None:
+            self._bulk.postings.extend(postings)
+            self._bulk.df.update(df)
+            self._bulk.speakers.extend(speakers)
+            if len(self._bulk.postings) > 300_000:
+                self._flush()
+            return
+        self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
+        self._count_speakers(speakers, 1)
+        self._db.executemany(
+            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
+            df.items(),
+        )
+
+    def _flush(self) -> None:
+        bulk, self._bulk = self._bulk, None
+        if bulk is not None and bulk.postings:
+            bulk.postings.sort()
+            self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+        if bulk is not None:
+            self._bulk = _Bulk()
 
     def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         if not docs:
@@ -318,7 +363,7 @@ class Index:
         n_docs += len(docs)
         total += sum(len(t) for t in analysed)
         avgdl = total / n_docs if n_docs else 1.0
-        postings: list[tuple[str, float, int, int, int, int, int, int]] = []
+        postings: list[Posting] = []
         df: Counter[str] = Counter()
         for doc, doc_terms in zip(docs, analysed, strict=True):
             dl = len(doc_terms)
@@ -335,19 +380,16 @@ class Index:
                     (term, self._impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
                 )
                 df[term] += 1
-        self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
-        self._count_speakers([d.speaker for d in docs], 1)
-        self._db.executemany(
-            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
-            df.items(),
-        )
+        self._write_postings(postings, df, [d.speaker for d in docs])
         self._set_counts(n_docs, total)
 
     def _delete_docs(self, doc_ids: Sequence[int]) -> None:
         if not doc_ids:
             return
+        if self._bulk is not None:
+            self._flush()
         n_docs, total = self._counts()
-        keys: list[tuple[str, float, int]] = []
+        keys: list[tuple[str, int, int]] = []
         df: Counter[str] = Counter()
         speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):

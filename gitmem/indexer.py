@@ -161,7 +161,7 @@ def sync(
     rebuild = full or recorded is None or not _belongs(repository, recorded)
     folder = session_dir(namespace)
     changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folder)
-    with index.writing():
+    with index.writing(bulk=rebuild):
         if index.get_meta("commit") == head and not full:
             return SyncReport(head)  # another process caught up while we waited
         if index.get_meta("commit") != recorded:
