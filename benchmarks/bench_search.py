@@ -34,8 +34,8 @@ from gitmem.models import Interaction, Message, Session
 from gitmem.repository import Housekeeping
 
 START = datetime(2023, 1, 1, tzinfo=UTC)
-SYLLABLES = ("ka li mo ra ne tu si po va de gri lan tor ben mis cal ver dun fel sor pat "
-             "rin bol kes mar ton vel zu ho ja").split()  # fmt: skip
+_SYLLABLE_TEXT = "ka li mo ra ne tu si po va de gri lan tor ben mis cal ver dun fel sor pat rin"
+SYLLABLES = [*_SYLLABLE_TEXT.split(), "bol", "kes", "mar", "ton", "vel", "zu", "ho", "ja"]
 
 
 def _vocabulary(rng: random.Random, size: int) -> list[str]:

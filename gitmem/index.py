@@ -194,6 +194,7 @@ class Index:
             # keep the hot part of the postings in memory between queries
             db.execute("PRAGMA cache_size=-32768")
             db.execute("PRAGMA mmap_size=268435456")
+            db.execute("PRAGMA journal_size_limit=16777216")
             db.execute("PRAGMA temp_store=MEMORY")
             db.executescript(_SCHEMA)
             version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -260,6 +261,9 @@ class Index:
                 raise
             self._bulk = None
             self._db.execute("COMMIT")
+            if bulk and self.path != ":memory:":
+                # a rebuild leaves a WAL as large as the index: fold it back in now
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.generation += 1
             self._stats = None
 

@@ -365,3 +365,21 @@ def test_cli_search_and_context(mm: MemoryManager, store: Path) -> None:
     assert json.loads(out.output)["messages"][0]["role"] == "user"
     out = runner.invoke(cli, ["--repo", str(store), "--json", "reindex"])
     assert out.exit_code == 0 and json.loads(out.output)["sessions"] == 1
+
+
+def test_async_manager_has_the_retrieval_methods(store: Path) -> None:
+    import asyncio
+
+    from gitmem import AsyncMemoryManager
+
+    async def run() -> None:
+        amm = AsyncMemoryManager.init(store)
+        await amm.save_interaction("s", "the moon landing in 1969", "Apollo 11")
+        hits = await amm.search("moon landing")
+        assert hits[0].session_id == "s"
+        messages = await amm.retrieve_context("other", "Apollo", max_tokens=200)
+        assert "Apollo" in messages[-1]["content"]
+        report = await amm.reindex()
+        assert report.indexed == 1
+
+    asyncio.run(run())
