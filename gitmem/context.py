@@ -125,6 +125,11 @@ class Memory:
     score: float
     same_session: bool = False
 
+    @property
+    def ref(self) -> str:
+        """``session#interaction`` (or ``session#summary``): names the memory in explanations."""
+        return f"{self.session_id}#{self.interaction_id or self.kind}"
+
     def line(self) -> str:
         """The memory as one line naming its source."""
         where = [self.session_id if not self.same_session else "earlier in this session"]
@@ -273,8 +278,7 @@ def assemble(
     chosen: list[Piece] = []
     for memory in memories:
         line = memory.line()
-        ref = f"{memory.session_id}#{memory.interaction_id or memory.kind}"
-        piece = Piece("memory", "system", line, counter.count(line) + 1, ref)
+        piece = Piece("memory", "system", line, counter.count(line) + 1, memory.ref)
         need = piece.tokens + (header if not chosen else 0)
         if need <= left:
             left -= need

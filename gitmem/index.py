@@ -159,7 +159,11 @@ def session_documents(session: Session) -> list[DocInput]:
 
 
 class IndexCorrupted(GitmemError):
-    """The index file cannot be used; :class:`StoreIndex` rebuilds it and tries again."""
+    """The index file is damaged or of another layout; it is rebuilt and the work retried."""
+
+
+class IndexUnavailable(GitmemError):
+    """The index file cannot be opened or written (locked, read-only, disk full)."""
 
 
 class Index:
@@ -202,9 +206,12 @@ class Index:
                 db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
             elif version[0] != SCHEMA_VERSION:
                 raise IndexCorrupted(f"index layout {version[0]}, expected {SCHEMA_VERSION}")
+        except sqlite3.OperationalError as exc:  # locked, read-only, out of space: not broken
+            db.close()
+            raise IndexUnavailable(f"search index {self.path} cannot be used: {exc}") from exc
         except sqlite3.DatabaseError as exc:
             db.close()
-            raise IndexCorrupted(str(exc)) from exc
+            raise IndexCorrupted(f"search index {self.path} is damaged: {exc}") from exc
         except IndexCorrupted:
             db.close()
             raise
@@ -739,8 +746,26 @@ class Index:
             self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
 
 
-# what a broken or foreign index file raises, for callers that rebuild and retry
-DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, sqlite3.Error)
+# everything that using an index file can raise
+DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, IndexUnavailable, sqlite3.Error)
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error means the index file itself is broken (so rebuilding helps),
+    rather than locked, read-only or on a full disk (where deleting it would not)."""
+    if isinstance(exc, IndexCorrupted):
+        return True
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+def unavailable(exc: BaseException, path: Path) -> IndexUnavailable:
+    """A gitmem error for an index problem that a rebuild does not fix."""
+    if isinstance(exc, IndexUnavailable):
+        return exc
+    return IndexUnavailable(
+        f"search index {path} cannot be used ({exc}); check the permissions and free space"
+        " of the .git/gitmem folder, or run `gitmem reindex`"
+    )
 
 
 def discard(path: Path) -> None:
@@ -755,7 +780,7 @@ def open_file(path: Path, owner: str) -> Index:
     made for another repository is replaced by an empty one."""
     try:
         index = Index(path)  # reads the schema: a file that is not SQLite fails here
-    except DATABASE_ERRORS:
+    except IndexCorrupted:
         discard(path)
         index = Index(path)
     recorded = index.get_meta("git_dir")

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from gitmem import markdown
 from gitmem.errors import RepositoryError
-from gitmem.index import DATABASE_ERRORS, Index, discard, open_file
+from gitmem.index import DATABASE_ERRORS, Index, damaged, discard, open_file, unavailable
 from gitmem.models import Session
 from gitmem.paths import encode_id, id_from_path, session_dir
 from gitmem.repository import Repository
@@ -84,23 +84,30 @@ class StoreIndex:
         with self._lock:
             if commit is not None and commit != self.repository.head():
                 return work(self._at(commit))
+            path = index_path(self.repository, self.namespace)
             for attempt in (1, 2):
                 try:
                     return work(self._current())
-                except DATABASE_ERRORS:
-                    if attempt == 2:
-                        raise
+                except DATABASE_ERRORS as exc:
+                    if attempt == 2 or not damaged(exc):
+                        raise unavailable(exc, path) from exc
                     self._reset()
             raise AssertionError("unreachable")
 
     def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
         """Rebuild the index from HEAD (a corrupted file is replaced)."""
         with self._lock:
+            path = index_path(self.repository, self.namespace)
             try:
                 self._current(full=True, progress=progress)
-            except DATABASE_ERRORS:
+            except DATABASE_ERRORS as exc:
+                if not damaged(exc):
+                    raise unavailable(exc, path) from exc
                 self._reset()
-                self._current(full=True, progress=progress)
+                try:
+                    self._current(full=True, progress=progress)
+                except DATABASE_ERRORS as again:
+                    raise unavailable(again, path) from again
             assert self.last_sync is not None
             return self.last_sync
 

@@ -334,8 +334,8 @@ class RetrievalMixin:
         memories: list[Memory] = []
         ranking: Ranking | None = None
         info: dict[str, Any] = {}
+        filters = self._filters(tags, project, participant, None, None, None)
         if query.strip():
-            filters = self._filters(tags, project, participant, None, None, None)
             ranking, info = self._rank(query, k + len(recent), filters, commit)
             by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
             for hit in ranking.hits:
@@ -351,10 +351,8 @@ class RetrievalMixin:
                 if len(memories) >= k:
                     break
         plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns)
-        used = [
-            (p.ref.split("#", 1)[0], p.ref.split("#", 1)[1].replace("summary", ""))
-            for p in plan.included if p.source == "memory"
-        ]  # fmt: skip
+        refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
+        used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
         if used and commit is None:
             self._store_index().run(lambda index: index.touch(used, time.time()))
         out = ContextMessages(plan.messages)
@@ -364,7 +362,7 @@ class RetrievalMixin:
                 "session_found": session is not None,
                 "budget": plan.explanation(),
                 "search": (
-                    _explain_ranking(ranking, self.rank_config, Filters(),
+                    _explain_ranking(ranking, self.rank_config, filters,
                                      {(h.session_id, h.interaction_id) for h in ranking.hits})
                     | {"index": info} if ranking is not None else None
                 ),

@@ -157,3 +157,15 @@ def test_namespaces_have_their_own_index(store: Path) -> None:
     home.save_interaction("h", "quarterly garden plan", "ok")
     assert _ids(work.search("quarterly")) == ["w"]
     assert _ids(home.search("quarterly")) == ["h"]
+
+
+def test_only_a_damaged_file_is_thrown_away() -> None:
+    import sqlite3
+
+    from gitmem.index import IndexCorrupted, damaged
+
+    assert damaged(sqlite3.DatabaseError("file is not a database"))
+    assert damaged(IndexCorrupted("layout 1"))
+    # a locked, read-only or full index is somebody else's problem: never delete it
+    assert not damaged(sqlite3.OperationalError("database is locked"))
+    assert not damaged(sqlite3.OperationalError("attempt to write a readonly database"))
