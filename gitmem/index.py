@@ -30,7 +30,7 @@ from gitmem.analysis import terms
 from gitmem.errors import GitmemError
 from gitmem.models import Session
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
@@ -40,10 +40,11 @@ _SEP = "\x1f"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
-    skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL UNIQUE, path TEXT NOT NULL,
+    skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
     blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
     tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
     summary_text TEXT);
+CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
@@ -296,10 +297,9 @@ class Index:
     def put_session(
         self, session: Session, path: str, blob: str, commit: str | None = None
     ) -> None:
-        """Index (or re-index) a session; unchanged interactions are left alone."""
-        row = self._db.execute(
-            "SELECT skey FROM sessions WHERE session_id=?", (session.id,)
-        ).fetchone()
+        """Index (or re-index) the session file at ``path`` (a session's main file or its
+        archive part: both are rows of the same session id); unchanged interactions stay."""
+        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
             session.project, _join(session.tags), _join(session.participants),
@@ -434,11 +434,9 @@ class Index:
         if sign < 0:
             self._db.execute("DELETE FROM speakers WHERE n <= 0")
 
-    def remove_session(self, session_id: str) -> None:
-        """Remove a session and its documents."""
-        row = self._db.execute(
-            "SELECT skey FROM sessions WHERE session_id=?", (session_id,)
-        ).fetchone()
+    def remove_path(self, path: str) -> None:
+        """Remove the session file at ``path`` and its documents."""
+        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
         if row is None:
             return
         ids = [r[0] for r in self._db.execute("SELECT id FROM docs WHERE skey=?", (row[0],))]
@@ -626,13 +624,14 @@ class Index:
                     out[row.skey] = cache[row.skey] = row
         return out
 
-    def session_by_id(self, session_id: str) -> SessionRow | None:
-        """The row of one session, or None if it is not indexed."""
+    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
+        """The rows of one session (its file, and its archive part if it has one)."""
         with self._lock:
-            r = self._db.execute(
-                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=?", (session_id,)
-            ).fetchone()
-        return None if r is None else self._session_row(r)
+            rows = self._db.execute(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=? ORDER BY skey",
+                (session_id,),
+            ).fetchall()
+        return [self._session_row(r) for r in rows]
 
     def session_keys(
         self,

@@ -21,7 +21,7 @@ from gitmem import markdown
 from gitmem.errors import RepositoryError
 from gitmem.index import DATABASE_ERRORS, Index, damaged, discard, open_file, unavailable
 from gitmem.models import Session
-from gitmem.paths import encode_id, id_from_path, session_dir
+from gitmem.paths import archive_dir, encode_id, id_from_archive_path, id_from_path, session_dir
 from gitmem.repository import Repository
 
 ProgressCallback = Callable[[int, int], None]
@@ -166,8 +166,8 @@ def sync(
     if head == recorded and not full:
         return SyncReport(head)
     rebuild = full or recorded is None or not _belongs(repository, recorded)
-    folder = session_dir(namespace)
-    changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folder)
+    folders = (session_dir(namespace), archive_dir(namespace))
+    changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folders)
     with index.writing(bulk=rebuild):
         if index.get_meta("commit") == head and not full:
             return SyncReport(head)  # another process caught up while we waited
@@ -177,14 +177,14 @@ def sync(
         if rebuild:
             index.clear()
         if changes is None:
-            changes = _compare(repository, index, head, folder, fresh=rebuild)
+            changes = _compare(repository, index, head, folders, fresh=rebuild)
         wanted: list[tuple[str, str, str]] = []
         for path, blob in changes:
-            session_id = id_from_path(path, namespace)
+            session_id = id_from_path(path, namespace) or id_from_archive_path(path, namespace)
             if session_id is None:
                 continue
             if blob is None:
-                index.remove_session(session_id)
+                index.remove_path(path)
                 index.mark_broken(path, None)
                 report.removed += 1
             else:
@@ -192,7 +192,7 @@ def sync(
         for done, (path, session_id, blob) in enumerate(wanted, 1):
             session = _read(repository, path, blob)
             if isinstance(session, str):
-                index.remove_session(session_id)
+                index.remove_path(path)
                 index.mark_broken(path, blob, session)
                 report.unreadable.append(path)
             else:
@@ -207,15 +207,15 @@ def sync(
     return report
 
 
-def _diff(repository: Repository, old: str, new: str | None, folder: str
+def _diff(repository: Repository, old: str, new: str | None, folders: tuple[str, ...]
           ) -> list[tuple[str, str | None]] | None:
-    """(path, new blob id or None when deleted) of the session files that differ between
-    two commits, from ``git diff --raw``; None if git cannot tell."""
+    """(path, new blob id or None when deleted) of the files in ``folders`` that differ
+    between two commits, from ``git diff --raw``; None if git cannot tell."""
     if new is None:
         return None
     try:
         out = repository.git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new,
-                             "--", folder + "/")
+                             "--", *(folder + "/" for folder in folders))
     except RepositoryError:
         return None
     fields = out.split("\0")
@@ -223,22 +223,24 @@ def _diff(repository: Repository, old: str, new: str | None, folder: str
     for at in range(0, len(fields) - 1, 2):
         meta, path = fields[at], fields[at + 1]
         parts = meta.split()
-        if len(parts) < 5 or not path.startswith(folder + "/") or "/" in path[len(folder) + 1 :]:
-            continue
-        changes.append((path, None if parts[4].startswith("D") else parts[3]))
+        if len(parts) >= 5:
+            changes.append((path, None if parts[4].startswith("D") else parts[3]))
     return changes
 
 
-def _compare(repository: Repository, index: Index, head: str | None, folder: str, *,
-             fresh: bool) -> list[tuple[str, str | None]]:
+def _compare(repository: Repository, index: Index, head: str | None, folders: tuple[str, ...],
+             *, fresh: bool) -> list[tuple[str, str | None]]:
     """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
     the blob the index read it from (for rebuilds, or when the old commit is gone)."""
-    files = repository.list_dir(folder, head) if head is not None else {}
+    files = {
+        f"{folder}/{name}": blob
+        for folder in folders
+        for name, blob in (repository.list_dir(folder, head) if head is not None else {}).items()
+    }
     known = {} if fresh else {path: blob for path, (_sid, blob) in index.indexed_blobs().items()}
     broken = {} if fresh else index.broken()
     changes: list[tuple[str, str | None]] = []
-    for name, blob in sorted(files.items()):
-        path = f"{folder}/{name}"
+    for path, blob in sorted(files.items()):
         if known.pop(path, None) == blob or broken.pop(path, None) == blob:
             continue
         changes.append((path, blob))

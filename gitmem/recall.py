@@ -276,10 +276,9 @@ class RetrievalMixin:
         def work(index: Index) -> list[Hit]:
             out: list[Hit] = []
             for target, score in wanted.items():
-                row = index.session_by_id(target)
-                if row is None:
-                    continue
-                for doc in index.session_docs([row.skey], kind=KIND_SUMMARY):
+                rows = {row.skey: row for row in index.sessions_by_id(target)}
+                for doc in index.session_docs(rows, kind=KIND_SUMMARY):
+                    row = rows[doc.skey]
                     out.append(Hit(
                         session_id=target, interaction_id=None, score=round(score * 0.5, 6),
                         snippet=snippet(doc.text, ranking.terms), commit=row.commit,

@@ -169,3 +169,26 @@ def test_only_a_damaged_file_is_thrown_away() -> None:
     # a locked, read-only or full index is somebody else's problem: never delete it
     assert not damaged(sqlite3.OperationalError("database is locked"))
     assert not damaged(sqlite3.OperationalError("attempt to write a readonly database"))
+
+
+def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from gitmem.summarizing import SummaryConfig
+
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    mm.summary_config = SummaryConfig(archive="archive")
+    mm.save_interaction("trip", "We should visit the azulejo museum in Lisbon", "Good idea")
+    mm.save_interaction("trip", "Book the tram 28 tickets too", "Done")
+    mm.save_interaction("trip", "And a fado evening on Friday", "Booked")
+    first = mm.load_memory("trip")
+    assert first is not None
+    mm.search("tram")  # the index reflects the session before it is summarized
+    mm.summarize("trip", count=2)
+    assert (store / "archive" / "trip.md").is_file()
+    hits = mm.search("azulejo museum")
+    assert [(h.session_id, h.interaction_id) for h in hits][:1] == [
+        ("trip", first.interactions[0].id)]
+    assert _ids(mm.search("fado evening"))[0] == "trip"
+    mm.reindex()
+    assert _ids(mm.search("azulejo museum"))[0] == "trip"
