@@ -24,10 +24,11 @@ from gitmem import locomo
 from gitmem.index import Index
 from gitmem.retrieval import RankConfig, Ranker
 
+# plain BM25 (k1 1.2, b 0.75) over the same terms: every other component off
 BASELINE = dict(
-    prf_weight=0.0, neighbour_weight=0.0, session_weight=0.0, summary_weight=0.0,
-    fuzzy_weight=0.0, speaker_weight=0.0, decay_weight=0.0, activation_weight=0.0,
-    min_score=0.0,
+    k1=1.2, b=0.75, prf_weight=0.0, neighbour_weight=0.0, session_weight=0.0,
+    summary_weight=0.0, fuzzy_weight=0.0, speaker_weight=0.0, temporal_weight=0.0,
+    decay_weight=0.0, activation_weight=0.0, min_score=0.0, relative_min=0.0,
 )  # fmt: skip
 
 
