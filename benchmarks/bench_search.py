@@ -17,11 +17,13 @@ queries are a few words of a random stored turn, some with a typo.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -88,11 +90,22 @@ class Corpus:
         return " ".join(picked)
 
 
-def _stats(samples: list[float]) -> str:
+def _stats(samples: list[float], cpu: list[float] | None = None) -> str:
     ordered = sorted(samples)
     p50 = statistics.median(ordered) * 1000
     p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000
-    return f"p50 {p50:8.2f} ms   p95 {p95:8.2f} ms   (n={len(samples)})"
+    text = f"p50 {p50:8.2f} ms   p95 {p95:8.2f} ms"
+    if cpu:
+        text += f"   cpu p50 {statistics.median(cpu) * 1000:6.2f} ms"
+    return text + f"   (n={len(samples)})"
+
+
+def _timed(samples: list[float], cpu: list[float], work: Callable[[], object]) -> object:
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = work()
+    samples.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+    return out
 
 
 def main() -> None:
@@ -124,6 +137,7 @@ def main() -> None:
                 texts.append(item.text)
                 ids.append(session.id)
     interactions = len(texts)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"store: {sessions} sessions, {interactions} interactions at {store}"
           + ("" if built else f" (written in {time.perf_counter() - start:.1f} s)"))
 
@@ -139,41 +153,39 @@ def main() -> None:
     queries = [corpus.query(texts[at]) for at in picks]
     mm.search(queries[0])  # warm the caches like a live agent
     found = 0
-    samples = []
+    samples: list[float] = []
+    cpu: list[float] = []
     for query, at in zip(queries, picks, strict=True):
-        t0 = time.perf_counter()
-        hits = mm.search(query, k=10)
-        samples.append(time.perf_counter() - t0)
-        found += any(h.session_id == ids[at] for h in hits)
-    print(f"search            {_stats(samples)}   source session in top 10: "
+        hits = _timed(samples, cpu, lambda q=query: mm.search(q, k=10))  # type: ignore[misc]
+        found += any(h.session_id == ids[at] for h in hits)  # type: ignore[attr-defined]
+    search_p50 = statistics.median(samples)
+    print(f"search            {_stats(samples, cpu)}   source session in top 10: "
           f"{100 * found / len(queries):.0f}%")
 
-    samples = []
+    samples, cpu = [], []
     for query, at in zip(queries[:100], picks[:100], strict=True):
-        t0 = time.perf_counter()
-        mm.retrieve_context(ids[at], query, max_tokens=2000)
-        samples.append(time.perf_counter() - t0)
-    print(f"retrieve_context  {_stats(samples)}")
+        _timed(samples, cpu, lambda q=query, s=ids[at]: mm.retrieve_context(  # type: ignore[misc]
+            s, q, max_tokens=2000))
+    print(f"retrieve_context  {_stats(samples, cpu)}")
 
-    samples = []
+    samples, cpu = [], []
     for n in range(20):
         sid = ids[corpus.rng.randrange(interactions)]
         mm.save_interaction(sid, corpus.query(texts[n]) + " followup", "noted",
                             timestamp=START + timedelta(days=4000 + n))
-        t0 = time.perf_counter()
-        mm._store_index().run(lambda index: None)
-        samples.append(time.perf_counter() - t0)
-    print(f"catch-up 1 commit {_stats(samples)}")
+        _timed(samples, cpu, lambda: mm._store_index().run(lambda index: None))
+    print(f"catch-up 1 commit {_stats(samples, cpu)}")
 
-    samples = []
+    samples, cpu = [], []
     found = 0
     for query, at in zip(queries[: args.scan_queries], picks, strict=False):
-        t0 = time.perf_counter()
-        best = process.extract(query, texts, scorer=fuzz.token_set_ratio, limit=10)
-        samples.append(time.perf_counter() - t0)
-        found += any(ids[hit[2]] == ids[at] for hit in best)
-    print(f"linear scan       {_stats(samples)}   source session in top 10: "
+        best = _timed(samples, cpu, lambda q=query: process.extract(  # type: ignore[misc]
+            q, texts, scorer=fuzz.token_set_ratio, limit=10))
+        found += any(ids[hit[2]] == ids[at] for hit in best)  # type: ignore[attr-defined]
+    print(f"linear scan       {_stats(samples, cpu)}   source session in top 10: "
           f"{100 * found / max(len(samples), 1):.0f}%  (rapidfuzz token_set_ratio comparator)")
+    print(f"linear scan / search (p50): {statistics.median(samples) / search_p50:.0f}x;"
+          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     mm.close_index()
     mm.close()
 

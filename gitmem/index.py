@@ -552,10 +552,13 @@ class Index:
                     out[int(doc_id)] = str(value)
         return out
 
-    def session_docs(self, skeys: Iterable[int], *, kind: int | None = None) -> list[DocRow]:
-        """Every document of these sessions, in session and position order."""
+    def session_docs(self, skeys: Iterable[int], *, kind: int | None = None,
+                     text: bool = True) -> list[DocRow]:
+        """Every document of these sessions, in session and position order
+        (``text=False`` leaves their text empty)."""
         keys = list(dict.fromkeys(skeys))
         out: list[DocRow] = []
+        columns = self._DOC_COLUMNS if text else self._DOC_COLUMNS.replace("text", "''")
         with self._lock:
             for at in range(0, len(keys), 500):
                 chunk = keys[at : at + 500]
@@ -563,7 +566,7 @@ class Index:
                 extra = "" if kind is None else f" AND kind={int(kind)}"
                 out.extend(
                     self._doc_rows(
-                        f"SELECT {self._DOC_COLUMNS} FROM docs WHERE skey IN ({marks}){extra}"
+                        f"SELECT {columns} FROM docs WHERE skey IN ({marks}){extra}"
                         " ORDER BY skey, pos",
                         chunk,
                     )

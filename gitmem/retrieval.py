@@ -53,7 +53,7 @@ class RankConfig:
     postings_limit: int = 3000
     postings_floor: int = 200
     # when filters leave at most this many documents, they are scored one by one
-    scan_limit: int = 20_000
+    scan_limit: int = 1500
     max_query_terms: int = 48
     max_query_chars: int = 4000
     candidates: int = 100
@@ -318,12 +318,15 @@ class Ranker:
         ideal = sum(w * idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
 
         scan: dict[int, DocRow] | None = None
-        if allowed is not None and self.index.count_session_docs(allowed) <= cfg.scan_limit:
-            scan = {d.id: d for d in self.index.session_docs(allowed)}
-            where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
-        else:
-            where = {}
-        base = self._bm25(weights, idf, avgdl, allowed, cfg.postings_limit, scan, where)
+        limit = cfg.postings_limit
+        where: dict[int, tuple[int, int, int]] = {}
+        if allowed is not None:
+            if self.index.count_session_docs(allowed) <= cfg.scan_limit:
+                scan = {d.id: d for d in self.index.session_docs(allowed, text=False)}
+                where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
+            else:  # most postings read will be filtered out: read deeper
+                limit *= 10
+        base = self._bm25(weights, idf, avgdl, allowed, limit, scan, where)
 
         # pseudo relevance feedback: borrow terms from the best first-round documents
         expansion: dict[str, float] = {}
@@ -399,17 +402,14 @@ class Ranker:
             if sw:
                 comp["session"] = sw * session_of(skey)
             pre[doc_id] = (sum(comp.values()), comp)
-        rows = (
-            {i: scan[i] for i in pool} if scan is not None
-            else self.index.docs(pool, text=False)
-        )  # fmt: skip
+        rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
         candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
-        if scan is None:  # the text is read for the candidates that may be shown only
-            shown = candidates[: max(k, SHOWN_CANDIDATES)]
-            texts = self.index.texts(c.doc.id for c in shown)
-            for cand in shown:
-                cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
+        # the text is read for the candidates that may be shown only
+        shown = candidates[: max(k, SHOWN_CANDIDATES)]
+        texts = self.index.texts(c.doc.id for c in shown)
+        for cand in shown:
+            cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
         floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
         kept = [c for c in candidates if c.score >= floor]
         ranking.below_min = len(candidates) - len(kept)
@@ -559,9 +559,4 @@ class Ranker:
         )
 
 
-def tuned(config: RankConfig, **changes: object) -> RankConfig:
-    """A copy of ``config`` with some fields changed (for benchmarks and experiments)."""
-    return replace(config, **changes)  # type: ignore[arg-type]
-
-
-__all__: Sequence[str] = ("Candidate", "Filters", "RankConfig", "Ranker", "Ranking", "snippet")
+__all__ = ["Candidate", "Filters", "RankConfig", "Ranker", "Ranking", "snippet"]
