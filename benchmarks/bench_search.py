@@ -162,11 +162,18 @@ def main() -> None:
     print(f"search            {_stats(samples, cpu)}   source session in top 10: "
           f"{100 * found / len(queries):.0f}%")
 
-    samples, cpu = [], []
-    for query, at in zip(queries[:100], picks[:100], strict=True):
-        _timed(samples, cpu, lambda q=query, s=ids[at]: mm.retrieve_context(  # type: ignore[misc]
-            s, q, max_tokens=2000))
+    # an agent asks for context in the session it is in, which it has just saved to or
+    # read (the manager keeps it parsed); "cold" also parses that session's file first
+    samples, cpu, cold, cold_cpu = [], [], [], []
+    context_queries = [corpus.query(texts[corpus.rng.randrange(interactions)]) for _ in range(200)]
+    for n in range(100):
+        session_id = ids[corpus.rng.randrange(interactions)]
+        for query, into, into_cpu in ((context_queries[n], cold, cold_cpu),
+                                      (context_queries[100 + n], samples, cpu)):
+            _timed(into, into_cpu, lambda q=query, s=session_id: mm.retrieve_context(  # type: ignore[misc]
+                s, q, max_tokens=2000))
     print(f"retrieve_context  {_stats(samples, cpu)}")
+    print(f"  (session cold)  {_stats(cold, cold_cpu)}")
 
     samples, cpu = [], []
     for n in range(20):

@@ -23,6 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,18 +54,23 @@ class EstimateCounter:
     name = "estimate"
 
     def count(self, text: str) -> int:
-        total = 0.0
-        for piece in _PIECES.findall(text):
-            first = piece[0]
-            if first.isspace():
-                continue
-            if first.isascii() and first.isalnum():
-                total += max(1, math.ceil(len(piece) / 4))
-            elif "\u2e80" <= first <= "\u9fff" or "\uac00" <= first <= "\ud7af":
-                total += 1.5
-            else:
-                total += 1
-        return math.ceil(total)
+        return _estimate(text)
+
+
+@lru_cache(maxsize=4096)
+def _estimate(text: str) -> int:
+    total = 0.0
+    for piece in _PIECES.findall(text):
+        first = piece[0]
+        if first.isspace():
+            continue
+        if first.isascii() and first.isalnum():
+            total += max(1, math.ceil(len(piece) / 4))
+        elif "\u2e80" <= first <= "\u9fff" or "\uac00" <= first <= "\ud7af":
+            total += 1.5
+        else:
+            total += 1
+    return math.ceil(total)
 
 
 class TiktokenCounter:

@@ -181,7 +181,6 @@ class Index:
         self.generation = 0
         self._vocab: tuple[int, list[str]] | None = None
         self._stats: tuple[int, float] | None = None
-        self._access: tuple[int, dict[tuple[str, str], int]] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
@@ -703,34 +702,21 @@ class Index:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
-            self._access = None
 
-    def access_map(self) -> dict[tuple[str, str], int]:
-        """Every access count (cached until this index writes or touches again)."""
-        with self._lock:
-            if self._access is None or self._access[0] != self.generation:
-                counts = {
-                    (str(sid), str(iid)): int(count)
-                    for sid, iid, count in self._db.execute(
-                        "SELECT session_id, iid, count FROM access"
-                    )
-                }
-                self._access = (self.generation, counts)
-            return self._access[1]
-
-    def access_counts(self, refs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
-        """How often each (session id, interaction id) was accessed (absent ones left out)."""
-        wanted = list(dict.fromkeys(refs))
+    def access_counts(self, session_ids: Iterable[str]) -> dict[tuple[str, str], int]:
+        """Access counts of the memories of these sessions: (session id, interaction id or
+        "" for a summary) -> count (memories never used are left out)."""
+        wanted = list(dict.fromkeys(session_ids))
         out: dict[tuple[str, str], int] = {}
         with self._lock:
-            for at in range(0, len(wanted), 400):
-                chunk = wanted[at : at + 400]
-                where = " OR ".join("(session_id=? AND iid=?)" for _ in chunk)
-                args = [value for ref in chunk for value in ref]
+            for at in range(0, len(wanted), 500):
+                chunk = wanted[at : at + 500]
+                marks = ",".join("?" * len(chunk))
                 for sid, iid, count in self._db.execute(
-                    f"SELECT session_id, iid, count FROM access WHERE {where}", args
+                    f"SELECT session_id, iid, count FROM access WHERE session_id IN ({marks})",
+                    chunk,
                 ):
-                    out[(sid, iid)] = int(count)
+                    out[(str(sid), str(iid))] = int(count)
         return out
 
     # --- files that did not parse ----------------------------------------------------

@@ -501,7 +501,10 @@ class Ranker:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
         sessions = self.index.sessions({r.skey for r in rows.values()})
-        access = self.index.access_map() if cfg.activation_weight else {}
+        access = (
+            self.index.access_counts(s.session_id for s in sessions.values())
+            if cfg.activation_weight else {}
+        )  # fmt: skip
         fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
         named_dates = dates(text) if cfg.temporal_weight else []
