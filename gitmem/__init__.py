@@ -8,6 +8,7 @@ from gitmem.errors import (
     ParseError,
     ReadOnlyError,
     RepositoryError,
+    RevisionNotFound,
     SessionNotFound,
     ValidationError,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "ReadOnlyError",
     "RepositoryError",
     "Revision",
+    "RevisionNotFound",
     "Session",
     "SessionNotFound",
     "Summary",
