@@ -57,28 +57,32 @@ def diff_sessions(
     old: Session | None, new: Session | None, session_id: str, path: str
 ) -> SessionDiff:
     """The structured difference between two versions of one session (None: absent)."""
-    result = SessionDiff(session_id=session_id, path=path, status=status_of(old, new))
     before = {i.id: i for i in old.interactions} if old else {}
     after = {i.id: i for i in new.interactions} if new else {}
-    result.interactions_added = [i for i in after if i not in before]
-    result.interactions_removed = [i for i in before if i not in after]
-    result.interactions_changed = [i for i in after if i in before and before[i] != after[i]]
     # a session that appears or disappears lists only the metadata it has
     old_meta = {k: v for k, v in metadata_values(old).items() if v or new} if old else {}
     new_meta = {k: v for k, v in metadata_values(new).items() if v or old} if new else {}
-    result.metadata = {
-        key: FieldChange(old=old_meta.get(key), new=new_meta.get(key))
-        for key in [*old_meta, *(k for k in new_meta if k not in old_meta)]
-        if old_meta.get(key) != new_meta.get(key)
-    }
     old_summary = old.summary if old else None
     new_summary = new.summary if new else None
-    if old_summary != new_summary:
-        result.summary = FieldChange(
+    return SessionDiff(
+        session_id=session_id,
+        path=path,
+        status=status_of(old, new),
+        interactions_added=[i for i in after if i not in before],
+        interactions_removed=[i for i in before if i not in after],
+        interactions_changed=[i for i in after if i in before and before[i] != after[i]],
+        metadata={
+            key: FieldChange(old=old_meta.get(key), new=new_meta.get(key))
+            for key in [*old_meta, *(k for k in new_meta if k not in old_meta)]
+            if old_meta.get(key) != new_meta.get(key)
+        },
+        summary=None
+        if old_summary == new_summary
+        else FieldChange(
             old=old_summary.text if old_summary else None,
             new=new_summary.text if new_summary else None,
-        )
-    return result
+        ),
+    )
 
 
 # --- unified text diff ------------------------------------------------------------------
@@ -176,27 +180,31 @@ def undo(before: Session | None, after: Session | None, current: Session | None)
         if before is None:
             return Undo(None)  # created by the change, deleted since: nothing left to undo
         return Undo(None, ["the session was deleted by a later commit"])
-    if after is None:
-        return Undo(current, ["the session was deleted here and created again later"])
-    base = before if before is not None else _blank(after)
+    # a session that did not exist counts as one without interactions, summary or metadata
+    if before is not None:
+        base = before
+        target = after if after is not None else _blank(before)
+    else:
+        assert after is not None
+        base, target = _blank(after), after
     conflicts: list[str] = []
     values: dict[str, Any] = {name: getattr(current, name) for name in _FIELDS}
-    values["interactions"] = _undo_interactions(base, after, current, conflicts)
-    if base.summary != after.summary:
-        if current.summary == after.summary:
+    values["interactions"] = _undo_interactions(base, target, current, conflicts)
+    if base.summary != target.summary:
+        if current.summary == target.summary:
             values["summary"] = base.summary
         elif current.summary != base.summary:
             conflicts.append("the summary was changed again by a later commit")
     for name in _SCALARS:
-        old, new, now = getattr(base, name), getattr(after, name), getattr(current, name)
+        old, new, now = getattr(base, name), getattr(target, name), getattr(current, name)
         if old != new:
             if now == new:
                 values[name] = old
             elif now != old:
                 conflicts.append(f"metadata {name!r} was changed again by a later commit")
     extra = dict(current.extra)
-    for key in {*base.extra, *after.extra}:
-        old, new, now = base.extra.get(key), after.extra.get(key), current.extra.get(key)
+    for key in dict.fromkeys([*base.extra, *target.extra]):
+        old, new, now = base.extra.get(key), target.extra.get(key), current.extra.get(key)
         if old == new:
             continue
         if now == new:
@@ -207,11 +215,11 @@ def undo(before: Session | None, after: Session | None, current: Session | None)
         elif now != old:
             conflicts.append(f"metadata {key!r} was changed again by a later commit")
     values["extra"] = extra
-    if current.last_active == after.last_active and before is not None:
+    if current.last_active == target.last_active and before is not None:
         values["last_active"] = before.last_active
     speakers = {m.speaker for i in values["interactions"] for m in i.messages}
     for name in _SETS:
-        old_set, new_list = set(getattr(base, name)), getattr(after, name)
+        old_set, new_list = set(getattr(base, name)), getattr(target, name)
         added = {x for x in new_list if x not in old_set}
         if name == "participants":
             added -= speakers

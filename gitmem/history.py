@@ -104,7 +104,7 @@ class HistoryMixin:
         """
         return self._repo.resolve(rev)
 
-    def _revision(self, entry: LogEntry) -> Revision:
+    def _revision(self, entry: LogEntry, changes: dict[str, list[str]] | None = None) -> Revision:
         sessions = [
             sid
             for change in entry.files
@@ -122,7 +122,7 @@ class HistoryMixin:
             subject=entry.subject,
             message=entry.message,
             trailers=entry.trailers,
-            changes={},
+            changes=changes or {},
         )
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
@@ -201,16 +201,18 @@ class HistoryMixin:
             limit=limit,
             commit=commit,
         )
-        revisions = [self._revision(e) for e in entries]
-        if changes:
-            only = self._path(session_id) if session_id is not None else None
-            for entry, revision in zip(entries, revisions, strict=True):
-                for change in entry.files:
-                    sid = id_from_path(change.path, self.namespace)
-                    if sid is None or (only is not None and change.path != only):
-                        continue
+        if not changes:
+            return [self._revision(e) for e in entries]
+        only = self._path(session_id) if session_id is not None else None
+        revisions: list[Revision] = []
+        for entry in entries:
+            labels: dict[str, list[str]] = {}
+            for change in entry.files:
+                sid = id_from_path(change.path, self.namespace)
+                if sid is not None and only in (None, change.path):
                     found = self._session_diff(sid, change.path, change.old, change.new, False)
-                    revision.changes[sid] = found.labels()
+                    labels[sid] = found.labels()
+            revisions.append(self._revision(entry, labels))
         return revisions
 
     def _parsed(self, path: str, blob: str | None, problems: list[str], where: str) -> Session:
@@ -231,10 +233,10 @@ class HistoryMixin:
             result = diff_sessions(before, after, session_id, path)
         except ParseError:
             result = SessionDiff(session_id=session_id, path=path, status=status_of(old, new))
-        result.problems = problems
+        update: dict[str, Any] = {"problems": problems}
         if text:
-            result.unified = unified_diff(self._text(old), self._text(new), path)
-        return result
+            update["unified"] = unified_diff(self._text(old), self._text(new), path)
+        return result.model_copy(update=update)
 
     def _text(self, blob: str | None) -> str | None:
         if blob is None:
@@ -263,7 +265,8 @@ class HistoryMixin:
         else:
             parents = self._repo.parents(b_sha)
             a_sha = parents[0] if parents else None
-        result = Diff(a=a_sha, b=b_sha)
+        sessions: list[SessionDiff] = []
+        files: list[str] = []
         if session_id is not None:
             path = self._path(session_id)
             old = self._repo.entry(path, a_sha) if a_sha else None
@@ -271,20 +274,21 @@ class HistoryMixin:
             if old is None and new is None:
                 self._require_history(session_id, path)
             elif old != new:
-                found = self._session_diff(
-                    session_id, path, old[1] if old else None, new[1] if new else None, text
+                sessions.append(
+                    self._session_diff(
+                        session_id, path, old[1] if old else None, new[1] if new else None, text
+                    )
                 )
-                result.sessions.append(found)
-            return result
-        for change in self._repo.diff_tree(a_sha, b_sha):
-            sid = id_from_path(change.path, self.namespace)
-            if sid is None:
-                result.files.append(change.path)
-            else:
-                result.sessions.append(
-                    self._session_diff(sid, change.path, change.old, change.new, text)
-                )
-        return result
+        else:
+            for change in self._repo.diff_tree(a_sha, b_sha):
+                sid = id_from_path(change.path, self.namespace)
+                if sid is None:
+                    files.append(change.path)
+                else:
+                    sessions.append(
+                        self._session_diff(sid, change.path, change.old, change.new, text)
+                    )
+        return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
 
     def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
         """For each interaction and the summary: the commit, time, agent and model that last
@@ -510,18 +514,19 @@ class HistoryMixin:
             if sid is None:
                 continue
             old = plan.original[path]
+            problems: list[str] = []
             try:
                 parsed = [None if d is None else markdown.parse_bytes(d, path) for d in (old, data)]
                 found = diff_sessions(parsed[0], parsed[1], sid, path)
             except ParseError as exc:
                 found = SessionDiff(session_id=sid, path=path, status=status_of(old, data))
-                found.problems.append(f"the current version does not parse: {exc.diagnostics[0]}")
-            found.unified = unified_diff(
+                problems.append(f"the current version does not parse: {exc.diagnostics[0]}")
+            text = unified_diff(
                 None if old is None else old.decode("utf-8", "replace"),
                 None if data is None else data.decode("utf-8", "replace"),
                 path,
             )
-            diffs.append(found)
+            diffs.append(found.model_copy(update={"unified": text, "problems": problems}))
         return diffs
 
     def _entry(self, commit: str | datetime) -> LogEntry:
@@ -606,13 +611,13 @@ class HistoryMixin:
             for e in entries
             if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
         ]
-        result = UndoResult(dry_run=dry_run, reverted=[self._revision(e) for e in chosen])
+        reverted = [self._revision(e) for e in chosen]
         if not chosen:
-            return result
+            return UndoResult(dry_run=dry_run)
         with self._repo.transaction() as txn:
             plan = self._plan(txn, chosen)
             self._raise_conflicts(plan, f"undo {len(chosen)} commits")
-            result.sessions = self._plan_diffs(plan)
+            result = UndoResult(dry_run=dry_run, reverted=reverted, sessions=self._plan_diffs(plan))
             changes = plan.changed()
             if dry_run or not changes:
                 return result
@@ -625,14 +630,14 @@ class HistoryMixin:
                 extra["reverts"] = ", ".join(e.sha for e in chosen)
             else:
                 extra["reverts_count"] = str(len(chosen))
-            result.commit = self._write(
+            commit = self._write(
                 txn,
                 changes,
                 f"Undo {len(chosen)} commit(s) by {who}",
                 "This reverts, part by part:\n" + "\n".join(lines),
                 self._trailers("revert", self._sessions_of(changes), **extra),
             )
-        return result
+        return result.model_copy(update={"commit": commit})
 
 
 class StoreView:
