@@ -105,11 +105,15 @@ class HistoryMixin:
         return self._repo.resolve(rev)
 
     def _revision(self, entry: LogEntry, changes: dict[str, list[str]] | None = None) -> Revision:
-        sessions = [
-            sid
-            for change in entry.files
-            if (sid := id_from_path(change.path, self.namespace)) is not None
-        ]
+        if entry.files:
+            sessions = [
+                sid
+                for change in entry.files
+                if (sid := id_from_path(change.path, self.namespace)) is not None
+            ]
+        else:  # without a diff per commit, the commit's own trailer says (see _trailers)
+            named = _last(entry.trailers, "Gitmem-Session")
+            sessions = named.split(", ") if named else []
         return Revision.model_construct(
             sha=entry.sha,
             time=entry.time,
@@ -126,7 +130,7 @@ class HistoryMixin:
         )
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
-        if not self._repo.log([path], rev=rev, limit=1, full_diff=False):
+        if not self._repo.log([path], rev=rev, limit=1):
             raise SessionNotFound(
                 f"no session {session_id!r} in {self.path}: it has no history ({path} was "
                 "never committed); `gitmem list` shows the sessions there are"
@@ -143,6 +147,7 @@ class HistoryMixin:
         until: datetime | str | None,
         limit: int | None,
         commit: str | None,
+        files: bool,
     ) -> list[LogEntry]:
         if limit is not None and limit < 1:
             raise ValidationError(f"limit must be a positive number, not {limit}")
@@ -156,6 +161,7 @@ class HistoryMixin:
             until=_when(until, "until"),
             limit=limit,
             trailers={k: v for k, v in wanted.items() if v},
+            files=files,
         )
         if not entries and session_id is not None and paths is not None:
             self._require_history(session_id, paths[0], rev)
@@ -200,6 +206,7 @@ class HistoryMixin:
             until=until,
             limit=limit,
             commit=commit,
+            files=changes,
         )
         if not changes:
             return [self._revision(e) for e in entries]
@@ -311,7 +318,7 @@ class HistoryMixin:
         if current.summary is not None:
             wanted["summary"] = current.summary
         owner: dict[str, LogEntry] = {}
-        for entry in self._repo.log([path], rev=rev, full_diff=False):
+        for entry in self._repo.log([path], rev=rev, files=True, full_diff=False):
             if len(owner) == len(wanted):
                 break
             change = next((c for c in entry.files if c.path == path), None)
@@ -433,7 +440,7 @@ class HistoryMixin:
                 )
             blob = found[1]
         else:
-            last = self._repo.log([path], limit=1, full_diff=False)
+            last = self._repo.log([path], limit=1, files=True, full_diff=False)
             if not last:
                 self._require_history(session_id, path)
                 raise SessionNotFound(f"no session {session_id!r} in {self.path}")
@@ -536,7 +543,7 @@ class HistoryMixin:
                 f"commit {sha[:12]} is not in the history of {self.path}'s branch; "
                 "there is nothing of it to revert"
             )
-        entries = self._repo.log(rev=sha, limit=1)
+        entries = self._repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
         return entries[0]
@@ -605,6 +612,7 @@ class HistoryMixin:
             until=until,
             limit=None,
             commit=None,
+            files=True,
         )
         chosen = [
             e

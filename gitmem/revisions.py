@@ -241,6 +241,7 @@ class RevisionsMixin:
         until: datetime | None = None,
         limit: int | None = None,
         trailers: Mapping[str, str] | None = None,
+        files: bool = False,
         full_diff: bool = True,
     ) -> list[LogEntry]:
         """Commits reachable from ``rev`` (default HEAD), newest first, as :class:`LogEntry`.
@@ -253,22 +254,18 @@ class RevisionsMixin:
             limit: at most this many commits.
             trailers: only commits with every one of these exact trailer values
                 (``{"Gitmem-Agent": "bot"}``).
-            full_diff: list every file each commit changed, not only ``paths``.
+            files: fill ``LogEntry.files`` with the blob ids each commit changed (a diff per
+                commit: slower).
+            full_diff: with ``files``, list every file each commit changed, not only ``paths``.
         """
         start = rev or self.head()
         if start is None:
             return []
-        args = [
-            "log",
-            "-z",
-            "--raw",
-            "--no-abbrev",
-            "--no-renames",
-            "--diff-merges=first-parent",
-            f"--format={_FORMAT}",
-        ]
-        if full_diff and paths:
-            args.append("--full-diff")
+        args = ["log", "-z", f"--format={_FORMAT}"]
+        if files:
+            args += ["--raw", "--no-abbrev", "--no-renames", "--diff-merges=first-parent"]
+            if full_diff and paths:
+                args.append("--full-diff")
         if since is not None:
             args.append(f"--since={as_aware(since).isoformat()}")
         if until is not None:

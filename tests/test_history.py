@@ -525,4 +525,5 @@ def test_long_history_is_read_with_git_log_pathspec(store: Path) -> None:
     assert graph.returncode == 0
     assert len(mm.history("busy")) == 30
     assert len(mm.history("s7")) == 1
-    assert mm.history("s7")[0].sessions == ["busy", "s7"]
+    assert sorted(mm.history("s7")[0].sessions) == ["busy", "s7"]
+    assert sorted(mm.history("s7", changes=True)[0].changes) == ["s7"]
