@@ -411,7 +411,7 @@ class HistoryMixin:
             )
         data = self._repo.blob(found[1])
         with self._repo.transaction() as txn:
-            if self._current(txn, path) == data:
+            if txn.read(path) == data and txn.hand_edit(path) is None:
                 return None
             return self._write(
                 txn,
