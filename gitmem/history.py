@@ -27,7 +27,7 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_aware
-from gitmem.paths import id_from_path
+from gitmem.paths import archive_path, id_from_archive_path, id_from_path
 from gitmem.revisions import LogEntry, parse_date
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ class HistoryMixin:
 
         def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
 
-        def load_memory(self, session_id: str, *, commit: str | None = None) -> Session | None: ...
+        def load_memory(
+            self, session_id: str, *, commit: str | None = None, include_archive: bool = False
+        ) -> Session | None: ...
 
     # --- reading history -----------------------------------------------------------------
 
@@ -371,7 +373,7 @@ class HistoryMixin:
         if getattr(self._local, "batch", None) is not None:
             raise ValidationError(f"{what} makes its own commit; call it outside mm.batch()")
 
-    def _current(self, txn: Transaction, path: str) -> bytes | None:
+    def _working_or_head(self, txn: Transaction, path: str) -> bytes | None:
         edited = txn.hand_edit(path)
         return edited if edited is not None else txn.read(path)
 
@@ -384,7 +386,7 @@ class HistoryMixin:
         trailers: dict[str, str],
     ) -> str | None:
         for path in changes:
-            if id_from_path(path, self.namespace) is not None:
+            if self._owner(path) is not None:
                 self._adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
         for path, data in changes.items():
             if data is None:
@@ -409,13 +411,17 @@ class HistoryMixin:
                 f"session {session_id!r} did not exist at {target[:12]}; pick a revision "
                 f"from `gitmem log {session_id}`"
             )
-        data = self._repo.blob(found[1])
+        wanted: dict[str, bytes | None] = {path: self._repo.blob(found[1])}
+        part = archive_path(session_id, self.namespace)
+        archived = self._repo.entry(part, target)
+        if archived is not None or self._repo.entry(part) is not None:
+            wanted[part] = None if archived is None else self._repo.blob(archived[1])
         with self._repo.transaction() as txn:
-            if txn.read(path) == data and txn.hand_edit(path) is None:
+            if all(txn.read(p) == data and txn.hand_edit(p) is None for p, data in wanted.items()):
                 return None
             return self._write(
                 txn,
-                {path: data},
+                wanted,
                 f"Roll back {_short(session_id, 40)} to {target[:12]}",
                 f"Restores {path} as it was at commit {target}.",
                 self._trailers("rollback", [session_id], rollback_to=target),
@@ -471,7 +477,7 @@ class HistoryMixin:
             for change in entry.files:
                 path = change.path
                 if path not in plan.result:
-                    plan.original[path] = plan.result[path] = self._current(txn, path)
+                    plan.original[path] = plan.result[path] = self._working_or_head(txn, path)
                 current = plan.result[path]
                 after = self._repo.blob(change.new) if change.new else None
                 before = self._repo.blob(change.old) if change.old else None
@@ -481,7 +487,10 @@ class HistoryMixin:
                 if current == before:
                     continue
                 sid = id_from_path(path, self.namespace)
-                where = f"session {sid!r}" if sid is not None else f"file {path}"
+                where = f"session {sid!r}"
+                if sid is None:
+                    sid = id_from_archive_path(path, self.namespace)
+                    where = f"archive of session {sid!r}" if sid else f"file {path}"
                 if sid is None:
                     plan.conflicts.append(f"{where}: changed again by a later commit")
                     continue
@@ -579,8 +588,14 @@ class HistoryMixin:
                 self._trailers("revert", sessions, reverts=entry.sha),
             )
 
+    def _owner(self, path: str) -> str | None:
+        """The session a file belongs to: its own file or its archive part."""
+        found = id_from_path(path, self.namespace)
+        return found if found is not None else id_from_archive_path(path, self.namespace)
+
     def _sessions_of(self, changes: Iterable[str]) -> list[str]:
-        return [s for p in changes if (s := id_from_path(p, self.namespace)) is not None]
+        found = (self._owner(p) for p in changes)
+        return list(dict.fromkeys(s for s in found if s is not None))
 
     def revert_where(
         self,
@@ -662,9 +677,9 @@ class StoreView:
     def __repr__(self) -> str:
         return f"<StoreView {self._manager.path} at {self.commit[:12]} ({self.asked})>"
 
-    def load_memory(self, session_id: str) -> Session | None:
+    def load_memory(self, session_id: str, **options: Any) -> Session | None:
         """The session as it was at this view's commit, or None if it did not exist."""
-        return self._manager.load_memory(session_id, commit=self.commit)
+        return self._manager.load_memory(session_id, commit=self.commit, **options)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         attr = getattr(self._manager, name)
