@@ -107,15 +107,13 @@ class HistoryMixin:
         return self._repo.resolve(rev)
 
     def _revision(self, entry: LogEntry, changes: dict[str, list[str]] | None = None) -> Revision:
-        if entry.files:
-            sessions = [
-                sid
-                for change in entry.files
-                if (sid := id_from_path(change.path, self.namespace)) is not None
-            ]
-        else:  # without a diff per commit, the commit's own trailer says (see _trailers)
-            named = _last(entry.trailers, "Gitmem-Session")
-            sessions = named.split(", ") if named else []
+        # gitmem's own commits name their sessions in a trailer (see _trailers); for others
+        # (a person's git commit) the files the commit changed say, when they are known
+        named = _last(entry.trailers, "Gitmem-Session")
+        if named:
+            sessions = named.split(", ")
+        else:
+            sessions = self._sessions_of(change.path for change in entry.files)
         return Revision.model_construct(
             sha=entry.sha,
             time=entry.time,
@@ -132,7 +130,7 @@ class HistoryMixin:
         )
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
-        if not self._repo.log([path], rev=rev, limit=1):
+        if not self._repo.file_log([path], rev):
             raise SessionNotFound(
                 f"no session {session_id!r} in {self.path}: it has no history ({path} was "
                 "never committed); `gitmem list` shows the sessions there are"
@@ -154,20 +152,28 @@ class HistoryMixin:
         if limit is not None and limit < 1:
             raise ValidationError(f"limit must be a positive number, not {limit}")
         rev = self._repo.resolve(commit) if commit is not None else None
-        paths = [self._path(session_id)] if session_id is not None else None
-        wanted = {"Gitmem-Op": op, "Gitmem-Agent": agent, "Gitmem-Model": model}
-        entries = self._repo.log(
-            paths,
-            rev=rev,
-            since=_when(since, "since"),
-            until=_when(until, "until"),
-            limit=limit,
-            trailers={k: v for k, v in wanted.items() if v},
-            files=files,
-        )
-        if not entries and session_id is not None and paths is not None:
-            self._require_history(session_id, paths[0], rev)
-        return entries
+        low, high = _when(since, "since"), _when(until, "until")
+        wanted = {
+            key: value
+            for key, value in (("Gitmem-Op", op), ("Gitmem-Agent", agent), ("Gitmem-Model", model))
+            if value
+        }
+        if session_id is None:
+            return self._repo.log(
+                rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
+            )
+        path = self._path(session_id)
+        everything = self._repo.file_log([path], rev)
+        if not everything:
+            self._require_history(session_id, path, rev)
+        entries = [
+            e
+            for e in everything
+            if all(value in e.trailers.get(key, ()) for key, value in wanted.items())
+            and (low is None or e.time >= low)
+            and (high is None or e.time <= high)
+        ]
+        return entries if limit is None else entries[:limit]
 
     def history(
         self,
@@ -299,15 +305,36 @@ class HistoryMixin:
                     )
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
 
+    def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
+        """Interactions (archive part first) and summary of one version of a session."""
+        parts: dict[str, Any] = {}
+        for name in sorted(files, key=lambda p: p == path):  # the session file last: it wins
+            blob = files[name]
+            if blob is None:
+                continue
+            try:
+                version = self._parse_blob(name, blob)
+            except ParseError:
+                if strict and name == path:
+                    raise
+                continue
+            parts.update((f"i:{i.id}", i) for i in version.interactions)
+            if name == path:
+                parts["summary"] = version.summary
+        return parts
+
     def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
         """For each interaction and the summary: the commit, time, agent and model that last
-        changed it (in file order, the summary last).
+        changed it (archived turns first, then the file's turns, the summary last).
 
-        Walks the session's versions from the newest back, parsing each once, and stops as
-        soon as every part is accounted for.
+        Walks the versions of the session (and its archive part) from the newest back,
+        parsing each once, and stops as soon as every part is accounted for; a turn that a
+        summary moved to the archive is followed there. Cost grows with the number of
+        versions times the size of the session.
         """
         rev = self._repo.resolve(commit) if commit is not None else self._repo.head()
         path = self._path(session_id)
+        part = archive_path(session_id, self.namespace)
         found = self._repo.entry(path, rev) if rev else None
         if found is None:
             self._require_history(session_id, path, rev)
@@ -315,27 +342,19 @@ class HistoryMixin:
                 f"session {session_id!r} does not exist at {(rev or '')[:12]} (it was "
                 f"deleted); `gitmem restore {session_id}` brings it back"
             )
-        current = self._parse_blob(path, found[1])
-        wanted: dict[str, Any] = {f"i:{i.id}": i for i in current.interactions}
-        if current.summary is not None:
-            wanted["summary"] = current.summary
+        archived = self._repo.entry(part, rev)
+        state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
+        wanted = self._parts(state, path, strict=True)
+        if wanted.get("summary") is None:
+            wanted.pop("summary", None)
         owner: dict[str, LogEntry] = {}
-        for entry in self._repo.log([path], rev=rev, files=True, full_diff=False):
+        for entry in self._repo.file_log([path, part], rev):
             if len(owner) == len(wanted):
                 break
-            change = next((c for c in entry.files if c.path == path), None)
-            before = None
-            if change is not None and change.old is not None:
-                try:
-                    before = self._parse_blob(path, change.old)
-                except ParseError:
-                    before = None
-            old_parts: dict[str, Any] = {}
-            if before is not None:
-                old_parts = {f"i:{i.id}": i for i in before.interactions}
-                old_parts["summary"] = before.summary
+            state = {**state, **{c.path: c.old for c in entry.files if c.path in state}}
+            before = self._parts(state, path, strict=False)
             for key, value in wanted.items():
-                if key not in owner and old_parts.get(key) != value:
+                if key not in owner and before.get(key) != value:
                     owner[key] = entry
         result: list[BlameEntry] = []
         for key in wanted:
@@ -446,7 +465,7 @@ class HistoryMixin:
                 )
             blob = found[1]
         else:
-            last = self._repo.log([path], limit=1, files=True, full_diff=False)
+            last = self._repo.file_log([path])[:1]
             if not last:
                 self._require_history(session_id, path)
                 raise SessionNotFound(f"no session {session_id!r} in {self.path}")

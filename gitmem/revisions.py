@@ -21,9 +21,11 @@ from gitmem.models import as_aware
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from gitmem.logcache import LogCache
+
 _MARK = "\x1eGITMEM-LOG\x1f"
 # sha, parents, author name, author email, committer date, trailers, raw message
-_FORMAT = _MARK + "%H%x00%P%x00%an%x00%ae%x00%cI%x00%(trailers:only,unfold)%x00%B"
+FORMAT = _MARK + "%H%x00%P%x00%an%x00%ae%x00%cI%x00%(trailers:only,unfold)%x00%B"
 _FIELDS = 7
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -102,7 +104,7 @@ def parse_raw(tokens: Sequence[str]) -> tuple[FileChange, ...]:
 
 
 def parse_log(output: bytes) -> list[LogEntry]:
-    """Parse ``git log -z --raw --format=<_FORMAT>`` output."""
+    """Parse ``git log -z --raw --format=<FORMAT>`` output."""
     text = "\0" + output.decode("utf-8", "replace")
     entries: list[LogEntry] = []
     for record in text.split("\0" + _MARK)[1:]:
@@ -150,6 +152,8 @@ class RevisionsMixin:
     """History reading for ``Repository`` (which provides ``root`` and ``head()``)."""
 
     root: Path
+    state_dir: Path
+    _history_cache: LogCache | None = None
 
     if TYPE_CHECKING:
 
@@ -261,7 +265,7 @@ class RevisionsMixin:
         start = rev or self.head()
         if start is None:
             return []
-        args = ["log", "-z", f"--format={_FORMAT}"]
+        args = ["log", "-z", f"--format={FORMAT}"]
         if files:
             args += ["--raw", "--no-abbrev", "--no-renames", "--diff-merges=first-parent"]
             if full_diff and paths:
@@ -290,6 +294,19 @@ class RevisionsMixin:
         if until is not None:
             entries = [e for e in entries if e.time <= as_aware(until)]
         return entries if limit is None else entries[: max(0, limit)]
+
+    def file_log(self, paths: Sequence[str], rev: str | None = None) -> list[LogEntry]:
+        """Commits that changed any of ``paths``, newest first, each with those files' blob
+        ids before and after. Up to HEAD this reads the per-file cache under
+        ``.git/gitmem/history`` (see ``logcache``); from another revision, ``git log``.
+        """
+        if rev is not None and rev != self.head():
+            return self.log(paths, rev=rev, files=True, full_diff=False)
+        if self._history_cache is None:
+            from gitmem.logcache import LogCache
+
+            self._history_cache = LogCache(self, self.state_dir / "history")
+        return self._history_cache.entries(paths)
 
     def diff_tree(self, old: str | None, new: str) -> list[FileChange]:
         """Files that differ between commits ``old`` (None: the empty tree) and ``new``."""

@@ -527,3 +527,58 @@ def test_long_history_is_read_with_git_log_pathspec(store: Path) -> None:
     assert len(mm.history("s7")) == 1
     assert sorted(mm.history("s7")[0].sessions) == ["busy", "s7"]
     assert sorted(mm.history("s7", changes=True)[0].changes) == ["s7"]
+
+
+def test_revert_a_summary_that_archived_turns(mm: MemoryManager, store: Path) -> None:
+    from gitmem.summarizing import SummaryConfig
+
+    mm.summary_config = SummaryConfig(archive="archive", offline=True)
+    turns(mm, "s", 0, 4)
+    summary_sha = mm.summarize("s", offline=True)
+    assert (store / "archive" / "s.md").exists()
+    moved = mm.load_memory("s")
+    assert moved is not None and len(moved.interactions) < 4
+    later = turns(mm, "s", 4, 2)
+    # blame follows the archived turns to the saves that wrote them
+    blame = {b.interaction_id or "summary": b for b in mm.blame("s")}
+    saves = {r.sha for r in mm.history("s", op="save")}
+    assert set(blame) == {*(f"t{n}" for n in range(6)), "summary"}
+    assert all(blame[f"t{n}"].sha in saves for n in range(6))
+    assert blame["t5"].sha == later[1] and blame["summary"].sha == summary_sha
+    sha = mm.revert(summary_sha)
+    assert sha
+    session = mm.load_memory("s")
+    assert session is not None and session.summary is None
+    assert [i.id for i in session.interactions] == [f"t{n}" for n in range(6)]
+    assert not (store / "archive" / "s.md").exists()
+    assert "Gitmem-Session: s" in git(store, "log", "-1", "--format=%(trailers)")
+    # rolling back to the summary brings the archive part back with it
+    mm.rollback("s", to=summary_sha)
+    assert git(store, "show", "HEAD:archive/s.md") == git(store, "show",
+                                                          f"{summary_sha}:archive/s.md")
+    clean(store)
+
+
+def test_history_cache_follows_rewritten_history_and_plain_git_commits(
+    mm: MemoryManager, store: Path
+) -> None:
+    shas = turns(mm, "s", 0, 3)
+    assert [r.sha for r in mm.history("s")] == list(reversed(shas))
+    cache = mm.repository.state_dir / "history"
+    assert (cache / "HEAD").read_text().split()[1] == shas[-1]
+    # a person rewinds the branch: the cache notices and rebuilds
+    git(store, "reset", "-q", "--hard", shas[0])
+    assert [r.sha for r in mm.history("s")] == [shas[0]]
+    # a person's own commit, without trailers, still shows up with its session
+    path = store / "sessions" / "s.md"
+    path.write_text(path.read_text().replace("answer 0", "answer 0, edited"))
+    git(store, "commit", "-qam", "fix a typo")
+    top = mm.history("s")[0]
+    assert (top.subject, top.op, top.sessions) == ("fix a typo", None, ["s"])
+    assert mm.blame("s")[0].subject == "fix a typo"
+    # the cache is derived: deleting it changes nothing
+    import shutil
+
+    shutil.rmtree(cache)
+    assert mm.history("s")[0].subject == "fix a typo"
+    assert len(mm.history("s")) == 2
