@@ -122,7 +122,7 @@ def unified_diff(old: str | None, new: str | None, path: str, context: int = 3) 
         tail += 1
     lo = max(0, head - context)
     a_hi, b_hi = len(a) - max(0, tail - context), len(b) - max(0, tail - context)
-    matcher = difflib.SequenceMatcher(None, a[lo:a_hi], b[lo:b_hi], autojunk=False)
+    matcher = difflib.SequenceMatcher(None, a[lo:a_hi], b[lo:b_hi])
     out = [
         f"diff --git a/{path} b/{path}\n",
         "--- /dev/null\n" if old is None else f"--- a/{path}\n",

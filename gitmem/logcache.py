@@ -62,6 +62,10 @@ class LogCache:
             return None
         return (head, int(count)) if version == _VERSION else None
 
+    def ready(self) -> bool:
+        """True once the cache has been built (it is then kept up to date on every read)."""
+        return self._state() is not None
+
     def refresh(self) -> str | None:
         """Bring the cache up to HEAD; returns the commit it now reflects."""
         head = self._repo.head()

@@ -833,7 +833,8 @@ class Repository(RevisionsMixin):
         self._gc_thread.start()
 
     def pack(self) -> None:
-        """Pack loose objects and refresh the commit-graph (what housekeeping runs)."""
+        """Pack loose objects, refresh the commit-graph and the per-file history cache (what
+        housekeeping runs)."""
         commands = [
             ["git", "repack", "-d", "-q", "--geometric=2"],
             ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
@@ -841,6 +842,8 @@ class Repository(RevisionsMixin):
         ]
         for command in commands:
             subprocess.run(command, cwd=self.root, capture_output=True, check=False)
+        with contextlib.suppress(RepositoryError):
+            self.index_history()
 
 
 @dataclass

@@ -295,18 +295,31 @@ class RevisionsMixin:
             entries = [e for e in entries if e.time <= as_aware(until)]
         return entries if limit is None else entries[: max(0, limit)]
 
-    def file_log(self, paths: Sequence[str], rev: str | None = None) -> list[LogEntry]:
-        """Commits that changed any of ``paths``, newest first, each with those files' blob
-        ids before and after. Up to HEAD this reads the per-file cache under
-        ``.git/gitmem/history`` (see ``logcache``); from another revision, ``git log``.
-        """
-        if rev is not None and rev != self.head():
-            return self.log(paths, rev=rev, files=True, full_diff=False)
+    def _cache(self) -> LogCache:
         if self._history_cache is None:
             from gitmem.logcache import LogCache
 
             self._history_cache = LogCache(self, self.state_dir / "history")
-        return self._history_cache.entries(paths)
+        return self._history_cache
+
+    def index_history(self) -> str | None:
+        """Build or bring up to date the per-file commit cache (housekeeping runs this).
+
+        The first build diffs every commit once (seconds on a 10,000-commit store); after
+        that each refresh reads only the commits made since.
+        """
+        return self._cache().refresh()
+
+    def file_log(self, paths: Sequence[str], rev: str | None = None) -> list[LogEntry]:
+        """Commits that changed any of ``paths``, newest first, each with those files' blob
+        ids before and after. Up to HEAD this reads the per-file cache under
+        ``.git/gitmem/history`` once housekeeping has built it (see ``logcache``); otherwise
+        ``git log -- paths``.
+        """
+        cache = self._cache()
+        if (rev is None or rev == self.head()) and cache.ready():
+            return cache.entries(paths)
+        return self.log(paths, rev=rev, files=True, full_diff=False)
 
     def diff_tree(self, old: str | None, new: str) -> list[FileChange]:
         """Files that differ between commits ``old`` (None: the empty tree) and ``new``."""
