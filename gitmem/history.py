@@ -505,11 +505,13 @@ class HistoryMixin:
                     continue
                 if current == before:
                     continue
-                sid = id_from_path(path, self.namespace)
-                where = f"session {sid!r}"
+                sid = self._owner(path)
                 if sid is None:
-                    sid = id_from_archive_path(path, self.namespace)
-                    where = f"archive of session {sid!r}" if sid else f"file {path}"
+                    where = f"file {path}"
+                elif id_from_path(path, self.namespace) is None:
+                    where = f"archive of session {sid!r}"
+                else:
+                    where = f"session {sid!r}"
                 if sid is None:
                     plan.conflicts.append(f"{where}: changed again by a later commit")
                     continue
@@ -545,7 +547,7 @@ class HistoryMixin:
     def _plan_diffs(self, plan: _Plan) -> list[SessionDiff]:
         diffs: list[SessionDiff] = []
         for path, data in plan.changed().items():
-            sid = id_from_path(path, self.namespace)
+            sid = self._owner(path)
             if sid is None:
                 continue
             old = plan.original[path]
