@@ -21,6 +21,7 @@ from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationErr
 from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.sharing import AsyncSharingMixin, SharingMixin
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -62,7 +63,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager:
+class MemoryManager(SharingMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -104,6 +105,7 @@ class MemoryManager:
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -540,7 +542,7 @@ class MemoryManager:
         return sha or ""
 
 
-class AsyncMemoryManager:
+class AsyncMemoryManager(AsyncSharingMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
