@@ -20,6 +20,7 @@ from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
 from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
+from gitmem.plumbing import object_id
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
 
@@ -143,11 +144,14 @@ class MemoryManager(SharingMixin):
                 self._sessions.move_to_end(key)
                 return cached
         session = markdown.parse_bytes(self._repo.blob(blob_id), path)
+        self._remember(path, blob_id, session)
+        return session
+
+    def _remember(self, path: str, blob_id: str, session: Session) -> None:
         with self._cache_lock:
-            self._sessions[key] = session
+            self._sessions[(path, blob_id)] = session
             while len(self._sessions) > 512:
                 self._sessions.popitem(last=False)
-        return session
 
     def head(self) -> str | None:
         """The commit the store's branch points at."""
@@ -338,7 +342,10 @@ class MemoryManager(SharingMixin):
         else:
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
-            txn.write(path, markdown.render(updated).encode("utf-8"))
+            data = markdown.render(updated).encode("utf-8")
+            txn.write(path, data)
+            # the next save to this session starts from here without parsing the file again
+            self._remember(path, object_id("blob", data), updated)
         if batch is not None:
             if updated is not None:
                 batch.sessions[path] = updated

@@ -92,7 +92,8 @@ def now() -> datetime:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # frozen: sessions handed out by load_memory are shared with the parse cache
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Message(_Model):
