@@ -303,8 +303,8 @@ def _sync_text(result: SyncResult, verb: str) -> str:
         else f"at {(result.after or 'nothing')[:12]}"
     )
     lines = [f"{verb} {result.remote}/{result.branch}: {result.action}, {moved}"]
-    if result.sessions:
-        lines.append(f"{len(result.sessions)} file(s) changed by the remote's commits")
+    if result.files:
+        lines.append(f"{len(result.files)} memory file(s) changed")
     lines.extend("note: " + note.describe() for note in result.notes)
     if verb == "sync":
         lines.append("pushed" if result.pushed else "remote already up to date")

@@ -814,7 +814,8 @@ class Repository:
             want = committed[1] if committed else None
             current = self.working_blob(path)
             staged = index.entry_sha(path.encode()) if index is not None else None
-            if (current[1] if current else None) != want or (
+            # a deleted working file is only restored: nothing of the person's is lost
+            if (current[1] if current else want) != want or (
                 index is not None and (staged.hex() if staged else None) != want
             ):
                 dirty.append(path)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gitmem.driver import merge_file
 from gitmem.errors import ConflictError, Diagnostic, InvalidSessionId, ParseError, RepositoryError
 from gitmem.markdown import parse_bytes
 from gitmem.merging import MergeNote, merge_texts
@@ -102,37 +103,6 @@ def validate_memory_file(data: bytes, path: str) -> list[Diagnostic]:
     return problems
 
 
-def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
-    """The git merge driver: merge ``ours`` and ``theirs`` against ``base`` into ``ours``.
-
-    Returns:
-        (exit status, messages for stderr). 0: the semantic merge is in ``ours``. 1: a
-        version does not parse, so git's own line merge (with conflict markers) was left
-        in ``ours`` for a person to resolve.
-    """
-    base_data, ours_data, theirs_data = base.read_bytes(), ours.read_bytes(), theirs.read_bytes()
-    try:
-        merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)
-    except (ParseError, ConflictError) as exc:
-        done = run_git(None, "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
-                       str(ours), str(base), str(theirs))  # fmt: skip
-        messages = [f"gitmem: cannot merge {path} by meaning: {exc}".rstrip()]
-        if done.returncode == 0:
-            messages.append(f"gitmem: {path}: git's line merge is in the file; check it by hand")
-        return 1, messages
-    tmp = ours.with_name(ours.name + ".gitmem-tmp")
-    tmp.write_bytes(merged)
-    os.replace(tmp, ours)
-    messages = []
-    for note in notes:
-        line = f"gitmem: {path}: {note.describe()}"
-        if note.kind in ("summary", "conflict"):
-            where = "MERGE_HEAD" if note.dropped_side == "theirs" else "HEAD"
-            line += f" (the dropped version: git show {where}:{path})"
-        messages.append(line)
-    return 0, messages
-
-
 @dataclass
 class SyncResult:
     """What ``pull`` or ``sync`` did.
@@ -143,7 +113,7 @@ class SyncResult:
         before: the local commit before.
         after: the local commit after.
         action: ``"up-to-date"``, ``"fast-forward"``, ``"merge"`` or ``"empty-remote"``.
-        sessions: session files the fetched commits changed.
+        files: memory (session) files the merge or fast-forward changed here.
         notes: decisions of the semantic merge (conflicts resolved, summaries kept).
         pushed: whether ``sync`` sent commits to the remote.
         attempts: how many fetch-merge-push rounds it took (the remote can move meanwhile).
@@ -154,7 +124,7 @@ class SyncResult:
     before: str | None
     after: str | None = None
     action: str = "up-to-date"
-    sessions: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
     notes: list[MergeNote] = field(default_factory=list)
     pushed: bool = False
     attempts: int = 0
@@ -167,7 +137,7 @@ class SyncResult:
             "before": self.before,
             "after": self.after,
             "action": self.action,
-            "sessions": self.sessions,
+            "files": self.files,
             "notes": [note.__dict__ for note in self.notes],
             "pushed": self.pushed,
             "attempts": self.attempts,
@@ -221,7 +191,8 @@ class SharingMixin:
         factory: Any = cls
         try:
             repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-            if repo_head.returncode != 0:
+            if repo_head.returncode != 0:  # an empty remote: start the store on main
+                run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
                 return factory(target, init=True, **kwargs)
             manager = factory(target, **kwargs)
             try:
@@ -320,7 +291,7 @@ class SharingMixin:
                 self._refuse_unclean(list(changed))
                 repo.fast_forward(theirs, f"sync: fast-forward to {label}")
                 result.action = "fast-forward"
-                result.sessions += [p for p in changed if is_memory_file(p)]
+                result.files += [p for p in changed if is_memory_file(p)]
                 return
             base = remotes.merge_base(ours, theirs)
             changes, notes, merged = self._three_way(remotes, base, ours, theirs)
@@ -328,7 +299,7 @@ class SharingMixin:
             message = self._merge_message(label, ours, theirs, merged, notes, changes)
             repo.commit_changes(changes, message, merge_parents=[theirs])
             result.action = "merge"
-            result.sessions += [p for p in changes if is_memory_file(p)]
+            result.files += [p for p in changes if is_memory_file(p)]
             result.notes += notes
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
@@ -435,7 +406,8 @@ class SharingMixin:
 
     @staticmethod
     def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
-        """The git merge driver (``gitmem merge-file %O %A %B %P``); see :func:`merge_file`."""
+        """The git merge driver (``gitmem merge-file %O %A %B %P``): see
+        :func:`gitmem.driver.merge_file`."""
         return merge_file(base, ours, theirs, path)
 
     @staticmethod
@@ -559,6 +531,15 @@ class AsyncSharingMixin:
     async def sync_remote(self, *args: Any, **kwargs: Any) -> SyncResult:
         """``MemoryManager.sync`` (fetch, merge, push) in a worker thread."""
         return await asyncio.to_thread(self.sync.sync, *args, **kwargs)
+
+    @classmethod
+    async def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """``MemoryManager.clone`` in a worker thread; returns an ``AsyncMemoryManager``."""
+        from gitmem.manager import MemoryManager  # at call time: manager imports this module
+
+        manager = await asyncio.to_thread(MemoryManager.clone, url, path, **kwargs)
+        manager.close()
+        return cls(manager.path, **kwargs)  # type: ignore[call-arg]
 
     async def install_hooks(self) -> list[Path]:
         """``MemoryManager.install_hooks`` in a worker thread."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import MemoryManager, markdown
+from gitmem import AsyncMemoryManager, MemoryManager, markdown
 from gitmem.errors import ConflictError, RepositoryError
 from gitmem.models import Interaction, Message, Session, Summary
 from tests.conftest import git
@@ -399,3 +400,20 @@ def test_session_created_on_both_sides_is_merged_without_a_base(tmp_path: Path) 
     merged = b.load_memory("new")
     assert isinstance(merged, Session) and merged.created == T0 + timedelta(minutes=1)
     assert_clean(b.path)
+
+
+def test_async_manager_shares_too(tmp_path: Path) -> None:
+    url = bare(tmp_path).as_uri()
+
+    async def scenario() -> None:
+        first = await AsyncMemoryManager.clone(url, tmp_path / "a", agent="alice")
+        await first.save_interaction("s", "q", "a", timestamp=T0)
+        result = await first.sync_remote()
+        assert result.pushed and [r.name for r in await first.remotes()] == ["origin"]
+        second = await AsyncMemoryManager.clone(url, tmp_path / "b")
+        assert await second.fetch() == result.after
+        await first.close()
+        await second.close()
+
+    asyncio.run(scenario())
+    assert git(tmp_path / "b", "status", "--porcelain") == ""

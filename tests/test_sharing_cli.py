@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from gitmem.cli import cli
 from gitmem.models import Interaction, Message, Session, Summary
 from tests.conftest import git
 
+ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=timezone(timedelta(hours=8)))
 
 
@@ -94,3 +97,16 @@ def test_sharing_commands_without_a_remote_fail_cleanly(store: Path, command: li
     run("init", str(store))
     err = run("--repo", str(store), *command, code=1)
     assert "no remote named 'origin'" in err and "gitmem remote add" in err
+
+
+def test_the_driver_path_loads_neither_the_manager_nor_gitpython(tmp_path: Path) -> None:
+    # git starts the driver once per merged file: it must start light
+    probe = ("import sys, runpy; sys.argv = ['gitmem', 'merge-file', '--help']\n"
+             "try:\n    runpy.run_module('gitmem', run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('git', 'gitmem.manager', 'click') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-P", "-c", probe], capture_output=True, text=True,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert "usage: gitmem merge-file" in done.stderr
