@@ -28,7 +28,7 @@ from gitmem.driver import merge_file
 from gitmem.errors import ConflictError, Diagnostic, InvalidSessionId, ParseError, RepositoryError
 from gitmem.markdown import parse_bytes
 from gitmem.merging import MergeNote, merge_texts
-from gitmem.paths import SUFFIX, decode_id
+from gitmem.paths import SUFFIX, decode_id, encode_id
 from gitmem.plumbing import MODE_FILE, format_message
 from gitmem.remotes import (
     Remote,
@@ -156,6 +156,13 @@ class SharingMixin:
         def repository(self) -> Repository: ...
 
     def _wire_sharing(self) -> None:
+        if self.namespace is not None:
+            try:
+                encode_id(self.namespace)
+            except InvalidSessionId as exc:
+                raise InvalidSessionId(
+                    f"namespace {self.namespace!r} cannot name a folder: {exc}"
+                ) from None
         # every clone needs the driver in its own config: .gitattributes names it, but git
         # never copies config, so a plain `git clone` would otherwise merge sessions as text.
         # A store whose config cannot be written (read-only) can still be read.

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import AsyncMemoryManager, MemoryManager, markdown
-from gitmem.errors import ConflictError, RepositoryError
+from gitmem.errors import ConflictError, InvalidSessionId, RepositoryError
 from gitmem.models import Interaction, Message, Session, Summary
 from tests.conftest import git
 
@@ -417,3 +417,15 @@ def test_async_manager_shares_too(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert git(tmp_path / "b", "status", "--porcelain") == ""
+
+
+def test_a_namespace_that_cannot_be_a_folder_is_refused(store: Path) -> None:
+    MemoryManager.init(store).close()
+    with pytest.raises(InvalidSessionId, match="namespace ''"):
+        MemoryManager(store, namespace="")
+    with pytest.raises(InvalidSessionId, match="namespace ' x'"):
+        MemoryManager(store, namespace=" x")
+    odd = MemoryManager(store, namespace="team/alice")  # encoded, never a nested folder
+    odd.save_interaction("s", "q", "a")
+    assert (store / "namespaces" / "team%2Falice" / "sessions" / "s.md").exists()
+    assert odd.namespaces() == ["team/alice"]
