@@ -109,20 +109,33 @@ def test_concurrent_writers_on_two_stores_sync_without_loss(remote_url: str,
     a, b = seeded_pair(remote_url, tmp_path)
     rounds = 8
 
+    errors: list[BaseException] = []
+
     def write(mm: MemoryManager, who: str, offset: int) -> None:
-        for n in range(rounds):
-            for sid in SHARED:
-                mm.save_interaction(sid, f"{who} {n}", f"reply to {who} {n}",
-                                    timestamp=T0 + timedelta(seconds=1 + 2 * n + offset))
-            if n == rounds // 2:
-                mm.sync()  # a sync while the other store keeps writing
+        try:
+            for n in range(rounds):
+                for sid in SHARED:
+                    mm.save_interaction(sid, f"{who} {n}", f"reply to {who} {n}",
+                                        timestamp=T0 + timedelta(seconds=1 + 2 * n + offset))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def keep_syncing(mm: MemoryManager) -> None:
+        try:
+            for _ in range(3):  # syncs while both stores keep writing
+                mm.sync(attempts=10)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(a, "alice", 0)),
-               threading.Thread(target=write, args=(b, "bob", 1))]
+               threading.Thread(target=write, args=(b, "bob", 1)),
+               threading.Thread(target=keep_syncing, args=(a,)),
+               threading.Thread(target=keep_syncing, args=(b,))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert errors == []
     a.sync()
     b.sync()
     a.sync()
