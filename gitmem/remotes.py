@@ -7,6 +7,7 @@ password prompt (``GIT_TERMINAL_PROMPT=0``): a remote that needs one fails with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -15,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.errors import ConflictError, RepositoryError
 from gitmem.plumbing import MODE_TREE
@@ -60,6 +62,25 @@ def run_git(
         ) from None
 
 
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages)."""
+    if "://" not in url:
+        return url
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if parts.password:
+            host = parts.netloc.rsplit("@", 1)[-1]
+            return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    return url
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return "://" in url and bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
 def _last_lines(text: str, count: int = 4) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " / ".join(lines[-count:])
@@ -85,10 +106,11 @@ class Remotes:
         return sorted(found, key=lambda r: r.name)
 
     def url(self, name: str) -> str:
-        """The URL of remote ``name``; RepositoryError naming the known remotes if unknown."""
+        """The URL of remote ``name`` (password hidden, for messages); RepositoryError naming
+        the known remotes if there is no such remote."""
         for remote in self.list():
             if remote.name == name:
-                return remote.url
+                return redact(remote.url)
         known = ", ".join(r.name for r in self.list()) or "none"
         raise RepositoryError(
             f"{self.repo.root}: no remote named {name!r} (known: {known}); "
@@ -103,6 +125,11 @@ class Remotes:
             )
         if not url or url.startswith("-") or any(ch in url for ch in "\n\r\0"):
             raise RepositoryError(f"invalid remote URL {url!r}")
+        if _has_password(url):
+            raise RepositoryError(
+                f"remote URL {redact(url)} carries a password; gitmem never stores secrets: "
+                "leave it out and let git's credential helper or ssh agent authenticate"
+            )
         if any(r.name == name for r in self.list()):
             raise RepositoryError(
                 f"{self.repo.root}: remote {name!r} exists already ({self.url(name)})"
@@ -238,12 +265,17 @@ def clone(url: str, path: Path) -> None:
         raise RepositoryError(f"{path} exists and is not empty; clone into a new folder")
     if not url or url.startswith("-"):
         raise RepositoryError(f"invalid remote URL {url!r}")
+    if _has_password(url):
+        raise RepositoryError(
+            f"URL {redact(url)} carries a password; gitmem never stores secrets (git would "
+            "keep it in .git/config): leave it out and let git's credential helper authenticate"
+        )
     done = run_git(None, "clone", "--quiet", "--no-tags", "--", url, str(path),
                    timeout=NETWORK_TIMEOUT)  # fmt: skip
     if done.returncode != 0:
         raise RepositoryError(
-            f"cannot clone {url}: {_last_lines(done.stderr)}; check the URL, the network and "
-            "your git credentials"
+            f"cannot clone {redact(url)}: {_last_lines(done.stderr)}; check the URL, the network "
+            "and your git credentials"
         )
     if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0:
         return
@@ -256,13 +288,14 @@ def clone(url: str, path: Path) -> None:
     if pick is None:
         if branches:
             raise RepositoryError(
-                f"cannot clone {url}: its HEAD names no branch and it has several "
+                f"cannot clone {redact(url)}: its HEAD names no branch and it has several "
                 f"({', '.join(branches)}); clone it with git clone --branch"
             )
         return  # an empty repository
     done = run_git(path, "checkout", "--quiet", "-b", pick, "--track", f"origin/{pick}")
     if done.returncode != 0:
-        raise RepositoryError(f"cannot check out {pick} of {url}: {_last_lines(done.stderr)}")
+        problem = _last_lines(done.stderr)
+        raise RepositoryError(f"cannot check out {pick} of {redact(url)}: {problem}")
     if unborn and unborn != pick:
         run_git(path, "config", "--local", "--remove-section", f"branch.{unborn}")
 

@@ -35,6 +35,7 @@ from gitmem.remotes import (
     Remotes,
     clone,
     install_hook,
+    redact,
     run_git,
     staged_files,
     subfolders,
@@ -203,7 +204,7 @@ class SharingMixin:
                 return factory(target, init=True, **kwargs)
             manager = factory(target, **kwargs)
             try:
-                Remotes(manager.repository).check_is_store(repo_head.stdout.strip(), url)
+                Remotes(manager.repository).check_is_store(repo_head.stdout.strip(), redact(url))
             except RepositoryError:
                 manager.close()
                 raise

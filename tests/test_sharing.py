@@ -442,3 +442,14 @@ def test_a_namespace_that_cannot_be_a_folder_is_refused(store: Path) -> None:
     odd.save_interaction("s", "q", "a")
     assert (store / "namespaces" / "team%2Falice" / "sessions" / "s.md").exists()
     assert odd.namespaces() == ["team/alice"]
+
+
+def test_urls_with_a_password_are_refused(tmp_path: Path) -> None:
+    mm = MemoryManager.init(tmp_path / "a")
+    secret = "https://me:s3cret@example.invalid/memory.git"
+    with pytest.raises(RepositoryError, match="never stores secrets") as caught:
+        mm.remote_add("origin", secret)
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(RepositoryError, match="never stores secrets"):
+        MemoryManager.clone(secret, tmp_path / "c")
+    assert mm.remotes() == [] and "s3cret" not in (mm.path / ".git" / "config").read_text()
