@@ -23,6 +23,7 @@ from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
+from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,7 +65,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SharingMixin):
+class MemoryManager(SharingMixin, SummaryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -157,14 +158,20 @@ class MemoryManager(SharingMixin):
         """The commit the store's branch points at."""
         return self._repo.head()
 
-    def load_memory(self, session_id: str, *, commit: str | None = None) -> Session | None:
+    def load_memory(
+        self, session_id: str, *, commit: str | None = None, include_archive: bool = False
+    ) -> Session | None:
         """The session as committed at HEAD (or ``commit``), or None if there is none.
 
+        ``include_archive`` puts back the turns that summaries moved to the archive part.
         Raises ParseError (with ``path:line`` diagnostics) if the committed file is broken.
         """
         path = self._path(session_id)
         found = self._repo.entry(path, commit)
-        return None if found is None else self._parse_blob(path, found[1])
+        session = None if found is None else self._parse_blob(path, found[1])
+        if include_archive and session is not None:
+            session = self._with_archive(session, commit)
+        return session
 
     def session_ids(self, *, commit: str | None = None) -> list[str]:
         """Every session id in the store (this namespace), sorted."""
@@ -425,7 +432,7 @@ class MemoryManager(SharingMixin):
             return self._with_metadata(session, update, metadata)
 
         first = _short(parsed[0].content)
-        return self._modify(
+        sha = self._modify(
             session_id,
             change,
             op="save",
@@ -433,6 +440,9 @@ class MemoryManager(SharingMixin):
             if first
             else f"Save turn in {_short(session_id, 40)}",
         )
+        if sha is not None:
+            self._after_save(session_id)  # summary triggers; never raises
+        return sha
 
     def save_interaction(
         self,
@@ -582,6 +592,27 @@ class AsyncMemoryManager(AsyncSharingMixin):
 
     async def check(self, *args: Any, **kwargs: Any) -> list[Diagnostic]:
         return await self._run(self.sync.check, *args, **kwargs)
+
+    async def summarize(self, *args: Any, **kwargs: Any) -> str:
+        return await self._run(self.sync.summarize, *args, **kwargs)
+
+    async def maybe_summarize(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._run(self.sync.maybe_summarize, *args, **kwargs)
+
+    async def summarize_idle(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return await self._run(self.sync.summarize_idle, *args, **kwargs)
+
+    async def review_list(self) -> list[Any]:
+        return await self._run(self.sync.review_list)
+
+    async def review_show(self, session_id: str) -> Any:
+        return await self._run(self.sync.review_show, session_id)
+
+    async def review_accept(self, session_id: str) -> str:
+        return await self._run(self.sync.review_accept, session_id)
+
+    async def review_reject(self, session_id: str) -> str:
+        return await self._run(self.sync.review_reject, session_id)
 
     async def close(self) -> None:
         await self._run(self.sync.close)

@@ -32,62 +32,37 @@ from mistune.util import expand_leading_tab
 from pydantic import ValidationError
 
 from gitmem.errors import Diagnostic, ParseError
-from gitmem.models import Interaction, Message, Session, Summary
+from gitmem.models import Interaction, Language, Message, Session, Summary
 
 __all__ = ["parse", "parse_bytes", "parse_lenient", "render"]
 
 Token = dict[str, Any]
 
-
-@dataclass(frozen=True)
-class _Labels:
-    title: str
-    metadata: str
-    conversation: str
-    summary: str
-    session_id: str
-    created: str
-    last_active: str
-    participants: str
-    tags: str
-    project: str
-    links: str
-    generated: str
-    model: str
-    covers: str
-
-
-_LABELS: dict[str, _Labels] = {
-    "en": _Labels(
-        "Session", "Metadata", "Conversation", "Summary",
-        "Session ID", "Created", "Last active", "Participants", "Tags", "Project", "Links",
-        "Generated", "Model", "Covers",
-    ),
-    "zh": _Labels(
-        "会话", "元数据", "对话记录", "关键信息摘要",
-        "会话ID", "创建时间", "最后活跃", "参与角色", "标签", "项目", "链接",
-        "创建于", "模型", "覆盖",
-    ),
-}  # fmt: skip
-_ESCAPED = " (escaped)"
-
-
-def _lookup(*attrs: str) -> dict[str, str]:
-    """Casefolded label (either language) -> attribute name."""
-    return {getattr(lab, a).casefold(): a for lab in _LABELS.values() for a in attrs}
-
-
-_TITLES = {lab.title.casefold(): lang for lang, lab in _LABELS.items()}
-_SECTIONS = _lookup("metadata", "conversation", "summary")
-_SECTION_LANG = {
-    getattr(lab, a).casefold(): lang
-    for lang, lab in _LABELS.items()
-    for a in ("metadata", "conversation", "summary")
+_LABEL_NAMES = ("title", "conversation", "metadata", "summary", "session_id", "created",
+                "last_active", "participants", "tags", "project", "links", "generated", "model",
+                "covers", "facts", "keywords")  # fmt: skip
+_LABEL_TEXT: dict[Language, str] = {
+    "en": "Session|Conversation|Metadata|Summary|Session ID|Created|Last active|Participants"
+    "|Tags|Project|Links|Generated|Model|Covers|Key facts|Keywords",
+    "zh": "会话|对话记录|元数据|关键信息摘要|会话ID|创建时间|最后活跃|参与角色|标签|项目|链接"
+    "|创建于|模型|覆盖|关键事实|关键词",
 }
-_META_KEYS = _lookup(
-    "session_id", "created", "last_active", "participants", "tags", "project", "links"
-)
+_LABELS = {k: dict(zip(_LABEL_NAMES, v.split("|"), strict=True)) for k, v in _LABEL_TEXT.items()}
+_ESCAPED = " (escaped)"
+_COLONS = (":", "：")  # hand-written Chinese files use the full-width one
+
+
+def _lookup(*names: str) -> dict[str, tuple[str, Language]]:
+    """Casefolded label in either language -> (label name, language)."""
+    return {lab[n].casefold(): (n, lang) for lang, lab in _LABELS.items() for n in names}
+
+
+_TITLES = _lookup("title")
+_SECTIONS = _lookup("metadata", "conversation", "summary")
+_META_KEYS = _lookup(*_LABEL_NAMES[4:11])
 _SUMMARY_KEYS = _lookup("generated", "model", "covers")
+# one-line items quoted below a label after the summary text: ``**Key facts**:`` / ``> ...``
+_SUMMARY_LISTS = _lookup("facts", "keywords")
 
 # Characters a content line may not hold literally: they would be lost or altered by line-ending
 # normalisation, UTF-8 encoding, editors or git (NUL makes git treat the file as binary).
@@ -113,60 +88,56 @@ def render(session: Session) -> str:
         equal ``Session``, and the same session always renders to the same text.
     """
     lab = _LABELS[session.language]
-    out = [f"# {lab.title}: {session.id}", "", f"## {lab.metadata}"]
+    out = [f"# {lab['title']}: {session.id}", "", f"## {lab['metadata']}"]
     items = [
-        (lab.session_id, session.id),
-        (lab.created, session.created.isoformat()),
-        (lab.last_active, session.last_active.isoformat()),
-        (lab.participants, ", ".join(session.participants)),
-        (lab.tags, ", ".join(session.tags)),
-        (lab.project, session.project or ""),
-        (lab.links, ", ".join(f"[[{link}]]" for link in session.links)),
+        (lab["session_id"], session.id),
+        (lab["created"], session.created.isoformat()),
+        (lab["last_active"], session.last_active.isoformat()),
+        (lab["participants"], ", ".join(session.participants)),
+        (lab["tags"], ", ".join(session.tags)),
+        (lab["project"], session.project or ""),
+        (lab["links"], ", ".join(f"[[{link}]]" for link in session.links)),
     ]
-    for key, value in items:
-        if value:
-            out.append(f"- **{key}**: {value}")
-    for key, value in session.extra.items():
-        out.append(f"- **{key}**: {value}" if value else f"- **{key}**:")
-    out += ["", f"## {lab.conversation}", ""]
+    out += [f"- **{key}**: {value}" for key, value in items if value]
+    out += [f"- **{k}**: {v}" if v else f"- **{k}**:" for k, v in session.extra.items()]
+    out += ["", f"## {lab['conversation']}", ""]
     for turn in session.interactions:
         out.append(f"### {turn.timestamp.isoformat()} {{#{turn.id}}}")
         for msg in turn.messages:
-            escaped = _needs_escape(msg.content)
-            out.append(f"**{msg.speaker}**{_ESCAPED if escaped else ''}:")
-            _quote(out, _escape(msg.content) if escaped else msg.content)
+            flag, text = _maybe_escape(msg.content)
+            out.append(f"**{msg.speaker}**{flag}:")
+            out += [f"> {line}" if line else ">" for line in text.split("\n")]
             out.append("")
         if not turn.messages:
             out.append("")
     summary = session.summary
     if summary is not None:
-        escaped = _needs_escape(summary.text)
-        out.append(f"## {lab.summary}")
-        out.append(
-            f"**{lab.generated}**{_ESCAPED if escaped else ''}: {summary.generated.isoformat()}"
-        )
+        flag, text = _maybe_escape(summary.text)
+        out += [
+            f"## {lab['summary']}",
+            f"**{lab['generated']}**{flag}: {summary.generated.isoformat()}",
+        ]
         if summary.model is not None:
-            out.append(f"**{lab.model}**: {summary.model}")
+            out.append(f"**{lab['model']}**: {summary.model}")
         if summary.covers:
-            out.append(f"**{lab.covers}**: {', '.join(summary.covers)}")
+            out.append(f"**{lab['covers']}**: {', '.join(summary.covers)}")
         out.append("")
-        _quote(out, _escape(summary.text) if escaped else summary.text)
+        out += [f"> {line}" if line else ">" for line in text.split("\n")]
+        for label, entries in ((lab["facts"], summary.facts), (lab["keywords"], summary.keywords)):
+            if entries:
+                flag, body = _maybe_escape("\n".join(entries))
+                out += ["", f"**{label}**{flag}:"]
+                out += [f"> {line}" if line else ">" for line in body.split("\n")]
     while out[-1] == "":
         out.pop()
-    out.append("")
-    return "\n".join(out)
+    return "\n".join(out) + "\n"
 
 
-def _quote(out: list[str], text: str) -> None:
-    out.extend(f"> {line}" if line else ">" for line in text.split("\n"))
-
-
-def _needs_escape(text: str) -> bool:
-    return not _UNSAFE.isdisjoint(text)
-
-
-def _escape(text: str) -> str:
-    return "".join(
+def _maybe_escape(text: str) -> tuple[str, str]:
+    """(label flag, text to write): text is escaped only if it has to be."""
+    if _UNSAFE.isdisjoint(text):
+        return "", text
+    return _ESCAPED, "".join(
         "\\\\" if ch == "\\" else f"\\u{{{ord(ch):04X}}}" if ch in _UNSAFE else ch for ch in text
     )
 
@@ -178,7 +149,7 @@ class _EscapeError(ValueError):
 
 
 def _unescape(text: str) -> str:
-    """Invert ``_escape``; raises ``_EscapeError`` naming the bad sequence and its line."""
+    """Invert ``_maybe_escape``; raises ``_EscapeError`` naming the bad sequence and its line."""
     parts: list[str] = []
     pos = 0
     while (hit := text.find("\\", pos)) >= 0:
@@ -192,12 +163,11 @@ def _unescape(text: str) -> str:
         valid = 0 < len(digits) <= 6 and all(c in "0123456789abcdefABCDEF" for c in digits)
         if not valid or int(digits, 16) > 0x10FFFF:
             shown = text[hit : close + 1] if valid else text[hit : hit + 2]
-            raise _EscapeError(
-                f"bad escape '{shown}' in escaped text (only \\\\ and \\u{{XXXX}} are allowed)",
-                text.count("\n", 0, hit),
+            problem = (
+                f"bad escape '{shown}' in escaped text (only \\\\ and \\u{{XXXX}} are allowed)"
             )
-        code = int(digits, 16)
-        parts.append(chr(code))
+            raise _EscapeError(problem, text.count("\n", 0, hit))
+        parts.append(chr(int(digits, 16)))
         pos = close + 1
     parts.append(text[pos:])
     return "".join(parts)
@@ -243,27 +213,25 @@ class _SpanParser(BlockParser):
     def __init__(self) -> None:
         super().__init__()
         self._quote_code = self.compile_sc(["blank_line", "indent_code", "fenced_code"])
-        self._quote_break = self.compile_sc(
-            ["blank_line", "thematic_break", "fenced_code", "list", "block_html"]
-        )
+        rules = ["blank_line", "thematic_break", "fenced_code", "list", "block_html"]
+        self._quote_break = self.compile_sc(rules)
 
     def parse_method(self, m: re.Match[str], state: BlockState) -> int | None:
         if state.parent is not None:
             return super().parse_method(m, state)
         start, count = state.cursor, len(state.tokens)
         end = super().parse_method(m, state)
+        tokens = state.tokens
         if not end:
             return end
-        tokens = state.tokens
         if len(tokens) == count + 1:
             tokens[-1].setdefault("_span", [start, end])
         elif len(tokens) > count:
             bound = end
             for token in reversed(tokens[count:]):
-                token.setdefault("_span", [start, bound])
-                bound = token["_span"][0]
+                bound = token.setdefault("_span", [start, bound])[0]
         elif count and m.lastgroup == "setex_heading":
-            state.tokens[-1]["_span"][1] = end  # the paragraph above became a heading
+            tokens[-1]["_span"][1] = end  # the paragraph above became a heading
         return end
 
     def parse_block_quote(self, m: re.Match[str], state: BlockState) -> int:
@@ -304,10 +272,9 @@ class _SpanParser(BlockParser):
                 break
             state.cursor = pos
             m = self._quote_break.match(src, pos)
-            if m:
-                end = self.parse_method(m, state)
-                if end:
-                    return end
+            end = self.parse_method(m, state) if m else None
+            if end:
+                return end
             pos, last_quote = line_end, -1  # a lazy continuation line
         state.cursor = pos
         return None
@@ -361,7 +328,7 @@ def parse_lenient(text: str, path: str = "<memory>") -> tuple[Session | None, li
 
     Returns:
         The session (None if not even its id and times could be read) and the diagnostics,
-        empty when the file is clean.
+        in line order, empty when the file is clean.
     """
     reader = _Reader(path)
     try:
@@ -391,7 +358,7 @@ def parse_bytes(data: bytes, path: str = "<memory>") -> Session:
 @dataclass
 class _Turn:
     line: int
-    timestamp: datetime | None
+    timestamp: datetime | None  # None: skipped (bad timestamp or duplicate id)
     id: str | None
     messages: list[Message] = field(default_factory=list)
 
@@ -404,15 +371,14 @@ class _Reader:
         self.diagnostics: list[Diagnostic] = []
         self.last_line = 1
         self.src = ""
-        self.language: str | None = None
+        self.language: Language | None = None
         self.title_id: str | None = None
         self.meta: dict[str, Any] = {}
-        self.meta_lines: dict[str, int] = {}
+        self.meta_lines: dict[str, int] = {}  # field name, or "extra:" + key -> line
         self.extra: dict[str, str] = {}
         self.turns: list[_Turn] = []
         self.summary: Summary | None = None
-        self.meta_heading = 0
-        self.speakers: set[str] = set()
+        self.speakers: dict[str, Message] = {}
 
     def diag(self, line: int, problem: str) -> None:
         self.diagnostics.append(Diagnostic(self.path, line, problem))
@@ -427,62 +393,55 @@ class _Reader:
         if nul >= 0:
             self.diag(text.count("\n", 0, nul) + 1, "NUL character: this is not a text file")
             return None
-        src = text.replace("\r\n", "\n").removeprefix("\ufeff")
-        if not src.endswith("\n"):
-            src += "\n"
-        self.src = src
-        blocks = self.blocks()
-
-        i = 0
-        while i < len(blocks) and blocks[i].kind == "blank_line":
-            i += 1
-        if i < len(blocks) and blocks[i].kind == "heading1":
-            if not self.title(blocks[i]):
-                self.diag(blocks[i].line, "the title must read '# Session: <session id>'")
-            i += 1
+        self.src = text.replace("\r\n", "\n").removeprefix("\ufeff")
+        if not self.src.endswith("\n"):
+            self.src += "\n"
+        blocks = [b for b in self.blocks() if b.kind != "blank_line"]
+        rest = blocks[1:]
+        if blocks and blocks[0].kind == "heading1":
+            if not self.title(blocks[0]):
+                self.diag(blocks[0].line, "the title must read '# Session: <session id>'")
         else:
-            line = blocks[i].line if i < len(blocks) else 1
+            line = blocks[0].line if blocks else 1
             self.diag(line, "missing title '# Session: <session id>' on the first line")
-
+            rest = blocks
         sections: dict[str, int] = {}
-        current: str | None = None
+        kind: str | None = None
         body: list[_Block] = []
-        heading_line = 0
-        for block in [*blocks[i:], None]:
+        for block in [*rest, None]:
             if block is not None and block.kind not in ("heading1", "heading2"):
-                if current is not None:
+                if kind is not None:
                     body.append(block)
-                elif block.kind != "blank_line" and heading_line == 0:
+                else:
                     self.diag(block.line, f"{_describe(block)} outside any '## ' section")
                 continue
-            if current is not None and current != "skip":
-                self.section(current, heading_line, body)
-            current, body = "skip", []
+            if kind == "metadata":
+                self.metadata(body)
+            elif kind == "conversation":
+                self.conversation(body)
+            elif kind == "summary":
+                self.read_summary(sections["summary"], body)
             if block is None:
                 break
-            self.last_line = heading_line = block.line
+            kind, body, name = "skip", [], block.token["text"].strip()
+            self.last_line = block.line
+            found, lang = _SECTIONS.get(name.casefold(), (None, None))
             if block.kind == "heading1":
                 self.diag(block.line, "unexpected '# ' heading: the title comes first, once")
-                continue
-            name = block.token["text"].strip()
-            kind = _SECTIONS.get(name.casefold())
-            if kind is None:
-                self.diag(
-                    block.line,
-                    f"unknown section {name!r} (expected Metadata, Conversation or Summary)",
-                )
-            elif kind in sections:
-                self.diag(
-                    block.line, f"duplicate section {name!r} (first at line {sections[kind]})"
-                )
+            elif found is None:
+                problem = f"unknown section {name!r} (expected Metadata, Conversation or Summary)"
+                self.diag(block.line, problem)
+            elif found in sections:
+                problem = f"duplicate section {name!r} (first at line {sections[found]})"
+                self.diag(block.line, problem)
             else:
-                sections[kind] = block.line
-                current = kind
-                self.language = self.language or _SECTION_LANG[name.casefold()]
+                sections[found], kind = block.line, found
+                self.language = self.language or lang
         if "metadata" not in sections:
-            line = min(sections.values(), default=1)
-            self.diag(line, "missing '## Metadata' section")
-        self.meta_heading = sections.get("metadata", 0)
+            self.diag(min(sections.values(), default=1), "missing '## Metadata' section")
+        for name, label in (("created", "Created"), ("last_active", "Last active")):
+            if "metadata" in sections and name not in self.meta_lines:
+                self.diag(sections["metadata"], f"metadata has no '{label}' timestamp")
         return self.session()
 
     def blocks(self) -> list[_Block]:
@@ -490,9 +449,7 @@ class _Reader:
         state = _SpanState()
         state.process(self.src)
         _PARSER.parse(state)
-        tokens = state.tokens
-        out: list[_Block] = []
-        src = self.src
+        tokens, src, out = state.tokens, self.src, []
         pos, line = 0, 1
         for index, token in enumerate(tokens):
             span = token.get("_span")
@@ -500,7 +457,7 @@ class _Reader:
                 # mistune's fast path for indented code appends without parse_method; it starts
                 # where the previous token ended and ends where the next one starts.
                 following = (t["_span"][0] for t in tokens[index + 1 :] if "_span" in t)
-                span = [pos, next(following, len(self.src))]
+                span = [pos, next(following, len(src))]
             start, end = span
             if start < pos or end < start:
                 raise AssertionError(f"token spans out of order at offset {start}")
@@ -522,90 +479,76 @@ class _Reader:
         if block.token.get("style") == "atx":  # raw: mistune would drop an id's trailing " #"
             text = self.src[block.start : block.end].strip().lstrip("#")
         label, sep, value = _split_colon(text)
-        lang = _TITLES.get(label.strip().casefold())
+        _title, lang = _TITLES.get(label.strip().casefold(), (None, None))
         if not sep or lang is None:
             return False
-        self.language = lang
-        self.title_id = value.strip()
+        self.language, self.title_id = lang, value.strip()
         return True
-
-    def section(self, kind: str, line: int, body: list[_Block]) -> None:
-        if kind == "metadata":
-            self.metadata(body)
-        elif kind == "conversation":
-            self.conversation(body)
-        else:
-            self.read_summary(line, body)
 
     # ----------------------------------------------------------------- metadata
 
     def metadata(self, body: list[_Block]) -> None:
         for block in body:
-            if block.kind == "blank_line":
-                continue
             if block.kind != "list":
-                self.diag(
-                    block.line, f"{_describe(block)} in Metadata (expected '- **Key**: value')"
-                )
+                problem = f"{_describe(block)} in Metadata (expected '- **Key**: value')"
+                self.diag(block.line, problem)
                 continue
-            lines = self.item_lines(block)
-            for item, line in zip(block.token["children"], lines, strict=True):
+            for item, line in zip(block.token["children"], self.item_lines(block), strict=True):
                 self.last_line = line
                 texts = [c.get("text") for c in item["children"] if c["type"] != "blank_line"]
                 text = texts[0].strip() if len(texts) == 1 and texts[0] is not None else ""
                 key, value = _bold_key(text)
-                if key is None or "\n" in text or not value.startswith((":", "：")):
+                if key is None or "\n" in text or not value.startswith(_COLONS):
                     shown = self.src.split("\n")[line - 1]
                     self.diag(line, f"metadata item is not '- **Key**: value': {shown!r}")
-                    continue
-                self.meta_item(key.strip(), value[1:].strip(), line)
+                else:
+                    self.meta_item(key.strip(), value[1:].strip(), line)
 
     def item_lines(self, block: _Block) -> list[int]:
         """Line of each list item: the lines that start with the list's bullet at its indent."""
         count = len(block.token["children"])
         first = self.src[block.start : self.src.find("\n", block.start)]
         indent = len(first) - len(first.lstrip(" "))
-        prefix = first[: indent + 1]
-        found = []
-        line = block.line
-        for text in self.src[block.start : block.end].split("\n"):
-            if text.startswith(prefix) and text[indent + 1 : indent + 2] in ("", " ", "\t"):
-                found.append(line)
-            line += 1
+        lines = self.src[block.start : block.end].split("\n")
+        found = [
+            block.line + n
+            for n, text in enumerate(lines)
+            if text.startswith(first[: indent + 1]) and text[indent + 1 : indent + 2] in " \t"
+        ]
         return found if len(found) == count else [block.line] * count
 
     def meta_item(self, key: str, value: str, line: int) -> None:
-        name = _META_KEYS.get(key.casefold())
-        seen = self.meta_lines.get(name or "extra:" + key)
-        if seen is not None:
-            self.diag(line, f"duplicate metadata key {key!r} (first at line {seen})")
+        name = _META_KEYS.get(key.casefold(), (None, ""))[0]
+        slot = name or "extra:" + key
+        if slot in self.meta_lines:
+            self.diag(
+                line, f"duplicate metadata key {key!r} (first at line {self.meta_lines[slot]})"
+            )
             return
-        self.meta_lines[name or "extra:" + key] = line
+        self.meta_lines[slot] = line
         parsed: Any = value
+        parts = [part.strip() for part in value.split(",")] if value else []
         if name in ("created", "last_active"):
             parsed = self.timestamp(value, line)
         elif name in ("participants", "tags"):
-            parsed = [part.strip() for part in value.split(",")] if value else []
+            parsed = parts
         elif name == "project":
             parsed = value or None
         elif name == "links":
-            parsed = []
-            for part in value.split(",") if value else []:
-                part = part.strip()
+            for part in parts:
                 if not (part.startswith("[[") and part.endswith("]]") and len(part) > 4):
                     self.diag(line, f"link {part!r} is not written as [[session id]]")
-                    continue
-                parsed.append(part[2:-2])
-        if parsed is not None:
-            try:
-                _check_field(name, key, parsed)
-            except ValueError as exc:
-                self.diag(line, str(exc))
-                return
-            if name is None:
-                self.extra[key] = value
-            else:
-                self.meta[name] = parsed
+            parsed = [p[2:-2] for p in parts if p.startswith("[[") and p.endswith("]]")]
+            parsed = [p for p in parsed if p]
+        try:
+            _check_field(name, key, parsed)
+        except ValueError as exc:
+            self.diag(line, str(exc))
+            return
+        if name is None:
+            self.extra[key] = value
+        elif parsed is not None:
+            self.meta[name] = parsed
 
     def timestamp(self, value: str, line: int) -> datetime | None:
         try:
@@ -621,48 +564,41 @@ class _Reader:
         speaker: tuple[str, bool, int] | None = None  # name, escaped, line
         quote: list[_Block] = []  # the quote blocks of the current message
 
-        def finish_message() -> None:
-            nonlocal speaker, quote
-            if speaker is not None and turn is not None:
+        for block in [*body, None]:
+            if block is not None:
+                self.last_line = block.line
+                if block.kind == "block_quote" and speaker is not None:
+                    quote.append(block)
+                    continue
+            if speaker is not None and turn is not None:  # the message is complete
                 name, escaped, line = speaker
                 if not quote:
                     self.diag(line, f"speaker {name!r} has no quoted message ('> ' lines below)")
-                else:
-                    content = self.quoted(quote[0].start, quote[-1].end, escaped)
-                    if content is not None:
-                        try:
-                            turn.messages.append(self.message(name, content))
-                        except ValidationError as exc:
-                            self.diag(line, _first_error(exc))
+                elif (content := self.quoted(quote[0].start, quote[-1].end, escaped)) is not None:
+                    try:
+                        turn.messages.append(self.message(name, content))
+                    except ValidationError as exc:
+                        self.diag(line, _first_error(exc))
             speaker, quote = None, []
-
-        for block in body:
-            self.last_line = block.line
-            if block.kind == "blank_line":
-                continue
-            if block.kind == "block_quote" and speaker is not None:
-                quote.append(block)
-                continue
-            finish_message()
+            if block is None:
+                break
             if block.kind == "heading3":
                 turn = self.heading(block)
                 continue
             if block.kind == "block_quote":
-                self.diag(
-                    block.line, "quoted text without a speaker line ('**Speaker**:') above it"
-                )
+                self.diag(block.line, "quoted text without a '**Speaker**:' line above it")
                 continue
             if block.kind == "paragraph" and turn is not None:
                 first, _, rest = block.token["text"].partition("\n")
                 key, tail = _bold_key(first.strip())
                 tail = tail.strip()
-                if key is not None and tail in (":", "：", _ESCAPED.strip() + ":"):
-                    speaker = (key, tail != ":" and tail != "：", block.line)
+                if key is not None and tail in (*_COLONS, _ESCAPED.strip() + ":"):
                     if rest.strip():
                         self.diag(block.line + 1, "message text must be quoted with '> '")
-                        speaker = None
+                    else:
+                        speaker = (key, tail not in _COLONS, block.line)
                     continue
-                if key is not None and tail.startswith((":", "：")):
+                if key is not None and tail.startswith(_COLONS):
                     self.diag(block.line, "message text goes below the speaker, quoted with '> '")
                     continue
             where = "" if turn is not None else " before the first '### <timestamp>' heading"
@@ -671,93 +607,78 @@ class _Reader:
                 f"{_describe(block)} in the conversation{where}"
                 " (expected '### <timestamp>', '**Speaker**:' or '> text')",
             )
-        finish_message()
 
     def message(self, speaker: str, content: str) -> Message:
-        """A validated ``Message``; each speaker name is checked once per file, not per message
-        (any ``str`` is valid content)."""
+        """A validated ``Message``: any ``str`` is valid content, so each distinct speaker is
+        validated once per file and copied from then on (this is the hot path of a parse)."""
         if speaker not in self.speakers:
-            Message(speaker=speaker, content="")
-            self.speakers.add(speaker)
-        return Message.model_construct(speaker=speaker, content=content)
+            self.speakers[speaker] = Message(speaker=speaker, content="")
+        return self.speakers[speaker].model_copy(update={"content": content})
 
     def heading(self, block: _Block) -> _Turn:
-        text = block.token["text"].strip()
-        ident: str | None = None
+        text, ident = block.token["text"].strip(), None
         if text.endswith("}") and "{#" in text:
             text, _, ident = text[:-1].rpartition("{#")
-            text = text.strip()
-        turn = _Turn(block.line, self.timestamp(text, block.line), ident)
+        turn = _Turn(block.line, self.timestamp(text.strip(), block.line), ident)
         self.turns.append(turn)
         return turn
 
     def quoted(self, start: int, end: int, escaped: bool) -> str | None:
-        """The text of a block quote spanning ``src[start:end]``, its ``>`` markers removed."""
+        """The text of block quotes spanning ``src[start:end]``, their ``>`` markers removed."""
         lines = self.src[start : end - 1].split("\n")  # spans end after a newline
-        if all(line[:1] == ">" for line in lines):  # the form gitmem writes
-            out = [line[2:] if line[:2] == "> " else line[1:] for line in lines]
-        else:
-            out = self.unquote(lines, self.line_of(start))
-        text = "\n".join(out)
-        if not escaped:
-            return text
+        out = [line[2:] if line[:2] == "> " else line[1:] for line in lines]
+        if not all(line[:1] == ">" for line in lines):  # not the form gitmem writes
+            out = []
+            for number, line in enumerate(lines, self.line_of(start)):
+                body = line.lstrip(" ")
+                if body.startswith(">") and len(line) - len(body) <= 3:
+                    out.append(body[2:] if body[:2] == "> " else body[1:])
+                elif not line.strip(" \t"):
+                    out.append("")  # a blank line between two quotes of one message
+                else:
+                    problem = "quoted line does not start with '>' (or needs a blank line above)"
+                    self.diag(number, problem)
+                    out.append(line)
+        return self.unescape("\n".join(out), start) if escaped else "\n".join(out)
+
+    def unescape(self, text: str, start: int) -> str | None:
         try:
             return _unescape(text)
         except _EscapeError as exc:
             self.diag(self.line_of(start) + exc.row, str(exc))
             return None
 
-    def unquote(self, lines: list[str], first: int) -> list[str]:
-        """Quote lines as hand-editing leaves them: indented ``>``, blanks, lazy lines."""
-        out = []
-        for number, line in enumerate(lines, first):
-            body = line.lstrip(" ")
-            if body.startswith(">") and len(line) - len(body) <= 3:
-                body = body[1:]
-                out.append(body[1:] if body.startswith(" ") else body)
-            elif not line.strip(" \t"):
-                out.append("")  # a blank line between two quotes of one message
-            else:
-                self.diag(
-                    number, "quoted line does not start with '>' (or needs a blank line above)"
-                )
-                out.append(line)
-        return out
-
     # ----------------------------------------------------------------- summary
 
     def read_summary(self, line: int, body: list[_Block]) -> None:
-        blocks = [b for b in body if b.kind != "blank_line"]
-        lab = _LABELS[self.language or "en"]
-        if not blocks or blocks[0].kind != "paragraph":
-            self.diag(line, f"summary must start with '**{lab.generated}**: <timestamp>'")
+        start_problem = (
+            f"summary must start with '**{_LABELS[self.language or 'en']['generated']}**:"
+        )
+        if not body or body[0].kind != "paragraph":
+            self.diag(line, start_problem + " <timestamp>'")
             return
         fields: dict[str, Any] = {}
         rows: dict[str, int] = {}
-        escaped = False
-        pos = blocks[0].start
-        text_start: int | None = None
-        while pos < blocks[0].end:
+        escaped, pos, text_start = False, body[0].start, None
+        while pos < body[0].end:
             end = self.src.index("\n", pos) + 1
             row = self.last_line = self.line_of(pos)
             key, value = _bold_key(self.src[pos:end].strip())
-            name = _SUMMARY_KEYS.get(key.strip().casefold()) if key is not None else None
+            name = _SUMMARY_KEYS.get((key or "").strip().casefold(), (None, ""))[0]
             if fields and name is None:
                 text_start = pos  # the seed writes the text right below the header
                 break
             if name == "generated" and value.startswith(_ESCAPED):
                 escaped, value = True, value[len(_ESCAPED) :]
-            if not fields and name != "generated":
-                self.diag(row, f"summary must start with '**{lab.generated}**: <timestamp>'")
+            if name is None or (not fields and name != "generated"):
+                self.diag(row, start_problem + " <timestamp>'")
                 return
-            if not value.startswith((":", "：")):
+            if not value.startswith(_COLONS):
                 self.diag(row, f"summary field is not '**{key}**: value'")
                 return
             if name in fields:
                 self.diag(row, f"duplicate summary field {key!r} (first at line {rows[name]})")
-            assert name is not None
-            rows[name] = row
-            value = value[1:].strip()
+            rows[name], value = row, value[1:].strip()
             if name == "generated":
                 fields[name] = self.timestamp(value, row)
             elif name == "model":
@@ -765,92 +686,106 @@ class _Reader:
             else:
                 fields[name] = [part.strip() for part in value.split(",")] if value else []
             pos = end
-        rest = blocks[1:]
+        rest = body[1:]
+        text: str | None
         if text_start is None and rest and rest[0].kind == "block_quote":
-            quotes = [b for b in rest if b.kind == "block_quote"]
-            if len(quotes) != len(rest):
-                stray = next(b for b in rest if b.kind != "block_quote")
-                self.diag(stray.line, f"{_describe(stray)} after the summary's quoted text")
+            rest = self.summary_lists(rest, fields, rows)
+            stray = [b for b in rest if b.kind != "block_quote"]
+            if stray:
+                self.diag(stray[0].line, f"{_describe(stray[0])} after the summary's quoted text")
                 return
-            text = self.quoted(quotes[0].start, quotes[-1].end, escaped)
-        else:
+            text = self.quoted(rest[0].start, rest[-1].end, escaped)
+        else:  # the seed's form: plain text, taken verbatim to the end of the section
             if text_start is None:
-                text_start = rest[0].start if rest else blocks[0].end
-            end = body[-1].end if body else text_start
-            lines = self.src[text_start:end].split("\n")
+                text_start = rest[0].start if rest else body[0].end
+            lines = self.src[text_start : body[-1].end].split("\n")
             while lines and not lines[-1].strip():
                 lines.pop()
             text = "\n".join(lines)
-            if escaped:
-                try:
-                    text = _unescape(text)
-                except _EscapeError as exc:
-                    self.diag(self.line_of(text_start) + exc.row, str(exc))
-                    return
-        if text is None or fields["generated"] is None:
+            text = self.unescape(text, text_start) if escaped else text
+        if text is None or fields["generated"] is None or fields.get("lists") is False:
             return
+        fields.pop("lists", None)
         try:
             self.summary = Summary(text=text, **fields)
         except ValidationError as exc:
             self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
 
+    def summary_lists(
+        self, rest: list[_Block], fields: dict[str, Any], rows: dict[str, int]
+    ) -> list[_Block]:
+        """Read the labelled lists (key facts, keywords) that follow the summary text into
+        ``fields``; returns the blocks before them (the text's quotes)."""
+        groups: list[tuple[str, bool, _Block, list[_Block]]] = []
+        cut = len(rest)
+        for at, block in enumerate(rest):
+            label = None
+            tail = ""
+            if block.kind == "paragraph":
+                key, tail = _bold_key(block.token["text"].strip())
+                found = _SUMMARY_LISTS.get(key.strip().casefold()) if key is not None else None
+                label = found[0] if found else None
+            if label is not None:
+                if not groups:
+                    cut = at
+                groups.append((label, tail.startswith(_ESCAPED), block, []))
+            elif groups and block.kind == "block_quote":
+                groups[-1][3].append(block)
+            elif groups:
+                self.diag(block.line, f"{_describe(block)} after the summary's {groups[-1][0]}")
+                fields["lists"] = False
+                return rest[:cut]
+        for label, escaped, head, quotes in groups:
+            if label in fields or not quotes or "\n" in head.token["text"].strip():
+                self.diag(head.line, f"summary {label} must be quoted below its label, once")
+                fields["lists"] = False
+                continue
+            rows[label] = head.line
+            text = self.quoted(quotes[0].start, quotes[-1].end, escaped)
+            fields[label] = text.split("\n") if text is not None else []
+            if text is None:
+                fields["lists"] = False
+        return rest[:cut]
+
     # ----------------------------------------------------------------- assembly
 
     def session(self) -> Session | None:
-        meta = self.meta
-        meta_id = meta.get("session_id")
-        sid = self.title_id or meta_id
-        if self.title_id and meta_id and meta_id != self.title_id:
-            self.diag(
-                self.meta_lines["session_id"],
-                f"Session ID {meta_id!r} does not match the title's {self.title_id!r}",
-            )
+        meta, title_id = self.meta, self.title_id
+        meta_id = meta.pop("session_id", None)
+        if title_id and meta_id and meta_id != title_id:
+            problem = f"Session ID {meta_id!r} does not match the title's {title_id!r}"
+            self.diag(self.meta_lines["session_id"], problem)
         interactions = self.interactions()
-        for name, label in (("created", "Created"), ("last_active", "Last active")):
-            if self.meta_heading and name not in self.meta_lines:
-                self.diag(self.meta_heading, f"metadata has no '{label}' timestamp")
         times = [t.timestamp for t in interactions]
-        created = meta.get("created") or (times[0] if times else None)
-        last_active = meta.get("last_active") or (times[-1] if times else created)
-        if not sid or created is None or last_active is None:
+        meta.setdefault("created", times[0] if times else None)
+        meta.setdefault("last_active", times[-1] if times else meta["created"])
+        sid = title_id or meta_id
+        if not sid or meta["created"] is None or meta["last_active"] is None:
             return None
-        values: dict[str, Any] = {
-            **{k: v for k, v in meta.items() if k not in ("session_id", "created", "last_active")},
-            "id": sid,
-            "created": created,
-            "last_active": last_active,
-            "extra": self.extra,
-            "interactions": interactions,
-            "summary": self.summary,
-            "language": self.language or "en",
-        }
-        for _attempt in range(len(values)):
-            try:
-                return Session(**values)
-            except ValidationError as exc:
-                error = exc.errors()[0]
-                name = str(error["loc"][0]) if error["loc"] else ""
-                line = self.meta_lines.get(name, 1)
-                if name == "extra" and len(error["loc"]) > 1:
-                    line = self.meta_lines.get(f"extra:{error['loc'][1]}", line)
-                self.diag(line, _first_error(exc))
-                if name in ("id", "created", "last_active", "language") or name not in values:
-                    return None
-                del values[name]
-        return None
+        try:
+            return Session(
+                id=sid,
+                extra=self.extra,
+                interactions=interactions,
+                summary=self.summary,
+                language=self.language or "en",
+                **meta,
+            )
+        except ValidationError as exc:  # fields were checked one by one; this is a backstop
+            name = str(exc.errors()[0]["loc"][0])
+            self.diag(self.meta_lines.get(name, 1), _first_error(exc))
+            return None
 
     def interactions(self) -> list[Interaction]:
         first_line: dict[str, int] = {}
         for turn in self.turns:
-            if turn.id is None:
-                continue
-            if turn.id in first_line:
-                self.diag(
-                    turn.line,
-                    f"duplicate interaction id {turn.id!r} (first at line {first_line[turn.id]})",
+            if turn.id is not None and turn.id in first_line:
+                problem = (
+                    f"duplicate interaction id {turn.id!r} (first at line {first_line[turn.id]})"
                 )
+                self.diag(turn.line, problem)
                 turn.timestamp = None  # skipped in lenient mode
-            else:
+            elif turn.id is not None:
                 first_line[turn.id] = turn.line
         out = []
         for turn in self.turns:
@@ -858,8 +793,8 @@ class _Reader:
                 continue
             if turn.id is None:
                 wall = turn.timestamp.replace(tzinfo=None, microsecond=0).isoformat()
-                base = "t" + wall.replace("-", "").replace(":", "")
-                turn.id, n = base, 1
+                base = turn.id = "t" + wall.replace("-", "").replace(":", "")
+                n = 1
                 while turn.id in first_line:
                     n += 1
                     turn.id = f"{base}-{n}"
@@ -884,12 +819,8 @@ def _fromisoformat(value: str) -> datetime:
     if stamp.tzinfo is None or len(tail) != 3 or "." not in tail[2]:
         return stamp
     seconds, _, fraction = tail[2].partition(".")
-    offset = timedelta(
-        hours=int(tail[0]),
-        minutes=int(tail[1]),
-        seconds=int(seconds),
-        microseconds=int(fraction.ljust(6, "0")[:6]),
-    )
+    hours, minutes, micro = int(tail[0]), int(tail[1]), int(fraction.ljust(6, "0")[:6])
+    offset = timedelta(hours=hours, minutes=minutes, seconds=int(seconds), microseconds=micro)
     return stamp.replace(tzinfo=timezone(-offset if value[sign] == "-" else offset))
 
 
@@ -909,10 +840,8 @@ def _check_field(name: str | None, key: str, value: Any) -> None:
 
 def _split_colon(text: str) -> tuple[str, str, str]:
     """Split at the first ASCII or full-width colon."""
-    cut = min((i for i in (text.find(":"), text.find("：")) if i >= 0), default=-1)
-    if cut < 0:
-        return text, "", ""
-    return text[:cut], text[cut], text[cut + 1 :]
+    cut = min((i for i in map(text.find, _COLONS) if i >= 0), default=-1)
+    return (text, "", "") if cut < 0 else (text[:cut], text[cut], text[cut + 1 :])
 
 
 def _bold_key(text: str) -> tuple[str | None, str]:
@@ -935,5 +864,4 @@ def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
     if error["type"] == "value_error":  # our validators' messages name the field and value
         return str(error["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}"
+    return f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"

@@ -147,12 +147,18 @@ class Interaction(_Model):
 
 
 class Summary(_Model):
-    """A summary of (part of) a session, with who/what produced it and what it covers."""
+    """A summary of (part of) a session, with who/what produced it and what it covers.
+
+    ``facts`` (key facts, one line each) and ``keywords`` (entities/keywords) are what the
+    loss guard compares a newer summary against; both are optional.
+    """
 
     text: str
     generated: datetime
     model: str | None = None
     covers: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
 
     @field_validator("generated")
     @classmethod
@@ -170,6 +176,80 @@ class Summary(_Model):
         for item in value:
             Interaction._id(item)
         return value
+
+    @field_validator("facts", "keywords")
+    @classmethod
+    def _lines(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not item:
+                raise ValueError("summary facts and keywords may not be empty")
+            check_value(item, "summary fact/keyword")
+        return value
+
+
+_TAG_DROP = set(_LABEL_FORBIDDEN) | {","}
+
+
+def _items(value: Any) -> list[str]:
+    """Loose input (None, a string, a list of anything) as a list of one-line strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.splitlines()
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"expected a list of strings, got {type(value).__name__}")
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in value:
+        text = " ".join(str(item).split()) if item is not None else ""
+        text = text.lstrip("-*• ").strip()
+        key = text.casefold()
+        if text and not _has_control(text) and key not in seen:
+            seen.add(key)
+            out.append(text)
+    return out
+
+
+class StructuredSummary(BaseModel):
+    """What a summarizer produces: summary text, key facts, entities/keywords, tags.
+
+    Built from an LLM's JSON answer, so it is lenient where that is harmless (unknown keys
+    are ignored, a string where a list belongs is split into lines, duplicates and blank
+    items are dropped, tags are normalised) and strict where it matters: ``summary`` must
+    not be empty.
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+    summary: str
+    key_facts: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary(cls, value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            value = "\n".join(f"- {item}" for item in _items(value))
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("summary text must be a non-empty string")
+        return value.strip()
+
+    @field_validator("key_facts", "entities", mode="before")
+    @classmethod
+    def _lines(cls, value: Any) -> list[str]:
+        return _items(value)
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, value: Any) -> list[str]:
+        out: list[str] = []
+        for item in _items(value):
+            tag = "-".join(item.casefold().lstrip("#").split())
+            tag = "".join(ch for ch in tag if ch not in _TAG_DROP).strip("-")
+            if tag and len(tag) <= 40 and tag not in out:
+                out.append(tag)
+        return out[:8]
 
 
 class Session(_Model):

@@ -96,3 +96,26 @@ def id_from_path(path: str, namespace: str | None = None) -> str | None:
         return decode_id(name)
     except InvalidSessionId:
         return None
+
+
+ARCHIVE_DIR = "archive"
+
+
+def archive_path(session_id: str, namespace: str | None = None) -> str:
+    """The store path of a session's archive part: summarized raw turns moved out of the
+    main file (``archive/<enc>.md``, beside ``sessions/`` so it is never taken as a session)."""
+    return f"{archive_dir(namespace)}/{encode_id(session_id)}{SUFFIX}"
+
+
+def archive_dir(namespace: str | None = None) -> str:
+    """The folder holding a namespace's archive parts."""
+    base = session_dir(namespace)
+    return base[: -len(SESSIONS_DIR)] + ARCHIVE_DIR
+
+
+def id_from_archive_path(path: str, namespace: str | None = None) -> str | None:
+    """The session id an archive part belongs to, or None if ``path`` is not one."""
+    folder = archive_dir(namespace) + "/"
+    if not path.startswith(folder) or not path.endswith(SUFFIX):
+        return None
+    return id_from_path(session_dir(namespace) + "/" + path[len(folder) :], namespace)

@@ -851,6 +851,50 @@ class Repository:
         self._update_index({p: a[1] if a else None for p, (_b, a) in changes.items()})
         self._write_lock_file(b"")
 
+    # --- side refs (e.g. review branches): commits that never touch the working tree -----
+
+    def commit_on_ref(
+        self,
+        ref: str,
+        changes: dict[str, bytes | None],
+        message: str,
+        *,
+        parent: str,
+        identity: Identity | None = None,
+    ) -> str:
+        """Commit ``changes`` over ``parent``'s tree as the new tip of ``ref`` (created or
+        replaced); ``ref`` must not be the checked-out branch: working tree and index stay."""
+        if ref == self.branch_ref():
+            raise RepositoryError(f"{ref} is checked out; use a transaction to commit to it")
+        self._staged.clear()
+        blobs: dict[str, bytes | None] = {}
+        for path, data in changes.items():
+            self._safe_target(path)
+            blobs[path] = None if data is None else bytes.fromhex(self.stage_object("blob", data))
+        tree = self._build_tree(self.commit_tree(parent), blobs)
+        sig = _signature(identity or self.identity)
+        commit = self.stage_object("commit", commit_body(tree, [parent], sig, sig, message))
+        self.flush_objects()
+        self.set_ref(ref, commit, self._read_ref(ref))
+        return commit
+
+    def set_ref(self, ref: str, new: str | None, old: str | None) -> None:
+        """Point ``ref`` at ``new`` (None deletes it) if it still points at ``old`` (None:
+        must not exist); raises ConflictError if it moved."""
+        expected = old or "0" * 40
+        args = ["-d", ref, expected] if new is None else [ref, new, expected]
+        try:
+            self._git.git.update_ref("-m", "gitmem", *args)
+        except git.GitCommandError as exc:
+            detail = exc.stderr.strip()
+            raise ConflictError(f"{ref} moved meanwhile ({detail}); try again") from None
+
+    def refs(self, prefix: str) -> dict[str, str]:
+        """Ref name -> commit id of every ref under ``prefix`` (e.g. ``refs/heads/x/``)."""
+        out = self.git("for-each-ref", "--format=%(refname) %(objectname)", prefix)
+        pairs = (line.partition(" ") for line in out.splitlines())
+        return {name: sha for name, _, sha in pairs if sha}
+
     # --- housekeeping --------------------------------------------------------------------
 
     def _maybe_housekeep(self) -> None:

@@ -289,7 +289,7 @@ def test_metadata_labels_are_matched_in_either_language_and_any_case() -> None:
 
 def test_every_reserved_metadata_key_is_a_label_the_parser_knows() -> None:
     fields = ("session_id", "created", "last_active", "participants", "tags", "project", "links")
-    labels = {getattr(lab, name).casefold() for lab in _LABELS.values() for name in fields}
+    labels = {lab[name].casefold() for lab in _LABELS.values() for name in fields}
     assert labels == RESERVED_METADATA_KEYS
 
 
@@ -309,7 +309,7 @@ def test_structural_problems_are_all_reported_with_lines() -> None:
         f"{name}:1: unexpected text outside any '## ' section",
         f"{name}:7: metadata item is not '- **Key**: value': '- just text'",
         f"{name}:9: duplicate metadata key 'Tags' (first at line 8)",
-        f"{name}:13: quoted text without a speaker line ('**Speaker**:') above it",
+        f"{name}:13: quoted text without a '**Speaker**:' line above it",
         f"{name}:19: speaker 'Assistant' has no quoted message ('> ' lines below)",
         f"{name}:21: duplicate interaction id 'i-1' (first at line 15)",
         f"{name}:22: unexpected text in the conversation"

@@ -51,6 +51,9 @@ NASTY = [
     "**用户**:",
     "**Assistant** (escaped):",
     "**Generated**: 2024-01-01T00:00:00",
+    "**Key facts**:",
+    "**Keywords** (escaped):",
+    "**关键事实**:",
     "- **Session ID**: other",
     "- **Tags**: a, b",
     "> quoted",
@@ -150,6 +153,8 @@ VALUE = st.text(VALUE_CHAR, max_size=20).filter(lambda s: _valid(check_value, s)
 SESSION_ID = st.one_of(st.sampled_from(["s", "a #", "# x", "x:y", "[[a]]"]), VALUE).filter(bool)
 EXTRA_KEY = LABEL.filter(lambda s: ":" not in s and s.casefold() not in RESERVED_METADATA_KEYS)
 LINK = VALUE.filter(lambda s: s and "," not in s and "[[" not in s and "]]" not in s)
+# summary key facts / keywords: one trimmed line each, structure-like lines included
+FACT = st.one_of(st.sampled_from(NASTY), VALUE).filter(lambda s: bool(s) and _valid(check_value, s))
 IDENT = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}", fullmatch=True)
 OFFSETS = st.one_of(
     st.just(UTC),
@@ -183,6 +188,8 @@ def sessions(draw: st.DrawFn) -> Session:
             generated=TIME,
             model=st.none() | LABEL,
             covers=st.lists(IDENT, max_size=3),
+            facts=st.lists(FACT, max_size=4),
+            keywords=st.lists(FACT, max_size=3),
         )
     )
     return Session(

@@ -1,0 +1,675 @@
+"""Summarizers (LLM and offline), summary triggers and the loss guard.
+
+This is the only module that imports ``openai``. :class:`LLMSummarizer` talks Chat
+Completions to OpenAI or any compatible server (Ollama, vLLM, llama.cpp, LM Studio) and
+asks for a structured answer, degrading from JSON-schema output to JSON mode, to JSON
+requested in the prompt, to plain text as servers refuse a mode. When the call fails it
+falls back to :class:`ExtractiveSummarizer` (offline, deterministic) and says why in the
+result, which the summary commit records. Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gitmem.extractive import (
+    EXTRACTIVE_MODEL,
+    Extractor,
+    cosine,
+    coverage,
+    name_terms,
+    summary_facts,
+    summary_terms,
+    terms,
+    tf_vector,
+)
+from gitmem.models import Interaction, StructuredSummary, Summary, as_aware
+
+if TYPE_CHECKING:
+    import openai  # imported when first used: it takes ~0.4 s, too slow for every CLI call
+
+MODES = ("json_schema", "json_object", "prompt_json", "text")
+DEFAULT_MODEL = "gpt-4o-mini"
+
+SYSTEM_PROMPT = """You write the long-term memory of an AI assistant: concise, factual \
+summaries of conversations. Never invent facts; keep names, dates, numbers, preferences and \
+decisions exactly as stated. Write in the language of the conversation."""
+
+DEFAULT_PROMPT = """Summarize the conversation below for long-term memory.
+
+Previous summary (keep every fact from it that is still true):
+{previous}
+
+Conversation turns to add:
+{conversation}
+
+Write the summary as at most {max_bullets} short bullet points under these headings, leaving \
+out a heading with nothing under it:
+User's needs:
+Resolved:
+Open items:
+Also list the key facts worth remembering (one short, self-contained fact each, including the \
+still-true facts of the previous summary), the people/places/products/projects named \
+(entities), and at most 5 short lowercase topic tags."""
+
+JSON_INSTRUCTION = """Answer with only a JSON object, no prose and no code fence, of the form \
+{"summary": "<the bullet points as one string>", "key_facts": ["..."], "entities": ["..."], \
+"tags": ["..."]}."""
+
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "bullet points, one per line"},
+        "key_facts": {"type": "array", "items": {"type": "string"}},
+        "entities": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["summary", "key_facts", "entities", "tags"],
+    "additionalProperties": False,
+}
+
+
+# --- results and the protocol --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """A summarizer's answer and how it was obtained.
+
+    Attributes:
+        content: summary text, key facts, entities and tags.
+        model: what produced it (the LLM's model name, or ``gitmem-extractive``).
+        covers: ids of the interactions the summary covers (the input may be cut to fit).
+        mode: ``json_schema``, ``json_object``, ``prompt_json``, ``text`` or ``extractive``.
+        fallback: why the LLM was not used (None when it was, or was never configured).
+        attempts: one line per request made, for reports and debugging.
+    """
+
+    content: StructuredSummary
+    model: str
+    covers: tuple[str, ...]
+    mode: str
+    fallback: str | None = None
+    attempts: tuple[str, ...] = ()
+
+
+class Summarizer(Protocol):
+    """Anything that turns interactions (plus the previous summary) into a summary."""
+
+    name: str
+
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
+        """Summarize ``turns``, continuing ``previous`` (the session's current summary)."""
+        ...
+
+
+class ExtractiveSummarizer(Extractor):
+    """The offline default: deterministic, no network (see :class:`gitmem.extractive.Extractor`)."""
+
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
+        """Summarize ``turns``, carrying the previous summary's facts forward."""
+        return SummaryResult(
+            content=self.structured(turns, previous),
+            model=EXTRACTIVE_MODEL,
+            covers=tuple(t.id for t in turns),
+            mode="extractive",
+        )
+
+
+# --- the LLM summarizer --------------------------------------------------------------------
+
+
+def _env(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(f"GITMEM_LLM_{name}") or env.get(f"OPENAI_{name}")
+    return value.strip() if value and value.strip() else None
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How to reach an OpenAI-compatible Chat Completions server and what to ask it.
+
+    Attributes:
+        model: model name (``gpt-4o-mini``, ``llama3.1:8b``, ...).
+        base_url: server URL ending in ``/v1``; None means OpenAI's own.
+        api_key: the key; local servers usually need none (a placeholder is sent).
+        timeout: seconds per request.
+        max_retries: retries on connection errors, 408/409/429 and 5xx (with backoff).
+        temperature: sampling temperature; low keeps summaries faithful.
+        max_tokens: cap on the answer's length.
+        prompt: user-message template; ``{conversation}``, ``{previous}`` and
+            ``{max_bullets}`` are replaced (other braces are left alone).
+        system: system message.
+        max_bullets: bound on the summary's bullet points.
+        max_input_chars: the transcript sent is cut (oldest turns first kept) to this size;
+            the turns left out stay uncovered for the next summary.
+        modes: output modes to try, best first.
+    """
+
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 2
+    temperature: float = 0.1
+    max_tokens: int = 1200
+    prompt: str = DEFAULT_PROMPT
+    system: str = SYSTEM_PROMPT
+    max_bullets: int = 8
+    max_input_chars: int = 48_000
+    modes: tuple[str, ...] = MODES
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig | None:
+        """The configuration from ``GITMEM_LLM_BASE_URL`` / ``_API_KEY`` / ``_MODEL``, each
+        falling back to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL``, with
+        ``overrides`` on top; None when none of them is set (then gitmem stays offline)."""
+        env = os.environ if env is None else env
+        found = {
+            "base_url": _env(env, "BASE_URL"),
+            "api_key": _env(env, "API_KEY"),
+            "model": _env(env, "MODEL"),
+        }
+        settings: dict[str, Any] = {k: v for k, v in found.items() if v is not None}
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        if not any(settings.get(k) for k in ("base_url", "api_key", "model")):
+            return None
+        return cls(**settings)
+
+
+class _Unusable(Exception):
+    """The answer arrived but cannot be used in this mode (not JSON, wrong shape, empty)."""
+
+
+def _transcript(turns: Sequence[Interaction]) -> list[str]:
+    out = []
+    for turn in turns:
+        lines = [f"[{turn.id}] {turn.timestamp.isoformat()}"]
+        lines.extend(f"{m.speaker}: {m.content}" for m in turn.messages)
+        out.append("\n".join(lines))
+    return out
+
+
+def _json_object(text: str) -> Any:
+    stripped = text.strip()
+    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
+    if fence:
+        stripped = fence.group(1)
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        start, end = stripped.find("{"), stripped.rfind("}")
+        if 0 <= start < end:
+            try:
+                return json.loads(stripped[start : end + 1])
+            except ValueError:
+                pass
+    raise _Unusable("the answer is not valid JSON")
+
+
+def _from_text(text: str) -> StructuredSummary:
+    """A structured summary from a plain-text answer: bullet lines become key facts."""
+    facts = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        marker = re.match(r"(?:[-*•+]|\d{1,3}[.)])\s+", stripped)
+        if marker and not stripped.endswith(":"):
+            facts.append(stripped[marker.end() :])
+    return StructuredSummary(summary=text, key_facts=facts, entities=Extractor().keywords(text))
+
+
+class LLMSummarizer:
+    """Summaries from an OpenAI-compatible Chat Completions server.
+
+    Args:
+        config: server, model and prompt settings (see :meth:`LLMConfig.from_env`).
+        fallback: used when the server cannot be reached or gives nothing usable; the
+            result names the reason. Default: :class:`ExtractiveSummarizer`.
+        client: an ``openai.OpenAI`` client to use instead of building one from ``config``.
+    """
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        fallback: Summarizer | None = None,
+        client: openai.OpenAI | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.model
+        self.fallback: Summarizer = fallback or ExtractiveSummarizer()
+        self._client = client
+        # modes a server rejected are skipped on later calls of this summarizer
+        self._first_mode = 0
+
+    @property
+    def client(self) -> openai.OpenAI:
+        """The ``openai`` client (built on first use)."""
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(
+                api_key=self.config.api_key or "not-needed",
+                base_url=self.config.base_url,
+                timeout=self.config.timeout,
+                max_retries=self.config.max_retries,
+            )
+        return self._client
+
+    def fit(self, turns: Sequence[Interaction]) -> tuple[list[Interaction], list[str]]:
+        """The oldest turns whose transcript fits ``max_input_chars`` (at least one)."""
+        kept: list[Interaction] = []
+        parts: list[str] = []
+        used = 0
+        for turn, text in zip(turns, _transcript(turns), strict=True):
+            if kept and used + len(text) > self.config.max_input_chars:
+                break
+            if not kept and len(text) > self.config.max_input_chars:
+                text = text[: self.config.max_input_chars] + "\n[... cut]"
+            kept.append(turn)
+            parts.append(text)
+            used += len(text) + 2
+        return kept, parts
+
+    def messages(self, transcript: Sequence[str], previous: Summary | None, mode: str) -> list[Any]:
+        """The chat messages sent for ``mode``."""
+        if previous is None:
+            before = "(none)"
+        else:
+            before = previous.text.strip()
+            extra = [f for f in previous.facts if f not in before]
+            if extra:
+                before += "\nKey facts:\n" + "\n".join(f"- {f}" for f in extra)
+        prompt = (
+            self.config.prompt.replace("{conversation}", "\n\n".join(transcript))
+            .replace("{previous}", before)
+            .replace("{max_bullets}", str(self.config.max_bullets))
+        )
+        system = self.config.system
+        if mode in ("json_object", "prompt_json"):
+            system = f"{system}\n\n{JSON_INSTRUCTION}"
+        elif mode == "json_schema":
+            system = f"{system}\n\nAnswer in the JSON format given."
+        return [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+
+    def _ask(self, mode: str, messages: list[Any]) -> str:
+        extra: dict[str, Any] = {}
+        if mode == "json_schema":
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "conversation_summary", "strict": True,
+                                "schema": SUMMARY_SCHEMA},
+            }
+        elif mode == "json_object":
+            extra["response_format"] = {"type": "json_object"}
+        reply = self.client.chat.completions.create(
+            model=self.config.model,
+            messages=messages,
+            temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens,
+            **extra,
+        )
+        try:
+            content = reply.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            raise _Unusable("the answer has no message") from None
+        if not isinstance(content, str) or not content.strip():
+            raise _Unusable("the answer is empty")
+        return content
+
+    @staticmethod
+    def _parse(mode: str, content: str) -> StructuredSummary:
+        if mode != "text":
+            try:
+                return StructuredSummary.model_validate(_json_object(content))
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise _Unusable(f"the JSON answer does not fit the schema ({exc})") from None
+        if content.lstrip().startswith(("{", "```")):
+            try:
+                return StructuredSummary.model_validate(_json_object(content))
+            except (ValueError, _Unusable):
+                raise _Unusable("the answer looks like broken JSON") from None
+        return _from_text(content.strip())
+
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
+        """Ask the server for a summary of ``turns``; fall back (recorded) when it fails."""
+        import openai
+
+        kept, transcript = self.fit(turns)
+        attempts: list[str] = []
+        modes = [m for m in self.config.modes if m in MODES]
+        reason = "no output mode configured"
+        index = min(self._first_mode, max(len(modes) - 1, 0))
+        while index < len(modes):
+            mode = modes[index]
+            index += 1
+            started = time.perf_counter()
+            try:
+                content = self._ask(mode, self.messages(transcript, previous, mode))
+                parsed = self._parse(mode, content)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                reason = f"{mode}: HTTP {exc.status_code} ({_brief(exc)})"
+                attempts.append(reason)
+                self._first_mode = index  # the server does not support this mode
+                continue
+            except _Unusable as exc:
+                reason = f"{mode}: {exc}"
+                attempts.append(reason)
+                # a model that garbles JSON is best asked for plain text next
+                if "text" in modes[index:]:
+                    index = modes.index("text", index)
+                continue
+            except openai.APIStatusError as exc:
+                reason = f"HTTP {exc.status_code} from {self._where()} ({_brief(exc)})"
+                attempts.append(f"{mode}: {reason}")
+                break
+            except openai.APITimeoutError:
+                reason = f"timed out after {self.config.timeout:g}s at {self._where()}"
+                attempts.append(f"{mode}: {reason}")
+                break
+            except openai.APIConnectionError as exc:
+                reason = f"cannot reach {self._where()} ({_brief(exc)})"
+                attempts.append(f"{mode}: {reason}")
+                break
+            except openai.OpenAIError as exc:
+                reason = f"{type(exc).__name__}: {_brief(exc)}"
+                attempts.append(f"{mode}: {reason}")
+                break
+            attempts.append(f"{mode}: ok in {time.perf_counter() - started:.2f}s")
+            return SummaryResult(
+                content=parsed,
+                model=self.config.model,
+                covers=tuple(t.id for t in kept),
+                mode=mode,
+                attempts=tuple(attempts),
+            )
+        result = self.fallback.summarize(turns, previous=previous)
+        return replace(result, fallback=f"LLM {self.config.model}: {reason}",
+                       attempts=(*attempts, *result.attempts))
+
+    def _where(self) -> str:
+        return str(self.client.base_url).rstrip("/")
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def default_summarizer(config: LLMConfig | None = None, *, offline: bool = False) -> Summarizer:
+    """The LLM summarizer when one is configured (``config`` or the environment), else the
+    offline extractive one; ``offline=True`` forces the latter."""
+    if offline:
+        return ExtractiveSummarizer()
+    config = config or LLMConfig.from_env()
+    return ExtractiveSummarizer() if config is None else LLMSummarizer(config)
+
+
+# --- triggers ------------------------------------------------------------------------------
+
+MANUAL, TURNS, TOPIC_SHIFT, IDLE = "manual", "turn-threshold", "topic-shift", "idle"
+TRIGGERS = (MANUAL, TURNS, TOPIC_SHIFT, IDLE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s)", re.IGNORECASE)
+_UNITS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(text: str | timedelta) -> timedelta:
+    """``"30m"``, ``"2h"``, ``"1d12h"``, ``"90s"`` or ``"2w"`` as a timedelta."""
+    if isinstance(text, timedelta):
+        return text
+    compact = text.strip().replace(" ", "")
+    matches = list(_DURATION.finditer(compact))
+    if not compact or "".join(m.group(0) for m in matches) != compact:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30m, 2h, 1d, 90s)")
+    return timedelta(seconds=sum(float(m[1]) * _UNITS[m[2].lower()] for m in matches))
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """When to summarize automatically after a save (None switches a trigger off).
+
+    Attributes:
+        every_turns: summarize once this many turns are not covered by the summary.
+        topic_shift: summarize the earlier turns when the lexical similarity between the
+            last ``shift_window`` turns and the earlier uncovered turns drops below this.
+        shift_window: recent turns compared for the topic shift.
+        shift_history: earlier uncovered turns needed before a shift can be judged.
+        idle: sessions quiet for this long count as idle (``summarize_idle``).
+    """
+
+    every_turns: int | None = 20
+    topic_shift: float | None = 0.02
+    shift_window: int = 3
+    shift_history: int = 4
+    idle: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A trigger that fired, why, and how many of the uncovered turns to summarize."""
+
+    trigger: str
+    reason: str
+    count: int | None = None
+
+
+def uncovered(turns: Sequence[Interaction], summary: Summary | None) -> list[Interaction]:
+    """The turns the summary does not cover yet, in order."""
+    covered = set(summary.covers) if summary is not None else set()
+    return [t for t in turns if t.id not in covered]
+
+
+def topic_similarity(recent: Sequence[Interaction], earlier: Sequence[Interaction]) -> float:
+    """TF-IDF cosine similarity between two groups of turns (1 = same words).
+
+    Words every turn uses and the speakers' names (vocatives) weigh nothing; a side with
+    fewer than 5 distinct content words is too short to judge and counts as similar.
+    """
+    names = name_terms({m.speaker for t in (*recent, *earlier) for m in t.messages})
+    docs = [[w for w in terms(t.text) if w not in names] for t in (*earlier, *recent)]
+    split = len(earlier)
+    if min(len(set(chain.from_iterable(docs[split:]))),
+           len(set(chain.from_iterable(docs[:split])))) < 5:
+        return 1.0
+    df: dict[str, int] = {}
+    for doc in docs:
+        for word in set(doc):
+            df[word] = df.get(word, 0) + 1
+    idf = {word: math.log((len(docs) + 1) / n) for word, n in df.items()}
+    a = tf_vector(chain.from_iterable(docs[split:]), idf)
+    b = tf_vector(chain.from_iterable(docs[:split]), idf)
+    return cosine(a, b)
+
+
+def check_triggers(
+    turns: Sequence[Interaction],
+    summary: Summary | None,
+    triggers: Triggers,
+    *,
+    last_active: datetime | None = None,
+    now: datetime | None = None,
+) -> Decision | None:
+    """The first automatic trigger that fires for a session's turns, or None."""
+    pending = uncovered(turns, summary)
+    if not pending:
+        return None
+    if triggers.every_turns is not None and len(pending) >= triggers.every_turns:
+        return Decision(TURNS, f"{len(pending)} turns since the last summary "
+                               f"(threshold {triggers.every_turns})")
+    window = triggers.shift_window
+    if triggers.topic_shift is not None and len(pending) >= window + triggers.shift_history:
+        # the recent window against at most the 12 turns before it: cheap on every save
+        earlier = pending[-window - max(triggers.shift_history, 12) : -window]
+        similarity = topic_similarity(pending[-window:], earlier)
+        if similarity < triggers.topic_shift:
+            return Decision(
+                TOPIC_SHIFT,
+                f"similarity {similarity:.3f} between the last {window} turns and the "
+                f"{len(earlier)} before them (threshold {triggers.topic_shift:g})",
+                count=len(pending) - window,
+            )
+    if triggers.idle is not None and last_active is not None:
+        moment = as_aware(now or datetime.now(UTC))
+        quiet = moment - as_aware(last_active)
+        if quiet >= triggers.idle:
+            return Decision(IDLE, f"idle for {_human(quiet)} (threshold {_human(triggers.idle)})")
+    return None
+
+
+def _human(delta: timedelta) -> str:
+    seconds = int(delta.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g}{unit}"
+    return f"{seconds}s"
+
+
+# --- the loss guard ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LossReport:
+    """What a new summary drops of the previous one's facts and entities.
+
+    Attributes:
+        previous_facts: the facts the previous summary asserted.
+        dropped: those the new summary no longer states (by content words).
+        dropped_entities: previous entities/keywords the new summary never mentions.
+        recoverable: dropped facts whose words are still in the stored turns.
+        unsupported: new key facts whose words appear neither in the turns nor in the
+            previous summary (possibly invented).
+        threshold: the share of dropped facts that is tolerated.
+    """
+
+    previous_facts: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    dropped_entities: tuple[str, ...] = ()
+    recoverable: tuple[str, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    threshold: float = 0.25
+    details: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def share(self) -> float:
+        """Share of the previous facts that were dropped (0 without previous facts)."""
+        return len(self.dropped) / len(self.previous_facts) if self.previous_facts else 0.0
+
+    @property
+    def fires(self) -> bool:
+        """True when the new summary drops more than ``threshold`` of the previous facts."""
+        return self.share > self.threshold
+
+    def render(self) -> str:
+        """A human-readable report (used in errors, review commits and the CLI)."""
+        lines = [
+            f"The new summary drops {len(self.dropped)} of {len(self.previous_facts)} facts of "
+            f"the previous summary ({self.share:.0%}; at most {self.threshold:.0%} allowed)."
+        ]
+        for title, items in (
+            ("Dropped facts", self.dropped),
+            ("Dropped entities", self.dropped_entities),
+            ("Dropped but still in the stored turns", self.recoverable),
+            ("New facts not found in the turns", self.unsupported),
+        ):
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(f"- {item}" for item in items)
+        lines.extend(f"{key}: {value}" for key, value in self.details.items())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return {
+            "share": round(self.share, 4),
+            "threshold": self.threshold,
+            "fires": self.fires,
+            "previous_facts": list(self.previous_facts),
+            "dropped": list(self.dropped),
+            "dropped_entities": list(self.dropped_entities),
+            "recoverable": list(self.recoverable),
+            "unsupported": list(self.unsupported),
+            **self.details,
+        }
+
+
+def check_loss(
+    previous: Summary | None,
+    new: StructuredSummary,
+    turns: Sequence[Interaction],
+    *,
+    threshold: float = 0.25,
+    keep: float = 0.5,
+) -> LossReport:
+    """Compare ``new`` with the previous summary and the covered ``turns``.
+
+    A previous fact counts as kept when at least ``keep`` of its content words (numbers
+    weigh double) appear anywhere in the new summary.
+    """
+    facts = summary_facts(previous)
+    new_words = summary_terms(new)
+    new_text = "\n".join([new.summary, *new.key_facts, *new.entities]).casefold()
+    dropped = tuple(f for f in facts if coverage(terms(f), new_words) < keep)
+    old_entities = previous.keywords if previous else []
+    dropped_entities = tuple(e for e in old_entities if e.casefold() not in new_text)
+    turn_words = set(terms("\n".join(t.text for t in turns)))
+    recoverable = tuple(f for f in dropped if coverage(terms(f), turn_words) >= keep)
+    known = turn_words | (set(terms("\n".join(facts))) if facts else set())
+    if previous is not None:
+        known |= set(terms(previous.text))
+    unsupported = tuple(f for f in new.key_facts if coverage(terms(f), known) < keep)
+    return LossReport(
+        previous_facts=tuple(facts),
+        dropped=dropped,
+        dropped_entities=dropped_entities,
+        recoverable=recoverable,
+        unsupported=unsupported,
+        threshold=threshold,
+    )
+
+
+def covers_label(ids: Sequence[str]) -> str:
+    """A short trailer value for the interactions a summary covers."""
+    if not ids:
+        return "0 interactions"
+    if len(ids) <= 3:
+        return ", ".join(ids)
+    return f"{len(ids)} interactions, {ids[0]}..{ids[-1]}"
+
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "IDLE",
+    "MANUAL",
+    "TOPIC_SHIFT",
+    "TRIGGERS",
+    "TURNS",
+    "Decision",
+    "ExtractiveSummarizer",
+    "LLMConfig",
+    "LLMSummarizer",
+    "LossReport",
+    "Summarizer",
+    "SummaryResult",
+    "Triggers",
+    "check_loss",
+    "check_triggers",
+    "covers_label",
+    "default_summarizer",
+    "parse_duration",
+    "topic_similarity",
+    "uncovered",
+]
