@@ -52,7 +52,8 @@ Each file under `sessions/` is one conversation session in Markdown; every save 
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 GITATTRIBUTES = (
-    "sessions/*.md merge=gitmem text eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+    "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
+    "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0

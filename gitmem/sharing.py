@@ -59,10 +59,11 @@ def driver_command() -> str:
 
 
 def is_memory_file(path: str) -> bool:
-    """Whether ``path`` is a session file (the paths ``.gitattributes`` gives ``merge=gitmem``)."""
+    """Whether ``path`` is a session file or a session's archive part (the paths
+    ``.gitattributes`` gives ``merge=gitmem``)."""
     if not path.endswith(SUFFIX):
         return False
-    if path.startswith("sessions/"):
+    if path.startswith(("sessions/", "archive/")):
         return path.count("/") == 1
     return path.startswith("namespaces/")
 

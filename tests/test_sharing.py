@@ -17,6 +17,7 @@ import pytest
 from gitmem import AsyncMemoryManager, MemoryManager, markdown
 from gitmem.errors import ConflictError, InvalidSessionId, RepositoryError
 from gitmem.models import Interaction, Message, Session, Summary
+from gitmem.summarizing import SummaryConfig
 from tests.conftest import git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -453,3 +454,26 @@ def test_urls_with_a_password_are_refused(tmp_path: Path) -> None:
     with pytest.raises(RepositoryError, match="never stores secrets"):
         MemoryManager.clone(secret, tmp_path / "c")
     assert mm.remotes() == [] and "s3cret" not in (mm.path / ".git" / "config").read_text()
+
+
+def test_archive_parts_merge_by_meaning_too(tmp_path: Path) -> None:
+    a, b = seeded_pair(bare(tmp_path).as_uri(), tmp_path)
+    for n in (1, 2):
+        a.save_interaction("plans", f"alice {n}", "ok", timestamp=T0 + timedelta(minutes=n))
+    a.sync()
+    b.sync()
+    for mm, count in ((a, 2), (b, 3)):  # both summarize, moving old turns to archive/plans.md
+        mm.summary_config = SummaryConfig(archive="archive")
+        mm.summarize("plans", count=count)
+    b.save_interaction("plans", "bob 3", "ok", timestamp=T0 + timedelta(minutes=3))
+    a.sync()
+    result = b.sync()
+    a.sync()
+    assert "archive/plans.md" in result.files and result.action == "merge"
+    for mm in (a, b):
+        full = mm.load_memory("plans", include_archive=True)
+        assert full is not None
+        assert [t.messages[0].content for t in full.interactions] == [
+            "plans: first question", "alice 1", "alice 2", "bob 3"]
+        assert_clean(mm.path)
+    assert "merge" in git(b.path, "check-attr", "merge", "archive/plans.md")
