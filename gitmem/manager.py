@@ -22,6 +22,7 @@ from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -64,7 +65,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SummaryMixin):
+class MemoryManager(SharingMixin, SummaryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -106,6 +107,7 @@ class MemoryManager(SummaryMixin):
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -557,7 +559,7 @@ class MemoryManager(SummaryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager:
+class AsyncMemoryManager(AsyncSharingMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
