@@ -66,11 +66,18 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         assert loaded is not None
         echo(f"  last turn: {loaded.interactions[-1].messages[0].content!r}")
 
-        echo("\n== 4. Validate every file (gitmem check)")
+        echo("\n== 4. Summarize offline: the summary is its own commit")
+        sha = mm.summarize("python-asyncio", offline=True)
+        summarized = mm.load_memory("python-asyncio")
+        assert summarized is not None and summarized.summary is not None
+        echo(f"  summary commit {sha[:12]} by {summarized.summary.model}:")
+        echo("\n".join("  | " + line for line in summarized.summary.text.splitlines()))
+
+        echo("\n== 5. Validate every file (gitmem check)")
         problems = mm.check()
         echo("  " + ("\n  ".join(str(p) for p in problems) if problems else "all files clean"))
 
-        echo("\n== 5. The audit trail is git itself")
+        echo("\n== 6. The audit trail is git itself")
         log = mm.repository.git("log", "--format=%h %an: %s%n    %(trailers:separator=; )")
         echo("\n".join("  " + line for line in log.splitlines()))
         status = mm.repository.git("status", "--porcelain")

@@ -23,6 +23,7 @@ from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -65,7 +66,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SummaryMixin, HistoryMixin):
+class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -107,6 +108,7 @@ class MemoryManager(SummaryMixin, HistoryMixin):
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -558,7 +560,7 @@ class MemoryManager(SummaryMixin, HistoryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager(AsyncHistoryMixin):
+class AsyncMemoryManager(AsyncSharingMixin, AsyncHistoryMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:

@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -54,7 +54,8 @@ Each file under `sessions/` is one conversation session in Markdown; every save 
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 GITATTRIBUTES = (
-    "sessions/*.md merge=gitmem text eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+    "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
+    "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0
@@ -703,11 +704,13 @@ class Repository(RevisionsMixin):
         *,
         identity: Identity | None = None,
         when: datetime | None = None,
+        merge_parents: Sequence[str] = (),
     ) -> str | None:
         """Commit ``changes`` (path -> content, None deletes) as one commit on the branch.
 
         Must be called with the write lock held (through a Transaction). Returns the new
-        commit id, or None when nothing changed.
+        commit id, or None when nothing changed. With ``merge_parents`` the commit is a
+        merge of the branch and those commits (written even if the tree does not change).
         """
         ref = self.branch_ref()
         self._staged.clear()
@@ -731,10 +734,10 @@ class Repository(RevisionsMixin):
                 found = self.entry(path, old) if old else None
                 previous[path] = found[1] if found else None
             tree = self._build_tree(base_tree, blob_ids)
-            if tree == base_tree:
+            if tree == base_tree and not merge_parents:
                 self._staged.clear()
                 return None
-            parents = [old] if old else []
+            parents = [old, *merge_parents] if old else list(merge_parents)
             commit = self.stage_object("commit", commit_body(tree, parents, sig, sig, message))
             self._commit_trees[commit] = tree
             self.flush_objects()
@@ -769,6 +772,110 @@ class Repository(RevisionsMixin):
         self._write_lock_file(b"")
         self._commits_since_gc += 1
         return commit
+
+    # --- merges and fast-forwards (sync) -------------------------------------------------
+
+    def ensure_config(self, values: dict[str, str]) -> None:
+        """Set ``section.key`` entries of the store's own git config where they differ."""
+        # called on every open: a plain read of the file settles the usual case (all set)
+        with contextlib.suppress(OSError):
+            raw = (self.git_dir / "config").read_text(errors="replace")
+            if all(f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in
+                   values.items()):  # fmt: skip
+                return
+        # git itself reads and writes: it knows config quoting (paths with spaces, quotes)
+        current: dict[str, str] = {}
+        with contextlib.suppress(git.GitCommandError):  # exit 1: none of them is set
+            listed = self._git.git.config("--local", "-z", "--get-regexp", ".")
+            for item in listed.split("\0"):
+                name, _, value = item.partition("\n")
+                current[name] = value
+        for name, value in values.items():
+            if current.get(name.lower()) != value:
+                try:
+                    self._git.git.config("--local", name, value)
+                except git.GitCommandError as exc:
+                    raise RepositoryError(
+                        f"cannot set {name} in {self.git_dir / 'config'}: {exc.stderr.strip()}"
+                    ) from None
+
+    def diff_trees(
+        self, old: str | None, new: str | None
+    ) -> dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]]:
+        """Files that differ between two commits: path -> ((mode, blob) | None, ... | None).
+
+        Only subtrees whose ids differ are read, so unchanged folders cost nothing.
+        """
+        out: dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]] = {}
+
+        def walk(a: str | None, b: str | None, prefix: str) -> None:
+            left = self.tree(a).entries if a else {}
+            right = self.tree(b).entries if b else {}
+            for name in left.keys() | right.keys():
+                x, y = left.get(name), right.get(name)
+                if x == y:
+                    continue
+                path = prefix + name.decode("utf-8", "surrogateescape")
+                x_tree = x[1].hex() if x and x[0] == MODE_TREE else None
+                y_tree = y[1].hex() if y and y[0] == MODE_TREE else None
+                if x_tree or y_tree:
+                    walk(x_tree, y_tree, path + "/")
+                x_file = (x[0], x[1].hex()) if x and not x_tree else None
+                y_file = (y[0], y[1].hex()) if y and not y_tree else None
+                if x_file != y_file:
+                    out[path] = (x_file, y_file)
+
+        walk(self.commit_tree(old) if old else None, self.commit_tree(new) if new else None, "")
+        return out
+
+    def unclean_paths(self, paths: Iterable[str]) -> list[str]:
+        """Those of ``paths`` whose working file or index entry differs from HEAD."""
+        try:
+            index: Index | None = self._load_index()
+        except UnsupportedIndex:
+            index = None
+        dirty = []
+        for path in paths:
+            committed = self.entry(path)
+            want = committed[1] if committed else None
+            current = self.working_blob(path)
+            staged = index.entry_sha(path.encode()) if index is not None else None
+            # a deleted working file is only restored: nothing of the person's is lost
+            if (current[1] if current else want) != want or (
+                index is not None and (staged.hex() if staged else None) != want
+            ):
+                dirty.append(path)
+        return dirty
+
+    def fast_forward(self, target: str, subject: str = "fast-forward") -> None:
+        """Move the branch to its descendant ``target`` and bring the changed working files
+        and index entries along. Must be called with the write lock held."""
+        ref = self.branch_ref()
+        old = self._read_ref(ref)
+        changes = self.diff_trees(old, target)
+        for path, (_before, after) in changes.items():
+            self._safe_target(path)
+            if after is not None and after[0] != MODE_FILE:
+                raise RepositoryError(
+                    f"{path} at {target[:12]} is not a regular file (mode {after[0].decode()}); "
+                    "gitmem stores hold regular files only, merge this with git"
+                )
+        journal = {
+            "ref": ref,
+            "old": old,
+            "new": target,
+            "files": {
+                p: [b[1] if b else None, a[1] if a else None] for p, (b, a) in changes.items()
+            },
+        }
+        self._write_lock_file(json.dumps(journal).encode())
+        if not self._update_ref(ref, old, target, subject):
+            self._write_lock_file(b"")
+            raise ConflictError(f"{self.root}: the branch moved during the fast-forward; try again")
+        for path, (_before, after) in changes.items():
+            self._write_working(path, None if after is None else self.blob(after[1]))
+        self._update_index({p: a[1] if a else None for p, (_b, a) in changes.items()})
+        self._write_lock_file(b"")
 
     # --- side refs (e.g. review branches): commits that never touch the working tree -----
 
