@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def git_rollback(target: str) -> None:
         git(clone, "restore", f"--source={target}", "--staged", "--worktree", "sessions/big.md")
-        git(clone, "commit", "-q", "-m", f"roll back to {target}")
+        git(clone, "commit", "-q", "--allow-empty", "-m", f"roll back to {target}")
 
     rows.append(("git restore --source + git commit (clone)",
                  [_timed(lambda t=t: git_rollback(t)) for t in targets[: max(5, n // 2)]],
