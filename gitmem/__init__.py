@@ -10,6 +10,7 @@ from gitmem.errors import (
     ParseError,
     ReadOnlyError,
     RepositoryError,
+    RevisionNotFound,
     SessionNotFound,
     ValidationError,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "ReadOnlyError",
     "RepositoryError",
     "Revision",
+    "RevisionNotFound",
     "Session",
     "SessionNotFound",
     "Summary",

@@ -19,7 +19,7 @@ import click
 from gitmem import markdown
 from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
-from gitmem.models import Message, Session
+from gitmem.models import Message, Revision, Session, SessionDiff
 from gitmem.sharing import HOOK_NAMES, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -190,14 +190,16 @@ def _session_summary(session: Session) -> dict[str, Any]:
 @cli.command()
 @click.argument("session_id")
 @click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
-def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
+def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool) -> None:
     """Show a session (parsed, or --raw Markdown)."""
     mm = ctx.manager()
-    session = mm.load_memory(session_id)
+    session = mm.load_memory(session_id, commit=mm.resolve(at) if at else None)
     if session is None:
-        raise SessionNotFound(f"no session {session_id!r} in {mm.path}")
+        when = f" at {at}" if at else ""
+        raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
     if raw and not (ctx.json or as_json):
         click.echo(markdown.render(session), nl=False)
         return
@@ -226,6 +228,7 @@ def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
 @click.option("--project", help="Only sessions of this project.")
 @click.option("--since", help="Last active at or after this ISO date/time.")
 @click.option("--until", help="Last active at or before this ISO date/time.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
 def list_(
@@ -235,6 +238,7 @@ def list_(
     project: str | None,
     since: str | None,
     until: str | None,
+    at: str | None,
     as_json: bool,
 ) -> None:
     """List sessions, most recently active first."""
@@ -245,6 +249,7 @@ def list_(
         project=project,
         since=_parse_when(since, "--since"),
         until=_parse_when(until, "--until"),
+        commit=mm.resolve(at) if at else None,
     )
     rows = [_session_summary(s) for s in sessions]
     _emit(
@@ -532,6 +537,208 @@ def review_reject(ctx: Context, session_id: str, as_json: bool) -> None:
     sha = ctx.manager().review_reject(session_id)
     _emit(ctx, as_json, {"session_id": session_id, "dropped": sha},
           lambda: f"dropped {sha[:12]}")
+
+
+# --- history ---
+
+
+def _rev_line(rev: Revision) -> str:
+    who = rev.agent or rev.author
+    if rev.model:
+        who += f" ({rev.model})"
+    return f"{rev.sha[:12]}  {rev.time.isoformat()}  {who}  {rev.op or '-'}  {rev.subject}"
+
+
+def _structured(diff: SessionDiff) -> list[str]:
+    lines = [f"{diff.session_id} ({diff.status})"]
+    lines += [f"  + interaction {i}" for i in diff.interactions_added]
+    lines += [f"  - interaction {i}" for i in diff.interactions_removed]
+    lines += [f"  ~ interaction {i}" for i in diff.interactions_changed]
+    for key, change in diff.metadata.items():
+        lines.append(f"  ~ {key}: {change.old!r} -> {change.new!r}")
+    if diff.summary is not None:
+        lines.append(f"  ~ summary\n    old: {diff.summary.old!r}\n    new: {diff.summary.new!r}")
+    lines += [f"  ! {problem}" for problem in diff.problems]
+    return lines
+
+
+@cli.command("log")
+@click.argument("session_id", required=False)
+@click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
+@click.option("--agent", "by_agent", help="Only commits by this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Only commits made with this model (Gitmem-Model).")
+@click.option("--since", help="Only commits at or after this ISO date/time.")
+@click.option("--until", help="Only commits at or before this ISO date/time.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
+@click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
+@json_option
+@pass_ctx
+def log_(
+    ctx: Context,
+    session_id: str | None,
+    op: str | None,
+    by_agent: str | None,
+    by_model: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    changes: bool,
+    as_json: bool,
+) -> None:
+    """The audit trail of a session (or of the whole store), newest first."""
+    revisions = ctx.manager().history(
+        session_id,
+        op=op,
+        agent=by_agent,
+        model=by_model,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        limit=limit,
+        changes=changes,
+    )
+
+    def text() -> str:
+        lines = []
+        for rev in revisions:
+            lines.append(_rev_line(rev))
+            for sid, labels in rev.changes.items():
+                lines.extend(f"    {sid}: {label}" for label in labels)
+        return "\n".join(lines) or "no commits match"
+
+    _emit(ctx, as_json, [r.model_dump(mode="json") for r in revisions], text)
+
+
+@cli.command("diff")
+@click.argument("args", nargs=-1, required=True, metavar="SESSION A [B]")
+@click.option("--all", "whole", is_flag=True, help="Every session: the arguments are A [B].")
+@click.option("--structured", is_flag=True, help="Interactions, metadata and summary changes.")
+@json_option
+@pass_ctx
+def diff_(
+    ctx: Context, args: tuple[str, ...], whole: bool, structured: bool, as_json: bool
+) -> None:
+    """Differences of SESSION between revisions A and B (default B: HEAD).
+
+    Revisions are shas, HEAD~N, branch names or ISO dates. With --all, the whole store.
+    """
+    session_id = None if whole else args[0]
+    revs = args if whole else args[1:]
+    if not 1 <= len(revs) <= 2:
+        raise click.UsageError("give SESSION A [B], or --all A [B]")
+    result = ctx.manager().diff(session_id, revs[0], revs[1] if len(revs) > 1 else None)
+
+    def text() -> str:
+        if not structured:
+            return result.unified.rstrip("\n") or "no differences"
+        lines = [line for d in result.sessions for line in _structured(d)]
+        lines += [f"{path} (not a session file)" for path in result.files]
+        return "\n".join(lines) or "no differences"
+
+    data = result.model_dump(mode="json")
+    data["unified"] = result.unified
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_ctx
+def blame(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Who last changed each interaction and the summary of SESSION, and when."""
+    entries = ctx.manager().blame(session_id)
+
+    def text() -> str:
+        lines = []
+        for entry in entries:
+            who = (entry.agent or entry.author) + (f" ({entry.model})" if entry.model else "")
+            item = entry.interaction_id or "summary"
+            lines.append(
+                f"{item}\t{entry.sha[:12]}  {entry.time.isoformat()}  {who}  {entry.op or '-'}"
+            )
+        return "\n".join(lines) or "the session is empty"
+
+    _emit(ctx, as_json, [e.model_dump(mode="json") for e in entries], text)
+
+
+def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged: str) -> None:
+    _emit(ctx, as_json, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--to", "to", required=True, metavar="REV|DATE", help="The revision to go back to.")
+@json_option
+@pass_ctx
+def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
+    """Restore SESSION as it was at a revision, as a new commit."""
+    sha = ctx.manager().rollback(session_id, to=to)
+    _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
+
+
+@cli.command()
+@click.argument("commit")
+@json_option
+@pass_ctx
+def revert(ctx: Context, commit: str, as_json: bool) -> None:
+    """Undo exactly what COMMIT changed (part by part), as a new commit."""
+    sha = ctx.manager().revert(commit)
+    _written(ctx, as_json, sha, "reverted", "already undone; nothing written")
+
+
+@cli.command()
+@click.option("--agent", "by_agent", help="Undo the commits of this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Undo the commits made with this model.")
+@click.option("--op", help="Only commits with this Gitmem-Op.")
+@click.option("--since", required=True, help="From this ISO date/time on.")
+@click.option("--until", help="Up to this ISO date/time.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be undone.")
+@json_option
+@pass_ctx
+def undo(
+    ctx: Context,
+    by_agent: str | None,
+    by_model: str | None,
+    op: str | None,
+    since: str,
+    until: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Undo everything an agent or model did since a date, as one commit."""
+    if not (by_agent or by_model):
+        raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
+    result = ctx.manager().revert_where(
+        agent=by_agent,
+        model=by_model,
+        op=op,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        dry_run=dry_run,
+    )
+
+    def text() -> str:
+        if not result.reverted:
+            return "no commits match; nothing to undo"
+        head = "would undo" if dry_run else "undoing"
+        lines = [f"{head} {len(result.reverted)} commit(s):"]
+        lines += ["  " + _rev_line(r) for r in result.reverted]
+        lines += [line for d in result.sessions for line in _structured(d)]
+        if not dry_run:
+            lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
+        return "\n".join(lines)
+
+    _emit(ctx, as_json, result.model_dump(mode="json"), text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--rev", metavar="REV|DATE", help="The version to bring back (default: the last).")
+@json_option
+@pass_ctx
+def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
+    """Bring back a deleted SESSION from history, as a new commit."""
+    sha = ctx.manager().restore_session(session_id, rev)
+    _written(ctx, as_json, sha, "restored", "nothing written")
 
 
 def main() -> None:

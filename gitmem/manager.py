@@ -18,6 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
+from gitmem.history import AsyncHistoryMixin, HistoryMixin
 from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
@@ -65,7 +66,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SharingMixin, SummaryMixin):
+class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -559,7 +560,7 @@ class MemoryManager(SharingMixin, SummaryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager(AsyncSharingMixin):
+class AsyncMemoryManager(AsyncSharingMixin, AsyncHistoryMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
