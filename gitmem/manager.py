@@ -410,11 +410,14 @@ class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
         tag_list = list(dict.fromkeys(tags))
+        # filled in once the id is known; the audit log reads which turn a commit added
+        trailers: dict[str, str] = {}
 
         def change(current: Session | None) -> Session:
             session = current or self._new_session(session_id, when)
             taken = {i.id for i in session.interactions}
             iid = interaction_id or self._fresh_id(taken)
+            trailers["Gitmem-Interaction"] = iid
             if iid in taken:
                 raise ValidationError(
                     f"session {session_id!r} already has an interaction with id {iid!r}"
@@ -437,6 +440,7 @@ class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
             session_id,
             change,
             op="save",
+            trailers=trailers,
             subject=f"Save turn in {_short(session_id, 40)}: {first}"
             if first
             else f"Save turn in {_short(session_id, 40)}",
