@@ -20,7 +20,8 @@ import click
 from gitmem import locomo, markdown
 from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
-from gitmem.models import Hit, Message, Session
+from gitmem.models import Hit, Message, Revision, Session, SessionDiff
+from gitmem.sharing import HOOK_NAMES, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -190,14 +191,16 @@ def _session_summary(session: Session) -> dict[str, Any]:
 @cli.command()
 @click.argument("session_id")
 @click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
-def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
+def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool) -> None:
     """Show a session (parsed, or --raw Markdown)."""
     mm = ctx.manager()
-    session = mm.load_memory(session_id)
+    session = mm.load_memory(session_id, commit=mm.resolve(at) if at else None)
     if session is None:
-        raise SessionNotFound(f"no session {session_id!r} in {mm.path}")
+        when = f" at {at}" if at else ""
+        raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
     if raw and not (ctx.json or as_json):
         click.echo(markdown.render(session), nl=False)
         return
@@ -226,6 +229,7 @@ def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
 @click.option("--project", help="Only sessions of this project.")
 @click.option("--since", help="Last active at or after this ISO date/time.")
 @click.option("--until", help="Last active at or before this ISO date/time.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
 def list_(
@@ -235,6 +239,7 @@ def list_(
     project: str | None,
     since: str | None,
     until: str | None,
+    at: str | None,
     as_json: bool,
 ) -> None:
     """List sessions, most recently active first."""
@@ -245,6 +250,7 @@ def list_(
         project=project,
         since=_parse_when(since, "--since"),
         until=_parse_when(until, "--until"),
+        commit=mm.resolve(at) if at else None,
     )
     rows = [_session_summary(s) for s in sessions]
     _emit(
@@ -499,6 +505,151 @@ def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json
     ))  # fmt: skip
 
 
+# --- sharing ---
+
+
+def _sync_text(result: SyncResult, verb: str) -> str:
+    moved = (
+        f"{(result.before or 'nothing')[:12]} -> {(result.after or 'nothing')[:12]}"
+        if result.before != result.after
+        else f"at {(result.after or 'nothing')[:12]}"
+    )
+    lines = [f"{verb} {result.remote}/{result.branch}: {result.action}, {moved}"]
+    if result.files:
+        lines.append(f"{len(result.files)} memory file(s) changed")
+    lines.extend("note: " + note.describe() for note in result.notes)
+    if verb == "sync":
+        lines.append("pushed" if result.pushed else "remote already up to date")
+    return "\n".join(lines)
+
+
+@cli.group()
+def remote() -> None:
+    """Manage the remotes a store shares memory with."""
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@pass_ctx
+def remote_add(ctx: Context, name: str, url: str) -> None:
+    """Add remote NAME at URL (authentication stays with git: ssh agent, credential helper)."""
+    added = ctx.manager().remote_add(name, url)
+    _emit(ctx, False, {"name": added.name, "url": added.url},
+          lambda: f"added remote {added.name} {added.url}")  # fmt: skip
+
+
+@remote.command("list")
+@json_option
+@pass_ctx
+def remote_list(ctx: Context, as_json: bool) -> None:
+    """List the remotes and their URLs."""
+    found = ctx.manager().remotes()
+    _emit(ctx, as_json, [{"name": r.name, "url": r.url} for r in found],
+          lambda: "\n".join(f"{r.name}\t{r.url}" for r in found) or "no remotes")  # fmt: skip
+
+
+def _remote_options(fn: F) -> F:
+    fn = click.option("--branch", help="Branch to share (default: the current one).")(fn)
+    return click.argument("remote_name", default="origin", metavar="[REMOTE]")(fn)
+
+
+@cli.command()
+@_remote_options
+@json_option
+@pass_ctx
+def push(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+    """Push the memory to REMOTE (default origin); refuses if the remote moved (use sync)."""
+    sent = ctx.manager().push(remote_name, branch)
+    _emit(ctx, as_json, {"remote": remote_name, "pushed": sent},
+          lambda: "pushed" if sent else "remote already up to date")  # fmt: skip
+
+
+@cli.command()
+@_remote_options
+@json_option
+@pass_ctx
+def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+    """Fetch REMOTE and merge its memory into this store (sessions merged by meaning)."""
+    result = ctx.manager().pull(remote_name, branch)
+    _emit(ctx, as_json, result.as_dict(), lambda: _sync_text(result, "pull"))
+
+
+@cli.command()
+@_remote_options
+@click.option("--attempts", default=5, show_default=True, help="Rounds if the remote moves.")
+@json_option
+@pass_ctx
+def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int, as_json: bool) -> None:
+    """Fetch, merge and push REMOTE, retrying when it moved meanwhile."""
+    result = ctx.manager().sync(remote_name, branch, attempts=attempts)
+    _emit(ctx, as_json, result.as_dict(), lambda: _sync_text(result, "sync"))
+
+
+@cli.command()
+@click.argument("url")
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+def clone(ctx: Context, url: str, path: str | None) -> None:
+    """Clone the memory store at URL into PATH and wire its merge driver."""
+    target = path or Path(url.rstrip("/")).name.removesuffix(".git") or "memory"
+    mm = MemoryManager.clone(url, target, agent=ctx.agent, model=ctx.model)
+    _emit(ctx, False, {"path": str(mm.path), "head": mm.head()},
+          lambda: f"cloned {url} into {mm.path}")  # fmt: skip
+
+
+@cli.command("merge-file")
+@click.argument("base", type=click.Path(dir_okay=False, exists=True))
+@click.argument("ours", type=click.Path(dir_okay=False, exists=True))
+@click.argument("theirs", type=click.Path(dir_okay=False, exists=True))
+@click.argument("path")
+def merge_file_command(base: str, ours: str, theirs: str, path: str) -> None:
+    """Git merge driver (%O %A %B %P): merge a session file by meaning into OURS."""
+    code, messages = MemoryManager.merge_file(Path(base), Path(ours), Path(theirs), path)
+    for line in messages:
+        click.echo(line, err=True)
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(HOOK_NAMES))
+@click.argument("args", nargs=-1)
+@click.pass_context
+def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
+    """Do the work of git hook NAME (what the scripts in hooks/ call)."""
+    ctx: Context = click_ctx.find_object(Context)  # type: ignore[assignment]
+    if name == "pre-commit" and args:
+        problems = MemoryManager.validate_files(args)  # files from the pre-commit framework
+    else:
+        # git runs hooks in the top folder of the store; GITMEM_REPO may name another one
+        parent = click_ctx.parent
+        given = parent is not None and (
+            parent.get_parameter_source("repo") == click.core.ParameterSource.COMMANDLINE
+        )
+        mm = MemoryManager(ctx.repo if given and ctx.repo else ".", agent=ctx.agent)
+        problems = mm.run_hook(name, args)
+    for problem in problems:
+        click.echo(str(problem), err=True)
+    if problems:
+        click.echo("gitmem: commit refused: fix the memory files above (`gitmem check`)", err=True)
+        sys.exit(1)
+
+
+@cli.group()
+def hooks() -> None:
+    """Manage gitmem's git hooks in a store."""
+
+
+@hooks.command("install")
+@pass_ctx
+def hooks_install(ctx: Context) -> None:
+    """Install the pre-commit, post-merge and post-checkout hooks (existing ones still run)."""
+    written = ctx.manager().install_hooks()
+    _emit(
+        ctx, False, [str(p) for p in written], lambda: "\n".join(f"installed {p}" for p in written)
+    )
+
+
 # --- summaries ---
 
 
@@ -593,6 +744,208 @@ def review_reject(ctx: Context, session_id: str, as_json: bool) -> None:
     sha = ctx.manager().review_reject(session_id)
     _emit(ctx, as_json, {"session_id": session_id, "dropped": sha},
           lambda: f"dropped {sha[:12]}")
+
+
+# --- history ---
+
+
+def _rev_line(rev: Revision) -> str:
+    who = rev.agent or rev.author
+    if rev.model:
+        who += f" ({rev.model})"
+    return f"{rev.sha[:12]}  {rev.time.isoformat()}  {who}  {rev.op or '-'}  {rev.subject}"
+
+
+def _structured(diff: SessionDiff) -> list[str]:
+    lines = [f"{diff.session_id} ({diff.status})"]
+    lines += [f"  + interaction {i}" for i in diff.interactions_added]
+    lines += [f"  - interaction {i}" for i in diff.interactions_removed]
+    lines += [f"  ~ interaction {i}" for i in diff.interactions_changed]
+    for key, change in diff.metadata.items():
+        lines.append(f"  ~ {key}: {change.old!r} -> {change.new!r}")
+    if diff.summary is not None:
+        lines.append(f"  ~ summary\n    old: {diff.summary.old!r}\n    new: {diff.summary.new!r}")
+    lines += [f"  ! {problem}" for problem in diff.problems]
+    return lines
+
+
+@cli.command("log")
+@click.argument("session_id", required=False)
+@click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
+@click.option("--agent", "by_agent", help="Only commits by this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Only commits made with this model (Gitmem-Model).")
+@click.option("--since", help="Only commits at or after this ISO date/time.")
+@click.option("--until", help="Only commits at or before this ISO date/time.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
+@click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
+@json_option
+@pass_ctx
+def log_(
+    ctx: Context,
+    session_id: str | None,
+    op: str | None,
+    by_agent: str | None,
+    by_model: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    changes: bool,
+    as_json: bool,
+) -> None:
+    """The audit trail of a session (or of the whole store), newest first."""
+    revisions = ctx.manager().history(
+        session_id,
+        op=op,
+        agent=by_agent,
+        model=by_model,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        limit=limit,
+        changes=changes,
+    )
+
+    def text() -> str:
+        lines = []
+        for rev in revisions:
+            lines.append(_rev_line(rev))
+            for sid, labels in rev.changes.items():
+                lines.extend(f"    {sid}: {label}" for label in labels)
+        return "\n".join(lines) or "no commits match"
+
+    _emit(ctx, as_json, [r.model_dump(mode="json") for r in revisions], text)
+
+
+@cli.command("diff")
+@click.argument("args", nargs=-1, required=True, metavar="SESSION A [B]")
+@click.option("--all", "whole", is_flag=True, help="Every session: the arguments are A [B].")
+@click.option("--structured", is_flag=True, help="Interactions, metadata and summary changes.")
+@json_option
+@pass_ctx
+def diff_(
+    ctx: Context, args: tuple[str, ...], whole: bool, structured: bool, as_json: bool
+) -> None:
+    """Differences of SESSION between revisions A and B (default B: HEAD).
+
+    Revisions are shas, HEAD~N, branch names or ISO dates. With --all, the whole store.
+    """
+    session_id = None if whole else args[0]
+    revs = args if whole else args[1:]
+    if not 1 <= len(revs) <= 2:
+        raise click.UsageError("give SESSION A [B], or --all A [B]")
+    result = ctx.manager().diff(session_id, revs[0], revs[1] if len(revs) > 1 else None)
+
+    def text() -> str:
+        if not structured:
+            return result.unified.rstrip("\n") or "no differences"
+        lines = [line for d in result.sessions for line in _structured(d)]
+        lines += [f"{path} (not a session file)" for path in result.files]
+        return "\n".join(lines) or "no differences"
+
+    data = result.model_dump(mode="json")
+    data["unified"] = result.unified
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_ctx
+def blame(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Who last changed each interaction and the summary of SESSION, and when."""
+    entries = ctx.manager().blame(session_id)
+
+    def text() -> str:
+        lines = []
+        for entry in entries:
+            who = (entry.agent or entry.author) + (f" ({entry.model})" if entry.model else "")
+            item = entry.interaction_id or "summary"
+            lines.append(
+                f"{item}\t{entry.sha[:12]}  {entry.time.isoformat()}  {who}  {entry.op or '-'}"
+            )
+        return "\n".join(lines) or "the session is empty"
+
+    _emit(ctx, as_json, [e.model_dump(mode="json") for e in entries], text)
+
+
+def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged: str) -> None:
+    _emit(ctx, as_json, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--to", "to", required=True, metavar="REV|DATE", help="The revision to go back to.")
+@json_option
+@pass_ctx
+def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
+    """Restore SESSION as it was at a revision, as a new commit."""
+    sha = ctx.manager().rollback(session_id, to=to)
+    _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
+
+
+@cli.command()
+@click.argument("commit")
+@json_option
+@pass_ctx
+def revert(ctx: Context, commit: str, as_json: bool) -> None:
+    """Undo exactly what COMMIT changed (part by part), as a new commit."""
+    sha = ctx.manager().revert(commit)
+    _written(ctx, as_json, sha, "reverted", "already undone; nothing written")
+
+
+@cli.command()
+@click.option("--agent", "by_agent", help="Undo the commits of this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Undo the commits made with this model.")
+@click.option("--op", help="Only commits with this Gitmem-Op.")
+@click.option("--since", required=True, help="From this ISO date/time on.")
+@click.option("--until", help="Up to this ISO date/time.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be undone.")
+@json_option
+@pass_ctx
+def undo(
+    ctx: Context,
+    by_agent: str | None,
+    by_model: str | None,
+    op: str | None,
+    since: str,
+    until: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Undo everything an agent or model did since a date, as one commit."""
+    if not (by_agent or by_model):
+        raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
+    result = ctx.manager().revert_where(
+        agent=by_agent,
+        model=by_model,
+        op=op,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        dry_run=dry_run,
+    )
+
+    def text() -> str:
+        if not result.reverted:
+            return "no commits match; nothing to undo"
+        head = "would undo" if dry_run else "undoing"
+        lines = [f"{head} {len(result.reverted)} commit(s):"]
+        lines += ["  " + _rev_line(r) for r in result.reverted]
+        lines += [line for d in result.sessions for line in _structured(d)]
+        if not dry_run:
+            lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
+        return "\n".join(lines)
+
+    _emit(ctx, as_json, result.model_dump(mode="json"), text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--rev", metavar="REV|DATE", help="The version to bring back (default: the last).")
+@json_option
+@pass_ctx
+def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
+    """Bring back a deleted SESSION from history, as a new commit."""
+    sha = ctx.manager().restore_session(session_id, rev)
+    _written(ctx, as_json, sha, "restored", "nothing written")
 
 
 def main() -> None:

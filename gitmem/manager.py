@@ -18,11 +18,13 @@ from pydantic import ValidationError as PydanticValidationError
 
 from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
+from gitmem.history import AsyncHistoryMixin, HistoryMixin
 from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -65,7 +67,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(RetrievalMixin, SummaryMixin):
+class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -107,6 +109,7 @@ class MemoryManager(RetrievalMixin, SummaryMixin):
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -408,11 +411,14 @@ class MemoryManager(RetrievalMixin, SummaryMixin):
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
         tag_list = list(dict.fromkeys(tags))
+        # filled in once the id is known; the audit log reads which turn a commit added
+        trailers: dict[str, str] = {}
 
         def change(current: Session | None) -> Session:
             session = current or self._new_session(session_id, when)
             taken = {i.id for i in session.interactions}
             iid = interaction_id or self._fresh_id(taken)
+            trailers["Gitmem-Interaction"] = iid
             if iid in taken:
                 raise ValidationError(
                     f"session {session_id!r} already has an interaction with id {iid!r}"
@@ -435,6 +441,7 @@ class MemoryManager(RetrievalMixin, SummaryMixin):
             session_id,
             change,
             op="save",
+            trailers=trailers,
             subject=f"Save turn in {_short(session_id, 40)}: {first}"
             if first
             else f"Save turn in {_short(session_id, 40)}",
@@ -558,7 +565,7 @@ class MemoryManager(RetrievalMixin, SummaryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager(AsyncRetrievalMixin):
+class AsyncMemoryManager(AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:

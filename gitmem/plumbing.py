@@ -114,6 +114,33 @@ class Tree:
         del self.chunks[at]
 
 
+_MODES = (MODE_FILE, MODE_EXEC, MODE_LINK, MODE_TREE, MODE_GITLINK)
+
+
+def find_tree_entry(data: bytes, name: bytes) -> tuple[bytes, bytes] | None:
+    """(mode, binary sha) of entry ``name`` in a serialised tree, without parsing it all.
+
+    A match must start at an entry boundary: a known mode at the start of the tree or right
+    after the 20-byte id that follows the previous entry's NUL. Bytes of an object id that
+    happened to spell out ``<NUL>...<mode> <name><NUL>`` would fool this; at this length
+    that is less likely than a SHA-1 collision.
+    """
+    needle = b" " + name + b"\0"
+    at = data.find(needle)
+    while at >= 0:
+        for mode in _MODES:
+            start = at - len(mode)
+            if (
+                start >= 0
+                and data[start:at] == mode
+                and (start == 0 or (start >= 21 and data[start - 21] == 0))
+            ):
+                sha_at = at + len(needle)
+                return mode, data[sha_at : sha_at + 20]
+        at = data.find(needle, at + 1)
+    return None
+
+
 @dataclass(frozen=True)
 class Signature:
     """A commit author or committer: name, email, seconds since the epoch, UTC offset."""

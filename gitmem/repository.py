@@ -20,7 +20,7 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -39,11 +39,13 @@ from gitmem.plumbing import (
     UnsupportedIndex,
     commit_body,
     encode_pack,
+    find_tree_entry,
     format_message,
     loose_object,
     object_id,
     stat_fields,
 )
+from gitmem.revisions import RevisionsMixin
 
 STORE_README = """# gitmem memory store
 
@@ -52,7 +54,8 @@ Each file under `sessions/` is one conversation session in Markdown; every save 
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 GITATTRIBUTES = (
-    "sessions/*.md merge=gitmem text eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+    "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
+    "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0
@@ -98,7 +101,7 @@ def _process_lock(key: str, _locks: dict[str, threading.RLock] = {}) -> threadin
     return _locks.setdefault(key, threading.RLock())
 
 
-class Repository:
+class Repository(RevisionsMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
 
     def __init__(
@@ -224,6 +227,14 @@ class Repository:
         data: bytes = stream.read()
         return data
 
+    def has_object(self, hexsha: str, kind: str) -> bool:
+        """True if the object database holds ``hexsha`` as an object of type ``kind``."""
+        try:
+            info = self._git.odb.info(bytes.fromhex(hexsha))
+        except (BadObject, BadName, ValueError):
+            return False
+        return bool(info.type.decode() == kind)
+
     def tree(self, hexsha: str) -> Tree:
         """The parsed tree object ``hexsha`` (cached; trees are immutable)."""
         cached = self._trees.get(hexsha)
@@ -270,17 +281,32 @@ class Repository:
         rev = commit or self.head()
         if rev is None:
             return None
-        tree = self.tree(self.commit_tree(rev))
+        tree = self.commit_tree(rev)
         parts = path.split("/")
         for part in parts[:-1]:
-            found = tree.entries.get(part.encode())
+            found = self._tree_entry(tree, part.encode())
             if found is None or found[0] != MODE_TREE:
                 return None
-            tree = self.tree(found[1].hex())
-        leaf = tree.entries.get(parts[-1].encode())
+            tree = found[1].hex()
+        leaf = self._tree_entry(tree, parts[-1].encode())
         if leaf is None or leaf[0] == MODE_TREE:
             return None
         return leaf[0], leaf[1].hex()
+
+    def _tree_entry(self, hexsha: str, name: bytes) -> tuple[bytes, bytes] | None:
+        """One entry of a tree; a big tree that is not cached is searched, not parsed.
+
+        Parsing a 10,000-entry tree costs ~10 ms; reading a past revision needs one entry.
+        """
+        cached = self._trees.get(hexsha)
+        if cached is not None:
+            return cached.entries.get(name)
+        data = self._read_object(hexsha, "tree")
+        if len(data) < 16384:
+            parsed = Tree.parse(data)
+            self._remember_tree(hexsha, parsed)
+            return parsed.entries.get(name)
+        return find_tree_entry(data, name)
 
     def read(self, path: str, commit: str | None = None) -> bytes | None:
         """The committed content of ``path`` at ``commit`` (default HEAD), or None."""
@@ -678,11 +704,13 @@ class Repository:
         *,
         identity: Identity | None = None,
         when: datetime | None = None,
+        merge_parents: Sequence[str] = (),
     ) -> str | None:
         """Commit ``changes`` (path -> content, None deletes) as one commit on the branch.
 
         Must be called with the write lock held (through a Transaction). Returns the new
-        commit id, or None when nothing changed.
+        commit id, or None when nothing changed. With ``merge_parents`` the commit is a
+        merge of the branch and those commits (written even if the tree does not change).
         """
         ref = self.branch_ref()
         self._staged.clear()
@@ -706,10 +734,10 @@ class Repository:
                 found = self.entry(path, old) if old else None
                 previous[path] = found[1] if found else None
             tree = self._build_tree(base_tree, blob_ids)
-            if tree == base_tree:
+            if tree == base_tree and not merge_parents:
                 self._staged.clear()
                 return None
-            parents = [old] if old else []
+            parents = [old, *merge_parents] if old else list(merge_parents)
             commit = self.stage_object("commit", commit_body(tree, parents, sig, sig, message))
             self._commit_trees[commit] = tree
             self.flush_objects()
@@ -744,6 +772,110 @@ class Repository:
         self._write_lock_file(b"")
         self._commits_since_gc += 1
         return commit
+
+    # --- merges and fast-forwards (sync) -------------------------------------------------
+
+    def ensure_config(self, values: dict[str, str]) -> None:
+        """Set ``section.key`` entries of the store's own git config where they differ."""
+        # called on every open: a plain read of the file settles the usual case (all set)
+        with contextlib.suppress(OSError):
+            raw = (self.git_dir / "config").read_text(errors="replace")
+            if all(f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in
+                   values.items()):  # fmt: skip
+                return
+        # git itself reads and writes: it knows config quoting (paths with spaces, quotes)
+        current: dict[str, str] = {}
+        with contextlib.suppress(git.GitCommandError):  # exit 1: none of them is set
+            listed = self._git.git.config("--local", "-z", "--get-regexp", ".")
+            for item in listed.split("\0"):
+                name, _, value = item.partition("\n")
+                current[name] = value
+        for name, value in values.items():
+            if current.get(name.lower()) != value:
+                try:
+                    self._git.git.config("--local", name, value)
+                except git.GitCommandError as exc:
+                    raise RepositoryError(
+                        f"cannot set {name} in {self.git_dir / 'config'}: {exc.stderr.strip()}"
+                    ) from None
+
+    def diff_trees(
+        self, old: str | None, new: str | None
+    ) -> dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]]:
+        """Files that differ between two commits: path -> ((mode, blob) | None, ... | None).
+
+        Only subtrees whose ids differ are read, so unchanged folders cost nothing.
+        """
+        out: dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]] = {}
+
+        def walk(a: str | None, b: str | None, prefix: str) -> None:
+            left = self.tree(a).entries if a else {}
+            right = self.tree(b).entries if b else {}
+            for name in left.keys() | right.keys():
+                x, y = left.get(name), right.get(name)
+                if x == y:
+                    continue
+                path = prefix + name.decode("utf-8", "surrogateescape")
+                x_tree = x[1].hex() if x and x[0] == MODE_TREE else None
+                y_tree = y[1].hex() if y and y[0] == MODE_TREE else None
+                if x_tree or y_tree:
+                    walk(x_tree, y_tree, path + "/")
+                x_file = (x[0], x[1].hex()) if x and not x_tree else None
+                y_file = (y[0], y[1].hex()) if y and not y_tree else None
+                if x_file != y_file:
+                    out[path] = (x_file, y_file)
+
+        walk(self.commit_tree(old) if old else None, self.commit_tree(new) if new else None, "")
+        return out
+
+    def unclean_paths(self, paths: Iterable[str]) -> list[str]:
+        """Those of ``paths`` whose working file or index entry differs from HEAD."""
+        try:
+            index: Index | None = self._load_index()
+        except UnsupportedIndex:
+            index = None
+        dirty = []
+        for path in paths:
+            committed = self.entry(path)
+            want = committed[1] if committed else None
+            current = self.working_blob(path)
+            staged = index.entry_sha(path.encode()) if index is not None else None
+            # a deleted working file is only restored: nothing of the person's is lost
+            if (current[1] if current else want) != want or (
+                index is not None and (staged.hex() if staged else None) != want
+            ):
+                dirty.append(path)
+        return dirty
+
+    def fast_forward(self, target: str, subject: str = "fast-forward") -> None:
+        """Move the branch to its descendant ``target`` and bring the changed working files
+        and index entries along. Must be called with the write lock held."""
+        ref = self.branch_ref()
+        old = self._read_ref(ref)
+        changes = self.diff_trees(old, target)
+        for path, (_before, after) in changes.items():
+            self._safe_target(path)
+            if after is not None and after[0] != MODE_FILE:
+                raise RepositoryError(
+                    f"{path} at {target[:12]} is not a regular file (mode {after[0].decode()}); "
+                    "gitmem stores hold regular files only, merge this with git"
+                )
+        journal = {
+            "ref": ref,
+            "old": old,
+            "new": target,
+            "files": {
+                p: [b[1] if b else None, a[1] if a else None] for p, (b, a) in changes.items()
+            },
+        }
+        self._write_lock_file(json.dumps(journal).encode())
+        if not self._update_ref(ref, old, target, subject):
+            self._write_lock_file(b"")
+            raise ConflictError(f"{self.root}: the branch moved during the fast-forward; try again")
+        for path, (_before, after) in changes.items():
+            self._write_working(path, None if after is None else self.blob(after[1]))
+        self._update_index({p: a[1] if a else None for p, (_b, a) in changes.items()})
+        self._write_lock_file(b"")
 
     # --- side refs (e.g. review branches): commits that never touch the working tree -----
 
@@ -808,14 +940,17 @@ class Repository:
         self._gc_thread.start()
 
     def pack(self) -> None:
-        """Pack loose objects and refresh the commit-graph (what housekeeping runs)."""
+        """Pack loose objects, refresh the commit-graph and the per-file history cache (what
+        housekeeping runs)."""
         commands = [
             ["git", "repack", "-d", "-q", "--geometric=2"],
             ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
-            ["git", "commit-graph", "write", "--reachable", "--split"],
+            ["git", "commit-graph", "write", "--reachable", "--split", "--changed-paths"],
         ]
         for command in commands:
             subprocess.run(command, cwd=self.root, capture_output=True, check=False)
+        with contextlib.suppress(RepositoryError):
+            self.index_history()
 
 
 @dataclass

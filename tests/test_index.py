@@ -192,3 +192,14 @@ def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Pa
     assert _ids(mm.search("fado evening"))[0] == "trip"
     mm.reindex()
     assert _ids(mm.search("azulejo museum"))[0] == "trip"
+
+
+def test_a_view_of_the_past_searches_as_of_then(mm: MemoryManager) -> None:
+    first = mm.save_interaction("s", "we planted cherry trees", "ok")
+    mm.save_interaction("s", "the cherry trees now bear fruit", "ok")
+    past = mm.at(first)
+    assert len(past.search("cherry")) == 1
+    assert len(mm.search("cherry")) == 2
+    messages = past.retrieve_context("other", "cherry trees", max_tokens=300)
+    assert "bear fruit" not in messages[-1]["content"]
+    assert "planted" in messages[-1]["content"]
