@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -16,10 +17,10 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem import markdown
+from gitmem import locomo, markdown
 from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
-from gitmem.models import Message, Revision, Session, SessionDiff
+from gitmem.models import Hit, Message, Revision, Session, SessionDiff
 from gitmem.sharing import HOOK_NAMES, SyncResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -296,6 +297,212 @@ def demo(ctx: Context, path: str | None) -> None:
 
     target = Path(path) if path else Path(tempfile.mkdtemp(prefix="gitmem-demo-"))
     run_demo(target, echo=click.echo)
+
+
+# --- retrieval ---
+
+
+def _hit_line(rank: int, hit: Hit) -> str:
+    where = [hit.session_id]
+    where.append(hit.interaction_id or "summary")
+    if hit.timestamp is not None:
+        where.append(hit.timestamp.date().isoformat())
+    if hit.speaker:
+        where.append(hit.speaker)
+    return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
+
+
+_COMPONENTS = ("keyword", "expansion", "speaker", "context", "session", "summary", "fuzzy",
+               "temporal", "decay", "activation")  # fmt: skip
+
+
+def _explain_search(info: dict[str, Any]) -> list[str]:
+    lines = [f"query: {info['query']}"]
+    terms = ", ".join(f"{t} ({w})" for t, w in info["terms"].items())
+    lines.append(f"terms: {terms or '(none)'}")
+    if info["corrections"]:
+        lines.append("typo corrections: " + ", ".join(
+            f"{a} -> {b}" for a, b in info["corrections"].items()))  # fmt: skip
+    if info["expansion"]:
+        lines.append("expansion (from the best first-round turns): " + ", ".join(
+            f"{t} ({w})" for t, w in info["expansion"].items()))  # fmt: skip
+    if info["filters"]:
+        lines.append(f"filters: {json.dumps(info['filters'], ensure_ascii=False)}")
+    index = info.get("index") or {}
+    lines.append(
+        f"index: {index.get('documents', 0)} documents at {str(index.get('commit'))[:12]}; "
+        f"{info['candidates_scored']} candidates scored, {info['below_min_score']} below "
+        f"min_score {info['min_score']}"
+    )
+    lines.append("score = (keyword + expansion + speaker + context + session + summary + fuzzy"
+                 " + temporal) x decay x activation")
+    rows = info["candidates"]
+    used = [c for c in _COMPONENTS if any(c in r["components"] for r in rows)]
+    head = f"{'#':>3} {'score':>7}  {'status':<15}" + "".join(f"{c[:8]:>9}" for c in used)
+    lines.append(head + "  session · turn")
+    for r in rows:
+        cells = "".join(f"{r['components'].get(c, 0.0):9.3f}" for c in used)
+        lines.append(f"{r['rank']:>3} {r['score']:7.3f}  {r['status']:<15}{cells}  "
+                     f"{r['session_id']} · {r['interaction_id'] or 'summary'}")
+    lines.extend(f"note: {n}" for n in info["notes"])
+    return lines
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000),
+              help="How many hits at most.")
+@click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
+@click.option("--project", help="Only sessions of this project.")
+@click.option("--participant", help="Only sessions where this speaker takes part.")
+@click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
+@click.option("--since", help="Only turns at or after this ISO date/time.")
+@click.option("--until", help="Only turns at or before this ISO date/time.")
+@click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
+@click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
+@json_option
+@pass_ctx
+def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
+           participant: str | None, sessions: tuple[str, ...], since: str | None,
+           until: str | None, links: bool, explain: bool, as_json: bool) -> None:
+    """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
+    mm = ctx.manager()
+    hits = mm.search(
+        query, k, tags=tags, project=project, participant=participant,
+        session=sessions or None, since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"), include_links=links, explain=explain,
+    )  # fmt: skip
+
+    def text() -> str:
+        lines = [_hit_line(at, hit) for at, hit in enumerate(hits, 1)]
+        if not hits:
+            lines.append("no relevant memories")
+            lines.extend(f"note: {n}" for n in hits.notes)
+        if hits.explanation is not None:
+            lines.append("")
+            lines.extend(_explain_search(hits.explanation))
+        return "\n".join(lines)
+
+    data: dict[str, Any] = {"query": query, "hits": [h.model_dump(mode="json") for h in hits],
+                            "notes": hits.notes}
+    if hits.explanation is not None:
+        data["explanation"] = hits.explanation
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("query")
+@click.option("--max-tokens", default=2000, show_default=True, type=click.IntRange(1),
+              help="Token budget of the whole context.")
+@click.option("-k", "--k", "k", default=8, show_default=True, type=click.IntRange(0, 200),
+              help="Memories to retrieve at most.")
+@click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
+              help="Recent turns of the session to include at most.")
+@click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
+@json_option
+@pass_ctx
+def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
+            explain: bool, as_json: bool) -> None:
+    """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
+    mm = ctx.manager()
+    messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
+                                   recent_turns=recent, explain=explain)
+
+    def text() -> str:
+        lines: list[str] = []
+        info = messages.explanation
+        if info is not None:
+            if info["search"] is not None:
+                lines.extend(_explain_search(info["search"]))
+                lines.append("")
+            budget = info["budget"]
+            lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
+                         f"({budget['counter']})")
+            for piece in budget["included"]:
+                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
+            for piece in budget["cut"]:
+                lines.append(f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"
+                             f"  ({piece['reason']})")
+            lines.extend(f"note: {n}" for n in info["notes"])
+            lines.append("")
+        for message in messages:
+            lines.append(f"[{message['role']}]")
+            lines.append(message["content"])
+        return "\n".join(lines) or "(no context)"
+
+    data: dict[str, Any] = {"session_id": session_id, "messages": list(messages)}
+    if messages.explanation is not None:
+        data["explanation"] = messages.explanation
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def reindex(ctx: Context, as_json: bool) -> None:
+    """Rebuild the search index from the store's HEAD (never needed for correctness)."""
+    mm = ctx.manager()
+    start = time.perf_counter()
+    quiet = ctx.json or as_json
+    with click.progressbar(length=1, label="indexing sessions", file=sys.stderr,
+                           hidden=quiet) as bar:  # fmt: skip
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        report = mm.reindex(progress)
+    seconds = time.perf_counter() - start
+    data = {"commit": report.commit, "sessions": report.indexed,
+            "unreadable": report.unreadable, "seconds": round(seconds, 3)}
+    _emit(ctx, as_json, data, lambda: (
+        f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
+        + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
+    ))  # fmt: skip
+
+
+@cli.group("import")
+def import_() -> None:
+    """Import conversations from other formats."""
+
+
+@import_.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
+@json_option
+@pass_ctx
+def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
+    """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
+    mm = ctx.manager()
+    ids = mm.import_locomo(file, convs=convs)
+    _emit(ctx, as_json, {"sessions": ids, "commit": mm.head()},
+          lambda: f"imported {len(ids)} sessions from {file}")
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that go through a real store."""
+
+
+@bench.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
+@click.option("--depth", default=50, show_default=True, type=click.IntRange(25, 1000),
+              help="Hits asked per question.")
+@json_option
+@pass_ctx
+def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json: bool) -> None:
+    """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
+    quiet = ctx.json or as_json
+    result = MemoryManager.bench_locomo(
+        file, convs=convs, depth=depth,
+        progress=None if quiet else (lambda text: click.echo(text, err=True)),
+    )  # fmt: skip
+    _emit(ctx, as_json, result, lambda: (
+        locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
+        f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+    ))  # fmt: skip
 
 
 # --- sharing ---

@@ -22,6 +22,7 @@ from gitmem.history import AsyncHistoryMixin, HistoryMixin
 from gitmem.models import Interaction, Language, Message, Session, as_aware, now
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
+from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
@@ -66,7 +67,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
+class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -564,7 +565,7 @@ class MemoryManager(SharingMixin, SummaryMixin, HistoryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager(AsyncSharingMixin, AsyncHistoryMixin):
+class AsyncMemoryManager(AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
