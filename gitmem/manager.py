@@ -14,12 +14,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from pydantic import ValidationError as PydanticValidationError
-
 from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
 from gitmem.history import AsyncHistoryMixin, HistoryMixin
-from gitmem.models import Interaction, Language, Message, Session, as_aware, now
+from gitmem.models import (
+    Interaction,
+    Language,
+    Message,
+    ModelValidationError,
+    Session,
+    as_aware,
+    now,
+)
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
@@ -37,7 +43,7 @@ def _validated(build: Callable[[], T], where: str) -> T:
     """Run a model constructor, turning pydantic's error into gitmem's, naming the field."""
     try:
         return build()
-    except PydanticValidationError as exc:
+    except ModelValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
             for err in exc.errors()

@@ -29,10 +29,9 @@ from typing import Any
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 from mistune.util import expand_leading_tab
-from pydantic import ValidationError
 
 from gitmem.errors import Diagnostic, ParseError
-from gitmem.models import Interaction, Language, Message, Session, Summary
+from gitmem.models import Interaction, Language, Message, ModelValidationError, Session, Summary
 
 __all__ = ["parse", "parse_bytes", "parse_lenient", "render"]
 
@@ -577,7 +576,7 @@ class _Reader:
                 elif (content := self.quoted(quote[0].start, quote[-1].end, escaped)) is not None:
                     try:
                         turn.messages.append(self.message(name, content))
-                    except ValidationError as exc:
+                    except ModelValidationError as exc:
                         self.diag(line, _first_error(exc))
             speaker, quote = None, []
             if block is None:
@@ -708,7 +707,7 @@ class _Reader:
         fields.pop("lists", None)
         try:
             self.summary = Summary(text=text, **fields)
-        except ValidationError as exc:
+        except ModelValidationError as exc:
             self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
 
     def summary_lists(
@@ -771,7 +770,7 @@ class _Reader:
                 language=self.language or "en",
                 **meta,
             )
-        except ValidationError as exc:  # fields were checked one by one; this is a backstop
+        except ModelValidationError as exc:  # fields were checked one by one; this is a backstop
             name = str(exc.errors()[0]["loc"][0])
             self.diag(self.meta_lines.get(name, 1), _first_error(exc))
             return None
@@ -803,7 +802,7 @@ class _Reader:
                 out.append(
                     Interaction(id=turn.id, timestamp=turn.timestamp, messages=turn.messages)
                 )
-            except ValidationError as exc:
+            except ModelValidationError as exc:
                 self.diag(turn.line, _first_error(exc))
         return out
 
@@ -860,7 +859,7 @@ def _describe(block: _Block) -> str:
     return f"unexpected {kind}"
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ModelValidationError) -> str:
     error = exc.errors()[0]
     if error["type"] == "value_error":  # our validators' messages name the field and value
         return str(error["msg"]).removeprefix("Value error, ")

@@ -11,7 +11,11 @@ import unicodedata
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# what model constructors raise; other modules catch it through this name so that pydantic
+# stays imported by this module only
+ModelValidationError = ValidationError
 
 Language = Literal["en", "zh"]
 
