@@ -349,7 +349,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
         if current is None:
             current = self._adopt_hand_edit(txn, path)
         if current is None:
-            found = self._repo.entry(path)
+            found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
         updated = change(current)
         if updated is None:

@@ -142,6 +142,7 @@ class Repository(RevisionsMixin):
         self._bytes_since_gc = 0
         self._gc_thread: threading.Thread | None = None
         self._lock_handle: int | None = None
+        self.ref_updates = 0  # bumped whenever this object moves a ref
         self._owner = b""
         self._staged: list[tuple[str, bytes, str]] = []
         self._packs_since_gc = 0
@@ -522,6 +523,7 @@ class Repository(RevisionsMixin):
         """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)
+        self.ref_updates += 1
         if not self._locked_write(
             target, (new + "\n").encode(), check=lambda: self._read_ref(ref) == old
         ):
@@ -593,18 +595,35 @@ class Repository(RevisionsMixin):
         return target
 
     def _write_working(self, path: str, data: bytes | None) -> None:
-        target = self._safe_target(path)
-        if data is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
+        self._write_working_files({path: data})
+
+    def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
+        """Write working files atomically: temp file, fsync, rename (or unlink for None).
+
+        Many files (a batch) are written first and made durable by one ``sync`` before
+        any rename, instead of one fsync each.
+        """
+        targets = {path: self._safe_target(path) for path in changes}
+        many = len(changes) > 8
+        staged: list[tuple[Path, Path]] = []
+        for at, (path, data) in enumerate(changes.items()):
+            target = targets[path]
+            if data is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{at}.tmp"
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                if not many:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            staged.append((tmp, target))
+        if many:
+            os.sync()
+        for tmp, target in staged:
+            os.replace(tmp, target)
 
     def _load_index(self) -> Index:
         # the trailing checksum identifies the content: mtime is too coarse to tell two
@@ -766,8 +785,7 @@ class Repository(RevisionsMixin):
                     self.stage_object("blob", data)
         else:
             raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
-        for path, data in changes.items():
-            self._write_working(path, data)
+        self._write_working_files(changes)
         self._update_index(hex_ids)
         self._write_lock_file(b"")
         self._commits_since_gc += 1
@@ -910,6 +928,7 @@ class Repository(RevisionsMixin):
         expected = old or "0" * 40
         args = ["-d", ref, expected] if new is None else [ref, new, expected]
         try:
+            self.ref_updates += 1
             self._git.git.update_ref("-m", "gitmem", *args)
         except git.GitCommandError as exc:
             detail = exc.stderr.strip()
@@ -959,21 +978,27 @@ class Transaction:
 
     repo: Repository
     pending: dict[str, bytes | None] = field(default_factory=dict)
+    # HEAD as this transaction last saw it: only this writer moves the branch while it holds
+    # the lock (a person's git command is caught by the compare-and-swap in commit_changes)
+    _head: str | None = None
+    _head_known: bool = False
 
     def head(self) -> str | None:
-        return self.repo.head()
+        if not self._head_known:
+            self._head, self._head_known = self.repo.head(), True
+        return self._head
 
     def read(self, path: str) -> bytes | None:
         """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
         if path in self.pending:
             return self.pending[path]
-        return self.repo.read(path)
+        return self.repo.read(path, self.head())
 
     def hand_edit(self, path: str) -> bytes | None:
         """The working-tree content of ``path`` if a person changed it since HEAD, else None."""
         if path in self.pending:
             return None
-        committed = self.repo.entry(path)
+        committed = self.repo.entry(path, self.head())
         current = self.repo.working_blob(path)
         if current is None:
             return None  # a deleted working file is restored from HEAD, nothing is lost
