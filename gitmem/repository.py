@@ -142,6 +142,7 @@ class Repository(RevisionsMixin):
         self._bytes_since_gc = 0
         self._gc_thread: threading.Thread | None = None
         self._lock_handle: int | None = None
+        self._big_tree_lookups: OrderedDict[str, None] = OrderedDict()
         self.ref_updates = 0  # bumped whenever this object moves a ref
         self._owner = b""
         self._staged: list[tuple[str, bytes, str]] = []
@@ -303,7 +304,12 @@ class Repository(RevisionsMixin):
         if cached is not None:
             return cached.entries.get(name)
         data = self._read_object(hexsha, "tree")
-        if len(data) < 16384:
+        # a big tree asked for twice (HEAD's, during a batch) is worth parsing once
+        seen = hexsha in self._big_tree_lookups
+        self._big_tree_lookups[hexsha] = None
+        while len(self._big_tree_lookups) > 16:
+            self._big_tree_lookups.popitem(last=False)
+        if len(data) < 16384 or seen:
             parsed = Tree.parse(data)
             self._remember_tree(hexsha, parsed)
             return parsed.entries.get(name)
