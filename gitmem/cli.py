@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem import locomo, markdown
+from gitmem import locomo, markdown, views
 from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
-from gitmem.models import Hit, Message, Revision, Session, SessionDiff
-from gitmem.sharing import HOOK_NAMES, SyncResult
+from gitmem.models import Message
+from gitmem.sharing import HOOK_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -175,19 +175,6 @@ def save(
     _emit(ctx, as_json, {"session_id": session_id, "commit": sha}, lambda: sha or "no change")
 
 
-def _session_summary(session: Session) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "created": session.created.isoformat(),
-        "last_active": session.last_active.isoformat(),
-        "participants": session.participants,
-        "tags": session.tags,
-        "project": session.project,
-        "interactions": len(session.interactions),
-        "summarized": session.summary is not None,
-    }
-
-
 @cli.command()
 @click.argument("session_id")
 @click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
@@ -205,22 +192,7 @@ def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool
         click.echo(markdown.render(session), nl=False)
         return
 
-    def text() -> str:
-        lines = [
-            f"{session.id}  ({len(session.interactions)} turns, "
-            f"last active {session.last_active.isoformat()})"
-        ]
-        if session.tags:
-            lines.append("tags: " + ", ".join(session.tags))
-        for turn in session.interactions:
-            lines.append(f"\n[{turn.id}] {turn.timestamp.isoformat()}")
-            lines.extend(f"  {m.speaker}: {m.content}" for m in turn.messages)
-        if session.summary:
-            lines.append(f"\nSummary ({session.summary.generated.isoformat()}):")
-            lines.append("  " + session.summary.text)
-        return "\n".join(lines)
-
-    _emit(ctx, as_json, session.model_dump(mode="json"), text)
+    _emit(ctx, as_json, session.model_dump(mode="json"), lambda: views.session_text(session))
 
 
 @cli.command("list")
@@ -252,7 +224,7 @@ def list_(
         until=_parse_when(until, "--until"),
         commit=mm.resolve(at) if at else None,
     )
-    rows = [_session_summary(s) for s in sessions]
+    rows = [views.session_summary(s) for s in sessions]
     _emit(
         ctx,
         as_json,
@@ -302,52 +274,6 @@ def demo(ctx: Context, path: str | None) -> None:
 # --- retrieval ---
 
 
-def _hit_line(rank: int, hit: Hit) -> str:
-    where = [hit.session_id]
-    where.append(hit.interaction_id or "summary")
-    if hit.timestamp is not None:
-        where.append(hit.timestamp.date().isoformat())
-    if hit.speaker:
-        where.append(hit.speaker)
-    return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
-
-
-_COMPONENTS = ("keyword", "expansion", "speaker", "context", "session", "summary", "fuzzy",
-               "temporal", "decay", "activation")  # fmt: skip
-
-
-def _explain_search(info: dict[str, Any]) -> list[str]:
-    lines = [f"query: {info['query']}"]
-    terms = ", ".join(f"{t} ({w})" for t, w in info["terms"].items())
-    lines.append(f"terms: {terms or '(none)'}")
-    if info["corrections"]:
-        lines.append("typo corrections: " + ", ".join(
-            f"{a} -> {b}" for a, b in info["corrections"].items()))  # fmt: skip
-    if info["expansion"]:
-        lines.append("expansion (from the best first-round turns): " + ", ".join(
-            f"{t} ({w})" for t, w in info["expansion"].items()))  # fmt: skip
-    if info["filters"]:
-        lines.append(f"filters: {json.dumps(info['filters'], ensure_ascii=False)}")
-    index = info.get("index") or {}
-    lines.append(
-        f"index: {index.get('documents', 0)} documents at {str(index.get('commit'))[:12]}; "
-        f"{info['candidates_scored']} candidates scored, {info['below_min_score']} below "
-        f"min_score {info['min_score']}"
-    )
-    lines.append("score = (keyword + expansion + speaker + context + session + summary + fuzzy"
-                 " + temporal) x decay x activation")
-    rows = info["candidates"]
-    used = [c for c in _COMPONENTS if any(c in r["components"] for r in rows)]
-    head = f"{'#':>3} {'score':>7}  {'status':<15}" + "".join(f"{c[:8]:>9}" for c in used)
-    lines.append(head + "  session · turn")
-    for r in rows:
-        cells = "".join(f"{r['components'].get(c, 0.0):9.3f}" for c in used)
-        lines.append(f"{r['rank']:>3} {r['score']:7.3f}  {r['status']:<15}{cells}  "
-                     f"{r['session_id']} · {r['interaction_id'] or 'summary'}")
-    lines.extend(f"note: {n}" for n in info["notes"])
-    return lines
-
-
 @cli.command()
 @click.argument("query")
 @click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000),
@@ -374,13 +300,13 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
     )  # fmt: skip
 
     def text() -> str:
-        lines = [_hit_line(at, hit) for at, hit in enumerate(hits, 1)]
+        lines = [views.hit_line(at, hit) for at, hit in enumerate(hits, 1)]
         if not hits:
             lines.append("no relevant memories")
             lines.extend(f"note: {n}" for n in hits.notes)
         if hits.explanation is not None:
             lines.append("")
-            lines.extend(_explain_search(hits.explanation))
+            lines.extend(views.explain_search(hits.explanation))
         return "\n".join(lines)
 
     data: dict[str, Any] = {"query": query, "hits": [h.model_dump(mode="json") for h in hits],
@@ -414,7 +340,7 @@ def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, 
         info = messages.explanation
         if info is not None:
             if info["search"] is not None:
-                lines.extend(_explain_search(info["search"]))
+                lines.extend(views.explain_search(info["search"]))
                 lines.append("")
             budget = info["budget"]
             lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
@@ -508,21 +434,6 @@ def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json
 # --- sharing ---
 
 
-def _sync_text(result: SyncResult, verb: str) -> str:
-    moved = (
-        f"{(result.before or 'nothing')[:12]} -> {(result.after or 'nothing')[:12]}"
-        if result.before != result.after
-        else f"at {(result.after or 'nothing')[:12]}"
-    )
-    lines = [f"{verb} {result.remote}/{result.branch}: {result.action}, {moved}"]
-    if result.files:
-        lines.append(f"{len(result.files)} memory file(s) changed")
-    lines.extend("note: " + note.describe() for note in result.notes)
-    if verb == "sync":
-        lines.append("pushed" if result.pushed else "remote already up to date")
-    return "\n".join(lines)
-
-
 @cli.group()
 def remote() -> None:
     """Manage the remotes a store shares memory with."""
@@ -572,7 +483,7 @@ def push(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> N
 def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
     """Fetch REMOTE and merge its memory into this store (sessions merged by meaning)."""
     result = ctx.manager().pull(remote_name, branch)
-    _emit(ctx, as_json, result.as_dict(), lambda: _sync_text(result, "pull"))
+    _emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "pull"))
 
 
 @cli.command()
@@ -583,7 +494,7 @@ def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> N
 def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int, as_json: bool) -> None:
     """Fetch, merge and push REMOTE, retrying when it moved meanwhile."""
     result = ctx.manager().sync(remote_name, branch, attempts=attempts)
-    _emit(ctx, as_json, result.as_dict(), lambda: _sync_text(result, "sync"))
+    _emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "sync"))
 
 
 @cli.command()
@@ -749,26 +660,6 @@ def review_reject(ctx: Context, session_id: str, as_json: bool) -> None:
 # --- history ---
 
 
-def _rev_line(rev: Revision) -> str:
-    who = rev.agent or rev.author
-    if rev.model:
-        who += f" ({rev.model})"
-    return f"{rev.sha[:12]}  {rev.time.isoformat()}  {who}  {rev.op or '-'}  {rev.subject}"
-
-
-def _structured(diff: SessionDiff) -> list[str]:
-    lines = [f"{diff.session_id} ({diff.status})"]
-    lines += [f"  + interaction {i}" for i in diff.interactions_added]
-    lines += [f"  - interaction {i}" for i in diff.interactions_removed]
-    lines += [f"  ~ interaction {i}" for i in diff.interactions_changed]
-    for key, change in diff.metadata.items():
-        lines.append(f"  ~ {key}: {change.old!r} -> {change.new!r}")
-    if diff.summary is not None:
-        lines.append(f"  ~ summary\n    old: {diff.summary.old!r}\n    new: {diff.summary.new!r}")
-    lines += [f"  ! {problem}" for problem in diff.problems]
-    return lines
-
-
 @cli.command("log")
 @click.argument("session_id", required=False)
 @click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
@@ -807,7 +698,7 @@ def log_(
     def text() -> str:
         lines = []
         for rev in revisions:
-            lines.append(_rev_line(rev))
+            lines.append(views.rev_line(rev))
             for sid, labels in rev.changes.items():
                 lines.extend(f"    {sid}: {label}" for label in labels)
         return "\n".join(lines) or "no commits match"
@@ -837,7 +728,7 @@ def diff_(
     def text() -> str:
         if not structured:
             return result.unified.rstrip("\n") or "no differences"
-        lines = [line for d in result.sessions for line in _structured(d)]
+        lines = [line for d in result.sessions for line in views.structured(d)]
         lines += [f"{path} (not a session file)" for path in result.files]
         return "\n".join(lines) or "no differences"
 
@@ -928,8 +819,8 @@ def undo(
             return "no commits match; nothing to undo"
         head = "would undo" if dry_run else "undoing"
         lines = [f"{head} {len(result.reverted)} commit(s):"]
-        lines += ["  " + _rev_line(r) for r in result.reverted]
-        lines += [line for d in result.sessions for line in _structured(d)]
+        lines += ["  " + views.rev_line(r) for r in result.reverted]
+        lines += [line for d in result.sessions for line in views.structured(d)]
         if not dry_run:
             lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
         return "\n".join(lines)
