@@ -52,12 +52,15 @@ def build_store(path: Path, sessions: int, chunk: int) -> float:
     return elapsed / sessions
 
 
-def time_gitmem(path: Path, saves: int, sessions: int, rng: random.Random) -> list[float]:
+def time_gitmem(
+    path: Path, saves: int, sessions: int, rng: random.Random, *, hot: bool = False
+) -> list[float]:
+    """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent."""
     mm = MemoryManager(path, agent="bench", housekeeping=Housekeeping(every_commits=500))
     mm.save_interaction("session_00000", "warm-up", "warm-up")  # fill caches like a live agent
     samples = []
     for n in range(saves):
-        sid = f"session_{rng.randrange(sessions):05d}"
+        sid = "session_00001" if hot else f"session_{rng.randrange(sessions):05d}"
         started = time.perf_counter()
         mm.save_interaction(sid, f"follow-up {n}", f"reply {n}",
                             timestamp=START + timedelta(days=30, seconds=n))
@@ -150,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
     runs: dict[str, Callable[[], list[float]]] = {
         "gitmem save_interaction": lambda: time_gitmem(base, args.saves, args.sessions, rng),
+        "gitmem save_interaction, one hot session": lambda: time_gitmem(
+            base, args.saves, args.sessions, rng, hot=True),
         "floor: write+fsync+rename": lambda: time_floor(copies["floor"], args.saves,
                                                         args.sessions, rng),
         "git add && git commit (CLI)": lambda: time_git_cli(

@@ -1,5 +1,7 @@
 """gitmem: long-term conversation memory for AI agents, kept as Markdown in a git repository."""
 
+from typing import TYPE_CHECKING, Any
+
 from gitmem.errors import (
     ConflictError,
     GitmemError,
@@ -8,11 +10,14 @@ from gitmem.errors import (
     ParseError,
     ReadOnlyError,
     RepositoryError,
+    RevisionNotFound,
     SessionNotFound,
     ValidationError,
 )
-from gitmem.manager import AsyncMemoryManager, MemoryManager
 from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
+
+if TYPE_CHECKING:
+    from gitmem.manager import AsyncMemoryManager, MemoryManager
 
 __all__ = [
     "AsyncMemoryManager",
@@ -28,9 +33,20 @@ __all__ = [
     "ReadOnlyError",
     "RepositoryError",
     "Revision",
+    "RevisionNotFound",
     "Session",
     "SessionNotFound",
     "Summary",
     "ValidationError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # the manager (and GitPython) loads on first use: git runs `python -m gitmem merge-file`
+    # once per merged file, and that path needs neither
+    if name in ("MemoryManager", "AsyncMemoryManager"):
+        from gitmem import manager
+
+        return getattr(manager, name)
+    raise AttributeError(f"module 'gitmem' has no attribute {name!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -16,10 +17,11 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem import markdown
+from gitmem import locomo, markdown, views
 from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
-from gitmem.models import Message, Session
+from gitmem.models import Message
+from gitmem.sharing import HOOK_NAMES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -173,50 +175,24 @@ def save(
     _emit(ctx, as_json, {"session_id": session_id, "commit": sha}, lambda: sha or "no change")
 
 
-def _session_summary(session: Session) -> dict[str, Any]:
-    return {
-        "id": session.id,
-        "created": session.created.isoformat(),
-        "last_active": session.last_active.isoformat(),
-        "participants": session.participants,
-        "tags": session.tags,
-        "project": session.project,
-        "interactions": len(session.interactions),
-        "summarized": session.summary is not None,
-    }
-
-
 @cli.command()
 @click.argument("session_id")
 @click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
-def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
+def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool) -> None:
     """Show a session (parsed, or --raw Markdown)."""
     mm = ctx.manager()
-    session = mm.load_memory(session_id)
+    session = mm.load_memory(session_id, commit=mm.resolve(at) if at else None)
     if session is None:
-        raise SessionNotFound(f"no session {session_id!r} in {mm.path}")
+        when = f" at {at}" if at else ""
+        raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
     if raw and not (ctx.json or as_json):
         click.echo(markdown.render(session), nl=False)
         return
 
-    def text() -> str:
-        lines = [
-            f"{session.id}  ({len(session.interactions)} turns, "
-            f"last active {session.last_active.isoformat()})"
-        ]
-        if session.tags:
-            lines.append("tags: " + ", ".join(session.tags))
-        for turn in session.interactions:
-            lines.append(f"\n[{turn.id}] {turn.timestamp.isoformat()}")
-            lines.extend(f"  {m.speaker}: {m.content}" for m in turn.messages)
-        if session.summary:
-            lines.append(f"\nSummary ({session.summary.generated.isoformat()}):")
-            lines.append("  " + session.summary.text)
-        return "\n".join(lines)
-
-    _emit(ctx, as_json, session.model_dump(mode="json"), text)
+    _emit(ctx, as_json, session.model_dump(mode="json"), lambda: views.session_text(session))
 
 
 @cli.command("list")
@@ -225,6 +201,7 @@ def show(ctx: Context, session_id: str, raw: bool, as_json: bool) -> None:
 @click.option("--project", help="Only sessions of this project.")
 @click.option("--since", help="Last active at or after this ISO date/time.")
 @click.option("--until", help="Last active at or before this ISO date/time.")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @json_option
 @pass_ctx
 def list_(
@@ -234,6 +211,7 @@ def list_(
     project: str | None,
     since: str | None,
     until: str | None,
+    at: str | None,
     as_json: bool,
 ) -> None:
     """List sessions, most recently active first."""
@@ -244,8 +222,9 @@ def list_(
         project=project,
         since=_parse_when(since, "--since"),
         until=_parse_when(until, "--until"),
+        commit=mm.resolve(at) if at else None,
     )
-    rows = [_session_summary(s) for s in sessions]
+    rows = [views.session_summary(s) for s in sessions]
     _emit(
         ctx,
         as_json,
@@ -290,6 +269,296 @@ def demo(ctx: Context, path: str | None) -> None:
 
     target = Path(path) if path else Path(tempfile.mkdtemp(prefix="gitmem-demo-"))
     run_demo(target, echo=click.echo)
+
+
+# --- retrieval ---
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000),
+              help="How many hits at most.")
+@click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
+@click.option("--project", help="Only sessions of this project.")
+@click.option("--participant", help="Only sessions where this speaker takes part.")
+@click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
+@click.option("--since", help="Only turns at or after this ISO date/time.")
+@click.option("--until", help="Only turns at or before this ISO date/time.")
+@click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
+@click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
+@json_option
+@pass_ctx
+def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
+           participant: str | None, sessions: tuple[str, ...], since: str | None,
+           until: str | None, links: bool, explain: bool, as_json: bool) -> None:
+    """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
+    mm = ctx.manager()
+    hits = mm.search(
+        query, k, tags=tags, project=project, participant=participant,
+        session=sessions or None, since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"), include_links=links, explain=explain,
+    )  # fmt: skip
+
+    def text() -> str:
+        lines = [views.hit_line(at, hit) for at, hit in enumerate(hits, 1)]
+        if not hits:
+            lines.append("no relevant memories")
+            lines.extend(f"note: {n}" for n in hits.notes)
+        if hits.explanation is not None:
+            lines.append("")
+            lines.extend(views.explain_search(hits.explanation))
+        return "\n".join(lines)
+
+    data: dict[str, Any] = {"query": query, "hits": [h.model_dump(mode="json") for h in hits],
+                            "notes": hits.notes}
+    if hits.explanation is not None:
+        data["explanation"] = hits.explanation
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("query")
+@click.option("--max-tokens", default=2000, show_default=True, type=click.IntRange(1),
+              help="Token budget of the whole context.")
+@click.option("-k", "--k", "k", default=8, show_default=True, type=click.IntRange(0, 200),
+              help="Memories to retrieve at most.")
+@click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
+              help="Recent turns of the session to include at most.")
+@click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
+@json_option
+@pass_ctx
+def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
+            explain: bool, as_json: bool) -> None:
+    """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
+    mm = ctx.manager()
+    messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
+                                   recent_turns=recent, explain=explain)
+
+    def text() -> str:
+        lines: list[str] = []
+        info = messages.explanation
+        if info is not None:
+            if info["search"] is not None:
+                lines.extend(views.explain_search(info["search"]))
+                lines.append("")
+            budget = info["budget"]
+            lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
+                         f"({budget['counter']})")
+            for piece in budget["included"]:
+                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
+            for piece in budget["cut"]:
+                lines.append(f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"
+                             f"  ({piece['reason']})")
+            lines.extend(f"note: {n}" for n in info["notes"])
+            lines.append("")
+        for message in messages:
+            lines.append(f"[{message['role']}]")
+            lines.append(message["content"])
+        return "\n".join(lines) or "(no context)"
+
+    data: dict[str, Any] = {"session_id": session_id, "messages": list(messages)}
+    if messages.explanation is not None:
+        data["explanation"] = messages.explanation
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def reindex(ctx: Context, as_json: bool) -> None:
+    """Rebuild the search index from the store's HEAD (never needed for correctness)."""
+    mm = ctx.manager()
+    start = time.perf_counter()
+    quiet = ctx.json or as_json
+    with click.progressbar(length=1, label="indexing sessions", file=sys.stderr,
+                           hidden=quiet) as bar:  # fmt: skip
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        report = mm.reindex(progress)
+    seconds = time.perf_counter() - start
+    data = {"commit": report.commit, "sessions": report.indexed,
+            "unreadable": report.unreadable, "seconds": round(seconds, 3)}
+    _emit(ctx, as_json, data, lambda: (
+        f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
+        + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
+    ))  # fmt: skip
+
+
+@cli.group("import")
+def import_() -> None:
+    """Import conversations from other formats."""
+
+
+@import_.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
+@json_option
+@pass_ctx
+def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
+    """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
+    mm = ctx.manager()
+    ids = mm.import_locomo(file, convs=convs)
+    _emit(ctx, as_json, {"sessions": ids, "commit": mm.head()},
+          lambda: f"imported {len(ids)} sessions from {file}")
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that go through a real store."""
+
+
+@bench.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
+@click.option("--depth", default=50, show_default=True, type=click.IntRange(25, 1000),
+              help="Hits asked per question.")
+@json_option
+@pass_ctx
+def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json: bool) -> None:
+    """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
+    quiet = ctx.json or as_json
+    result = MemoryManager.bench_locomo(
+        file, convs=convs, depth=depth,
+        progress=None if quiet else (lambda text: click.echo(text, err=True)),
+    )  # fmt: skip
+    _emit(ctx, as_json, result, lambda: (
+        locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
+        f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+    ))  # fmt: skip
+
+
+# --- sharing ---
+
+
+@cli.group()
+def remote() -> None:
+    """Manage the remotes a store shares memory with."""
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@pass_ctx
+def remote_add(ctx: Context, name: str, url: str) -> None:
+    """Add remote NAME at URL (authentication stays with git: ssh agent, credential helper)."""
+    added = ctx.manager().remote_add(name, url)
+    _emit(ctx, False, {"name": added.name, "url": added.url},
+          lambda: f"added remote {added.name} {added.url}")  # fmt: skip
+
+
+@remote.command("list")
+@json_option
+@pass_ctx
+def remote_list(ctx: Context, as_json: bool) -> None:
+    """List the remotes and their URLs."""
+    found = ctx.manager().remotes()
+    _emit(ctx, as_json, [{"name": r.name, "url": r.url} for r in found],
+          lambda: "\n".join(f"{r.name}\t{r.url}" for r in found) or "no remotes")  # fmt: skip
+
+
+def _remote_options(fn: F) -> F:
+    fn = click.option("--branch", help="Branch to share (default: the current one).")(fn)
+    return click.argument("remote_name", default="origin", metavar="[REMOTE]")(fn)
+
+
+@cli.command()
+@_remote_options
+@json_option
+@pass_ctx
+def push(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+    """Push the memory to REMOTE (default origin); refuses if the remote moved (use sync)."""
+    sent = ctx.manager().push(remote_name, branch)
+    _emit(ctx, as_json, {"remote": remote_name, "pushed": sent},
+          lambda: "pushed" if sent else "remote already up to date")  # fmt: skip
+
+
+@cli.command()
+@_remote_options
+@json_option
+@pass_ctx
+def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+    """Fetch REMOTE and merge its memory into this store (sessions merged by meaning)."""
+    result = ctx.manager().pull(remote_name, branch)
+    _emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "pull"))
+
+
+@cli.command()
+@_remote_options
+@click.option("--attempts", default=5, show_default=True, help="Rounds if the remote moves.")
+@json_option
+@pass_ctx
+def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int, as_json: bool) -> None:
+    """Fetch, merge and push REMOTE, retrying when it moved meanwhile."""
+    result = ctx.manager().sync(remote_name, branch, attempts=attempts)
+    _emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "sync"))
+
+
+@cli.command()
+@click.argument("url")
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+def clone(ctx: Context, url: str, path: str | None) -> None:
+    """Clone the memory store at URL into PATH and wire its merge driver."""
+    target = path or Path(url.rstrip("/")).name.removesuffix(".git") or "memory"
+    mm = MemoryManager.clone(url, target, agent=ctx.agent, model=ctx.model)
+    _emit(ctx, False, {"path": str(mm.path), "head": mm.head()},
+          lambda: f"cloned {url} into {mm.path}")  # fmt: skip
+
+
+@cli.command("merge-file")
+@click.argument("base", type=click.Path(dir_okay=False, exists=True))
+@click.argument("ours", type=click.Path(dir_okay=False, exists=True))
+@click.argument("theirs", type=click.Path(dir_okay=False, exists=True))
+@click.argument("path")
+def merge_file_command(base: str, ours: str, theirs: str, path: str) -> None:
+    """Git merge driver (%O %A %B %P): merge a session file by meaning into OURS."""
+    code, messages = MemoryManager.merge_file(Path(base), Path(ours), Path(theirs), path)
+    for line in messages:
+        click.echo(line, err=True)
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("name", type=click.Choice(HOOK_NAMES))
+@click.argument("args", nargs=-1)
+@click.pass_context
+def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
+    """Do the work of git hook NAME (what the scripts in hooks/ call)."""
+    ctx: Context = click_ctx.find_object(Context)  # type: ignore[assignment]
+    if name == "pre-commit" and args:
+        problems = MemoryManager.validate_files(args)  # files from the pre-commit framework
+    else:
+        # git runs hooks in the top folder of the store; GITMEM_REPO may name another one
+        parent = click_ctx.parent
+        given = parent is not None and (
+            parent.get_parameter_source("repo") == click.core.ParameterSource.COMMANDLINE
+        )
+        mm = MemoryManager(ctx.repo if given and ctx.repo else ".", agent=ctx.agent)
+        problems = mm.run_hook(name, args)
+    for problem in problems:
+        click.echo(str(problem), err=True)
+    if problems:
+        click.echo("gitmem: commit refused: fix the memory files above (`gitmem check`)", err=True)
+        sys.exit(1)
+
+
+@cli.group()
+def hooks() -> None:
+    """Manage gitmem's git hooks in a store."""
+
+
+@hooks.command("install")
+@pass_ctx
+def hooks_install(ctx: Context) -> None:
+    """Install the pre-commit, post-merge and post-checkout hooks (existing ones still run)."""
+    written = ctx.manager().install_hooks()
+    _emit(
+        ctx, False, [str(p) for p in written], lambda: "\n".join(f"installed {p}" for p in written)
+    )
 
 
 # --- summaries ---
@@ -386,6 +655,188 @@ def review_reject(ctx: Context, session_id: str, as_json: bool) -> None:
     sha = ctx.manager().review_reject(session_id)
     _emit(ctx, as_json, {"session_id": session_id, "dropped": sha},
           lambda: f"dropped {sha[:12]}")
+
+
+# --- history ---
+
+
+@cli.command("log")
+@click.argument("session_id", required=False)
+@click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
+@click.option("--agent", "by_agent", help="Only commits by this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Only commits made with this model (Gitmem-Model).")
+@click.option("--since", help="Only commits at or after this ISO date/time.")
+@click.option("--until", help="Only commits at or before this ISO date/time.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
+@click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
+@json_option
+@pass_ctx
+def log_(
+    ctx: Context,
+    session_id: str | None,
+    op: str | None,
+    by_agent: str | None,
+    by_model: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    changes: bool,
+    as_json: bool,
+) -> None:
+    """The audit trail of a session (or of the whole store), newest first."""
+    revisions = ctx.manager().history(
+        session_id,
+        op=op,
+        agent=by_agent,
+        model=by_model,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        limit=limit,
+        changes=changes,
+    )
+
+    def text() -> str:
+        lines = []
+        for rev in revisions:
+            lines.append(views.rev_line(rev))
+            for sid, labels in rev.changes.items():
+                lines.extend(f"    {sid}: {label}" for label in labels)
+        return "\n".join(lines) or "no commits match"
+
+    _emit(ctx, as_json, [r.model_dump(mode="json") for r in revisions], text)
+
+
+@cli.command("diff")
+@click.argument("args", nargs=-1, required=True, metavar="SESSION A [B]")
+@click.option("--all", "whole", is_flag=True, help="Every session: the arguments are A [B].")
+@click.option("--structured", is_flag=True, help="Interactions, metadata and summary changes.")
+@json_option
+@pass_ctx
+def diff_(
+    ctx: Context, args: tuple[str, ...], whole: bool, structured: bool, as_json: bool
+) -> None:
+    """Differences of SESSION between revisions A and B (default B: HEAD).
+
+    Revisions are shas, HEAD~N, branch names or ISO dates. With --all, the whole store.
+    """
+    session_id = None if whole else args[0]
+    revs = args if whole else args[1:]
+    if not 1 <= len(revs) <= 2:
+        raise click.UsageError("give SESSION A [B], or --all A [B]")
+    result = ctx.manager().diff(session_id, revs[0], revs[1] if len(revs) > 1 else None)
+
+    def text() -> str:
+        if not structured:
+            return result.unified.rstrip("\n") or "no differences"
+        lines = [line for d in result.sessions for line in views.structured(d)]
+        lines += [f"{path} (not a session file)" for path in result.files]
+        return "\n".join(lines) or "no differences"
+
+    data = result.model_dump(mode="json")
+    data["unified"] = result.unified
+    _emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_ctx
+def blame(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Who last changed each interaction and the summary of SESSION, and when."""
+    entries = ctx.manager().blame(session_id)
+
+    def text() -> str:
+        lines = []
+        for entry in entries:
+            who = (entry.agent or entry.author) + (f" ({entry.model})" if entry.model else "")
+            item = entry.interaction_id or "summary"
+            lines.append(
+                f"{item}\t{entry.sha[:12]}  {entry.time.isoformat()}  {who}  {entry.op or '-'}"
+            )
+        return "\n".join(lines) or "the session is empty"
+
+    _emit(ctx, as_json, [e.model_dump(mode="json") for e in entries], text)
+
+
+def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged: str) -> None:
+    _emit(ctx, as_json, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--to", "to", required=True, metavar="REV|DATE", help="The revision to go back to.")
+@json_option
+@pass_ctx
+def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
+    """Restore SESSION as it was at a revision, as a new commit."""
+    sha = ctx.manager().rollback(session_id, to=to)
+    _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
+
+
+@cli.command()
+@click.argument("commit")
+@json_option
+@pass_ctx
+def revert(ctx: Context, commit: str, as_json: bool) -> None:
+    """Undo exactly what COMMIT changed (part by part), as a new commit."""
+    sha = ctx.manager().revert(commit)
+    _written(ctx, as_json, sha, "reverted", "already undone; nothing written")
+
+
+@cli.command()
+@click.option("--agent", "by_agent", help="Undo the commits of this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Undo the commits made with this model.")
+@click.option("--op", help="Only commits with this Gitmem-Op.")
+@click.option("--since", required=True, help="From this ISO date/time on.")
+@click.option("--until", help="Up to this ISO date/time.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be undone.")
+@json_option
+@pass_ctx
+def undo(
+    ctx: Context,
+    by_agent: str | None,
+    by_model: str | None,
+    op: str | None,
+    since: str,
+    until: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Undo everything an agent or model did since a date, as one commit."""
+    if not (by_agent or by_model):
+        raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
+    result = ctx.manager().revert_where(
+        agent=by_agent,
+        model=by_model,
+        op=op,
+        since=_parse_when(since, "--since"),
+        until=_parse_when(until, "--until"),
+        dry_run=dry_run,
+    )
+
+    def text() -> str:
+        if not result.reverted:
+            return "no commits match; nothing to undo"
+        head = "would undo" if dry_run else "undoing"
+        lines = [f"{head} {len(result.reverted)} commit(s):"]
+        lines += ["  " + views.rev_line(r) for r in result.reverted]
+        lines += [line for d in result.sessions for line in views.structured(d)]
+        if not dry_run:
+            lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
+        return "\n".join(lines)
+
+    _emit(ctx, as_json, result.model_dump(mode="json"), text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--rev", metavar="REV|DATE", help="The version to bring back (default: the last).")
+@json_option
+@pass_ctx
+def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
+    """Bring back a deleted SESSION from history, as a new commit."""
+    sha = ctx.manager().restore_session(session_id, rev)
+    _written(ctx, as_json, sha, "restored", "nothing written")
 
 
 def main() -> None:

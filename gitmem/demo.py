@@ -66,11 +66,43 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         assert loaded is not None
         echo(f"  last turn: {loaded.interactions[-1].messages[0].content!r}")
 
-        echo("\n== 4. Validate every file (gitmem check)")
+        echo("\n== 4. Search (keyword + fuzzy, CJK-aware) and a context within a token budget")
+        for query in ("short asyncio book", "Python装饰器 缓存"):
+            hits = mm.search(query, k=2)
+            echo(f"  {query!r}:")
+            for hit in hits:
+                echo(f"    {hit.score:.2f} {hit.session_id}#{hit.interaction_id}: "
+                     f"{hit.snippet[:60]!r}")
+        context = mm.retrieve_context("python-asyncio", "who wrote it?", max_tokens=200)
+        echo(f"  retrieve_context: {len(context)} chat messages within 200 tokens")
+
+        echo("\n== 5. Summarize offline: the summary is its own commit")
+        sha = mm.summarize("python-asyncio", offline=True)
+        summarized = mm.load_memory("python-asyncio")
+        assert summarized is not None and summarized.summary is not None
+        echo(f"  summary commit {sha[:12]} by {summarized.summary.model}:")
+        echo("\n".join("  | " + line for line in summarized.summary.text.splitlines()))
+
+        echo("\n== 6. Undo the summary commit; the turns saved after it stay")
+        mm.save_interaction("python-asyncio", "Is there an audiobook?", "Not that I know of.",
+                            timestamp=_START + timedelta(minutes=30))
+        undo = mm.revert(sha)
+        after = mm.load_memory("python-asyncio")
+        assert after is not None
+        echo(f"  revert commit {(undo or '-')[:12]}: summary now "
+             f"{'gone' if after.summary is None else 'present'}, "
+             f"{len(after.interactions)} turns kept")
+        before = mm.at(sha + "~1").load_memory("python-asyncio")
+        echo(f"  as of the commit before the summary: {len(before.interactions) if before else 0}"
+             " turns")
+        for rev in mm.history("python-asyncio", limit=3):
+            echo(f"  {rev.sha[:12]} {rev.op or '-':10} {rev.subject}")
+
+        echo("\n== 7. Validate every file (gitmem check)")
         problems = mm.check()
         echo("  " + ("\n  ".join(str(p) for p in problems) if problems else "all files clean"))
 
-        echo("\n== 5. The audit trail is git itself")
+        echo("\n== 8. The audit trail is git itself")
         log = mm.repository.git("log", "--format=%h %an: %s%n    %(trailers:separator=; )")
         echo("\n".join("  " + line for line in log.splitlines()))
         status = mm.repository.git("status", "--porcelain")

@@ -49,6 +49,10 @@ class RepositoryError(GitmemError):
     """The store is missing, not a git repository, or git refused an operation."""
 
 
+class RevisionNotFound(RepositoryError):
+    """A revision (sha, ``HEAD~3``, branch, date) names no commit of this store's history."""
+
+
 class LockTimeout(RepositoryError):
     """Another writer held the store's lock for too long."""
 

@@ -14,14 +14,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from pydantic import ValidationError as PydanticValidationError
-
 from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
-from gitmem.models import Interaction, Language, Message, Session, as_aware, now
+from gitmem.history import AsyncHistoryMixin, HistoryMixin
+from gitmem.models import (
+    Interaction,
+    Language,
+    Message,
+    ModelValidationError,
+    Session,
+    as_aware,
+    now,
+)
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
+from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -34,7 +43,7 @@ def _validated(build: Callable[[], T], where: str) -> T:
     """Run a model constructor, turning pydantic's error into gitmem's, naming the field."""
     try:
         return build()
-    except PydanticValidationError as exc:
+    except ModelValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
             for err in exc.errors()
@@ -64,7 +73,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(SummaryMixin):
+class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -106,6 +115,7 @@ class MemoryManager(SummaryMixin):
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
@@ -339,7 +349,7 @@ class MemoryManager(SummaryMixin):
         if current is None:
             current = self._adopt_hand_edit(txn, path)
         if current is None:
-            found = self._repo.entry(path)
+            found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
         updated = change(current)
         if updated is None:
@@ -407,11 +417,14 @@ class MemoryManager(SummaryMixin):
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
         tag_list = list(dict.fromkeys(tags))
+        # filled in once the id is known; the audit log reads which turn a commit added
+        trailers: dict[str, str] = {}
 
         def change(current: Session | None) -> Session:
             session = current or self._new_session(session_id, when)
             taken = {i.id for i in session.interactions}
             iid = interaction_id or self._fresh_id(taken)
+            trailers["Gitmem-Interaction"] = iid
             if iid in taken:
                 raise ValidationError(
                     f"session {session_id!r} already has an interaction with id {iid!r}"
@@ -434,6 +447,7 @@ class MemoryManager(SummaryMixin):
             session_id,
             change,
             op="save",
+            trailers=trailers,
             subject=f"Save turn in {_short(session_id, 40)}: {first}"
             if first
             else f"Save turn in {_short(session_id, 40)}",
@@ -557,7 +571,7 @@ class MemoryManager(SummaryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager:
+class AsyncMemoryManager(AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:

@@ -1,4 +1,6 @@
-"""Render a ``Session`` as a Markdown file and parse such a file back, losslessly.
+"""Parse a session's Markdown file back into a ``Session``, losslessly.
+
+``render`` (in ``gitmem.layout``, re-exported here) writes what this module reads.
 
 The file layout follows the seed article (see DESIGN.md, "The Markdown session file"). Structure
 is read from mistune's block-level AST; mistune tokens carry no source positions, so a small
@@ -29,149 +31,26 @@ from typing import Any
 from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 from mistune.util import expand_leading_tab
-from pydantic import ValidationError
 
 from gitmem.errors import Diagnostic, ParseError
-from gitmem.models import Interaction, Language, Message, Session, Summary
+from gitmem.layout import (
+    COLONS,
+    ESCAPED,
+    LABELS,
+    META_KEYS,
+    SECTIONS,
+    SUMMARY_KEYS,
+    SUMMARY_LISTS,
+    TITLES,
+    EscapeError,
+    unescape,
+)
+from gitmem.layout import render as render
+from gitmem.models import Interaction, Language, Message, ModelValidationError, Session, Summary
 
 __all__ = ["parse", "parse_bytes", "parse_lenient", "render"]
 
 Token = dict[str, Any]
-
-_LABEL_NAMES = ("title", "conversation", "metadata", "summary", "session_id", "created",
-                "last_active", "participants", "tags", "project", "links", "generated", "model",
-                "covers", "facts", "keywords")  # fmt: skip
-_LABEL_TEXT: dict[Language, str] = {
-    "en": "Session|Conversation|Metadata|Summary|Session ID|Created|Last active|Participants"
-    "|Tags|Project|Links|Generated|Model|Covers|Key facts|Keywords",
-    "zh": "会话|对话记录|元数据|关键信息摘要|会话ID|创建时间|最后活跃|参与角色|标签|项目|链接"
-    "|创建于|模型|覆盖|关键事实|关键词",
-}
-_LABELS = {k: dict(zip(_LABEL_NAMES, v.split("|"), strict=True)) for k, v in _LABEL_TEXT.items()}
-_ESCAPED = " (escaped)"
-_COLONS = (":", "：")  # hand-written Chinese files use the full-width one
-
-
-def _lookup(*names: str) -> dict[str, tuple[str, Language]]:
-    """Casefolded label in either language -> (label name, language)."""
-    return {lab[n].casefold(): (n, lang) for lang, lab in _LABELS.items() for n in names}
-
-
-_TITLES = _lookup("title")
-_SECTIONS = _lookup("metadata", "conversation", "summary")
-_META_KEYS = _lookup(*_LABEL_NAMES[4:11])
-_SUMMARY_KEYS = _lookup("generated", "model", "covers")
-# one-line items quoted below a label after the summary text: ``**Key facts**:`` / ``> ...``
-_SUMMARY_LISTS = _lookup("facts", "keywords")
-
-# Characters a content line may not hold literally: they would be lost or altered by line-ending
-# normalisation, UTF-8 encoding, editors or git (NUL makes git treat the file as binary).
-_UNSAFE = frozenset(
-    [chr(c) for c in range(0x20) if chr(c) not in "\t\n"]
-    + [chr(c) for c in range(0x7F, 0xA0)]
-    + [chr(c) for c in range(0xD800, 0xE000)]
-    + ["\u2028", "\u2029", "\ufeff"]
-)
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def render(session: Session) -> str:
-    """Render a session as Markdown, deterministically.
-
-    Args:
-        session: The session to write; labels follow ``session.language``.
-
-    Returns:
-        The file text (LF line endings, ending in one newline). ``parse`` of it gives back an
-        equal ``Session``, and the same session always renders to the same text.
-    """
-    lab = _LABELS[session.language]
-    out = [f"# {lab['title']}: {session.id}", "", f"## {lab['metadata']}"]
-    items = [
-        (lab["session_id"], session.id),
-        (lab["created"], session.created.isoformat()),
-        (lab["last_active"], session.last_active.isoformat()),
-        (lab["participants"], ", ".join(session.participants)),
-        (lab["tags"], ", ".join(session.tags)),
-        (lab["project"], session.project or ""),
-        (lab["links"], ", ".join(f"[[{link}]]" for link in session.links)),
-    ]
-    out += [f"- **{key}**: {value}" for key, value in items if value]
-    out += [f"- **{k}**: {v}" if v else f"- **{k}**:" for k, v in session.extra.items()]
-    out += ["", f"## {lab['conversation']}", ""]
-    for turn in session.interactions:
-        out.append(f"### {turn.timestamp.isoformat()} {{#{turn.id}}}")
-        for msg in turn.messages:
-            flag, text = _maybe_escape(msg.content)
-            out.append(f"**{msg.speaker}**{flag}:")
-            out += [f"> {line}" if line else ">" for line in text.split("\n")]
-            out.append("")
-        if not turn.messages:
-            out.append("")
-    summary = session.summary
-    if summary is not None:
-        flag, text = _maybe_escape(summary.text)
-        out += [
-            f"## {lab['summary']}",
-            f"**{lab['generated']}**{flag}: {summary.generated.isoformat()}",
-        ]
-        if summary.model is not None:
-            out.append(f"**{lab['model']}**: {summary.model}")
-        if summary.covers:
-            out.append(f"**{lab['covers']}**: {', '.join(summary.covers)}")
-        out.append("")
-        out += [f"> {line}" if line else ">" for line in text.split("\n")]
-        for label, entries in ((lab["facts"], summary.facts), (lab["keywords"], summary.keywords)):
-            if entries:
-                flag, body = _maybe_escape("\n".join(entries))
-                out += ["", f"**{label}**{flag}:"]
-                out += [f"> {line}" if line else ">" for line in body.split("\n")]
-    while out[-1] == "":
-        out.pop()
-    return "\n".join(out) + "\n"
-
-
-def _maybe_escape(text: str) -> tuple[str, str]:
-    """(label flag, text to write): text is escaped only if it has to be."""
-    if _UNSAFE.isdisjoint(text):
-        return "", text
-    return _ESCAPED, "".join(
-        "\\\\" if ch == "\\" else f"\\u{{{ord(ch):04X}}}" if ch in _UNSAFE else ch for ch in text
-    )
-
-
-class _EscapeError(ValueError):
-    def __init__(self, problem: str, row: int) -> None:
-        super().__init__(problem)
-        self.row = row  # 0-based line within the text
-
-
-def _unescape(text: str) -> str:
-    """Invert ``_maybe_escape``; raises ``_EscapeError`` naming the bad sequence and its line."""
-    parts: list[str] = []
-    pos = 0
-    while (hit := text.find("\\", pos)) >= 0:
-        parts.append(text[pos:hit])
-        if text.startswith("\\\\", hit):
-            parts.append("\\")
-            pos = hit + 2
-            continue
-        close = text.find("}", hit)
-        digits = text[hit + 3 : close] if text.startswith("\\u{", hit) and close > 0 else ""
-        valid = 0 < len(digits) <= 6 and all(c in "0123456789abcdefABCDEF" for c in digits)
-        if not valid or int(digits, 16) > 0x10FFFF:
-            shown = text[hit : close + 1] if valid else text[hit : hit + 2]
-            problem = (
-                f"bad escape '{shown}' in escaped text (only \\\\ and \\u{{XXXX}} are allowed)"
-            )
-            raise _EscapeError(problem, text.count("\n", 0, hit))
-        parts.append(chr(int(digits, 16)))
-        pos = close + 1
-    parts.append(text[pos:])
-    return "".join(parts)
-
 
 # --------------------------------------------------------------------------- mistune with spans
 
@@ -425,7 +304,7 @@ class _Reader:
                 break
             kind, body, name = "skip", [], block.token["text"].strip()
             self.last_line = block.line
-            found, lang = _SECTIONS.get(name.casefold(), (None, None))
+            found, lang = SECTIONS.get(name.casefold(), (None, None))
             if block.kind == "heading1":
                 self.diag(block.line, "unexpected '# ' heading: the title comes first, once")
             elif found is None:
@@ -479,7 +358,7 @@ class _Reader:
         if block.token.get("style") == "atx":  # raw: mistune would drop an id's trailing " #"
             text = self.src[block.start : block.end].strip().lstrip("#")
         label, sep, value = _split_colon(text)
-        _title, lang = _TITLES.get(label.strip().casefold(), (None, None))
+        _title, lang = TITLES.get(label.strip().casefold(), (None, None))
         if not sep or lang is None:
             return False
         self.language, self.title_id = lang, value.strip()
@@ -498,7 +377,7 @@ class _Reader:
                 texts = [c.get("text") for c in item["children"] if c["type"] != "blank_line"]
                 text = texts[0].strip() if len(texts) == 1 and texts[0] is not None else ""
                 key, value = _bold_key(text)
-                if key is None or "\n" in text or not value.startswith(_COLONS):
+                if key is None or "\n" in text or not value.startswith(COLONS):
                     shown = self.src.split("\n")[line - 1]
                     self.diag(line, f"metadata item is not '- **Key**: value': {shown!r}")
                 else:
@@ -518,7 +397,7 @@ class _Reader:
         return found if len(found) == count else [block.line] * count
 
     def meta_item(self, key: str, value: str, line: int) -> None:
-        name = _META_KEYS.get(key.casefold(), (None, ""))[0]
+        name = META_KEYS.get(key.casefold(), (None, ""))[0]
         slot = name or "extra:" + key
         if slot in self.meta_lines:
             self.diag(
@@ -577,7 +456,7 @@ class _Reader:
                 elif (content := self.quoted(quote[0].start, quote[-1].end, escaped)) is not None:
                     try:
                         turn.messages.append(self.message(name, content))
-                    except ValidationError as exc:
+                    except ModelValidationError as exc:
                         self.diag(line, _first_error(exc))
             speaker, quote = None, []
             if block is None:
@@ -592,13 +471,13 @@ class _Reader:
                 first, _, rest = block.token["text"].partition("\n")
                 key, tail = _bold_key(first.strip())
                 tail = tail.strip()
-                if key is not None and tail in (*_COLONS, _ESCAPED.strip() + ":"):
+                if key is not None and tail in (*COLONS, ESCAPED.strip() + ":"):
                     if rest.strip():
                         self.diag(block.line + 1, "message text must be quoted with '> '")
                     else:
-                        speaker = (key, tail not in _COLONS, block.line)
+                        speaker = (key, tail not in COLONS, block.line)
                     continue
-                if key is not None and tail.startswith(_COLONS):
+                if key is not None and tail.startswith(COLONS):
                     self.diag(block.line, "message text goes below the speaker, quoted with '> '")
                     continue
             where = "" if turn is not None else " before the first '### <timestamp>' heading"
@@ -643,8 +522,8 @@ class _Reader:
 
     def unescape(self, text: str, start: int) -> str | None:
         try:
-            return _unescape(text)
-        except _EscapeError as exc:
+            return unescape(text)
+        except EscapeError as exc:
             self.diag(self.line_of(start) + exc.row, str(exc))
             return None
 
@@ -652,7 +531,7 @@ class _Reader:
 
     def read_summary(self, line: int, body: list[_Block]) -> None:
         start_problem = (
-            f"summary must start with '**{_LABELS[self.language or 'en']['generated']}**:"
+            f"summary must start with '**{LABELS[self.language or 'en']['generated']}**:"
         )
         if not body or body[0].kind != "paragraph":
             self.diag(line, start_problem + " <timestamp>'")
@@ -664,16 +543,16 @@ class _Reader:
             end = self.src.index("\n", pos) + 1
             row = self.last_line = self.line_of(pos)
             key, value = _bold_key(self.src[pos:end].strip())
-            name = _SUMMARY_KEYS.get((key or "").strip().casefold(), (None, ""))[0]
+            name = SUMMARY_KEYS.get((key or "").strip().casefold(), (None, ""))[0]
             if fields and name is None:
                 text_start = pos  # the seed writes the text right below the header
                 break
-            if name == "generated" and value.startswith(_ESCAPED):
-                escaped, value = True, value[len(_ESCAPED) :]
+            if name == "generated" and value.startswith(ESCAPED):
+                escaped, value = True, value[len(ESCAPED) :]
             if name is None or (not fields and name != "generated"):
                 self.diag(row, start_problem + " <timestamp>'")
                 return
-            if not value.startswith(_COLONS):
+            if not value.startswith(COLONS):
                 self.diag(row, f"summary field is not '**{key}**: value'")
                 return
             if name in fields:
@@ -708,7 +587,7 @@ class _Reader:
         fields.pop("lists", None)
         try:
             self.summary = Summary(text=text, **fields)
-        except ValidationError as exc:
+        except ModelValidationError as exc:
             self.diag(rows.get(str(exc.errors()[0]["loc"][0]), line), _first_error(exc))
 
     def summary_lists(
@@ -723,12 +602,12 @@ class _Reader:
             tail = ""
             if block.kind == "paragraph":
                 key, tail = _bold_key(block.token["text"].strip())
-                found = _SUMMARY_LISTS.get(key.strip().casefold()) if key is not None else None
+                found = SUMMARY_LISTS.get(key.strip().casefold()) if key is not None else None
                 label = found[0] if found else None
             if label is not None:
                 if not groups:
                     cut = at
-                groups.append((label, tail.startswith(_ESCAPED), block, []))
+                groups.append((label, tail.startswith(ESCAPED), block, []))
             elif groups and block.kind == "block_quote":
                 groups[-1][3].append(block)
             elif groups:
@@ -771,7 +650,7 @@ class _Reader:
                 language=self.language or "en",
                 **meta,
             )
-        except ValidationError as exc:  # fields were checked one by one; this is a backstop
+        except ModelValidationError as exc:  # fields were checked one by one; this is a backstop
             name = str(exc.errors()[0]["loc"][0])
             self.diag(self.meta_lines.get(name, 1), _first_error(exc))
             return None
@@ -803,7 +682,7 @@ class _Reader:
                 out.append(
                     Interaction(id=turn.id, timestamp=turn.timestamp, messages=turn.messages)
                 )
-            except ValidationError as exc:
+            except ModelValidationError as exc:
                 self.diag(turn.line, _first_error(exc))
         return out
 
@@ -840,7 +719,7 @@ def _check_field(name: str | None, key: str, value: Any) -> None:
 
 def _split_colon(text: str) -> tuple[str, str, str]:
     """Split at the first ASCII or full-width colon."""
-    cut = min((i for i in map(text.find, _COLONS) if i >= 0), default=-1)
+    cut = min((i for i in map(text.find, COLONS) if i >= 0), default=-1)
     return (text, "", "") if cut < 0 else (text[:cut], text[cut], text[cut + 1 :])
 
 
@@ -860,7 +739,7 @@ def _describe(block: _Block) -> str:
     return f"unexpected {kind}"
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ModelValidationError) -> str:
     error = exc.errors()[0]
     if error["type"] == "value_error":  # our validators' messages name the field and value
         return str(error["msg"]).removeprefix("Value error, ")

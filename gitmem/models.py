@@ -11,7 +11,11 @@ import unicodedata
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# what model constructors raise; other modules catch it through this name so that pydantic
+# stays imported by this module only
+ModelValidationError = ValidationError
 
 Language = Literal["en", "zh"]
 
@@ -350,6 +354,9 @@ class Revision(_Model):
     subject: str = ""
     message: str = ""
     trailers: dict[str, list[str]] = Field(default_factory=dict)
+    # session id -> what the commit changed in it ("added interaction i3", "changed summary");
+    # filled by ``history(..., changes=True)``
+    changes: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Hit(_Model):
@@ -364,6 +371,88 @@ class Hit(_Model):
     speaker: str | None = None
     timestamp: datetime | None = None
     components: dict[str, float] = Field(default_factory=dict)
+
+
+# --- history: diffs, blame, undo ----------------------------------------------------------
+
+MetadataValue = str | list[str] | None
+
+
+class FieldChange(_Model):
+    """A value before and after (None: absent)."""
+
+    old: MetadataValue = None
+    new: MetadataValue = None
+
+
+class SessionDiff(_Model):
+    """How one session differs between two revisions: the Markdown text and its meaning.
+
+    ``metadata`` keys are ``Session`` field names (``tags``, ``last_active``...) and custom
+    keys as ``extra:<key>``; ``summary`` holds the old and new summary text.
+    """
+
+    session_id: str
+    path: str
+    status: Literal["added", "removed", "modified"]
+    interactions_added: list[str] = Field(default_factory=list)
+    interactions_removed: list[str] = Field(default_factory=list)
+    interactions_changed: list[str] = Field(default_factory=list)
+    metadata: dict[str, FieldChange] = Field(default_factory=dict)
+    summary: FieldChange | None = None
+    unified: str = ""
+    problems: list[str] = Field(default_factory=list)
+
+    def labels(self) -> list[str]:
+        """Short human descriptions of each change, in file order."""
+        out = [] if self.status == "modified" else [f"{self.status} session"]
+        out += [f"added interaction {i}" for i in self.interactions_added]
+        out += [f"removed interaction {i}" for i in self.interactions_removed]
+        out += [f"changed interaction {i}" for i in self.interactions_changed]
+        if self.summary is not None:
+            verb = "added" if self.summary.old is None else "changed"
+            out.append(f"{'removed' if self.summary.new is None else verb} summary")
+        if self.status == "modified":
+            out += [f"changed metadata {key}" for key in self.metadata]
+        out += self.problems
+        return out
+
+
+class Diff(_Model):
+    """Differences between revisions ``a`` and ``b`` (one session or the whole store)."""
+
+    a: str | None
+    b: str
+    sessions: list[SessionDiff] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+    @property
+    def unified(self) -> str:
+        """The unified diff of every changed session file, like ``git diff``."""
+        return "".join(s.unified for s in self.sessions)
+
+
+class BlameEntry(_Model):
+    """Who last changed one interaction (or the summary) of a session, and when."""
+
+    kind: Literal["interaction", "summary"]
+    interaction_id: str | None = None
+    sha: str
+    time: datetime
+    author: str
+    agent: str | None = None
+    model: str | None = None
+    op: str | None = None
+    subject: str = ""
+
+
+class UndoResult(_Model):
+    """What ``revert_where`` undid (or, on a dry run, would undo)."""
+
+    dry_run: bool
+    commit: str | None = None
+    reverted: list[Revision] = Field(default_factory=list)
+    sessions: list[SessionDiff] = Field(default_factory=list)
 
 
 def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:

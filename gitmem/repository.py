@@ -23,7 +23,7 @@ import subprocess
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,11 +43,13 @@ from gitmem.plumbing import (
     UnsupportedIndex,
     commit_body,
     encode_pack,
+    find_tree_entry,
     format_message,
     loose_object,
     object_id,
     stat_fields,
 )
+from gitmem.revisions import RevisionsMixin
 
 STORE_README = """# gitmem memory store
 
@@ -56,7 +58,8 @@ Each file under `sessions/` is one conversation session in Markdown; every save 
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 GITATTRIBUTES = (
-    "sessions/*.md merge=gitmem text eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+    "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
+    "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0
@@ -153,7 +156,7 @@ def _owner_text(raw: bytes) -> str:
     return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
 
 
-class Repository:
+class Repository(RevisionsMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
 
     def __init__(
@@ -197,6 +200,8 @@ class Repository:
         self._bytes_since_gc = 0
         self._gc_thread: threading.Thread | None = None
         self._lock_handle: int | None = None
+        self._big_tree_lookups: OrderedDict[str, None] = OrderedDict()
+        self.ref_updates = 0  # bumped whenever this object moves a ref
         self._owner = b""
         self._staged: list[tuple[str, bytes, str]] = []
         self._packs_since_gc = 0
@@ -287,6 +292,14 @@ class Repository:
         data: bytes = stream.read()
         return data
 
+    def has_object(self, hexsha: str, kind: str) -> bool:
+        """True if the object database holds ``hexsha`` as an object of type ``kind``."""
+        try:
+            info = self._git.odb.info(bytes.fromhex(hexsha))
+        except (BadObject, BadName, ValueError):
+            return False
+        return bool(info.type.decode() == kind)
+
     def tree(self, hexsha: str) -> Tree:
         """The parsed tree object ``hexsha`` (cached; trees are immutable)."""
         cached = self._trees.get(hexsha)
@@ -333,17 +346,37 @@ class Repository:
         rev = commit or self.head()
         if rev is None:
             return None
-        tree = self.tree(self.commit_tree(rev))
+        tree = self.commit_tree(rev)
         parts = path.split("/")
         for part in parts[:-1]:
-            found = tree.entries.get(part.encode())
+            found = self._tree_entry(tree, part.encode())
             if found is None or found[0] != MODE_TREE:
                 return None
-            tree = self.tree(found[1].hex())
-        leaf = tree.entries.get(parts[-1].encode())
+            tree = found[1].hex()
+        leaf = self._tree_entry(tree, parts[-1].encode())
         if leaf is None or leaf[0] == MODE_TREE:
             return None
         return leaf[0], leaf[1].hex()
+
+    def _tree_entry(self, hexsha: str, name: bytes) -> tuple[bytes, bytes] | None:
+        """One entry of a tree; a big tree that is not cached is searched, not parsed.
+
+        Parsing a 10,000-entry tree costs ~10 ms; reading a past revision needs one entry.
+        """
+        cached = self._trees.get(hexsha)
+        if cached is not None:
+            return cached.entries.get(name)
+        data = self._read_object(hexsha, "tree")
+        # a big tree asked for twice (HEAD's, during a batch) is worth parsing once
+        seen = hexsha in self._big_tree_lookups
+        self._big_tree_lookups[hexsha] = None
+        while len(self._big_tree_lookups) > 16:
+            self._big_tree_lookups.popitem(last=False)
+        if len(data) < 16384 or seen:
+            parsed = Tree.parse(data)
+            self._remember_tree(hexsha, parsed)
+            return parsed.entries.get(name)
+        return find_tree_entry(data, name)
 
     def read(self, path: str, commit: str | None = None) -> bytes | None:
         """The committed content of ``path`` at ``commit`` (default HEAD), or None."""
@@ -647,6 +680,7 @@ class Repository:
         """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)
+        self.ref_updates += 1
         who = _signature(self.identity).encode().decode()
         line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
 
@@ -745,22 +779,43 @@ class Repository:
         return target
 
     def _write_working(self, path: str, data: bytes | None) -> None:
-        self._place_working(path, self._prepare_working(path, data))
+        self._write_working_files({path: data})
 
-    def _prepare_working(self, path: str, data: bytes | None) -> Path | None:
-        """Write ``data`` for ``path`` to a synced temp file, before the branch moves, so
-        that a full disk fails the save rather than the files after it; None deletes."""
-        target = self._safe_target(path)
-        if data is None:
-            return None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp"
-        self._prepared.append(tmp)
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        return tmp
+    def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
+        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
+        self._place_working_files(self._prepare_working_files(changes))
+
+    def _prepare_working_files(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
+        """Write each file's new content to a durable temp file (None: to be deleted).
+
+        Done before the branch moves, so that a full disk fails the save, not the files
+        after it. Many files (a batch) are made durable by one ``sync`` instead of one
+        fsync each.
+        """
+        many = len(changes) > 8
+        prepared: dict[str, Path | None] = {}
+        for path, data in changes.items():
+            target = self._safe_target(path)
+            if data is None:
+                prepared[path] = None
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_dir / "tmp" / (
+                f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
+            self._prepared.append(tmp)
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                if not many:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            prepared[path] = tmp
+        if many:
+            os.sync()
+        return prepared
+
+    def _place_working_files(self, prepared: dict[str, Path | None]) -> None:
+        for path, tmp in prepared.items():
+            self._place_working(path, tmp)
 
     def _place_working(self, path: str, tmp: Path | None) -> None:
         target = self._safe_target(path)
@@ -950,11 +1005,13 @@ class Repository:
         *,
         identity: Identity | None = None,
         when: datetime | None = None,
+        merge_parents: Sequence[str] = (),
     ) -> str | None:
         """Commit ``changes`` (path -> content, None deletes) as one commit on the branch.
 
         Must be called with the write lock held (through a Transaction). Returns the new
-        commit id, or None when nothing changed.
+        commit id, or None when nothing changed. With ``merge_parents`` the commit is a
+        merge of the branch and those commits (written even if the tree does not change).
         """
         ref = self.branch_ref()
         self._staged.clear()
@@ -970,7 +1027,7 @@ class Repository:
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
         sig = _signature(identity or self.identity, when)
         subject = message.split("\n", 1)[0]
-        prepared = {path: self._prepare_working(path, data) for path, data in changes.items()}
+        prepared = self._prepare_working_files(changes)
         for _attempt in range(20):
             old = self._read_ref(ref)
             base_tree = self.commit_tree(old) if old else None
@@ -979,10 +1036,10 @@ class Repository:
                 found = self.entry(path, old) if old else None
                 previous[path] = found[1] if found else None
             tree = self._build_tree(base_tree, blob_ids)
-            if tree == base_tree:
+            if tree == base_tree and not merge_parents:
                 self._staged.clear()
                 return None
-            parents = [old] if old else []
+            parents = [old, *merge_parents] if old else list(merge_parents)
             commit = self.stage_object("commit", commit_body(tree, parents, sig, sig, message))
             self._commit_trees[commit] = tree
             self.flush_objects()
@@ -1020,8 +1077,7 @@ class Repository:
     ) -> None:
         """Bring the working files and index along to the commit the branch now has."""
         try:
-            for path, tmp in prepared.items():
-                self._place_working(path, tmp)
+            self._place_working_files(prepared)
             self._update_index(hex_ids)
             self._write_lock_file(b"")
         except OSError as exc:
@@ -1030,6 +1086,110 @@ class Repository:
                 "%s: saved as commit %s, but the working tree could not follow (%s); "
                 "the next gitmem call brings it in line", self.root, commit[:12], exc
             )
+
+    # --- merges and fast-forwards (sync) -------------------------------------------------
+
+    def ensure_config(self, values: dict[str, str]) -> None:
+        """Set ``section.key`` entries of the store's own git config where they differ."""
+        # called on every open: a plain read of the file settles the usual case (all set)
+        with contextlib.suppress(OSError):
+            raw = (self.git_dir / "config").read_text(errors="replace")
+            if all(f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in
+                   values.items()):  # fmt: skip
+                return
+        # git itself reads and writes: it knows config quoting (paths with spaces, quotes)
+        current: dict[str, str] = {}
+        with contextlib.suppress(git.GitCommandError):  # exit 1: none of them is set
+            listed = self._git.git.config("--local", "-z", "--get-regexp", ".")
+            for item in listed.split("\0"):
+                name, _, value = item.partition("\n")
+                current[name] = value
+        for name, value in values.items():
+            if current.get(name.lower()) != value:
+                try:
+                    self._git.git.config("--local", name, value)
+                except git.GitCommandError as exc:
+                    raise RepositoryError(
+                        f"cannot set {name} in {self.git_dir / 'config'}: {exc.stderr.strip()}"
+                    ) from None
+
+    def diff_trees(
+        self, old: str | None, new: str | None
+    ) -> dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]]:
+        """Files that differ between two commits: path -> ((mode, blob) | None, ... | None).
+
+        Only subtrees whose ids differ are read, so unchanged folders cost nothing.
+        """
+        out: dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]] = {}
+
+        def walk(a: str | None, b: str | None, prefix: str) -> None:
+            left = self.tree(a).entries if a else {}
+            right = self.tree(b).entries if b else {}
+            for name in left.keys() | right.keys():
+                x, y = left.get(name), right.get(name)
+                if x == y:
+                    continue
+                path = prefix + name.decode("utf-8", "surrogateescape")
+                x_tree = x[1].hex() if x and x[0] == MODE_TREE else None
+                y_tree = y[1].hex() if y and y[0] == MODE_TREE else None
+                if x_tree or y_tree:
+                    walk(x_tree, y_tree, path + "/")
+                x_file = (x[0], x[1].hex()) if x and not x_tree else None
+                y_file = (y[0], y[1].hex()) if y and not y_tree else None
+                if x_file != y_file:
+                    out[path] = (x_file, y_file)
+
+        walk(self.commit_tree(old) if old else None, self.commit_tree(new) if new else None, "")
+        return out
+
+    def unclean_paths(self, paths: Iterable[str]) -> list[str]:
+        """Those of ``paths`` whose working file or index entry differs from HEAD."""
+        try:
+            index: Index | None = self._load_index()
+        except UnsupportedIndex:
+            index = None
+        dirty = []
+        for path in paths:
+            committed = self.entry(path)
+            want = committed[1] if committed else None
+            current = self.working_blob(path)
+            staged = index.entry_sha(path.encode()) if index is not None else None
+            # a deleted working file is only restored: nothing of the person's is lost
+            if (current[1] if current else want) != want or (
+                index is not None and (staged.hex() if staged else None) != want
+            ):
+                dirty.append(path)
+        return dirty
+
+    def fast_forward(self, target: str, subject: str = "fast-forward") -> None:
+        """Move the branch to its descendant ``target`` and bring the changed working files
+        and index entries along. Must be called with the write lock held."""
+        ref = self.branch_ref()
+        old = self._read_ref(ref)
+        changes = self.diff_trees(old, target)
+        for path, (_before, after) in changes.items():
+            self._safe_target(path)
+            if after is not None and after[0] != MODE_FILE:
+                raise RepositoryError(
+                    f"{path} at {target[:12]} is not a regular file (mode {after[0].decode()}); "
+                    "gitmem stores hold regular files only, merge this with git"
+                )
+        journal = {
+            "ref": ref,
+            "old": old,
+            "new": target,
+            "files": {
+                p: [b[1] if b else None, a[1] if a else None] for p, (b, a) in changes.items()
+            },
+        }
+        self._write_lock_file(json.dumps(journal).encode())
+        if not self._update_ref(ref, old, target, subject):
+            self._write_lock_file(b"")
+            raise ConflictError(f"{self.root}: the branch moved during the fast-forward; try again")
+        for path, (_before, after) in changes.items():
+            self._write_working(path, None if after is None else self.blob(after[1]))
+        self._update_index({p: a[1] if a else None for p, (_b, a) in changes.items()})
+        self._write_lock_file(b"")
 
     # --- side refs (e.g. review branches): commits that never touch the working tree -----
 
@@ -1064,6 +1224,7 @@ class Repository:
         expected = old or "0" * 40
         args = ["-d", ref, expected] if new is None else [ref, new, expected]
         try:
+            self.ref_updates += 1
             self._git.git.update_ref("-m", "gitmem", *args)
         except git.GitCommandError as exc:
             detail = exc.stderr.strip()
@@ -1101,15 +1262,18 @@ class Repository:
         self._gc_thread.start()
 
     def pack(self) -> None:
-        """Pack loose objects and refresh the commit-graph (what housekeeping runs)."""
+        """Pack loose objects, refresh the commit-graph and the per-file history cache (what
+        housekeeping runs)."""
         commands = [
             ["git", "repack", "-d", "-q", "--geometric=2"],
             ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
-            ["git", "commit-graph", "write", "--reachable", "--split"],
+            ["git", "commit-graph", "write", "--reachable", "--split", "--changed-paths"],
         ]
         for command in commands:
             subprocess.run([command[0], *SAFE_GIT_ARGS, *command[1:]], cwd=self.root,
                            capture_output=True, check=False)
+        with contextlib.suppress(RepositoryError):
+            self.index_history()
 
 
 @dataclass
@@ -1120,21 +1284,27 @@ class Transaction:
     pending: dict[str, bytes | None] = field(default_factory=dict)
     # secrets replaced in this commit's content, by kind: recorded as a trailer
     redacted: dict[str, int] = field(default_factory=dict)
+    # HEAD as this transaction last saw it: only this writer moves the branch while it holds
+    # the lock (a person's git command is caught by the compare-and-swap in commit_changes)
+    _head: str | None = None
+    _head_known: bool = False
 
     def head(self) -> str | None:
-        return self.repo.head()
+        if not self._head_known:
+            self._head, self._head_known = self.repo.head(), True
+        return self._head
 
     def read(self, path: str) -> bytes | None:
         """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
         if path in self.pending:
             return self.pending[path]
-        return self.repo.read(path)
+        return self.repo.read(path, self.head())
 
     def hand_edit(self, path: str) -> bytes | None:
         """The working-tree content of ``path`` if a person changed it since HEAD, else None."""
         if path in self.pending:
             return None
-        committed = self.repo.entry(path)
+        committed = self.repo.entry(path, self.head())
         current = self.repo.working_blob(path)
         if current is None:
             return None  # a deleted working file is restored from HEAD, nothing is lost

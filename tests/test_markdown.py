@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from gitmem.errors import Diagnostic, ParseError
-from gitmem.markdown import _LABELS, parse, parse_bytes, parse_lenient, render
+from gitmem.layout import LABELS as _LABELS
+from gitmem.markdown import parse, parse_bytes, parse_lenient, render
 from gitmem.models import RESERVED_METADATA_KEYS, Interaction, Message, Session, Summary
 
 FIXTURES = Path(__file__).parent / "fixtures"

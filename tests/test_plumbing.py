@@ -56,3 +56,25 @@ def test_index_round_trip_and_edit() -> None:
     again.remove(b"sessions/a.md")
     assert again.entry_sha(b"sessions/a.md") is None
     assert again.entry_sha(b"sessions/b.md") == b"\1" * 20
+
+
+def test_patched_buffers_equal_a_fresh_join() -> None:
+    import random
+
+    rng = random.Random(3)
+    tree, index = Tree.empty(), Index.empty()
+    names = [f"s{n:03d}.md".encode() for n in range(60)]
+    for step in range(400):
+        name = rng.choice(names)
+        sha = bytes(rng.randrange(256) for _ in range(20))
+        if step % 7 == 0 and name in tree.entries:
+            tree.remove(name)
+            index.remove(b"sessions/" + name)
+        else:
+            tree.set(name, b"100644", sha)
+            index.set(b"sessions/" + name, (step,) * 6 + (0o100644, 0, 0, step), sha)
+        if step % 5 == 0:
+            tree = tree.copy()  # copies share offsets; edits must not leak between them
+        assert tree.serialize() == b"".join(tree.chunks)
+        encoded = index.encode()
+        assert Index.parse(encoded).chunks == index.chunks

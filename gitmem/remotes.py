@@ -1,0 +1,386 @@
+"""Remotes of a store: add, list, fetch, push and clone, by running the git binary.
+
+Part of the repository layer. Authentication is whatever git already uses (ssh agent,
+credential helper); gitmem never sees or stores a secret. Commands never wait for a
+password prompt (``GIT_TERMINAL_PROMPT=0``): a remote that needs one fails with a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from gitmem.errors import ConflictError, RepositoryError
+from gitmem.plumbing import MODE_TREE
+from gitmem.repository import Repository
+
+# git's own timeout for a stalled transfer is long; this bounds one network command
+NETWORK_TIMEOUT = 600.0
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A configured remote: its name and fetch URL."""
+
+    name: str
+    url: str
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"  # fail instead of hanging on a password prompt
+    env.setdefault("LC_ALL", "C")  # messages in English, so that they can be classified
+    return env
+
+
+def run_git(
+    cwd: Path | None, *args: str, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``git args`` and return the finished process (never raises on exit status)."""
+    try:
+        return subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=_environment(),
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RepositoryError(
+            f"git {' '.join(args[:2])} took longer than {timeout:.0f}s; is the remote reachable?"
+        ) from None
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages)."""
+    if "://" not in url:
+        return url
+    with contextlib.suppress(ValueError):
+        parts = urlsplit(url)
+        if parts.password:
+            host = parts.netloc.rsplit("@", 1)[-1]
+            return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    return url
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return "://" in url and bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
+def _last_lines(text: str, count: int = 4) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines[-count:])
+
+
+class Remotes:
+    """The remotes of one store, and the network operations on them."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+
+    def _git(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        return run_git(self.repo.root, *args, timeout=timeout)
+
+    def list(self) -> list[Remote]:
+        """Every configured remote with its URL, by name."""
+        done = self._git("config", "--local", "-z", "--get-regexp", r"^remote\..*\.url$")
+        found = []
+        for item in done.stdout.split("\0"):
+            key, _, url = item.partition("\n")
+            if key:
+                found.append(Remote(key[len("remote.") : -len(".url")], url))
+        return sorted(found, key=lambda r: r.name)
+
+    def url(self, name: str) -> str:
+        """The URL of remote ``name`` (password hidden, for messages); RepositoryError naming
+        the known remotes if there is no such remote."""
+        for remote in self.list():
+            if remote.name == name:
+                return redact(remote.url)
+        known = ", ".join(r.name for r in self.list()) or "none"
+        raise RepositoryError(
+            f"{self.repo.root}: no remote named {name!r} (known: {known}); "
+            f"add one with `gitmem remote add {name} URL`"
+        )
+
+    def add(self, name: str, url: str) -> Remote:
+        """Configure a new remote (the URL is stored as given; put no password in it)."""
+        if not _REMOTE_NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")):
+            raise RepositoryError(
+                f"invalid remote name {name!r}: use letters, digits, '.', '_' and '-'"
+            )
+        if not url or url.startswith("-") or any(ch in url for ch in "\n\r\0"):
+            raise RepositoryError(f"invalid remote URL {url!r}")
+        if _has_password(url):
+            raise RepositoryError(
+                f"remote URL {redact(url)} carries a password; gitmem never stores secrets: "
+                "leave it out and let git's credential helper or ssh agent authenticate"
+            )
+        if any(r.name == name for r in self.list()):
+            raise RepositoryError(
+                f"{self.repo.root}: remote {name!r} exists already ({self.url(name)})"
+            )
+        done = self._git("remote", "add", "--", name, url)
+        if done.returncode != 0:
+            raise RepositoryError(f"git remote add {name} failed: {_last_lines(done.stderr)}")
+        return Remote(name, url)
+
+    def tracking_ref(self, remote: str, branch: str) -> str:
+        """The ref holding what was last fetched from ``remote``'s ``branch``."""
+        return f"refs/remotes/{remote}/{branch}"
+
+    def fetch(self, remote: str, branch: str) -> str | None:
+        """Fetch every branch of ``remote``; returns the commit its ``branch`` is at.
+
+        Returns None when the remote has no branches at all (a new, empty repository).
+
+        Raises:
+            RepositoryError: the remote cannot be reached, or it has branches but not
+                ``branch``, or it is not a gitmem store.
+        """
+        url = self.url(remote)
+        done = self._git(
+            "fetch", "--no-tags", "--prune", "--quiet", remote,
+            f"+refs/heads/*:refs/remotes/{remote}/*",
+            timeout=NETWORK_TIMEOUT,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RepositoryError(
+                f"cannot fetch from remote {remote!r} ({url}): {_last_lines(done.stderr)}; "
+                "check the URL, the network and your git credentials. Local memory is unchanged."
+            )
+        tip = self.resolve(self.tracking_ref(remote, branch))
+        if tip is None:
+            others = self._git("for-each-ref", "--format=%(refname)", f"refs/remotes/{remote}/")
+            names = [n.rsplit("/", 1)[-1] for n in others.stdout.split() if n]
+            if names:
+                raise RepositoryError(
+                    f"remote {remote!r} ({url}) has no branch {branch!r} (it has "
+                    f"{', '.join(sorted(names))}); it does not look like this store's remote"
+                )
+            return None
+        self.check_is_store(tip, f"remote {remote!r} ({url})")
+        return tip
+
+    def check_is_store(self, commit: str, what: str) -> None:
+        """Raise RepositoryError unless ``commit`` holds a gitmem store (the merge attributes)."""
+        attributes = self.repo.read(".gitattributes", commit) or b""
+        if b"merge=gitmem" not in attributes:
+            raise RepositoryError(
+                f"{what} is not a gitmem store: its branch ({commit[:12]}) has no .gitattributes "
+                "with merge=gitmem. Local memory is unchanged."
+            )
+
+    def resolve(self, rev: str) -> str | None:
+        """The commit id ``rev`` names, or None."""
+        done = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", rev + "^{commit}")
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether ``older`` is reachable from ``newer``."""
+        done = self._git("merge-base", "--is-ancestor", older, newer)
+        if done.returncode > 1:
+            raise RepositoryError(f"git merge-base failed: {_last_lines(done.stderr)}")
+        return done.returncode == 0
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits, or None if their histories are unrelated."""
+        done = self._git("merge-base", a, b)
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    def push(self, remote: str, branch: str) -> bool:
+        """Push the local ``branch`` to the same branch of ``remote``.
+
+        Returns:
+            False if the remote had nothing new to take (already up to date), else True.
+
+        Raises:
+            ConflictError: the remote has commits this store does not (not a fast-forward).
+            RepositoryError: the remote cannot be reached or refused the push.
+        """
+        url = self.url(remote)
+        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        done = self._git("push", "--porcelain", remote, refspec, timeout=NETWORK_TIMEOUT)
+        status = detail = ""
+        for line in done.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[1] == refspec:
+                status, detail = parts[0], parts[2]
+        # another push that landed while ours was in flight makes the remote refuse to
+        # move the ref ("cannot lock ref ... but expected"): the same as a non-fast-forward
+        raced = "cannot lock ref" in done.stderr or "failed to update ref" in detail
+        if status == "!" and ("fetch first" in detail or "non-fast-forward" in detail or raced):
+            raise ConflictError(
+                f"push to {remote!r} ({url}) rejected: the remote has commits this store does not "
+                f"have ({detail}). Run `gitmem sync` (fetch, merge, push) instead."
+            )
+        if done.returncode != 0 or status in ("!", ""):
+            problem = _last_lines(done.stderr) or _last_lines(done.stdout)
+            raise RepositoryError(
+                f"cannot push to remote {remote!r} ({url}): {problem}; check the URL, the "
+                "network and your git credentials"
+            )
+        return status != "="
+
+    def merge_text(self, base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, int]:
+        """git's line-based three-way merge of three contents: (result, conflict count)."""
+        folder = self.repo.state_dir / "tmp"
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            names = []
+            for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+                path = Path(tmp) / label
+                path.write_bytes(data)
+                names.append(str(path))
+            done = subprocess.run(
+                ["git", "merge-file", "-p", "-L", "ours", "-L", "base", "-L", "theirs", *names],
+                capture_output=True,
+                env=_environment(),
+                check=False,
+            )
+        if done.returncode < 0 or done.returncode > 127:
+            raise RepositoryError(f"git merge-file failed: {done.stderr.decode(errors='replace')}")
+        return done.stdout, done.returncode
+
+
+def clone(url: str, path: Path) -> None:
+    """``git clone url path``; RepositoryError (with git's reason) if it fails.
+
+    Hooks are never copied by a clone; the new store runs only hooks its user installs.
+    """
+    if path.exists() and any(path.iterdir()):
+        raise RepositoryError(f"{path} exists and is not empty; clone into a new folder")
+    if not url or url.startswith("-"):
+        raise RepositoryError(f"invalid remote URL {url!r}")
+    if _has_password(url):
+        raise RepositoryError(
+            f"URL {redact(url)} carries a password; gitmem never stores secrets (git would "
+            "keep it in .git/config): leave it out and let git's credential helper authenticate"
+        )
+    done = run_git(None, "clone", "--quiet", "--no-tags", "--", url, str(path),
+                   timeout=NETWORK_TIMEOUT)  # fmt: skip
+    if done.returncode != 0:
+        raise RepositoryError(
+            f"cannot clone {redact(url)}: {_last_lines(done.stderr)}; check the URL, the network "
+            "and your git credentials"
+        )
+    if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0:
+        return
+    unborn = run_git(path, "symbolic-ref", "--short", "HEAD").stdout.strip()
+    # the remote's HEAD names a branch it does not have (a bare repository made with
+    # another default branch): check out main, or its only branch
+    listed = run_git(path, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/remotes/origin/")
+    branches = [b for b in listed.stdout.split() if b != "HEAD"]
+    pick = "main" if "main" in branches else branches[0] if len(branches) == 1 else None
+    if pick is None:
+        if branches:
+            raise RepositoryError(
+                f"cannot clone {redact(url)}: its HEAD names no branch and it has several "
+                f"({', '.join(branches)}); clone it with git clone --branch"
+            )
+        return  # an empty repository
+    done = run_git(path, "checkout", "--quiet", "-b", pick, "--track", f"origin/{pick}")
+    if done.returncode != 0:
+        problem = _last_lines(done.stderr)
+        raise RepositoryError(f"cannot check out {pick} of {redact(url)}: {problem}")
+    if unborn and unborn != pick:
+        run_git(path, "config", "--local", "--remove-section", f"branch.{unborn}")
+
+
+# --- reading what git staged, and hooks ---------------------------------------------------
+
+
+def staged_files(repo: Repository, wanted: Callable[[str], bool]) -> list[tuple[str, bytes]]:
+    """(path, content) of every file staged in the index (``GIT_INDEX_FILE`` too) that
+    ``wanted`` accepts and that differs from HEAD (what a commit is about to record)."""
+    changed = run_git(repo.root, "diff", "--cached", "--name-only", "-z", "--no-renames",
+                      "--diff-filter=ACMRT")  # fmt: skip
+    if changed.returncode != 0:
+        raise RepositoryError(f"git diff --cached failed: {_last_lines(changed.stderr)}")
+    paths = [p for p in changed.stdout.split("\0") if p and wanted(p)]
+    if not paths:
+        return []
+    listed = run_git(repo.root, "ls-files", "-s", "-z", "--", *paths)
+    found = []
+    for item in listed.stdout.split("\0"):
+        meta, _, path = item.partition("\t")
+        if not path:
+            continue
+        _mode, sha, stage = meta.split(" ")
+        if stage == "0":
+            found.append((path, repo.blob(sha)))
+    return found
+
+
+def subfolders(repo: Repository, folder: str, commit: str | None = None) -> list[str]:
+    """Names of the folders directly inside ``folder`` at ``commit`` (default HEAD)."""
+    rev = commit or repo.head()
+    if rev is None:
+        return []
+    tree = repo.tree(repo.commit_tree(rev))
+    for part in folder.strip("/").split("/"):
+        found = tree.entries.get(part.encode())
+        if found is None or found[0] != MODE_TREE:
+            return []
+        tree = repo.tree(found[1].hex())
+    return sorted(
+        name.decode("utf-8", "surrogateescape")
+        for name, (mode, _sha) in tree.entries.items()
+        if mode == MODE_TREE
+    )
+
+
+HOOK_MARK = "# installed by gitmem hooks install"
+CHAINED_SUFFIX = ".before-gitmem"
+
+
+def hooks_dir(repo: Repository) -> Path:
+    """Where git looks for this store's hooks (``core.hooksPath`` if set)."""
+    done = run_git(repo.root, "rev-parse", "--git-path", "hooks")
+    if done.returncode != 0:
+        raise RepositoryError(f"git rev-parse --git-path hooks failed: {done.stderr.strip()}")
+    return (repo.root / done.stdout.strip()).resolve()
+
+
+def install_hook(repo: Repository, name: str, command: str) -> Path:
+    """Write hook ``name`` running ``<command> hook <name>``; an existing foreign hook is
+    kept as ``<name>.before-gitmem`` and runs first (its failure stops the hook)."""
+    folder = hooks_dir(repo)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    chained = folder / (name + CHAINED_SUFFIX)
+    if target.is_symlink() or target.exists():
+        current = target.read_text(errors="replace") if target.is_file() else ""
+        if HOOK_MARK not in current:
+            if chained.exists() or chained.is_symlink():
+                raise RepositoryError(
+                    f"{target} exists and so does {chained}; move one of them away and retry"
+                )
+            os.replace(target, chained)
+    script = f"""#!/bin/sh
+{HOOK_MARK}: checks memory files, keeps git's merges semantic.
+# A hook that was here before runs first: {name}{CHAINED_SUFFIX}
+here=$(dirname "$0")
+if [ -x "$here/{name}{CHAINED_SUFFIX}" ]; then
+    "$here/{name}{CHAINED_SUFFIX}" "$@" || exit $?
+fi
+exec {command} hook {name} "$@"
+"""
+    tmp = folder / f".{name}.gitmem-tmp"
+    tmp.write_text(script)
+    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(tmp, target)
+    return target

@@ -1,0 +1,559 @@
+"""Sharing memory between agents and machines: remotes, sync, the merge driver and hooks.
+
+``SharingMixin`` gives :class:`~gitmem.manager.MemoryManager` ``remote_add``, ``remotes``,
+``fetch``, ``push``, ``pull``, ``sync``, ``clone``, ``install_hooks`` and ``run_hook``. A
+merge of two histories is written in-process, like a save: session files are merged by
+meaning (:mod:`gitmem.merging`), other files by git's line merge, and the result is one
+merge commit with ``Gitmem-Op: merge``. A merge that cannot be done without a person
+(an unparseable file on both sides, a text conflict) stops before anything is written.
+
+The same session merge runs inside plain ``git merge`` / ``git pull`` through the merge
+driver that opening a store configures (``merge.gitmem.driver``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.driver import merge_file
+from gitmem.errors import ConflictError, Diagnostic, InvalidSessionId, ParseError, RepositoryError
+from gitmem.markdown import parse_bytes
+from gitmem.merging import MergeNote, merge_texts
+from gitmem.paths import SUFFIX, decode_id, encode_id
+from gitmem.plumbing import MODE_FILE, format_message
+from gitmem.remotes import (
+    Remote,
+    Remotes,
+    clone,
+    install_hook,
+    redact,
+    run_git,
+    staged_files,
+    subfolders,
+)
+
+if TYPE_CHECKING:
+    from gitmem.repository import Repository
+
+HOOK_NAMES = ("pre-commit", "post-merge", "post-checkout")
+DRIVER_NAME = "gitmem semantic merge of session files"
+_MARKERS = ("<<<<<<< ", ">>>>>>> ", "<<<<<<<\n", ">>>>>>>\n")
+
+
+def driver_command() -> str:
+    """The merge driver command line git runs: this Python, this gitmem.
+
+    ``-P`` keeps Python from importing modules out of the store's folder (git runs the
+    driver there, and a cloned store must not be able to plant a ``gitmem/`` package).
+    """
+    return f"{shlex.quote(sys.executable)} -P -m gitmem merge-file %O %A %B %P"
+
+
+def is_memory_file(path: str) -> bool:
+    """Whether ``path`` is a session file or a session's archive part (the paths
+    ``.gitattributes`` gives ``merge=gitmem``)."""
+    if not path.endswith(SUFFIX):
+        return False
+    if path.startswith(("sessions/", "archive/")):
+        return path.count("/") == 1
+    return path.startswith("namespaces/")
+
+
+def _expected_id(path: str) -> tuple[str | None, str | None]:
+    """(session id the file name encodes, problem) for a file in a ``sessions`` folder."""
+    parts = path.replace(os.sep, "/").split("/")
+    if len(parts) < 2 or parts[-2] != "sessions" or not parts[-1].endswith(SUFFIX):
+        return None, None
+    try:
+        return decode_id(parts[-1][: -len(SUFFIX)]), None
+    except InvalidSessionId:
+        return None, "file name is not an encoded session id"
+
+
+def validate_memory_file(data: bytes, path: str) -> list[Diagnostic]:
+    """Every ``path:line`` problem of one memory file's content (empty when it is clean).
+
+    Checks for merge conflict markers, parses with the Markdown AST parser and checks that
+    the session id matches the file name.
+    """
+    problems = [
+        Diagnostic(path, number, "unresolved merge conflict marker")
+        for number, line in enumerate(data.split(b"\n"), 1)
+        if (line + b"\n").decode("utf-8", "replace").startswith(_MARKERS)
+    ]
+    expected, bad_name = _expected_id(path)
+    if bad_name:
+        problems.append(Diagnostic(path, 1, bad_name))
+    try:
+        session = parse_bytes(data, path)
+    except ParseError as exc:
+        return sorted([*problems, *exc.diagnostics], key=lambda d: d.line)
+    if expected is not None and session.id != expected:
+        problems.append(
+            Diagnostic(path, 1, f"session id {session.id!r} does not match the file name "
+                       f"(expected {expected!r})")
+        )  # fmt: skip
+    return problems
+
+
+@dataclass
+class SyncResult:
+    """What ``pull`` or ``sync`` did.
+
+    Attributes:
+        remote: the remote's name.
+        branch: the branch synced.
+        before: the local commit before.
+        after: the local commit after.
+        action: ``"up-to-date"``, ``"fast-forward"``, ``"merge"`` or ``"empty-remote"``.
+        files: memory (session) files the merge or fast-forward changed here.
+        notes: decisions of the semantic merge (conflicts resolved, summaries kept).
+        pushed: whether ``sync`` sent commits to the remote.
+        attempts: how many fetch-merge-push rounds it took (the remote can move meanwhile).
+    """
+
+    remote: str
+    branch: str
+    before: str | None
+    after: str | None = None
+    action: str = "up-to-date"
+    files: list[str] = field(default_factory=list)
+    notes: list[MergeNote] = field(default_factory=list)
+    pushed: bool = False
+    attempts: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (for ``--json``)."""
+        return {
+            "remote": self.remote,
+            "branch": self.branch,
+            "before": self.before,
+            "after": self.after,
+            "action": self.action,
+            "files": self.files,
+            "notes": [note.__dict__ for note in self.notes],
+            "pushed": self.pushed,
+            "attempts": self.attempts,
+        }
+
+
+class SharingMixin:
+    """Remotes, sync, hooks and namespaces for :class:`~gitmem.manager.MemoryManager`."""
+
+    if TYPE_CHECKING:
+        namespace: str | None
+        agent: str
+        path: Path
+
+        @property
+        def repository(self) -> Repository: ...
+
+    def _wire_sharing(self) -> None:
+        if self.namespace is not None:
+            try:
+                encode_id(self.namespace)
+            except InvalidSessionId as exc:
+                raise InvalidSessionId(
+                    f"namespace {self.namespace!r} cannot name a folder: {exc}"
+                ) from None
+        # every clone needs the driver in its own config: .gitattributes names it, but git
+        # never copies config, so a plain `git clone` would otherwise merge sessions as text.
+        # A store whose config cannot be written (read-only) can still be read.
+        with contextlib.suppress(RepositoryError):
+            self.repository.ensure_config(
+                {"merge.gitmem.name": DRIVER_NAME, "merge.gitmem.driver": driver_command()}
+            )
+
+    def _remotes(self) -> Remotes:
+        return Remotes(self.repository)
+
+    def _branch(self, branch: str | None) -> str:
+        if branch:
+            return branch
+        return self.repository.branch_ref().removeprefix("refs/heads/")
+
+    # --- remotes -------------------------------------------------------------------------
+
+    @classmethod
+    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """Clone the memory store at ``url`` into ``path`` and open it.
+
+        Cloning an empty repository creates a fresh store there (pushed by the first
+        ``sync``). Extra keyword arguments go to the manager (``agent=``, ``namespace=``...).
+
+        Raises:
+            RepositoryError: the remote cannot be reached or is not a gitmem store (the
+                half-made clone is removed again).
+        """
+        target = Path(path)
+        existed = target.exists()
+        clone(url, target)
+        factory: Any = cls
+        try:
+            repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            if repo_head.returncode != 0:  # an empty remote: start the store on main
+                run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
+                return factory(target, init=True, **kwargs)
+            manager = factory(target, **kwargs)
+            try:
+                Remotes(manager.repository).check_is_store(repo_head.stdout.strip(), redact(url))
+            except RepositoryError:
+                manager.close()
+                raise
+            return manager
+        except RepositoryError:
+            _remove_tree(target, keep_root=existed)
+            raise
+
+    def remote_add(self, name: str, url: str) -> Remote:
+        """Add a remote (``git remote add``); credentials stay with git, never in gitmem."""
+        return self._remotes().add(name, url)
+
+    def remotes(self) -> list[Remote]:
+        """The configured remotes (name and URL)."""
+        return self._remotes().list()
+
+    def fetch(self, remote: str = "origin", branch: str | None = None) -> str | None:
+        """Fetch ``remote``; returns the commit its branch is at (None: empty remote)."""
+        return self._remotes().fetch(remote, self._branch(branch))
+
+    def push(self, remote: str = "origin", branch: str | None = None) -> bool:
+        """Push the branch to ``remote``; False if the remote already had everything.
+
+        Raises:
+            ConflictError: the remote has commits this store does not; use ``sync``.
+        """
+        branch = self._branch(branch)
+        if self.repository.head() is None:
+            raise RepositoryError(f"{self.path} has no commits to push")
+        return self._remotes().push(remote, branch)
+
+    def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
+        """Fetch ``remote`` and merge its branch into this store (no push)."""
+        branch = self._branch(branch)
+        result = SyncResult(remote, branch, self.repository.head())
+        result.attempts = 1
+        tip = self._remotes().fetch(remote, branch)
+        if tip is None:
+            result.action = "empty-remote"
+        else:
+            self._merge_from(tip, result)
+        result.after = self.repository.head()
+        return result
+
+    def sync(
+        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 5
+    ) -> SyncResult:
+        """Fetch, merge and push, trying again if the remote moved in between.
+
+        Raises:
+            ConflictError: a file could not be merged without a person (nothing written),
+                or the remote kept moving for ``attempts`` rounds.
+            RepositoryError: the remote is unreachable or not a gitmem store.
+        """
+        branch = self._branch(branch)
+        result = SyncResult(remote, branch, self.repository.head())
+        remotes = self._remotes()
+        for attempt in range(1, attempts + 1):
+            result.attempts = attempt
+            tip = remotes.fetch(remote, branch)
+            if tip is None:
+                result.action = "empty-remote"
+            else:
+                self._merge_from(tip, result)
+            try:
+                result.pushed = remotes.push(remote, branch) or result.pushed
+            except ConflictError:
+                if attempt == attempts:
+                    raise
+                continue  # someone pushed between our fetch and our push
+            break
+        result.after = self.repository.head()
+        return result
+
+    # --- merging -------------------------------------------------------------------------
+
+    def _merge_from(self, theirs: str, result: SyncResult) -> None:
+        repo = self.repository
+        remotes = Remotes(repo)
+        label = f"{result.remote}/{result.branch}"
+        with repo.transaction():
+            if (repo.git_dir / "MERGE_HEAD").exists():
+                raise ConflictError(
+                    f"{repo.root}: a git merge is in progress; finish it (git commit) or "
+                    "abort it (git merge --abort) before syncing"
+                )
+            ours = repo.head()
+            if ours == theirs or (ours is not None and remotes.is_ancestor(theirs, ours)):
+                return
+            if ours is None or remotes.is_ancestor(ours, theirs):
+                changed = repo.diff_trees(ours, theirs)
+                self._refuse_unclean(list(changed))
+                repo.fast_forward(theirs, f"sync: fast-forward to {label}")
+                result.action = "fast-forward"
+                result.files += [p for p in changed if is_memory_file(p)]
+                return
+            base = remotes.merge_base(ours, theirs)
+            changes, notes, merged = self._three_way(remotes, base, ours, theirs)
+            self._refuse_unclean(list(changes))
+            message = self._merge_message(label, ours, theirs, merged, notes, changes)
+            repo.commit_changes(changes, message, merge_parents=[theirs])
+            result.action = "merge"
+            result.files += [p for p in changes if is_memory_file(p)]
+            result.notes += notes
+
+    def _refuse_unclean(self, paths: Sequence[str]) -> None:
+        dirty = self.repository.unclean_paths(paths)
+        if dirty:
+            shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+            raise ConflictError(
+                f"{self.path}: uncommitted changes in {shown} would be overwritten by the "
+                "merge; commit them (git commit) or restore them (git restore) first. "
+                "Nothing was changed."
+            )
+
+    def _three_way(
+        self, remotes: Remotes, base: str | None, ours: str, theirs: str
+    ) -> tuple[dict[str, bytes | None], list[MergeNote], list[str]]:
+        repo = self.repository
+        mine = repo.diff_trees(base, ours)
+        other = repo.diff_trees(base, theirs)
+        changes: dict[str, bytes | None] = {}
+        notes: list[MergeNote] = []
+        merged: list[str] = []
+        for path, (old, new) in sorted(other.items()):
+            ours_side = mine.get(path)
+            if ours_side is not None and ours_side[1] == new:
+                continue  # both sides made the same change
+            for entry in (old, new, ours_side[1] if ours_side else None):
+                if entry is not None and entry[0] != MODE_FILE:
+                    raise ConflictError(
+                        f"{path} is not a regular file (mode {entry[0].decode()}); gitmem only "
+                        "merges regular files: merge with git itself. Nothing was changed."
+                    )
+            if ours_side is None:
+                changes[path] = repo.blob(new[1]) if new else None
+                continue
+            here = ours_side[1]
+            if new is None or here is None:
+                # deleted on one side, changed on the other: keep the changed file
+                if here is None and new is not None:
+                    changes[path] = repo.blob(new[1])
+                notes.append(MergeNote(_session_of(path), "kept", path, path, ""))
+                continue
+            base_data = repo.blob(old[1]) if old else None
+            if is_memory_file(path):
+                try:
+                    data, file_notes = merge_texts(
+                        base_data, repo.blob(here[1]), repo.blob(new[1]), path
+                    )
+                except ParseError as exc:
+                    raise ConflictError(
+                        f"cannot merge {path}: it does not parse on one side:\n"
+                        + "\n".join(str(d) for d in exc.diagnostics)
+                        + "\nFix it (gitmem check), commit, and sync again. Nothing was changed."
+                    ) from None
+                except ConflictError as exc:
+                    raise ConflictError(
+                        f"cannot merge {path}: {exc}. Nothing was changed."
+                    ) from None
+                notes += file_notes
+                merged.append(path)
+            else:
+                data, conflicts = remotes.merge_text(
+                    base_data or b"", repo.blob(here[1]), repo.blob(new[1])
+                )
+                if conflicts:
+                    raise ConflictError(
+                        f"cannot merge {path}: both sides changed the same lines "
+                        f"({conflicts} conflict(s)); merge it with git. Nothing was changed."
+                    )
+            changes[path] = data
+        return changes, notes, merged
+
+    def _merge_message(
+        self,
+        label: str,
+        ours: str,
+        theirs: str,
+        merged: list[str],
+        notes: list[MergeNote],
+        changes: dict[str, bytes | None],
+    ) -> str:
+        sessions = sorted({n.session_id for n in notes} | {_session_of(p) for p in merged})
+        lines = [f"Merged {theirs[:12]} from {label} into {ours[:12]}: {len(changes)} file(s) "
+                 f"changed, {len(merged)} session file(s) merged by meaning."]  # fmt: skip
+        for note in notes:
+            lines.append("")
+            lines.append("- " + note.describe())
+            if note.kind in ("summary", "conflict"):
+                where = theirs if note.dropped_side == "theirs" else ours
+                lines.append(f"  The dropped version is in {where[:12]}; in full:")
+                lines.extend("    " + line for line in note.dropped.splitlines() or [""])
+        trailers = {"Gitmem-Op": "merge"}
+        if len(sessions) <= 20:
+            trailers["Gitmem-Session"] = ", ".join(sessions)
+        else:
+            trailers["Gitmem-Sessions"] = str(len(sessions))
+        trailers["Gitmem-Agent"] = self.agent
+        conflicts = [n for n in notes if n.kind in ("summary", "conflict")]
+        if conflicts:
+            trailers["Gitmem-Conflicts"] = str(len(conflicts))
+        trailers["Gitmem-Merged"] = theirs
+        return format_message(f"Merge {label}", "\n".join(lines), trailers)
+
+    # --- hooks and namespaces ------------------------------------------------------------
+
+    @staticmethod
+    def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
+        """The git merge driver (``gitmem merge-file %O %A %B %P``): see
+        :func:`gitmem.driver.merge_file`."""
+        return merge_file(base, ours, theirs, path)
+
+    @staticmethod
+    def validate_files(paths: Sequence[str]) -> list[Diagnostic]:
+        """Validate memory files on disk, no store needed (the pre-commit framework's hook)."""
+        return validate_paths(paths)
+
+    def install_hooks(self) -> list[Path]:
+        """Install gitmem's git hooks into this store (``core.hooksPath`` if set).
+
+        A hook already there is kept and runs first (renamed ``<name>.before-gitmem``).
+        Returns the paths written.
+        """
+        script = f"{shlex.quote(sys.executable)} -P -m gitmem"
+        return [install_hook(self.repository, name, script) for name in HOOK_NAMES]
+
+    def run_hook(self, name: str, args: Sequence[str] = ()) -> list[Diagnostic]:
+        """Run the work of git hook ``name``; returns the problems that should stop git.
+
+        ``pre-commit`` validates the staged memory files (or, given file names as the
+        pre-commit framework passes them, those files). ``post-merge`` and
+        ``post-checkout`` only make sure the store is wired (the merge driver); the search
+        index catches up with the new commit by itself on its next use.
+        """
+        if name not in HOOK_NAMES:
+            raise RepositoryError(f"unknown hook {name!r}; gitmem has {', '.join(HOOK_NAMES)}")
+        if name != "pre-commit":
+            return []
+        if args:
+            return validate_paths(args)
+        problems: list[Diagnostic] = []
+        for path, data in staged_files(self.repository, is_memory_file):
+            problems += validate_memory_file(data, path)
+        return problems
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold sessions in this store (the default one is not listed)."""
+        found = []
+        for name in subfolders(self.repository, "namespaces"):
+            try:
+                found.append(decode_id(name))
+            except InvalidSessionId:
+                continue
+        return sorted(found)
+
+
+def validate_paths(paths: Sequence[str]) -> list[Diagnostic]:
+    """Validate memory files on disk (what the pre-commit framework hands a hook)."""
+    problems: list[Diagnostic] = []
+    for name in paths:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as exc:
+            problems.append(Diagnostic(name, 1, f"cannot read: {exc.strerror}"))
+            continue
+        problems += validate_memory_file(data, name)
+    return problems
+
+
+def _session_of(path: str) -> str:
+    name = path.rsplit("/", 1)[-1][: -len(SUFFIX)]
+    try:
+        return decode_id(name)
+    except InvalidSessionId:
+        return name
+
+
+def _remove_tree(target: Path, *, keep_root: bool) -> None:
+    if keep_root:
+        for child in target.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+__all__ = [
+    "HOOK_NAMES",
+    "AsyncSharingMixin",
+    "SharingMixin",
+    "SyncResult",
+    "driver_command",
+    "is_memory_file",
+    "merge_file",
+    "validate_memory_file",
+    "validate_paths",
+]
+
+
+class AsyncSharingMixin:
+    """Coroutine versions of the sharing methods for ``AsyncMemoryManager``.
+
+    ``AsyncMemoryManager.sync`` is the wrapped synchronous manager, so the coroutine of
+    ``MemoryManager.sync()`` is called ``sync_remote()``.
+    """
+
+    sync: Any  # the MemoryManager that AsyncMemoryManager wraps
+
+    async def remote_add(self, name: str, url: str) -> Remote:
+        """``MemoryManager.remote_add`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.remote_add, name, url)
+
+    async def remotes(self) -> list[Remote]:
+        """``MemoryManager.remotes`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.remotes)
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> str | None:
+        """``MemoryManager.fetch`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.fetch, *args, **kwargs)
+
+    async def push(self, *args: Any, **kwargs: Any) -> bool:
+        """``MemoryManager.push`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.push, *args, **kwargs)
+
+    async def pull(self, *args: Any, **kwargs: Any) -> SyncResult:
+        """``MemoryManager.pull`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.pull, *args, **kwargs)
+
+    async def sync_remote(self, *args: Any, **kwargs: Any) -> SyncResult:
+        """``MemoryManager.sync`` (fetch, merge, push) in a worker thread."""
+        return await asyncio.to_thread(self.sync.sync, *args, **kwargs)
+
+    @classmethod
+    async def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """``MemoryManager.clone`` in a worker thread; returns an ``AsyncMemoryManager``."""
+        from gitmem.manager import MemoryManager  # at call time: manager imports this module
+
+        manager = await asyncio.to_thread(MemoryManager.clone, url, path, **kwargs)
+        manager.close()
+        return cls(manager.path, **kwargs)  # type: ignore[call-arg]
+
+    async def install_hooks(self) -> list[Path]:
+        """``MemoryManager.install_hooks`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.install_hooks)
+
+    async def namespaces(self) -> list[str]:
+        """``MemoryManager.namespaces`` in a worker thread."""
+        return await asyncio.to_thread(self.sync.namespaces)
