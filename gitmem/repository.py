@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import itertools
 import json
 import logging
@@ -27,7 +26,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
 import git
@@ -49,6 +47,7 @@ from gitmem.plumbing import (
     object_id,
     stat_fields,
 )
+from gitmem.recovery import RecoveryMixin, owner_is_dead, owner_text
 from gitmem.revisions import RevisionsMixin
 
 STORE_README = """# gitmem memory store
@@ -67,16 +66,6 @@ STALE_GIT_LOCK_SECONDS = 5.0
 # (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
 SAFE_GIT_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 SAFE_GIT_ARGS = tuple(arg for item in SAFE_GIT_CONFIG for arg in ("-c", item))
-# what to do about an OSError while writing, by errno
-_OS_ADVICE = {
-    errno.ENOSPC: "the disk is full: free some space, then save again",
-    errno.EDQUOT: "the disk quota is used up: free some space, then save again",
-    errno.EROFS: "the file system is read-only: open the store from a writable place",
-    errno.EACCES: "permission denied: check the owner and mode of the store's files",
-    errno.EPERM: "operation not permitted: check the owner and mode of the store's files",
-    errno.EFBIG: "the file is larger than the file-size limit (see `ulimit -f`)",
-    errno.EIO: "an I/O error: check the disk",
-}
 
 log = logging.getLogger("gitmem")
 
@@ -124,39 +113,7 @@ def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {} 
     return _locks.setdefault((os.getpid(), key), threading.RLock())
 
 
-def _owner_is_dead(lock: Path) -> bool:
-    """True if ``lock`` names a gitmem process on this host that no longer runs."""
-    try:
-        with open(lock, "rb") as handle:
-            head = handle.read(200)
-    except OSError:
-        return False
-    if not head.startswith(b"gitmem pid="):
-        return False
-    fields = dict(item.partition("=")[::2] for item in head.decode(errors="replace").split())
-    if fields.get("host") != socket.gethostname():
-        return False
-    try:
-        os.kill(int(fields["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (KeyError, ValueError, OSError):
-        return False
-    return False
-
-
-def _owner_text(raw: bytes) -> str:
-    """``pid=1 host=h since=T`` from a lock file, with the lock's age spelled out."""
-    owner = raw.partition(b"\n")[0].decode(errors="replace").strip()
-    fields = dict(item.partition("=")[::2] for item in owner.split())
-    try:
-        age = time.time() - float(fields["since"])
-    except (KeyError, ValueError):
-        return owner or "unknown"
-    return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
-
-
-class Repository(RevisionsMixin):
+class Repository(RevisionsMixin, RecoveryMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
 
     def __init__(
@@ -444,35 +401,9 @@ class Repository(RevisionsMixin):
         self._thread_lock = _process_lock(str(self.git_dir))
         self._gc_thread = None
 
-    def recover(self) -> bool:
-        """Finish or undo a save whose writer died half-way, if no writer holds the lock.
-
-        Runs when a store is opened (and at every lock), so the working tree and index
-        match HEAD again after any gitmem call. Returns True if it had the lock to check.
-        """
-        try:
-            raw = (self.state_dir / "write.lock").read_bytes()
-        except OSError:
-            return False
-        stale = self._stale_temps()
-        if not raw.partition(b"\n")[2].strip() and not stale:
-            return False  # nothing was left half-done
-        self._check_fork()
-        if not self._thread_lock.acquire(blocking=False):
-            return False
-        try:
-            if _HELD.__dict__.get("depth", {}).get(str(self.git_dir)):
-                return False
-            with self._flock(wait=False) as got:
-                for item in self._stale_temps() if got else ():
-                    with contextlib.suppress(OSError):
-                        item.unlink()
-                return got
-        except (OSError, RepositoryError) as exc:
-            log.warning("%s: recovery postponed to the next save: %s", self.root, exc)
-            return False
-        finally:
-            self._thread_lock.release()
+    def _held(self) -> bool:
+        """True if this thread holds the store's write lock already."""
+        return bool(_HELD.__dict__.get("depth", {}).get(str(self.git_dir)))
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
@@ -502,23 +433,6 @@ class Repository(RevisionsMixin):
         return self._lock_handle
 
     @contextlib.contextmanager
-    def _os_errors(self, doing: str, where: Path | None = None) -> Iterator[None]:
-        """Turn an OSError into a RepositoryError that says where, and what to do."""
-        try:
-            yield
-        except OSError as exc:
-            place = exc.filename or where or self.root
-            advice = _OS_ADVICE.get(exc.errno or 0, "check the disk and the store's permissions")
-            try:
-                head = str(self.head())[:12]
-            except OSError:
-                head = "its last commit"
-            raise RepositoryError(
-                f"{self.root}: could not {doing}: {exc.strerror or exc} ({place}); {advice}. "
-                f"Nothing was saved: the branch is still at {head}"
-            ) from exc
-
-    @contextlib.contextmanager
     def _flock(self, wait: bool = True) -> Iterator[bool]:
         path = self.state_dir / "write.lock"
         fd = self._lock_fd()
@@ -536,7 +450,7 @@ class Repository(RevisionsMixin):
                         yield False
                         return
                     if time.monotonic() > deadline:
-                        owner = _owner_text(os.pread(fd, 200, 0))
+                        owner = owner_text(os.pread(fd, 200, 0))
                         raise LockTimeout(
                             f"{self.root}: another writer has held {path} for over "
                             f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
@@ -589,7 +503,7 @@ class Repository(RevisionsMixin):
                 age = 0.0
                 with contextlib.suppress(FileNotFoundError):
                     age = time.time() - lock.stat().st_mtime
-                    if age > STALE_GIT_LOCK_SECONDS or _owner_is_dead(lock):
+                    if age > STALE_GIT_LOCK_SECONDS or owner_is_dead(lock):
                         lock.unlink()
                         continue
                 if time.monotonic() > deadline:
@@ -832,21 +746,6 @@ class Repository(RevisionsMixin):
             with contextlib.suppress(OSError):
                 self._prepared.pop().unlink()
 
-    def _stale_temps(self) -> list[Path]:
-        """Temp files a dead writer left (a live one keeps them for milliseconds)."""
-        try:
-            names = list((self.state_dir / "tmp").iterdir())
-        except OSError:
-            return []
-        cutoff = time.time() - 60
-        stale = []
-        for item in names:
-            ours = item.name.endswith(".tmp") or item.name.startswith("pack-")
-            with contextlib.suppress(OSError):
-                if ours and item.lstat().st_mtime < cutoff:
-                    stale.append(item)
-        return stale
-
     def _load_index(self) -> Index:
         # the trailing checksum identifies the content: mtime is too coarse to tell two
         # writes by different processes apart
@@ -917,86 +816,6 @@ class Repository(RevisionsMixin):
         return data, object_id("blob", data)
 
     # --- journal: finishing or undoing a save that died half-way -------------------------
-
-    def _recover(self) -> None:
-        """Finish or undo a save whose writer died after it wrote its journal.
-
-        The files the journal names are brought to HEAD (unless a person edited one
-        since), and so are their index entries: the writer may have died between a file
-        and its entry. An index it left half-rewritten is rebuilt from HEAD.
-        """
-        record = self._read_journal()
-        if record is None:
-            return
-        head = self.head()
-        fixed: dict[str, str | None] = {}
-        settled: dict[str, str | None] = {}
-        for path, (old, new) in record.get("files", {}).items():
-            want = self.entry(path, head) if head else None
-            want_sha = want[1] if want else None
-            current = self.working_blob(path)
-            current_sha = current[1] if current else None
-            if current_sha == want_sha:
-                settled[path] = want_sha  # the file is right; its index entry may lag
-            elif current_sha in (old, new):
-                self._write_working(path, None if want_sha is None else self.blob(want_sha))
-                fixed[path] = want_sha
-            # else: edited by a person since: leave it alone
-        if self._index_torn():
-            self._rebuild_index(head)
-        else:
-            try:
-                index = self._load_index()
-            except UnsupportedIndex:
-                fixed.update(settled)  # git itself will set them
-            else:
-                for path, sha in settled.items():
-                    staged = index.entry_sha(path.encode())
-                    if (staged.hex() if staged is not None else None) != sha:
-                        fixed[path] = sha
-            if fixed:
-                self._update_index(fixed)
-        self._write_lock_file(b"")
-
-    def _index_torn(self) -> bool:
-        """True if the index is missing or fails its checksum (a write cut short)."""
-        try:
-            data = (self.git_dir / "index").read_bytes()
-        except FileNotFoundError:
-            return True
-        if len(data) < 32 or data[:4] != b"DIRC":
-            return True
-        trailer = data[-20:]
-        # index.skipHash writes zeros instead of the checksum
-        return trailer != bytes(20) and hashlib.sha1(data[:-20]).digest() != trailer
-
-    def _files(self, tree: str, prefix: str = "") -> Iterator[tuple[str, bytes, str]]:
-        """(path, mode, blob id) of every file under ``tree``."""
-        for name, (mode, sha) in sorted(self.tree(tree).entries.items()):
-            path = prefix + name.decode("utf-8", "surrogateescape")
-            if mode == MODE_TREE:
-                yield from self._files(sha.hex(), path + "/")
-            else:
-                yield path, mode, sha.hex()
-
-    def _rebuild_index(self, head: str | None) -> None:
-        """A fresh index matching HEAD, in place of one a dead writer left half-written
-        (what ``git reset`` would do; a person's unstaged edits stay unstaged)."""
-        index = Index.empty()
-        for path, mode, sha in self._files(self.commit_tree(head)) if head else ():
-            fields: tuple[int, ...] = (0, 0, 0, 0, 0, 0, int(mode, 8), 0, 0, 0)
-            target = self.root / path
-            with contextlib.suppress(OSError):
-                st = os.lstat(target)
-                if S_ISREG(st.st_mode) and object_id("blob", target.read_bytes()) == sha:
-                    fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
-                                         st.st_mode, st.st_uid, st.st_gid, st.st_size)
-            index.set(path.encode("utf-8", "surrogateescape"), fields, bytes.fromhex(sha))
-        data = index.encode()
-        self._locked_write(self.git_dir / "index", data, in_place=False)
-        self._index = (data[-20:], index)
-        log.warning("%s: rebuilt .git/index left half-written by a writer that died",
-                    self.root)
 
     def commit_changes(
         self,
