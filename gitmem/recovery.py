@@ -141,7 +141,9 @@ class RecoveryMixin:
         try:
             yield
         except OSError as exc:
-            place = exc.filename or where or self.root
+            place = f"{exc.filename or where or self.root}"
+            if exc.filename2:
+                place += f" -> {exc.filename2}"
             advice = _OS_ADVICE.get(exc.errno or 0, "check the disk and the store's permissions")
             try:
                 head = str(self.head())[:12]

@@ -106,6 +106,17 @@ _HELD = threading.local()
 _SEQ = itertools.count()
 
 
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    # an OSError from writing to an open file does not say which file
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
                   ) -> threading.RLock:
     # one in-process lock per store, shared by every Repository object opened on it; a
@@ -530,7 +541,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
             return hexsha
         folder.mkdir(exist_ok=True)
         tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
-        with open(tmp, "wb") as handle:
+        with _naming(tmp), open(tmp, "wb") as handle:
             handle.write(compressed)
         os.chmod(tmp, 0o444)
         os.replace(tmp, target)
@@ -557,7 +568,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
         self._prepared.append(tmp)  # removed if the write fails
         for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
-            with open(tmp, "wb") as handle:
+            with _naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
             os.replace(tmp, folder / f"pack-{name}{suffix}")
@@ -717,7 +728,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
             tmp = self.state_dir / "tmp" / (
                 f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
             self._prepared.append(tmp)
-            with open(tmp, "wb") as handle:
+            with _naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
                 if not many:
                     handle.flush()
