@@ -142,10 +142,11 @@ class SecurityMixin:
         return guarded, markdown.render(guarded).encode("utf-8")
 
     def _safe_text(self, text: str) -> str:
-        """``text`` with secrets replaced, for commit subjects (not counted: the content
-        it quotes is)."""
+        """``text`` fit for a commit subject: secrets replaced (not counted: the content it
+        quotes is) and lone surrogates, which UTF-8 cannot hold, shown as ``?``."""
         config = self.secret_config
-        return redact(text, config)[0] if config.redact else text
+        text = redact(text, config)[0] if config.redact else text
+        return text.encode("utf-8", "replace").decode("utf-8")
 
     def _check_size(self, text: str, what: str) -> None:
         limit = self.max_message_bytes
