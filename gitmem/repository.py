@@ -501,15 +501,17 @@ class Repository(RevisionsMixin, RecoveryMixin):
     def _git_lock(self, target: Path) -> int:
         """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
 
-        The lock names its owner (``gitmem pid=... host=...``) until the new content is
-        written into it, so one left by a gitmem process that died is cleared at once; any
+        The lock names its owner (``gitmem pid=... host=...``) from the moment it exists
+        (it is written aside and hard-linked into place: a writer killed in between leaves
+        no empty lock), so one left by a gitmem process that died is cleared at once; any
         other is taken as stale after STALE_GIT_LOCK_SECONDS.
         """
         lock = target.with_name(target.name + ".lock")
+        owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
-                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = self._create_lock(lock, owner)
             except FileExistsError:
                 age = 0.0
                 with contextlib.suppress(FileNotFoundError):
@@ -524,13 +526,25 @@ class Repository(RevisionsMixin, RecoveryMixin):
                     ) from None
                 time.sleep(0.01)
                 continue
-            try:
-                os.write(fd, f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode())
-            except BaseException:
-                os.close(fd)
-                lock.unlink()
-                raise
             return fd
+
+    def _create_lock(self, lock: Path, owner: bytes) -> int:
+        """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
+        aside = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
+        with _naming(aside), open(aside, "wb") as handle:
+            handle.write(owner)
+        try:
+            os.link(aside, lock)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: create it, then name the owner
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, owner)
+            return fd
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
+        return os.open(lock, os.O_WRONLY)
 
     def write_object(self, kind: str, data: bytes) -> str:
         """Write a loose object (no-op if it exists) and return its id."""

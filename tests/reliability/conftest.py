@@ -7,8 +7,10 @@ by the project's pytest options) and runs with ``python -m pytest -m slow tests/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -41,6 +43,52 @@ def worker(*args: str, stdin: bool = False) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+class Zygote:
+    """A process with gitmem imported that forks crash writers: a writer starts in
+    milliseconds instead of the half second a new interpreter takes."""
+
+    def __init__(self) -> None:
+        self.proc = worker("zygote", stdin=True)
+
+    def spawn(self, out: Path, *args: str) -> int:
+        """Start ``crash ARGS`` writing to ``out``; returns once it has opened the store."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if out.exists():
+            out.unlink()
+        self.proc.stdin.write(" ".join(["crash", *args[:3], str(out), *args[3:]]) + "\n")
+        self.proc.stdin.flush()
+        pid = int(self.proc.stdout.readline())
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.read_text().startswith("ready\n")):
+            assert time.monotonic() < deadline, "the writer did not start"
+            assert alive(pid), f"the writer died: {out.read_text() if out.exists() else ''}"
+            time.sleep(0.002)
+        return pid
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_and_wait(pid: int) -> None:
+    """SIGKILL ``pid`` and wait until it is gone (it is not our child: poll)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} did not die"
+        time.sleep(0.001)
 
 
 def fsck_problems(store: Path) -> list[str]:

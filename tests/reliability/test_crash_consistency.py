@@ -4,10 +4,10 @@ git stays consistent, and the next writer recovers the lock and saves at once.""
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,18 @@ import pytest
 
 from gitmem.manager import MemoryManager
 from tests.conftest import git
-from tests.reliability.conftest import SIZES, check_working_files, fsck_problems, worker
+from tests.reliability.conftest import (
+    SIZES,
+    Zygote,
+    alive,
+    check_working_files,
+    fsck_problems,
+    kill_and_wait,
+)
 
 ROUNDS = {"ci": 50, "full": 200}
 # the longest a writer runs before it is killed (seconds after it opened the store)
-MAX_LIFE = 0.6
+MAX_LIFE = 0.5
 
 
 @dataclass
@@ -84,8 +91,8 @@ class Checker:
         # first as the dead writer left it, read with git only: gitmem would repair it
         lock_text = (store / ".git" / "gitmem" / "write.lock").read_bytes()
         journal_left = b'"files"' in lock_text
-        stale_locks = [p.name for p in (store / ".git").rglob("*.lock")
-                       if p.name != "write.lock"]
+        stale_locks = [f"{p.name}: {p.read_bytes()[:60]!r}"
+                       for p in (store / ".git").rglob("*.lock") if p.name != "write.lock"]
         assert check_working_files(store, self.verified) == []
         # objects and refs are whole at once; the index can be half-rewritten if the kill
         # hit its in-place write, and then the next gitmem call rebuilds it
@@ -133,23 +140,26 @@ class Checker:
             self.reader.close()
 
 
-def _run_and_kill(store: Path, tag: str, seed: int, delay: float) -> str:
-    proc = worker("crash", str(store), tag, str(seed))
-    assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "ready", proc.communicate()[1]
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    forker = Zygote()
+    yield forker
+    forker.close()
+
+
+def _run_and_kill(zygote: Zygote, store: Path, tag: str, seed: int, delay: float) -> str:
+    """Start a writer, let it work for ``delay`` seconds, SIGKILL it; its output."""
+    out = store.parent / f"{tag}.out"
+    pid = zygote.spawn(out, str(store), tag, str(seed))
     time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
-    # read through the same buffered file: communicate() would skip what readline buffered
-    out = proc.stdout.read()
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, err
-    return out
+    kill_and_wait(pid)
+    text = out.read_text()
+    assert text.startswith("ready\n")
+    return text[len("ready\n"):]
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_random_kills_lose_nothing_acknowledged(store: Path, size: str,
+def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: Zygote,
                                                 figures: dict[str, Any]) -> None:
     rounds = ROUNDS[size]
     rng = random.Random(20240415)
@@ -159,7 +169,7 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str,
     stale: list[str] = []
     slowest = 0.0
     for round_no in range(rounds):
-        out = _run_and_kill(store, f"r{round_no}", rng.randrange(10**6),
+        out = _run_and_kill(zygote, store, f"r{round_no}", rng.randrange(10**6),
                             rng.uniform(0, MAX_LIFE))
         result = checker.after_kill(out)
         killed_mid_op += result["in_flight"] is not None
@@ -197,21 +207,25 @@ KILL_POINTS = [
 
 @pytest.mark.parametrize(("method", "when", "nth"), KILL_POINTS,
                          ids=[f"{m}-{w}-{n}" for m, w, n in KILL_POINTS])
-def test_kill_at_each_step_of_a_save(store: Path, method: str, when: str, nth: int) -> None:
+def test_kill_at_each_step_of_a_save(store: Path, zygote: Zygote, method: str, when: str,
+                                    nth: int) -> None:
     MemoryManager.init(store).close()
     checker = Checker(store)
     # a first writer leaves some history (and an index with several entries)
-    checker.after_kill(_run_and_kill(store, "warm", 7, 0.3))
-    proc = worker("crash", str(store), "armed", "11", f"{method}:{when}:{nth}")
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == -signal.SIGKILL, err
-    assert checker.after_kill(out)["in_flight"] is not None
+    checker.after_kill(_run_and_kill(zygote, store, "warm", 7, 0.2))
+    out = store.parent / "armed.out"
+    pid = zygote.spawn(out, str(store), "armed", "11", f"{method}:{when}:{nth}")
+    deadline = time.monotonic() + 60
+    while alive(pid):  # it kills itself at that step
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    assert checker.after_kill(out.read_text()[len("ready\n"):])["in_flight"] is not None
     checker.close()
 
 
-def test_a_dead_writers_lock_file_names_it(store: Path) -> None:
+def test_a_dead_writers_lock_file_names_it(store: Path, zygote: Zygote) -> None:
     MemoryManager.init(store).close()
-    _run_and_kill(store, "named", 3, 0.2)
+    _run_and_kill(zygote, store, "named", 3, 0.2)
     owner = (store / ".git" / "gitmem" / "write.lock").read_text().splitlines()[0]
     fields = dict(item.split("=", 1) for item in owner.split())
     assert set(fields) >= {"pid", "host", "since"}

@@ -11,6 +11,7 @@ saves were acknowledged before it killed the process:
 the shared session and half to its own. ``crash STORE TAG SEED [KILL_AT]`` saves, batches,
 summarizes and deletes until it is killed; ``KILL_AT`` (``method:when:nth``) makes it
 SIGKILL itself at that point of the repository layer instead of waiting to be killed.
+``zygote`` forks crash writers on request (see :func:`zygote`).
 """
 
 from __future__ import annotations
@@ -134,7 +135,36 @@ def crash(store: str, tag: str, seed: int, kill_at: str | None = None) -> None:
         say(f"ok {sha}")
 
 
+def zygote() -> None:
+    """Fork crash writers on request, so that each starts without importing gitmem anew.
+
+    Reads ``crash STORE TAG SEED OUTFILE [KILL_AT]`` lines; answers each with the writer's
+    pid. The writer's output goes to OUTFILE, one flushed line at a time. Children are
+    reaped by the kernel (SIGCHLD ignored), so a killed one disappears at once.
+    """
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    for line in sys.stdin:
+        command, store, tag, seed, outfile, *kill_at = line.split()
+        assert command == "crash"
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            fd = os.open(outfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)  # a traceback lands beside the output it interrupts
+            os.close(fd)
+            try:
+                crash(store, tag, int(seed), kill_at[0] if kill_at else None)
+            finally:
+                os._exit(1)  # never return into the zygote's loop
+        say(str(pid))
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["zygote"]:
+        zygote()
+        return
     command, store, tag, *rest = argv
     if command == "concurrent":
         concurrent(store, tag, int(rest[0]))
