@@ -1,8 +1,9 @@
 """Shared pieces of the reliability suite: sizes, worker processes, store checks, figures.
 
 Every test runs at a CI size by default; its full-size variant is marked ``slow`` (deselected
-by the project's pytest options) and runs with ``python -m pytest -m slow tests/reliability``.
-``GITMEM_RELIABILITY_REPORT=FILE`` appends each test's figures to FILE as JSON lines.
+by the project's pytest options) and runs with ``python -m pytest -m slow tests/reliability``
+(or ``GITMEM_FULL=1``, which runs both sizes). ``GITMEM_RELIABILITY_REPORT=FILE`` appends
+each test's figures to FILE as JSON lines.
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # read at import: the isolating fixture clears GITMEM_* variables for each test
 REPORT = os.environ.get("GITMEM_RELIABILITY_REPORT")
+FULL = os.environ.get("GITMEM_FULL") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # GITMEM_FULL=1 lifts the project's default "-m 'not slow'": both sizes run
+    if FULL and config.option.markexpr == "not slow":
+        config.option.markexpr = ""
 SIZES = [pytest.param("ci", id="ci"), pytest.param("full", id="full", marks=pytest.mark.slow)]
 
 

@@ -15,7 +15,7 @@ from tests.conftest import git
 from tests.reliability.conftest import SIZES, fsck_problems, worker
 
 # (processes, threads, saves each)
-SIZE = {"ci": (4, 4, 25), "full": (8, 8, 100)}
+SIZE = {"ci": (8, 8, 15), "full": (8, 8, 100)}
 
 
 def _thread_writer(mm: MemoryManager, tag: str, count: int, start: threading.Event,
