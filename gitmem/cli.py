@@ -839,6 +839,30 @@ def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> No
     _written(ctx, as_json, sha, "restored", "nothing written")
 
 
+# --- reliability ---
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def scan(ctx: Context, as_json: bool) -> None:
+    """Report secrets already in history (every branch), masked; exit 1 if any."""
+    findings = ctx.manager().scan_history()
+
+    def text() -> str:
+        if not findings:
+            return "no secrets found in history"
+        still = sum(1 for f in findings if f.at_head)
+        lines = [str(f) for f in findings]
+        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate "
+                     "each key, then purge history (README: Reliability and security)")
+        return "\n".join(lines)
+
+    _emit(ctx, as_json, [f.to_dict() for f in findings], text)
+    if findings:
+        sys.exit(1)
+
+
 def main() -> None:
     """Entry point of the ``gitmem`` console script."""
     cli(prog_name="gitmem")

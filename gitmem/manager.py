@@ -30,6 +30,7 @@ from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.security import AsyncSecurityMixin, SecurityMixin
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
 
@@ -73,7 +74,7 @@ class BatchResult:
     commit: str | None = None
 
 
-class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
+class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, SecurityMixin):
     """Long-term conversation memory in a git repository of Markdown files.
 
     Args:
@@ -351,7 +352,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
         if current is None:
             found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
-        updated = change(current)
+        updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
         if updated is None:
             txn.delete(path)
         else:
@@ -376,6 +377,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
         if edited is None:
             return None
         session = markdown.parse_bytes(edited, path)
+        session, edited = self._guard_hand_edit(txn, session, edited)
         if getattr(self._local, "batch", None) is None:
             txn.write(path, edited)
             txn.commit(
@@ -442,7 +444,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
             }
             return self._with_metadata(session, update, metadata)
 
-        first = _short(parsed[0].content)
+        first = _short(self._safe_text(parsed[0].content))
         sha = self._modify(
             session_id,
             change,
@@ -571,7 +573,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin):
         return sha or ""
 
 
-class AsyncMemoryManager(AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin):
+class AsyncMemoryManager(
+    AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin, AsyncSecurityMixin
+):
     """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
 
     def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:

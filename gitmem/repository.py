@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -45,6 +47,7 @@ from gitmem.plumbing import (
     object_id,
     stat_fields,
 )
+from gitmem.recovery import RecoveryMixin, owner_is_dead, owner_text
 from gitmem.revisions import RevisionsMixin
 
 STORE_README = """# gitmem memory store
@@ -59,6 +62,12 @@ GITATTRIBUTES = (
 )
 # another process's git lock file older than this is taken to be left by a dead writer
 STALE_GIT_LOCK_SECONDS = 5.0
+# gitmem's own git commands run no hooks and no fsmonitor: a store that arrives as a folder
+# (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
+SAFE_GIT_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+SAFE_GIT_ARGS = tuple(arg for item in SAFE_GIT_CONFIG for arg in ("-c", item))
+
+log = logging.getLogger("gitmem")
 
 
 @dataclass(frozen=True)
@@ -94,14 +103,28 @@ def _fsync_dir(path: Path) -> None:
 
 
 _HELD = threading.local()
+_SEQ = itertools.count()
 
 
-def _process_lock(key: str, _locks: dict[str, threading.RLock] = {}) -> threading.RLock:  # noqa: B006
-    # one in-process lock per store, shared by every Repository object opened on it
-    return _locks.setdefault(key, threading.RLock())
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    # an OSError from writing to an open file does not say which file
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
 
 
-class Repository(RevisionsMixin):
+def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
+                  ) -> threading.RLock:
+    # one in-process lock per store, shared by every Repository object opened on it; a
+    # forked child gets its own (the parent's may have been held by another thread)
+    return _locks.setdefault((os.getpid(), key), threading.RLock())
+
+
+class Repository(RevisionsMixin, RecoveryMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
 
     def __init__(
@@ -129,7 +152,10 @@ class Repository(RevisionsMixin):
             )
         self.git_dir = Path(self._git.git_dir).resolve()
         self.state_dir = self.git_dir / "gitmem"
-        (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # a read-only store can still be read
+            (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+        self._pid = os.getpid()
         self.identity = identity or Identity()
         self.housekeeping = housekeeping or Housekeeping()
         self.lock_timeout = lock_timeout
@@ -147,6 +173,11 @@ class Repository(RevisionsMixin):
         self._owner = b""
         self._staged: list[tuple[str, bytes, str]] = []
         self._packs_since_gc = 0
+        self._prepared: list[Path] = []
+        # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
+        # itself: the packs that earlier ones left count towards it
+        self._commits_since_gc = self._packs_on_disk()
+        self.recover()
 
     # --- creation ------------------------------------------------------------------------
 
@@ -348,7 +379,7 @@ class Repository(RevisionsMixin):
     def git(self, *args: str) -> str:
         """Run a read-only git command in the store and return its output."""
         try:
-            out: str = self._git.git.execute(["git", *args])
+            out: str = self._git.git.execute(["git", *SAFE_GIT_ARGS, *args])
         except git.GitCommandError as exc:
             raise RepositoryError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
         return out
@@ -359,9 +390,31 @@ class Repository(RevisionsMixin):
     def transaction(self) -> Iterator[Transaction]:
         """Hold the store's write lock; changes made through the transaction are committed
         by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends)."""
+        self._check_fork()
         with self._thread_lock, self._file_lock():
-            yield Transaction(self)
+            try:
+                yield Transaction(self)
+            finally:
+                self._discard_prepared()  # temp files of a save that failed
         self._maybe_housekeep()
+
+    def _check_fork(self) -> None:
+        # a forked child shares its parent's open lock file, so flock would not keep the
+        # two apart, and its git cat-file pipes: it needs its own of both
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        if self._lock_handle is not None:
+            os.close(self._lock_handle)  # closing (not unlocking) leaves the parent's lock
+            self._lock_handle = None
+        self._git = git.Repo(self.root)
+        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+        self._thread_lock = _process_lock(str(self.git_dir))
+        self._gc_thread = None
+
+    def _held(self) -> bool:
+        """True if this thread holds the store's write lock already."""
+        return bool(_HELD.__dict__.get("depth", {}).get(str(self.git_dir)))
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
@@ -385,13 +438,13 @@ class Repository(RevisionsMixin):
 
     def _lock_fd(self) -> int:
         if self._lock_handle is None:
-            self._lock_handle = os.open(
-                self.state_dir / "write.lock", os.O_RDWR | os.O_CREAT, 0o644
-            )
+            path = self.state_dir / "write.lock"
+            with self._os_errors("open the write lock", path):
+                self._lock_handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._lock_handle
 
     @contextlib.contextmanager
-    def _flock(self) -> Iterator[None]:
+    def _flock(self, wait: bool = True) -> Iterator[bool]:
         path = self.state_dir / "write.lock"
         fd = self._lock_fd()
         try:
@@ -404,20 +457,25 @@ class Repository(RevisionsMixin):
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
+                    if not wait:
+                        yield False
+                        return
                     if time.monotonic() > deadline:
-                        owner = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                        owner = owner_text(os.pread(fd, 200, 0))
                         raise LockTimeout(
                             f"{self.root}: another writer has held {path} for over "
-                            f"{self.lock_timeout:.0f}s (owner: {owner or 'unknown'})"
+                            f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
+                            "when that process ends"
                         ) from None
                     time.sleep(delay)
                     delay = min(delay * 2, 0.05)
             self._owner = (
                 f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
             ).encode()
-            self._recover()
-            self._write_lock_file(b"")
-            yield
+            with self._os_errors("recover the last save", path):
+                self._recover()
+                self._write_lock_file(b"")
+            yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
 
@@ -441,22 +499,52 @@ class Repository(RevisionsMixin):
         return record
 
     def _git_lock(self, target: Path) -> int:
-        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer."""
+        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
+
+        The lock names its owner (``gitmem pid=... host=...``) from the moment it exists
+        (it is written aside and hard-linked into place: a writer killed in between leaves
+        no empty lock), so one left by a gitmem process that died is cleared at once; any
+        other is taken as stale after STALE_GIT_LOCK_SECONDS.
+        """
         lock = target.with_name(target.name + ".lock")
+        owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
         deadline = time.monotonic() + self.lock_timeout
         while True:
             try:
-                return os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = self._create_lock(lock, owner)
             except FileExistsError:
+                age = 0.0
                 with contextlib.suppress(FileNotFoundError):
-                    if time.time() - lock.stat().st_mtime > STALE_GIT_LOCK_SECONDS:
+                    age = time.time() - lock.stat().st_mtime
+                    if age > STALE_GIT_LOCK_SECONDS or owner_is_dead(lock):
                         lock.unlink()
                         continue
                 if time.monotonic() > deadline:
                     raise LockTimeout(
-                        f"{lock} exists: another git process is writing; remove it if none is"
+                        f"{lock} exists (for {age:.0f}s): another git process is writing; "
+                        "remove it if none is"
                     ) from None
                 time.sleep(0.01)
+                continue
+            return fd
+
+    def _create_lock(self, lock: Path, owner: bytes) -> int:
+        """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
+        aside = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
+        with _naming(aside), open(aside, "wb") as handle:
+            handle.write(owner)
+        try:
+            os.link(aside, lock)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: create it, then name the owner
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, owner)
+            return fd
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
+        return os.open(lock, os.O_WRONLY)
 
     def write_object(self, kind: str, data: bytes) -> str:
         """Write a loose object (no-op if it exists) and return its id."""
@@ -467,7 +555,7 @@ class Repository(RevisionsMixin):
             return hexsha
         folder.mkdir(exist_ok=True)
         tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
-        with open(tmp, "wb") as handle:
+        with _naming(tmp), open(tmp, "wb") as handle:
             handle.write(compressed)
         os.chmod(tmp, 0o444)
         os.replace(tmp, target)
@@ -492,11 +580,13 @@ class Repository(RevisionsMixin):
         folder = self.git_dir / "objects" / "pack"
         folder.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
+        self._prepared.append(tmp)  # removed if the write fails
         for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
-            with open(tmp, "wb") as handle:
+            with _naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
             os.replace(tmp, folder / f"pack-{name}{suffix}")
+        self._prepared.remove(tmp)
         self._bytes_since_gc += len(pack)
         self._packs_since_gc += 1
 
@@ -530,20 +620,43 @@ class Repository(RevisionsMixin):
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)
         self.ref_updates += 1
-        if not self._locked_write(
-            target, (new + "\n").encode(), check=lambda: self._read_ref(ref) == old
-        ):
-            return False
         who = _signature(self.identity).encode().decode()
-        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n"
-        for log in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(line)
-        return True
+        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+
+        def still_old() -> bool:
+            if self._read_ref(ref) != old:
+                return False
+            # the reflog first, as git does: if it cannot be written the ref does not move
+            self._append_reflogs(ref, line)
+            return True
+
+        return self._locked_write(target, (new + "\n").encode(), check=still_old)
+
+    def _append_reflogs(self, ref: str, line: bytes) -> None:
+        written: list[tuple[Path, int]] = []
+        try:
+            for reflog in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
+                reflog.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(reflog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    written.append((reflog, os.fstat(fd).st_size))
+                    if os.write(fd, line) != len(line):
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(reflog))
+                finally:
+                    os.close(fd)
+        except OSError:
+            for reflog, size in written:  # no half line is left behind
+                with contextlib.suppress(OSError):
+                    os.truncate(reflog, size)
+            raise
 
     def _locked_write(
-        self, target: Path, data: bytes, check: Callable[[], bool] | None = None
+        self,
+        target: Path,
+        data: bytes,
+        check: Callable[[], bool] | None = None,
+        *,
+        in_place: bool = True,
     ) -> bool:
         """Replace ``target``'s content while holding git's ``<target>.lock``.
 
@@ -551,6 +664,7 @@ class Repository(RevisionsMixin):
         forces the new data to disk first (auto_da_alloc) and costs ~1 ms per file, so an
         existing target is overwritten in place instead (one ``pwrite`` while every other
         writer is locked out) and the lock is removed. Returns False if ``check`` fails.
+        ``in_place=False`` always renames (a reader never sees a partly written file).
         """
         fd = self._git_lock(target)
         lock = target.with_name(target.name + ".lock")
@@ -558,9 +672,12 @@ class Repository(RevisionsMixin):
             if check is not None and not check():
                 return False
             try:
+                if not in_place:
+                    raise FileNotFoundError
                 handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
-                os.write(fd, data)
+                os.pwrite(fd, data, 0)  # over the owner line
+                os.ftruncate(fd, len(data))
                 os.close(fd)
                 fd = -1
                 os.replace(lock, target)
@@ -604,32 +721,55 @@ class Repository(RevisionsMixin):
         self._write_working_files({path: data})
 
     def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
-        """Write working files atomically: temp file, fsync, rename (or unlink for None).
+        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
+        self._place_working_files(self._prepare_working_files(changes))
 
-        Many files (a batch) are written first and made durable by one ``sync`` before
-        any rename, instead of one fsync each.
+    def _prepare_working_files(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
+        """Write each file's new content to a durable temp file (None: to be deleted).
+
+        Done before the branch moves, so that a full disk fails the save, not the files
+        after it. Many files (a batch) are made durable by one ``sync`` instead of one
+        fsync each.
         """
-        targets = {path: self._safe_target(path) for path in changes}
         many = len(changes) > 8
-        staged: list[tuple[Path, Path]] = []
-        for at, (path, data) in enumerate(changes.items()):
-            target = targets[path]
+        prepared: dict[str, Path | None] = {}
+        for path, data in changes.items():
+            target = self._safe_target(path)
             if data is None:
-                with contextlib.suppress(FileNotFoundError):
-                    target.unlink()
+                prepared[path] = None
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{at}.tmp"
-            with open(tmp, "wb") as handle:
+            tmp = self.state_dir / "tmp" / (
+                f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
+            self._prepared.append(tmp)
+            with _naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
                 if not many:
                     handle.flush()
                     os.fsync(handle.fileno())
-            staged.append((tmp, target))
+            prepared[path] = tmp
         if many:
             os.sync()
-        for tmp, target in staged:
-            os.replace(tmp, target)
+        return prepared
+
+    def _place_working_files(self, prepared: dict[str, Path | None]) -> None:
+        for path, tmp in prepared.items():
+            self._place_working(path, tmp)
+
+    def _place_working(self, path: str, tmp: Path | None) -> None:
+        target = self._safe_target(path)
+        if tmp is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, target)
+        self._prepared.remove(tmp)
+
+    def _discard_prepared(self) -> None:
+        while self._prepared:
+            with contextlib.suppress(OSError):
+                self._prepared.pop().unlink()
 
     def _load_index(self) -> Index:
         # the trailing checksum identifies the content: mtime is too coarse to tell two
@@ -702,26 +842,6 @@ class Repository(RevisionsMixin):
 
     # --- journal: finishing or undoing a save that died half-way -------------------------
 
-    def _recover(self) -> None:
-        """Finish or undo a save whose writer died after it wrote its journal."""
-        record = self._read_journal()
-        if record is None:
-            return
-        head = self.head()
-        fixed: dict[str, str | None] = {}
-        for path, (old, new) in record.get("files", {}).items():
-            want = self.entry(path, head) if head else None
-            want_sha = want[1] if want else None
-            current = self.working_blob(path)
-            current_sha = current[1] if current else None
-            if current_sha == want_sha or current_sha not in (old, new):
-                continue  # already right, or edited by a person since: leave it alone
-            self._write_working(path, None if want_sha is None else self.blob(want_sha))
-            fixed[path] = want_sha
-        if fixed:
-            self._update_index(fixed)
-        self._write_lock_file(b"")
-
     def commit_changes(
         self,
         changes: dict[str, bytes | None],
@@ -751,6 +871,7 @@ class Repository(RevisionsMixin):
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
         sig = _signature(identity or self.identity, when)
         subject = message.split("\n", 1)[0]
+        prepared = self._prepare_working_files(changes)
         for _attempt in range(20):
             old = self._read_ref(ref)
             base_tree = self.commit_tree(old) if old else None
@@ -791,11 +912,24 @@ class Repository(RevisionsMixin):
                     self.stage_object("blob", data)
         else:
             raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
-        self._write_working_files(changes)
-        self._update_index(hex_ids)
-        self._write_lock_file(b"")
+        self._finish_save(commit, prepared, hex_ids)
         self._commits_since_gc += 1
         return commit
+
+    def _finish_save(
+        self, commit: str, prepared: dict[str, Path | None], hex_ids: dict[str, str | None]
+    ) -> None:
+        """Bring the working files and index along to the commit the branch now has."""
+        try:
+            self._place_working_files(prepared)
+            self._update_index(hex_ids)
+            self._write_lock_file(b"")
+        except OSError as exc:
+            # the save is committed: the journal stays, and the next call finishes the job
+            log.warning(
+                "%s: saved as commit %s, but the working tree could not follow (%s); "
+                "the next gitmem call brings it in line", self.root, commit[:12], exc
+            )
 
     # --- merges and fast-forwards (sync) -------------------------------------------------
 
@@ -948,6 +1082,13 @@ class Repository(RevisionsMixin):
 
     # --- housekeeping --------------------------------------------------------------------
 
+    def _packs_on_disk(self) -> int:
+        try:
+            names = os.listdir(self.git_dir / "objects" / "pack")
+        except OSError:
+            return 0
+        return sum(name.endswith(".idx") for name in names)
+
     def _maybe_housekeep(self) -> None:
         policy = self.housekeeping
         due = (
@@ -973,7 +1114,8 @@ class Repository(RevisionsMixin):
             ["git", "commit-graph", "write", "--reachable", "--split", "--changed-paths"],
         ]
         for command in commands:
-            subprocess.run(command, cwd=self.root, capture_output=True, check=False)
+            subprocess.run([command[0], *SAFE_GIT_ARGS, *command[1:]], cwd=self.root,
+                           capture_output=True, check=False)
         with contextlib.suppress(RepositoryError):
             self.index_history()
 
@@ -984,6 +1126,8 @@ class Transaction:
 
     repo: Repository
     pending: dict[str, bytes | None] = field(default_factory=dict)
+    # secrets replaced in this commit's content, by kind: recorded as a trailer
+    redacted: dict[str, int] = field(default_factory=dict)
     # HEAD as this transaction last saw it: only this writer moves the branch while it holds
     # the lock (a person's git command is caught by the compare-and-swap in commit_changes)
     _head: str | None = None
@@ -1031,5 +1175,10 @@ class Transaction:
         if not self.pending:
             return None
         changes, self.pending = self.pending, {}
+        if self.redacted:
+            counts = ", ".join(f"{kind}={n}" for kind, n in sorted(self.redacted.items()))
+            trailers = {**(trailers or {}), "Gitmem-Redacted": counts}
+            self.redacted = {}
         message = format_message(subject, body, trailers)
-        return self.repo.commit_changes(changes, message, identity=identity, when=when)
+        with self.repo._os_errors("write the commit"):
+            return self.repo.commit_changes(changes, message, identity=identity, when=when)

@@ -190,15 +190,15 @@ def test_journal_finishes_a_save_that_died_after_the_ref_moved(store: Path) -> N
     repo = Repository.init(store)
     _save(repo, "sessions/a.md", b"v1\n")
     # simulate a writer killed after updating the ref, before the working file and index
-    real_write = repo._write_working_files
+    real_place = repo._place_working_files
 
-    def die(changes: dict[str, bytes | None]) -> None:
+    def die(prepared: dict[str, Path | None]) -> None:
         raise KeyboardInterrupt
 
-    repo._write_working_files = die  # type: ignore[method-assign]
+    repo._place_working_files = die  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         _save(repo, "sessions/a.md", b"v2\n")
-    repo._write_working_files = real_write  # type: ignore[method-assign]
+    repo._place_working_files = real_place  # type: ignore[method-assign]
     assert git(store, "show", "HEAD:sessions/a.md") == "v2\n"
     assert b'"files"' in (store / ".git" / "gitmem" / "write.lock").read_bytes()
     fresh = Repository(store)
