@@ -20,16 +20,17 @@ import errno
 import hashlib
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitmem.errors import RepositoryError
+from gitmem.locking import LockingMixin
 from gitmem.plumbing import MODE_TREE, Index, Tree, UnsupportedIndex, object_id, stat_fields
+from gitmem.worktree import WorktreeMixin
 
 log = logging.getLogger("gitmem")
 
@@ -45,39 +46,7 @@ _OS_ADVICE = {
 }
 
 
-def owner_is_dead(lock: Path) -> bool:
-    """True if ``lock`` names a gitmem process on this host that no longer runs."""
-    try:
-        with open(lock, "rb") as handle:
-            head = handle.read(200)
-    except OSError:
-        return False
-    if not head.startswith(b"gitmem pid="):
-        return False
-    fields = dict(item.partition("=")[::2] for item in head.decode(errors="replace").split())
-    if fields.get("host") != socket.gethostname():
-        return False
-    try:
-        os.kill(int(fields["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except (KeyError, ValueError, OSError):
-        return False
-    return False
-
-
-def owner_text(raw: bytes) -> str:
-    """``pid=1 host=h since=T`` from a lock file, with the lock's age spelled out."""
-    owner = raw.partition(b"\n")[0].decode(errors="replace").strip()
-    fields = dict(item.partition("=")[::2] for item in owner.split())
-    try:
-        age = time.time() - float(fields["since"])
-    except (KeyError, ValueError):
-        return owner or "unknown"
-    return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
-
-
-class RecoveryMixin:
+class RecoveryMixin(LockingMixin, WorktreeMixin):
     """Crash recovery and error reporting for ``Repository`` (see the module docs)."""
 
     root: Path
@@ -93,17 +62,7 @@ class RecoveryMixin:
         def blob(self, hexsha: str) -> bytes: ...
         def tree(self, hexsha: str) -> Tree: ...
         def commit_tree(self, commit: str) -> str: ...
-        def working_blob(self, path: str) -> tuple[bytes, str] | None: ...
         def _check_fork(self) -> None: ...
-        def _held(self) -> bool: ...
-        def _flock(self, wait: bool = True) -> contextlib.AbstractContextManager[bool]: ...
-        def _read_journal(self) -> dict[str, Any] | None: ...
-        def _write_lock_file(self, journal: bytes) -> None: ...
-        def _write_working(self, path: str, data: bytes | None) -> None: ...
-        def _load_index(self) -> Index: ...
-        def _update_index(self, changes: dict[str, str | None]) -> None: ...
-        def _locked_write(self, target: Path, data: bytes, check: Any = None, *,
-                          in_place: bool = True) -> bool: ...
 
     def recover(self) -> bool:
         """Finish or undo a save whose writer died half-way, if no writer holds the lock.

@@ -12,26 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
-import itertools
 import json
 import logging
 import os
-import socket
 import subprocess
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import git
 from gitdb.exc import BadName, BadObject
 
-from gitmem.errors import ConflictError, LockTimeout, RepositoryError
+from gitmem.errors import ConflictError, RepositoryError
+from gitmem.locking import naming
 from gitmem.plumbing import (
     MODE_FILE,
     MODE_TREE,
@@ -45,9 +41,8 @@ from gitmem.plumbing import (
     format_message,
     loose_object,
     object_id,
-    stat_fields,
 )
-from gitmem.recovery import RecoveryMixin, owner_is_dead, owner_text
+from gitmem.recovery import RecoveryMixin
 from gitmem.revisions import RevisionsMixin
 
 STORE_README = """# gitmem memory store
@@ -60,8 +55,6 @@ GITATTRIBUTES = (
     "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
     "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
-# another process's git lock file older than this is taken to be left by a dead writer
-STALE_GIT_LOCK_SECONDS = 5.0
 # gitmem's own git commands run no hooks and no fsmonitor: a store that arrives as a folder
 # (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
 SAFE_GIT_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
@@ -100,21 +93,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-_HELD = threading.local()
-_SEQ = itertools.count()
-
-
-@contextlib.contextmanager
-def _naming(path: Path) -> Iterator[None]:
-    # an OSError from writing to an open file does not say which file
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is None:
-            exc.filename = str(path)
-        raise
 
 
 def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
@@ -412,140 +390,6 @@ class Repository(RevisionsMixin, RecoveryMixin):
         self._thread_lock = _process_lock(str(self.git_dir))
         self._gc_thread = None
 
-    def _held(self) -> bool:
-        """True if this thread holds the store's write lock already."""
-        return bool(_HELD.__dict__.get("depth", {}).get(str(self.git_dir)))
-
-    @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
-        # flock conflicts between two open files even in one process: a thread that holds
-        # the lock already (through another Repository object) must not take it again
-        held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
-        key = str(self.git_dir)
-        if held.get(key):
-            held[key] += 1
-            try:
-                yield
-            finally:
-                held[key] -= 1
-            return
-        with self._flock():
-            held[key] = 1
-            try:
-                yield
-            finally:
-                held[key] = 0
-
-    def _lock_fd(self) -> int:
-        if self._lock_handle is None:
-            path = self.state_dir / "write.lock"
-            with self._os_errors("open the write lock", path):
-                self._lock_handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._lock_handle
-
-    @contextlib.contextmanager
-    def _flock(self, wait: bool = True) -> Iterator[bool]:
-        path = self.state_dir / "write.lock"
-        fd = self._lock_fd()
-        try:
-            deadline = time.monotonic() + self.lock_timeout
-            delay = 0.001
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if not wait:
-                        yield False
-                        return
-                    if time.monotonic() > deadline:
-                        owner = owner_text(os.pread(fd, 200, 0))
-                        raise LockTimeout(
-                            f"{self.root}: another writer has held {path} for over "
-                            f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
-                            "when that process ends"
-                        ) from None
-                    time.sleep(delay)
-                    delay = min(delay * 2, 0.05)
-            self._owner = (
-                f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
-            ).encode()
-            with self._os_errors("recover the last save", path):
-                self._recover()
-                self._write_lock_file(b"")
-            yield True
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
-
-    def _write_lock_file(self, journal: bytes) -> None:
-        # the lock file holds the owner line, then the journal of a save in progress:
-        # keeping the journal here saves creating a file per save
-        fd = self._lock_fd()
-        payload = self._owner + journal
-        os.pwrite(fd, payload, 0)
-        os.ftruncate(fd, len(payload))
-
-    def _read_journal(self) -> dict[str, Any] | None:
-        data = os.pread(self._lock_fd(), 1 << 20, 0)
-        _owner, _sep, journal = data.partition(b"\n")
-        if not journal.strip():
-            return None
-        try:
-            record: dict[str, Any] = json.loads(journal)
-        except ValueError:
-            return {"files": {}}
-        return record
-
-    def _git_lock(self, target: Path) -> int:
-        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
-
-        The lock names its owner (``gitmem pid=... host=...``) from the moment it exists
-        (it is written aside and hard-linked into place: a writer killed in between leaves
-        no empty lock), so one left by a gitmem process that died is cleared at once; any
-        other is taken as stale after STALE_GIT_LOCK_SECONDS.
-        """
-        lock = target.with_name(target.name + ".lock")
-        owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
-        deadline = time.monotonic() + self.lock_timeout
-        while True:
-            try:
-                fd = self._create_lock(lock, owner)
-            except FileExistsError:
-                age = 0.0
-                with contextlib.suppress(FileNotFoundError):
-                    age = time.time() - lock.stat().st_mtime
-                    if age > STALE_GIT_LOCK_SECONDS or owner_is_dead(lock):
-                        lock.unlink()
-                        continue
-                if time.monotonic() > deadline:
-                    raise LockTimeout(
-                        f"{lock} exists (for {age:.0f}s): another git process is writing; "
-                        "remove it if none is"
-                    ) from None
-                time.sleep(0.01)
-                continue
-            return fd
-
-    def _create_lock(self, lock: Path, owner: bytes) -> int:
-        """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
-        aside = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
-        with _naming(aside), open(aside, "wb") as handle:
-            handle.write(owner)
-        try:
-            os.link(aside, lock)
-        except FileExistsError:
-            raise
-        except OSError:  # no hard links here: create it, then name the owner
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            os.write(fd, owner)
-            return fd
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(aside)
-        return os.open(lock, os.O_WRONLY)
-
     def write_object(self, kind: str, data: bytes) -> str:
         """Write a loose object (no-op if it exists) and return its id."""
         hexsha, compressed = loose_object(kind, data)
@@ -555,7 +399,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
             return hexsha
         folder.mkdir(exist_ok=True)
         tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
-        with _naming(tmp), open(tmp, "wb") as handle:
+        with naming(tmp), open(tmp, "wb") as handle:
             handle.write(compressed)
         os.chmod(tmp, 0o444)
         os.replace(tmp, target)
@@ -582,7 +426,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
         self._prepared.append(tmp)  # removed if the write fails
         for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
-            with _naming(tmp), open(tmp, "wb") as handle:
+            with naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
             os.replace(tmp, folder / f"pack-{name}{suffix}")
@@ -649,196 +493,6 @@ class Repository(RevisionsMixin, RecoveryMixin):
                 with contextlib.suppress(OSError):
                     os.truncate(reflog, size)
             raise
-
-    def _locked_write(
-        self,
-        target: Path,
-        data: bytes,
-        check: Callable[[], bool] | None = None,
-        *,
-        in_place: bool = True,
-    ) -> bool:
-        """Replace ``target``'s content while holding git's ``<target>.lock``.
-
-        git renames the lock file over the target; on ext4 a rename over an existing file
-        forces the new data to disk first (auto_da_alloc) and costs ~1 ms per file, so an
-        existing target is overwritten in place instead (one ``pwrite`` while every other
-        writer is locked out) and the lock is removed. Returns False if ``check`` fails.
-        ``in_place=False`` always renames (a reader never sees a partly written file).
-        """
-        fd = self._git_lock(target)
-        lock = target.with_name(target.name + ".lock")
-        try:
-            if check is not None and not check():
-                return False
-            try:
-                if not in_place:
-                    raise FileNotFoundError
-                handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
-            except FileNotFoundError:
-                os.pwrite(fd, data, 0)  # over the owner line
-                os.ftruncate(fd, len(data))
-                os.close(fd)
-                fd = -1
-                os.replace(lock, target)
-                return True
-            try:
-                os.pwrite(handle, data, 0)
-                os.ftruncate(handle, len(data))
-            finally:
-                os.close(handle)
-            return True
-        finally:
-            if fd >= 0:
-                os.close(fd)
-                with contextlib.suppress(FileNotFoundError):
-                    lock.unlink()
-
-    # --- working tree and index ----------------------------------------------------------
-
-    def _safe_target(self, path: str) -> Path:
-        """The absolute working-tree path for ``path``, refusing symlinks on the way."""
-        target = self.root
-        parts = path.split("/")
-        for at, part in enumerate(parts):
-            if part in ("", ".", "..") or part == ".git":
-                raise RepositoryError(f"refusing unsafe store path {path!r}")
-            target = target / part
-            try:
-                info = target.lstat()
-            except FileNotFoundError:
-                continue
-            if os.path.islink(target):
-                raise RepositoryError(
-                    f"{target} is a symlink; gitmem never writes through symlinks"
-                )
-            if at < len(parts) - 1 and not target.is_dir():
-                raise RepositoryError(f"{target} is not a folder")
-            del info
-        return target
-
-    def _write_working(self, path: str, data: bytes | None) -> None:
-        self._write_working_files({path: data})
-
-    def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
-        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
-        self._place_working_files(self._prepare_working_files(changes))
-
-    def _prepare_working_files(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
-        """Write each file's new content to a durable temp file (None: to be deleted).
-
-        Done before the branch moves, so that a full disk fails the save, not the files
-        after it. Many files (a batch) are made durable by one ``sync`` instead of one
-        fsync each.
-        """
-        many = len(changes) > 8
-        prepared: dict[str, Path | None] = {}
-        for path, data in changes.items():
-            target = self._safe_target(path)
-            if data is None:
-                prepared[path] = None
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.state_dir / "tmp" / (
-                f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
-            self._prepared.append(tmp)
-            with _naming(tmp), open(tmp, "wb") as handle:
-                handle.write(data)
-                if not many:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            prepared[path] = tmp
-        if many:
-            os.sync()
-        return prepared
-
-    def _place_working_files(self, prepared: dict[str, Path | None]) -> None:
-        for path, tmp in prepared.items():
-            self._place_working(path, tmp)
-
-    def _place_working(self, path: str, tmp: Path | None) -> None:
-        target = self._safe_target(path)
-        if tmp is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, target)
-        self._prepared.remove(tmp)
-
-    def _discard_prepared(self) -> None:
-        while self._prepared:
-            with contextlib.suppress(OSError):
-                self._prepared.pop().unlink()
-
-    def _load_index(self) -> Index:
-        # the trailing checksum identifies the content: mtime is too coarse to tell two
-        # writes by different processes apart
-        try:
-            fd = os.open(self.git_dir / "index", os.O_RDONLY)
-        except FileNotFoundError:
-            return Index.empty()
-        try:
-            size = os.fstat(fd).st_size
-            checksum = os.pread(fd, 20, max(0, size - 20))
-            if self._index is not None and self._index[0] == checksum:
-                return self._index[1]
-            data = os.pread(fd, size, 0)
-        finally:
-            os.close(fd)
-        index = Index.parse(data)
-        self._index = (data[-20:], index)
-        return index
-
-    def _update_index(self, changes: dict[str, str | None]) -> None:
-        """Make the index entries of ``changes`` match the files just written."""
-        try:
-            index = self._load_index()
-        except UnsupportedIndex:
-            self._update_index_with_git(changes)
-            return
-        for path, sha in changes.items():
-            if sha is None:
-                index.remove(path.encode())
-                continue
-            st = os.stat(self.root / path)
-            fields = stat_fields(
-                st.st_ctime_ns,
-                st.st_mtime_ns,
-                st.st_dev,
-                st.st_ino,
-                st.st_mode,
-                st.st_uid,
-                st.st_gid,
-                st.st_size,
-            )
-            index.set(path.encode(), fields, bytes.fromhex(sha))
-        data = index.encode()
-        try:
-            self._locked_write(self.git_dir / "index", data)
-        except BaseException:
-            self._index = None
-            raise
-        self._index = (data[-20:], index)
-
-    def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
-        # index v4 / split / sparse: let git itself edit it (rare, slower)
-        for path, sha in changes.items():
-            if sha is None:
-                self._git.git.update_index("--force-remove", "--", path)
-            else:
-                self._git.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}")
-        self._git.git.update_index("-q", "--refresh")
-        self._index = None
-
-    def working_blob(self, path: str) -> tuple[bytes, str] | None:
-        """The working-tree content of ``path`` and its blob id, or None if absent."""
-        target = self._safe_target(path)
-        try:
-            data = target.read_bytes()
-        except FileNotFoundError:
-            return None
-        return data, object_id("blob", data)
 
     # --- journal: finishing or undoing a save that died half-way -------------------------
 

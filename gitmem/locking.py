@@ -1,0 +1,269 @@
+"""Locking for ``Repository``: the store's write lock and git's own ``<file>.lock`` protocol.
+
+Writers are serialised by ``flock`` on ``.git/gitmem/write.lock`` (the kernel releases it when
+a writer dies; the file also holds the owner line and the journal of a save in progress),
+plus an in-process lock per store. Files git itself locks (refs, the index) are written while
+holding git's ``<file>.lock``, so a person's git command and gitmem never interleave.
+``Repository`` inherits :class:`LockingMixin`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import LockTimeout
+
+# another process's git lock file older than this is taken to be left by a dead writer
+STALE_GIT_LOCK_SECONDS = 5.0
+
+_HELD = threading.local()
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Name ``path`` in an OSError raised inside the block (a failed write to an open file
+    does not say which file)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
+def owner_is_dead(lock: Path) -> bool:
+    """True if ``lock`` names a gitmem process on this host that no longer runs."""
+    try:
+        with open(lock, "rb") as handle:
+            head = handle.read(200)
+    except OSError:
+        return False
+    if not head.startswith(b"gitmem pid="):
+        return False
+    fields = dict(item.partition("=")[::2] for item in head.decode(errors="replace").split())
+    if fields.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(fields["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (KeyError, ValueError, OSError):
+        return False
+    return False
+
+
+def owner_text(raw: bytes) -> str:
+    """``pid=1 host=h since=T`` from a lock file, with the lock's age spelled out."""
+    owner = raw.partition(b"\n")[0].decode(errors="replace").strip()
+    fields = dict(item.partition("=")[::2] for item in owner.split())
+    try:
+        age = time.time() - float(fields["since"])
+    except (KeyError, ValueError):
+        return owner or "unknown"
+    return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
+
+
+class LockingMixin:
+    """The write lock, the journal slot in the lock file, and git lock files."""
+
+    root: Path
+    git_dir: Path
+    state_dir: Path
+    lock_timeout: float
+    _lock_handle: int | None
+    _owner: bytes
+
+    if TYPE_CHECKING:
+
+        def _recover(self) -> None: ...
+        def _os_errors(
+            self, doing: str, where: Path | None = None
+        ) -> contextlib.AbstractContextManager[None]: ...
+
+    def _held(self) -> bool:
+        """True if this thread holds the store's write lock already."""
+        return bool(_HELD.__dict__.get("depth", {}).get(str(self.git_dir)))
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        # flock conflicts between two open files even in one process: a thread that holds
+        # the lock already (through another Repository object) must not take it again
+        held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
+        key = str(self.git_dir)
+        if held.get(key):
+            held[key] += 1
+            try:
+                yield
+            finally:
+                held[key] -= 1
+            return
+        with self._flock():
+            held[key] = 1
+            try:
+                yield
+            finally:
+                held[key] = 0
+
+    def _lock_fd(self) -> int:
+        if self._lock_handle is None:
+            path = self.state_dir / "write.lock"
+            with self._os_errors("open the write lock", path):
+                self._lock_handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._lock_handle
+
+    @contextlib.contextmanager
+    def _flock(self, wait: bool = True) -> Iterator[bool]:
+        path = self.state_dir / "write.lock"
+        fd = self._lock_fd()
+        try:
+            deadline = time.monotonic() + self.lock_timeout
+            delay = 0.001
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if not wait:
+                        yield False
+                        return
+                    if time.monotonic() > deadline:
+                        owner = owner_text(os.pread(fd, 200, 0))
+                        raise LockTimeout(
+                            f"{self.root}: another writer has held {path} for over "
+                            f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
+                            "when that process ends"
+                        ) from None
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.05)
+            self._owner = (
+                f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
+            ).encode()
+            with self._os_errors("recover the last save", path):
+                self._recover()
+                self._write_lock_file(b"")
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
+
+    def _write_lock_file(self, journal: bytes) -> None:
+        # the lock file holds the owner line, then the journal of a save in progress:
+        # keeping the journal here saves creating a file per save
+        fd = self._lock_fd()
+        payload = self._owner + journal
+        os.pwrite(fd, payload, 0)
+        os.ftruncate(fd, len(payload))
+
+    def _read_journal(self) -> dict[str, Any] | None:
+        data = os.pread(self._lock_fd(), 1 << 20, 0)
+        _owner, _sep, journal = data.partition(b"\n")
+        if not journal.strip():
+            return None
+        try:
+            record: dict[str, Any] = json.loads(journal)
+        except ValueError:
+            return {"files": {}}
+        return record
+
+    def _git_lock(self, target: Path) -> int:
+        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
+
+        The lock names its owner (``gitmem pid=... host=...``) from the moment it exists
+        (it is written aside and hard-linked into place: a writer killed in between leaves
+        no empty lock), so one left by a gitmem process that died is cleared at once; any
+        other is taken as stale after STALE_GIT_LOCK_SECONDS.
+        """
+        lock = target.with_name(target.name + ".lock")
+        owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
+        deadline = time.monotonic() + self.lock_timeout
+        while True:
+            try:
+                fd = self._create_lock(lock, owner)
+            except FileExistsError:
+                age = 0.0
+                with contextlib.suppress(FileNotFoundError):
+                    age = time.time() - lock.stat().st_mtime
+                    if age > STALE_GIT_LOCK_SECONDS or owner_is_dead(lock):
+                        lock.unlink()
+                        continue
+                if time.monotonic() > deadline:
+                    raise LockTimeout(
+                        f"{lock} exists (for {age:.0f}s): another git process is writing; "
+                        "remove it if none is"
+                    ) from None
+                time.sleep(0.01)
+                continue
+            return fd
+
+    def _create_lock(self, lock: Path, owner: bytes) -> int:
+        """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
+        aside = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
+        with naming(aside), open(aside, "wb") as handle:
+            handle.write(owner)
+        try:
+            os.link(aside, lock)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: create it, then name the owner
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, owner)
+            return fd
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(aside)
+        return os.open(lock, os.O_WRONLY)
+
+    def _locked_write(
+        self,
+        target: Path,
+        data: bytes,
+        check: Callable[[], bool] | None = None,
+        *,
+        in_place: bool = True,
+    ) -> bool:
+        """Replace ``target``'s content while holding git's ``<target>.lock``.
+
+        git renames the lock file over the target; on ext4 a rename over an existing file
+        forces the new data to disk first (auto_da_alloc) and costs ~1 ms per file, so an
+        existing target is overwritten in place instead (one ``pwrite`` while every other
+        writer is locked out) and the lock is removed. Returns False if ``check`` fails.
+        ``in_place=False`` always renames (a reader never sees a partly written file).
+        """
+        fd = self._git_lock(target)
+        lock = target.with_name(target.name + ".lock")
+        try:
+            if check is not None and not check():
+                return False
+            try:
+                if not in_place:
+                    raise FileNotFoundError
+                handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                os.pwrite(fd, data, 0)  # over the owner line
+                os.ftruncate(fd, len(data))
+                os.close(fd)
+                fd = -1
+                os.replace(lock, target)
+                return True
+            try:
+                os.pwrite(handle, data, 0)
+                os.ftruncate(handle, len(data))
+            finally:
+                os.close(handle)
+            return True
+        finally:
+            if fd >= 0:
+                os.close(fd)
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()

@@ -1,0 +1,189 @@
+"""The working tree and ``.git/index`` side of ``Repository``.
+
+After a commit the session files are written atomically (temp file, fsync, rename) and their
+index entries patched, so ``git status --porcelain`` stays empty and a person's own
+``git commit`` can never undo a save. ``Repository`` inherits :class:`WorktreeMixin`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import RepositoryError
+from gitmem.locking import naming
+from gitmem.plumbing import Index, UnsupportedIndex, object_id, stat_fields
+
+_SEQ = itertools.count()
+
+
+class WorktreeMixin:
+    """Working files and their index entries."""
+
+    root: Path
+    git_dir: Path
+    state_dir: Path
+    _git: Any  # git.Repo; GitPython is imported by repository.py only
+    _index: tuple[bytes, Index] | None
+    _prepared: list[Path]
+
+    if TYPE_CHECKING:
+
+        def _locked_write(
+            self,
+            target: Path,
+            data: bytes,
+            check: Callable[[], bool] | None = None,
+            *,
+            in_place: bool = True,
+        ) -> bool: ...
+
+    def _safe_target(self, path: str) -> Path:
+        """The absolute working-tree path for ``path``, refusing symlinks on the way."""
+        target = self.root
+        parts = path.split("/")
+        for at, part in enumerate(parts):
+            if part in ("", ".", "..") or part == ".git":
+                raise RepositoryError(f"refusing unsafe store path {path!r}")
+            target = target / part
+            try:
+                info = target.lstat()
+            except FileNotFoundError:
+                continue
+            if os.path.islink(target):
+                raise RepositoryError(
+                    f"{target} is a symlink; gitmem never writes through symlinks"
+                )
+            if at < len(parts) - 1 and not target.is_dir():
+                raise RepositoryError(f"{target} is not a folder")
+            del info
+        return target
+
+    def _write_working(self, path: str, data: bytes | None) -> None:
+        self._write_working_files({path: data})
+
+    def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
+        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
+        self._place_working_files(self._prepare_working_files(changes))
+
+    def _prepare_working_files(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
+        """Write each file's new content to a durable temp file (None: to be deleted).
+
+        Done before the branch moves, so that a full disk fails the save, not the files
+        after it. Many files (a batch) are made durable by one ``sync`` instead of one
+        fsync each.
+        """
+        many = len(changes) > 8
+        prepared: dict[str, Path | None] = {}
+        for path, data in changes.items():
+            target = self._safe_target(path)
+            if data is None:
+                prepared[path] = None
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = (
+                self.state_dir / "tmp" / (f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
+            )
+            self._prepared.append(tmp)
+            with naming(tmp), open(tmp, "wb") as handle:
+                handle.write(data)
+                if not many:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            prepared[path] = tmp
+        if many:
+            os.sync()
+        return prepared
+
+    def _place_working_files(self, prepared: dict[str, Path | None]) -> None:
+        for path, tmp in prepared.items():
+            self._place_working(path, tmp)
+
+    def _place_working(self, path: str, tmp: Path | None) -> None:
+        target = self._safe_target(path)
+        if tmp is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, target)
+        self._prepared.remove(tmp)
+
+    def _discard_prepared(self) -> None:
+        while self._prepared:
+            with contextlib.suppress(OSError):
+                self._prepared.pop().unlink()
+
+    def _load_index(self) -> Index:
+        # the trailing checksum identifies the content: mtime is too coarse to tell two
+        # writes by different processes apart
+        try:
+            fd = os.open(self.git_dir / "index", os.O_RDONLY)
+        except FileNotFoundError:
+            return Index.empty()
+        try:
+            size = os.fstat(fd).st_size
+            checksum = os.pread(fd, 20, max(0, size - 20))
+            if self._index is not None and self._index[0] == checksum:
+                return self._index[1]
+            data = os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+        index = Index.parse(data)
+        self._index = (data[-20:], index)
+        return index
+
+    def _update_index(self, changes: dict[str, str | None]) -> None:
+        """Make the index entries of ``changes`` match the files just written."""
+        try:
+            index = self._load_index()
+        except UnsupportedIndex:
+            self._update_index_with_git(changes)
+            return
+        for path, sha in changes.items():
+            if sha is None:
+                index.remove(path.encode())
+                continue
+            st = os.stat(self.root / path)
+            fields = stat_fields(
+                st.st_ctime_ns,
+                st.st_mtime_ns,
+                st.st_dev,
+                st.st_ino,
+                st.st_mode,
+                st.st_uid,
+                st.st_gid,
+                st.st_size,
+            )
+            index.set(path.encode(), fields, bytes.fromhex(sha))
+        data = index.encode()
+        try:
+            self._locked_write(self.git_dir / "index", data)
+        except BaseException:
+            self._index = None
+            raise
+        self._index = (data[-20:], index)
+
+    def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
+        # index v4 / split / sparse: let git itself edit it (rare, slower)
+        for path, sha in changes.items():
+            if sha is None:
+                self._git.git.update_index("--force-remove", "--", path)
+            else:
+                self._git.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}")
+        self._git.git.update_index("-q", "--refresh")
+        self._index = None
+
+    def working_blob(self, path: str) -> tuple[bytes, str] | None:
+        """The working-tree content of ``path`` and its blob id, or None if absent."""
+        target = self._safe_target(path)
+        try:
+            data = target.read_bytes()
+        except FileNotFoundError:
+            return None
+        return data, object_id("blob", data)
