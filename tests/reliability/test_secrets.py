@@ -417,3 +417,20 @@ def test_scan_of_a_clean_store_exits_0(store: Path) -> None:
     MemoryManager.init(store).save_interaction("s", "hello", "hi")
     result = CliRunner().invoke(cli, ["--repo", str(store), "scan"])
     assert result.exit_code == 0 and "no secrets found" in result.output
+
+
+def test_async_scan(store: Path) -> None:
+    import asyncio
+
+    from gitmem.manager import AsyncMemoryManager
+
+    MemoryManager.init(store).close()
+    _plain_commit(store, "notes.txt", make_secret("jwt", random.Random(1)) + "\n", "notes")
+
+    async def scan() -> list[str]:
+        amm = AsyncMemoryManager(store)
+        found = await amm.scan_history()
+        await amm.close()
+        return [f.kind for f in found]
+
+    assert asyncio.run(scan()) == ["jwt"]
