@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.errors import ConflictError, RepositoryError
 from gitmem.plumbing import MODE_TREE
-from gitmem.repository import Repository
+from gitmem.repository import SAFE_GIT_ARGS, Repository
 
 # git's own timeout for a stalled transfer is long; this bounds one network command
 NETWORK_TIMEOUT = 600.0
@@ -48,7 +48,7 @@ def run_git(
     """Run ``git args`` and return the finished process (never raises on exit status)."""
     try:
         return subprocess.run(
-            ["git", *args],
+            ["git", *SAFE_GIT_ARGS, *args],  # never the store's own hooks or fsmonitor
             cwd=cwd,
             capture_output=True,
             text=True,

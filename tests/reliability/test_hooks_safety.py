@@ -117,3 +117,18 @@ def test_a_copied_store_with_a_hooks_path_in_its_config_runs_nothing(store: Path
     git(store, "config", "core.hooksPath", str(trap))
     _exercise(store)
     assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_push_and_sync_run_no_hook_of_the_store(store: Path, tmp_path: Path) -> None:
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    mm = MemoryManager.init(store)
+    mm.save_interaction("s", "hello", "hi")
+    markers = tmp_path / "markers"
+    _booby_trap(store, markers)
+    mm.remote_add("origin", f"file://{bare}")
+    mm.push()
+    mm.save_interaction("s", "again", "ok")
+    mm.sync()
+    assert git(bare, "rev-parse", "main").strip() == mm.head()
+    assert sorted(os.listdir(markers)) == []
