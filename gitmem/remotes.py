@@ -43,12 +43,16 @@ def _environment() -> dict[str, str]:
 
 
 def run_git(
-    cwd: Path | None, *args: str, timeout: float | None = None
+    cwd: Path | None, *args: str, timeout: float | None = None, safe: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``git args`` and return the finished process (never raises on exit status)."""
+    """Run ``git args`` and return the finished process (never raises on exit status).
+
+    ``safe`` (the default) runs no hook or fsmonitor of the store; only a question about the
+    store's own settings (where its hooks live) turns it off.
+    """
     try:
         return subprocess.run(
-            ["git", *SAFE_GIT_ARGS, *args],  # never the store's own hooks or fsmonitor
+            ["git", *(SAFE_GIT_ARGS if safe else ()), *args],
             cwd=cwd,
             capture_output=True,
             text=True,
@@ -349,7 +353,7 @@ CHAINED_SUFFIX = ".before-gitmem"
 
 def hooks_dir(repo: Repository) -> Path:
     """Where git looks for this store's hooks (``core.hooksPath`` if set)."""
-    done = run_git(repo.root, "rev-parse", "--git-path", "hooks")
+    done = run_git(repo.root, "rev-parse", "--git-path", "hooks", safe=False)
     if done.returncode != 0:
         raise RepositoryError(f"git rev-parse --git-path hooks failed: {done.stderr.strip()}")
     return (repo.root / done.stdout.strip()).resolve()
