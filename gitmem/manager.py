@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import Diagnostic, ParseError, SessionNotFound, ValidationError
+from gitmem.errors import Diagnostic, ParseError, RepositoryError, SessionNotFound, ValidationError
 from gitmem.history import AsyncHistoryMixin, HistoryMixin
 from gitmem.models import (
     Interaction,
@@ -253,7 +253,11 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             if id_from_path(path, self.namespace) is None:
                 problems.append(Diagnostic(path, 1, "file name is not an encoded session id"))
                 continue
-            data = self._repo.working_blob(path) if commit is None else None
+            try:
+                data = self._repo.working_blob(path) if commit is None else None
+            except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it
+                problems.append(Diagnostic(path, 1, str(exc)))
+                continue
             raw = data[0] if data is not None else self._repo.read(path, commit)
             if raw is None:
                 continue

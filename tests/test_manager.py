@@ -281,3 +281,14 @@ def test_async_manager(store: Path) -> None:
         return len(session.interactions) if session else 0
 
     assert asyncio.run(scenario()) == 5
+
+
+def test_check_reports_a_symlinked_session_file(mm: MemoryManager, store: Path,
+                                                tmp_path: Path) -> None:
+    mm.save_interaction("ok", "q", "a", timestamp=T0)
+    outside = tmp_path / "outside.md"
+    outside.write_text("# Session: x\n")
+    (store / "sessions" / "link.md").symlink_to(outside)
+    problems = mm.check()
+    assert [(p.path, p.line) for p in problems] == [("sessions/link.md", 1)]
+    assert "symlink" in problems[0].problem
