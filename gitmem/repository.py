@@ -346,6 +346,16 @@ class Repository(RevisionsMixin, RecoveryMixin):
             if mode != MODE_TREE
         }
 
+    def config_section(self, section: str) -> list[tuple[str, str]]:
+        """(key, value) pairs of git config keys ``<section>.*`` (e.g. ``gitmem.summary``),
+        keys as git prints them; empty when none is set."""
+        try:
+            out = self.git("config", "--get-regexp", "^" + section.replace(".", r"\.") + r"\.")
+        except RepositoryError:
+            return []  # git exits 1 when no key matches
+        split = (line.partition(" ") for line in out.splitlines())
+        return [(key, value) for key, _, value in split]
+
     def configured_identity(self) -> tuple[str, str]:
         """``user.name`` and ``user.email`` from git config (empty strings if unset)."""
         reader = self._git.config_reader()

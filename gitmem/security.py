@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import GitmemError, ValidationError
+from gitmem.errors import ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.secrets import SecretConfig, find_secrets, redact
 
@@ -76,11 +76,7 @@ class SecurityMixin:
         """What counts as a secret here: set it, or it is read from git config once
         (``gitmem.secrets.redact``, ``gitmem.secrets.pattern``, ``gitmem.secrets.allow``)."""
         if self._secret_config is None:
-            try:
-                out = self._repo.git("config", "--get-regexp", r"^gitmem\.secrets\.")
-            except GitmemError:
-                out = ""  # git exits 1 when no key matches
-            pairs = [line.partition(" ")[::2] for line in out.splitlines()]
+            pairs = self._repo.config_section("gitmem.secrets")
             try:
                 self._secret_config = SecretConfig.from_git(pairs)
             except ValueError as exc:

@@ -230,12 +230,8 @@ class SummaryMixin:
     def summary_config(self) -> SummaryConfig:
         """This store's summary settings: set it, or it is read from git config once."""
         if self._summary_config is None:
-            try:
-                out = self._repo.git("config", "--get-regexp", r"^gitmem\.summary\.")
-            except GitmemError:
-                out = ""  # git exits 1 when no key matches
-            pairs = (line.partition(" ") for line in out.splitlines())
-            self._summary_config = SummaryConfig.from_git({k: v for k, _, v in pairs})
+            pairs = self._repo.config_section("gitmem.summary")
+            self._summary_config = SummaryConfig.from_git(dict(pairs))
         return self._summary_config
 
     @summary_config.setter
