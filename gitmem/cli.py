@@ -402,8 +402,15 @@ def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> 
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
     ids = mm.import_locomo(file, convs=convs)
-    _emit(ctx, as_json, {"sessions": ids, "commit": mm.head()},
-          lambda: f"imported {len(ids)} sessions from {file}")
+    differing = [f"{sid} {iid}" for sid, iid in ids.differing]
+    if differing and not (ctx.json or as_json):
+        click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
+                   "(session, interaction):\n  " + "\n  ".join(differing), err=True)
+    _emit(ctx, as_json, {"sessions": list(ids), "commit": ids.commit, "added": len(ids.added),
+                         "differing": [{"session_id": s, "interaction_id": i}
+                                       for s, i in ids.differing]},
+          lambda: f"imported {len(ids)} sessions from {file}: {len(ids.added)} new turns"
+          + ("" if ids.commit else " (nothing changed, no commit)"))
 
 
 @cli.group()

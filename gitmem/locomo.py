@@ -7,13 +7,17 @@ and each turn an interaction whose id is its ``dia_id``; image turns keep their 
 ``[image: caption]``. Scores: turn recall R@k (share of a question's evidence turns among
 the top k hits) and session recall S@k (share of its evidence sessions among the first k
 distinct sessions of the hit list), per question category and overall.
+
+Importing is additive (:func:`merge_session`): importing a file again adds only the turns a
+session lacks, keeps every turn the store has (also turns saved by hand in between), and
+reports a turn whose stored text differs from the file instead of overwriting it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -153,6 +157,63 @@ def _conversation(sample: dict[str, Any], at: int) -> Conversation:
         if evidence and str(qa.get("question") or "").strip():
             questions.append(Question(str(qa["question"]), category, evidence))
     return Conversation(sample_id, sessions, questions)
+
+
+@dataclass(frozen=True)
+class Merged:
+    """An imported session merged into the stored one (see :func:`merge_session`).
+
+    Attributes:
+        session: the result; the stored ``Session`` object itself when nothing changes.
+        added: ids of the imported turns the store did not have.
+        differing: ids of turns the store has with other content than the file; the
+            stored version is kept.
+    """
+
+    session: Session
+    added: tuple[str, ...] = ()
+    differing: tuple[str, ...] = ()
+
+
+def merge_session(stored: Session | None, imported: Session, *,
+                  elsewhere: Collection[str] = (),
+                  same: Callable[[Interaction, Interaction], bool] | None = None) -> Merged:
+    """``imported`` added to ``stored`` without losing anything ``stored`` has.
+
+    Turns are matched by id: an imported turn the store lacks (neither in ``stored`` nor
+    among ``elsewhere``, e.g. the ids a summary moved to the archive part) is appended in
+    file order; a stored turn is kept as it is, and listed in ``differing`` when ``same``
+    (default: equal timestamp and messages) says the file has it otherwise. Participants
+    and tags are joined, the project is kept if set, the time span is widened.
+    """
+    if stored is None:
+        return Merged(imported, tuple(t.id for t in imported.interactions))
+    equal = same or (lambda a, b: a.timestamp == b.timestamp and a.messages == b.messages)
+    have = {turn.id: turn for turn in stored.interactions}
+    added: list[Interaction] = []
+    differing: list[str] = []
+    for turn in imported.interactions:
+        kept = have.get(turn.id)
+        if kept is None:
+            if turn.id not in elsewhere:
+                added.append(turn)
+        elif not equal(kept, turn):
+            differing.append(turn.id)
+    update: dict[str, Any] = {}
+    if added:
+        update["interactions"] = [*stored.interactions, *added]
+    for name in ("participants", "tags"):
+        joined = list(dict.fromkeys([*getattr(stored, name), *getattr(imported, name)]))
+        if joined != getattr(stored, name):
+            update[name] = joined
+    if stored.project is None and imported.project is not None:
+        update["project"] = imported.project
+    if imported.created < stored.created:
+        update["created"] = imported.created
+    if imported.last_active > stored.last_active:
+        update["last_active"] = imported.last_active
+    session = stored.model_copy(update=update) if update else stored
+    return Merged(session, tuple(t.id for t in added), tuple(differing))
 
 
 def parse_range(spec: str | None, count: int) -> list[int]:

@@ -359,7 +359,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
         if updated is None:
             txn.delete(path)
-        else:
+        elif updated is not current:  # the change kept the session as it is: write nothing
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
             data = markdown.render(updated).encode("utf-8")

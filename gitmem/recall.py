@@ -24,7 +24,7 @@ from gitmem.context import Memory, TokenCounter, assemble, default_counter
 from gitmem.errors import ParseError, ValidationError
 from gitmem.index import KIND_SUMMARY, Index
 from gitmem.indexer import ProgressCallback, StoreIndex, SyncReport
-from gitmem.models import Hit, Session, as_aware
+from gitmem.models import Hit, Interaction, Session, as_aware
 from gitmem.retrieval import (
     SHOWN_CANDIDATES,
     Candidate,
@@ -34,6 +34,7 @@ from gitmem.retrieval import (
     Ranking,
     snippet,
 )
+from gitmem.secrets import SecretConfig, redact
 
 if TYPE_CHECKING:
     from gitmem.repository import Repository
@@ -54,6 +55,18 @@ class Hits(list[Hit]):
         super().__init__(hits)
         self.notes: list[str] = list(notes)
         self.explanation: dict[str, Any] | None = None
+
+
+class ImportResult(list[str]):
+    """The session ids an import touched, in file order, plus what happened to the turns:
+    ``added`` and ``differing`` list (session id, interaction id) pairs; a differing turn
+    was kept as stored. ``commit`` is None when the import changed nothing."""
+
+    def __init__(self, ids: Iterable[str] = ()) -> None:
+        super().__init__(ids)
+        self.added: list[tuple[str, str]] = []
+        self.differing: list[tuple[str, str]] = []
+        self.commit: str | None = None
 
 
 class ContextMessages(list[dict[str, str]]):
@@ -127,8 +140,12 @@ class RetrievalMixin:
 
         def batch(self, message: str = ...) -> AbstractContextManager[Any]: ...
 
-        def put_session(self, session: Session, *, op: str = ..., subject: str = ...
-                        ) -> str | None: ...
+        secret_config: SecretConfig
+
+        def _archive(self, session_id: str, commit: str | None = None) -> Session | None: ...
+
+        def _modify(self, session_id: str, change: Callable[[Session | None], Session | None],
+                    *, op: str, subject: str) -> str | None: ...
 
     # --- the index -------------------------------------------------------------------
 
@@ -372,21 +389,54 @@ class RetrievalMixin:
 
     # --- LoCoMo ----------------------------------------------------------------------
 
-    def import_locomo(self, path: str | Path, *, convs: str | None = None) -> list[str]:
+    def import_locomo(self, path: str | Path, *, convs: str | None = None) -> ImportResult:
         """Import a LoCoMo JSON file (one commit): each session becomes a gitmem session
         ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
 
-        Returns the imported session ids.
+        Importing is additive and idempotent: only turns a session lacks are added, turns
+        already stored (also ones saved by hand since) are kept, and importing an unchanged
+        file again makes no commit. A stored turn whose text differs from the file is kept
+        as stored and listed in ``result.differing``.
+
+        Returns the imported session ids (an ``ImportResult``, a list with details).
         """
         conversations = locomo.load(path)
         chosen = [conversations[i] for i in locomo.parse_range(convs, len(conversations))]
-        ids: list[str] = []
-        with self.batch(f"Import LoCoMo {Path(path).name}"):
+        result = ImportResult()
+        with self.batch(f"Import LoCoMo {Path(path).name}") as done:
             for conv in chosen:
                 for session in conv.sessions:
-                    self.put_session(session, op="import")
-                    ids.append(session.id)
-        return ids
+                    self._import_session(session, result)
+                    result.append(session.id)
+        result.commit = done.commit
+        return result
+
+    def _import_session(self, imported: Session, result: ImportResult) -> None:
+        archived = self._archive(imported.id)  # a summary may have moved turns there
+        elsewhere = {t.id for t in archived.interactions} if archived else set()
+
+        def change(current: Session | None) -> Session | None:
+            merged = locomo.merge_session(current, imported, elsewhere=elsewhere,
+                                          same=self._same_turn)
+            result.added += [(imported.id, iid) for iid in merged.added]
+            result.differing += [(imported.id, iid) for iid in merged.differing]
+            return merged.session
+
+        self._modify(imported.id, change, op="import", subject=f"Import {imported.id}")
+
+    def _same_turn(self, stored: Interaction, imported: Interaction) -> bool:
+        """Equal, counting a secret the file has as the marker the store has in its place."""
+        if stored.timestamp != imported.timestamp or len(stored.messages) != len(imported.messages):
+            return False
+        config = self.secret_config
+        for kept, given in zip(stored.messages, imported.messages, strict=True):
+            if kept.speaker != given.speaker:
+                return False
+            if kept.content != given.content and (
+                not config.redact or redact(given.content, config)[0] != kept.content
+            ):
+                return False
+        return True
 
     @classmethod
     def bench_locomo(
@@ -478,4 +528,4 @@ class _workdir:
             self._temp.cleanup()
 
 
-__all__ = ["AsyncRetrievalMixin", "ContextMessages", "Hits", "RetrievalMixin"]
+__all__ = ["AsyncRetrievalMixin", "ContextMessages", "Hits", "ImportResult", "RetrievalMixin"]

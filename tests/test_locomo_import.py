@@ -129,3 +129,78 @@ def test_bench_through_the_cli(locomo_file: Path) -> None:
     assert "| overall | 3 |" in text.output
     usage = runner.invoke(cli, ["bench", "locomo", str(locomo_file), "--convs", "7"])
     assert usage.exit_code == 1 and "--convs" in usage.output
+
+
+def test_reimport_keeps_hand_saved_turns_and_reports_changed_ones(locomo_file: Path,
+                                                                   store: Path) -> None:
+    runner = CliRunner()
+
+    def gitmem(*args: str) -> str:
+        out = runner.invoke(cli, ["--repo", str(store), *args])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    gitmem("init")
+    gitmem("import", "locomo", str(locomo_file), "--convs", "0")
+    gitmem("save", "conv-a-session_1", "--user", "a turn saved by hand", "--assistant", "ok",
+           "--id", "hand-1")
+    head = git(store, "rev-parse", "HEAD")
+    # an unchanged file again: no commit, and the hand-saved turn is still there
+    assert "nothing changed, no commit" in gitmem("import", "locomo", str(locomo_file),
+                                                  "--convs", "0")
+    assert git(store, "rev-parse", "HEAD") == head
+    mm = MemoryManager(store)
+    session = mm.load_memory("conv-a-session_1")
+    assert session is not None
+    assert [i.id for i in session.interactions] == ["D1:1", "D1:2", "D1:3", "hand-1"]
+    # the file grows a turn and changes one: the new turn is added, the changed one reported
+    data = json.loads(locomo_file.read_text())
+    turns = data[0]["conversation"]["session_1"]
+    turns[1]["text"] = "Tell me NOTHING!"
+    turns.append({"speaker": "Ben", "dia_id": "D1:4", "text": "A late addition."})
+    locomo_file.write_text(json.dumps(data))
+    out = runner.invoke(cli, ["--repo", str(store), "--json", "import", "locomo",
+                              str(locomo_file), "--convs", "0"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert report["differing"] == [{"session_id": "conv-a-session_1", "interaction_id": "D1:2"}]
+    assert report["added"] == 1 and report["commit"] == git(store, "rev-parse", "HEAD").strip()
+    session = mm.load_memory("conv-a-session_1")
+    assert session is not None
+    assert [i.id for i in session.interactions] == ["D1:1", "D1:2", "D1:3", "hand-1", "D1:4"]
+    assert session.interactions[1].messages[0].content == "Tell me everything!"
+    assert session.interactions[3].messages[0].content == "a turn saved by hand"
+    text = runner.invoke(cli, ["--repo", str(store), "import", "locomo", str(locomo_file),
+                               "--convs", "0"])  # fmt: skip
+    assert "conv-a-session_1 D1:2" in text.output and text.exit_code == 0
+    assert git(store, "status", "--porcelain") == ""
+    mm.close()
+
+
+def test_reimport_after_an_archiving_summary_adds_no_duplicates(locomo_file: Path,
+                                                               store: Path) -> None:
+    mm = MemoryManager.init(store)
+    mm.import_locomo(locomo_file, convs="0")
+    git(store, "config", "gitmem.summary.archive", "archive")
+    mm = MemoryManager(store)
+    mm.summarize("conv-a-session_1", offline=True)
+    head = git(store, "rev-parse", "HEAD")
+    again = mm.import_locomo(locomo_file, convs="0")
+    assert again.commit is None and again.added == [] and again.differing == []
+    assert git(store, "rev-parse", "HEAD") == head
+    mm.close()
+
+
+def test_reimport_of_a_redacted_turn_is_not_reported_as_changed(tmp_path: Path,
+                                                                 store: Path) -> None:
+    key = "sk-proj-" + "A1b2C3d4" * 6
+    data = [{"sample_id": "s", "conversation": {
+        "speaker_a": "A", "speaker_b": "B", "session_1_date_time": "1:00 pm on 1 May, 2023",
+        "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": f"my key is {key}"}]}}]
+    path = tmp_path / "leaky.json"
+    path.write_text(json.dumps(data))
+    mm = MemoryManager.init(store)
+    mm.import_locomo(path)
+    again = mm.import_locomo(path)
+    assert again.commit is None and again.differing == []
+    mm.close()
