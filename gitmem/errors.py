@@ -41,6 +41,11 @@ class ValidationError(GitmemError):
     """A value handed to gitmem breaks the model's rules (which field, which value)."""
 
 
+class SecretRefused(ValidationError):
+    """A secret in a value that names something (a session or interaction id, a metadata
+    key): redacting it would change the name, so nothing is written."""
+
+
 class SessionNotFound(GitmemError):
     """No session with that id exists (at that revision)."""
 

@@ -93,6 +93,9 @@ class HistoryMixin:
 
         def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
 
+        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
+                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
+
         def load_memory(
             self, session_id: str, *, commit: str | None = None, include_archive: bool = False
         ) -> Session | None: ...
@@ -407,6 +410,8 @@ class HistoryMixin:
         for path in changes:
             if self._owner(path) is not None:
                 self._adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
+        # old content comes back: its secrets are redacted like new ones (or it is refused)
+        changes, _ = self._guard_files(txn, changes)
         for path, data in changes.items():
             if data is None:
                 txn.delete(path)
@@ -416,6 +421,10 @@ class HistoryMixin:
 
     def rollback(self, session_id: str, to: str | datetime) -> str | None:
         """Restore a session's file exactly as it was at revision ``to``, as a new commit.
+
+        Like every write that brings old content back (restore, revert too), a secret in
+        it is redacted as a save would; one that cannot be (in an id or a metadata key)
+        raises ``SecretRefused`` and nothing is written.
 
         Returns the commit id, or None if the session already is in that state. Raises
         SessionNotFound if the session did not exist at ``to``.

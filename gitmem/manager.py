@@ -30,6 +30,7 @@ from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
+from gitmem.secrets import redact
 from gitmem.security import AsyncSecurityMixin, SecurityMixin
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
@@ -106,6 +107,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         self.language: Language = language
         self.namespace = namespace
         identity = Identity(agent, email or f"{agent.replace(' ', '-')}@gitmem.local")
+        if init:  # the first commit is written before the store's settings can be read
+            identity = Identity(redact(identity.name, label=True)[0],
+                                redact(identity.email, label=True)[0])
         options: dict[str, Any] = {
             "identity": identity,
             "housekeeping": housekeeping,
@@ -116,6 +120,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         else:
             self._repo = Repository(path, **options)
         self.path = self._repo.root
+        self._repo.commit_guard = self._guard_commit  # secrets in messages and authors
         self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()

@@ -18,7 +18,7 @@ import os
 import subprocess
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -104,6 +104,10 @@ def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {} 
 
 class Repository(RevisionsMixin, RecoveryMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
+
+    # Set by the manager: the last look at every commit message and author before it is
+    # written (secrets redacted), so no path into a commit can bypass it.
+    commit_guard: Callable[[str, Identity], tuple[str, Identity]] | None = None
 
     def __init__(
         self,
@@ -533,7 +537,8 @@ class Repository(RevisionsMixin, RecoveryMixin):
                 hexsha = self.stage_object("blob", data)
                 self._remember_blob(hexsha, data)
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
-        sig = _signature(identity or self.identity, when)
+        message, author = self._guarded(message, identity)
+        sig = _signature(author, when)
         subject = message.split("\n", 1)[0]
         prepared = self._prepare_working_files(changes)
         for _attempt in range(20):
@@ -579,6 +584,11 @@ class Repository(RevisionsMixin, RecoveryMixin):
         self._finish_save(commit, prepared, hex_ids)
         self._commits_since_gc += 1
         return commit
+
+    def _guarded(self, message: str, identity: Identity | None) -> tuple[str, Identity]:
+        author = identity or self.identity
+        guard = self.commit_guard
+        return (message, author) if guard is None else guard(message, author)
 
     def _finish_save(
         self, commit: str, prepared: dict[str, Path | None], hex_ids: dict[str, str | None]
@@ -720,7 +730,8 @@ class Repository(RevisionsMixin, RecoveryMixin):
             self._safe_target(path)
             blobs[path] = None if data is None else bytes.fromhex(self.stage_object("blob", data))
         tree = self._build_tree(self.commit_tree(parent), blobs)
-        sig = _signature(identity or self.identity)
+        message, author = self._guarded(message, identity)
+        sig = _signature(author)
         commit = self.stage_object("commit", commit_body(tree, [parent], sig, sig, message))
         self.flush_objects()
         self.set_ref(ref, commit, self._read_ref(ref))

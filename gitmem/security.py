@@ -4,23 +4,31 @@
 and hands it to :meth:`SecurityMixin._guard` before it is rendered: new message content,
 summary text and metadata values are scanned (``gitmem.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
-trailer. Content over :data:`MAX_MESSAGE_BYTES` is refused with a ``ValidationError``.
-:meth:`SecurityMixin.scan_history` reports secrets that reached history before (or around)
-the guard: every commit of every branch, by commit, path and line, never printing a secret.
+trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
+that names something (session id, interaction id, metadata key) is refused
+(``SecretRefused``), as redacting it would change the name. Content over
+:data:`MAX_MESSAGE_BYTES` is refused with a ``ValidationError``.
+
+Two more guards sit on every path into a commit: :meth:`SecurityMixin._guard_commit` sees
+each commit message and author line last (the repository calls it), and
+:meth:`SecurityMixin._guard_files` checks whole files that rollback, revert, restore and a
+sync merge bring back from history. :meth:`SecurityMixin.scan_history` reports secrets that
+reached history before (or around) the guards, never printing a secret.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import ValidationError
+from gitmem.errors import ParseError, SecretRefused, ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.secrets import SecretConfig, find_secrets, redact
+from gitmem.repository import Identity
+from gitmem.secrets import Finding, SecretConfig, find_secrets, redact, trailer_value
+from gitmem.secretscan import MESSAGE_PATH, SecretFinding, scan_repository
 
 if TYPE_CHECKING:
     from gitmem.manager import MemoryManager
@@ -32,31 +40,6 @@ T = TypeVar("T")
 # The largest message (or summary text) a save accepts, in UTF-8 bytes. A save holds a few
 # copies of the file while rendering and packing it: a 10 MB message peaks near 150 MB.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-MESSAGE_PATH = "(commit message)"
-
-
-@dataclass(frozen=True)
-class SecretFinding:
-    """A secret found in history: where it was added, what kind, and a masked form.
-
-    ``at_head`` says whether the current version of the file still holds it (None for a
-    commit message).
-    """
-
-    commit: str
-    path: str
-    line: int
-    kind: str
-    masked: str
-    at_head: bool | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        where = "commit message" if self.path == MESSAGE_PATH else f"{self.path}:{self.line}"
-        head = "" if self.at_head is None else (" (still at HEAD)" if self.at_head else "")
-        return f"{self.commit[:12]} {where}: {self.kind} {self.masked}{head}"
 
 
 class SecurityMixin:
@@ -68,6 +51,10 @@ class SecurityMixin:
 
     _secret_config: SecretConfig | None = None
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    # (config, {identity: (redacted identity, counts)}): an agent's name is checked once
+    _identity_cache: tuple[SecretConfig, dict[Identity, tuple[Identity, Counter[str]]]] | None = (
+        None
+    )
 
     # --- configuration --------------------------------------------------------------------
 
@@ -93,11 +80,17 @@ class SecurityMixin:
     def _guard(self, txn: Transaction, current: Session | None, updated: Session | None
                ) -> Session | None:
         """``updated`` with the content it adds over ``current`` checked for size and with
-        its secrets redacted (counted on ``txn`` for the commit's trailer)."""
+        its secrets redacted (counted on ``txn`` for the commit's trailer).
+
+        Raises:
+            SecretRefused: a new session id, interaction id or metadata key holds a secret.
+        """
         if updated is None:
             return None
         counts: Counter[str] = Counter()
         config = self.secret_config
+        if current is None and config.redact:
+            _refuse(updated.id, "the session id", config)
         known = {id(turn) for turn in current.interactions} if current else set()
         turns: list[Interaction] = []
         for turn in updated.interactions:
@@ -137,6 +130,90 @@ class SecurityMixin:
             return session, raw
         return guarded, markdown.render(guarded).encode("utf-8")
 
+    def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
+                     refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]:
+        """Whole files brought back from history (rollback, revert, restore, a merge),
+        checked like new content before they are committed.
+
+        A file with a secret that parses as a session is redacted like a save (and
+        rendered anew); a secret that cannot be redacted (in an id or a metadata key, or
+        in a file that is not a session) refuses the write with ``SecretRefused`` naming
+        ``path:line``, or with ``refuse=False`` is kept and described in the returned list.
+        A file without secrets is kept byte for byte.
+        """
+        config = self.secret_config
+        if not config.redact:
+            return changes, []
+        out: dict[str, bytes | None] = {}
+        problems: list[str] = []
+        for path, data in changes.items():
+            if data is not None and _secrets_in(data, config):
+                try:
+                    data = self._guard_file(txn, path, data)
+                except SecretRefused as exc:
+                    if refuse:
+                        raise
+                    problems.append(str(exc))  # kept as it is, reported
+                else:
+                    left = _secrets_in(data, config)
+                    if left:
+                        problem = (f"{path}:{left[0].line}: a {left[0].kind} ({left[0].masked}) "
+                                   "that cannot be redacted in this file")
+                        if refuse:
+                            raise SecretRefused(
+                                f"{problem}; nothing was written. Edit the file by hand to "
+                                "remove it, or pick another revision")
+                        problems.append(problem)
+            out[path] = data
+        return out, problems
+
+    def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]:
+        """``path:line: kind masked`` of every secret in ``files`` (for reports)."""
+        config = self.secret_config
+        return [f"{path}:{found.line}: {found.kind} {found.masked}"
+                for path, data in files.items() if data is not None
+                for found in _secrets_in(data, config)]
+
+    def _guard_file(self, txn: Transaction, path: str, data: bytes) -> bytes:
+        try:
+            session = markdown.parse_bytes(data, path)
+        except ParseError:
+            return data  # not a session: the caller reports what is left
+        try:
+            guarded = self._guard(txn, None, session)
+        except SecretRefused as exc:
+            raise SecretRefused(f"{path}: {exc}") from None
+        if guarded is session or guarded is None:
+            return data
+        return markdown.render(guarded).encode("utf-8")
+
+    def _guard_commit(self, message: str, identity: Identity) -> tuple[str, Identity]:
+        """The last look at a commit before it is written: secrets in its message (subject,
+        body, trailers such as ``Gitmem-Agent``, ``Gitmem-Model``, ``Gitmem-Fallback``) and
+        in its author's name and email are replaced, and counted in ``Gitmem-Redacted``."""
+        config = self.secret_config
+        if not config.redact:
+            return message, identity
+        clean, counts = redact(message, config)
+        author, found = self._safe_identity(identity, config)
+        if found:
+            counts = counts + found
+        if counts:
+            clean = with_redacted_trailer(clean, counts)
+        return clean, author
+
+    def _safe_identity(self, identity: Identity, config: SecretConfig
+                       ) -> tuple[Identity, Counter[str]]:
+        cache = self._identity_cache
+        if cache is None or cache[0] is not config:
+            cache = self._identity_cache = (config, {})
+        known = cache[1].get(identity)
+        if known is None:
+            name, in_name = redact(identity.name, config, label=True)
+            email, in_email = redact(identity.email, config, label=True)
+            known = cache[1][identity] = (Identity(name, email), in_name + in_email)
+        return known
+
     def _safe_text(self, text: str) -> str:
         """``text`` fit for a commit subject: secrets replaced (not counted: the content it
         quotes is) and lone surrogates, which UTF-8 cannot hold, shown as ``?``."""
@@ -158,15 +235,25 @@ class SecurityMixin:
 
     def _guard_turn(self, session_id: str, turn: Interaction, config: SecretConfig,
                     counts: Counter[str]) -> Interaction:
+        if config.redact:
+            _refuse(turn.id, f"the interaction id (--id) of a turn in session {session_id!r}",
+                    config)
         messages: list[Message] = []
         for at, message in enumerate(turn.messages):
             self._check_size(message.content,
                              f"session {session_id!r}, interaction {turn.id!r}, message {at}")
             if config.redact:
+                update: dict[str, str] = {}
                 text, found = redact(message.content, config)
                 if found:
                     counts.update(found)
-                    message = message.model_copy(update={"content": text})
+                    update["content"] = text
+                speaker, found = redact(message.speaker, config, label=True)
+                if found:
+                    counts.update(found)
+                    update["speaker"] = speaker
+                if update:
+                    message = message.model_copy(update=update)
             messages.append(message)
         if all(a is b for a, b in zip(messages, turn.messages, strict=True)):
             return turn
@@ -180,93 +267,88 @@ class SecurityMixin:
         text, found = redact(summary.text, config)
         facts = [_redact_into(f, config, found) for f in summary.facts]
         keywords = [_redact_into(k, config, found) for k in summary.keywords]
+        model = summary.model
+        if model is not None:
+            model = _redact_into(model, config, found, label=True)
         if not found:
             return summary
         counts.update(found)
-        return summary.model_copy(update={"text": text, "facts": facts, "keywords": keywords})
+        return summary.model_copy(update={"text": text, "facts": facts, "keywords": keywords,
+                                          "model": model})
 
     # --- secrets already in history -------------------------------------------------------
 
     def scan_history(self, *, config: SecretConfig | None = None) -> list[SecretFinding]:
         """Secrets anywhere in the store's history: every commit of every branch (review
-        and remote-tracking branches too), in the lines each commit added and in commit
-        messages. Oldest first; a secret is shown masked, never in full.
+        and remote-tracking branches too) and every tag, in the lines each commit added
+        (binary files too), in file names, in commit and tag messages and in author,
+        committer and tagger names. Oldest first; a secret is shown masked, never in full.
 
         To purge one, see the README (section "Reliability and security").
         """
-        config = config or self.secret_config
-        findings: list[SecretFinding] = []
-        head_text: dict[str, str] = {}
-        for commit, path, first_line, block in self._added_blocks():
-            for found in find_secrets(block, config):
-                secret = block[found.start:found.end]
-                if path not in head_text:
-                    data = self._repo.read(path)
-                    head_text[path] = "" if data is None else data.decode("utf-8", "replace")
-                findings.append(SecretFinding(commit, path, first_line + found.line - 1,
-                                              found.kind, found.masked,
-                                              secret in head_text[path]))
-        _, out = self._repo.run_git("log", "--all", "--reverse", "-z", "--format=%H%n%B")
-        for entry in out.decode("utf-8", "replace").split("\0"):
-            commit, _, message = entry.partition("\n")
-            for found in find_secrets(message, config):
-                findings.append(SecretFinding(commit.strip(), MESSAGE_PATH, found.line,
-                                              found.kind, found.masked, None))
-        return list(dict.fromkeys(findings))
+        return scan_repository(self._repo, config or self.secret_config)
 
-    def _added_blocks(self) -> Iterator[tuple[str, str, int, str]]:
-        """(commit, path, first line, text) of every run of lines a commit added."""
-        _, out = self._repo.run_git(
-            "log", "--all", "--reverse", "-p", "--format=%x00%H", "--unified=0",
-            "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
-            "--diff-merges=first-parent", "--src-prefix=a/", "--dst-prefix=b/",
+
+def _secrets_in(data: bytes, config: SecretConfig) -> list[Finding]:
+    return list(find_secrets(data.decode("utf-8", "replace"), config))
+
+
+def _refuse(value: str, what: str, config: SecretConfig) -> None:
+    """Raise SecretRefused if ``value`` (a name) holds a secret; the value is not shown."""
+    for found in find_secrets(value, config):
+        raise SecretRefused(
+            f"{what} holds a secret ({found.kind} {found.masked}); a name cannot be "
+            "redacted without changing it, so nothing was written: choose another one"
         )
-        commit = path = ""
-        in_hunk = False
-        start = 0
-        block: list[str] = []
-
-        def flush() -> Iterator[tuple[str, str, int, str]]:
-            if block and path:
-                yield commit, path, start, "\n".join(block)
-            block.clear()
-
-        for raw in out.split(b"\n"):
-            line = raw.decode("utf-8", "replace")
-            if line.startswith("\0"):
-                yield from flush()
-                commit, path, in_hunk = line[1:].strip(), "", False
-            elif line.startswith("diff --git "):
-                yield from flush()
-                path, in_hunk = "", False
-            elif not in_hunk and line.startswith("+++ "):
-                path = _diff_path(line[4:])
-            elif line.startswith("@@ "):
-                yield from flush()
-                in_hunk = True
-                start = _hunk_start(line)
-            elif in_hunk and line.startswith("+"):
-                block.append(line[1:])
-            elif in_hunk and not line.startswith("\\"):
-                yield from flush()
-                start += 0 if line.startswith("-") else 1
-        yield from flush()
 
 
-def _redact_into(text: str, config: SecretConfig, counts: Counter[str]) -> str:
-    clean, found = redact(text, config)
+def with_redacted_trailer(message: str, counts: Mapping[str, int]) -> str:
+    """``message`` with ``counts`` added to its ``Gitmem-Redacted`` trailer (made if none)."""
+    lines = message.rstrip("\n").split("\n")
+    for at in range(len(lines) - 1, -1, -1):
+        if not lines[at].strip():
+            break
+        key, sep, value = lines[at].partition(": ")
+        if sep and key == "Gitmem-Redacted":
+            total: Counter[str] = Counter(counts)
+            for item in value.split(","):
+                kind, _, n = item.strip().partition("=")
+                if kind and n.isdigit():
+                    total[kind] += int(n)
+            lines[at] = f"Gitmem-Redacted: {trailer_value(total)}"
+            return "\n".join(lines) + "\n"
+    last = lines[-1] if lines else ""
+    in_trailers = len(lines) > 1 and ": " in last and last.split(": ", 1)[0].startswith(
+        "Gitmem-")
+    sep = "\n" if in_trailers else "\n\n"
+    return "\n".join(lines) + f"{sep}Gitmem-Redacted: {trailer_value(counts)}\n"
+
+
+def _redact_into(text: str, config: SecretConfig, counts: Counter[str], *,
+                 label: bool = False) -> str:
+    clean, found = redact(text, config, label=label)
     counts.update(found)
     return clean
 
 
+def _redact_labels(new: list[str], old: list[str], config: SecretConfig,
+                   counts: Counter[str]) -> list[str]:
+    known = set(old)
+    return [item if item in known else _redact_into(item, config, counts, label=True)
+            for item in new]
+
+
 def _redact_metadata(updated: Session, current: Session | None, config: SecretConfig,
                      counts: Counter[str]) -> dict[str, Any]:
-    """Redacted metadata values that are new or changed; project and links are one-line
-    labels, so their marker has no brackets."""
+    """Redacted metadata that is new or changed: values get markers; project, links, tags
+    and participants are one-line labels, so their marker has no brackets; a new key with a
+    secret is refused."""
     changes: dict[str, Any] = {}
     old_extra = current.extra if current else {}
     extra = dict(updated.extra)
     for key, value in updated.extra.items():
+        if key not in old_extra:
+            _refuse(key, f"a metadata key of session {updated.id!r}", config)
         if old_extra.get(key) != value:
             extra[key] = _redact_into(value, config, counts)
     if extra != updated.extra:
@@ -276,31 +358,13 @@ def _redact_metadata(updated: Session, current: Session | None, config: SecretCo
         if found:
             counts.update(found)
             changes["project"] = project
-    old_links = set(current.links) if current else set()
-    links = []
-    for link in updated.links:
-        if link not in old_links:
-            link, found = redact(link, config, label=True)
-            counts.update(found)
-        links.append(link)
-    if links != updated.links:
-        changes["links"] = links
+    for name in ("links", "tags", "participants"):
+        items: list[str] = getattr(updated, name)
+        guarded = _redact_labels(items, getattr(current, name) if current else [], config,
+                                 counts)
+        if guarded != items:
+            changes[name] = list(dict.fromkeys(guarded))
     return changes
-
-
-def _diff_path(text: str) -> str:
-    if text == "/dev/null":
-        return ""
-    if text.startswith('"'):  # C-quoted: unusual characters in the name
-        text = text[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
-        text = text.encode("latin-1", "replace").decode("utf-8", "replace")
-    return text[2:] if text.startswith("b/") else text
-
-
-def _hunk_start(header: str) -> int:
-    # @@ -a,b +c,d @@: the added lines start at line c of the new file
-    new = header.split(" ")[2]
-    return int(new[1:].split(",")[0] or 1)
 
 
 class AsyncSecurityMixin:
@@ -316,4 +380,5 @@ class AsyncSecurityMixin:
         return result
 
 
-__all__ = ["MAX_MESSAGE_BYTES", "AsyncSecurityMixin", "SecretFinding", "SecurityMixin"]
+__all__ = ["MAX_MESSAGE_BYTES", "MESSAGE_PATH", "AsyncSecurityMixin", "SecretFinding",
+           "SecurityMixin", "with_redacted_trailer"]

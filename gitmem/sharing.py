@@ -19,7 +19,7 @@ import os
 import shlex
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,9 +40,10 @@ from gitmem.remotes import (
     staged_files,
     subfolders,
 )
+from gitmem.security import with_redacted_trailer
 
 if TYPE_CHECKING:
-    from gitmem.repository import Repository
+    from gitmem.repository import Repository, Transaction
 
 HOOK_NAMES = ("pre-commit", "post-merge", "post-checkout")
 DRIVER_NAME = "gitmem semantic merge of session files"
@@ -117,6 +118,9 @@ class SyncResult:
         action: ``"up-to-date"``, ``"fast-forward"``, ``"merge"`` or ``"empty-remote"``.
         files: memory (session) files the merge or fast-forward changed here.
         notes: decisions of the semantic merge (conflicts resolved, summaries kept).
+        secrets: secrets that came in from the remote and could not be redacted: in the
+            files a fast-forward brought (no commit is made to redact them) or in a merged
+            file's ids; ``gitmem scan`` lists them all. A merge redacts the rest.
         pushed: whether ``sync`` sent commits to the remote.
         attempts: how many fetch-merge-push rounds it took (the remote can move meanwhile).
     """
@@ -128,6 +132,7 @@ class SyncResult:
     action: str = "up-to-date"
     files: list[str] = field(default_factory=list)
     notes: list[MergeNote] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
     pushed: bool = False
     attempts: int = 0
 
@@ -141,6 +146,7 @@ class SyncResult:
             "action": self.action,
             "files": self.files,
             "notes": [note.__dict__ for note in self.notes],
+            "secrets": self.secrets,
             "pushed": self.pushed,
             "attempts": self.attempts,
         }
@@ -156,6 +162,11 @@ class SharingMixin:
 
         @property
         def repository(self) -> Repository: ...
+
+        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
+                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
+
+        def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]: ...
 
     def _wire_sharing(self) -> None:
         if self.namespace is not None:
@@ -286,7 +297,7 @@ class SharingMixin:
         repo = self.repository
         remotes = Remotes(repo)
         label = f"{result.remote}/{result.branch}"
-        with repo.transaction():
+        with repo.transaction() as txn:
             if (repo.git_dir / "MERGE_HEAD").exists():
                 raise ConflictError(
                     f"{repo.root}: a git merge is in progress; finish it (git commit) or "
@@ -299,13 +310,20 @@ class SharingMixin:
                 changed = repo.diff_trees(ours, theirs)
                 self._refuse_unclean(list(changed))
                 repo.fast_forward(theirs, f"sync: fast-forward to {label}")
+                # nothing is committed here, so nothing can be redacted: say what came in
+                result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
                 result.action = "fast-forward"
                 result.files += [p for p in changed if is_memory_file(p)]
                 return
             base = remotes.merge_base(ours, theirs)
             changes, notes, merged = self._three_way(remotes, base, ours, theirs)
             self._refuse_unclean(list(changes))
+            # content from the other side is new here: redacted like a save, never refused
+            changes, result.secrets = self._guard_files(txn, changes, refuse=False)
             message = self._merge_message(label, ours, theirs, merged, notes, changes)
+            if txn.redacted:
+                message = with_redacted_trailer(message, txn.redacted)
+                txn.redacted = {}
             repo.commit_changes(changes, message, merge_parents=[theirs])
             result.action = "merge"
             result.files += [p for p in changes if is_memory_file(p)]

@@ -12,13 +12,14 @@ branch ``gitmem/review/<session>`` for a person to accept or reject.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from gitmem import markdown
 from gitmem.errors import ConflictError, GitmemError, SessionNotFound, ValidationError
@@ -46,6 +47,8 @@ from gitmem.summarize import (
 log = logging.getLogger("gitmem.summarize")
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
+# the user:password@ (or token@) part of a URL
+_USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
 
 
 class SummaryLossError(GitmemError):
@@ -213,6 +216,7 @@ class SummaryMixin:
         def _guard_summary(self, txn: Transaction, session_id: str, summary: Summary
                            ) -> Summary: ...
         def _trailers(self, op: str, sessions: list[str], **extra: str) -> dict[str, str]: ...
+        def _safe_text(self, text: str) -> str: ...
         def load_memory(self, session_id: str, *, commit: str | None = None,
                         include_archive: bool = False) -> Session | None: ...
         def list_sessions(self, *, commit: str | None = None) -> list[Session]: ...
@@ -301,7 +305,8 @@ class SummaryMixin:
                 "its summary already; save more turns first"
             )
         engine = self._summarizer(summarizer, offline)
-        result = engine.summarize(pending, previous=session.summary)
+        result = self._without_credentials(engine, engine.summarize(pending,
+                                                                    previous=session.summary))
         config = self.summary_config
         turns = self._turns_with_archive(session)
         report = check_loss(session.summary, result.content, turns,
@@ -397,6 +402,27 @@ class SummaryMixin:
             return
         if enabled:
             self.maybe_summarize(session_id)
+
+    def _without_credentials(self, engine: Summarizer, result: SummaryResult) -> SummaryResult:
+        """``result`` with the LLM's credentials taken out of why it fell back: a server's
+        error text can echo the ``Authorization`` header, and a ``base_url`` can carry
+        ``user:pass@``; that text goes into the ``Gitmem-Fallback`` trailer and the body."""
+        if result.fallback is None and not result.attempts:
+            return result
+        config = getattr(engine, "config", None)
+        known: list[str] = []
+        if isinstance(config, LLMConfig):
+            parts = urlsplit(config.base_url or "")
+            known = [k for k in (config.api_key, parts.password, parts.username)
+                     if k and len(k) >= 6]
+
+        def clean(text: str) -> str:
+            for secret in known:
+                text = text.replace(secret, "[REDACTED:api-key]")
+            return self._safe_text(_USERINFO.sub(r"\1[REDACTED:url-userinfo]@", text))
+
+        return replace(result, fallback=None if result.fallback is None else clean(
+            result.fallback), attempts=tuple(clean(a) for a in result.attempts))
 
     # --- building and writing -------------------------------------------------------------
 

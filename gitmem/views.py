@@ -107,6 +107,8 @@ def sync_text(result: SyncResult, verb: str) -> str:
     if result.files:
         lines.append(f"{len(result.files)} memory file(s) changed")
     lines.extend("note: " + note.describe() for note in result.notes)
+    lines.extend(f"warning: secret from the remote: {item} (see `gitmem scan`)"
+                 for item in result.secrets)
     if verb == "sync":
         lines.append("pushed" if result.pushed else "remote already up to date")
     return "\n".join(lines)

@@ -403,7 +403,8 @@ def test_scan_reports_secrets_anywhere_in_history(store: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["--repo", str(store), "scan"])
     assert result.exit_code == 1
-    assert "3 secret(s) in history, 0 still at HEAD" in result.output
+    # HEAD is `second`: its own message still shows the token
+    assert "3 secret(s) in history, 1 still at HEAD" in result.output
     assert key not in result.output
     result = runner.invoke(cli, ["--repo", str(store), "scan", "--json"])
     listed = json.loads(result.output)
