@@ -47,7 +47,7 @@ from gitmem.summarize import (
 log = logging.getLogger("gitmem.summarize")
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
-# the user:password@ (or token@) part of a URL
+# the user:password@ (or token@) part of a URL, left out of fallback reasons
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
 
 
@@ -419,7 +419,7 @@ class SummaryMixin:
         def clean(text: str) -> str:
             for secret in known:
                 text = text.replace(secret, "[REDACTED:api-key]")
-            return self._safe_text(_USERINFO.sub(r"\1[REDACTED:url-userinfo]@", text))
+            return self._safe_text(_USERINFO.sub(r"\1", text))  # the host is enough
 
         return replace(result, fallback=None if result.fallback is None else clean(
             result.fallback), attempts=tuple(clean(a) for a in result.attempts))
