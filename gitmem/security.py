@@ -48,6 +48,7 @@ class SecurityMixin:
     if TYPE_CHECKING:
         _repo: Repository
         _local: threading.local
+        namespace: str | None
 
     _secret_config: SecretConfig | None = None
     max_message_bytes: int = MAX_MESSAGE_BYTES
@@ -91,6 +92,8 @@ class SecurityMixin:
         config = self.secret_config
         if current is None and config.redact:
             _refuse(updated.id, "the session id", config)
+            if self.namespace:  # it names the session's folder
+                _refuse(self.namespace, "the namespace", config)
         known = {id(turn) for turn in current.interactions} if current else set()
         turns: list[Interaction] = []
         for turn in updated.interactions:

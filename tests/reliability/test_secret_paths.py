@@ -65,6 +65,11 @@ def test_a_secret_in_an_id_or_a_metadata_key_is_refused_by_name(store: Path) -> 
     with pytest.raises(SecretRefused, match="interaction id"):
         mm.save_messages("s", [{"role": "user", "content": "x"}], interaction_id=key)
     mm.close()
+    spaced = MemoryManager(store, namespace=f"team-{key}")
+    with pytest.raises(SecretRefused, match="the namespace"):
+        spaced.save_interaction("s", "hi", "ok")
+    spaced.close()
+    assert git(store, "rev-parse", "HEAD") == head
 
 
 def test_agent_model_tags_speakers_and_batch_messages_are_redacted(store: Path) -> None:
