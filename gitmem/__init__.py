@@ -11,6 +11,7 @@ from gitmem.errors import (
     ReadOnlyError,
     RepositoryError,
     RevisionNotFound,
+    SecretRefused,
     SessionNotFound,
     ValidationError,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "RepositoryError",
     "Revision",
     "RevisionNotFound",
+    "SecretRefused",
     "Session",
     "SessionNotFound",
     "Summary",

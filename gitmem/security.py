@@ -153,7 +153,7 @@ class SecurityMixin:
             if data is not None and _secrets_in(data, config):
                 try:
                     data = self._guard_file(txn, path, data)
-                except SecretRefused as exc:
+                except ValidationError as exc:  # a secret in a name, or a message too large
                     if refuse:
                         raise
                     problems.append(str(exc))  # kept as it is, reported
@@ -184,8 +184,8 @@ class SecurityMixin:
             return data  # not a session: the caller reports what is left
         try:
             guarded = self._guard(txn, None, session)
-        except SecretRefused as exc:
-            raise SecretRefused(f"{path}: {exc}") from None
+        except ValidationError as exc:
+            raise type(exc)(f"{path}: {exc}") from None
         if guarded is session or guarded is None:
             return data
         return markdown.render(guarded).encode("utf-8")
