@@ -63,3 +63,8 @@ class ConflictError(GitmemError):
 
 class ReadOnlyError(GitmemError):
     """A write was attempted through a read-only view (such as ``mm.at(...)``)."""
+
+
+class ConfigError(ValidationError):
+    """A setting (``git config gitmem.*`` or a ``GITMEM_*`` variable) has a value gitmem
+    cannot use; the message names the key, the value and the accepted values."""

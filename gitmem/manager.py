@@ -449,6 +449,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             return self._with_metadata(session, update, metadata)
 
         first = _short(self._safe_text(parsed[0].content))
+        self.summary_config  # noqa: B018  a bad gitmem.summary.* setting stops the save here
         sha = self._modify(
             session_id,
             change,

@@ -32,6 +32,7 @@ from gitmem.extractive import (
     terms,
     tf_vector,
 )
+from gitmem.gitconfig import parse_float, parse_int, unknown_key
 from gitmem.models import Interaction, StructuredSummary, Summary, as_aware
 
 if TYPE_CHECKING:
@@ -172,10 +173,24 @@ class LLMConfig:
     modes: tuple[str, ...] = MODES
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig | None:
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        git: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> LLMConfig | None:
         """The configuration from ``GITMEM_LLM_BASE_URL`` / ``_API_KEY`` / ``_MODEL``, each
         falling back to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL``, with
-        ``overrides`` on top; None when none of them is set (then gitmem stays offline)."""
+        ``overrides`` on top; None when none of them is set (then gitmem stays offline).
+
+        ``GITMEM_LLM_TIMEOUT`` (seconds per request) and ``GITMEM_LLM_RETRIES`` set the
+        request budget; ``git`` holds the store's ``gitmem.llm.*`` values (``timeout``,
+        ``retries``), which the variables override.
+
+        Raises:
+            ConfigError: a timeout or retry count that is not a number in range.
+        """
         env = os.environ if env is None else env
         found = {
             "base_url": _env(env, "BASE_URL"),
@@ -183,10 +198,41 @@ class LLMConfig:
             "model": _env(env, "MODEL"),
         }
         settings: dict[str, Any] = {k: v for k, v in found.items() if v is not None}
+        settings.update(llm_budget(env, git or {}))
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not any(settings.get(k) for k in ("base_url", "api_key", "model")):
             return None
         return cls(**settings)
+
+    @property
+    def worst_case_seconds(self) -> float:
+        """How long one request may block at most: every attempt timing out, plus the
+        ``openai`` client's backoff between retries (0.5 s doubling, at most 8 s each)."""
+        backoff = sum(min(0.5 * 2.0**n, 8.0) for n in range(self.max_retries))
+        return self.timeout * (self.max_retries + 1) + backoff
+
+
+LLM_KEYS = ("timeout", "retries")
+_BUDGET_HINT = ("set GITMEM_LLM_TIMEOUT / `git config gitmem.llm.timeout` and "
+                "GITMEM_LLM_RETRIES / `git config gitmem.llm.retries`")
+
+
+def llm_budget(env: Mapping[str, str], git: Mapping[str, str]) -> dict[str, Any]:
+    """``timeout`` and ``max_retries`` from ``gitmem.llm.*`` git values, then from the
+    ``GITMEM_LLM_TIMEOUT`` / ``GITMEM_LLM_RETRIES`` variables (checked: 0.1-3600 s, 0-10)."""
+    settings: dict[str, Any] = {}
+    sources = [(f"gitmem.llm.{k.rsplit('.', 1)[-1].lower()}", v) for k, v in git.items()]
+    sources += [(name, env[name]) for name in ("GITMEM_LLM_TIMEOUT", "GITMEM_LLM_RETRIES")
+                if env.get(name, "").strip()]
+    for key, value in sources:
+        what = key.rsplit(".", 1)[-1].rsplit("_", 1)[-1].lower()
+        if what == "timeout":
+            settings["timeout"] = parse_float(key, value, 0.1, 3600)
+        elif what == "retries":
+            settings["max_retries"] = parse_int(key, value, 0, 10)
+        else:
+            raise unknown_key(key, LLM_KEYS)
+    return settings
 
 
 class _Unusable(Exception):
@@ -378,7 +424,12 @@ class LLMSummarizer:
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APITimeoutError:
-                reason = f"timed out after {self.config.timeout:g}s at {self._where()}"
+                tries = self.config.max_retries + 1
+                reason = (
+                    f"no answer from {self._where()} in {time.perf_counter() - started:.1f}s: "
+                    f"{tries} attempt{'s' if tries > 1 else ''} timed out after "
+                    f"{self.config.timeout:g}s each ({_BUDGET_HINT})"
+                )
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APIConnectionError as exc:
