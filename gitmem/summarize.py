@@ -213,8 +213,7 @@ class LLMConfig:
 
 
 LLM_KEYS = ("timeout", "retries")
-_BUDGET_HINT = ("set GITMEM_LLM_TIMEOUT / `git config gitmem.llm.timeout` and "
-                "GITMEM_LLM_RETRIES / `git config gitmem.llm.retries`")
+_BUDGET_HINT = "set GITMEM_LLM_TIMEOUT/_RETRIES or git config gitmem.llm.timeout/retries"
 
 
 def llm_budget(env: Mapping[str, str], git: Mapping[str, str]) -> dict[str, Any]:
@@ -237,6 +236,26 @@ def llm_budget(env: Mapping[str, str], git: Mapping[str, str]) -> dict[str, Any]
 
 class _Unusable(Exception):
     """The answer arrived but cannot be used in this mode (not JSON, wrong shape, empty)."""
+
+
+# Bounds on an LLM's answer: a summary is read on every ``context`` call, so a runaway
+# answer (megabytes, tens of thousands of "facts") is refused and the offline summary used.
+MAX_ANSWER_CHARS = 100_000
+MAX_SUMMARY_CHARS = 20_000
+MAX_KEY_FACTS = 100
+MAX_ENTITIES = 100
+
+
+def _usable(found: StructuredSummary) -> StructuredSummary:
+    """``found`` if it is within the bounds above; raises ``_Unusable`` naming the excess."""
+    if len(found.summary) > MAX_SUMMARY_CHARS:
+        raise _Unusable(f"the summary text is too long ({len(found.summary):,} characters; at "
+                        f"most {MAX_SUMMARY_CHARS:,})")
+    for name, items, most in (("key facts", found.key_facts, MAX_KEY_FACTS),
+                              ("entities", found.entities, MAX_ENTITIES)):
+        if len(items) > most:
+            raise _Unusable(f"the answer has too many {name} ({len(items):,}; at most {most})")
+    return found
 
 
 def _transcript(turns: Sequence[Interaction]) -> list[str]:
@@ -377,17 +396,28 @@ class LLMSummarizer:
 
     @staticmethod
     def _parse(mode: str, content: str) -> StructuredSummary:
+        if len(content) > MAX_ANSWER_CHARS:
+            raise _Unusable(f"the answer is too large ({len(content):,} characters; at most "
+                            f"{MAX_ANSWER_CHARS:,})")
         if mode != "text":
             try:
-                return StructuredSummary.model_validate(_json_object(content))
+                return _usable(StructuredSummary.model_validate(_json_object(content)))
             except ValueError as exc:  # pydantic's ValidationError is a ValueError
                 raise _Unusable(f"the JSON answer does not fit the schema ({exc})") from None
-        if content.lstrip().startswith(("{", "```")):
+        stripped = content.strip()
+        if stripped.startswith(("{", "```")):
             try:
-                return StructuredSummary.model_validate(_json_object(content))
+                found = StructuredSummary.model_validate(_json_object(stripped))
             except (ValueError, _Unusable):
                 raise _Unusable("the answer looks like broken JSON") from None
-        return _from_text(content.strip())
+            return _usable(found)
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            pass  # plain text, as asked
+        else:  # "[1, 2, 3]", "42", "null": JSON, but not a summary
+            raise _Unusable(f"the answer is a JSON {type(value).__name__}, not a summary")
+        return _usable(_from_text(stripped))
 
     def summarize(
         self, turns: Sequence[Interaction], *, previous: Summary | None = None
