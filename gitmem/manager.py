@@ -32,6 +32,7 @@ from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.security import AsyncSecurityMixin, SecurityMixin
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
+from gitmem.stores import open_repository
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -86,6 +87,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         language: labels for new session files, ``"en"`` or ``"zh"``.
         namespace: keep this manager's sessions apart from other namespaces.
         housekeeping: when to pack loose objects in the background.
+        adopt: with ``init``, make an existing git repository that is not a store one on
+            purpose (a commit adding the gitmem merge attributes); without it such a
+            repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
+            repository that is not a store when opened without ``init``.
     """
 
     def __init__(
@@ -100,6 +105,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         namespace: str | None = None,
         housekeeping: Housekeeping | None = None,
         lock_timeout: float = 30.0,
+        adopt: bool = False,
     ) -> None:
         self.agent = agent
         self.model = model
@@ -111,10 +117,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             "housekeeping": housekeeping,
             "lock_timeout": lock_timeout,
         }
-        if init:
-            self._repo = Repository.init(path, **options)
-        else:
-            self._repo = Repository(path, **options)
+        self._repo = open_repository(path, init=init, adopt_it=adopt, **options)
         self.path = self._repo.root
         self._wire_sharing()
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
