@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import ValidationError
+from gitmem.errors import ConfigError, ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.secrets import SecretConfig, find_secrets, redact
 
@@ -80,7 +80,7 @@ class SecurityMixin:
             try:
                 self._secret_config = SecretConfig.from_git(pairs)
             except ValueError as exc:
-                raise ValidationError(f"git config gitmem.secrets: {exc}; fix it with "
+                raise ConfigError(f"git config gitmem.secrets: {exc}; fix it with "
                                       "`git config --edit`") from None
         return self._secret_config
 

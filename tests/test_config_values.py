@@ -91,6 +91,11 @@ def test_secret_redact_reads_booleans_as_git_does(store: Path) -> None:
     git(store, "config", "gitmem.secrets.redact", "nope")
     with pytest.raises(ConfigError, match=r"gitmem.secrets.redact = 'nope'"):
         MemoryManager(store).save_interaction("s", "hello", "hi")
+    git(store, "config", "--unset", "gitmem.secrets.redact")
+    git(store, "config", "gitmem.secrets.colour", "red")
+    with pytest.raises(ConfigError, match=r"unknown setting gitmem.secrets.colour"):
+        MemoryManager(store).save_interaction("s", "hello", "hi")
+    git(store, "config", "--unset", "gitmem.secrets.colour")
     git(store, "config", "gitmem.secrets.redact", "2")
     assert MemoryManager(store).secret_config.redact is True
 
