@@ -584,20 +584,20 @@ def hooks_install(ctx: Context) -> None:
 def summarize(ctx: Context, session_id: str | None, use_llm: bool | None, idle: str | None,
               count: int | None, as_json: bool) -> None:
     """Summarize SESSION_ID's new turns as one commit (or, with --idle, all idle sessions)."""
-    from gitmem.summarize import LLMConfig, LLMSummarizer, Summarizer, parse_duration
+    from gitmem.summarize import LLMSummarizer, Summarizer, parse_duration
     from gitmem.summarizing import outcome_lines
 
     if (session_id is None) == (idle is None):
         raise click.UsageError("give a SESSION_ID or --idle DURATION (not both)")
     engine: Summarizer | None = None
+    mm = ctx.manager()
     if use_llm:
-        config = LLMConfig.from_env()
+        config = mm.llm_config()
         if config is None:
             raise click.UsageError(
                 "--llm: no LLM configured; set GITMEM_LLM_BASE_URL / GITMEM_LLM_MODEL / "
                 "GITMEM_LLM_API_KEY (or the OPENAI_* variables)")
         engine = LLMSummarizer(config)
-    mm = ctx.manager()
     if idle is not None:
         try:
             quiet = parse_duration(idle)

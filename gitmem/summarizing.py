@@ -275,6 +275,13 @@ class SummaryMixin:
         self._summary_config = value
         self._default_summarizer = None
 
+    def llm_config(self) -> LLMConfig | None:
+        """The LLM this store summarizes with: ``summary_config.llm``, else the
+        ``GITMEM_LLM_*`` / ``OPENAI_*`` variables with ``gitmem.llm.*`` git settings; None
+        when no LLM is configured (offline)."""
+        config = self.summary_config
+        return config.llm or LLMConfig.from_env(git=self._llm_git)
+
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
         if given is not None:
             return given
@@ -284,8 +291,7 @@ class SummaryMixin:
         if self.summarizer is not None:
             return self.summarizer
         if self._default_summarizer is None:
-            llm = config.llm or LLMConfig.from_env(git=self._llm_git)
-            self._default_summarizer = default_summarizer(llm)
+            self._default_summarizer = default_summarizer(self.llm_config())
         return self._default_summarizer
 
     # --- summarizing ----------------------------------------------------------------------

@@ -127,3 +127,25 @@ def test_timeout_and_retries_from_the_environment_reach_the_server(
     mm.summarize("py")
     assert len(llm_server.requests) == 1
     assert "1 attempt timed out after 0.2s each" in _fallback(store)
+
+
+def test_cli_summarize_llm_uses_the_git_config_budget(
+        store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from gitmem.cli import cli
+
+    def slow(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
+        llm_server.sleep(5)
+        return completion("- late")
+
+    llm_server.default = slow
+    monkeypatch.setenv("GITMEM_LLM_BASE_URL", llm_server.base_url)
+    monkeypatch.setenv("GITMEM_LLM_MODEL", "fake-model")
+    MemoryManager.init(store).save_interaction("py", "Books on asyncio?", "Try Hattingh.")
+    git(store, "config", "gitmem.llm.timeout", "0.2")
+    git(store, "config", "gitmem.llm.retries", "0")
+    result = CliRunner().invoke(cli, ["--repo", str(store), "summarize", "py", "--llm"])
+    assert result.exit_code == 0, result.output
+    assert "1 attempt timed out after 0.2s each" in result.output
+    assert len(llm_server.requests) == 1
