@@ -22,6 +22,7 @@ from gitmem.errors import GitmemError, SessionNotFound
 from gitmem.manager import MemoryManager
 from gitmem.models import Message
 from gitmem.sharing import HOOK_NAMES
+from gitmem.stores import find_store
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,9 +36,11 @@ class Context:
         self.agent = agent
         self.model = model
 
-    def manager(self, *, init: bool = False) -> MemoryManager:
-        path = self.repo or "."
-        return MemoryManager(path, init=init, agent=self.agent, model=self.model)
+    def manager(self, *, init: bool = False, adopt: bool = False) -> MemoryManager:
+        # without --repo, the store is the repository around the current folder (as git
+        # finds it); `init` creates one right here instead
+        path = self.repo or ("." if init else find_store("."))
+        return MemoryManager(path, init=init, adopt=adopt, agent=self.agent, model=self.model)
 
 
 def _emit(ctx: Context, as_json: bool, data: Any, text: Callable[[], str]) -> None:
@@ -101,12 +104,16 @@ pass_ctx = click.make_pass_decorator(Context)
 
 @cli.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
+@click.option("--here", is_flag=True,
+              help="Make the existing git repository at PATH (or --repo, or the current "
+                   "folder) a store on purpose: one commit adding the gitmem merge "
+                   "attributes to its .gitattributes.")
 @pass_ctx
-def init(ctx: Context, path: str | None) -> None:
+def init(ctx: Context, path: str | None, here: bool) -> None:
     """Create a memory store (a git repository) at PATH or --repo."""
     if path:
         ctx.repo = path
-    mm = ctx.manager(init=True)
+    mm = ctx.manager(init=True, adopt=here)
     click.echo(f"Initialized gitmem store in {mm.path}")
 
 
@@ -495,7 +502,7 @@ def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> N
 
 @cli.command()
 @_remote_options
-@click.option("--attempts", default=5, show_default=True, help="Rounds if the remote moves.")
+@click.option("--attempts", default=8, show_default=True, help="Rounds if the remote moves.")
 @json_option
 @pass_ctx
 def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int, as_json: bool) -> None:
@@ -584,20 +591,20 @@ def hooks_install(ctx: Context) -> None:
 def summarize(ctx: Context, session_id: str | None, use_llm: bool | None, idle: str | None,
               count: int | None, as_json: bool) -> None:
     """Summarize SESSION_ID's new turns as one commit (or, with --idle, all idle sessions)."""
-    from gitmem.summarize import LLMConfig, LLMSummarizer, Summarizer, parse_duration
+    from gitmem.summarize import LLMSummarizer, Summarizer, parse_duration
     from gitmem.summarizing import outcome_lines
 
     if (session_id is None) == (idle is None):
         raise click.UsageError("give a SESSION_ID or --idle DURATION (not both)")
     engine: Summarizer | None = None
+    mm = ctx.manager()
     if use_llm:
-        config = LLMConfig.from_env()
+        config = mm.llm_config()
         if config is None:
             raise click.UsageError(
                 "--llm: no LLM configured; set GITMEM_LLM_BASE_URL / GITMEM_LLM_MODEL / "
                 "GITMEM_LLM_API_KEY (or the OPENAI_* variables)")
         engine = LLMSummarizer(config)
-    mm = ctx.manager()
     if idle is not None:
         try:
             quiet = parse_duration(idle)

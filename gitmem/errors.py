@@ -68,3 +68,18 @@ class ConflictError(GitmemError):
 
 class ReadOnlyError(GitmemError):
     """A write was attempted through a read-only view (such as ``mm.at(...)``)."""
+
+
+class ConfigError(ValidationError):
+    """A setting (``git config gitmem.*`` or a ``GITMEM_*`` variable) has a value gitmem
+    cannot use; the message names the key, the value and the accepted values."""
+
+
+class NotAStore(RepositoryError):
+    """The folder is a git repository, but not a gitmem store (a code repository, or a
+    clone whose checked-out branch has no commits): gitmem refuses to commit into it."""
+
+
+class RemoteBusy(ConflictError):
+    """A push found the remote's branch locked by another push in progress (nothing was
+    lost; trying again later works)."""

@@ -33,6 +33,7 @@ from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.secrets import redact
 from gitmem.security import AsyncSecurityMixin, SecurityMixin
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
+from gitmem.stores import open_repository
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -87,6 +88,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         language: labels for new session files, ``"en"`` or ``"zh"``.
         namespace: keep this manager's sessions apart from other namespaces.
         housekeeping: when to pack loose objects in the background.
+        adopt: with ``init``, make an existing git repository that is not a store one on
+            purpose (a commit adding the gitmem merge attributes); without it such a
+            repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
+            repository that is not a store when opened without ``init``.
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         namespace: str | None = None,
         housekeeping: Housekeeping | None = None,
         lock_timeout: float = 30.0,
+        adopt: bool = False,
     ) -> None:
         self.agent = agent
         self.model = model
@@ -115,10 +121,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             "housekeeping": housekeeping,
             "lock_timeout": lock_timeout,
         }
-        if init:
-            self._repo = Repository.init(path, **options)
-        else:
-            self._repo = Repository(path, **options)
+        self._repo = open_repository(path, init=init, adopt_it=adopt, **options)
         self.path = self._repo.root
         self._repo.commit_guard = self._guard_commit  # secrets in messages and authors
         self._wire_sharing()
@@ -454,6 +457,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             return self._with_metadata(session, update, metadata)
 
         first = _short(self._safe_text(parsed[0].content))
+        self.summary_config  # noqa: B018  a bad gitmem.summary.* setting stops the save here
         sha = self._modify(
             session_id,
             change,

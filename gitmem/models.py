@@ -194,6 +194,9 @@ class Summary(_Model):
 _TAG_DROP = set(_LABEL_FORBIDDEN) | {","}
 
 
+_BULLET = re.compile(r"^[-*•+]\s+")
+
+
 def _items(value: Any) -> list[str]:
     """Loose input (None, a string, a list of anything) as a list of one-line strings."""
     if value is None:
@@ -206,7 +209,8 @@ def _items(value: Any) -> list[str]:
     seen: set[str] = set()
     for item in value:
         text = " ".join(str(item).split()) if item is not None else ""
-        text = text.lstrip("-*• ").strip()
+        # a list marker is dropped only with its space: "**Keywords**:" stays as written
+        text = _BULLET.sub("", text, count=1).strip()
         key = text.casefold()
         if text and not _has_control(text) and key not in seen:
             seen.add(key)

@@ -8,6 +8,7 @@ password prompt (``GIT_TERMINAL_PROMPT=0``): a remote that needs one fails with 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import stat
@@ -16,14 +17,15 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-from gitmem.errors import ConflictError, RepositoryError
+from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
 from gitmem.plumbing import MODE_TREE
 from gitmem.repository import SAFE_GIT_ARGS, Repository
 
 # git's own timeout for a stalled transfer is long; this bounds one network command
 NETWORK_TIMEOUT = 600.0
+log = logging.getLogger("gitmem.sharing")
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -76,6 +78,17 @@ def redact(url: str) -> str:
             host = parts.netloc.rsplit("@", 1)[-1]
             return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
     return url
+
+
+def _local_path(url: str, root: Path) -> Path | None:
+    """The folder a remote URL names on this machine (``file://`` or a path), else None."""
+    if url.startswith("file://"):
+        return Path(unquote(urlsplit(url).path))
+    first = url.split("/", 1)[0]
+    if "://" in url or (":" in first and not re.fullmatch(r"[A-Za-z]:", first)):
+        return None  # a network URL, or scp-like host:path (ssh)
+    path = Path(url)
+    return path if path.is_absolute() else root / path
 
 
 def _has_password(url: str) -> bool:
@@ -224,8 +237,14 @@ class Remotes:
             parts = line.split("\t")
             if len(parts) >= 3 and parts[1] == refspec:
                 status, detail = parts[0], parts[2]
-        # another push that landed while ours was in flight makes the remote refuse to
-        # move the ref ("cannot lock ref ... but expected"): the same as a non-fast-forward
+        # a push in flight on the remote holds its ref lock ("Unable to create ...lock: File
+        # exists"): nothing moved, try again; a push that landed while ours was in flight
+        # ("cannot lock ref ... but expected") means the remote has new commits
+        if status == "!" and "cannot lock ref" in done.stderr and "Unable to create" in done.stderr:
+            raise RemoteBusy(
+                f"push to {remote!r} ({url}) not applied: another push was updating the remote's "
+                f"{branch} at that moment (its ref lock was taken); nothing was lost, try again"
+            )
         raced = "cannot lock ref" in done.stderr or "failed to update ref" in detail
         if status == "!" and ("fetch first" in detail or "non-fast-forward" in detail or raced):
             raise ConflictError(
@@ -238,7 +257,49 @@ class Remotes:
                 f"cannot push to remote {remote!r} ({url}): {problem}; check the URL, the "
                 "network and your git credentials"
             )
+        self._point_head(remote, branch, created=status == "*")
         return status != "="
+
+    def _point_head(self, remote: str, branch: str, *, created: bool) -> None:
+        """Make a plain ``git clone`` of the remote land on ``branch`` when the remote's HEAD
+        names a branch it does not have (a bare repository made with another default).
+
+        A bare repository on this machine is fixed (``git symbolic-ref``); git cannot set a
+        network remote's HEAD, so after a first push there the problem is logged instead.
+        """
+        url = self._raw_url(remote)
+        local = _local_path(url, self.repo.root)
+        if local is not None:
+            bare = run_git(None, "--git-dir", str(local), "rev-parse", "--is-bare-repository")
+            if bare.stdout.strip() != "true":
+                return  # a non-bare remote's HEAD is its own checkout: not ours to move
+            named = run_git(None, "--git-dir", str(local), "symbolic-ref", "-q", "HEAD")
+            target = named.stdout.strip()
+            if target and run_git(None, "--git-dir", str(local), "rev-parse", "--verify",
+                                  "--quiet", target).returncode != 0:
+                run_git(None, "--git-dir", str(local), "symbolic-ref", "HEAD",
+                        f"refs/heads/{branch}")
+            return
+        if not created:
+            return
+        listed = self._git("ls-remote", "--symref", remote, "HEAD", timeout=NETWORK_TIMEOUT)
+        if listed.returncode == 0 and not any(
+            line.endswith("\tHEAD") and not line.startswith("ref:")
+            for line in listed.stdout.splitlines()
+        ):
+            log.warning(
+                "the remote %r (%s) has no default branch (its HEAD names a missing branch): "
+                "a plain `git clone` checks out nothing. Set it on the server (`git "
+                "symbolic-ref HEAD refs/heads/%s` in the bare repository), or clone with "
+                "`gitmem clone` or `git clone --branch %s`",
+                remote, redact(url), branch, branch,
+            )
+
+    def _raw_url(self, name: str) -> str:
+        for found in self.list():
+            if found.name == name:
+                return found.url
+        return ""
 
     def merge_text(self, base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, int]:
         """git's line-based three-way merge of three contents: (result, conflict count)."""

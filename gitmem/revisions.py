@@ -8,6 +8,7 @@ Output is requested NUL-separated so that any message or path parses unambiguous
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -148,6 +149,15 @@ def parse_date(text: str) -> datetime:
         ) from None
 
 
+def git_epoch(when: datetime, *, round_up: bool = False) -> str | None:
+    """``when`` as a date git's ``--before``/``--since`` take at any year (``@<epoch> +0000``:
+    git's own date parser gives up on years from 2100 on); None before 1970, which git
+    cannot express (the caller filters in Python instead)."""
+    stamp = as_aware(when).timestamp()
+    seconds = math.ceil(stamp) if round_up else math.floor(stamp)
+    return None if seconds < 0 else f"@{seconds} +0000"
+
+
 class RevisionsMixin:
     """History reading for ``Repository`` (which provides ``root`` and ``head()``)."""
 
@@ -215,10 +225,11 @@ class RevisionsMixin:
     def _commit_at(self, when: datetime, asked: str) -> str:
         if self.head() is None:
             raise RevisionNotFound(f"{self.root}: the store has no commits yet")
-        _, out = self.run_git(
-            "rev-list", "-1", "--first-parent", f"--before={when.isoformat()}", "HEAD"
-        )
-        sha = out.decode().strip()
+        before = git_epoch(when)
+        sha = ""
+        if before is not None:
+            _, out = self.run_git("rev-list", "-1", "--first-parent", f"--before={before}", "HEAD")
+            sha = out.decode().strip()
         if sha:
             return sha
         _, first = self.run_git("log", "--first-parent", "--reverse", "--format=%h %cI", "HEAD")
@@ -270,10 +281,15 @@ class RevisionsMixin:
             args += ["--raw", "--no-abbrev", "--no-renames", "--diff-merges=first-parent"]
             if full_diff and paths:
                 args.append("--full-diff")
-        if since is not None:
-            args.append(f"--since={as_aware(since).isoformat()}")
-        if until is not None:
-            args.append(f"--until={as_aware(until).isoformat()}")
+        # as epochs: git's parser rejects years from 2100 on (then it would list nothing)
+        after = None if since is None else git_epoch(since, round_up=True)
+        before = None if until is None else git_epoch(until)
+        if until is not None and before is None:
+            return []  # before 1970: no commit can be that old
+        if after is not None:
+            args.append(f"--since={after}")
+        if before is not None:
+            args.append(f"--until={before}")
         for key, value in (trailers or {}).items():
             args.append(f"--grep=^{ere_escape(key)}: {ere_escape(value)}$")
         if trailers:

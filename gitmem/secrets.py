@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
+from gitmem.gitconfig import parse_bool
+
 _KIND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 _MARKER = re.compile(r"\[?REDACTED:[a-z0-9-]{1,40}\]?")
 
@@ -216,7 +218,7 @@ class SecretConfig:
         for raw_key, value in items:
             key = raw_key.rsplit(".", 1)[-1].lower()
             if key == "redact":
-                redact = value.strip().lower() not in ("false", "no", "off", "0")
+                redact = parse_bool("gitmem.secrets.redact", value)  # as git reads booleans
             elif key == "pattern":
                 kind, sep, regex = value.partition("=")
                 if not sep:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import ParseError, SecretRefused, ValidationError
+from gitmem.errors import ConfigError, ParseError, SecretRefused, ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.repository import Identity
 from gitmem.secrets import Finding, SecretConfig, find_secrets, redact, trailer_value
@@ -68,7 +68,7 @@ class SecurityMixin:
             try:
                 self._secret_config = SecretConfig.from_git(pairs)
             except ValueError as exc:
-                raise ValidationError(f"git config gitmem.secrets: {exc}; fix it with "
+                raise ConfigError(f"git config gitmem.secrets: {exc}; fix it with "
                                       "`git config --edit`") from None
         return self._secret_config
 

@@ -16,16 +16,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shlex
 import shutil
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.driver import merge_file
-from gitmem.errors import ConflictError, Diagnostic, InvalidSessionId, ParseError, RepositoryError
+from gitmem.errors import (
+    ConflictError,
+    Diagnostic,
+    InvalidSessionId,
+    ParseError,
+    RemoteBusy,
+    RepositoryError,
+)
 from gitmem.markdown import parse_bytes
 from gitmem.merging import MergeNote, merge_texts
 from gitmem.paths import SUFFIX, decode_id, encode_id
@@ -40,10 +49,11 @@ from gitmem.remotes import (
     staged_files,
     subfolders,
 )
+from gitmem.repository import Repository
 from gitmem.security import with_redacted_trailer
 
 if TYPE_CHECKING:
-    from gitmem.repository import Repository, Transaction
+    from gitmem.repository import Transaction
 
 HOOK_NAMES = ("pre-commit", "post-merge", "post-checkout")
 DRIVER_NAME = "gitmem semantic merge of session files"
@@ -152,6 +162,23 @@ class SyncResult:
         }
 
 
+_sleep = time.sleep  # the one place sync waits (a test records the pauses)
+
+
+def _gave_up(exc: ConflictError, rounds: int, seconds: float) -> ConflictError:
+    if isinstance(exc, RemoteBusy):
+        return RemoteBusy(
+            f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time the remote's "
+            f"branch was locked by another push in progress. Your commits are safe in this "
+            f"store; run `gitmem sync` again in a moment. Last: {exc}"
+        )
+    return ConflictError(
+        f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time another writer "
+        f"pushed new commits between this store's fetch and its push. Your commits are safe "
+        f"in this store; run `gitmem sync` again in a moment. Last: {exc}"
+    )
+
+
 class SharingMixin:
     """Remotes, sync, hooks and namespaces for :class:`~gitmem.manager.MemoryManager`."""
 
@@ -214,13 +241,12 @@ class SharingMixin:
             if repo_head.returncode != 0:  # an empty remote: start the store on main
                 run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
                 return factory(target, init=True, **kwargs)
-            manager = factory(target, **kwargs)
+            probe = Repository(target)  # before the manager refuses it as "not a store"
             try:
-                Remotes(manager.repository).check_is_store(repo_head.stdout.strip(), redact(url))
-            except RepositoryError:
-                manager.close()
-                raise
-            return manager
+                Remotes(probe).check_is_store(repo_head.stdout.strip(), redact(url))
+            finally:
+                probe.close()
+            return factory(target, **kwargs)
         except RepositoryError:
             _remove_tree(target, keep_root=existed)
             raise
@@ -262,18 +288,26 @@ class SharingMixin:
         return result
 
     def sync(
-        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 5
+        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 8,
+        max_wait: float = 15.0,
     ) -> SyncResult:
         """Fetch, merge and push, trying again if the remote moved in between.
 
+        Between rounds it waits with jittered exponential backoff (0.1 s doubling, at most
+        2 s a round, ``max_wait`` seconds in all), so that writers contending for one remote
+        spread out instead of colliding again.
+
         Raises:
             ConflictError: a file could not be merged without a person (nothing written),
-                or the remote kept moving for ``attempts`` rounds.
+                or the remote kept moving for ``attempts`` rounds (the message says which:
+                new commits each time, or its branch locked by other pushes).
             RepositoryError: the remote is unreachable or not a gitmem store.
         """
         branch = self._branch(branch)
         result = SyncResult(remote, branch, self.repository.head())
         remotes = self._remotes()
+        started = time.monotonic()
+        waited = 0.0
         for attempt in range(1, attempts + 1):
             result.attempts = attempt
             tip = remotes.fetch(remote, branch)
@@ -283,10 +317,14 @@ class SharingMixin:
                 self._merge_from(tip, result)
             try:
                 result.pushed = remotes.push(remote, branch) or result.pushed
-            except ConflictError:
-                if attempt == attempts:
-                    raise
-                continue  # someone pushed between our fetch and our push
+            except ConflictError as exc:
+                pause = min(0.1 * 2.0 ** (attempt - 1), 2.0) * random.uniform(0.5, 1.5)
+                pause = min(pause, max_wait - waited)
+                if attempt == attempts or pause <= 0:
+                    raise _gave_up(exc, attempt, time.monotonic() - started) from None
+                _sleep(pause)
+                waited += pause
+                continue  # someone pushed (or was pushing) between our fetch and our push
             break
         result.after = self.repository.head()
         return result

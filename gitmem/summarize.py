@@ -32,6 +32,7 @@ from gitmem.extractive import (
     terms,
     tf_vector,
 )
+from gitmem.gitconfig import parse_float, parse_int, unknown_key
 from gitmem.models import Interaction, StructuredSummary, Summary, as_aware
 
 if TYPE_CHECKING:
@@ -172,10 +173,24 @@ class LLMConfig:
     modes: tuple[str, ...] = MODES
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> LLMConfig | None:
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        git: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> LLMConfig | None:
         """The configuration from ``GITMEM_LLM_BASE_URL`` / ``_API_KEY`` / ``_MODEL``, each
         falling back to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``OPENAI_MODEL``, with
-        ``overrides`` on top; None when none of them is set (then gitmem stays offline)."""
+        ``overrides`` on top; None when none of them is set (then gitmem stays offline).
+
+        ``GITMEM_LLM_TIMEOUT`` (seconds per request) and ``GITMEM_LLM_RETRIES`` set the
+        request budget; ``git`` holds the store's ``gitmem.llm.*`` values (``timeout``,
+        ``retries``), which the variables override.
+
+        Raises:
+            ConfigError: a timeout or retry count that is not a number in range.
+        """
         env = os.environ if env is None else env
         found = {
             "base_url": _env(env, "BASE_URL"),
@@ -183,14 +198,64 @@ class LLMConfig:
             "model": _env(env, "MODEL"),
         }
         settings: dict[str, Any] = {k: v for k, v in found.items() if v is not None}
+        settings.update(llm_budget(env, git or {}))
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if not any(settings.get(k) for k in ("base_url", "api_key", "model")):
             return None
         return cls(**settings)
 
+    @property
+    def worst_case_seconds(self) -> float:
+        """How long one request may block at most: every attempt timing out, plus the
+        ``openai`` client's backoff between retries (0.5 s doubling, at most 8 s each)."""
+        backoff = sum(min(0.5 * 2.0**n, 8.0) for n in range(self.max_retries))
+        return self.timeout * (self.max_retries + 1) + backoff
+
+
+LLM_KEYS = ("timeout", "retries")
+_BUDGET_HINT = "set GITMEM_LLM_TIMEOUT/_RETRIES or git config gitmem.llm.timeout/retries"
+
+
+def llm_budget(env: Mapping[str, str], git: Mapping[str, str]) -> dict[str, Any]:
+    """``timeout`` and ``max_retries`` from ``gitmem.llm.*`` git values, then from the
+    ``GITMEM_LLM_TIMEOUT`` / ``GITMEM_LLM_RETRIES`` variables (checked: 0.1-3600 s, 0-10)."""
+    settings: dict[str, Any] = {}
+    sources = [(f"gitmem.llm.{k.rsplit('.', 1)[-1].lower()}", v) for k, v in git.items()]
+    sources += [(name, env[name]) for name in ("GITMEM_LLM_TIMEOUT", "GITMEM_LLM_RETRIES")
+                if env.get(name, "").strip()]
+    for key, value in sources:
+        what = key.rsplit(".", 1)[-1].rsplit("_", 1)[-1].lower()
+        if what == "timeout":
+            settings["timeout"] = parse_float(key, value, 0.1, 3600)
+        elif what == "retries":
+            settings["max_retries"] = parse_int(key, value, 0, 10)
+        else:
+            raise unknown_key(key, LLM_KEYS)
+    return settings
+
 
 class _Unusable(Exception):
     """The answer arrived but cannot be used in this mode (not JSON, wrong shape, empty)."""
+
+
+# Bounds on an LLM's answer: a summary is read on every ``context`` call, so a runaway
+# answer (megabytes, tens of thousands of "facts") is refused and the offline summary used.
+MAX_ANSWER_CHARS = 100_000
+MAX_SUMMARY_CHARS = 20_000
+MAX_KEY_FACTS = 100
+MAX_ENTITIES = 100
+
+
+def _usable(found: StructuredSummary) -> StructuredSummary:
+    """``found`` if it is within the bounds above; raises ``_Unusable`` naming the excess."""
+    if len(found.summary) > MAX_SUMMARY_CHARS:
+        raise _Unusable(f"the summary text is too long ({len(found.summary):,} characters; at "
+                        f"most {MAX_SUMMARY_CHARS:,})")
+    for name, items, most in (("key facts", found.key_facts, MAX_KEY_FACTS),
+                              ("entities", found.entities, MAX_ENTITIES)):
+        if len(items) > most:
+            raise _Unusable(f"the answer has too many {name} ({len(items):,}; at most {most})")
+    return found
 
 
 def _transcript(turns: Sequence[Interaction]) -> list[str]:
@@ -331,17 +396,28 @@ class LLMSummarizer:
 
     @staticmethod
     def _parse(mode: str, content: str) -> StructuredSummary:
+        if len(content) > MAX_ANSWER_CHARS:
+            raise _Unusable(f"the answer is too large ({len(content):,} characters; at most "
+                            f"{MAX_ANSWER_CHARS:,})")
         if mode != "text":
             try:
-                return StructuredSummary.model_validate(_json_object(content))
+                return _usable(StructuredSummary.model_validate(_json_object(content)))
             except ValueError as exc:  # pydantic's ValidationError is a ValueError
                 raise _Unusable(f"the JSON answer does not fit the schema ({exc})") from None
-        if content.lstrip().startswith(("{", "```")):
+        stripped = content.strip()
+        if stripped.startswith(("{", "```")):
             try:
-                return StructuredSummary.model_validate(_json_object(content))
+                found = StructuredSummary.model_validate(_json_object(stripped))
             except (ValueError, _Unusable):
                 raise _Unusable("the answer looks like broken JSON") from None
-        return _from_text(content.strip())
+            return _usable(found)
+        try:
+            value = json.loads(stripped)
+        except ValueError:
+            pass  # plain text, as asked
+        else:  # "[1, 2, 3]", "42", "null": JSON, but not a summary
+            raise _Unusable(f"the answer is a JSON {type(value).__name__}, not a summary")
+        return _usable(_from_text(stripped))
 
     def summarize(
         self, turns: Sequence[Interaction], *, previous: Summary | None = None
@@ -378,7 +454,12 @@ class LLMSummarizer:
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APITimeoutError:
-                reason = f"timed out after {self.config.timeout:g}s at {self._where()}"
+                tries = self.config.max_retries + 1
+                reason = (
+                    f"no answer from {self._where()} in {time.perf_counter() - started:.1f}s: "
+                    f"{tries} attempt{'s' if tries > 1 else ''} timed out after "
+                    f"{self.config.timeout:g}s each ({_BUDGET_HINT})"
+                )
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APIConnectionError as exc:

@@ -12,6 +12,7 @@ branch ``gitmem/review/<session>`` for a person to accept or reject.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -22,7 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from gitmem import markdown
-from gitmem.errors import ConflictError, GitmemError, SessionNotFound, ValidationError
+from gitmem.errors import (
+    ConfigError,
+    ConflictError,
+    GitmemError,
+    SessionNotFound,
+    ValidationError,
+)
+from gitmem.gitconfig import is_off, parse_bool, parse_choice, parse_float, parse_int, unknown_key
 from gitmem.models import Interaction, Session, Summary, as_aware, now
 from gitmem.paths import archive_path
 from gitmem.plumbing import object_id
@@ -40,6 +48,7 @@ from gitmem.summarize import (
     check_triggers,
     covers_label,
     default_summarizer,
+    llm_budget,
     parse_duration,
     uncovered,
 )
@@ -105,40 +114,56 @@ class SummaryConfig:
 
     @classmethod
     def from_git(cls, values: Mapping[str, str]) -> SummaryConfig:
-        """Settings from ``gitmem.summary.<key>`` values (keys as git prints them,
-        lowercase): everyturns, topicshift (``off`` disables either), idle, auto, archive,
-        lossthreshold, onloss, autotag, offline."""
+        """Settings from ``gitmem.summary.<key>`` values (keys as git prints them, any
+        case): everyTurns (1-100000), topicShift (0-1), idle (a duration); ``off`` switches
+        any of these three off; auto, autoTag, offline (git booleans); archive (keep,
+        archive); lossThreshold (0-1); onLoss (refuse, review).
+
+        Raises:
+            ConfigError: a key gitmem does not know, or a value it cannot use (the message
+                names the key and the accepted values).
+        """
         config = cls()
         trig = config.triggers
         for raw_key, value in values.items():
-            key = raw_key.rsplit(".", 1)[-1].lower()
-            value = value.strip()
-            off = value.lower() in ("off", "none", "false", "0", "")
-            try:
-                if key == "everyturns":
-                    trig = replace(trig, every_turns=None if off else int(value))
-                elif key == "topicshift":
-                    trig = replace(trig, topic_shift=None if off else float(value))
-                elif key == "idle":
-                    trig = replace(trig, idle=None if off else parse_duration(value))
-                elif key in ("auto", "autotag", "offline"):
-                    flag = value.lower() in ("true", "yes", "on", "1")
-                    setattr(config, {"autotag": "auto_tag"}.get(key, key), flag)
-                elif key == "archive" and value in ("keep", "archive"):
-                    config.archive = value  # type: ignore[assignment]
-                elif key == "onloss" and value in ("refuse", "review"):
-                    config.on_loss = value  # type: ignore[assignment]
-                elif key == "lossthreshold":
-                    config.loss_threshold = float(value)
-                else:
-                    raise ValueError(value)
-            except ValueError:
-                raise ValidationError(
-                    f"git config gitmem.summary.{key} = {value!r} is not valid; fix it with "
-                    f"`git config gitmem.summary.{key} <value>`"
-                ) from None
+            lowered = raw_key.rsplit(".", 1)[-1].lower()
+            name = SUMMARY_KEYS.get(lowered)
+            if name is None:
+                raise unknown_key(f"gitmem.summary.{lowered}", tuple(SUMMARY_KEYS.values()))
+            key = f"gitmem.summary.{name}"
+            off = is_off(value)
+            if lowered == "everyturns":
+                trig = replace(trig, every_turns=None if off else parse_int(key, value, 1, 100_000))
+            elif lowered == "topicshift":
+                trig = replace(trig, topic_shift=None if off else parse_float(key, value, 0, 1))
+            elif lowered == "idle":
+                trig = replace(trig, idle=None if off else _duration(key, value))
+            elif lowered in ("auto", "autotag", "offline"):
+                setattr(config, {"autotag": "auto_tag"}.get(lowered, lowered),
+                        parse_bool(key, value))
+            elif lowered == "archive":
+                config.archive = parse_choice(key, value, ("keep", "archive"))  # type: ignore[assignment]
+            elif lowered == "onloss":
+                config.on_loss = parse_choice(key, value, ("refuse", "review"))  # type: ignore[assignment]
+            else:
+                config.loss_threshold = parse_float(key, value, 0, 1)
         config.triggers = trig
         return config
+
+
+SUMMARY_KEYS = {k.lower(): k for k in ("auto", "everyTurns", "topicShift", "idle", "archive",
+                                       "lossThreshold", "onLoss", "autoTag", "offline")}
+
+
+def _duration(key: str, value: str) -> timedelta:
+    try:
+        quiet = parse_duration(value)
+    except ValueError:
+        quiet = timedelta(0)
+    if quiet <= timedelta(0):
+        raise ConfigError(f"{key} = {value!r} is not valid: expected a duration such as 30m, "
+                          f"2h, 1d or off; fix it with `git config {key} <value>`")
+    return quiet
 
 
 @dataclass
@@ -225,6 +250,7 @@ class SummaryMixin:
 
     _summary_config: SummaryConfig | None = None
     _default_summarizer: Summarizer | None = None
+    _llm_git: dict[str, str] = {}  # noqa: RUF012  (replaced, never mutated)
     summarizer: Summarizer | None = None
     last_summary: SummaryOutcome | None = None
 
@@ -232,16 +258,33 @@ class SummaryMixin:
 
     @property
     def summary_config(self) -> SummaryConfig:
-        """This store's summary settings: set it, or it is read from git config once."""
+        """This store's summary settings: set it, or it is read from git config once
+        (``gitmem.summary.*`` and ``gitmem.llm.*``; a save reads it before committing).
+
+        Raises:
+            ConfigError: a setting has a value gitmem cannot use.
+        """
         if self._summary_config is None:
-            pairs = self._repo.config_section("gitmem.summary")
-            self._summary_config = SummaryConfig.from_git(dict(pairs))
+            found = self._repo.config_section("gitmem")
+            summary = {k: v for k, v in found if k.lower().startswith("gitmem.summary.")}
+            llm = {k: v for k, v in found if k.lower().startswith("gitmem.llm.")}
+            config = SummaryConfig.from_git(summary)
+            llm_budget(os.environ, llm)  # checked now, so that a bad value stops the save
+            self._llm_git = llm
+            self._summary_config = config
         return self._summary_config
 
     @summary_config.setter
     def summary_config(self, value: SummaryConfig) -> None:
         self._summary_config = value
         self._default_summarizer = None
+
+    def llm_config(self) -> LLMConfig | None:
+        """The LLM this store summarizes with: ``summary_config.llm``, else the
+        ``GITMEM_LLM_*`` / ``OPENAI_*`` variables with ``gitmem.llm.*`` git settings; None
+        when no LLM is configured (offline)."""
+        config = self.summary_config
+        return config.llm or LLMConfig.from_env(git=self._llm_git)
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
         if given is not None:
@@ -252,7 +295,7 @@ class SummaryMixin:
         if self.summarizer is not None:
             return self.summarizer
         if self._default_summarizer is None:
-            self._default_summarizer = default_summarizer(config.llm)
+            self._default_summarizer = default_summarizer(self.llm_config())
         return self._default_summarizer
 
     # --- summarizing ----------------------------------------------------------------------
@@ -395,12 +438,7 @@ class SummaryMixin:
 
     def _after_save(self, session_id: str) -> None:
         """Called by ``save_messages`` after its commit: run the triggers if enabled."""
-        try:
-            enabled = self.summary_config.auto
-        except GitmemError as exc:
-            log.warning("summaries are off: %s", exc)
-            return
-        if enabled:
+        if self.summary_config.auto:  # read (and checked) before the commit
             self.maybe_summarize(session_id)
 
     def _without_credentials(self, engine: Summarizer, result: SummaryResult) -> SummaryResult:

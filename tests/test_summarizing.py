@@ -195,7 +195,7 @@ def test_archive_setting_from_git_config(mm: MemoryManager, store: Path) -> None
     assert fresh.summary_config.archive == "archive"
     assert fresh.summary_config.triggers.every_turns is None
     git(store, "config", "gitmem.summary.lossThreshold", "lots")
-    with pytest.raises(ValidationError, match=r"gitmem.summary.lossthreshold = 'lots'"):
+    with pytest.raises(ValidationError, match=r"gitmem.summary.lossThreshold = 'lots'"):
         _ = MemoryManager(store).summary_config
 
 
