@@ -156,22 +156,31 @@ def _conversation(sample: dict[str, Any], at: int) -> Conversation:
 
 
 def parse_range(spec: str | None, count: int) -> list[int]:
-    """Conversation indexes from "0-2" or "0,2" (all when None)."""
+    """Conversation indexes from "0-2" or "0,2" (all when None).
+
+    Each part is checked against ``count`` before any index is listed, so a range like
+    ``0-3000000000`` is refused at once instead of being built in memory.
+    """
     if not spec:
         return list(range(count))
-    chosen: list[int] = []
+    bounds: list[tuple[int, int]] = []
     try:
         for part in spec.split(","):
             lo, _, hi = part.partition("-")
-            chosen.extend(range(int(lo), int(hi or lo) + 1))
+            bounds.append((int(lo), int(hi or lo)))
     except ValueError:
         raise ValidationError(
             f"--convs {spec!r}: use a range like 0-2 or a list like 0,2"
         ) from None
-    bad = [i for i in chosen if not 0 <= i < count]
-    if bad:
-        raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
-    return list(dict.fromkeys(chosen))
+    for lo, hi in bounds:
+        if not 0 <= lo < count or not 0 <= hi < count:
+            raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
+        if hi < lo:
+            raise ValidationError(f"--convs {spec!r}: range {lo}-{hi} runs backwards")
+    chosen: dict[int, None] = {}
+    for lo, hi in bounds:
+        chosen.update(dict.fromkeys(range(lo, hi + 1)))
+    return list(chosen)
 
 
 @dataclass

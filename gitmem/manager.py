@@ -258,6 +258,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it
                 problems.append(Diagnostic(path, 1, str(exc)))
                 continue
+            except ParseError as exc:  # a folder or FIFO under a session's name
+                problems.extend(exc.diagnostics)
+                continue
             raw = data[0] if data is not None else self._repo.read(path, commit)
             if raw is None:
                 continue

