@@ -33,7 +33,6 @@ from gitmem.revisions import LogEntry, parse_date
 if TYPE_CHECKING:
     import threading
 
-    from gitmem.manager import MemoryManager
     from gitmem.repository import Repository, Transaction
 
 P = ParamSpec("P")
@@ -720,45 +719,3 @@ class StoreView:
             )
 
         return refuse
-
-
-class AsyncHistoryMixin:
-    """Coroutine versions of the time-machine methods for ``AsyncMemoryManager``."""
-
-    if TYPE_CHECKING:
-        sync: MemoryManager
-
-        async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
-
-    async def history(self, *args: Any, **kwargs: Any) -> list[Revision]:
-        result: list[Revision] = await self._run(self.sync.history, *args, **kwargs)
-        return result
-
-    async def diff(self, *args: Any, **kwargs: Any) -> Diff:
-        result: Diff = await self._run(self.sync.diff, *args, **kwargs)
-        return result
-
-    async def blame(self, *args: Any, **kwargs: Any) -> list[BlameEntry]:
-        result: list[BlameEntry] = await self._run(self.sync.blame, *args, **kwargs)
-        return result
-
-    async def rollback(self, *args: Any, **kwargs: Any) -> str | None:
-        result: str | None = await self._run(self.sync.rollback, *args, **kwargs)
-        return result
-
-    async def revert(self, *args: Any, **kwargs: Any) -> str | None:
-        result: str | None = await self._run(self.sync.revert, *args, **kwargs)
-        return result
-
-    async def revert_where(self, *args: Any, **kwargs: Any) -> UndoResult:
-        result: UndoResult = await self._run(self.sync.revert_where, *args, **kwargs)
-        return result
-
-    async def restore_session(self, *args: Any, **kwargs: Any) -> str:
-        result: str = await self._run(self.sync.restore_session, *args, **kwargs)
-        return result
-
-    async def at(self, rev: str | datetime) -> StoreView:
-        """The read-only view (its reads are quick and synchronous)."""
-        result: StoreView = await self._run(self.sync.at, rev)
-        return result

@@ -172,14 +172,14 @@ def parse_range(spec: str | None, count: int) -> list[int]:
         raise ValidationError(
             f"--convs {spec!r}: use a range like 0-2 or a list like 0,2"
         ) from None
-    for lo, hi in bounds:
-        if not 0 <= lo < count or not 0 <= hi < count:
+    for first, last in bounds:
+        if not 0 <= first < count or not 0 <= last < count:
             raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
-        if hi < lo:
-            raise ValidationError(f"--convs {spec!r}: range {lo}-{hi} runs backwards")
+        if last < first:
+            raise ValidationError(f"--convs {spec!r}: range {first}-{last} runs backwards")
     chosen: dict[int, None] = {}
-    for lo, hi in bounds:
-        chosen.update(dict.fromkeys(range(lo, hi + 1)))
+    for first, last in bounds:
+        chosen.update(dict.fromkeys(range(first, last + 1)))
     return list(chosen)
 
 

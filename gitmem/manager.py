@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
@@ -16,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
 from gitmem.errors import Diagnostic, ParseError, RepositoryError, SessionNotFound, ValidationError
-from gitmem.history import AsyncHistoryMixin, HistoryMixin
+from gitmem.history import HistoryMixin
 from gitmem.models import (
     Interaction,
     Language,
@@ -28,10 +27,10 @@ from gitmem.models import (
 )
 from gitmem.paths import id_from_path, session_dir, session_path
 from gitmem.plumbing import object_id
-from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
+from gitmem.recall import RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
-from gitmem.security import AsyncSecurityMixin, SecurityMixin
-from gitmem.sharing import AsyncSharingMixin, SharingMixin
+from gitmem.security import SecurityMixin
+from gitmem.sharing import SharingMixin
 from gitmem.summarizing import SummaryMixin
 
 P = ParamSpec("P")
@@ -580,67 +579,15 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         return sha or ""
 
 
-class AsyncMemoryManager(
-    AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin, AsyncSecurityMixin
-):
-    """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
-
-    def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
-        self.sync = MemoryManager(path, **kwargs)
-
-    @classmethod
-    def init(cls, path: str | os.PathLike[str], **kwargs: Any) -> AsyncMemoryManager:
-        return cls(path, init=True, **kwargs)
-
-    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def save_interaction(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.save_interaction, *args, **kwargs)
-
-    async def save_messages(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.save_messages, *args, **kwargs)
-
-    async def load_memory(self, *args: Any, **kwargs: Any) -> Session | None:
-        return await self._run(self.sync.load_memory, *args, **kwargs)
-
-    async def list_sessions(self, *args: Any, **kwargs: Any) -> list[Session]:
-        return await self._run(self.sync.list_sessions, *args, **kwargs)
-
-    async def update_metadata(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.update_metadata, *args, **kwargs)
-
-    async def delete_session(self, *args: Any, **kwargs: Any) -> str:
-        return await self._run(self.sync.delete_session, *args, **kwargs)
-
-    async def check(self, *args: Any, **kwargs: Any) -> list[Diagnostic]:
-        return await self._run(self.sync.check, *args, **kwargs)
-
-    async def summarize(self, *args: Any, **kwargs: Any) -> str:
-        return await self._run(self.sync.summarize, *args, **kwargs)
-
-    async def maybe_summarize(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._run(self.sync.maybe_summarize, *args, **kwargs)
-
-    async def summarize_idle(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return await self._run(self.sync.summarize_idle, *args, **kwargs)
-
-    async def review_list(self) -> list[Any]:
-        return await self._run(self.sync.review_list)
-
-    async def review_show(self, session_id: str) -> Any:
-        return await self._run(self.sync.review_show, session_id)
-
-    async def review_accept(self, session_id: str) -> str:
-        return await self._run(self.sync.review_accept, session_id)
-
-    async def review_reject(self, session_id: str) -> str:
-        return await self._run(self.sync.review_reject, session_id)
-
-    async def close(self) -> None:
-        await self._run(self.sync.close)
-
-
 def default_store() -> Path:
     """Where the CLI looks when neither ``--repo`` nor ``GITMEM_REPO`` is given."""
     return Path(os.environ.get("GITMEM_REPO", ".")).expanduser()
+
+
+def __getattr__(name: str) -> Any:
+    # ``from gitmem.manager import AsyncMemoryManager`` keeps working; it lives in gitmem.aio
+    if name == "AsyncMemoryManager":
+        from gitmem.aio import AsyncMemoryManager
+
+        return AsyncMemoryManager
+    raise AttributeError(f"module 'gitmem.manager' has no attribute {name!r}")

@@ -8,7 +8,6 @@ unusable, rebuilds it and answers.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import tempfile
 import threading
@@ -437,28 +436,6 @@ class RetrievalMixin:
         }
 
 
-class AsyncRetrievalMixin:
-    """Coroutine versions of the retrieval methods for ``AsyncMemoryManager``."""
-
-    sync: Any  # the MemoryManager that AsyncMemoryManager wraps
-
-    async def search(self, *args: Any, **kwargs: Any) -> Hits:
-        """``MemoryManager.search`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.search, *args, **kwargs)
-
-    async def retrieve_context(self, *args: Any, **kwargs: Any) -> ContextMessages:
-        """``MemoryManager.retrieve_context`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.retrieve_context, *args, **kwargs)
-
-    async def reindex(self, *args: Any, **kwargs: Any) -> SyncReport:
-        """``MemoryManager.reindex`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.reindex, *args, **kwargs)
-
-    async def import_locomo(self, *args: Any, **kwargs: Any) -> list[str]:
-        """``MemoryManager.import_locomo`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.import_locomo, *args, **kwargs)
-
-
 class _workdir:
     """A given folder, or a temporary one removed afterwards."""
 
@@ -478,4 +455,4 @@ class _workdir:
             self._temp.cleanup()
 
 
-__all__ = ["AsyncRetrievalMixin", "ContextMessages", "Hits", "RetrievalMixin"]
+__all__ = ["ContextMessages", "Hits", "RetrievalMixin"]

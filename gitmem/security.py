@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -23,7 +23,6 @@ from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.secrets import SecretConfig, find_secrets, redact
 
 if TYPE_CHECKING:
-    from gitmem.manager import MemoryManager
     from gitmem.repository import Repository, Transaction
 
 P = ParamSpec("P")
@@ -303,17 +302,4 @@ def _hunk_start(header: str) -> int:
     return int(new[1:].split(",")[0] or 1)
 
 
-class AsyncSecurityMixin:
-    """Coroutine versions for ``AsyncMemoryManager``."""
-
-    if TYPE_CHECKING:
-        sync: MemoryManager
-
-        async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
-
-    async def scan_history(self, *args: Any, **kwargs: Any) -> list[SecretFinding]:
-        result: list[SecretFinding] = await self._run(self.sync.scan_history, *args, **kwargs)
-        return result
-
-
-__all__ = ["MAX_MESSAGE_BYTES", "AsyncSecurityMixin", "SecretFinding", "SecurityMixin"]
+__all__ = ["MAX_MESSAGE_BYTES", "SecretFinding", "SecurityMixin"]

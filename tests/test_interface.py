@@ -3,7 +3,6 @@ errors, quoting in hints, empty turns and odd agent names (issue 10, crashes and
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
