@@ -3,14 +3,18 @@ errors, quoting in hints, empty turns and odd agent names (issue 10, crashes and
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from gitmem import MemoryManager, locomo
+from gitmem.cli import cli
 from gitmem.errors import ValidationError
 from tests.conftest import git
 
@@ -55,3 +59,50 @@ def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
         locomo.parse_range("3-1", 10)
     assert locomo.parse_range("2,0-1,1", 10) == [2, 0, 1]
     assert git  # the helper is used by the CLI tests below
+
+
+def _leaf_commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    found: list[tuple[str, click.Command]] = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += _leaf_commands(command, f"{prefix}{name} ")
+        else:
+            found.append((prefix + name, command))
+    return found
+
+
+def test_every_command_takes_json() -> None:
+    commands = _leaf_commands(cli)
+    assert {"init", "demo", "clone", "remote add", "hooks install"} <= {n for n, _ in commands}
+    for name, command in commands:
+        assert any("--json" in p.opts for p in command.params if isinstance(p, click.Option)), name
+
+
+@pytest.mark.parametrize("where", ["global", "command"])
+def test_json_errors_are_one_document_on_stdout(store: Path, where: str) -> None:
+    runner = CliRunner()
+    flag = ["--json"]
+    init = runner.invoke(cli, ["--repo", str(store), "init", "--json"])
+    assert init.exit_code == 0, init.output
+    assert json.loads(init.stdout)["path"] == str(store.resolve())
+    args = (flag if where == "global" else []) + ["--repo", str(store), "show", "nope"]
+    out = runner.invoke(cli, args + ([] if where == "global" else flag))
+    assert out.exit_code == 1
+    assert json.loads(out.stdout) == {"error": f"no session 'nope' in {store.resolve()}",
+                                      "kind": "SessionNotFound"}  # fmt: skip
+    out = runner.invoke(cli, ["--repo", str(store), "save", "--json"])  # no SESSION_ID
+    assert out.exit_code == 2
+    assert json.loads(out.stdout)["kind"] == "MissingParameter"
+    out = runner.invoke(cli, ["--json", "--bogus", "list"])
+    assert out.exit_code == 2
+    assert json.loads(out.stdout)["kind"] == "NoSuchOption"
+    out = runner.invoke(cli, ["--repo", str(store), "remote", "add", "o", "/nowhere", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == {"name": "o", "url": "/nowhere"}
+
+
+def test_demo_speaks_json(tmp_path: Path) -> None:
+    out = CliRunner().invoke(cli, ["demo", "--json", "--path", str(tmp_path / "demo")])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["path"] == str(tmp_path / "demo") and data["log"]
