@@ -296,9 +296,15 @@ class AsyncMemoryManager:
             commit=commit,
         )
 
-    async def import_locomo(self, path: str | Path, *, convs: str | None = None) -> list[str]:
-        """``MemoryManager.import_locomo`` in a worker thread."""
-        return await self._run(self.manager.import_locomo, path, convs=convs)
+    async def import_locomo(
+        self,
+        path: str | Path,
+        *,
+        convs: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> list[str]:
+        """``MemoryManager.import_locomo`` in a worker thread (``progress`` is called there)."""
+        return await self._run(self.manager.import_locomo, path, convs=convs, progress=progress)
 
     async def install_hooks(self) -> list[Path]:
         """``MemoryManager.install_hooks`` in a worker thread."""

@@ -467,7 +467,10 @@ def import_() -> None:
 def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
-    ids = mm.import_locomo(file, convs=convs)
+    quiet = ctx.json or as_json
+    ids = mm.import_locomo(
+        file, convs=convs, progress=None if quiet else (lambda text: click.echo(text, err=True))
+    )
     _emit(ctx, as_json, {"sessions": ids, "commit": mm.head()},
           lambda: f"imported {len(ids)} sessions from {file}")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -339,7 +340,7 @@ class HistoryMixin:
             self._require_history(session_id, path, rev)
             raise SessionNotFound(
                 f"session {session_id!r} does not exist at {(rev or '')[:12]} (it was "
-                f"deleted); `gitmem restore {session_id}` brings it back"
+                f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
             )
         archived = self._repo.entry(part, rev)
         state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
@@ -427,7 +428,7 @@ class HistoryMixin:
             self._require_history(session_id, path)
             raise SessionNotFound(
                 f"session {session_id!r} did not exist at {target[:12]}; pick a revision "
-                f"from `gitmem log {session_id}`"
+                f"from `gitmem log {shlex.quote(session_id)}`"
             )
         wanted: dict[str, bytes | None] = {path: self._repo.blob(found[1])}
         part = archive_path(session_id, self.namespace)
@@ -460,7 +461,7 @@ class HistoryMixin:
                 self._require_history(session_id, path)
                 raise SessionNotFound(
                     f"session {session_id!r} did not exist at {source[:12]}; "
-                    f"`gitmem log {session_id}` lists its versions"
+                    f"`gitmem log {shlex.quote(session_id)}` lists its versions"
                 )
             blob = found[1]
         else:
@@ -477,7 +478,8 @@ class HistoryMixin:
             if txn.read(path) is not None or txn.hand_edit(path) is not None:
                 raise ConflictError(
                     f"session {session_id!r} exists in {self.path}; nothing was written. "
-                    f"Use `gitmem rollback {session_id} --to REV` to go back to an old version"
+                    f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back to "
+                    "an old version"
                 )
             sha = self._write(
                 txn,

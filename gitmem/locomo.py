@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.errors import ValidationError
-from gitmem.models import Interaction, Message, Session
+from gitmem.models import Interaction, Message, ModelValidationError, Session, describe_errors
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TURN_KS = (5, 10, 25)
@@ -107,6 +107,9 @@ def load(path: str | Path) -> list[Conversation]:
     for at, sample in enumerate(data):
         try:
             out.append(_conversation(sample, at))
+        except ModelValidationError as exc:
+            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
+                                  f"({describe_errors(exc)})") from None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
                                   f"({type(exc).__name__}: {exc})") from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -23,6 +24,7 @@ from gitmem.models import (
     ModelValidationError,
     Session,
     as_aware,
+    describe_errors,
     now,
 )
 from gitmem.paths import id_from_path, session_dir, session_path
@@ -44,11 +46,24 @@ def _validated(build: Callable[[], T], where: str) -> T:
     try:
         return build()
     except ModelValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ValidationError(f"{where}: {problems}") from None
+        raise ValidationError(f"{where}: {describe_errors(exc)}") from None
+
+
+def agent_identity(agent: str, email: str | None = None) -> Identity:
+    """The commit author for an agent name: ``name <email>`` is split into its parts, angle
+    brackets and control characters (which would corrupt the author line) are dropped, and
+    an empty name is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
+    given = " ".join(str(agent).split())
+    found = re.fullmatch(r"(.*?)\s*<([^<>]*)>", given)
+    if found is not None:
+        given, email = found.group(1), email or found.group(2).strip()
+    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", given).split())
+    if not name:
+        raise ValidationError(f"agent name {agent!r} is empty; give a name like 'my-bot'")
+    if email is not None and (not email or re.search(r"[<>\s\x00-\x1f\x7f]", email)):
+        raise ValidationError(f"agent email {email!r} is not an address like bot@example.com")
+    slug = re.sub(r"[^\w.+-]+", "-", name).strip("-.") or "agent"
+    return Identity(name, email or f"{slug}@gitmem.local")
 
 
 def _short(text: str, limit: int = 48) -> str:
@@ -100,11 +115,11 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         housekeeping: Housekeeping | None = None,
         lock_timeout: float = 30.0,
     ) -> None:
-        self.agent = agent
+        identity = agent_identity(agent, email)
+        self.agent = identity.name
         self.model = model
         self.language: Language = language
         self.namespace = namespace
-        identity = Identity(agent, email or f"{agent.replace(' ', '-')}@gitmem.local")
         options: dict[str, Any] = {
             "identity": identity,
             "housekeeping": housekeeping,
@@ -424,6 +439,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         parsed = [self._message(m, at) for at, m in enumerate(messages)]
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
+        if not any(m.content.strip() for m in parsed):
+            raise ValidationError(
+                f"session {session_id!r}: every message of this turn is empty; nothing saved"
+            )
         tag_list = list(dict.fromkeys(tags))
         # filled in once the id is known; the audit log reads which turn a commit added
         trailers: dict[str, str] = {}
@@ -482,8 +501,8 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         return self.save_messages(
             session_id,
             [
-                Message(speaker=user_label, content=user),
-                Message(speaker=assistant_label, content=assistant),
+                {"speaker": user_label, "content": user},
+                {"speaker": assistant_label, "content": assistant},
             ],
             timestamp,
             interaction_id,

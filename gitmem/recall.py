@@ -371,20 +371,31 @@ class RetrievalMixin:
 
     # --- LoCoMo ----------------------------------------------------------------------
 
-    def import_locomo(self, path: str | Path, *, convs: str | None = None) -> list[str]:
+    def import_locomo(
+        self,
+        path: str | Path,
+        *,
+        convs: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> list[str]:
         """Import a LoCoMo JSON file (one commit): each session becomes a gitmem session
         ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
 
-        Returns the imported session ids.
+        ``progress(text)`` is told after each conversation. Returns the imported session ids.
         """
         conversations = locomo.load(path)
         chosen = [conversations[i] for i in locomo.parse_range(convs, len(conversations))]
         ids: list[str] = []
+        turns = 0
         with self.batch(f"Import LoCoMo {Path(path).name}"):
-            for conv in chosen:
+            for done, conv in enumerate(chosen, 1):
                 for session in conv.sessions:
                     self.put_session(session, op="import")
                     ids.append(session.id)
+                    turns += len(session.interactions)
+                if progress is not None:
+                    progress(f"conversation {done}/{len(chosen)} ({conv.sample_id}): "
+                             f"{len(ids)} sessions, {turns} turns so far")  # fmt: skip
         return ids
 
     @classmethod

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from gitmem import MemoryManager, locomo
 from gitmem.cli import cli
-from gitmem.errors import ValidationError
+from gitmem.errors import SessionNotFound, ValidationError
 from tests.conftest import git
 
 
@@ -106,3 +106,78 @@ def test_demo_speaks_json(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["path"] == str(tmp_path / "demo") and data["log"]
+
+
+def _locomo(path: Path, dia_id: str = "D1:1", samples: int = 1) -> Path:
+    data = [{"sample_id": f"c{n}", "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_1_date_time": "1:15 pm on 3 May, 2023",
+        "session_1": [{"speaker": "Ana", "dia_id": dia_id, "text": "the pottery class"}],
+    }, "qa": []} for n in range(samples)]  # fmt: skip
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_hints_quote_session_ids_for_the_shell(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("my notes; rm -rf x", "pottery class", "yes")
+    mm.delete_session("my notes; rm -rf x")
+    with pytest.raises(SessionNotFound) as caught:
+        mm.blame("my notes; rm -rf x")
+    assert "`gitmem restore 'my notes; rm -rf x'`" in str(caught.value)
+
+
+def test_messages_carry_no_pydantic_wording(store: Path, tmp_path: Path) -> None:
+    mm = MemoryManager.init(store)
+    with pytest.raises(ValidationError) as caught:
+        mm.save_interaction("s", "hi there", "hello", tags=["a,b"])
+    assert "Value error" not in str(caught.value)
+    assert "tags: participant/tag may not contain a comma: 'a,b'" in str(caught.value)
+    with pytest.raises(ValidationError) as caught:
+        locomo.load(_locomo(tmp_path / "bad.json", dia_id="!bad id"))
+    assert "validation error for" not in str(caught.value)
+    assert "Value error" not in str(caught.value)
+    assert "sample 0" in str(caught.value) and "'!bad id'" in str(caught.value)
+
+
+def test_an_empty_turn_is_refused(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    head = mm.head()
+    with pytest.raises(ValidationError, match="every message of this turn is empty"):
+        mm.save_interaction("s", "", "")
+    with pytest.raises(ValidationError, match="empty"):
+        mm.save_messages("s", [{"speaker": "Ana", "content": "  \n"}])
+    assert mm.head() == head
+    out = run(store, "save", "s", "--user", "", "--assistant", "")
+    assert out.returncode == 1 and "empty" in out.stderr and "Traceback" not in out.stderr
+    assert mm.save_interaction("s", "a question", "") is not None  # one side may be empty
+
+
+def test_agent_names_make_sane_authors(store: Path) -> None:
+    MemoryManager.init(store).close()
+    with pytest.raises(ValidationError, match="agent name '' is empty"):
+        MemoryManager(store, agent="")
+    out = run(store, "--agent", "", "save", "s", "--user", "q", "--assistant", "a")
+    assert out.returncode == 1 and "agent name" in out.stderr
+    mm = MemoryManager(store, agent="bot <x@y.org>")
+    mm.save_interaction("s", "first question", "answer")
+    assert git(store, "log", "-1", "--format=%an|%ae").strip() == "bot|x@y.org"
+    assert "Gitmem-Agent: bot\n" in git(store, "log", "-1", "--format=%B")
+    mm = MemoryManager(store, agent="evil\nGitmem-Op: delete <")
+    mm.save_interaction("s", "second question", "answer")
+    assert git(store, "log", "-1", "--format=%an|%ae").strip() == (
+        "evil Gitmem-Op: delete|evil-Gitmem-Op-delete@gitmem.local")
+    assert git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)").strip() == "save"
+
+
+def test_import_reports_progress_on_stderr_only_without_json(store: Path, tmp_path: Path
+                                                             ) -> None:
+    source = _locomo(tmp_path / "two.json", samples=2)
+    MemoryManager.init(store).close()
+    out = run(store, "import", "locomo", str(source))
+    assert out.returncode == 0, out.stderr
+    assert "conversation 1/2 (c0): 1 sessions, 1 turns so far" in out.stderr
+    assert "conversation 2/2 (c1)" in out.stderr
+    out = run(store, "--json", "import", "locomo", str(source))
+    assert out.returncode == 0 and out.stderr == ""
+    assert json.loads(out.stdout)["sessions"] == ["c0-session_1", "c1-session_1"]
