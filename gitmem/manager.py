@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import Diagnostic, ParseError, RepositoryError, SessionNotFound, ValidationError
+from gitmem.errors import (
+    Diagnostic,
+    InvalidSessionId,
+    ParseError,
+    RepositoryError,
+    SessionNotFound,
+    ValidationError,
+)
 from gitmem.history import HistoryMixin
 from gitmem.models import (
     Interaction,
@@ -27,7 +34,7 @@ from gitmem.models import (
     describe_errors,
     now,
 )
-from gitmem.paths import id_from_path, session_dir, session_path
+from gitmem.paths import fold_name, id_from_path, portability_problem, session_dir, session_path
 from gitmem.plumbing import object_id
 from gitmem.recall import RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
@@ -79,6 +86,17 @@ class _Batch:
     touched: list[str] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     commit: str | None = None
+    created: dict[str, str] = field(default_factory=dict)  # folded file name -> path
+
+
+@dataclass
+class _Folds:
+    """Folded file names of one sessions folder at one commit, so that creating a session
+    checks for a case/normalisation twin without listing the folder again."""
+
+    folder: str
+    head: str | None
+    names: dict[str, set[str]]
 
 
 @dataclass
@@ -134,6 +152,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
+        self._folds: _Folds | None = None
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], **kwargs: Any) -> MemoryManager:
@@ -374,6 +393,8 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
         updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
+        if current is None and updated is not None:
+            self._check_new_name(txn, batch, session_id, path)
         if updated is None:
             txn.delete(path)
         else:
@@ -388,6 +409,54 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 batch.sessions[path] = updated
             batch.touched.append(session_id)
             batch.ops.append(op)
+
+    def _check_new_name(
+        self, txn: Transaction, batch: _Batch | None, session_id: str, path: str
+    ) -> None:
+        """Refuse a new session whose file would break a clone on macOS or Windows: a
+        device name, or a twin (up to case or Unicode normalisation) of an existing file."""
+        problem = portability_problem(session_id)
+        if problem is not None:
+            raise InvalidSessionId(problem)
+        folder, name = path.rsplit("/", 1)
+        key = fold_name(name)
+        twins = self._twins(folder, txn.head(), key)
+        if batch is not None and key in batch.created:
+            twins.add(batch.created[key].rsplit("/", 1)[1])
+        twins.discard(name)
+        if twins:
+            other = id_from_path(f"{folder}/{min(twins)}", self.namespace) or min(twins)
+            raise InvalidSessionId(
+                f"session id {session_id!r} differs from the existing session {other!r} only "
+                "in letter case or Unicode normalisation; on macOS and Windows both would be "
+                "one file, so pick another id"
+            )
+        if batch is not None:
+            batch.created[key] = path
+
+    def _twins(self, folder: str, head: str | None, key: str) -> set[str]:
+        # built once, then moved forward commit by commit over the changed names only
+        with self._cache_lock:
+            folds = self._folds
+            if folds is None or folds.folder != folder or head is None:
+                names: dict[str, set[str]] = {}
+                for name in self._repo.list_dir(folder, head) if head else {}:
+                    names.setdefault(fold_name(name), set()).add(name)
+                folds = self._folds = _Folds(folder, head, names)
+            elif folds.head != head:
+                prefix = folder + "/"
+                changes = self._repo.diff_trees(folds.head, head)
+                for path, (old, new) in changes.items():
+                    if not path.startswith(prefix) or "/" in path[len(prefix) :]:
+                        continue
+                    name = path[len(prefix) :]
+                    bucket = folds.names.setdefault(fold_name(name), set())
+                    if new is None:
+                        bucket.discard(name)
+                    elif old is None:
+                        bucket.add(name)
+                folds.head = head
+            return set(folds.names.get(key, ()))
 
     def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
