@@ -88,7 +88,7 @@ def _wants_json(click_ctx: click.Context, args: list[str] | None = None) -> bool
     found = click_ctx.find_object(Context)
     if found is not None and found.json:
         return True
-    tokens = list(args if args is not None else [*click_ctx.protected_args, *click_ctx.args])
+    tokens = list(args if args is not None else click_ctx.meta.get("gitmem.args", ()))
     return "--json" in tokens[: tokens.index("--")] if "--" in tokens else "--json" in tokens
 
 
@@ -111,11 +111,13 @@ class GitmemGroup(click.Group):
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
         given = list(args)  # parsing consumes the list
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            made = super().make_context(info_name, args, parent=parent, **extra)
         except click.ClickException as exc:
             if isinstance(exc, _JsonError) or not _wants_json(click.Context(self), given):
                 raise
             raise _JsonError(exc.format_message(), type(exc).__name__, exc.exit_code) from None
+        made.meta.setdefault("gitmem.args", given)  # the whole command line (meta is shared)
+        return made
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
