@@ -35,7 +35,7 @@ from gitmem.models import (
     now,
 )
 from gitmem.paths import fold_name, id_from_path, portability_problem, session_dir, session_path
-from gitmem.plumbing import object_id
+from gitmem.plumbing import MODE_TREE, object_id
 from gitmem.recall import RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.security import SecurityMixin
@@ -335,7 +335,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             trailers = self._trailers(
                 "batch" if len(set(current.ops)) != 1 else current.ops[0], current.touched
             )
+            base, names = txn.head(), self._pending_names(txn)
             result.commit = txn.commit(message, trailers=trailers)
+            self._advance_folds(base, result.commit, names)
 
     def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
         trailers = {"Gitmem-Op": op}
@@ -375,7 +377,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             extra = dict(trailers or {})
             all_trailers = self._trailers(op, [session_id])
             all_trailers.update(extra)
-            return txn.commit(subject, body=body, trailers=all_trailers)
+            base, names = txn.head(), self._pending_names(txn)
+            sha = txn.commit(subject, body=body, trailers=all_trailers)
+            self._advance_folds(base, sha, names)
+            return sha
 
     def _apply(
         self,
@@ -435,28 +440,67 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             batch.created[key] = path
 
     def _twins(self, folder: str, head: str | None, key: str) -> set[str]:
-        # built once, then moved forward commit by commit over the changed names only
+        # built once, then moved forward by the names added or removed since (set operations
+        # on the two folder trees' names, no Python loop over the folder)
         with self._cache_lock:
             folds = self._folds
             if folds is None or folds.folder != folder or head is None:
                 names: dict[str, set[str]] = {}
-                for name in self._repo.list_dir(folder, head) if head else {}:
+                for raw in self._folder_entries(folder, head):
+                    name = raw.decode("utf-8", "surrogateescape")
                     names.setdefault(fold_name(name), set()).add(name)
                 folds = self._folds = _Folds(folder, head, names)
             elif folds.head != head:
-                prefix = folder + "/"
-                changes = self._repo.diff_trees(folds.head, head)
-                for path, (old, new) in changes.items():
-                    if not path.startswith(prefix) or "/" in path[len(prefix) :]:
-                        continue
-                    name = path[len(prefix) :]
-                    bucket = folds.names.setdefault(fold_name(name), set())
-                    if new is None:
-                        bucket.discard(name)
-                    elif old is None:
-                        bucket.add(name)
+                old = self._folder_entries(folder, folds.head).keys()
+                new = self._folder_entries(folder, head).keys()
+                for raw in old - new:
+                    name = raw.decode("utf-8", "surrogateescape")
+                    folds.names.get(fold_name(name), set()).discard(name)
+                for raw in new - old:
+                    name = raw.decode("utf-8", "surrogateescape")
+                    folds.names.setdefault(fold_name(name), set()).add(name)
                 folds.head = head
             return set(folds.names.get(key, ()))
+
+    def _pending_names(self, txn: Transaction) -> dict[str, bool]:
+        """File name -> written (False: deleted) of the folded folder's pending changes."""
+        folds = self._folds
+        if folds is None:
+            return {}
+        prefix = folds.folder + "/"
+        return {
+            path[len(prefix) :]: data is not None
+            for path, data in txn.pending.items()
+            if path.startswith(prefix) and "/" not in path[len(prefix) :]
+        }
+
+    def _advance_folds(self, base: str | None, commit: str | None, names: dict[str, bool]
+                       ) -> None:
+        # our own commit straight on top of the folded head: apply its names, read nothing
+        with self._cache_lock:
+            folds = self._folds
+            if commit is None or folds is None or folds.head is None or folds.head != base:
+                return
+            if self._repo.parents(commit) != [base]:
+                return  # the branch moved meanwhile; the next check diffs the trees
+            for name, written in names.items():
+                bucket = folds.names.setdefault(fold_name(name), set())
+                if written:
+                    bucket.add(name)
+                else:
+                    bucket.discard(name)
+            folds.head = commit
+
+    def _folder_entries(self, folder: str, commit: str | None) -> dict[bytes, tuple[bytes, bytes]]:
+        if commit is None:
+            return {}
+        tree = self._repo.tree(self._repo.commit_tree(commit))
+        for part in folder.split("/"):
+            found = tree.entries.get(part.encode())
+            if found is None or found[0] != MODE_TREE:
+                return {}
+            tree = self._repo.tree(found[1].hex())
+        return tree.entries
 
     def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
