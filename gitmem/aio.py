@@ -83,6 +83,7 @@ class AsyncBatch:
     async def __aenter__(self) -> BatchResult:
         if _BATCH.get() is not None:
             raise ValidationError("batches do not nest")
+        self._amm._refuse_loop_batch()
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(1, thread_name_prefix="gitmem-batch")
         cm = self._amm.manager.batch(self._message)
@@ -197,6 +198,10 @@ class AsyncMemoryManager:
         if bound is not None and bound[0] is self.manager:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(bound[1], functools.partial(fn, *args, **kwargs))
+        self._refuse_loop_batch()
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _refuse_loop_batch(self) -> None:
         if getattr(self.manager._local, "batch", None) is not None:
             # the sync batch holds the write lock in this (the event loop's) thread: a worker
             # thread would wait for it forever while the loop waits for the worker
@@ -204,7 +209,6 @@ class AsyncMemoryManager:
                 "a synchronous batch is open in the event loop's thread; "
                 "use `async with amm.batch(...)` in async code"
             )
-        return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def at(self, rev: str | datetime) -> StoreView:
         """``MemoryManager.at`` in a worker thread."""

@@ -87,6 +87,9 @@ def test_the_sync_batch_in_the_event_loop_is_refused_not_deadlocked(store: Path)
         amm = AsyncMemoryManager.init(store, lock_timeout=60)
         with amm.manager.batch(), pytest.raises(ValidationError, match=r"async with amm\.batch"):
             await amm.save_interaction("s", "one", "two")
+        with amm.manager.batch(), pytest.raises(ValidationError, match=r"async with amm\.batch"):
+            async with amm.batch():
+                pass
         await amm.close()
 
     asyncio.run(go())
@@ -129,3 +132,30 @@ def test_sync_is_the_coroutine_of_memory_manager_sync(tmp_path: Path) -> None:
         await amm.close()
 
     asyncio.run(go())
+
+
+def test_a_task_started_outside_the_batch_waits_and_commits_on_its_own(store: Path) -> None:
+    async def go() -> tuple[str | None, str | None]:
+        amm = AsyncMemoryManager.init(store)
+        gate = asyncio.Event()
+
+        async def outsider() -> str | None:
+            await gate.wait()
+            return await amm.save_interaction("outside", "not in the batch", "right")
+
+        task = asyncio.create_task(outsider())  # its context predates the batch
+        async with amm.batch("inside") as result:
+            await amm.save_interaction("inside", "in the batch", "yes")
+            gate.set()
+            await asyncio.sleep(0.05)  # let the outsider reach the write lock
+            await amm.save_interaction("inside", "still in the batch", "yes")
+        sha = await task
+        await amm.close()
+        return result.commit, sha
+
+    batch_commit, outside_commit = asyncio.run(go())
+    assert batch_commit is not None and outside_commit is not None
+    changed = git(store, "show", "--name-only", "--format=", batch_commit).split()
+    assert changed == ["sessions/inside.md"]
+    assert git(store, "show", "--name-only", "--format=", outside_commit).split() == [
+        "sessions/outside.md"]
