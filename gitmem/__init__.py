@@ -18,7 +18,8 @@ from gitmem.errors import (
 from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
 
 if TYPE_CHECKING:
-    from gitmem.manager import AsyncMemoryManager, MemoryManager
+    from gitmem.aio import AsyncMemoryManager
+    from gitmem.manager import MemoryManager
 
 __all__ = [
     "AsyncMemoryManager",
@@ -47,8 +48,12 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     # the manager (and GitPython) loads on first use: git runs `python -m gitmem merge-file`
     # once per merged file, and that path needs neither
-    if name in ("MemoryManager", "AsyncMemoryManager"):
-        from gitmem import manager
+    if name == "MemoryManager":
+        from gitmem.manager import MemoryManager
 
-        return getattr(manager, name)
+        return MemoryManager
+    if name == "AsyncMemoryManager":
+        from gitmem.aio import AsyncMemoryManager
+
+        return AsyncMemoryManager
     raise AttributeError(f"module 'gitmem' has no attribute {name!r}")

@@ -1,7 +1,9 @@
 """The ``gitmem`` command: parse arguments, call ``MemoryManager``, print the result.
 
-Every read command takes ``--json`` (one JSON document on stdout). Errors go to stderr;
-exit code 0 on success, 1 on a gitmem error, 2 on a usage error.
+Every command takes ``--json`` (one JSON document on stdout, before or after the
+subcommand). Errors go to stderr, or with ``--json`` to stdout as one document
+``{"error": message, "kind": exception class}``; exit code 0 on success, 1 on a gitmem
+error, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -50,8 +52,47 @@ def _emit(ctx: Context, as_json: bool, data: Any, text: Callable[[], str]) -> No
         click.echo(text())
 
 
+def _note_json(click_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    # recorded on the shared Context, so an error raised later is printed as JSON too
+    found = click_ctx.find_object(Context)
+    if value and found is not None:
+        found.json = True
+    return value
+
+
 def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(fn)
+    return click.option("--json", "as_json", is_flag=True, callback=_note_json,
+                        help="Print one JSON document.")(fn)  # fmt: skip
+
+
+class GitmemCommand(click.Command):
+    """A command that always takes ``--json``, even one with nothing but a message to say."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not any("--json" in getattr(p, "opts", ()) for p in self.params):
+            self.params.append(click.Option(["--json"], is_flag=True, expose_value=False,
+                                            callback=_note_json, help="Print one JSON document."))
+
+
+class _JsonError(click.ClickException):
+    """An error shown as one JSON document on stdout, keeping the exit code."""
+
+    def __init__(self, message: str, kind: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it per class
+
+    def show(self, file: Any = None) -> None:
+        click.echo(json.dumps({"error": self.message, "kind": self.kind}, ensure_ascii=False))
+
+
+def _wants_json(click_ctx: click.Context, args: list[str] | None = None) -> bool:
+    found = click_ctx.find_object(Context)
+    if found is not None and found.json:
+        return True
+    tokens = list(args if args is not None else click_ctx.meta.get("gitmem.args", ()))
+    return "--json" in tokens[: tokens.index("--")] if "--" in tokens else "--json" in tokens
 
 
 def _parse_when(value: str | None, name: str) -> datetime | None:
@@ -64,14 +105,35 @@ def _parse_when(value: str | None, name: str) -> datetime | None:
 
 
 class GitmemGroup(click.Group):
-    """Turns gitmem errors into a clean message and exit code 1."""
+    """Turns gitmem errors into a clean message and exit code 1 (usage errors: 2)."""
+
+    command_class = GitmemCommand
+    group_class = type  # subgroups (import, remote, review, ...) behave the same
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        given = list(args)  # parsing consumes the list
+        try:
+            made = super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            if isinstance(exc, _JsonError) or not _wants_json(click.Context(self), given):
+                raise
+            raise _JsonError(exc.format_message(), type(exc).__name__, exc.exit_code) from None
+        made.meta.setdefault("gitmem.args", given)  # the whole command line (meta is shared)
+        return made
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except GitmemError as exc:
+            if _wants_json(ctx):
+                raise _JsonError(str(exc), type(exc).__name__, 1) from None
             click.echo(f"error: {exc}", err=True)
             ctx.exit(1)
+        except click.ClickException as exc:
+            if isinstance(exc, _JsonError) or not _wants_json(ctx):
+                raise
+            raise _JsonError(exc.format_message(), type(exc).__name__, exc.exit_code) from None
 
 
 @click.group(cls=GitmemGroup)
@@ -114,7 +176,8 @@ def init(ctx: Context, path: str | None, here: bool) -> None:
     if path:
         ctx.repo = path
     mm = ctx.manager(init=True, adopt=here)
-    click.echo(f"Initialized gitmem store in {mm.path}")
+    _emit(ctx, False, {"path": str(mm.path), "head": mm.head()},
+          lambda: f"Initialized gitmem store in {mm.path}")  # fmt: skip
 
 
 @cli.command()
@@ -275,7 +338,12 @@ def demo(ctx: Context, path: str | None) -> None:
     from gitmem.demo import run_demo
 
     target = Path(path) if path else Path(tempfile.mkdtemp(prefix="gitmem-demo-"))
-    run_demo(target, echo=click.echo)
+    if not ctx.json:
+        run_demo(target, echo=click.echo)
+        return
+    lines: list[str] = []
+    run_demo(target, echo=lines.append)
+    _emit(ctx, True, {"path": str(target), "log": "\n".join(lines).splitlines()}, str)
 
 
 # --- retrieval ---
@@ -408,9 +476,12 @@ def import_() -> None:
 def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
-    ids = mm.import_locomo(file, convs=convs)
+    quiet = ctx.json or as_json
+    ids = mm.import_locomo(
+        file, convs=convs, progress=None if quiet else (lambda text: click.echo(text, err=True))
+    )
     differing = [f"{sid} {iid}" for sid, iid in ids.differing]
-    if differing and not (ctx.json or as_json):
+    if differing and not quiet:
         click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
                    "(session, interaction):\n  " + "\n  ".join(differing), err=True)
     _emit(ctx, as_json, {"sessions": list(ids), "commit": ids.commit, "added": len(ids.added),
@@ -531,8 +602,12 @@ def clone(ctx: Context, url: str, path: str | None) -> None:
 def merge_file_command(base: str, ours: str, theirs: str, path: str) -> None:
     """Git merge driver (%O %A %B %P): merge a session file by meaning into OURS."""
     code, messages = MemoryManager.merge_file(Path(base), Path(ours), Path(theirs), path)
-    for line in messages:
-        click.echo(line, err=True)
+    found = click.get_current_context().find_object(Context)
+    if found is not None and found.json:
+        click.echo(json.dumps({"exit": code, "messages": messages}, ensure_ascii=False))
+    else:
+        for line in messages:
+            click.echo(line, err=True)
     sys.exit(code)
 
 
@@ -553,6 +628,10 @@ def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
         )
         mm = MemoryManager(ctx.repo if given and ctx.repo else ".", agent=ctx.agent)
         problems = mm.run_hook(name, args)
+    if ctx.json:
+        click.echo(json.dumps([{"path": p.path, "line": p.line, "problem": p.problem}
+                               for p in problems], ensure_ascii=False))  # fmt: skip
+        sys.exit(1 if problems else 0)
     for problem in problems:
         click.echo(str(problem), err=True)
     if problems:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,7 +34,6 @@ from gitmem.revisions import LogEntry, parse_date
 if TYPE_CHECKING:
     import threading
 
-    from gitmem.manager import MemoryManager
     from gitmem.repository import Repository, Transaction
 
 P = ParamSpec("P")
@@ -343,7 +343,7 @@ class HistoryMixin:
             self._require_history(session_id, path, rev)
             raise SessionNotFound(
                 f"session {session_id!r} does not exist at {(rev or '')[:12]} (it was "
-                f"deleted); `gitmem restore {session_id}` brings it back"
+                f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
             )
         archived = self._repo.entry(part, rev)
         state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
@@ -437,7 +437,7 @@ class HistoryMixin:
             self._require_history(session_id, path)
             raise SessionNotFound(
                 f"session {session_id!r} did not exist at {target[:12]}; pick a revision "
-                f"from `gitmem log {session_id}`"
+                f"from `gitmem log {shlex.quote(session_id)}`"
             )
         wanted: dict[str, bytes | None] = {path: self._repo.blob(found[1])}
         part = archive_path(session_id, self.namespace)
@@ -470,7 +470,7 @@ class HistoryMixin:
                 self._require_history(session_id, path)
                 raise SessionNotFound(
                     f"session {session_id!r} did not exist at {source[:12]}; "
-                    f"`gitmem log {session_id}` lists its versions"
+                    f"`gitmem log {shlex.quote(session_id)}` lists its versions"
                 )
             blob = found[1]
         else:
@@ -487,7 +487,8 @@ class HistoryMixin:
             if txn.read(path) is not None or txn.hand_edit(path) is not None:
                 raise ConflictError(
                     f"session {session_id!r} exists in {self.path}; nothing was written. "
-                    f"Use `gitmem rollback {session_id} --to REV` to go back to an old version"
+                    f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back to "
+                    "an old version"
                 )
             sha = self._write(
                 txn,
@@ -729,45 +730,3 @@ class StoreView:
             )
 
         return refuse
-
-
-class AsyncHistoryMixin:
-    """Coroutine versions of the time-machine methods for ``AsyncMemoryManager``."""
-
-    if TYPE_CHECKING:
-        sync: MemoryManager
-
-        async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
-
-    async def history(self, *args: Any, **kwargs: Any) -> list[Revision]:
-        result: list[Revision] = await self._run(self.sync.history, *args, **kwargs)
-        return result
-
-    async def diff(self, *args: Any, **kwargs: Any) -> Diff:
-        result: Diff = await self._run(self.sync.diff, *args, **kwargs)
-        return result
-
-    async def blame(self, *args: Any, **kwargs: Any) -> list[BlameEntry]:
-        result: list[BlameEntry] = await self._run(self.sync.blame, *args, **kwargs)
-        return result
-
-    async def rollback(self, *args: Any, **kwargs: Any) -> str | None:
-        result: str | None = await self._run(self.sync.rollback, *args, **kwargs)
-        return result
-
-    async def revert(self, *args: Any, **kwargs: Any) -> str | None:
-        result: str | None = await self._run(self.sync.revert, *args, **kwargs)
-        return result
-
-    async def revert_where(self, *args: Any, **kwargs: Any) -> UndoResult:
-        result: UndoResult = await self._run(self.sync.revert_where, *args, **kwargs)
-        return result
-
-    async def restore_session(self, *args: Any, **kwargs: Any) -> str:
-        result: str = await self._run(self.sync.restore_session, *args, **kwargs)
-        return result
-
-    async def at(self, rev: str | datetime) -> StoreView:
-        """The read-only view (its reads are quick and synchronous)."""
-        result: StoreView = await self._run(self.sync.at, rev)
-        return result

@@ -372,7 +372,7 @@ class Index:
         analysed = [terms(doc.body) for doc in docs]
         n_docs += len(docs)
         total += sum(len(t) for t in analysed)
-        avgdl = total / n_docs if n_docs else 1.0
+        avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings: list[Posting] = []
         df: Counter[str] = Counter()
         for doc, doc_terms in zip(docs, analysed, strict=True):

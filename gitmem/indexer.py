@@ -23,6 +23,7 @@ from gitmem.index import DATABASE_ERRORS, Index, damaged, discard, open_file, un
 from gitmem.models import Session
 from gitmem.paths import archive_dir, encode_id, id_from_archive_path, id_from_path, session_dir
 from gitmem.repository import Repository
+from gitmem.worktree import read_regular
 
 ProgressCallback = Callable[[int, int], None]
 
@@ -265,8 +266,10 @@ def _blob_bytes(repository: Repository, path: str, blob: str) -> bytes:
     """The content of ``blob``, read from the working tree file when it holds exactly that
     blob (checked by its git object id), which is much faster than the object store."""
     try:
-        data = (repository.root / path).read_bytes()
+        data = read_regular(repository.root / path)  # never opens a FIFO
     except OSError:
+        return repository.blob(blob)
+    if data is None:
         return repository.blob(blob)
     digest = hashlib.sha1(b"blob %d\0" % len(data))
     digest.update(data)

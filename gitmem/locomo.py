@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.errors import ValidationError
-from gitmem.models import Interaction, Message, Session
+from gitmem.models import Interaction, Message, ModelValidationError, Session, describe_errors
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TURN_KS = (5, 10, 25)
@@ -111,6 +111,9 @@ def load(path: str | Path) -> list[Conversation]:
     for at, sample in enumerate(data):
         try:
             out.append(_conversation(sample, at))
+        except ModelValidationError as exc:
+            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
+                                  f"({describe_errors(exc)})") from None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
                                   f"({type(exc).__name__}: {exc})") from None
@@ -217,22 +220,31 @@ def merge_session(stored: Session | None, imported: Session, *,
 
 
 def parse_range(spec: str | None, count: int) -> list[int]:
-    """Conversation indexes from "0-2" or "0,2" (all when None)."""
+    """Conversation indexes from "0-2" or "0,2" (all when None).
+
+    Each part is checked against ``count`` before any index is listed, so a range like
+    ``0-3000000000`` is refused at once instead of being built in memory.
+    """
     if not spec:
         return list(range(count))
-    chosen: list[int] = []
+    bounds: list[tuple[int, int]] = []
     try:
         for part in spec.split(","):
             lo, _, hi = part.partition("-")
-            chosen.extend(range(int(lo), int(hi or lo) + 1))
+            bounds.append((int(lo), int(hi or lo)))
     except ValueError:
         raise ValidationError(
             f"--convs {spec!r}: use a range like 0-2 or a list like 0,2"
         ) from None
-    bad = [i for i in chosen if not 0 <= i < count]
-    if bad:
-        raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
-    return list(dict.fromkeys(chosen))
+    for first, last in bounds:
+        if not 0 <= first < count or not 0 <= last < count:
+            raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
+        if last < first:
+            raise ValidationError(f"--convs {spec!r}: range {first}-{last} runs backwards")
+    chosen: dict[int, None] = {}
+    for first, last in bounds:
+        chosen.update(dict.fromkeys(range(first, last + 1)))
+    return list(chosen)
 
 
 @dataclass

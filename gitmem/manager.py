@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -15,8 +15,15 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import Diagnostic, ParseError, RepositoryError, SessionNotFound, ValidationError
-from gitmem.history import AsyncHistoryMixin, HistoryMixin
+from gitmem.errors import (
+    Diagnostic,
+    InvalidSessionId,
+    ParseError,
+    RepositoryError,
+    SessionNotFound,
+    ValidationError,
+)
+from gitmem.history import HistoryMixin
 from gitmem.models import (
     Interaction,
     Language,
@@ -24,15 +31,16 @@ from gitmem.models import (
     ModelValidationError,
     Session,
     as_aware,
+    describe_errors,
     now,
 )
-from gitmem.paths import id_from_path, session_dir, session_path
-from gitmem.plumbing import object_id
-from gitmem.recall import AsyncRetrievalMixin, RetrievalMixin
+from gitmem.paths import fold_name, id_from_path, portability_problem, session_dir, session_path
+from gitmem.plumbing import MODE_TREE, object_id
+from gitmem.recall import RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.secrets import redact
-from gitmem.security import AsyncSecurityMixin, SecurityMixin
-from gitmem.sharing import AsyncSharingMixin, SharingMixin
+from gitmem.security import SecurityMixin
+from gitmem.sharing import SharingMixin
 from gitmem.stores import open_repository
 from gitmem.summarizing import SummaryMixin
 
@@ -47,11 +55,24 @@ def _validated(build: Callable[[], T], where: str) -> T:
     try:
         return build()
     except ModelValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ValidationError(f"{where}: {problems}") from None
+        raise ValidationError(f"{where}: {describe_errors(exc)}") from None
+
+
+def agent_identity(agent: str, email: str | None = None) -> Identity:
+    """The commit author for an agent name: ``name <email>`` is split into its parts, angle
+    brackets and control characters (which would corrupt the author line) are dropped, and
+    an empty name is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
+    given = " ".join(str(agent).split())
+    found = re.fullmatch(r"(.*?)\s*<([^<>]*)>", given)
+    if found is not None:
+        given, email = found.group(1), email or found.group(2).strip()
+    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", given).split())
+    if not name:
+        raise ValidationError(f"agent name {agent!r} is empty; give a name like 'my-bot'")
+    if email is not None and (not email or re.search(r"[<>\s\x00-\x1f\x7f]", email)):
+        raise ValidationError(f"agent email {email!r} is not an address like bot@example.com")
+    slug = re.sub(r"[^\w.+-]+", "-", name).strip("-.") or "agent"
+    return Identity(name, email or f"{slug}@gitmem.local")
 
 
 def _short(text: str, limit: int = 48) -> str:
@@ -67,6 +88,17 @@ class _Batch:
     touched: list[str] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     commit: str | None = None
+    created: dict[str, str] = field(default_factory=dict)  # folded file name -> path
+
+
+@dataclass
+class _Folds:
+    """Folded file names of one sessions folder at one commit, so that creating a session
+    checks for a case/normalisation twin without listing the folder again."""
+
+    folder: str
+    head: str | None
+    names: dict[str, set[str]]
 
 
 @dataclass
@@ -108,11 +140,11 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         lock_timeout: float = 30.0,
         adopt: bool = False,
     ) -> None:
-        self.agent = agent
+        identity = agent_identity(agent, email)
+        self.agent = identity.name
         self.model = model
         self.language: Language = language
         self.namespace = namespace
-        identity = Identity(agent, email or f"{agent.replace(' ', '-')}@gitmem.local")
         if init:  # the first commit is written before the store's settings can be read
             identity = Identity(redact(identity.name, label=True)[0],
                                 redact(identity.email, label=True)[0])
@@ -128,6 +160,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._local = threading.local()
+        self._folds: _Folds | None = None
 
     @classmethod
     def init(cls, path: str | os.PathLike[str], **kwargs: Any) -> MemoryManager:
@@ -266,6 +299,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it
                 problems.append(Diagnostic(path, 1, str(exc)))
                 continue
+            except ParseError as exc:  # a folder or FIFO under a session's name
+                problems.extend(exc.diagnostics)
+                continue
             raw = data[0] if data is not None else self._repo.read(path, commit)
             if raw is None:
                 continue
@@ -307,7 +343,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             trailers = self._trailers(
                 "batch" if len(set(current.ops)) != 1 else current.ops[0], current.touched
             )
+            base, names = txn.head(), self._pending_names(txn)
             result.commit = txn.commit(message, trailers=trailers)
+            self._advance_folds(base, result.commit, names)
 
     def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
         trailers = {"Gitmem-Op": op}
@@ -347,7 +385,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             extra = dict(trailers or {})
             all_trailers = self._trailers(op, [session_id])
             all_trailers.update(extra)
-            return txn.commit(subject, body=body, trailers=all_trailers)
+            base, names = txn.head(), self._pending_names(txn)
+            sha = txn.commit(subject, body=body, trailers=all_trailers)
+            self._advance_folds(base, sha, names)
+            return sha
 
     def _apply(
         self,
@@ -365,6 +406,8 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
         updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
+        if current is None and updated is not None:
+            self._check_new_name(txn, batch, session_id, path)
         if updated is None:
             txn.delete(path)
         elif updated is not current:  # the change kept the session as it is: write nothing
@@ -379,6 +422,93 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 batch.sessions[path] = updated
             batch.touched.append(session_id)
             batch.ops.append(op)
+
+    def _check_new_name(
+        self, txn: Transaction, batch: _Batch | None, session_id: str, path: str
+    ) -> None:
+        """Refuse a new session whose file would break a clone on macOS or Windows: a
+        device name, or a twin (up to case or Unicode normalisation) of an existing file."""
+        problem = portability_problem(session_id)
+        if problem is not None:
+            raise InvalidSessionId(problem)
+        folder, name = path.rsplit("/", 1)
+        key = fold_name(name)
+        twins = self._twins(folder, txn.head(), key)
+        if batch is not None and key in batch.created:
+            twins.add(batch.created[key].rsplit("/", 1)[1])
+        twins.discard(name)
+        if twins:
+            other = id_from_path(f"{folder}/{min(twins)}", self.namespace) or min(twins)
+            raise InvalidSessionId(
+                f"session id {session_id!r} differs from the existing session {other!r} only "
+                "in letter case or Unicode normalisation; on macOS and Windows both would be "
+                "one file, so pick another id"
+            )
+        if batch is not None:
+            batch.created[key] = path
+
+    def _twins(self, folder: str, head: str | None, key: str) -> set[str]:
+        # built once, then moved forward by the names added or removed since (set operations
+        # on the two folder trees' names, no Python loop over the folder)
+        with self._cache_lock:
+            folds = self._folds
+            if folds is None or folds.folder != folder or head is None:
+                names: dict[str, set[str]] = {}
+                for raw in self._folder_entries(folder, head):
+                    name = raw.decode("utf-8", "surrogateescape")
+                    names.setdefault(fold_name(name), set()).add(name)
+                folds = self._folds = _Folds(folder, head, names)
+            elif folds.head != head:
+                old = self._folder_entries(folder, folds.head).keys()
+                new = self._folder_entries(folder, head).keys()
+                for raw in old - new:
+                    name = raw.decode("utf-8", "surrogateescape")
+                    folds.names.get(fold_name(name), set()).discard(name)
+                for raw in new - old:
+                    name = raw.decode("utf-8", "surrogateescape")
+                    folds.names.setdefault(fold_name(name), set()).add(name)
+                folds.head = head
+            return set(folds.names.get(key, ()))
+
+    def _pending_names(self, txn: Transaction) -> dict[str, bool]:
+        """File name -> written (False: deleted) of the folded folder's pending changes."""
+        folds = self._folds
+        if folds is None:
+            return {}
+        prefix = folds.folder + "/"
+        return {
+            path[len(prefix) :]: data is not None
+            for path, data in txn.pending.items()
+            if path.startswith(prefix) and "/" not in path[len(prefix) :]
+        }
+
+    def _advance_folds(self, base: str | None, commit: str | None, names: dict[str, bool]
+                       ) -> None:
+        # our own commit straight on top of the folded head: apply its names, read nothing
+        with self._cache_lock:
+            folds = self._folds
+            if commit is None or folds is None or folds.head is None or folds.head != base:
+                return
+            if self._repo.parents(commit) != [base]:
+                return  # the branch moved meanwhile; the next check diffs the trees
+            for name, written in names.items():
+                bucket = folds.names.setdefault(fold_name(name), set())
+                if written:
+                    bucket.add(name)
+                else:
+                    bucket.discard(name)
+            folds.head = commit
+
+    def _folder_entries(self, folder: str, commit: str | None) -> dict[bytes, tuple[bytes, bytes]]:
+        if commit is None:
+            return {}
+        tree = self._repo.tree(self._repo.commit_tree(commit))
+        for part in folder.split("/"):
+            found = tree.entries.get(part.encode())
+            if found is None or found[0] != MODE_TREE:
+                return {}
+            tree = self._repo.tree(found[1].hex())
+        return tree.entries
 
     def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
@@ -430,6 +560,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         parsed = [self._message(m, at) for at, m in enumerate(messages)]
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
+        if not any(m.content.strip() for m in parsed):
+            raise ValidationError(
+                f"session {session_id!r}: every message of this turn is empty; nothing saved"
+            )
         tag_list = list(dict.fromkeys(tags))
         # filled in once the id is known; the audit log reads which turn a commit added
         trailers: dict[str, str] = {}
@@ -489,8 +623,8 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         return self.save_messages(
             session_id,
             [
-                Message(speaker=user_label, content=user),
-                Message(speaker=assistant_label, content=assistant),
+                {"speaker": user_label, "content": user},
+                {"speaker": assistant_label, "content": assistant},
             ],
             timestamp,
             interaction_id,
@@ -586,67 +720,15 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         return sha or ""
 
 
-class AsyncMemoryManager(
-    AsyncRetrievalMixin, AsyncSharingMixin, AsyncHistoryMixin, AsyncSecurityMixin
-):
-    """``MemoryManager`` with coroutine methods; the work runs in a worker thread."""
-
-    def __init__(self, path: str | os.PathLike[str], **kwargs: Any) -> None:
-        self.sync = MemoryManager(path, **kwargs)
-
-    @classmethod
-    def init(cls, path: str | os.PathLike[str], **kwargs: Any) -> AsyncMemoryManager:
-        return cls(path, init=True, **kwargs)
-
-    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(fn, *args, **kwargs)
-
-    async def save_interaction(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.save_interaction, *args, **kwargs)
-
-    async def save_messages(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.save_messages, *args, **kwargs)
-
-    async def load_memory(self, *args: Any, **kwargs: Any) -> Session | None:
-        return await self._run(self.sync.load_memory, *args, **kwargs)
-
-    async def list_sessions(self, *args: Any, **kwargs: Any) -> list[Session]:
-        return await self._run(self.sync.list_sessions, *args, **kwargs)
-
-    async def update_metadata(self, *args: Any, **kwargs: Any) -> str | None:
-        return await self._run(self.sync.update_metadata, *args, **kwargs)
-
-    async def delete_session(self, *args: Any, **kwargs: Any) -> str:
-        return await self._run(self.sync.delete_session, *args, **kwargs)
-
-    async def check(self, *args: Any, **kwargs: Any) -> list[Diagnostic]:
-        return await self._run(self.sync.check, *args, **kwargs)
-
-    async def summarize(self, *args: Any, **kwargs: Any) -> str:
-        return await self._run(self.sync.summarize, *args, **kwargs)
-
-    async def maybe_summarize(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._run(self.sync.maybe_summarize, *args, **kwargs)
-
-    async def summarize_idle(self, *args: Any, **kwargs: Any) -> list[Any]:
-        return await self._run(self.sync.summarize_idle, *args, **kwargs)
-
-    async def review_list(self) -> list[Any]:
-        return await self._run(self.sync.review_list)
-
-    async def review_show(self, session_id: str) -> Any:
-        return await self._run(self.sync.review_show, session_id)
-
-    async def review_accept(self, session_id: str) -> str:
-        return await self._run(self.sync.review_accept, session_id)
-
-    async def review_reject(self, session_id: str) -> str:
-        return await self._run(self.sync.review_reject, session_id)
-
-    async def close(self) -> None:
-        await self._run(self.sync.close)
-
-
 def default_store() -> Path:
     """Where the CLI looks when neither ``--repo`` nor ``GITMEM_REPO`` is given."""
     return Path(os.environ.get("GITMEM_REPO", ".")).expanduser()
+
+
+def __getattr__(name: str) -> Any:
+    # ``from gitmem.manager import AsyncMemoryManager`` keeps working; it lives in gitmem.aio
+    if name == "AsyncMemoryManager":
+        from gitmem.aio import AsyncMemoryManager
+
+        return AsyncMemoryManager
+    raise AttributeError(f"module 'gitmem.manager' has no attribute {name!r}")

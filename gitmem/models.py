@@ -17,6 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 # stays imported by this module only
 ModelValidationError = ValidationError
 
+
+def describe_errors(exc: ValidationError) -> str:
+    """pydantic's errors as ``field: problem; ...`` without its own wording
+    ("1 validation error for ...", "Value error, "), for messages a person reads."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "value"
+        text = str(error["msg"])
+        for prefix in ("Value error, ", "Assertion failed, "):
+            text = text.removeprefix(prefix)
+        problems.append(f"{where}: {text}")
+    return "; ".join(problems)
+
 Language = Literal["en", "zh"]
 
 _INTERACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")

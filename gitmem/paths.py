@@ -2,9 +2,18 @@
 
 Percent-encoding keeps every id readable when it is plain (``session_2024`` stays as is),
 makes ``a/b`` and ``a_b`` different files, and leaves no way out of ``sessions/``.
+
+Portability: only letters, digits, ``-_.`` stay as they are, so no name holds a character
+Windows forbids, and NFC and NFD spellings of an id get different names. What remains is
+checked when a session is created (:func:`portability_problem`, :func:`fold_name`): names
+that are Windows devices (``CON``, ``nul.x``, ``COM1``...) are refused, and so is a name equal
+to an existing one up to case or Unicode normalisation (one file on macOS and Windows).
+Existing names never change, so stores written before keep their files.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 from gitmem.errors import InvalidSessionId
 
@@ -45,6 +54,31 @@ def encode_id(session_id: str) -> str:
             f"({len(name.encode())} bytes encoded, at most {MAX_NAME_BYTES})"
         )
     return name
+
+
+# device names Windows reserves, with or without an extension (``nul.txt`` too)
+_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL"}
+    | {f"{dev}{n}" for dev in ("COM", "LPT") for n in [*"0123456789", "\u00b9", "\u00b2", "\u00b3"]}
+)
+
+
+def portability_problem(session_id: str) -> str | None:
+    """Why a new session's file name would break a clone on Windows, or None if it is fine."""
+    stem = encode_id(session_id).split(".", 1)[0]
+    if stem.upper() in _DEVICES:
+        return (
+            f"session id {session_id!r} would be stored as {stem}{SUFFIX}, a reserved device "
+            "name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension); "
+            "pick another id"
+        )
+    return None
+
+
+def fold_name(name: str) -> str:
+    """How a case- and normalisation-insensitive file system (macOS, Windows) sees a file
+    name: two names with the same fold are one file there."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
 
 
 def decode_id(name: str) -> str:

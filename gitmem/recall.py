@@ -8,7 +8,6 @@ unusable, rebuilds it and answers.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import tempfile
 import threading
@@ -389,25 +388,37 @@ class RetrievalMixin:
 
     # --- LoCoMo ----------------------------------------------------------------------
 
-    def import_locomo(self, path: str | Path, *, convs: str | None = None) -> ImportResult:
+    def import_locomo(
+        self,
+        path: str | Path,
+        *,
+        convs: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> ImportResult:
         """Import a LoCoMo JSON file (one commit): each session becomes a gitmem session
         ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
 
         Importing is additive and idempotent: only turns a session lacks are added, turns
         already stored (also ones saved by hand since) are kept, and importing an unchanged
         file again makes no commit. A stored turn whose text differs from the file is kept
-        as stored and listed in ``result.differing``.
+        as stored and listed in ``result.differing``. ``progress(text)`` is told after each
+        conversation.
 
         Returns the imported session ids (an ``ImportResult``, a list with details).
         """
         conversations = locomo.load(path)
         chosen = [conversations[i] for i in locomo.parse_range(convs, len(conversations))]
         result = ImportResult()
+        turns = 0
         with self.batch(f"Import LoCoMo {Path(path).name}") as done:
-            for conv in chosen:
+            for number, conv in enumerate(chosen, 1):
                 for session in conv.sessions:
                     self._import_session(session, result)
                     result.append(session.id)
+                    turns += len(session.interactions)
+                if progress is not None:
+                    progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
+                             f"{len(result)} sessions, {turns} turns so far")  # fmt: skip
         result.commit = done.commit
         return result
 
@@ -487,28 +498,6 @@ class RetrievalMixin:
         }
 
 
-class AsyncRetrievalMixin:
-    """Coroutine versions of the retrieval methods for ``AsyncMemoryManager``."""
-
-    sync: Any  # the MemoryManager that AsyncMemoryManager wraps
-
-    async def search(self, *args: Any, **kwargs: Any) -> Hits:
-        """``MemoryManager.search`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.search, *args, **kwargs)
-
-    async def retrieve_context(self, *args: Any, **kwargs: Any) -> ContextMessages:
-        """``MemoryManager.retrieve_context`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.retrieve_context, *args, **kwargs)
-
-    async def reindex(self, *args: Any, **kwargs: Any) -> SyncReport:
-        """``MemoryManager.reindex`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.reindex, *args, **kwargs)
-
-    async def import_locomo(self, *args: Any, **kwargs: Any) -> list[str]:
-        """``MemoryManager.import_locomo`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.import_locomo, *args, **kwargs)
-
-
 class _workdir:
     """A given folder, or a temporary one removed afterwards."""
 
@@ -528,4 +517,4 @@ class _workdir:
             self._temp.cleanup()
 
 
-__all__ = ["AsyncRetrievalMixin", "ContextMessages", "Hits", "ImportResult", "RetrievalMixin"]
+__all__ = ["ContextMessages", "Hits", "ImportResult", "RetrievalMixin"]

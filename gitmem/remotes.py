@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import shlex
 import stat
 import subprocess
 import tempfile
@@ -131,7 +132,7 @@ class Remotes:
         known = ", ".join(r.name for r in self.list()) or "none"
         raise RepositoryError(
             f"{self.repo.root}: no remote named {name!r} (known: {known}); "
-            f"add one with `gitmem remote add {name} URL`"
+            f"add one with `gitmem remote add {shlex.quote(name)} URL`"
         )
 
     def add(self, name: str, url: str) -> Remote:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from gitmem import markdown
@@ -31,7 +31,6 @@ from gitmem.secrets import Finding, SecretConfig, find_secrets, redact, trailer_
 from gitmem.secretscan import MESSAGE_PATH, SecretFinding, scan_repository
 
 if TYPE_CHECKING:
-    from gitmem.manager import MemoryManager
     from gitmem.repository import Repository, Transaction
 
 P = ParamSpec("P")
@@ -370,18 +369,5 @@ def _redact_metadata(updated: Session, current: Session | None, config: SecretCo
     return changes
 
 
-class AsyncSecurityMixin:
-    """Coroutine versions for ``AsyncMemoryManager``."""
-
-    if TYPE_CHECKING:
-        sync: MemoryManager
-
-        async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T: ...
-
-    async def scan_history(self, *args: Any, **kwargs: Any) -> list[SecretFinding]:
-        result: list[SecretFinding] = await self._run(self.sync.scan_history, *args, **kwargs)
-        return result
-
-
-__all__ = ["MAX_MESSAGE_BYTES", "MESSAGE_PATH", "AsyncSecurityMixin", "SecretFinding",
-           "SecurityMixin", "with_redacted_trailer"]
+__all__ = ["MAX_MESSAGE_BYTES", "MESSAGE_PATH", "SecretFinding", "SecurityMixin",
+           "with_redacted_trailer"]

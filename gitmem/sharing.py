@@ -13,7 +13,6 @@ driver that opening a store configures (``merge.gitmem.driver``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import random
@@ -553,7 +552,6 @@ def _remove_tree(target: Path, *, keep_root: bool) -> None:
 
 __all__ = [
     "HOOK_NAMES",
-    "AsyncSharingMixin",
     "SharingMixin",
     "SyncResult",
     "driver_command",
@@ -562,54 +560,3 @@ __all__ = [
     "validate_memory_file",
     "validate_paths",
 ]
-
-
-class AsyncSharingMixin:
-    """Coroutine versions of the sharing methods for ``AsyncMemoryManager``.
-
-    ``AsyncMemoryManager.sync`` is the wrapped synchronous manager, so the coroutine of
-    ``MemoryManager.sync()`` is called ``sync_remote()``.
-    """
-
-    sync: Any  # the MemoryManager that AsyncMemoryManager wraps
-
-    async def remote_add(self, name: str, url: str) -> Remote:
-        """``MemoryManager.remote_add`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.remote_add, name, url)
-
-    async def remotes(self) -> list[Remote]:
-        """``MemoryManager.remotes`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.remotes)
-
-    async def fetch(self, *args: Any, **kwargs: Any) -> str | None:
-        """``MemoryManager.fetch`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.fetch, *args, **kwargs)
-
-    async def push(self, *args: Any, **kwargs: Any) -> bool:
-        """``MemoryManager.push`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.push, *args, **kwargs)
-
-    async def pull(self, *args: Any, **kwargs: Any) -> SyncResult:
-        """``MemoryManager.pull`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.pull, *args, **kwargs)
-
-    async def sync_remote(self, *args: Any, **kwargs: Any) -> SyncResult:
-        """``MemoryManager.sync`` (fetch, merge, push) in a worker thread."""
-        return await asyncio.to_thread(self.sync.sync, *args, **kwargs)
-
-    @classmethod
-    async def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
-        """``MemoryManager.clone`` in a worker thread; returns an ``AsyncMemoryManager``."""
-        from gitmem.manager import MemoryManager  # at call time: manager imports this module
-
-        manager = await asyncio.to_thread(MemoryManager.clone, url, path, **kwargs)
-        manager.close()
-        return cls(manager.path, **kwargs)  # type: ignore[call-arg]
-
-    async def install_hooks(self) -> list[Path]:
-        """``MemoryManager.install_hooks`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.install_hooks)
-
-    async def namespaces(self) -> list[str]:
-        """``MemoryManager.namespaces`` in a worker thread."""
-        return await asyncio.to_thread(self.sync.namespaces)

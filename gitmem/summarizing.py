@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -627,11 +628,12 @@ class SummaryMixin:
             ])
             commit = self._repo.commit_on_ref("refs/heads/" + branch, dict(changes), message,
                                               parent=parent)
+        quoted = shlex.quote(session_id)  # the hint is pasted into a shell
         raise SummaryHeldForReview(
             f"summary of session {session_id!r} drops too many facts; it was committed to "
             f"branch {branch} ({commit[:12]}) for review, not to the session.\n"
-            f"{report.render()}\nInspect it with `gitmem review show {session_id}`, then "
-            f"`gitmem review accept|reject {session_id}`",
+            f"{report.render()}\nInspect it with `gitmem review show {quoted}`, then "
+            f"`gitmem review accept|reject {quoted}`",
             session_id, report, commit=commit, branch=branch)
 
     def review_list(self) -> list[Review]:

@@ -10,16 +10,47 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gitmem.errors import RepositoryError
+from gitmem.errors import Diagnostic, ParseError, RepositoryError
 from gitmem.locking import naming
 from gitmem.plumbing import Index, UnsupportedIndex, object_id, stat_fields
 
 _SEQ = itertools.count()
+
+
+class NotRegularFile(OSError):
+    """A working path is a folder, FIFO, socket or device: gitmem never reads one."""
+
+
+def read_regular(target: Path) -> bytes | None:
+    """The bytes of a regular file, or None when it is absent.
+
+    Checked with lstat before opening and with fstat after, and opened non-blocking, so a
+    FIFO planted under a session's name can never hang a reader.
+    """
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(f"{target} is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between lstat and open
+            raise NotRegularFile(f"{target} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 class WorktreeMixin:
@@ -183,7 +214,9 @@ class WorktreeMixin:
         """The working-tree content of ``path`` and its blob id, or None if absent."""
         target = self._safe_target(path)
         try:
-            data = target.read_bytes()
-        except FileNotFoundError:
+            data = read_regular(target)
+        except NotRegularFile:
+            raise ParseError([Diagnostic(path, 1, "not a regular file")]) from None
+        if data is None:
             return None
         return data, object_id("blob", data)

@@ -422,7 +422,7 @@ def test_async_manager_shares_too(tmp_path: Path) -> None:
     async def scenario() -> None:
         first = await AsyncMemoryManager.clone(url, tmp_path / "a", agent="alice")
         await first.save_interaction("s", "q", "a", timestamp=T0)
-        result = await first.sync_remote()
+        result = await first.sync()
         assert result.pushed and [r.name for r in await first.remotes()] == ["origin"]
         second = await AsyncMemoryManager.clone(url, tmp_path / "b")
         assert await second.fetch() == result.after

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.errors import GitmemError, RepositoryError
+from gitmem.errors import GitmemError, InvalidSessionId, RepositoryError
 from gitmem.manager import MemoryManager
 from gitmem.summarizing import SummaryConfig
 from tests.conftest import git
@@ -118,10 +118,13 @@ def test_nothing_is_written_outside_the_store(store: Path, tmp_path: Path) -> No
     before = {p for p in tmp_path.rglob("*")}
     mm = MemoryManager.init(store)
     for sid in ["../escape", "/etc/passwd", "..", ".", "a/../../b", "~", "$HOME", "\\..\\x",
-                "con", "nul", "a\\b", ".git", "sessions/../../x"]:
+                "a\\b", ".git", "sessions/../../x"]:
         mm.save_interaction(sid, "x", "y")
         session = mm.load_memory(sid)
         assert session is not None and session.id == sid
+    for sid in ["con", "nul"]:  # Windows device names: refused (issue 10)
+        with pytest.raises(InvalidSessionId, match="reserved device name"):
+            mm.save_interaction(sid, "x", "y")
     created = {p for p in tmp_path.rglob("*")} - before
     assert all(p == store or store in p.parents for p in created)
     assert {p.parent for p in (store / "sessions").iterdir()} == {store / "sessions"}
