@@ -63,3 +63,15 @@ class ConflictError(GitmemError):
 
 class ReadOnlyError(GitmemError):
     """A write was attempted through a read-only view (such as ``mm.at(...)``)."""
+
+
+class BranchMoved(ConflictError):
+    """A person's git command committed to the same files while a change was being made
+    from an older commit; nothing was written. ``tip`` is the new commit: compute the
+    change again from it (``MemoryManager`` does so by itself)."""
+
+    def __init__(self, message: str, *, base: str | None, tip: str, paths: list[str]) -> None:
+        super().__init__(message)
+        self.base = base
+        self.tip = tip
+        self.paths = paths

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
-from gitmem.errors import Diagnostic, ParseError, RepositoryError, SessionNotFound, ValidationError
+from gitmem.errors import (
+    BranchMoved,
+    Diagnostic,
+    ParseError,
+    RepositoryError,
+    SessionNotFound,
+    ValidationError,
+)
 from gitmem.history import AsyncHistoryMixin, HistoryMixin
 from gitmem.models import (
     Interaction,
@@ -33,6 +40,7 @@ from gitmem.repository import Housekeeping, Identity, Repository, Transaction
 from gitmem.security import AsyncSecurityMixin, SecurityMixin
 from gitmem.sharing import AsyncSharingMixin, SharingMixin
 from gitmem.summarizing import SummaryMixin
+from gitmem.transaction import MAX_REBUILDS
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -65,6 +73,9 @@ class _Batch:
     touched: list[str] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     commit: str | None = None
+    # every change made, to make again if the branch moves under the batch
+    done: list[tuple[str, str, Callable[[Session | None], Session | None], str]] = field(
+        default_factory=list)
 
 
 @dataclass
@@ -296,10 +307,33 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 yield result
             finally:
                 self._local.batch = None
-            trailers = self._trailers(
-                "batch" if len(set(current.ops)) != 1 else current.ops[0], current.touched
-            )
-            result.commit = txn.commit(message, trailers=trailers)
+            with contextlib.ExitStack() as exclusive:
+                for attempt in range(1, MAX_REBUILDS + 1):
+                    trailers = self._trailers(
+                        "batch" if len(set(current.ops)) != 1 else current.ops[0],
+                        current.touched,
+                    )
+                    try:
+                        result.commit = txn.commit(message, trailers=trailers)
+                        break
+                    except BranchMoved:
+                        if attempt == MAX_REBUILDS:
+                            raise
+                        if attempt == 1:
+                            exclusive.enter_context(self._repo.excluding_git())
+                        self._replay(current)  # on top of the person's commit
+
+    def _replay(self, batch: _Batch) -> None:
+        """Make a batch's changes again from the branch's new tip."""
+        done, batch.done = batch.done, []
+        batch.sessions, batch.touched, batch.ops = {}, [], []
+        batch.txn.restart()
+        self._local.batch = batch  # hand edits go into the batch's commit, as the first time
+        try:
+            for session_id, path, change, op in done:
+                self._apply(batch.txn, batch, session_id, path, change, op)
+        finally:
+            self._local.batch = None
 
     def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
         trailers = {"Gitmem-Op": op}
@@ -334,12 +368,22 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         if batch is not None:
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
-        with self._repo.transaction() as txn:
-            self._apply(txn, None, session_id, path, change, op)
-            extra = dict(trailers or {})
-            all_trailers = self._trailers(op, [session_id])
-            all_trailers.update(extra)
-            return txn.commit(subject, body=body, trailers=all_trailers)
+        with self._repo.transaction() as txn, contextlib.ExitStack() as exclusive:
+            attempt = 1
+            while True:
+                try:
+                    self._apply(txn, None, session_id, path, change, op)
+                    all_trailers = self._trailers(op, [session_id])
+                    all_trailers.update(trailers or {})
+                    return txn.commit(subject, body=body, trailers=all_trailers)
+                except BranchMoved:
+                    # a person committed to this file meanwhile: redo the change on top
+                    if attempt == MAX_REBUILDS:
+                        raise
+                    if attempt == 1:  # keep the person's git out until this one is done
+                        exclusive.enter_context(self._repo.excluding_git())
+                    attempt += 1
+                    txn.restart()
 
     def _apply(
         self,
@@ -371,6 +415,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 batch.sessions[path] = updated
             batch.touched.append(session_id)
             batch.ops.append(op)
+            batch.done.append((session_id, path, change, op))
 
     def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.

@@ -306,7 +306,7 @@ class SharingMixin:
             changes, notes, merged = self._three_way(remotes, base, ours, theirs)
             self._refuse_unclean(list(changes))
             message = self._merge_message(label, ours, theirs, merged, notes, changes)
-            repo.commit_changes(changes, message, merge_parents=[theirs])
+            repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
             result.action = "merge"
             result.files += [p for p in changes if is_memory_file(p)]
             result.notes += notes

@@ -42,6 +42,7 @@ class WorktreeMixin:
             *,
             in_place: bool = True,
         ) -> bool: ...
+        def _overwrite(self, target: Path, data: bytes) -> None: ...
 
     def _safe_target(self, path: str) -> Path:
         """The absolute working-tree path for ``path``, refusing symlinks on the way."""
@@ -86,9 +87,7 @@ class WorktreeMixin:
                 prepared[path] = None
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = (
-                self.state_dir / "tmp" / (f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
-            )
+            tmp = self._temp_name()
             self._prepared.append(tmp)
             with naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
@@ -113,6 +112,66 @@ class WorktreeMixin:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, target)
         self._prepared.remove(tmp)
+
+    def _swap_in(self, prepared: dict[str, Path | None]) -> list[tuple[Path, Path | None]]:
+        """Put prepared files in place, keeping each replaced file as a backup (a hard
+        link) so that :meth:`_swap_back` can undo it until the branch has moved."""
+        undo: list[tuple[Path, Path | None]] = []
+        try:
+            for path, tmp in prepared.items():
+                target = self._safe_target(path)
+                backup: Path | None = self._temp_name()
+                assert backup is not None
+                try:
+                    os.link(target, backup)
+                except FileNotFoundError:
+                    backup = None  # a new file: undone by removing it
+                except OSError:  # no hard links here: a copy does as well
+                    with naming(backup), open(backup, "wb") as handle:
+                        handle.write(target.read_bytes())
+                if backup is not None:
+                    self._prepared.append(backup)
+                undo.append((target, backup))
+                self._place_working(path, tmp)
+        except BaseException:
+            self._swap_back(undo)
+            raise
+        return undo
+
+    def _swap_back(self, undo: list[tuple[Path, Path | None]]) -> None:
+        """Put back what :meth:`_swap_in` replaced (the branch did not move)."""
+        for target, backup in reversed(undo):
+            if backup is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            else:
+                os.replace(backup, target)
+                self._prepared.remove(backup)
+
+    def _temp_name(self) -> Path:
+        return self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp"
+
+    def _staged_entries(self, index: Index, changes: dict[str, str | None]) -> None:
+        """Point ``index``'s entries of ``changes`` at their new blobs, with the stat data
+        of the working files already in place (so ``git status`` need not re-read them)."""
+        for path, sha in changes.items():
+            if sha is None:
+                index.remove(path.encode())
+                continue
+            st = os.stat(self.root / path)
+            fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
+                                 st.st_mode, st.st_uid, st.st_gid, st.st_size)
+            index.set(path.encode(), fields, bytes.fromhex(sha))
+
+    def _write_index(self, index: Index) -> None:
+        """Write ``index`` over ``.git/index``; the caller holds git's ``index.lock``."""
+        data = index.encode()
+        try:
+            self._overwrite(self.git_dir / "index", data)
+        except BaseException:
+            self._index = None
+            raise
+        self._index = (data[-20:], index)
 
     def _discard_prepared(self) -> None:
         while self._prepared:
@@ -145,22 +204,7 @@ class WorktreeMixin:
         except UnsupportedIndex:
             self._update_index_with_git(changes)
             return
-        for path, sha in changes.items():
-            if sha is None:
-                index.remove(path.encode())
-                continue
-            st = os.stat(self.root / path)
-            fields = stat_fields(
-                st.st_ctime_ns,
-                st.st_mtime_ns,
-                st.st_dev,
-                st.st_ino,
-                st.st_mode,
-                st.st_uid,
-                st.st_gid,
-                st.st_size,
-            )
-            index.set(path.encode(), fields, bytes.fromhex(sha))
+        self._staged_entries(index, changes)
         data = index.encode()
         try:
             self._locked_write(self.git_dir / "index", data)
