@@ -153,3 +153,44 @@ def test_a_persons_commits_and_the_saves_both_stay(store: Path, size: str,
     assert git(store, "status", "--porcelain") == ""
     assert values[-1] == value
     assert fsck_problems(store) == []
+
+
+def _person_commits_during_the_save(mm: MemoryManager, store: Path, value: int) -> list[str]:
+    """Make a person's ``git commit -a`` land after the next save has read the session and
+    before it moves the branch (while it prepares its working file); returns its outcome."""
+    repo = mm.repository
+    real = repo._prepare_working_files
+    done: list[str] = []
+
+    def prepare(changes: dict[str, bytes | None]) -> Any:
+        if not done:
+            _hand_edit(store / session_path(SESSION), value)
+            done.append(_commit(store, value))
+        return real(changes)
+
+    repo._prepare_working_files = prepare  # type: ignore[method-assign]
+    return done
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["save", "batch"])
+def test_a_commit_landing_inside_a_save_is_kept(store: Path, batched: bool) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction(SESSION, "start", "ok", interaction_id="s0",
+                        metadata={"hand-counter": "0" * WIDTH})
+    outcome = _person_commits_during_the_save(mm, store, 7)
+    if batched:
+        with mm.batch("Two turns") as result:
+            mm.save_interaction(SESSION, "q1", "a1", interaction_id="s1")
+            mm.save_interaction("other", "q2", "a2", interaction_id="s2")
+        sha = result.commit
+    else:
+        sha = mm.save_interaction(SESSION, "q1", "a1", interaction_id="s1")
+    assert outcome == ["accepted"]
+    assert sha == git(store, "rev-parse", "HEAD").strip()
+    assert git(store, "log", "--format=%s", "-2").splitlines()[1] == "hand 7"
+    data = mm.repository.read(session_path(SESSION))
+    assert data is not None and _counter(data) == 7  # the person's change
+    session = mm.load_memory(SESSION)
+    assert session is not None and [t.id for t in session.interactions] == ["s0", "s1"]
+    assert git(store, "status", "--porcelain") == ""
+    mm.close()
