@@ -2,9 +2,10 @@
 
 A writer can be killed at any instruction. What it may leave behind, and what repairs it:
 
-- a journal in ``.git/gitmem/write.lock`` (written before the branch moves): the files it
-  names, and their index entries, are brought to HEAD by the next writer, or by the next
-  process that opens the store when no writer holds the lock;
+- a journal in ``.git/gitmem/write.lock`` (written before any file, index entry or ref is
+  touched): the files it names, and their index entries, are brought to HEAD by the next
+  writer, or by the next process that opens the store when no writer holds the lock, and
+  the git locks it held (``index.lock``, the branch's) are removed so git works again;
 - a half-rewritten ``.git/index`` (the index is overwritten in place; a kill can cut a
   multi-page write short): rebuilt from HEAD and the working tree;
 - git ``.lock`` files naming a gitmem process that is gone: cleared at once (see

@@ -1,11 +1,12 @@
 """The repository layer: the only code that writes files, objects, refs and the index.
 
 A save is written in-process: blobs, the changed trees and the commit object go straight
-into ``objects/``, then the branch ref is compare-and-swapped under git's own ``.lock``
-protocol, then the working file (temp, fsync, rename) and its index entry are brought in
-line, so ``git status`` stays clean and a person's own ``git commit`` cannot undo a save.
-Writers are serialised by ``flock`` on ``.git/gitmem/write.lock`` (released by the kernel
-when a writer dies) and a journal lets the next writer finish or undo a half-done save.
+into ``objects/``; then, under git's own ``index.lock`` and branch lock, the working file
+(temp, fsync, rename) and its index entry, and the branch is compare-and-swapped against the
+commit the save was made from (see ``transaction.py``), so ``git status`` stays clean and a
+person's own ``git commit`` neither undoes a save nor is undone by one. Writers are
+serialised by ``flock`` on ``.git/gitmem/write.lock`` (released by the kernel when a writer
+dies) and a journal lets the next writer finish or undo a half-done save.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The working tree and ``.git/index`` side of ``Repository``.
 
-After a commit the session files are written atomically (temp file, fsync, rename) and their
-index entries patched, so ``git status --porcelain`` stays empty and a person's own
-``git commit`` can never undo a save. ``Repository`` inherits :class:`WorktreeMixin`.
+A save's files are written atomically (temp file, fsync, rename; the replaced file kept as a
+backup until the branch has moved) and their index entries patched, so ``git status
+--porcelain`` stays empty and a person's own ``git commit`` can never undo a save.
+``Repository`` inherits :class:`WorktreeMixin`.
 """
 
 from __future__ import annotations

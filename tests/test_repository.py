@@ -296,3 +296,15 @@ def test_housekeeping_packs_loose_objects(store: Path) -> None:
     assert int(counts["count"]) == 0  # no loose objects left
     git(store, "fsck", "--strict")
     assert len(git(store, "rev-list", "HEAD").split()) == 9
+
+
+def test_an_index_that_git_must_edit_itself_follows_each_save(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    git(store, "update-index", "--index-version", "4")  # not written in-process
+    assert _save(repo, "sessions/a.md", b"v2\n")
+    assert _save(repo, "sessions/b.md", b"new\n")
+    assert git(store, "show", ":sessions/a.md") == "v2\n"
+    assert git(store, "status", "--porcelain") == ""
+    assert (store / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\x04"  # still git's
+    assert not (store / ".git" / "index.lock").exists()
