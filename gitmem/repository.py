@@ -454,22 +454,6 @@ class Repository(TransactionMixin, RevisionsMixin):
         self._remember_tree(hexsha, tree)
         return hexsha
 
-    def _update_ref(self, ref: str, old: str | None, new: str, subject: str) -> bool:
-        """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
-        target = self.git_dir / ref
-        target.parent.mkdir(parents=True, exist_ok=True)
-        line = self._reflog_line(old, new, subject)
-
-        def still_old() -> bool:
-            if self._read_ref(ref) != old:
-                return False
-            # the reflog first, as git does: if it cannot be written the ref does not move
-            self._append_reflogs(ref, line)
-            self.ref_updates += 1
-            return True
-
-        return self._locked_write(target, (new + "\n").encode(), check=still_old)
-
     def _reflog_line(self, old: str | None, new: str, subject: str) -> bytes:
         who = signature(self.identity).encode().decode()
         return f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()

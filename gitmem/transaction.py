@@ -89,7 +89,6 @@ class TransactionMixin(RecoveryMixin):
         def flush_objects(self) -> None: ...
         def _remember_blob(self, hexsha: str, data: bytes) -> None: ...
         def _build_tree(self, base: str | None, changes: dict[str, bytes | None]) -> str: ...
-        def _update_ref(self, ref: str, old: str | None, new: str, subject: str) -> bool: ...
         def _reflog_line(self, old: str | None, new: str, subject: str) -> bytes: ...
         def _append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]: ...
         def _unlog(self, written: list[tuple[Path, int]]) -> None: ...
@@ -235,18 +234,25 @@ class TransactionMixin(RecoveryMixin):
                           prepared: dict[str, Path | None], subject: str) -> bool:
         """:meth:`_publish` for an index this writer cannot edit (version 4, split,
         sparse): git edits it, taking ``index.lock`` itself for each step (rare, slower)."""
-        if self._read_ref(ref) != old:
-            return False
-        undo = self._swap_in(prepared)
-        moved = False
-        try:
-            self._update_index_with_git({p: b for p, (_a, b) in files.items()})
-            moved = self._update_ref(ref, old, new, subject)
-        finally:
-            if not moved:
-                self._update_index_with_git({p: a for p, (a, _b) in files.items()})
-                self._swap_back(undo)
-        return moved
+        target = self.git_dir / ref
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with self._holding_git_lock(target):
+            if self._read_ref(ref) != old:
+                return False
+            undo = self._swap_in(prepared)
+            logged: list[tuple[Path, int]] = []
+            moved = False
+            try:
+                logged = self._append_reflogs(ref, self._reflog_line(old, new, subject))
+                self._update_index_with_git({p: b for p, (_a, b) in files.items()})
+                self._move_ref(ref, new)
+                moved = True
+            finally:
+                if not moved and self._read_ref(ref) != new:
+                    self._unlog(logged)
+                    self._update_index_with_git({p: a for p, (a, _b) in files.items()})
+                    self._swap_back(undo)
+        return True
 
     @contextlib.contextmanager
     def excluding_git(self) -> Iterator[None]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import RepositoryError
 from gitmem.locking import naming
-from gitmem.plumbing import Index, UnsupportedIndex, object_id, stat_fields
+from gitmem.plumbing import Index, object_id, stat_fields
 
 _SEQ = itertools.count()
 
@@ -197,22 +197,6 @@ class WorktreeMixin:
         index = Index.parse(data)
         self._index = (data[-20:], index)
         return index
-
-    def _update_index(self, changes: dict[str, str | None]) -> None:
-        """Make the index entries of ``changes`` match the files just written."""
-        try:
-            index = self._load_index()
-        except UnsupportedIndex:
-            self._update_index_with_git(changes)
-            return
-        self._staged_entries(index, changes)
-        data = index.encode()
-        try:
-            self._locked_write(self.git_dir / "index", data)
-        except BaseException:
-            self._index = None
-            raise
-        self._index = (data[-20:], index)
 
     def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
         # index v4 / split / sparse: let git itself edit it (rare, slower)
