@@ -83,3 +83,15 @@ class NotAStore(RepositoryError):
 class RemoteBusy(ConflictError):
     """A push found the remote's branch locked by another push in progress (nothing was
     lost; trying again later works)."""
+
+
+class BranchMoved(ConflictError):
+    """A person's git command committed to the same files while a change was being made
+    from an older commit; nothing was written. ``tip`` is the new commit: compute the
+    change again from it (``MemoryManager`` does so by itself)."""
+
+    def __init__(self, message: str, *, base: str | None, tip: str, paths: list[str]) -> None:
+        super().__init__(message)
+        self.base = base
+        self.tip = tip
+        self.paths = paths

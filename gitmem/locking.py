@@ -81,6 +81,7 @@ class LockingMixin:
     state_dir: Path
     lock_timeout: float
     _lock_handle: int | None
+    _git_locks_held: set[Path]  # git lock files this writer holds now
     _owner: bytes
 
     if TYPE_CHECKING:
@@ -223,6 +224,41 @@ class LockingMixin:
             with contextlib.suppress(OSError):
                 os.unlink(aside)
         return os.open(lock, os.O_WRONLY)
+
+    @contextlib.contextmanager
+    def _holding_git_lock(self, target: Path) -> Iterator[None]:
+        """Hold git's ``<target>.lock`` for the block: a git command that would write
+        ``target`` meanwhile (``git add``, ``git commit``) fails instead of interleaving."""
+        held = self._git_locks_held
+        if target in held:  # taken already by an enclosing block of this writer
+            yield
+            return
+        fd = self._git_lock(target)
+        held.add(target)
+        try:
+            yield
+        finally:
+            held.discard(target)
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                target.with_name(target.name + ".lock").unlink()
+
+    def _overwrite(self, target: Path, data: bytes) -> None:
+        """Replace ``target``'s content while holding its git lock: in place if it exists
+        (see :meth:`_locked_write` for why), else by renaming a new file into place."""
+        try:
+            handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
+            with naming(tmp), open(tmp, "wb") as out:
+                out.write(data)
+            os.replace(tmp, target)
+            return
+        try:
+            os.pwrite(handle, data, 0)
+            os.ftruncate(handle, len(data))
+        finally:
+            os.close(handle)
 
     def _locked_write(
         self,

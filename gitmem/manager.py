@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
 from gitmem.errors import (
+    BranchMoved,
     Diagnostic,
     InvalidSessionId,
     ParseError,
@@ -43,6 +44,7 @@ from gitmem.security import SecurityMixin
 from gitmem.sharing import SharingMixin
 from gitmem.stores import open_repository
 from gitmem.summarizing import SummaryMixin
+from gitmem.transaction import MAX_REBUILDS
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -89,6 +91,9 @@ class _Batch:
     ops: list[str] = field(default_factory=list)
     commit: str | None = None
     created: dict[str, str] = field(default_factory=dict)  # folded file name -> path
+    # every change made, to make again if the branch moves under the batch
+    done: list[tuple[str, str, Callable[[Session | None], Session | None], str]] = field(
+        default_factory=list)
 
 
 @dataclass
@@ -340,12 +345,36 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 yield result
             finally:
                 self._local.batch = None
-            trailers = self._trailers(
-                "batch" if len(set(current.ops)) != 1 else current.ops[0], current.touched
-            )
-            base, names = txn.head(), self._pending_names(txn)
-            result.commit = txn.commit(message, trailers=trailers)
+            with contextlib.ExitStack() as exclusive:
+                for attempt in range(1, MAX_REBUILDS + 1):
+                    trailers = self._trailers(
+                        "batch" if len(set(current.ops)) != 1 else current.ops[0],
+                        current.touched,
+                    )
+                    base, names = txn.head(), self._pending_names(txn)
+                    try:
+                        result.commit = txn.commit(message, trailers=trailers)
+                        break
+                    except BranchMoved:
+                        if attempt == MAX_REBUILDS:
+                            raise
+                        if attempt == 1:
+                            exclusive.enter_context(self._repo.excluding_git())
+                        self._replay(current)  # on top of the person's commit
             self._advance_folds(base, result.commit, names)
+
+    def _replay(self, batch: _Batch) -> None:
+        """Make a batch's changes again from the branch's new tip."""
+        done, batch.done = batch.done, []
+        batch.sessions, batch.touched, batch.ops = {}, [], []
+        batch.created = {}
+        batch.txn.restart()
+        self._local.batch = batch  # hand edits go into the batch's commit, as the first time
+        try:
+            for session_id, path, change, op in done:
+                self._apply(batch.txn, batch, session_id, path, change, op)
+        finally:
+            self._local.batch = None
 
     def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
         trailers = {"Gitmem-Op": op}
@@ -380,15 +409,25 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         if batch is not None:
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
-        with self._repo.transaction() as txn:
-            self._apply(txn, None, session_id, path, change, op)
-            extra = dict(trailers or {})
-            all_trailers = self._trailers(op, [session_id])
-            all_trailers.update(extra)
-            base, names = txn.head(), self._pending_names(txn)
-            sha = txn.commit(subject, body=body, trailers=all_trailers)
-            self._advance_folds(base, sha, names)
-            return sha
+        with self._repo.transaction() as txn, contextlib.ExitStack() as exclusive:
+            attempt = 1
+            while True:
+                try:
+                    self._apply(txn, None, session_id, path, change, op)
+                    all_trailers = self._trailers(op, [session_id])
+                    all_trailers.update(trailers or {})
+                    base, names = txn.head(), self._pending_names(txn)
+                    sha = txn.commit(subject, body=body, trailers=all_trailers)
+                    self._advance_folds(base, sha, names)
+                    return sha
+                except BranchMoved:
+                    # a person committed to this file meanwhile: redo the change on top
+                    if attempt == MAX_REBUILDS:
+                        raise
+                    if attempt == 1:  # keep the person's git out until this one is done
+                        exclusive.enter_context(self._repo.excluding_git())
+                    attempt += 1
+                    txn.restart()
 
     def _apply(
         self,
@@ -422,6 +461,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 batch.sessions[path] = updated
             batch.touched.append(session_id)
             batch.ops.append(op)
+            batch.done.append((session_id, path, change, op))
 
     def _check_new_name(
         self, txn: Transaction, batch: _Batch | None, session_id: str, path: str

@@ -316,6 +316,26 @@ class Index:
             return self.chunks[at][40:60]
         return None
 
+    def stages(self, path: bytes) -> list[bytes]:
+        """The raw entries (every stage) of ``path``, to put back with :meth:`restore`."""
+        at = bisect_left(self.keys, path + b"\0")
+        found = []
+        while at < len(self.keys) and self.keys[at][:-1] == path + b"\0":
+            found.append(self.chunks[at])
+            at += 1
+        return found
+
+    def restore(self, path: bytes, chunks: list[bytes]) -> None:
+        """Make ``path``'s entries exactly ``chunks`` again (as :meth:`stages` gave them)."""
+        self.remove(path)
+        for chunk in chunks:
+            flags = struct.unpack_from(">H", chunk, 60)[0]
+            key = _index_key(path, flags)
+            at = bisect_left(self.keys, key)
+            self.joined.invalidate()
+            self.keys.insert(at, key)
+            self.chunks.insert(at, chunk)
+
     def remove(self, path: bytes) -> None:
         """Drop every stage of ``path``."""
         at = bisect_left(self.keys, path + b"\0")

@@ -2,9 +2,10 @@
 
 A writer can be killed at any instruction. What it may leave behind, and what repairs it:
 
-- a journal in ``.git/gitmem/write.lock`` (written before the branch moves): the files it
-  names, and their index entries, are brought to HEAD by the next writer, or by the next
-  process that opens the store when no writer holds the lock;
+- a journal in ``.git/gitmem/write.lock`` (written before any file, index entry or ref is
+  touched): the files it names, and their index entries, are brought to HEAD by the next
+  writer, or by the next process that opens the store when no writer holds the lock, and
+  the git locks it held (``index.lock``, the branch's) are removed so git works again;
 - a half-rewritten ``.git/index`` (the index is overwritten in place; a kill can cut a
   multi-page write short): rebuilt from HEAD and the working tree;
 - git ``.lock`` files naming a gitmem process that is gone: cleared at once (see
@@ -28,7 +29,7 @@ from stat import S_ISREG
 from typing import TYPE_CHECKING
 
 from gitmem.errors import RepositoryError
-from gitmem.locking import LockingMixin
+from gitmem.locking import LockingMixin, owner_is_dead
 from gitmem.plumbing import MODE_TREE, Index, Tree, UnsupportedIndex, object_id, stat_fields
 from gitmem.worktree import WorktreeMixin
 
@@ -133,40 +134,67 @@ class RecoveryMixin(LockingMixin, WorktreeMixin):
 
         The files the journal names are brought to HEAD (unless a person edited one
         since), and so are their index entries: the writer may have died between a file
-        and its entry. An index it left half-rewritten is rebuilt from HEAD.
+        and its entry. An index it left half-rewritten is rebuilt from HEAD, and git lock
+        files it left (``index.lock``, the branch's) are removed, so git works again.
         """
         record = self._read_journal()
         if record is None:
             return
+        ref = record.get("ref")
+        for target in (self.git_dir / "index", self.git_dir / str(ref or "HEAD")):
+            lock = target.with_name(target.name + ".lock")
+            if owner_is_dead(lock):
+                with contextlib.suppress(FileNotFoundError):
+                    lock.unlink()
         head = self.head()
-        fixed: dict[str, str | None] = {}
-        settled: dict[str, str | None] = {}
+        wanted: dict[str, str | None] = {}
+        written: dict[str, tuple[str | None, str | None]] = {}
         for path, (old, new) in record.get("files", {}).items():
             want = self.entry(path, head) if head else None
             want_sha = want[1] if want else None
+            wanted[path] = want_sha
+            written[path] = (old, new)
             current = self.working_blob(path)
             current_sha = current[1] if current else None
-            if current_sha == want_sha:
-                settled[path] = want_sha  # the file is right; its index entry may lag
-            elif current_sha in (old, new):
+            if current_sha != want_sha and current_sha in (old, new):
                 self._write_working(path, None if want_sha is None else self.blob(want_sha))
-                fixed[path] = want_sha
-            # else: edited by a person since: leave it alone
+            # else: right already, or edited by a person since: leave it alone
         if self._index_torn():
             self._rebuild_index(head)
-        else:
-            try:
-                index = self._load_index()
-            except UnsupportedIndex:
-                fixed.update(settled)  # git itself will set them
-            else:
-                for path, sha in settled.items():
-                    staged = index.entry_sha(path.encode())
-                    if (staged.hex() if staged is not None else None) != sha:
-                        fixed[path] = sha
-            if fixed:
-                self._update_index(fixed)
+        elif wanted:
+            self._restage(wanted, written)
         self._write_lock_file(b"")
+
+    def _restage(self, wanted: dict[str, str | None],
+                 written: dict[str, tuple[str | None, str | None]]) -> None:
+        """Point the index entries a dead writer may have left at HEAD's blobs (``wanted``);
+        an entry a person staged since (neither the old nor the new blob) stays."""
+        try:
+            self._load_index()
+        except UnsupportedIndex:
+            present = {p for p, sha in wanted.items() if sha is None or self.working_blob(p)}
+            self._update_index_with_git({p: wanted[p] for p in present})  # git sets them
+            return
+        with self._holding_git_lock(self.git_dir / "index"):
+            index = self._load_index()
+            changed = False
+            for path, sha in wanted.items():
+                staged = index.entry_sha(path.encode())
+                staged_hex = staged.hex() if staged is not None else None
+                if staged_hex == sha or staged_hex not in written[path]:
+                    continue
+                changed = True
+                if sha is None:
+                    index.remove(path.encode())
+                    continue
+                current = self.working_blob(path)
+                if current is not None and current[1] == sha:
+                    self._staged_entries(index, {path: sha})
+                else:  # stat data git cannot match: it reads the file before trusting it
+                    index.set(path.encode(), (0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 0),
+                              bytes.fromhex(sha))
+            if changed:
+                self._write_index(index)
 
     def _index_torn(self) -> bool:
         """True if the index is missing or fails its checksum (a write cut short)."""

@@ -1,26 +1,25 @@
 """The repository layer: the only code that writes files, objects, refs and the index.
 
 A save is written in-process: blobs, the changed trees and the commit object go straight
-into ``objects/``, then the branch ref is compare-and-swapped under git's own ``.lock``
-protocol, then the working file (temp, fsync, rename) and its index entry are brought in
-line, so ``git status`` stays clean and a person's own ``git commit`` cannot undo a save.
-Writers are serialised by ``flock`` on ``.git/gitmem/write.lock`` (released by the kernel
-when a writer dies) and a journal lets the next writer finish or undo a half-done save.
+into ``objects/``; then, under git's own ``index.lock`` and branch lock, the working file
+(temp, fsync, rename) and its index entry, and the branch is compare-and-swapped against the
+commit the save was made from (see ``transaction.py``), so ``git status`` stays clean and a
+person's own ``git commit`` neither undoes a save nor is undone by one. Writers are
+serialised by ``flock`` on ``.git/gitmem/write.lock`` (released by the kernel when a writer
+dies) and a journal lets the next writer finish or undo a half-done save.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import logging
 import os
 import subprocess
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -32,18 +31,18 @@ from gitmem.plumbing import (
     MODE_FILE,
     MODE_TREE,
     Index,
-    Signature,
     Tree,
     UnsupportedIndex,
     commit_body,
     encode_pack,
     find_tree_entry,
-    format_message,
     loose_object,
     object_id,
 )
-from gitmem.recovery import RecoveryMixin
 from gitmem.revisions import RevisionsMixin
+from gitmem.transaction import Identity, Transaction, TransactionMixin, signature
+
+__all__ = ["Housekeeping", "Identity", "Repository", "Transaction"]
 
 STORE_README = """# gitmem memory store
 
@@ -63,14 +62,6 @@ SAFE_GIT_ARGS = tuple(arg for item in SAFE_GIT_CONFIG for arg in ("-c", item))
 log = logging.getLogger("gitmem")
 
 
-@dataclass(frozen=True)
-class Identity:
-    """Who writes: the agent's name and email, used as commit author and committer."""
-
-    name: str = "gitmem"
-    email: str = "gitmem@localhost"
-
-
 @dataclass
 class Housekeeping:
     """When to pack loose objects, off the save path."""
@@ -78,13 +69,6 @@ class Housekeeping:
     enabled: bool = True
     every_commits: int = 100
     every_bytes: int = 64 * 1024 * 1024
-
-
-def _signature(identity: Identity, when: datetime | None = None) -> Signature:
-    moment = (when or datetime.now()).astimezone()
-    offset = moment.utcoffset()
-    minutes = int(offset.total_seconds() // 60) if offset is not None else 0
-    return Signature(identity.name, identity.email, int(moment.timestamp()), minutes)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -102,12 +86,8 @@ def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {} 
     return _locks.setdefault((os.getpid(), key), threading.RLock())
 
 
-class Repository(RevisionsMixin, RecoveryMixin):
+class Repository(TransactionMixin, RevisionsMixin):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files."""
-
-    # Set by the manager: the last look at every commit message and author before it is
-    # written (secrets redacted), so no path into a commit can bypass it.
-    commit_guard: Callable[[str, Identity], tuple[str, Identity]] | None = None
 
     def __init__(
         self,
@@ -150,6 +130,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
         self._bytes_since_gc = 0
         self._gc_thread: threading.Thread | None = None
         self._lock_handle: int | None = None
+        self._git_locks_held: set[Path] = set()
         self._big_tree_lookups: OrderedDict[str, None] = OrderedDict()
         self.ref_updates = 0  # bumped whenever this object moves a ref
         self._owner = b""
@@ -473,24 +454,18 @@ class Repository(RevisionsMixin, RecoveryMixin):
         self._remember_tree(hexsha, tree)
         return hexsha
 
-    def _update_ref(self, ref: str, old: str | None, new: str, subject: str) -> bool:
-        """Compare-and-swap ``ref`` from ``old`` to ``new``; False if it had moved."""
-        target = self.git_dir / ref
-        target.parent.mkdir(parents=True, exist_ok=True)
+    def _reflog_line(self, old: str | None, new: str, subject: str) -> bytes:
+        who = signature(self.identity).encode().decode()
+        return f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+
+    def _move_ref(self, ref: str, new: str) -> None:
+        """Point ``ref`` at ``new``; the caller holds its git lock and checked the old value."""
         self.ref_updates += 1
-        who = _signature(self.identity).encode().decode()
-        line = f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+        self._overwrite(self.git_dir / ref, (new + "\n").encode())
 
-        def still_old() -> bool:
-            if self._read_ref(ref) != old:
-                return False
-            # the reflog first, as git does: if it cannot be written the ref does not move
-            self._append_reflogs(ref, line)
-            return True
-
-        return self._locked_write(target, (new + "\n").encode(), check=still_old)
-
-    def _append_reflogs(self, ref: str, line: bytes) -> None:
+    def _append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]:
+        """Append ``line`` to the reflogs of ``ref`` and HEAD; returns (file, size before)
+        for :meth:`_unlog`."""
         written: list[tuple[Path, int]] = []
         try:
             for reflog in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
@@ -503,107 +478,14 @@ class Repository(RevisionsMixin, RecoveryMixin):
                 finally:
                     os.close(fd)
         except OSError:
-            for reflog, size in written:  # no half line is left behind
-                with contextlib.suppress(OSError):
-                    os.truncate(reflog, size)
+            self._unlog(written)  # no half line is left behind
             raise
+        return written
 
-    # --- journal: finishing or undoing a save that died half-way -------------------------
-
-    def commit_changes(
-        self,
-        changes: dict[str, bytes | None],
-        message: str,
-        *,
-        identity: Identity | None = None,
-        when: datetime | None = None,
-        merge_parents: Sequence[str] = (),
-    ) -> str | None:
-        """Commit ``changes`` (path -> content, None deletes) as one commit on the branch.
-
-        Must be called with the write lock held (through a Transaction). Returns the new
-        commit id, or None when nothing changed. With ``merge_parents`` the commit is a
-        merge of the branch and those commits (written even if the tree does not change).
-        """
-        ref = self.branch_ref()
-        self._staged.clear()
-        blob_ids: dict[str, bytes | None] = {}
-        hex_ids: dict[str, str | None] = {}
-        for path, data in changes.items():
-            self._safe_target(path)
-            if data is None:
-                blob_ids[path], hex_ids[path] = None, None
-            else:
-                hexsha = self.stage_object("blob", data)
-                self._remember_blob(hexsha, data)
-                blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
-        message, author = self._guarded(message, identity)
-        sig = _signature(author, when)
-        subject = message.split("\n", 1)[0]
-        prepared = self._prepare_working_files(changes)
-        for _attempt in range(20):
-            old = self._read_ref(ref)
-            base_tree = self.commit_tree(old) if old else None
-            previous: dict[str, str | None] = {}
-            for path in changes:
-                found = self.entry(path, old) if old else None
-                previous[path] = found[1] if found else None
-            tree = self._build_tree(base_tree, blob_ids)
-            if tree == base_tree and not merge_parents:
-                self._staged.clear()
-                return None
-            parents = [old, *merge_parents] if old else list(merge_parents)
-            commit = self.stage_object("commit", commit_body(tree, parents, sig, sig, message))
-            self._commit_trees[commit] = tree
-            self.flush_objects()
-            journal = {
-                "ref": ref,
-                "old": old,
-                "new": commit,
-                "files": {p: [previous[p], hex_ids[p]] for p in changes},
-            }
-            self._write_lock_file(json.dumps(journal).encode())
-            if self._update_ref(ref, old, commit, subject):
-                break
-            self._write_lock_file(b"")
-            # the branch moved under us (a person's git command): retry on top of it unless
-            # it touched the same files
-            moved = self._read_ref(ref)
-            if moved is not None and old is not None:
-                for path in changes:
-                    if self.entry(path, moved) != self.entry(path, old):
-                        raise ConflictError(
-                            f"{path} was changed by another commit ({moved[:12]}) during the "
-                            "save; nothing was written, try again"
-                        )
-            for data in changes.values():
-                if data is not None:
-                    self.stage_object("blob", data)
-        else:
-            raise ConflictError(f"{self.root}: the branch kept moving; the save was not written")
-        self._finish_save(commit, prepared, hex_ids)
-        self._commits_since_gc += 1
-        return commit
-
-    def _guarded(self, message: str, identity: Identity | None) -> tuple[str, Identity]:
-        author = identity or self.identity
-        guard = self.commit_guard
-        return (message, author) if guard is None else guard(message, author)
-
-    def _finish_save(
-        self, commit: str, prepared: dict[str, Path | None], hex_ids: dict[str, str | None]
-    ) -> None:
-        """Bring the working files and index along to the commit the branch now has."""
-        try:
-            self._place_working_files(prepared)
-            self._update_index(hex_ids)
-            self._write_lock_file(b"")
-        except OSError as exc:
-            # the save is committed: the journal stays, and the next call finishes the job
-            log.warning(
-                "%s: saved as commit %s, but the working tree could not follow (%s); "
-                "the next gitmem call brings it in line", self.root, commit[:12], exc
-            )
+    def _unlog(self, written: list[tuple[Path, int]]) -> None:
+        for reflog, size in written:
+            with contextlib.suppress(OSError):
+                os.truncate(reflog, size)
 
     # --- merges and fast-forwards (sync) -------------------------------------------------
 
@@ -679,36 +561,6 @@ class Repository(RevisionsMixin, RecoveryMixin):
                 dirty.append(path)
         return dirty
 
-    def fast_forward(self, target: str, subject: str = "fast-forward") -> None:
-        """Move the branch to its descendant ``target`` and bring the changed working files
-        and index entries along. Must be called with the write lock held."""
-        ref = self.branch_ref()
-        old = self._read_ref(ref)
-        changes = self.diff_trees(old, target)
-        for path, (_before, after) in changes.items():
-            self._safe_target(path)
-            if after is not None and after[0] != MODE_FILE:
-                raise RepositoryError(
-                    f"{path} at {target[:12]} is not a regular file (mode {after[0].decode()}); "
-                    "gitmem stores hold regular files only, merge this with git"
-                )
-        journal = {
-            "ref": ref,
-            "old": old,
-            "new": target,
-            "files": {
-                p: [b[1] if b else None, a[1] if a else None] for p, (b, a) in changes.items()
-            },
-        }
-        self._write_lock_file(json.dumps(journal).encode())
-        if not self._update_ref(ref, old, target, subject):
-            self._write_lock_file(b"")
-            raise ConflictError(f"{self.root}: the branch moved during the fast-forward; try again")
-        for path, (_before, after) in changes.items():
-            self._write_working(path, None if after is None else self.blob(after[1]))
-        self._update_index({p: a[1] if a else None for p, (_b, a) in changes.items()})
-        self._write_lock_file(b"")
-
     # --- side refs (e.g. review branches): commits that never touch the working tree -----
 
     def commit_on_ref(
@@ -731,7 +583,7 @@ class Repository(RevisionsMixin, RecoveryMixin):
             blobs[path] = None if data is None else bytes.fromhex(self.stage_object("blob", data))
         tree = self._build_tree(self.commit_tree(parent), blobs)
         message, author = self._guarded(message, identity)
-        sig = _signature(author)
+        sig = signature(author)
         commit = self.stage_object("commit", commit_body(tree, [parent], sig, sig, message))
         self.flush_objects()
         self.set_ref(ref, commit, self._read_ref(ref))
@@ -793,67 +645,3 @@ class Repository(RevisionsMixin, RecoveryMixin):
                            capture_output=True, check=False)
         with contextlib.suppress(RepositoryError):
             self.index_history()
-
-
-@dataclass
-class Transaction:
-    """Reads and writes under the store's write lock; ``commit`` makes one commit."""
-
-    repo: Repository
-    pending: dict[str, bytes | None] = field(default_factory=dict)
-    # secrets replaced in this commit's content, by kind: recorded as a trailer
-    redacted: dict[str, int] = field(default_factory=dict)
-    # HEAD as this transaction last saw it: only this writer moves the branch while it holds
-    # the lock (a person's git command is caught by the compare-and-swap in commit_changes)
-    _head: str | None = None
-    _head_known: bool = False
-
-    def head(self) -> str | None:
-        if not self._head_known:
-            self._head, self._head_known = self.repo.head(), True
-        return self._head
-
-    def read(self, path: str) -> bytes | None:
-        """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
-        if path in self.pending:
-            return self.pending[path]
-        return self.repo.read(path, self.head())
-
-    def hand_edit(self, path: str) -> bytes | None:
-        """The working-tree content of ``path`` if a person changed it since HEAD, else None."""
-        if path in self.pending:
-            return None
-        committed = self.repo.entry(path, self.head())
-        current = self.repo.working_blob(path)
-        if current is None:
-            return None  # a deleted working file is restored from HEAD, nothing is lost
-        if committed is not None and committed[1] == current[1]:
-            return None
-        return current[0]
-
-    def write(self, path: str, data: bytes) -> None:
-        self.pending[path] = data
-
-    def delete(self, path: str) -> None:
-        self.pending[path] = None
-
-    def commit(
-        self,
-        subject: str,
-        *,
-        body: str = "",
-        trailers: dict[str, str] | None = None,
-        identity: Identity | None = None,
-        when: datetime | None = None,
-    ) -> str | None:
-        """Commit the pending changes; None if they change nothing."""
-        if not self.pending:
-            return None
-        changes, self.pending = self.pending, {}
-        if self.redacted:
-            counts = ", ".join(f"{kind}={n}" for kind, n in sorted(self.redacted.items()))
-            trailers = {**(trailers or {}), "Gitmem-Redacted": counts}
-            self.redacted = {}
-        message = format_message(subject, body, trailers)
-        with self.repo._os_errors("write the commit"):
-            return self.repo.commit_changes(changes, message, identity=identity, when=when)

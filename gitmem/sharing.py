@@ -361,7 +361,7 @@ class SharingMixin:
             if txn.redacted:
                 message = with_redacted_trailer(message, txn.redacted)
                 txn.redacted = {}
-            repo.commit_changes(changes, message, merge_parents=[theirs])
+            repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
             result.action = "merge"
             result.files += [p for p in changes if is_memory_file(p)]
             result.notes += notes

@@ -540,7 +540,7 @@ class SummaryMixin:
         path = self._path(session_id)
         current = self._adopt_hand_edit(txn, path)
         if current is None:
-            found = self._repo.entry(path)
+            found = self._repo.entry(path, txn.head())
             current = self._parse_blob(path, found[1]) if found else None
         if current is None:
             raise SessionNotFound(f"session {session_id!r} was deleted while summarizing")

@@ -1,8 +1,9 @@
 """The working tree and ``.git/index`` side of ``Repository``.
 
-After a commit the session files are written atomically (temp file, fsync, rename) and their
-index entries patched, so ``git status --porcelain`` stays empty and a person's own
-``git commit`` can never undo a save. ``Repository`` inherits :class:`WorktreeMixin`.
+A save's files are written atomically (temp file, fsync, rename; the replaced file kept as a
+backup until the branch has moved) and their index entries patched, so ``git status
+--porcelain`` stays empty and a person's own ``git commit`` can never undo a save.
+``Repository`` inherits :class:`WorktreeMixin`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import Diagnostic, ParseError, RepositoryError
 from gitmem.locking import naming
-from gitmem.plumbing import Index, UnsupportedIndex, object_id, stat_fields
+from gitmem.plumbing import Index, object_id, stat_fields
 
 _SEQ = itertools.count()
 
@@ -73,6 +74,7 @@ class WorktreeMixin:
             *,
             in_place: bool = True,
         ) -> bool: ...
+        def _overwrite(self, target: Path, data: bytes) -> None: ...
 
     def _safe_target(self, path: str) -> Path:
         """The absolute working-tree path for ``path``, refusing symlinks on the way."""
@@ -117,9 +119,7 @@ class WorktreeMixin:
                 prepared[path] = None
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = (
-                self.state_dir / "tmp" / (f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp")
-            )
+            tmp = self._temp_name()
             self._prepared.append(tmp)
             with naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
@@ -145,6 +145,66 @@ class WorktreeMixin:
         os.replace(tmp, target)
         self._prepared.remove(tmp)
 
+    def _swap_in(self, prepared: dict[str, Path | None]) -> list[tuple[Path, Path | None]]:
+        """Put prepared files in place, keeping each replaced file as a backup (a hard
+        link) so that :meth:`_swap_back` can undo it until the branch has moved."""
+        undo: list[tuple[Path, Path | None]] = []
+        try:
+            for path, tmp in prepared.items():
+                target = self._safe_target(path)
+                backup: Path | None = self._temp_name()
+                assert backup is not None
+                try:
+                    os.link(target, backup)
+                except FileNotFoundError:
+                    backup = None  # a new file: undone by removing it
+                except OSError:  # no hard links here: a copy does as well
+                    with naming(backup), open(backup, "wb") as handle:
+                        handle.write(target.read_bytes())
+                if backup is not None:
+                    self._prepared.append(backup)
+                undo.append((target, backup))
+                self._place_working(path, tmp)
+        except BaseException:
+            self._swap_back(undo)
+            raise
+        return undo
+
+    def _swap_back(self, undo: list[tuple[Path, Path | None]]) -> None:
+        """Put back what :meth:`_swap_in` replaced (the branch did not move)."""
+        for target, backup in reversed(undo):
+            if backup is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            else:
+                os.replace(backup, target)
+                self._prepared.remove(backup)
+
+    def _temp_name(self) -> Path:
+        return self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp"
+
+    def _staged_entries(self, index: Index, changes: dict[str, str | None]) -> None:
+        """Point ``index``'s entries of ``changes`` at their new blobs, with the stat data
+        of the working files already in place (so ``git status`` need not re-read them)."""
+        for path, sha in changes.items():
+            if sha is None:
+                index.remove(path.encode())
+                continue
+            st = os.stat(self.root / path)
+            fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
+                                 st.st_mode, st.st_uid, st.st_gid, st.st_size)
+            index.set(path.encode(), fields, bytes.fromhex(sha))
+
+    def _write_index(self, index: Index) -> None:
+        """Write ``index`` over ``.git/index``; the caller holds git's ``index.lock``."""
+        data = index.encode()
+        try:
+            self._overwrite(self.git_dir / "index", data)
+        except BaseException:
+            self._index = None
+            raise
+        self._index = (data[-20:], index)
+
     def _discard_prepared(self) -> None:
         while self._prepared:
             with contextlib.suppress(OSError):
@@ -168,37 +228,6 @@ class WorktreeMixin:
         index = Index.parse(data)
         self._index = (data[-20:], index)
         return index
-
-    def _update_index(self, changes: dict[str, str | None]) -> None:
-        """Make the index entries of ``changes`` match the files just written."""
-        try:
-            index = self._load_index()
-        except UnsupportedIndex:
-            self._update_index_with_git(changes)
-            return
-        for path, sha in changes.items():
-            if sha is None:
-                index.remove(path.encode())
-                continue
-            st = os.stat(self.root / path)
-            fields = stat_fields(
-                st.st_ctime_ns,
-                st.st_mtime_ns,
-                st.st_dev,
-                st.st_ino,
-                st.st_mode,
-                st.st_uid,
-                st.st_gid,
-                st.st_size,
-            )
-            index.set(path.encode(), fields, bytes.fromhex(sha))
-        data = index.encode()
-        try:
-            self._locked_write(self.git_dir / "index", data)
-        except BaseException:
-            self._index = None
-            raise
-        self._index = (data[-20:], index)
 
     def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
         # index v4 / split / sparse: let git itself edit it (rare, slower)

@@ -7,11 +7,13 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gitmem.errors import ConflictError, RepositoryError
+from gitmem.errors import BranchMoved, RepositoryError
 from gitmem.repository import Identity, Repository
 from tests.conftest import git
 
@@ -139,21 +141,30 @@ def test_refs_in_packed_refs_are_read(store: Path) -> None:
     git(store, "fsck", "--strict")
 
 
+def _racing(repo: Repository, person: Callable[[], None]) -> None:
+    """Run ``person`` (a person's git commands) just before the save publishes its commit."""
+    real: Callable[..., bool] = repo._publish
+
+    def racing(*args: Any) -> bool:
+        person()
+        return real(*args)
+
+    repo._publish = racing  # type: ignore[method-assign]
+
+
 def test_lost_race_against_an_unrelated_commit_is_retried(store: Path) -> None:
     repo = Repository.init(store)
     _save(repo, "sessions/a.md", b"v1\n")
-    real_update = repo._update_ref
     raced = []
 
-    def racing_update(ref: str, old: str | None, new: str, subject: str) -> bool:
+    def person() -> None:
         if not raced:
             raced.append(True)
             (store / "other.txt").write_text("x\n")
             git(store, "add", "other.txt")
             git(store, "commit", "-q", "-m", "Concurrent commit")
-        return real_update(ref, old, new, subject)
 
-    repo._update_ref = racing_update  # type: ignore[method-assign]
+    _racing(repo, person)
     assert _save(repo, "sessions/a.md", b"v2\n")
     assert git(store, "log", "--format=%s", "-2").splitlines() == ["Save", "Concurrent commit"]
     assert git(store, "status", "--porcelain") == ""
@@ -162,18 +173,35 @@ def test_lost_race_against_an_unrelated_commit_is_retried(store: Path) -> None:
 def test_lost_race_on_the_same_file_is_a_conflict(store: Path) -> None:
     repo = Repository.init(store)
     _save(repo, "sessions/a.md", b"v1\n")
-    real_update = repo._update_ref
 
-    def racing_update(ref: str, old: str | None, new: str, subject: str) -> bool:
+    def person() -> None:
         if git(store, "show", "HEAD:sessions/a.md") == "v1\n":
             (store / "sessions" / "a.md").write_text("theirs\n")
             git(store, "commit", "-q", "-am", "Their edit")
-        return real_update(ref, old, new, subject)
 
-    repo._update_ref = racing_update  # type: ignore[method-assign]
-    with pytest.raises(ConflictError, match=r"sessions/a\.md"):
+    _racing(repo, person)
+    with pytest.raises(BranchMoved, match=r"sessions/a\.md"):
         _save(repo, "sessions/a.md", b"mine\n")
     assert git(store, "show", "HEAD:sessions/a.md") == "theirs\n"
+    assert (store / "sessions" / "a.md").read_text() == "theirs\n"
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_a_commit_that_lands_before_the_save_reads_the_branch_is_kept(store: Path) -> None:
+    # the save's content was made from v1; a person's commit lands before the save moves
+    # the branch: the swap is against v1's commit, so the person's change is never replaced
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    with repo.transaction() as txn:
+        assert txn.read("sessions/a.md") == b"v1\n"
+        (store / "sessions" / "a.md").write_text("theirs\n")
+        git(store, "commit", "-q", "-am", "Their edit")
+        txn.write("sessions/a.md", b"v1 and mine\n")
+        with pytest.raises(BranchMoved) as caught:
+            txn.commit("Save")
+        assert caught.value.paths == ["sessions/a.md"]
+    assert git(store, "show", "HEAD:sessions/a.md") == "theirs\n"
+    assert git(store, "log", "--format=%s", "-1").strip() == "Their edit"
 
 
 def test_stale_git_lock_is_cleared(store: Path) -> None:
@@ -189,18 +217,20 @@ def test_stale_git_lock_is_cleared(store: Path) -> None:
 def test_journal_finishes_a_save_that_died_after_the_ref_moved(store: Path) -> None:
     repo = Repository.init(store)
     _save(repo, "sessions/a.md", b"v1\n")
-    # simulate a writer killed after updating the ref, before the working file and index
-    real_place = repo._place_working_files
+    # a writer interrupted right after it moved the ref: file and index are there already
+    real_move = repo._move_ref
 
-    def die(prepared: dict[str, Path | None]) -> None:
+    def die(ref: str, new: str) -> None:
+        real_move(ref, new)
         raise KeyboardInterrupt
 
-    repo._place_working_files = die  # type: ignore[method-assign]
+    repo._move_ref = die  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         _save(repo, "sessions/a.md", b"v2\n")
-    repo._place_working_files = real_place  # type: ignore[method-assign]
+    repo._move_ref = real_move  # type: ignore[method-assign]
     assert git(store, "show", "HEAD:sessions/a.md") == "v2\n"
     assert b'"files"' in (store / ".git" / "gitmem" / "write.lock").read_bytes()
+    assert git(store, "status", "--porcelain") == ""
     fresh = Repository(store)
     with fresh.transaction():
         pass
@@ -266,3 +296,15 @@ def test_housekeeping_packs_loose_objects(store: Path) -> None:
     assert int(counts["count"]) == 0  # no loose objects left
     git(store, "fsck", "--strict")
     assert len(git(store, "rev-list", "HEAD").split()) == 9
+
+
+def test_an_index_that_git_must_edit_itself_follows_each_save(store: Path) -> None:
+    repo = Repository.init(store)
+    _save(repo, "sessions/a.md", b"v1\n")
+    git(store, "update-index", "--index-version", "4")  # not written in-process
+    assert _save(repo, "sessions/a.md", b"v2\n")
+    assert _save(repo, "sessions/b.md", b"new\n")
+    assert git(store, "show", ":sessions/a.md") == "v2\n"
+    assert git(store, "status", "--porcelain") == ""
+    assert (store / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\x04"  # still git's
+    assert not (store / ".git" / "index.lock").exists()

@@ -131,19 +131,29 @@ def _tree_blobs(store: Path, rev: str) -> dict[str, str]:
     return blobs
 
 
+def unfinished_save(store: Path) -> dict[str, list[str | None]]:
+    """The journal a killed writer left (path -> [old blob, new blob]), empty if none."""
+    raw = (store / ".git" / "gitmem" / "write.lock").read_bytes()
+    journal = raw.partition(b"\n")[2].strip()
+    files: dict[str, list[str | None]] = json.loads(journal)["files"] if journal else {}
+    return files
+
+
 def check_working_files(store: Path, verified: set[str] | None = None) -> list[str]:
     """Problems with the working files, read without gitmem (which would repair them): a
     file that does not parse, or that is neither the committed version nor the one before
-    it (what a save cut short may leave). ``verified``: blob ids known to parse."""
+    it nor the one a save cut short was writing (the next gitmem call puts that back).
+    ``verified``: blob ids known to parse."""
     verified = set() if verified is None else verified
     allowed = _tree_blobs(store, "HEAD")
     before = _tree_blobs(store, "HEAD^")
+    pending = unfinished_save(store)
     problems = []
     for path in memory_files(store):
         data = (store / path).read_bytes()
         blob = object_id("blob", data)
-        if blob not in (allowed.get(path), before.get(path)):
-            problems.append(f"{path}: matches neither HEAD nor HEAD^")
+        if blob not in (allowed.get(path), before.get(path), *pending.get(path, ())):
+            problems.append(f"{path}: matches neither HEAD nor HEAD^ nor the unfinished save")
         if blob in verified:
             continue
         try:

@@ -4,6 +4,7 @@ git stays consistent, and the next writer recovers the lock and saves at once.""
 from __future__ import annotations
 
 import random
+import re
 import subprocess
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ from tests.reliability.conftest import (
     check_working_files,
     fsck_problems,
     kill_and_wait,
+    unfinished_save,
 )
 
 ROUNDS = {"ci": 50, "full": 200}
@@ -100,6 +102,8 @@ class Checker:
         assert all("index file" in line for line in torn), torn
         history = set(git(store, "rev-list", "HEAD").split())
         assert set(ledger.shas) <= history, "an acknowledged commit is not on the branch"
+        # a person commits an unrelated file with plain git before any gitmem call
+        person = persons_commit(store, len(ledger.shas))
         # the next writer opens the store and saves: the dead one's locks are no obstacle
         began = time.monotonic()
         mm = MemoryManager(store, agent="next", lock_timeout=10)
@@ -133,11 +137,55 @@ class Checker:
             assert len(applied) in (0, len(in_flight[2])), "half a batch"
             ledger.saved.update((i, in_flight[1]) for i in applied)
         return {"in_flight": in_flight, "journal": journal_left, "stale_locks": stale_locks,
-                "torn_index": bool(torn), "next_save": took}
+                "torn_index": bool(torn), "next_save": took, "person": person}
 
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
+
+
+def _dead_gitmem_lock(lock: Path) -> bool:
+    fields = dict(item.partition("=")[::2] for item in lock.read_text().split()[1:])
+    return lock.read_text().startswith("gitmem pid=") and not alive(int(fields["pid"]))
+
+
+def persons_commit(store: Path, n: int) -> str:
+    """``git add other.txt && git commit`` as a person types it after a writer was killed,
+    doing what git's messages advise: a lock file left by the dead writer is removed, an
+    index it left half-written is rebuilt (``rm .git/index && git reset``). sessions/ must
+    be exactly as HEAD has it in that commit; returns what the person had to do."""
+    before = git(store, "rev-parse", "HEAD").strip()
+    pending = unfinished_save(store)
+    (store / "other.txt").write_text(f"a person's file {n} {random.random()}\n")
+    how = "commit"
+    for step in (["add", "other.txt"], ["commit", "-q", "-m", f"a person's commit {n}"]):
+        for _ in range(4):
+            done = subprocess.run(["git", *step], cwd=store, capture_output=True, text=True)
+            if done.returncode == 0:
+                break
+            locked = re.search(r"Unable to create '([^']+\.lock)': File exists", done.stderr)
+            if "index file corrupt" in done.stderr:
+                (store / ".git" / "index").unlink()
+                git(store, "reset", "-q")
+                how = "rebuilt-index"
+            elif locked and _dead_gitmem_lock(Path(locked.group(1))):
+                Path(locked.group(1)).unlink()
+                how = "removed-dead-lock"
+            else:
+                raise AssertionError(f"git {' '.join(step)}: {done.stderr}")
+        else:
+            raise AssertionError(f"git {' '.join(step)} kept failing")
+    changed = set(git(store, "diff", "--name-only", "-z", before, "HEAD").split("\0")) - {""}
+    if changed == {"other.txt"}:
+        return how
+    # a person who removes the lock of a writer killed after it staged its files and
+    # before its branch moved commits that whole unfinished save: nothing is lost
+    assert how == "removed-dead-lock", f"a person's commit changed {sorted(changed)}"
+    assert changed - {"other.txt"} <= set(pending), sorted(changed)
+    for path, (_old, new) in pending.items():
+        found = git(store, "ls-tree", "HEAD", "--", path).split()
+        assert (found[2] if found else None) == new, f"{path}: part of the unfinished save"
+    return "took-unfinished-save"
 
 
 @pytest.fixture(scope="module")
@@ -168,6 +216,7 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: 
     recoveries = killed_mid_op = torn = 0
     stale: list[str] = []
     slowest = 0.0
+    person: Counter[str] = Counter()
     for round_no in range(rounds):
         out = _run_and_kill(zygote, store, f"r{round_no}", rng.randrange(10**6),
                             rng.uniform(0, MAX_LIFE))
@@ -177,6 +226,7 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: 
         stale += result["stale_locks"]
         torn += result["torn_index"]
         slowest = max(slowest, result["next_save"])
+        person[result["person"]] += 1
     assert fsck_problems(store) == []
     checker.close()
     assert len(checker.ledger.shas) > rounds  # the writers got work done between kills
@@ -185,22 +235,23 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: 
                    acknowledged_saves_present=len(checker.ledger.saved), saves_lost=0,
                    killed_mid_operation=killed_mid_op, journal_recoveries=recoveries,
                    torn_index_rebuilt=torn, stale_git_locks=stale,
-                   slowest_next_save_s=round(slowest, 2))
+                   slowest_next_save_s=round(slowest, 2),
+                   persons_commit_after_kill=dict(person))
 
 
 # Deterministic kill points in the save path: (method, when, nth call after arming)
 KILL_POINTS = [
     ("flush_objects", "before", 1),
     ("flush_objects", "after", 1),
-    ("_write_lock_file", "after", 1),  # journal written, ref not moved
-    ("_update_ref", "before", 1),
-    ("_update_ref", "after", 1),  # ref moved, working file and index not
-    ("_place_working", "after", 1),  # working file written, index not
-    ("_update_index", "before", 1),
-    ("_update_index", "after", 1),
-    ("_locked_write", "torn", 1),  # index rewritten in place, only half of it
-    ("_locked_write", "torn", 5),
-    ("_update_ref", "after", 3),
+    ("_write_lock_file", "after", 1),  # journal written, nothing else
+    ("_place_working", "after", 1),  # working file written, index and ref not
+    ("_append_reflogs", "after", 1),  # reflog line written, index and ref not
+    ("_write_index", "before", 1),
+    ("_write_index", "torn", 1),  # index rewritten in place, only half of it
+    ("_write_index", "torn", 5),
+    ("_move_ref", "before", 1),  # index staged, ref not moved
+    ("_move_ref", "after", 1),  # ref moved, git locks still held
+    ("_move_ref", "after", 3),
     ("_place_working", "after", 4),
 ]
 

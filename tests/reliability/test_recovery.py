@@ -103,24 +103,48 @@ def test_lock_timeout_names_the_holder_and_its_age(store: Path) -> None:
     mm.close()
 
 
-def test_opening_the_store_finishes_a_dead_writers_save(store: Path) -> None:
-    mm = MemoryManager.init(store)
-    mm.save_interaction("s", "first", "ok")
-    mm.close()
+def _killed_save(store: Path, kill_at: str) -> None:
     code = ("import sys\nfrom gitmem.manager import MemoryManager\n"
             "from tests.reliability.workers import arm\n"
-            "mm = MemoryManager(sys.argv[1])\narm('_update_ref:after:1')\n"
+            f"mm = MemoryManager(sys.argv[1])\narm({kill_at!r})\n"
             "mm.save_interaction('s', 'second', 'ok')\n")
     done = subprocess.run([sys.executable, "-c", code, str(store)], cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True)
     assert done.returncode == -9
-    assert git(store, "status", "--porcelain") != ""  # the file lags behind the commit
-    # a read-only call is enough: opening the store repairs it
+
+
+def test_opening_the_store_finishes_a_dead_writers_save(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("s", "first", "ok")
+    mm.close()
+    _killed_save(store, "_move_ref:after:1")
+    # the branch, file and index are right; git's locks name the dead writer
+    assert git(store, "status", "--porcelain") == ""
+    assert (store / ".git" / "index.lock").read_text().startswith("gitmem pid=")
+    assert git(store, "add", "sessions/s.md", check=False) == ""  # git refuses meanwhile
+    # a read-only call is enough: opening the store clears the dead writer's locks
     reader = MemoryManager(store)
     session = reader.load_memory("s")
     assert session is not None and len(session.interactions) == 2
+    assert not (store / ".git" / "index.lock").exists()
+    assert not (store / ".git" / "refs" / "heads" / "main.lock").exists()
     assert git(store, "status", "--porcelain") == ""
     assert "second" in (store / "sessions" / "s.md").read_text()
+    reader.close()
+
+
+def test_opening_the_store_undoes_a_dead_writers_unfinished_save(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("s", "first", "ok")
+    mm.close()
+    _killed_save(store, "_write_index:before:1")
+    # the new file is in place, not staged, the branch did not move
+    assert git(store, "status", "--porcelain") == " M sessions/s.md\n"
+    reader = MemoryManager(store)
+    session = reader.load_memory("s")
+    assert session is not None and len(session.interactions) == 1
+    assert git(store, "status", "--porcelain") == ""
+    assert "second" not in (store / "sessions" / "s.md").read_text()
     reader.close()
 
 

@@ -11,7 +11,9 @@ saves were acknowledged before it killed the process:
 the shared session and half to its own. ``crash STORE TAG SEED [KILL_AT]`` saves, batches,
 summarizes and deletes until it is killed; ``KILL_AT`` (``method:when:nth``) makes it
 SIGKILL itself at that point of the repository layer instead of waiting to be killed.
-``zygote`` forks crash writers on request (see :func:`zygote`).
+``zygote`` forks crash writers on request (see :func:`zygote`). ``saver STORE SESSION
+SECONDS`` waits for ``go``, then saves turns to one session for SECONDS (a person commits
+hand edits to the same session meanwhile), printing ``ok <id> <sha>`` or ``fail <id> <error>``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,27 @@ def concurrent(store: str, tag: str, count: int) -> None:
     mm.close()
 
 
+def saver(store: str, session: str, seconds: float) -> None:
+    """Save turns to ``session`` for ``seconds``; each outcome is one flushed line."""
+    mm = MemoryManager(store, agent="saver", lock_timeout=120)
+    say("ready")
+    sys.stdin.readline()  # "go"
+    deadline = time.monotonic() + seconds
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        iid = f"s{n}"
+        try:
+            sha = mm.save_interaction(session, f"question {iid}", f"answer {iid}",
+                                      interaction_id=iid)
+        except GitmemError as exc:
+            say(f"fail {iid} {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+            continue
+        say(f"ok {iid} {sha}")
+    mm.close()
+    say("done")
+
+
 def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -60,8 +84,8 @@ def _kill_self() -> None:
 def arm(kill_at: str) -> None:
     """Make the repository layer SIGKILL this process at ``method:when:nth``.
 
-    ``when`` is ``before``, ``after`` or ``torn`` (``_locked_write`` of the index only:
-    write the first half of the new bytes in place, then die).
+    ``when`` is ``before``, ``after`` or ``torn`` (``_write_index``, or ``_locked_write`` of
+    the index: write the first half of the new bytes in place, then die).
     """
     method, when, nth = kill_at.split(":")
     countdown = [int(nth)]
@@ -78,7 +102,10 @@ def arm(kill_at: str) -> None:
         if when == "before":
             _kill_self()
         if when == "torn":
-            target, data = Path(args[0]), args[1]
+            if method == "_write_index":
+                target, data = self.git_dir / "index", args[0].encode()
+            else:
+                target, data = Path(args[0]), args[1]
             handle = os.open(target, os.O_WRONLY)
             os.pwrite(handle, data[: len(data) // 2], 0)
             _kill_self()
@@ -170,6 +197,8 @@ def main(argv: list[str]) -> None:
         concurrent(store, tag, int(rest[0]))
     elif command == "crash":
         crash(store, tag, int(rest[0]), rest[1] if len(rest) > 1 else None)
+    elif command == "saver":
+        saver(store, tag, float(rest[0]))
     else:
         raise SystemExit(f"unknown worker command {command!r}")
 
