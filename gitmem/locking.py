@@ -3,7 +3,9 @@
 Writers are serialised by ``flock`` on ``.git/gitmem/write.lock`` (the kernel releases it when
 a writer dies; the file also holds the owner line and the journal of a save in progress),
 plus an in-process lock per store. Files git itself locks (refs, the index) are written while
-holding git's ``<file>.lock``, so a person's git command and gitmem never interleave.
+holding git's ``<file>.lock``, so a person's git command and gitmem never interleave. gitmem
+removes only git locks it can prove dead (its own, naming a process that is gone); a person's
+lock is waited for, then the save fails naming it.
 ``Repository`` inherits :class:`LockingMixin`.
 """
 
@@ -22,9 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import LockTimeout
-
-# another process's git lock file older than this is taken to be left by a dead writer
-STALE_GIT_LOCK_SECONDS = 5.0
 
 _HELD = threading.local()
 
@@ -178,34 +177,49 @@ class LockingMixin:
         return record
 
     def _git_lock(self, target: Path) -> int:
-        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead writer.
+        """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead gitmem writer.
 
-        The lock names its owner (``gitmem pid=... host=...``) from the moment it exists
-        (it is written aside and hard-linked into place: a writer killed in between leaves
-        no empty lock), so one left by a gitmem process that died is cleared at once; any
-        other is taken as stale after STALE_GIT_LOCK_SECONDS.
+        Only a lock that gitmem can prove dead is removed: one that names its gitmem owner
+        (``gitmem pid=... host=...``, there from the moment the lock exists: it is written
+        aside and hard-linked into place) whose process is gone. Any other lock may be a
+        person's live ``git commit`` waiting in their editor, however old it is: removing it
+        would break their commit, so it is waited for up to ``lock_timeout`` and then the
+        save fails (nothing written) with a message naming the lock file.
         """
         lock = target.with_name(target.name + ".lock")
         owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
         deadline = time.monotonic() + self.lock_timeout
+        delay = 0.001
         while True:
             try:
-                fd = self._create_lock(lock, owner)
+                return self._create_lock(lock, owner)
             except FileExistsError:
-                age = 0.0
-                with contextlib.suppress(FileNotFoundError):
-                    age = time.time() - lock.stat().st_mtime
-                    if age > STALE_GIT_LOCK_SECONDS or owner_is_dead(lock):
+                if owner_is_dead(lock):
+                    with contextlib.suppress(FileNotFoundError):
                         lock.unlink()
-                        continue
+                    continue
                 if time.monotonic() > deadline:
-                    raise LockTimeout(
-                        f"{lock} exists (for {age:.0f}s): another git process is writing; "
-                        "remove it if none is"
-                    ) from None
-                time.sleep(0.01)
-                continue
-            return fd
+                    raise LockTimeout(self._held_by_git(lock)) from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+
+    def _held_by_git(self, lock: Path) -> str:
+        """Why a save gave up waiting for ``lock``, and what to do about it."""
+        try:
+            head = lock.read_bytes()[:200]
+            age = f" for {time.time() - lock.stat().st_mtime:.0f}s"
+        except OSError:
+            head, age = b"", ""
+        holder = "another git command (perhaps a `git commit` waiting in an editor)"
+        if head.startswith(b"gitmem pid="):
+            text = head.decode(errors="replace")
+            fields = dict(item.partition("=")[::2] for item in text.split())
+            holder = f"another gitmem process (pid {fields.get('pid')} on {fields.get('host')})"
+        return (
+            f"{lock} exists{age}: {holder} holds it; gitmem waited {self.lock_timeout:g}s "
+            f"for it. Nothing was saved. Let that command finish and save again; if no git "
+            f"command is running, remove {lock}"
+        )
 
     def _create_lock(self, lock: Path, owner: bytes) -> int:
         """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
@@ -274,7 +288,8 @@ class LockingMixin:
         forces the new data to disk first (auto_da_alloc) and costs ~1 ms per file, so an
         existing target is overwritten in place instead (one ``pwrite`` while every other
         writer is locked out) and the lock is removed. Returns False if ``check`` fails.
-        ``in_place=False`` always renames (a reader never sees a partly written file).
+        ``in_place=False`` always renames a new file into place (a reader never sees a
+        partly written file).
         """
         fd = self._git_lock(target)
         lock = target.with_name(target.name + ".lock")
@@ -286,11 +301,12 @@ class LockingMixin:
                     raise FileNotFoundError
                 handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
             except FileNotFoundError:
-                os.pwrite(fd, data, 0)  # over the owner line
-                os.ftruncate(fd, len(data))
-                os.close(fd)
-                fd = -1
-                os.replace(lock, target)
+                # a new file renamed into place, not the lock itself: the lock keeps naming
+                # its owner to the end, so a writer killed here leaves a lock provably dead
+                tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
+                with naming(tmp), open(tmp, "wb") as out:
+                    out.write(data)
+                os.replace(tmp, target)
                 return True
             try:
                 os.pwrite(handle, data, 0)

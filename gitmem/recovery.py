@@ -9,7 +9,8 @@ A writer can be killed at any instruction. What it may leave behind, and what re
 - a half-rewritten ``.git/index`` (the index is overwritten in place; a kill can cut a
   multi-page write short): rebuilt from HEAD and the working tree;
 - git ``.lock`` files naming a gitmem process that is gone: cleared at once (see
-  ``Repository._git_lock``); temp files older than a minute: swept.
+  ``Repository._git_lock``); any other lock may be a person's live git command and is
+  never removed, only waited for; temp files older than a minute: swept.
 
 ``Repository`` inherits :class:`RecoveryMixin`.
 """

@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.errors import BranchMoved, ConflictError, RepositoryError
+from gitmem.errors import BranchMoved, ConflictError, LockTimeout, RepositoryError
 from gitmem.plumbing import (
     MODE_FILE,
     Index,
@@ -192,11 +192,16 @@ class TransactionMixin(RecoveryMixin):
                    "files": {p: [a, b] for p, (a, b) in files.items()}}
         self._write_lock_file(json.dumps(journal).encode())
         try:
-            self._load_index()
-        except UnsupportedIndex:
-            moved = self._publish_with_git(ref, old, new, files, prepared, subject)
-        else:
-            moved = self._publish_locked(ref, old, new, files, prepared, subject)
+            try:
+                self._load_index()
+            except UnsupportedIndex:
+                moved = self._publish_with_git(ref, old, new, files, prepared, subject)
+            else:
+                moved = self._publish_locked(ref, old, new, files, prepared, subject)
+        except LockTimeout:
+            # a person's git holds a lock; they are all taken before anything is touched
+            self._write_lock_file(b"")
+            raise
         self._write_lock_file(b"")
         return moved
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gitmem.errors import BranchMoved, RepositoryError
+from gitmem.errors import BranchMoved, LockTimeout, RepositoryError
 from gitmem.repository import Identity, Repository
 from tests.conftest import git
 
@@ -204,14 +204,21 @@ def test_a_commit_that_lands_before_the_save_reads_the_branch_is_kept(store: Pat
     assert git(store, "log", "--format=%s", "-1").strip() == "Their edit"
 
 
-def test_stale_git_lock_is_cleared(store: Path) -> None:
+def test_an_old_git_lock_of_unknown_owner_is_never_removed(store: Path) -> None:
+    # it may be a person's `git commit` waiting in an editor: its age proves nothing
     repo = Repository.init(store)
+    repo.lock_timeout = 0.2
     lock = store / ".git" / "refs" / "heads" / "main.lock"
-    lock.write_text("left by a dead process\n")
-    old = time.time() - 60
+    lock.write_text("held by some git command\n")
+    old = time.time() - 3600
     os.utime(lock, (old, old))
+    head = repo.head()
+    with pytest.raises(LockTimeout, match=r"main\.lock exists for 3600s: another git command"):
+        _save(repo, "sessions/a.md", b"v1\n")
+    assert lock.read_text() == "held by some git command\n"
+    assert repo.head() == head and not (store / "sessions" / "a.md").exists()
+    lock.unlink()  # what the message says to do once no git command runs
     assert _save(repo, "sessions/a.md", b"v1\n")
-    assert not lock.exists()
 
 
 def test_journal_finishes_a_save_that_died_after_the_ref_moved(store: Path) -> None:

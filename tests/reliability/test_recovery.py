@@ -60,7 +60,7 @@ def test_a_git_lock_left_by_a_dead_gitmem_writer_is_cleared_at_once(store: Path)
     MemoryManager.init(store).close()
     lock = store / ".git" / "refs" / "heads" / "main.lock"
     lock.write_text(f"gitmem pid={_dead_pid()} host={socket.gethostname()}\n")
-    # younger than the 5 s after which any lock counts as stale: only its owner tells
+    # only a lock naming its gitmem owner, whose process is gone, is ever removed
     mm = MemoryManager(store, lock_timeout=1)
     assert mm.save_interaction("s", "q", "a")
     assert not lock.exists()
@@ -72,7 +72,8 @@ def test_a_git_lock_of_a_live_process_is_respected_and_named(store: Path) -> Non
     lock = store / ".git" / "index.lock"
     lock.write_text(f"gitmem pid={os.getpid()} host={socket.gethostname()}\n")
     mm = MemoryManager(store, lock_timeout=0.3)
-    with pytest.raises(LockTimeout, match=r"index.lock exists \(for \d+s\)"):
+    with pytest.raises(LockTimeout, match=r"index\.lock exists for \d+s: another gitmem "
+                       rf"process \(pid {os.getpid()} on {socket.gethostname()}\)"):
         mm.save_interaction("s", "q", "a")
     lock.unlink()
     assert mm.save_interaction("s", "q", "a")
