@@ -445,15 +445,20 @@ class HistoryMixin:
         if archived is not None or self._repo.entry(part) is not None:
             wanted[part] = None if archived is None else self._repo.blob(archived[1])
         with self._repo.transaction() as txn:
-            if all(txn.read(p) == data and txn.hand_edit(p) is None for p, data in wanted.items()):
-                return None
-            return self._write(
-                txn,
-                wanted,
-                f"Roll back {_short(session_id, 40)} to {target[:12]}",
-                f"Restores {path} as it was at commit {target}.",
-                self._trailers("rollback", [session_id], rollback_to=target),
-            )
+
+            def write() -> str | None:
+                if all(txn.read(p) == data and txn.hand_edit(p) is None
+                       for p, data in wanted.items()):
+                    return None
+                return self._write(
+                    txn,
+                    wanted,
+                    f"Roll back {_short(session_id, 40)} to {target[:12]}",
+                    f"Restores {path} as it was at commit {target}.",
+                    self._trailers("rollback", [session_id], rollback_to=target),
+                )
+
+            return txn.rebuilding(write)
 
     def restore_session(self, session_id: str, rev: str | datetime | None = None) -> str:
         """Bring back a deleted session from history as a new commit.
@@ -484,19 +489,23 @@ class HistoryMixin:
                 raise SessionNotFound(f"no earlier version of session {session_id!r} found")
             source, blob = last[0].sha, blob_or_none
         with self._repo.transaction() as txn:
-            if txn.read(path) is not None or txn.hand_edit(path) is not None:
-                raise ConflictError(
-                    f"session {session_id!r} exists in {self.path}; nothing was written. "
-                    f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back to "
-                    "an old version"
+
+            def write() -> str | None:
+                if txn.read(path) is not None or txn.hand_edit(path) is not None:
+                    raise ConflictError(
+                        f"session {session_id!r} exists in {self.path}; nothing was written. "
+                        f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back "
+                        "to an old version"
+                    )
+                return self._write(
+                    txn,
+                    {path: self._repo.blob(blob)},
+                    f"Restore session {_short(session_id, 50)}",
+                    f"Brings back {path} as it was at commit {source}.",
+                    self._trailers("restore", [session_id], restored_from=source),
                 )
-            sha = self._write(
-                txn,
-                {path: self._repo.blob(blob)},
-                f"Restore session {_short(session_id, 50)}",
-                f"Brings back {path} as it was at commit {source}.",
-                self._trailers("restore", [session_id], restored_from=source),
-            )
+
+            sha = txn.rebuilding(write)
         return sha or ""
 
     def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> _Plan:
@@ -604,20 +613,24 @@ class HistoryMixin:
         self._no_batch("revert")
         entry = self._entry(commit)
         with self._repo.transaction() as txn:
-            plan = self._plan(txn, [entry])
-            self._raise_conflicts(plan, f"revert {entry.sha[:12]}")
-            changes = plan.changed()
-            if not changes:
-                return None
-            sessions = self._sessions_of(changes)
-            body = f'This reverts commit {entry.sha}\n("{_short(entry.subject, 200)}").'
-            return self._write(
-                txn,
-                changes,
-                f'Revert "{_short(entry.subject, 60)}"',
-                body,
-                self._trailers("revert", sessions, reverts=entry.sha),
-            )
+
+            def write() -> str | None:
+                plan = self._plan(txn, [entry])  # on the files as they are now
+                self._raise_conflicts(plan, f"revert {entry.sha[:12]}")
+                changes = plan.changed()
+                if not changes:
+                    return None
+                sessions = self._sessions_of(changes)
+                body = f'This reverts commit {entry.sha}\n("{_short(entry.subject, 200)}").'
+                return self._write(
+                    txn,
+                    changes,
+                    f'Revert "{_short(entry.subject, 60)}"',
+                    body,
+                    self._trailers("revert", sessions, reverts=entry.sha),
+                )
+
+            return txn.rebuilding(write)
 
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
@@ -668,30 +681,35 @@ class HistoryMixin:
         reverted = [self._revision(e) for e in chosen]
         if not chosen:
             return UndoResult(dry_run=dry_run)
+        who = ", ".join(
+            f"{k} {v}" for k, v in (("agent", agent), ("model", model), ("op", op)) if v
+        )
+        lines = [f"- {e.sha} {_short(e.subject, 70)}" for e in chosen]
+        extra: dict[str, str] = {}
+        if len(chosen) <= _MAX_LISTED:
+            extra["reverts"] = ", ".join(e.sha for e in chosen)
+        else:
+            extra["reverts_count"] = str(len(chosen))
         with self._repo.transaction() as txn:
-            plan = self._plan(txn, chosen)
-            self._raise_conflicts(plan, f"undo {len(chosen)} commits")
-            result = UndoResult(dry_run=dry_run, reverted=reverted, sessions=self._plan_diffs(plan))
-            changes = plan.changed()
-            if dry_run or not changes:
-                return result
-            who = ", ".join(
-                f"{k} {v}" for k, v in (("agent", agent), ("model", model), ("op", op)) if v
-            )
-            lines = [f"- {e.sha} {_short(e.subject, 70)}" for e in chosen]
-            extra: dict[str, str] = {}
-            if len(chosen) <= _MAX_LISTED:
-                extra["reverts"] = ", ".join(e.sha for e in chosen)
-            else:
-                extra["reverts_count"] = str(len(chosen))
-            commit = self._write(
-                txn,
-                changes,
-                f"Undo {len(chosen)} commit(s) by {who}",
-                "This reverts, part by part:\n" + "\n".join(lines),
-                self._trailers("revert", self._sessions_of(changes), **extra),
-            )
-        return result.model_copy(update={"commit": commit})
+
+            def write() -> UndoResult:
+                plan = self._plan(txn, chosen)  # on the files as they are now
+                self._raise_conflicts(plan, f"undo {len(chosen)} commits")
+                result = UndoResult(dry_run=dry_run, reverted=reverted,
+                                    sessions=self._plan_diffs(plan))
+                changes = plan.changed()
+                if dry_run or not changes:
+                    return result
+                commit = self._write(
+                    txn,
+                    changes,
+                    f"Undo {len(chosen)} commit(s) by {who}",
+                    "This reverts, part by part:\n" + "\n".join(lines),
+                    self._trailers("revert", self._sessions_of(changes), **extra),
+                )
+                return result.model_copy(update={"commit": commit})
+
+            return txn.rebuilding(write)
 
 
 class StoreView:

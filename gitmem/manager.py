@@ -16,7 +16,6 @@ from typing import Any, ParamSpec, TypeVar
 
 from gitmem import markdown
 from gitmem.errors import (
-    BranchMoved,
     Diagnostic,
     InvalidSessionId,
     ParseError,
@@ -44,7 +43,6 @@ from gitmem.security import SecurityMixin
 from gitmem.sharing import SharingMixin
 from gitmem.stores import open_repository
 from gitmem.summarizing import SummaryMixin
-from gitmem.transaction import MAX_REBUILDS
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -345,30 +343,22 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
                 yield result
             finally:
                 self._local.batch = None
-            with contextlib.ExitStack() as exclusive:
-                for attempt in range(1, MAX_REBUILDS + 1):
-                    trailers = self._trailers(
-                        "batch" if len(set(current.ops)) != 1 else current.ops[0],
-                        current.touched,
-                    )
-                    base, names = txn.head(), self._pending_names(txn)
-                    try:
-                        result.commit = txn.commit(message, trailers=trailers)
-                        break
-                    except BranchMoved:
-                        if attempt == MAX_REBUILDS:
-                            raise
-                        if attempt == 1:
-                            exclusive.enter_context(self._repo.excluding_git())
-                        self._replay(current)  # on top of the person's commit
-            self._advance_folds(base, result.commit, names)
+
+            def commit() -> None:
+                op = "batch" if len(set(current.ops)) != 1 else current.ops[0]
+                base, names = txn.head(), self._pending_names(txn)
+                result.commit = txn.commit(message, trailers=self._trailers(op, current.touched))
+                self._advance_folds(base, result.commit, names)
+
+            # a person's commit to the same files: the changes are made again on top of it
+            txn.rebuilding(commit, again=lambda: self._replay(current))
 
     def _replay(self, batch: _Batch) -> None:
-        """Make a batch's changes again from the branch's new tip."""
+        """Make a batch's changes again from the branch's new tip (the transaction has
+        restarted there)."""
         done, batch.done = batch.done, []
         batch.sessions, batch.touched, batch.ops = {}, [], []
         batch.created = {}
-        batch.txn.restart()
         self._local.batch = batch  # hand edits go into the batch's commit, as the first time
         try:
             for session_id, path, change, op in done:
@@ -409,25 +399,19 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         if batch is not None:
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
-        with self._repo.transaction() as txn, contextlib.ExitStack() as exclusive:
-            attempt = 1
-            while True:
-                try:
-                    self._apply(txn, None, session_id, path, change, op)
-                    all_trailers = self._trailers(op, [session_id])
-                    all_trailers.update(trailers or {})
-                    base, names = txn.head(), self._pending_names(txn)
-                    sha = txn.commit(subject, body=body, trailers=all_trailers)
-                    self._advance_folds(base, sha, names)
-                    return sha
-                except BranchMoved:
-                    # a person committed to this file meanwhile: redo the change on top
-                    if attempt == MAX_REBUILDS:
-                        raise
-                    if attempt == 1:  # keep the person's git out until this one is done
-                        exclusive.enter_context(self._repo.excluding_git())
-                    attempt += 1
-                    txn.restart()
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                self._apply(txn, None, session_id, path, change, op)
+                all_trailers = self._trailers(op, [session_id])
+                all_trailers.update(trailers or {})
+                base, names = txn.head(), self._pending_names(txn)
+                sha = txn.commit(subject, body=body, trailers=all_trailers)
+                self._advance_folds(base, sha, names)
+                return sha
+
+            # a person committed to this file meanwhile: the change is made again on top
+            return txn.rebuilding(write)
 
     def _apply(
         self,

@@ -332,39 +332,46 @@ class SharingMixin:
 
     def _merge_from(self, theirs: str, result: SyncResult) -> None:
         repo = self.repository
-        remotes = Remotes(repo)
-        label = f"{result.remote}/{result.branch}"
         with repo.transaction() as txn:
             if (repo.git_dir / "MERGE_HEAD").exists():
                 raise ConflictError(
                     f"{repo.root}: a git merge is in progress; finish it (git commit) or "
                     "abort it (git merge --abort) before syncing"
                 )
-            ours = repo.head()
-            if ours == theirs or (ours is not None and remotes.is_ancestor(theirs, ours)):
-                return
-            if ours is None or remotes.is_ancestor(ours, theirs):
-                changed = repo.diff_trees(ours, theirs)
-                self._refuse_unclean(list(changed))
-                repo.fast_forward(theirs, f"sync: fast-forward to {label}")
-                # nothing is committed here, so nothing can be redacted: say what came in
-                result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
-                result.action = "fast-forward"
-                result.files += [p for p in changed if is_memory_file(p)]
-                return
-            base = remotes.merge_base(ours, theirs)
-            changes, notes, merged = self._three_way(remotes, base, ours, theirs)
-            self._refuse_unclean(list(changes))
-            # content from the other side is new here: redacted like a save, never refused
-            changes, result.secrets = self._guard_files(txn, changes, refuse=False)
-            message = self._merge_message(label, ours, theirs, merged, notes, changes)
-            if txn.redacted:
-                message = with_redacted_trailer(message, txn.redacted)
-                txn.redacted = {}
-            repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
-            result.action = "merge"
-            result.files += [p for p in changes if is_memory_file(p)]
-            result.notes += notes
+            # a person's commit to the merged files meanwhile: merge again from the new tip
+            txn.rebuilding(lambda: self._merge_into_tip(txn, theirs, result))
+
+    def _merge_into_tip(self, txn: Transaction, theirs: str, result: SyncResult) -> None:
+        """Merge (or fast-forward to) ``theirs`` from the branch's tip as ``txn`` reads it;
+        ``result`` is filled in once the branch moved."""
+        repo = self.repository
+        remotes = Remotes(repo)
+        label = f"{result.remote}/{result.branch}"
+        ours = txn.head()
+        if ours == theirs or (ours is not None and remotes.is_ancestor(theirs, ours)):
+            return
+        if ours is None or remotes.is_ancestor(ours, theirs):
+            changed = repo.diff_trees(ours, theirs)
+            self._refuse_unclean(list(changed))
+            repo.fast_forward(theirs, f"sync: fast-forward to {label}", base=ours)
+            # nothing is committed here, so nothing can be redacted: say what came in
+            result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
+            result.action = "fast-forward"
+            result.files += [p for p in changed if is_memory_file(p)]
+            return
+        base = remotes.merge_base(ours, theirs)
+        changes, notes, merged = self._three_way(remotes, base, ours, theirs)
+        self._refuse_unclean(list(changes))
+        # content from the other side is new here: redacted like a save, never refused
+        changes, result.secrets = self._guard_files(txn, changes, refuse=False)
+        message = self._merge_message(label, ours, theirs, merged, notes, changes)
+        if txn.redacted:
+            message = with_redacted_trailer(message, txn.redacted)
+            txn.redacted = {}
+        repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
+        result.action = "merge"
+        result.files += [p for p in changes if is_memory_file(p)]
+        result.notes += notes
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)

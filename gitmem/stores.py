@@ -78,13 +78,17 @@ def adopt(repo: Repository) -> None:
     """Make an existing repository a store on purpose: one commit adding the gitmem merge
     attributes to its ``.gitattributes`` (kept otherwise as it is)."""
     with repo.transaction() as txn:
-        current = txn.read(".gitattributes") or b""
-        if MARKER in current:
-            return
-        if current and not current.endswith(b"\n"):
-            current += b"\n"
-        txn.write(".gitattributes", current + GITATTRIBUTES.encode())
-        txn.commit("Adopt this repository as a gitmem store", trailers={"Gitmem-Op": "init"})
+
+        def write() -> None:
+            current = txn.read(".gitattributes") or b""
+            if MARKER in current:
+                return
+            if current and not current.endswith(b"\n"):
+                current += b"\n"
+            txn.write(".gitattributes", current + GITATTRIBUTES.encode())
+            txn.commit("Adopt this repository as a gitmem store", trailers={"Gitmem-Op": "init"})
+
+        txn.rebuilding(write)  # a person's edit of .gitattributes meanwhile is kept
 
 
 def open_repository(path: str | os.PathLike[str], *, init: bool = False, adopt_it: bool = False,

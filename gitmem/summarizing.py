@@ -566,30 +566,36 @@ class SummaryMixin:
                        result: SummaryResult, trigger: str, reason: str,
                        report: LossReport) -> str:
         with self._repo.transaction() as txn:
-            current = self._current(txn, session_id, previous)
-            changes, moved = self._changes(txn, current, summary)
-            for path, data in changes.items():
-                txn.write(path, data)
-            body = [f"Summary by {result.model} ({result.mode}) of "
-                    f"{covers_label(result.covers)}."]
-            if reason:
-                body.append(f"Trigger: {reason}.")
-            if result.fallback:
-                body.append(f"Fell back to the offline summarizer: {result.fallback}")
-            if moved:
-                body.append(f"Moved {moved} summarized turns to "
-                            f"{archive_path(session_id, self.namespace)}.")
-            if report.dropped:
-                body.append(f"Loss guard: {len(report.dropped)} of "
-                            f"{len(report.previous_facts)} previous facts dropped, within "
-                            f"the {report.threshold:.0%} allowed.")
-            extra = {"Archived": str(moved)} if moved else {}
-            sha = txn.commit(
-                f"Summarize {_one_line(session_id, 40)}: {len(result.covers)} turns ({trigger})",
-                body="\n".join(body),
-                trailers=self._summary_trailers(session_id, result.model, result.covers,
-                                                result.fallback, trigger, **extra),
-            )
+
+            def write() -> str | None:
+                # on the session as it is now: a person's commit meanwhile is kept
+                current = self._current(txn, session_id, previous)
+                changes, moved = self._changes(txn, current, summary)
+                for path, data in changes.items():
+                    txn.write(path, data)
+                body = [f"Summary by {result.model} ({result.mode}) of "
+                        f"{covers_label(result.covers)}."]
+                if reason:
+                    body.append(f"Trigger: {reason}.")
+                if result.fallback:
+                    body.append(f"Fell back to the offline summarizer: {result.fallback}")
+                if moved:
+                    body.append(f"Moved {moved} summarized turns to "
+                                f"{archive_path(session_id, self.namespace)}.")
+                if report.dropped:
+                    body.append(f"Loss guard: {len(report.dropped)} of "
+                                f"{len(report.previous_facts)} previous facts dropped, within "
+                                f"the {report.threshold:.0%} allowed.")
+                extra = {"Archived": str(moved)} if moved else {}
+                return txn.commit(
+                    f"Summarize {_one_line(session_id, 40)}: {len(result.covers)} turns "
+                    f"({trigger})",
+                    body="\n".join(body),
+                    trailers=self._summary_trailers(session_id, result.model, result.covers,
+                                                    result.fallback, trigger, **extra),
+                )
+
+            sha = txn.rebuilding(write)
         if sha is None:  # the same summary again: nothing changed
             raise NothingToSummarize(f"session {session_id!r}: the summary is unchanged")
         return sha
@@ -687,20 +693,24 @@ class SummaryMixin:
         covers = [c for c in held.covers if c not in before]
         trigger = trailers.get("Gitmem-Trigger", MANUAL)
         with self._repo.transaction() as txn:
-            current = self._current(txn, session_id, expected)
-            changes, moved = self._changes(txn, current, held)
-            for file, data in changes.items():
-                txn.write(file, data)
-            extra = {"Review": "accepted", "Reviewed-Commit": sha}
-            if moved:
-                extra["Archived"] = str(moved)
-            commit = txn.commit(
-                f"Accept reviewed summary of {_one_line(session_id, 40)}",
-                body=f"Summary held for review on {review.branch} ({sha[:12]}), accepted.",
-                trailers=self._summary_trailers(session_id, held.model or "unknown", covers,
-                                                trailers.get("Gitmem-Fallback"), trigger,
-                                                **extra),
-            )
+
+            def write() -> str | None:
+                current = self._current(txn, session_id, expected)  # as it is now
+                changes, moved = self._changes(txn, current, held)
+                for file, data in changes.items():
+                    txn.write(file, data)
+                extra = {"Review": "accepted", "Reviewed-Commit": sha}
+                if moved:
+                    extra["Archived"] = str(moved)
+                return txn.commit(
+                    f"Accept reviewed summary of {_one_line(session_id, 40)}",
+                    body=f"Summary held for review on {review.branch} ({sha[:12]}), accepted.",
+                    trailers=self._summary_trailers(session_id, held.model or "unknown",
+                                                    covers, trailers.get("Gitmem-Fallback"),
+                                                    trigger, **extra),
+                )
+
+            commit = txn.rebuilding(write)
         self._repo.set_ref(ref, None, sha)
         if commit is None:
             raise NothingToSummarize(f"session {session_id!r} already has that summary")

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from gitmem.errors import BranchMoved, ConflictError, LockTimeout, RepositoryError
 from gitmem.plumbing import (
@@ -49,6 +49,8 @@ from gitmem.recovery import RecoveryMixin
 
 if TYPE_CHECKING:
     from gitmem.repository import Repository
+
+T = TypeVar("T")
 
 # how often a save is rebuilt on a branch that keeps moving under it before it gives up
 MAX_REBUILDS = 20
@@ -281,11 +283,16 @@ class TransactionMixin(RecoveryMixin):
         with self._holding_git_lock(self.git_dir / "index"):
             yield
 
-    def fast_forward(self, target: str, subject: str = "fast-forward") -> None:
-        """Move the branch to its descendant ``target`` and bring the changed working files
-        and index entries along. Must be called with the write lock held."""
+    def fast_forward(self, target: str, subject: str = "fast-forward", *,
+                     base: str | None) -> None:
+        """Move the branch from ``base`` to its descendant ``target`` and bring the changed
+        working files and index entries along. Must be called with the write lock held.
+        Raises BranchMoved (nothing written) if a person's commit moved the branch past
+        ``base``: it is no fast-forward any more, the caller merges from the new tip."""
         ref = self.branch_ref()
         old = self._read_ref(ref)
+        if old != base:
+            self._moved_on(base, old)
         changes = self.diff_trees(old, target)
         for path, (_before, after) in changes.items():
             self._safe_target(path)
@@ -298,7 +305,16 @@ class TransactionMixin(RecoveryMixin):
             {p: None if a is None else self.blob(a[1]) for p, (_b, a) in changes.items()})
         files = {p: (b[1] if b else None, a[1] if a else None) for p, (b, a) in changes.items()}
         if not self._publish(ref, old, target, files, prepared, subject):
-            raise ConflictError(f"{self.root}: the branch moved during the fast-forward; try again")
+            self._moved_on(base, self._read_ref(ref))
+
+    def _moved_on(self, base: str | None, tip: str | None) -> NoReturn:
+        if tip is None:
+            raise ConflictError(f"{self.root}: the branch was deleted during the fast-forward")
+        raise BranchMoved(
+            f"the branch moved to {tip[:12]} (a commit made by another git command) during "
+            "the fast-forward; nothing was written, try again",
+            base=base, tip=tip, paths=sorted(self.diff_trees(base, tip)),
+        )
 
 
 @dataclass
@@ -328,6 +344,31 @@ class Transaction:
         BranchMoved, to compute the change anew)."""
         self.pending, self.redacted = {}, {}
         self._head_known = False
+
+    def rebuilding(self, work: Callable[[], T], *, again: Callable[[], None] | None = None
+                   ) -> T:
+        """Run ``work`` (it reads through this transaction and commits) until a commit
+        lands: each time a person's commit to the same files moved the branch meanwhile
+        (BranchMoved, nothing written), read from the new tip and compute it again.
+
+        ``again`` runs before each new attempt (a batch replays its changes there). From
+        the first retry on, git's ``index.lock`` is held, so a person committing in a loop
+        cannot starve the change; after MAX_REBUILDS attempts BranchMoved is raised.
+        """
+        with contextlib.ExitStack() as exclusive:
+            attempt = 1
+            while True:
+                try:
+                    return work()
+                except BranchMoved:
+                    if attempt == MAX_REBUILDS:
+                        raise
+                    if attempt == 1:  # keep the person's git out until this one is done
+                        exclusive.enter_context(self.repo.excluding_git())
+                    attempt += 1
+                    self.restart()
+                    if again is not None:
+                        again()
 
     def read(self, path: str) -> bytes | None:
         """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
