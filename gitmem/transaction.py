@@ -4,7 +4,8 @@ A save's changes are computed from one commit (its *base*); the branch is compar
 against that commit, never against whatever the branch holds when the save gets there. A
 person's ``git commit`` that lands meanwhile is kept: if it touched other files the save is
 rebuilt on top of it, if it touched the same files :class:`~gitmem.errors.BranchMoved` asks
-the caller to compute its change again from the new tip (``MemoryManager`` does so).
+the caller to compute its change again from the new tip (every writer does so through
+:meth:`Transaction.rebuilding`).
 
 Publishing happens while git's own locks are held, so a person's ``git add`` or ``git commit``
 runs wholly before it (and the swap then fails: the save is rebuilt) or wholly after it:
