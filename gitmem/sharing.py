@@ -47,6 +47,7 @@ from gitmem.remotes import (
     run_git,
     staged_files,
     subfolders,
+    sync_hint,
 )
 from gitmem.repository import Repository
 from gitmem.security import with_redacted_trailer
@@ -164,17 +165,17 @@ class SyncResult:
 _sleep = time.sleep  # the one place sync waits (a test records the pauses)
 
 
-def _gave_up(exc: ConflictError, rounds: int, seconds: float) -> ConflictError:
+def _gave_up(exc: ConflictError, remote: str, rounds: int, seconds: float) -> ConflictError:
     if isinstance(exc, RemoteBusy):
         return RemoteBusy(
             f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time the remote's "
             f"branch was locked by another push in progress. Your commits are safe in this "
-            f"store; run `gitmem sync` again in a moment. Last: {exc}"
+            f"store; run {sync_hint(remote)} again in a moment. Last: {exc}"
         )
     return ConflictError(
         f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time another writer "
         f"pushed new commits between this store's fetch and its push. Your commits are safe "
-        f"in this store; run `gitmem sync` again in a moment. Last: {exc}"
+        f"in this store; run {sync_hint(remote)} again in a moment. Last: {exc}"
     )
 
 
@@ -320,7 +321,7 @@ class SharingMixin:
                 pause = min(0.1 * 2.0 ** (attempt - 1), 2.0) * random.uniform(0.5, 1.5)
                 pause = min(pause, max_wait - waited)
                 if attempt == attempts or pause <= 0:
-                    raise _gave_up(exc, attempt, time.monotonic() - started) from None
+                    raise _gave_up(exc, remote, attempt, time.monotonic() - started) from None
                 _sleep(pause)
                 waited += pause
                 continue  # someone pushed (or was pushing) between our fetch and our push

@@ -160,5 +160,6 @@ def test_a_json_answer_off_the_schema_is_described_without_pydantic_wording(
     manager.summarize("py")
     message = git(store, "log", "-1", "--format=%B")
     assert "does not fit the schema (summary: " in message
-    for wording in ("Value error,", "validation error for", "errors.pydantic.dev", "type=", "input_value"):
+    for wording in ("Value error,", "validation error for", "errors.pydantic.dev", "type=",
+                    "input_value"):
         assert wording not in message
