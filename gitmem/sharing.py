@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,8 @@ from gitmem.remotes import (
     sync_hint,
 )
 from gitmem.repository import Repository
+from gitmem.secrets import SecretConfig
+from gitmem.secrets import redact as redact_text
 from gitmem.security import with_redacted_trailer
 
 if TYPE_CHECKING:
@@ -186,6 +188,7 @@ class SharingMixin:
         namespace: str | None
         agent: str
         path: Path
+        secret_config: SecretConfig
 
         @property
         def repository(self) -> Repository: ...
@@ -365,7 +368,16 @@ class SharingMixin:
             repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
             result.action = "merge"
             result.files += [p for p in changes if is_memory_file(p)]
-            result.notes += notes
+            result.notes += [self._redacted_note(note) for note in notes]
+
+    def _redacted_note(self, note: MergeNote) -> MergeNote:
+        """``note`` as printed by ``gitmem sync`` (and returned): its texts quote either side
+        of the merge, so secrets in them are redacted as in the merge commit's message."""
+        config = self.secret_config
+        if not config.redact:
+            return note
+        return replace(note, kept=redact_text(note.kept, config)[0],
+                       dropped=redact_text(note.dropped, config)[0])
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)
