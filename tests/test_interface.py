@@ -61,6 +61,13 @@ def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
     assert git  # the helper is used by the CLI tests below
 
 
+@pytest.mark.parametrize("spec", ["0-", "-", "1-,2", "\u0663", "1_0", "+1"])
+def test_a_conversation_range_with_a_missing_bound_or_odd_digits_is_refused(spec: str) -> None:
+    # "0-" read as "0" imported one conversation where the person meant "0 to the end"
+    with pytest.raises(ValidationError, match="use a range like 0-2"):
+        locomo.parse_range(spec, 20)
+
+
 def _leaf_commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found: list[tuple[str, click.Command]] = []
     for name, command in group.commands.items():
