@@ -611,7 +611,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         def change(current: Session | None) -> Session:
             session = current or self._new_session(session_id, when)
             taken = {i.id for i in session.interactions}
-            iid = interaction_id or self._fresh_id(taken)
+            iid = self._fresh_id(taken) if interaction_id is None else interaction_id
             trailers["Gitmem-Interaction"] = iid
             if iid in taken:
                 raise ValidationError(

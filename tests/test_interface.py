@@ -160,6 +160,17 @@ def test_an_empty_turn_is_refused(store: Path) -> None:
     assert mm.save_interaction("s", "a question", "") is not None  # one side may be empty
 
 
+def test_an_explicit_empty_interaction_id_is_refused(store: Path) -> None:
+    # --id '' was taken as "no id given" and a generated one used silently
+    mm = MemoryManager.init(store)
+    head = mm.head()
+    with pytest.raises(ValidationError, match="interaction id '' must be 1-64 characters"):
+        mm.save_interaction("s", "a question", "an answer", interaction_id="")
+    out = run(store, "save", "s", "--user", "q", "--assistant", "a", "--id", "")
+    assert out.returncode == 1 and "interaction id ''" in out.stderr
+    assert mm.head() == head
+
+
 def test_agent_names_make_sane_authors(store: Path) -> None:
     MemoryManager.init(store).close()
     with pytest.raises(ValidationError, match="agent name '' is empty"):
