@@ -50,6 +50,29 @@ def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path,
     assert "marathon" in out.stdout
 
 
+def test_check_reads_the_archive_parts_too(store: Path) -> None:
+    # `gitmem check` validated sessions/ only: a broken archive part (which load_memory(...,
+    # include_archive=True) reads) or a FIFO in its place passed as clean
+    mm = MemoryManager.init(store)
+    mm.save_interaction("x", "marathon training plan", "run slowly")
+    mm.close()
+    (store / "archive").mkdir()
+    (store / "archive" / "x.md").write_text("# Session: x\n\n### not a time\n")
+    os.mkfifo(store / "archive" / "y.md")
+    (store / "archive" / "bad name.md").write_text("# Session: bad name\n")
+    out = run(store, "check")
+    assert out.returncode == 1, out.stderr
+    assert "archive/x.md:3:" in out.stdout
+    assert "archive/y.md:1: not a regular file" in out.stdout
+    assert "archive/bad name.md:1: file name is not an encoded session id" in out.stdout
+    git(store, "add", "archive/x.md")
+    git(store, "commit", "-qm", "a broken archive part", "--no-verify")
+    (store / "archive" / "x.md").unlink()
+    mm = MemoryManager(store)
+    problems = mm.check(commit=mm.head())
+    assert {p.path for p in problems} == {"archive/x.md"} and 3 in {p.line for p in problems}
+
+
 def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
     with pytest.raises(ValidationError, match="conversations 0-9"):
         locomo.parse_range("1,2,0-1000000000000", 10)
