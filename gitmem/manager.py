@@ -684,6 +684,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
     def _message(item: Message | Mapping[str, str], at: int) -> Message:
         if isinstance(item, Message):
             return item
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"message {at}: expected a Message or a mapping with speaker "
+                                  f"and content, got {type(item).__name__}")
         speaker = item.get("speaker") or item.get("role")
         if speaker in ("user", "assistant", "system"):
             speaker = speaker.capitalize()

@@ -170,6 +170,14 @@ def test_messages_carry_no_pydantic_wording(store: Path, tmp_path: Path) -> None
     assert "sample 0" in str(caught.value) and "'!bad id'" in str(caught.value)
 
 
+def test_a_message_that_is_not_a_mapping_is_a_clear_error(store: Path) -> None:
+    # a plain string crashed with AttributeError: 'str' object has no attribute 'get'
+    mm = MemoryManager.init(store)
+    with pytest.raises(ValidationError, match="message 1: expected a Message or a mapping"):
+        mm.save_messages("s", [{"speaker": "Ana", "content": "hi"}, "hello"])  # type: ignore[list-item]
+    assert mm.load_memory("s") is None
+
+
 def test_an_empty_turn_is_refused(store: Path) -> None:
     mm = MemoryManager.init(store)
     head = mm.head()
