@@ -36,7 +36,7 @@ from gitmem.errors import (
 )
 from gitmem.markdown import parse_bytes
 from gitmem.merging import MergeNote, merge_texts
-from gitmem.paths import SUFFIX, decode_id, encode_id
+from gitmem.paths import SUFFIX, decode_id, encode_id, fold_name, portability_problem
 from gitmem.plumbing import MODE_FILE, format_message
 from gitmem.remotes import (
     Remote,
@@ -206,6 +206,7 @@ class SharingMixin:
                 raise InvalidSessionId(
                     f"namespace {self.namespace!r} cannot name a folder: {exc}"
                 ) from None
+            self._check_new_namespace(self.namespace)
         # every clone needs the driver in its own config: .gitattributes names it, but git
         # never copies config, so a plain `git clone` would otherwise merge sessions as text.
         # A store whose config cannot be written (read-only) can still be read.
@@ -213,6 +214,28 @@ class SharingMixin:
             self.repository.ensure_config(
                 {"merge.gitmem.name": DRIVER_NAME, "merge.gitmem.driver": driver_command()}
             )
+
+    def _check_new_namespace(self, namespace: str) -> None:
+        """Refuse a new namespace whose folder a clone on Windows or macOS would lose: a
+        device name, or an existing namespace's name up to case or normalisation (existing
+        namespaces stay usable, as session files do)."""
+        existing = self.namespaces()
+        if namespace in existing:
+            return
+        if portability_problem(namespace) is not None:
+            raise InvalidSessionId(
+                f"namespace {namespace!r} would be the folder namespaces/{encode_id(namespace)}, "
+                "a reserved device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with "
+                "any extension); pick another namespace"
+            )
+        folded = fold_name(encode_id(namespace))
+        for other in existing:
+            if fold_name(encode_id(other)) == folded:
+                raise InvalidSessionId(
+                    f"namespace {namespace!r} differs from the existing namespace {other!r} only "
+                    "in letter case or Unicode normalisation; on macOS and Windows both would be "
+                    "one folder, so pick another namespace"
+                )
 
     def _remotes(self) -> Remotes:
         return Remotes(self.repository)
