@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gitmem.errors import ConflictError, ParseError
 from gitmem.merging import merge_texts
+from gitmem.secrets import redact
 
 USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
 
@@ -49,7 +50,8 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
         if note.kind in ("summary", "conflict"):
             where = "MERGE_HEAD" if note.dropped_side == "theirs" else "HEAD"
             line += f" (the dropped version: git show {where}:{path})"
-        messages.append(line)
+        # git prints this on the terminal of every pull: no secret either side quoted
+        messages.append(redact(line)[0])
     return 0, messages
 
 

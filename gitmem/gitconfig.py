@@ -15,8 +15,9 @@ from gitmem.errors import ConfigError
 
 _TRUE = frozenset({"true", "yes", "on"})
 _FALSE = frozenset({"false", "no", "off", ""})
-# git's integers: optional sign, digits, optional k/m/g multiplier
-_INT = re.compile(r"([-+]?\d+)([kmg]?)", re.IGNORECASE)
+# git's integers (C's strtoimax, base detected): optional sign; 0x hexadecimal, a leading 0
+# octal, else decimal, in ASCII digits; optional k/m/g multiplier
+_INT = re.compile(r"([-+]?)(0x[0-9a-f]+|0[0-7]*|[1-9][0-9]*)([kmg]?)", re.IGNORECASE)
 _SCALE = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 OFF_WORDS = frozenset({"off", "none", "false", "no"})
 
@@ -30,7 +31,12 @@ def _fail(key: str, value: str, accepted: str) -> ConfigError:
 
 def _git_int(text: str) -> int | None:
     found = _INT.fullmatch(text.strip())
-    return None if found is None else int(found[1]) * _SCALE[found[2].lower()]
+    if found is None:
+        return None
+    sign, digits, unit = found.groups()
+    base = 16 if digits[:2].lower() == "0x" else 8 if digits.startswith("0") else 10
+    number = int(digits, base) * _SCALE[unit.lower()]
+    return -number if sign == "-" else number
 
 
 def parse_bool(key: str, value: str) -> bool:

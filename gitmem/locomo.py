@@ -219,6 +219,9 @@ def merge_session(stored: Session | None, imported: Session, *,
     return Merged(session, tuple(t.id for t in added), tuple(differing))
 
 
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+
+
 def parse_range(spec: str | None, count: int) -> list[int]:
     """Conversation indexes from "0-2" or "0,2" (all when None).
 
@@ -228,14 +231,13 @@ def parse_range(spec: str | None, count: int) -> list[int]:
     if not spec:
         return list(range(count))
     bounds: list[tuple[int, int]] = []
-    try:
-        for part in spec.split(","):
-            lo, _, hi = part.partition("-")
-            bounds.append((int(lo), int(hi or lo)))
-    except ValueError:
-        raise ValidationError(
-            f"--convs {spec!r}: use a range like 0-2 or a list like 0,2"
-        ) from None
+    for part in spec.split(","):
+        # ASCII digits only, both bounds given: int() would take "٣", "1_0" and "+1", and
+        # "0-" must not quietly mean "0"
+        found = _RANGE.fullmatch(part)
+        if found is None:
+            raise ValidationError(f"--convs {spec!r}: use a range like 0-2 or a list like 0,2")
+        bounds.append((int(found[1]), int(found[2] or found[1])))
     for first, last in bounds:
         if not 0 <= first < count or not 0 <= last < count:
             raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")

@@ -34,7 +34,15 @@ from gitmem.models import (
     describe_errors,
     now,
 )
-from gitmem.paths import fold_name, id_from_path, portability_problem, session_dir, session_path
+from gitmem.paths import (
+    archive_dir,
+    fold_name,
+    id_from_archive_path,
+    id_from_path,
+    portability_problem,
+    session_dir,
+    session_path,
+)
 from gitmem.plumbing import MODE_TREE, object_id
 from gitmem.recall import RetrievalMixin
 from gitmem.repository import Housekeeping, Identity, Repository, Transaction
@@ -282,19 +290,20 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         return found
 
     def check(self, *, commit: str | None = None) -> list[Diagnostic]:
-        """Validate every session file; returns all ``path:line`` problems (empty = clean).
-
-        Checks the committed files and any uncommitted hand edits in the working tree.
+        """Validate every session file and archive part; returns all ``path:line`` problems
+        (empty = clean). Checks the committed files and any uncommitted hand edits.
         """
         problems: list[Diagnostic] = []
-        folder = session_dir(self.namespace)
-        names = set(self._repo.list_dir(folder, commit))
-        work = self.path / folder
-        if commit is None and work.is_dir():
-            names |= {p.name for p in work.iterdir() if p.suffix == ".md"}
-        for name in sorted(names):
-            path = f"{folder}/{name}"
-            if id_from_path(path, self.namespace) is None:
+        paths: dict[str, str | None] = {}  # path: the session id its name encodes
+        # the archive parts too: load_memory(include_archive=True) reads them
+        for folder, id_of in ((session_dir(self.namespace), id_from_path),
+                              (archive_dir(self.namespace), id_from_archive_path)):
+            names = set(self._repo.list_dir(folder, commit))
+            if commit is None and (self.path / folder).is_dir():
+                names |= {p.name for p in (self.path / folder).iterdir() if p.suffix == ".md"}
+            paths |= {f"{folder}/{n}": id_of(f"{folder}/{n}", self.namespace) for n in names}
+        for path, expected in sorted(paths.items()):
+            if expected is None:
                 problems.append(Diagnostic(path, 1, "file name is not an encoded session id"))
                 continue
             try:
@@ -313,7 +322,6 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
             except ParseError as exc:
                 problems.extend(exc.diagnostics)
                 continue
-            expected = id_from_path(path, self.namespace)
             if session.id != expected:
                 problems.append(
                     Diagnostic(
@@ -595,7 +603,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         def change(current: Session | None) -> Session:
             session = current or self._new_session(session_id, when)
             taken = {i.id for i in session.interactions}
-            iid = interaction_id or self._fresh_id(taken)
+            iid = self._fresh_id(taken) if interaction_id is None else interaction_id
             trailers["Gitmem-Interaction"] = iid
             if iid in taken:
                 raise ValidationError(
@@ -660,6 +668,9 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
     def _message(item: Message | Mapping[str, str], at: int) -> Message:
         if isinstance(item, Message):
             return item
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"message {at}: expected a Message or a mapping with speaker "
+                                  f"and content, got {type(item).__name__}")
         speaker = item.get("speaker") or item.get("role")
         if speaker in ("user", "assistant", "system"):
             speaker = speaker.capitalize()

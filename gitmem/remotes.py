@@ -99,6 +99,12 @@ def _has_password(url: str) -> bool:
         return False
 
 
+def sync_hint(remote: str) -> str:
+    """The command that syncs with ``remote``, quoted for the shell (plain ``gitmem sync``
+    would sync origin)."""
+    return "`" + shlex.join(["gitmem", "sync", *([remote] if remote != "origin" else [])]) + "`"
+
+
 def _last_lines(text: str, count: int = 4) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " / ".join(lines[-count:])
@@ -250,7 +256,7 @@ class Remotes:
         if status == "!" and ("fetch first" in detail or "non-fast-forward" in detail or raced):
             raise ConflictError(
                 f"push to {remote!r} ({url}) rejected: the remote has commits this store does not "
-                f"have ({detail}). Run `gitmem sync` (fetch, merge, push) instead."
+                f"have ({detail}). Run {sync_hint(remote)} (fetch, merge, push) instead."
             )
         if done.returncode != 0 or status in ("!", ""):
             problem = _last_lines(done.stderr) or _last_lines(done.stdout)

@@ -122,6 +122,7 @@ class Repository(TransactionMixin, RevisionsMixin):
         self.housekeeping = housekeeping or Housekeeping()
         self.lock_timeout = lock_timeout
         self._thread_lock = _process_lock(str(self.git_dir))
+        self._odb_lock = threading.Lock()  # the cat-file pipes of self._git
         self._trees: OrderedDict[str, Tree] = OrderedDict()
         self._commit_trees: dict[str, str] = {}
         self._blobs: OrderedDict[str, bytes] = OrderedDict()
@@ -214,19 +215,23 @@ class Repository(TransactionMixin, RevisionsMixin):
     # --- object reading ------------------------------------------------------------------
 
     def _read_object(self, hexsha: str, kind: str) -> bytes:
-        try:
-            stream = self._git.odb.stream(bytes.fromhex(hexsha))
-        except (BadObject, BadName, ValueError) as exc:
-            raise RepositoryError(f"{self.root}: object {hexsha} is missing ({exc})") from None
+        # one cat-file pipe per repository: a request and its whole answer under one lock,
+        # or two threads take each other's answers (or wait forever)
+        with self._odb_lock:
+            try:
+                stream = self._git.odb.stream(bytes.fromhex(hexsha))
+            except (BadObject, BadName, ValueError) as exc:
+                raise RepositoryError(f"{self.root}: object {hexsha} is missing ({exc})") from None
+            data: bytes = stream.read()
         if stream.type.decode() != kind:
             raise RepositoryError(f"{self.root}: object {hexsha} is a {stream.type!r}, not {kind}")
-        data: bytes = stream.read()
         return data
 
     def has_object(self, hexsha: str, kind: str) -> bool:
         """True if the object database holds ``hexsha`` as an object of type ``kind``."""
         try:
-            info = self._git.odb.info(bytes.fromhex(hexsha))
+            with self._odb_lock:
+                info = self._git.odb.info(bytes.fromhex(hexsha))
         except (BadObject, BadName, ValueError):
             return False
         return bool(info.type.decode() == kind)
@@ -383,6 +388,7 @@ class Repository(TransactionMixin, RevisionsMixin):
         self._git = git.Repo(self.root)
         self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
         self._thread_lock = _process_lock(str(self.git_dir))
+        self._odb_lock = threading.Lock()  # another thread may have held it at the fork
         self._gc_thread = None
 
     def write_object(self, kind: str, data: bytes) -> str:

@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from gitmem.errors import (
 )
 from gitmem.markdown import parse_bytes
 from gitmem.merging import MergeNote, merge_texts
-from gitmem.paths import SUFFIX, decode_id, encode_id
+from gitmem.paths import SUFFIX, decode_id, encode_id, fold_name, portability_problem
 from gitmem.plumbing import MODE_FILE, format_message
 from gitmem.remotes import (
     Remote,
@@ -47,8 +47,11 @@ from gitmem.remotes import (
     run_git,
     staged_files,
     subfolders,
+    sync_hint,
 )
 from gitmem.repository import Repository
+from gitmem.secrets import SecretConfig
+from gitmem.secrets import redact as redact_text
 from gitmem.security import with_redacted_trailer
 
 if TYPE_CHECKING:
@@ -164,17 +167,17 @@ class SyncResult:
 _sleep = time.sleep  # the one place sync waits (a test records the pauses)
 
 
-def _gave_up(exc: ConflictError, rounds: int, seconds: float) -> ConflictError:
+def _gave_up(exc: ConflictError, remote: str, rounds: int, seconds: float) -> ConflictError:
     if isinstance(exc, RemoteBusy):
         return RemoteBusy(
             f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time the remote's "
             f"branch was locked by another push in progress. Your commits are safe in this "
-            f"store; run `gitmem sync` again in a moment. Last: {exc}"
+            f"store; run {sync_hint(remote)} again in a moment. Last: {exc}"
         )
     return ConflictError(
         f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time another writer "
         f"pushed new commits between this store's fetch and its push. Your commits are safe "
-        f"in this store; run `gitmem sync` again in a moment. Last: {exc}"
+        f"in this store; run {sync_hint(remote)} again in a moment. Last: {exc}"
     )
 
 
@@ -185,6 +188,7 @@ class SharingMixin:
         namespace: str | None
         agent: str
         path: Path
+        secret_config: SecretConfig
 
         @property
         def repository(self) -> Repository: ...
@@ -202,6 +206,7 @@ class SharingMixin:
                 raise InvalidSessionId(
                     f"namespace {self.namespace!r} cannot name a folder: {exc}"
                 ) from None
+            self._check_new_namespace(self.namespace)
         # every clone needs the driver in its own config: .gitattributes names it, but git
         # never copies config, so a plain `git clone` would otherwise merge sessions as text.
         # A store whose config cannot be written (read-only) can still be read.
@@ -209,6 +214,28 @@ class SharingMixin:
             self.repository.ensure_config(
                 {"merge.gitmem.name": DRIVER_NAME, "merge.gitmem.driver": driver_command()}
             )
+
+    def _check_new_namespace(self, namespace: str) -> None:
+        """Refuse a new namespace whose folder a clone on Windows or macOS would lose: a
+        device name, or an existing namespace's name up to case or normalisation (existing
+        namespaces stay usable, as session files do)."""
+        existing = self.namespaces()
+        if namespace in existing:
+            return
+        if portability_problem(namespace) is not None:
+            raise InvalidSessionId(
+                f"namespace {namespace!r} would be the folder namespaces/{encode_id(namespace)}, "
+                "a reserved device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with "
+                "any extension); pick another namespace"
+            )
+        folded = fold_name(encode_id(namespace))
+        for other in existing:
+            if fold_name(encode_id(other)) == folded:
+                raise InvalidSessionId(
+                    f"namespace {namespace!r} differs from the existing namespace {other!r} only "
+                    "in letter case or Unicode normalisation; on macOS and Windows both would be "
+                    "one folder, so pick another namespace"
+                )
 
     def _remotes(self) -> Remotes:
         return Remotes(self.repository)
@@ -320,7 +347,7 @@ class SharingMixin:
                 pause = min(0.1 * 2.0 ** (attempt - 1), 2.0) * random.uniform(0.5, 1.5)
                 pause = min(pause, max_wait - waited)
                 if attempt == attempts or pause <= 0:
-                    raise _gave_up(exc, attempt, time.monotonic() - started) from None
+                    raise _gave_up(exc, remote, attempt, time.monotonic() - started) from None
                 _sleep(pause)
                 waited += pause
                 continue  # someone pushed (or was pushing) between our fetch and our push
@@ -371,7 +398,16 @@ class SharingMixin:
         repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
         result.action = "merge"
         result.files += [p for p in changes if is_memory_file(p)]
-        result.notes += notes
+        result.notes += [self._redacted_note(note) for note in notes]
+
+    def _redacted_note(self, note: MergeNote) -> MergeNote:
+        """``note`` as printed by ``gitmem sync`` (and returned): its texts quote either side
+        of the merge, so secrets in them are redacted as in the merge commit's message."""
+        config = self.secret_config
+        if not config.redact:
+            return note
+        return replace(note, kept=redact_text(note.kept, config)[0],
+                       dropped=redact_text(note.dropped, config)[0])
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)

@@ -13,6 +13,7 @@ folder as git does; an explicit path must be the store's top folder.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ def store_problem(repo: Repository) -> tuple[str, str] | None:
             f"{where} is not a gitmem store: it is a git repository whose checked-out commit "
             f"({head[:12]}) has no .gitattributes with merge=gitmem, so gitmem will not "
             "commit sessions into it. Use a folder of its own (`gitmem init PATH`), or make "
-            f"this repository a store on purpose: `gitmem --repo {where} init --here` "
+            f"this repository a store on purpose: `gitmem --repo {shlex.quote(str(where))} init "
+            "--here` "
             "(MemoryManager.init(path, adopt=True))"
         )
     branch = repo.branch_ref().removeprefix("refs/heads/")

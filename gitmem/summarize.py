@@ -33,7 +33,14 @@ from gitmem.extractive import (
     tf_vector,
 )
 from gitmem.gitconfig import parse_float, parse_int, unknown_key
-from gitmem.models import Interaction, StructuredSummary, Summary, as_aware
+from gitmem.models import (
+    Interaction,
+    ModelValidationError,
+    StructuredSummary,
+    Summary,
+    as_aware,
+    describe_errors,
+)
 
 if TYPE_CHECKING:
     import openai  # imported when first used: it takes ~0.4 s, too slow for every CLI call
@@ -402,8 +409,9 @@ class LLMSummarizer:
         if mode != "text":
             try:
                 return _usable(StructuredSummary.model_validate(_json_object(content)))
-            except ValueError as exc:  # pydantic's ValidationError is a ValueError
-                raise _Unusable(f"the JSON answer does not fit the schema ({exc})") from None
+            except ModelValidationError as exc:  # recorded in the commit: no pydantic wording
+                raise _Unusable("the JSON answer does not fit the schema "
+                                f"({describe_errors(exc)})") from None
         stripped = content.strip()
         if stripped.startswith(("{", "```")):
             try:

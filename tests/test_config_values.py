@@ -23,6 +23,29 @@ def test_booleans_that_git_reads_as_true(store: Path, value: str) -> None:
     assert MemoryManager(store).summary_config.auto is True
 
 
+@pytest.mark.parametrize(("value", "number"), [("010", 8), ("0x10", 16), ("0X1f", 31),
+                                               ("1k", 1024), ("+3", 3)])
+def test_integers_read_as_git_reads_them(store: Path, value: str, number: int) -> None:
+    # git reads integers with C's base detection: 010 is octal, 0x10 hexadecimal
+    MemoryManager.init(store)
+    git(store, "config", "gitmem.summary.everyTurns", value)
+    assert git(store, "config", "--type=int", "gitmem.summary.everyTurns").strip() == str(number)
+    assert MemoryManager(store).summary_config.triggers.every_turns == number
+
+
+@pytest.mark.parametrize("value", ["08", "0x", "\u0663", "1_0"])
+def test_integers_git_refuses_are_refused(store: Path, value: str) -> None:
+    MemoryManager.init(store)
+    git(store, "config", "gitmem.summary.everyTurns", value)
+    assert git(store, "config", "--type=int", "gitmem.summary.everyTurns", check=False) == ""
+    with pytest.raises(ConfigError, match=r"gitmem\.summary\.everyTurns"):
+        _ = MemoryManager(store).summary_config
+    git(store, "config", "--unset", "gitmem.summary.everyTurns")
+    git(store, "config", "gitmem.summary.auto", value)
+    with pytest.raises(ConfigError, match=r"gitmem\.summary\.auto"):
+        _ = MemoryManager(store).summary_config
+
+
 @pytest.mark.parametrize("value", ["false", "No", "off", "0", ""])
 def test_booleans_that_git_reads_as_false(value: str) -> None:
     assert parse_bool("gitmem.summary.auto", value) is False

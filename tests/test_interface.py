@@ -50,6 +50,29 @@ def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path,
     assert "marathon" in out.stdout
 
 
+def test_check_reads_the_archive_parts_too(store: Path) -> None:
+    # `gitmem check` validated sessions/ only: a broken archive part (which load_memory(...,
+    # include_archive=True) reads) or a FIFO in its place passed as clean
+    mm = MemoryManager.init(store)
+    mm.save_interaction("x", "marathon training plan", "run slowly")
+    mm.close()
+    (store / "archive").mkdir()
+    (store / "archive" / "x.md").write_text("# Session: x\n\n### not a time\n")
+    os.mkfifo(store / "archive" / "y.md")
+    (store / "archive" / "bad name.md").write_text("# Session: bad name\n")
+    out = run(store, "check")
+    assert out.returncode == 1, out.stderr
+    assert "archive/x.md:3:" in out.stdout
+    assert "archive/y.md:1: not a regular file" in out.stdout
+    assert "archive/bad name.md:1: file name is not an encoded session id" in out.stdout
+    git(store, "add", "archive/x.md")
+    git(store, "commit", "-qm", "a broken archive part", "--no-verify")
+    (store / "archive" / "x.md").unlink()
+    mm = MemoryManager(store)
+    problems = mm.check(commit=mm.head())
+    assert {p.path for p in problems} == {"archive/x.md"} and 3 in {p.line for p in problems}
+
+
 def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
     with pytest.raises(ValidationError, match="conversations 0-9"):
         locomo.parse_range("1,2,0-1000000000000", 10)
@@ -59,6 +82,13 @@ def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:
         locomo.parse_range("3-1", 10)
     assert locomo.parse_range("2,0-1,1", 10) == [2, 0, 1]
     assert git  # the helper is used by the CLI tests below
+
+
+@pytest.mark.parametrize("spec", ["0-", "-", "1-,2", "\u0663", "1_0", "+1"])
+def test_a_conversation_range_with_a_missing_bound_or_odd_digits_is_refused(spec: str) -> None:
+    # "0-" read as "0" imported one conversation where the person meant "0 to the end"
+    with pytest.raises(ValidationError, match="use a range like 0-2"):
+        locomo.parse_range(spec, 20)
 
 
 def _leaf_commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
@@ -140,6 +170,14 @@ def test_messages_carry_no_pydantic_wording(store: Path, tmp_path: Path) -> None
     assert "sample 0" in str(caught.value) and "'!bad id'" in str(caught.value)
 
 
+def test_a_message_that_is_not_a_mapping_is_a_clear_error(store: Path) -> None:
+    # a plain string crashed with AttributeError: 'str' object has no attribute 'get'
+    mm = MemoryManager.init(store)
+    with pytest.raises(ValidationError, match="message 1: expected a Message or a mapping"):
+        mm.save_messages("s", [{"speaker": "Ana", "content": "hi"}, "hello"])  # type: ignore[list-item]
+    assert mm.load_memory("s") is None
+
+
 def test_an_empty_turn_is_refused(store: Path) -> None:
     mm = MemoryManager.init(store)
     head = mm.head()
@@ -151,6 +189,17 @@ def test_an_empty_turn_is_refused(store: Path) -> None:
     out = run(store, "save", "s", "--user", "", "--assistant", "")
     assert out.returncode == 1 and "empty" in out.stderr and "Traceback" not in out.stderr
     assert mm.save_interaction("s", "a question", "") is not None  # one side may be empty
+
+
+def test_an_explicit_empty_interaction_id_is_refused(store: Path) -> None:
+    # --id '' was taken as "no id given" and a generated one used silently
+    mm = MemoryManager.init(store)
+    head = mm.head()
+    with pytest.raises(ValidationError, match="interaction id '' must be 1-64 characters"):
+        mm.save_interaction("s", "a question", "an answer", interaction_id="")
+    out = run(store, "save", "s", "--user", "q", "--assistant", "a", "--id", "")
+    assert out.returncode == 1 and "interaction id ''" in out.stderr
+    assert mm.head() == head
 
 
 def test_agent_names_make_sane_authors(store: Path) -> None:

@@ -149,3 +149,17 @@ def test_cli_summarize_llm_uses_the_git_config_budget(
     assert result.exit_code == 0, result.output
     assert "1 attempt timed out after 0.2s each" in result.output
     assert len(llm_server.requests) == 1
+
+
+def test_a_json_answer_off_the_schema_is_described_without_pydantic_wording(
+        store: Path, llm_server: FakeServer) -> None:
+    manager = MemoryManager.init(store)
+    manager.save_interaction("py", "Recommend books on Python asyncio.", "Try Fluent Python.")
+    manager.summarizer = LLMSummarizer(_config(llm_server, modes=("json_schema",)))
+    llm_server.default = lambda request: completion(json.dumps({"summary": 5, "key_facts": "x"}))
+    manager.summarize("py")
+    message = git(store, "log", "-1", "--format=%B")
+    assert "does not fit the schema (summary: " in message
+    for wording in ("Value error,", "validation error for", "errors.pydantic.dev", "type=",
+                    "input_value"):
+        assert wording not in message

@@ -90,3 +90,18 @@ def test_existing_twins_and_device_files_in_old_stores_still_load(store: Path) -
     mm.save_interaction("CON", "still", "saves")
     mm.save_interaction("eve", "still", "saves")
     assert mm.check() == []
+
+
+@pytest.mark.parametrize(("namespace", "existing"), [("CON", None), ("nul.x", None),
+                                                     ("team", "Team"), ("SS", "ß")])
+def test_a_new_namespace_is_held_to_the_same_rules(store: Path, namespace: str,
+                                                   existing: str | None) -> None:
+    # a namespace names a folder: namespaces/CON/ cannot exist on Windows, and Team/ and team/
+    # are one folder on macOS and Windows, where their sessions would overwrite each other
+    MemoryManager.init(store).close()
+    if existing is not None:
+        MemoryManager(store, namespace=existing).save_interaction("s", "a question", "answer")
+    with pytest.raises(InvalidSessionId, match="namespace"):
+        MemoryManager(store, namespace=namespace).save_interaction("s", "a question", "answer")
+    if existing is not None:  # the existing one keeps working
+        assert MemoryManager(store, namespace=existing).load_memory("s") is not None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -315,3 +317,50 @@ def test_an_index_that_git_must_edit_itself_follows_each_save(store: Path) -> No
     assert git(store, "status", "--porcelain") == ""
     assert (store / ".git" / "index").read_bytes()[4:8] == b"\0\0\0\x04"  # still git's
     assert not (store / ".git" / "index.lock").exists()
+
+
+
+READERS = """
+import json, sys, threading
+from gitmem.repository import Repository
+from gitmem.errors import RepositoryError
+repo, want = Repository(sys.argv[1]), json.loads(sys.argv[2])
+blobs, problems = sorted(want), []
+
+def read(offset):
+    for n in range(200):
+        sha = blobs[(n + offset) % len(blobs)]
+        try:
+            if repo._read_object(sha, "blob").decode() != want[sha]:
+                problems.append("wrong content for " + sha)
+            if not repo.has_object(sha, "blob"):
+                problems.append(sha + " reported missing")
+        except RepositoryError as exc:
+            problems.append(str(exc))
+
+threads = [threading.Thread(target=read, args=(k,)) for k in range(8)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(json.dumps(problems))
+"""
+
+
+def test_threads_reading_objects_through_one_repository_get_their_own(store: Path) -> None:
+    # git cat-file --batch is one pipe per repository: two threads reading at once took
+    # each other's answers (wrong blob content, "Failed to parse header") or hung; a sync
+    # thread and a saving thread on one manager do exactly that. In a subprocess, so that a
+    # hang fails the test instead of blocking the suite.
+    repo = Repository.init(store)
+    for n in range(16):
+        _save(repo, f"sessions/s{n}.md", f"content of file {n}\n".encode() * (n * 40 + 1))
+    listing = git(store, "ls-tree", "HEAD", "sessions/").splitlines()
+    want = {line.split()[2]: git(store, "cat-file", "blob", line.split()[2]) for line in listing}
+    try:
+        done = subprocess.run([sys.executable, "-c", READERS, str(store), json.dumps(want)],
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a reader hung on the cat-file pipe")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []

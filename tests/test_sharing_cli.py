@@ -110,3 +110,19 @@ def test_the_driver_path_loads_neither_the_manager_nor_gitpython(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert "usage: gitmem merge-file" in done.stderr
+
+
+def test_the_merge_driver_notes_carry_no_secret(tmp_path: Path) -> None:
+    # git prints the driver's stderr on every `git pull`: the note quoting a dropped summary
+    # must not show a secret that one side's summary held
+    key = "ghp_" + "A1b2C3d4" * 4 + "A1b2"
+    base = Session(id="s", created=T0, last_active=T0)
+    ours = base.model_copy(update={"summary": Summary(text=f"token {key}", generated=T0)})
+    theirs = base.model_copy(update={"summary": Summary(text="theirs", generated=T0 +
+                                                        timedelta(hours=1))})
+    paths = [_write(tmp_path / name, s) for name, s in (("O", base), ("A", ours), ("B", theirs))]
+    done = subprocess.run([sys.executable, "-m", "gitmem", "merge-file", *map(str, paths),
+                           "sessions/s.md"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "both sides rewrote the summary" in done.stderr
+    assert key not in done.stderr and "[REDACTED:github-token]" in done.stderr

@@ -162,3 +162,14 @@ def test_an_explicit_subfolder_names_the_store(store: Path) -> None:
         MemoryManager(store / "sessions")
     result = CliRunner().invoke(cli, ["--repo", str(store / "sessions"), "list"])
     assert result.exit_code == 1 and f"open {store} itself" in result.output
+
+
+def test_the_adopt_hint_quotes_the_folder_for_the_shell(tmp_path: Path) -> None:
+    code = tmp_path / "my project; touch x"
+    git(tmp_path, "init", "-q", "-b", "main", str(code))
+    (code / "main.py").write_text("print('hi')\n")
+    git(code, "add", ".")
+    git(code, "commit", "-qm", "code")
+    with pytest.raises(NotAStore) as caught:
+        MemoryManager(code)
+    assert f"`gitmem --repo '{code}' init --here`" in str(caught.value)

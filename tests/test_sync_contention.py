@@ -102,3 +102,22 @@ def test_new_remote_commits_each_round_are_reported_as_such(
     message = str(caught.value)
     assert "gave up after 3 rounds" in message and "pushed new commits" in message
     assert len(pauses) == 2
+
+
+def test_the_hints_name_a_remote_other_than_origin(tmp_path: Path, pauses: list[float]) -> None:
+    bare = tmp_path / "memory.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
+    mm = MemoryManager.init(tmp_path / "a")
+    mm.save_interaction("s", "hello", "hi")
+    mm.remote_add("backup", bare.as_uri())
+    mm.push("backup")
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(MOVER)
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
+    mm.save_interaction("s", "second", "turn")
+    with pytest.raises(ConflictError) as caught:
+        mm.push("backup")
+    assert "Run `gitmem sync backup`" in str(caught.value)  # plain `gitmem sync` syncs origin
+    with pytest.raises(ConflictError) as caught:
+        mm.sync("backup", attempts=2)
+    assert "run `gitmem sync backup` again" in str(caught.value)

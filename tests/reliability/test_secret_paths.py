@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from gitmem import views
 from gitmem.cli import cli
 from gitmem.errors import SecretRefused
 from gitmem.manager import MemoryManager
@@ -235,6 +236,27 @@ def test_sync_redacts_a_merge_and_reports_a_fast_forward(tmp_path: Path) -> None
     assert keys[0] not in head and keys[1] not in head
     assert "github-token=2" in trailers(tmp_path / "a")["Gitmem-Redacted"]
     assert git(tmp_path / "a", "status", "--porcelain") == ""
+    a.close()
+    b.close()
+
+
+def test_the_merge_notes_sync_reports_are_redacted(tmp_path: Path) -> None:
+    remote = tmp_path / "memory.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a = MemoryManager.clone(remote.as_uri(), tmp_path / "a", agent="alice")
+    a.save_interaction("shared", "hello", "hi", interaction_id="t1")
+    a.sync()
+    b = MemoryManager.clone(remote.as_uri(), tmp_path / "b", agent="bob")
+    key = make_secret("github-token", random.Random(8))
+    for store, text in ((tmp_path / "b", f"hello from b {key}"), (tmp_path / "a", "hello from a")):
+        path = store / "sessions" / "shared.md"  # both sides edit the turn: a merge note
+        path.write_text(path.read_text().replace("> hello\n", f"> {text}\n"))
+        git(store, "commit", "-qam", "hand edit")
+    git(tmp_path / "b", "push", "-q", "origin", "main")
+    merged = a.sync()
+    assert merged.action == "merge" and merged.notes
+    assert key not in repr(merged.as_dict()) and key not in views.sync_text(merged, "sync")
+    assert "[REDACTED:github-token]" in merged.notes[0].kept + merged.notes[0].dropped
     a.close()
     b.close()
 
