@@ -257,10 +257,14 @@ class LockingMixin:
             with contextlib.suppress(FileNotFoundError):
                 target.with_name(target.name + ".lock").unlink()
 
-    def _overwrite(self, target: Path, data: bytes) -> None:
+    def _overwrite(self, target: Path, data: bytes, *, in_place: bool = True) -> None:
         """Replace ``target``'s content while holding its git lock: in place if it exists
-        (see :meth:`_locked_write` for why), else by renaming a new file into place."""
+        (see :meth:`_locked_write` for why), else (or with ``in_place=False``) by renaming a
+        new file into place; never the lock itself, so the lock names its owner to the end
+        and a writer killed here leaves a lock provably dead."""
         try:
+            if not in_place:
+                raise FileNotFoundError
             handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
@@ -296,23 +300,7 @@ class LockingMixin:
         try:
             if check is not None and not check():
                 return False
-            try:
-                if not in_place:
-                    raise FileNotFoundError
-                handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
-            except FileNotFoundError:
-                # a new file renamed into place, not the lock itself: the lock keeps naming
-                # its owner to the end, so a writer killed here leaves a lock provably dead
-                tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
-                with naming(tmp), open(tmp, "wb") as out:
-                    out.write(data)
-                os.replace(tmp, target)
-                return True
-            try:
-                os.pwrite(handle, data, 0)
-                os.ftruncate(handle, len(data))
-            finally:
-                os.close(handle)
+            self._overwrite(target, data, in_place=in_place)
             return True
         finally:
             if fd >= 0:
