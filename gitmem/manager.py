@@ -30,7 +30,7 @@ from gitmem.models import (
     Message,
     ModelValidationError,
     Session,
-    as_aware,
+    as_when,
     describe_errors,
     now,
 )
@@ -249,20 +249,20 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         tags: Iterable[str] = (),
         participant: str | None = None,
         project: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         commit: str | None = None,
     ) -> list[Session]:
         """Sessions matching every filter given, most recently active first.
 
-        ``tags`` must all be present; ``since``/``until`` bound the last-active time;
+        ``tags`` must all be present; ``since``/``until`` bound the last-active time (a
+        ``datetime``, naive means UTC, or an ISO date string; anything else: ValidationError);
         ``metadata`` matches custom keys exactly. Files that do not parse are left out
         (``check()`` reports them).
         """
         wanted_tags = set(tags)
-        low = as_aware(since) if since else None
-        high = as_aware(until) if until else None
+        low, high = as_when(since, "since"), as_when(until, "until")
         found: list[Session] = []
         folder = session_dir(self.namespace)
         for name, blob_id in self._repo.list_dir(folder, commit).items():
@@ -576,7 +576,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         self,
         session_id: str,
         messages: Sequence[Message | Mapping[str, str]],
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         interaction_id: str | None = None,
         *,
         tags: Iterable[str] = (),
@@ -586,9 +586,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
 
         ``messages`` are ``Message`` objects or ``{"speaker"|"role": ..., "content": ...}``
         dicts. Importers pass their own ``interaction_id`` (it must be new in the session).
+        ``timestamp`` is a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
         Returns None inside a batch (the batch's commit is on the batch result).
         """
-        when = as_aware(timestamp) if timestamp else now()
+        when = as_when(timestamp, "timestamp") or now()
         parsed = [self._message(m, at) for at, m in enumerate(messages)]
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
@@ -642,13 +643,16 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         session_id: str,
         user: str,
         assistant: str,
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         *,
         interaction_id: str | None = None,
     ) -> str | None:
-        """Append a user/assistant exchange to a session as one commit; returns its id."""
+        """Append a user/assistant exchange to a session as one commit; returns its id.
+
+        ``timestamp``: a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
+        """
         user_label, assistant_label = (
             ("用户", "助手") if self.language == "zh" else ("User", "Assistant")
         )
