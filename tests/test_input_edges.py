@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 from gitmem import MemoryManager
+from gitmem.cli import cli
 from gitmem.errors import ValidationError
 from tests.conftest import git
 
@@ -40,3 +42,51 @@ def test_datetime_parameters_take_iso_strings_and_refuse_other_types(store: Path
     with pytest.raises(ValidationError, match=r"^timestamp: .* not list"):
         mm.save_interaction("s", "q", "a", timestamp=[])  # type: ignore[arg-type]
     assert len(git(store, "log", "--format=%H").split()) == 2  # init + the one good save
+
+
+def _cli(store: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--repo", str(store), *args])
+
+
+@pytest.mark.parametrize("args", [
+    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-13-45"],
+    ["list", "--since", "2024-13-45"],
+    ["list", "--at", "2024-13-45"],
+    ["show", "s", "--at", "2024-13-45"],
+    ["log", "--until", "2024-13-45"],
+    ["search", "question", "--since", "2024-13-45"],
+    ["rollback", "s", "--to", "2024-13-45"],
+    ["restore", "s", "--rev", "2024-13-45"],
+    ["undo", "--agent", "bot", "--since", "2024-13-45"],
+])  # fmt: skip
+def test_a_bad_date_is_a_usage_error_naming_the_option_everywhere(store: Path, args: list[str]
+                                                                   ) -> None:
+    # show --at exited 1 with a RevisionNotFound while log --until exited 2
+    MemoryManager.init(store).save_interaction("s", "a question", "an answer")
+    out = _cli(store, *args)
+    assert out.exit_code == 2, out.output
+    option = next(a for a in args if a.startswith("--") and args[args.index(a) + 1] == "2024-13-45")
+    assert f"Invalid value for {option}: not an ISO date/time: '2024-13-45'" in out.stderr
+
+
+TOKEN = "ghp_" + "A1b2C3d4" * 4 + "E5f6"
+
+
+@pytest.mark.parametrize("args", [
+    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", TOKEN],
+    ["log", "--since", TOKEN],
+    ["list", "--until", "x" * 41],
+    ["show", "s", "--at", TOKEN],
+    ["show", "s", "--at", "y" * 41],
+    ["rollback", "s", "--to", TOKEN],
+    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-01-01 acme-Zq93"],
+])  # fmt: skip
+def test_date_option_errors_do_not_repeat_a_token(store: Path, args: list[str]) -> None:
+    mm = MemoryManager.init(store)
+    git(store, "config", "gitmem.secrets.pattern", "acme=acme-[A-Za-z0-9]{4}")
+    mm.save_interaction("s", "a question", "an answer")
+    value = args[-1]
+    out = _cli(store, *args)
+    assert out.exit_code in (1, 2), out.output
+    assert value not in out.output and value not in out.stderr
+    assert f"a value of {len(value)} characters (not shown" in out.stderr
