@@ -7,6 +7,7 @@ import os
 import re
 import secrets
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,19 +67,39 @@ def _validated(build: Callable[[], T], where: str) -> T:
         raise ValidationError(f"{where}: {describe_errors(exc)}") from None
 
 
+# an author name is a label, not a place for text: git accepts any length, people's tools do not
+AGENT_MAX = 200
+
+
+def _format_free(text: str) -> str:
+    """``text`` without format characters (Unicode Cf: bidi overrides such as U+202E, zero
+    widths), which make an author line read differently from what git stores."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def agent_identity(agent: str, email: str | None = None) -> Identity:
     """The commit author for an agent name: ``name <email>`` is split into its parts, angle
-    brackets and control characters (which would corrupt the author line) are dropped, and
-    an empty name is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
-    given = " ".join(str(agent).split())
+    brackets, control and format characters (which would corrupt or disguise the author line)
+    are dropped, and an empty name or one longer than ``AGENT_MAX`` is refused. An email with
+    such characters is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
+    agent = str(agent)
+    if len(agent) > AGENT_MAX:
+        raise ValidationError(
+            f"agent name is {len(agent)} characters long; give at most {AGENT_MAX}"
+        )
+    given = " ".join(agent.split())
     found = re.fullmatch(r"(.*?)\s*<([^<>]*)>", given)
     if found is not None:
         given, email = found.group(1), email or found.group(2).strip()
-    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", given).split())
+    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", _format_free(given)).split())
     if not name:
         raise ValidationError(f"agent name {agent!r} is empty; give a name like 'my-bot'")
-    if email is not None and (not email or re.search(r"[<>\s\x00-\x1f\x7f]", email)):
-        raise ValidationError(f"agent email {email!r} is not an address like bot@example.com")
+    if email is not None and (
+        not email or len(email) > AGENT_MAX or re.search(r"[<>\s\x00-\x1f\x7f]", email)
+        or _format_free(email) != email
+    ):
+        shown = repr(email) if len(email) <= AGENT_MAX else f"of {len(email)} characters"
+        raise ValidationError(f"agent email {shown} is not an address like bot@example.com")
     slug = re.sub(r"[^\w.+-]+", "-", name).strip("-.") or "agent"
     return Identity(name, email or f"{slug}@gitmem.local")
 

@@ -90,3 +90,26 @@ def test_date_option_errors_do_not_repeat_a_token(store: Path, args: list[str]) 
     assert out.exit_code in (1, 2), out.output
     assert value not in out.output and value not in out.stderr
     assert f"a value of {len(value)} characters (not shown" in out.stderr
+
+
+def test_agent_names_are_capped_and_lose_format_characters(store: Path) -> None:
+    # a 20,000-character author was accepted, and U+202E (right-to-left override) was kept
+    MemoryManager.init(store).close()
+    with pytest.raises(ValidationError, match="agent name is 20000 characters long; give at "
+                                              "most 200"):
+        MemoryManager(store, agent="a" * 20_000)
+    out = _cli(store, "--agent", "b" * 201, "save", "s", "--user", "q", "--assistant", "a")
+    assert out.exit_code == 1 and "agent name is 201 characters long" in out.stderr
+    assert "b" * 201 not in out.stderr
+    mm = MemoryManager(store, agent="evil\u202egnp.exe\u200b")
+    mm.save_interaction("s", "a question", "an answer")
+    assert git(store, "log", "-1", "--format=%an|%ae").strip() == (
+        "evilgnp.exe|evilgnp.exe@gitmem.local")
+    assert "Gitmem-Agent: evilgnp.exe\n" in git(store, "log", "-1", "--format=%B")
+    with pytest.raises(ValidationError, match=r"agent email 'x\\u202e@y\.org' is not an address"):
+        MemoryManager(store, agent="bot <x\u202e@y.org>")
+    with pytest.raises(ValidationError, match="agent email of 300 characters is not an address"):
+        MemoryManager(store, agent="bot", email="e" * 290 + "@y.example")
+    with pytest.raises(ValidationError, match=r"agent name '\\u202e' is empty"):
+        MemoryManager(store, agent="\u202e")
+    assert len(git(store, "log", "--format=%H").split()) == 2
