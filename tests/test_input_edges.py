@@ -4,15 +4,17 @@ patterns."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
-from gitmem import MemoryManager
+from gitmem import MemoryManager, markdown
 from gitmem.cli import cli
 from gitmem.errors import ValidationError
+from gitmem.models import Summary
 from tests.conftest import git
 
 
@@ -113,3 +115,38 @@ def test_agent_names_are_capped_and_lose_format_characters(store: Path) -> None:
     with pytest.raises(ValidationError, match=r"agent name '\\u202e' is empty"):
         MemoryManager(store, agent="\u202e")
     assert len(git(store, "log", "--format=%H").split()) == 2
+
+
+def test_the_merge_driver_redacts_with_the_stores_own_patterns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the driver redacted its notes with the default patterns only: a token of a kind the
+    # store configured (`git config gitmem.secrets.pattern`) was printed on every `git pull`
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
+    url = tmp_path / "memory.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(url)], check=True)
+    t0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
+    a = MemoryManager.clone(url.as_uri(), tmp_path / "a", agent="alice")
+    a.save_interaction("plans", "q0", "a0", timestamp=t0)
+    a.push()
+    wired = tmp_path / "wired"
+    git(tmp_path, "clone", "-q", url.as_uri(), wired.name)
+    MemoryManager(wired).close()  # wires the driver into the clone's config
+    git(wired, "config", "gitmem.secrets.pattern", "acme=acme-[A-Za-z0-9]{12}")
+    token = "acme-Zq93Xy71Pp0K"
+    path = wired / "sessions" / "plans.md"
+    session = markdown.parse(path.read_text())
+    summary = Summary(text=f"deploy with {token}", generated=t0 + timedelta(hours=1))
+    path.write_text(markdown.render(session.model_copy(update={"summary": summary})))
+    git(wired, "commit", "-qam", "a summary written by hand")
+    current = a.load_memory("plans")
+    assert current is not None
+    newer = Summary(text="plans for the trip", generated=t0 + timedelta(hours=2))
+    a.put_session(current.model_copy(update={"summary": newer}), op="summarize")
+    a.push()
+    pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+                            cwd=wired, capture_output=True, text=True)  # fmt: skip
+    assert pulled.returncode == 0, pulled.stderr
+    assert "both sides rewrote the summary" in pulled.stderr
+    assert token not in pulled.stderr and token not in pulled.stdout
+    assert "[REDACTED:acme]" in pulled.stderr
+    assert markdown.parse(path.read_text()).summary == newer
