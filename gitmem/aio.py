@@ -352,7 +352,7 @@ class AsyncMemoryManager:
         )
 
     async def maybe_summarize(
-        self, session_id: str, *, now: datetime | None = None
+        self, session_id: str, *, now: datetime | str | None = None
     ) -> SummaryOutcome | None:
         """``MemoryManager.maybe_summarize`` in a worker thread."""
         return await self._run(self.manager.maybe_summarize, session_id, now=now)
@@ -592,7 +592,7 @@ class AsyncMemoryManager:
         self,
         older_than: str | timedelta,
         *,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
         summarizer: Summarizer | None = None,
         offline: bool = False,
     ) -> list[SummaryOutcome]:

@@ -150,3 +150,19 @@ def test_the_merge_driver_redacts_with_the_stores_own_patterns(
     assert token not in pulled.stderr and token not in pulled.stdout
     assert "[REDACTED:acme]" in pulled.stderr
     assert markdown.parse(path.read_text()).summary == newer
+
+
+def test_revisions_and_now_take_iso_strings_and_refuse_other_types(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("s", "a question", "an answer", timestamp="2024-04-15T10:00:00")
+    assert mm.summarize_idle("2h", now="2024-04-14") == []  # before the turn: not idle
+    assert mm.maybe_summarize("s", now="2024-04-15T10:05:00") is None
+    with pytest.raises(ValidationError, match=r"^now: 'x' is not an ISO date"):
+        mm.summarize_idle("2h", now="x")
+    failed = mm.maybe_summarize("s", now="x")  # never raises: the failure is the outcome
+    assert failed is not None and failed.status == "failed"
+    assert failed.error is not None and failed.error.startswith("now: 'x' is not an ISO date")
+    for call in (lambda: mm.resolve(7), lambda: mm.at(7), lambda: mm.rollback("s", to=7)):
+        with pytest.raises(ValidationError, match=r"^revision: expected a commit id, an ISO "
+                                                  r"date string or a datetime, not int"):
+            call()  # type: ignore[arg-type]
