@@ -4,7 +4,9 @@ patterns."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from click.testing import CliRunner, Result
 from gitmem import MemoryManager, markdown
 from gitmem.cli import cli
 from gitmem.errors import ValidationError
-from gitmem.models import Summary
+from gitmem.models import Session, Summary
 from tests.conftest import git
 
 
@@ -166,3 +168,24 @@ def test_revisions_and_now_take_iso_strings_and_refuse_other_types(store: Path) 
         with pytest.raises(ValidationError, match=r"^revision: expected a commit id, an ISO "
                                                   r"date string or a datetime, not int"):
             call()  # type: ignore[arg-type]
+
+
+def test_an_unusable_secret_setting_warns_but_the_driver_still_merges(store: Path) -> None:
+    MemoryManager.init(store).close()
+    git(store, "config", "gitmem.secrets.pattern", "no-equals-sign")
+    t0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
+    base = Session(id="s", created=t0, last_active=t0)
+    sides = {"O": base,
+             "A": base.model_copy(update={"summary": Summary(text="ours", generated=t0)}),
+             "B": base.model_copy(update={"summary": Summary(
+                 text="theirs", generated=t0 + timedelta(hours=1))})}  # fmt: skip
+    for name, session in sides.items():
+        (store / name).write_text(markdown.render(session))
+    done = subprocess.run([sys.executable, "-m", "gitmem", "merge-file", "O", "A", "B",
+                           "sessions/s.md"], cwd=store, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert done.returncode == 0, done.stderr
+    assert ("gitmem: git config gitmem.secrets: gitmem.secrets.pattern 'no-equals-sign' is "
+            "not kind=regex; default patterns used") in done.stderr
+    merged = markdown.parse((store / "A").read_text())
+    assert merged.summary is not None and merged.summary.text == "theirs"
