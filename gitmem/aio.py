@@ -326,8 +326,8 @@ class AsyncMemoryManager:
         tags: Iterable[str] = (),
         participant: str | None = None,
         project: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         commit: str | None = None,
     ) -> list[Session]:
@@ -352,7 +352,7 @@ class AsyncMemoryManager:
         )
 
     async def maybe_summarize(
-        self, session_id: str, *, now: datetime | None = None
+        self, session_id: str, *, now: datetime | str | None = None
     ) -> SummaryOutcome | None:
         """``MemoryManager.maybe_summarize`` in a worker thread."""
         return await self._run(self.manager.maybe_summarize, session_id, now=now)
@@ -489,7 +489,7 @@ class AsyncMemoryManager:
         session_id: str,
         user: str,
         assistant: str,
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         *,
@@ -511,7 +511,7 @@ class AsyncMemoryManager:
         self,
         session_id: str,
         messages: Sequence[Message | Mapping[str, str]],
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         interaction_id: str | None = None,
         *,
         tags: Iterable[str] = (),
@@ -541,8 +541,8 @@ class AsyncMemoryManager:
         project: str | None = None,
         participant: str | Iterable[str] | None = None,
         session: str | Iterable[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         include_links: bool = False,
         explain: bool = False,
         commit: str | None = None,
@@ -592,7 +592,7 @@ class AsyncMemoryManager:
         self,
         older_than: str | timedelta,
         *,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
         summarizer: Summarizer | None = None,
         offline: bool = False,
     ) -> list[SummaryOutcome]:

@@ -8,11 +8,12 @@ error, 2 on a usage error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,13 +21,17 @@ from typing import Any, TypeVar
 import click
 
 from gitmem import locomo, markdown, views
-from gitmem.errors import GitmemError, SessionNotFound
+from gitmem.errors import GitmemError, RevisionNotFound, SessionNotFound
 from gitmem.manager import MemoryManager
 from gitmem.models import Message
+from gitmem.revisions import looks_like_date
+from gitmem.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
 from gitmem.sharing import HOOK_NAMES
 from gitmem.stores import find_store
 
 F = TypeVar("F", bound=Callable[..., Any])
+# an option value longer than this is never repeated in an error (a pasted token, not a date)
+_SHOWN_MAX = 40
 
 
 class Context:
@@ -95,13 +100,42 @@ def _wants_json(click_ctx: click.Context, args: list[str] | None = None) -> bool
     return "--json" in tokens[: tokens.index("--")] if "--" in tokens else "--json" in tokens
 
 
-def _parse_when(value: str | None, name: str) -> datetime | None:
+def _shown(value: str, secrets: SecretConfig | None = None) -> str:
+    """``value`` quoted for an error message, unless it may be a token pasted into the wrong
+    option (long, or a secret pattern matches): stderr ends up in logs and CI output."""
+    if len(value) > _SHOWN_MAX or any(find_secrets(value, secrets or DEFAULT_CONFIG)):
+        return f"a value of {len(value)} characters (not shown: it may be a secret)"
+    return repr(value)
+
+
+def _parse_when(value: str | None, name: str, secrets: SecretConfig | None = None
+                ) -> datetime | None:
+    """A date option's value; a bad one is a usage error (exit 2) naming the option."""
     if value is None:
         return None
     try:
-        return datetime.fromisoformat(value)
+        return datetime.fromisoformat(value.strip())
     except ValueError:
-        raise click.BadParameter(f"not an ISO date/time: {value!r}", param_hint=name) from None
+        raise click.BadParameter(f"not an ISO date/time: {_shown(value, secrets)}",
+                                 param_hint=name) from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def _rev_option(value: str | None, name: str, secrets: SecretConfig | None = None
+                ) -> Iterator[None]:
+    """Around the use of a REV|DATE option: a value shaped like a date must be one (a usage
+    error, exit 2, as for every date option), and an unknown revision is not echoed when it
+    may be a secret."""
+    text = (value or "").strip()
+    if looks_like_date(text):
+        _parse_when(text, name, secrets)
+    try:
+        yield
+    except RevisionNotFound as exc:
+        shown = _shown(text, secrets)
+        if not text or shown == repr(text):
+            raise
+        raise RevisionNotFound(str(exc).replace(repr(text), shown)) from None
 
 
 class GitmemGroup(click.Group):
@@ -237,7 +271,7 @@ def save(
     sha = mm.save_messages(
         session_id,
         turn,
-        _parse_when(timestamp, "--timestamp"),
+        _parse_when(timestamp, "--timestamp", mm.secret_config),
         interaction_id,
         tags=tags,
         metadata=metadata,
@@ -254,7 +288,8 @@ def save(
 def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool) -> None:
     """Show a session (parsed, or --raw Markdown)."""
     mm = ctx.manager()
-    session = mm.load_memory(session_id, commit=mm.resolve(at) if at else None)
+    with _rev_option(at, "--at", mm.secret_config):
+        session = mm.load_memory(session_id, commit=mm.resolve(at) if at else None)
     if session is None:
         when = f" at {at}" if at else ""
         raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
@@ -286,13 +321,15 @@ def list_(
 ) -> None:
     """List sessions, most recently active first."""
     mm = ctx.manager()
+    with _rev_option(at, "--at", mm.secret_config):
+        commit = mm.resolve(at) if at else None
     sessions = mm.list_sessions(
         tags=tags,
         participant=participant,
         project=project,
-        since=_parse_when(since, "--since"),
-        until=_parse_when(until, "--until"),
-        commit=mm.resolve(at) if at else None,
+        since=_parse_when(since, "--since", mm.secret_config),
+        until=_parse_when(until, "--until", mm.secret_config),
+        commit=commit,
     )
     rows = [views.session_summary(s) for s in sessions]
     _emit(
@@ -370,8 +407,9 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
     mm = ctx.manager()
     hits = mm.search(
         query, k, tags=tags, project=project, participant=participant,
-        session=sessions or None, since=_parse_when(since, "--since"),
-        until=_parse_when(until, "--until"), include_links=links, explain=explain,
+        session=sessions or None, since=_parse_when(since, "--since", mm.secret_config),
+        until=_parse_when(until, "--until", mm.secret_config), include_links=links,
+        explain=explain,
     )  # fmt: skip
 
     def text() -> str:
@@ -777,13 +815,14 @@ def log_(
     as_json: bool,
 ) -> None:
     """The audit trail of a session (or of the whole store), newest first."""
-    revisions = ctx.manager().history(
+    mm = ctx.manager()
+    revisions = mm.history(
         session_id,
         op=op,
         agent=by_agent,
         model=by_model,
-        since=_parse_when(since, "--since"),
-        until=_parse_when(until, "--until"),
+        since=_parse_when(since, "--since", mm.secret_config),
+        until=_parse_when(until, "--until", mm.secret_config),
         limit=limit,
         changes=changes,
     )
@@ -862,7 +901,9 @@ def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged:
 @pass_ctx
 def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
     """Restore SESSION as it was at a revision, as a new commit."""
-    sha = ctx.manager().rollback(session_id, to=to)
+    mm = ctx.manager()
+    with _rev_option(to, "--to", mm.secret_config):
+        sha = mm.rollback(session_id, to=to)
     _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
 
 
@@ -898,12 +939,13 @@ def undo(
     """Undo everything an agent or model did since a date, as one commit."""
     if not (by_agent or by_model):
         raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
-    result = ctx.manager().revert_where(
+    mm = ctx.manager()
+    result = mm.revert_where(
         agent=by_agent,
         model=by_model,
         op=op,
-        since=_parse_when(since, "--since"),
-        until=_parse_when(until, "--until"),
+        since=_parse_when(since, "--since", mm.secret_config),
+        until=_parse_when(until, "--until", mm.secret_config),
         dry_run=dry_run,
     )
 
@@ -928,7 +970,9 @@ def undo(
 @pass_ctx
 def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
     """Bring back a deleted SESSION from history, as a new commit."""
-    sha = ctx.manager().restore_session(session_id, rev)
+    mm = ctx.manager()
+    with _rev_option(rev, "--rev", mm.secret_config):
+        sha = mm.restore_session(session_id, rev)
     _written(ctx, as_json, sha, "restored", "nothing written")
 
 

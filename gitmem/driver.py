@@ -2,7 +2,8 @@
 
 git runs it once per file that both sides changed (``merge=gitmem`` in ``.gitattributes``,
 ``merge.gitmem.driver`` in the clone's config). It imports only the merge and the Markdown
-parser, not the manager, so that a ``git pull`` touching many sessions stays quick.
+parser, not the manager, so that a ``git pull`` touching many sessions stays quick; the
+store's secret settings it reads with one ``git config`` call (git runs it in the repository).
 """
 
 from __future__ import annotations
@@ -15,9 +16,25 @@ from pathlib import Path
 
 from gitmem.errors import ConflictError, ParseError
 from gitmem.merging import merge_texts
-from gitmem.secrets import redact
+from gitmem.secrets import DEFAULT_CONFIG, SecretConfig, redact
 
 USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
+
+
+def store_secrets() -> tuple[SecretConfig, str | None]:
+    """The secret patterns of the store git runs the driver in (``gitmem.secrets.*``, as the
+    manager reads them), and a warning when that config is unusable (the defaults are used:
+    a pull must not fail over a note)."""
+    done = subprocess.run(["git", "config", "--get-regexp", r"^gitmem\.secrets\."],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:  # 1: no key set; anything else: no config to read
+        return DEFAULT_CONFIG, None
+    pairs = [(key, value) for key, _, value in (line.partition(" ")
+                                                for line in done.stdout.splitlines())]
+    try:
+        return SecretConfig.from_git(pairs), None
+    except ValueError as exc:
+        return DEFAULT_CONFIG, f"gitmem: git config gitmem.secrets: {exc}; default patterns used"
 
 
 def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
@@ -44,14 +61,15 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     tmp = ours.with_name(ours.name + ".gitmem-tmp")
     tmp.write_bytes(merged)
     os.replace(tmp, ours)
-    messages = []
+    secrets, warning = store_secrets() if notes else (DEFAULT_CONFIG, None)
+    messages = [warning] if warning else []
     for note in notes:
         line = f"gitmem: {path}: {note.describe()}"
         if note.kind in ("summary", "conflict"):
             where = "MERGE_HEAD" if note.dropped_side == "theirs" else "HEAD"
             line += f" (the dropped version: git show {where}:{path})"
         # git prints this on the terminal of every pull: no secret either side quoted
-        messages.append(redact(line)[0])
+        messages.append(redact(line, secrets)[0])
     return 0, messages
 
 

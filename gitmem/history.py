@@ -27,9 +27,9 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_aware
+from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.paths import archive_path, id_from_archive_path, id_from_path
-from gitmem.revisions import LogEntry, parse_date
+from gitmem.revisions import LogEntry
 
 if TYPE_CHECKING:
     import threading
@@ -46,12 +46,7 @@ _MAX_LISTED = 20
 
 
 def _when(value: datetime | str | None, name: str) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return None if value is None else as_aware(value)
-    try:
-        return parse_date(value)
-    except RevisionNotFound:
-        raise ValidationError(f"{name}: {value!r} is not an ISO date or date-time") from None
+    return as_when(value, name)
 
 
 def _last(trailers: dict[str, list[str]], key: str) -> str | None:

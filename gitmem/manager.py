@@ -7,6 +7,7 @@ import os
 import re
 import secrets
 import threading
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from gitmem.models import (
     Message,
     ModelValidationError,
     Session,
-    as_aware,
+    as_when,
     describe_errors,
     now,
 )
@@ -66,19 +67,39 @@ def _validated(build: Callable[[], T], where: str) -> T:
         raise ValidationError(f"{where}: {describe_errors(exc)}") from None
 
 
+# an author name is a label, not a place for text: git accepts any length, people's tools do not
+AGENT_MAX = 200
+
+
+def _format_free(text: str) -> str:
+    """``text`` without format characters (Unicode Cf: bidi overrides such as U+202E, zero
+    widths), which make an author line read differently from what git stores."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def agent_identity(agent: str, email: str | None = None) -> Identity:
     """The commit author for an agent name: ``name <email>`` is split into its parts, angle
-    brackets and control characters (which would corrupt the author line) are dropped, and
-    an empty name is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
-    given = " ".join(str(agent).split())
+    brackets, control and format characters (which would corrupt or disguise the author line)
+    are dropped, and an empty name or one longer than ``AGENT_MAX`` is refused. An email with
+    such characters is refused. The default email is ``<name-with-dashes>@gitmem.local``."""
+    agent = str(agent)
+    if len(agent) > AGENT_MAX:
+        raise ValidationError(
+            f"agent name is {len(agent)} characters long; give at most {AGENT_MAX}"
+        )
+    given = " ".join(agent.split())
     found = re.fullmatch(r"(.*?)\s*<([^<>]*)>", given)
     if found is not None:
         given, email = found.group(1), email or found.group(2).strip()
-    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", given).split())
+    name = " ".join(re.sub(r"[<>\x00-\x1f\x7f]", " ", _format_free(given)).split())
     if not name:
         raise ValidationError(f"agent name {agent!r} is empty; give a name like 'my-bot'")
-    if email is not None and (not email or re.search(r"[<>\s\x00-\x1f\x7f]", email)):
-        raise ValidationError(f"agent email {email!r} is not an address like bot@example.com")
+    if email is not None and (
+        not email or len(email) > AGENT_MAX or re.search(r"[<>\s\x00-\x1f\x7f]", email)
+        or _format_free(email) != email
+    ):
+        shown = repr(email) if len(email) <= AGENT_MAX else f"of {len(email)} characters"
+        raise ValidationError(f"agent email {shown} is not an address like bot@example.com")
     slug = re.sub(r"[^\w.+-]+", "-", name).strip("-.") or "agent"
     return Identity(name, email or f"{slug}@gitmem.local")
 
@@ -249,20 +270,20 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         tags: Iterable[str] = (),
         participant: str | None = None,
         project: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         metadata: Mapping[str, str] | None = None,
         commit: str | None = None,
     ) -> list[Session]:
         """Sessions matching every filter given, most recently active first.
 
-        ``tags`` must all be present; ``since``/``until`` bound the last-active time;
+        ``tags`` must all be present; ``since``/``until`` bound the last-active time (a
+        ``datetime``, naive means UTC, or an ISO date string; anything else: ValidationError);
         ``metadata`` matches custom keys exactly. Files that do not parse are left out
         (``check()`` reports them).
         """
         wanted_tags = set(tags)
-        low = as_aware(since) if since else None
-        high = as_aware(until) if until else None
+        low, high = as_when(since, "since"), as_when(until, "until")
         found: list[Session] = []
         folder = session_dir(self.namespace)
         for name, blob_id in self._repo.list_dir(folder, commit).items():
@@ -576,7 +597,7 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         self,
         session_id: str,
         messages: Sequence[Message | Mapping[str, str]],
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         interaction_id: str | None = None,
         *,
         tags: Iterable[str] = (),
@@ -586,9 +607,10 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
 
         ``messages`` are ``Message`` objects or ``{"speaker"|"role": ..., "content": ...}``
         dicts. Importers pass their own ``interaction_id`` (it must be new in the session).
+        ``timestamp`` is a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
         Returns None inside a batch (the batch's commit is on the batch result).
         """
-        when = as_aware(timestamp) if timestamp else now()
+        when = as_when(timestamp, "timestamp") or now()
         parsed = [self._message(m, at) for at, m in enumerate(messages)]
         if not parsed:
             raise ValidationError(f"session {session_id!r}: an interaction needs a message")
@@ -642,13 +664,16 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
         session_id: str,
         user: str,
         assistant: str,
-        timestamp: datetime | None = None,
+        timestamp: datetime | str | None = None,
         tags: Iterable[str] = (),
         metadata: Mapping[str, Any] | None = None,
         *,
         interaction_id: str | None = None,
     ) -> str | None:
-        """Append a user/assistant exchange to a session as one commit; returns its id."""
+        """Append a user/assistant exchange to a session as one commit; returns its id.
+
+        ``timestamp``: a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
+        """
         user_label, assistant_label = (
             ("用户", "助手") if self.language == "zh" else ("User", "Assistant")
         )

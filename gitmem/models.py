@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gitmem.errors import ValidationError as GitmemValidationError
+
 # what model constructors raise; other modules catch it through this name so that pydantic
 # stays imported by this module only
 ModelValidationError = ValidationError
@@ -101,6 +103,28 @@ def as_aware(value: datetime) -> datetime:
     if type(value.tzinfo) is timezone:
         return value
     return value.replace(tzinfo=timezone(offset), fold=0)
+
+
+def as_when(value: datetime | str | None, name: str) -> datetime | None:
+    """A public datetime parameter (``since``, ``until``, ``timestamp``...) as an aware datetime.
+
+    Every such parameter takes a ``datetime`` (naive means UTC) or an ISO date/date-time string,
+    as ``history(since=...)`` always did; anything else is a ``ValidationError`` naming ``name``.
+    """
+    if value is None or isinstance(value, datetime):
+        return None if value is None else as_aware(value)
+    if not isinstance(value, str):
+        raise GitmemValidationError(
+            f"{name}: expected a datetime or an ISO date string, not {type(value).__name__}"
+        )
+    try:
+        return as_aware(datetime.fromisoformat(value.strip()))
+    except ValueError:
+        shown = repr(value) if len(value) <= 40 else f"a {len(value)}-character string"
+        raise GitmemValidationError(
+            f"{name}: {shown} is not an ISO date or date-time (e.g. 2024-04-15 or "
+            "2024-04-15T15:30:00+02:00)"
+        ) from None
 
 
 def now() -> datetime:

@@ -23,7 +23,7 @@ from gitmem.context import Memory, TokenCounter, assemble, default_counter
 from gitmem.errors import ParseError, ValidationError
 from gitmem.index import KIND_SUMMARY, Index
 from gitmem.indexer import ProgressCallback, StoreIndex, SyncReport
-from gitmem.models import Hit, Interaction, Session, as_aware
+from gitmem.models import Hit, Interaction, Session, as_when
 from gitmem.retrieval import (
     SHOWN_CANDIDATES,
     Candidate,
@@ -76,8 +76,8 @@ class ContextMessages(list[dict[str, str]]):
         self.explanation: dict[str, Any] | None = None
 
 
-def _stamp(value: datetime | None) -> datetime | None:
-    return None if value is None else as_aware(value)
+def _stamp(value: datetime | str | None, name: str) -> datetime | None:
+    return as_when(value, name)
 
 
 def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
@@ -175,7 +175,8 @@ class RetrievalMixin:
 
     def _filters(
         self, tags: Iterable[str], project: str | None, participant: str | Iterable[str] | None,
-        session: str | Iterable[str] | None, since: datetime | None, until: datetime | None,
+        session: str | Iterable[str] | None,
+        since: datetime | str | None, until: datetime | str | None,
     ) -> Filters:
         def many(value: str | Iterable[str] | None) -> tuple[str, ...]:
             if value is None:
@@ -184,7 +185,7 @@ class RetrievalMixin:
 
         return Filters(
             tags=tuple(tags), project=project, participants=many(participant),
-            sessions=many(session), since=_stamp(since), until=_stamp(until),
+            sessions=many(session), since=_stamp(since, "since"), until=_stamp(until, "until"),
         )  # fmt: skip
 
     def _rank(self, query: str, k: int, filters: Filters, commit: str | None
@@ -233,8 +234,8 @@ class RetrievalMixin:
         project: str | None = None,
         participant: str | Iterable[str] | None = None,
         session: str | Iterable[str] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
         include_links: bool = False,
         explain: bool = False,
         commit: str | None = None,
@@ -248,7 +249,7 @@ class RetrievalMixin:
             project: only sessions of this project.
             participant: only sessions where this speaker (all of these) takes part.
             session: only this session (or these sessions).
-            since: only turns at or after this time (naive means UTC).
+            since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
             until: only turns at or before this time.
             include_links: also return the summaries of sessions that the hits' sessions
                 link to (``[[other-session]]``), after the hits.

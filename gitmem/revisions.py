@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.errors import RepositoryError, RevisionNotFound
+from gitmem.errors import RepositoryError, RevisionNotFound, ValidationError
 from gitmem.models import as_aware
 
 if TYPE_CHECKING:
@@ -201,9 +201,15 @@ class RevisionsMixin:
         Raises:
             RevisionNotFound: the revision names no commit of this store, or the date is
                 before the first commit.
+            ValidationError: ``rev`` is neither a string nor a datetime.
         """
         if isinstance(rev, datetime):
             return self._commit_at(as_aware(rev), rev.isoformat())
+        if not isinstance(rev, str):
+            raise ValidationError(
+                f"revision: expected a commit id, an ISO date string or a datetime, "
+                f"not {type(rev).__name__}"
+            )
         text = rev.strip()
         if not text:
             raise RevisionNotFound(f"{self.root}: empty revision; give a commit sha or a date")

@@ -32,7 +32,7 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.gitconfig import is_off, parse_bool, parse_choice, parse_float, parse_int, unknown_key
-from gitmem.models import Interaction, Session, Summary, as_aware, now
+from gitmem.models import Interaction, Session, Summary, as_when, now
 from gitmem.paths import archive_path
 from gitmem.plumbing import object_id
 from gitmem.repository import Repository, Transaction
@@ -367,9 +367,11 @@ class SummaryMixin:
                 self.update_metadata(session_id, add_tags=fresh)
         return sha, result
 
-    def maybe_summarize(self, session_id: str, *, now: datetime | None = None
+    def maybe_summarize(self, session_id: str, *, now: datetime | str | None = None
                         ) -> SummaryOutcome | None:
         """Run the configured triggers for a session and summarize if one fires.
+
+        ``now`` (for the idle trigger): a ``datetime`` or an ISO string; default the clock.
 
         Never raises: a failure leaves every saved turn in place and is returned (and
         logged) as an outcome with ``status="failed"`` (or refused/review).
@@ -380,7 +382,7 @@ class SummaryMixin:
                 return None
             decision = check_triggers(
                 session.interactions, session.summary, self.summary_config.triggers,
-                last_active=session.last_active, now=now,
+                last_active=session.last_active, now=as_when(now, "now"),
             )
         except Exception as exc:  # a trigger check must never break the caller
             log.warning("summary trigger check for %r failed: %s", session_id, exc)
@@ -393,14 +395,15 @@ class SummaryMixin:
         self,
         older_than: str | timedelta,
         *,
-        now: datetime | None = None,
+        now: datetime | str | None = None,
         summarizer: Summarizer | None = None,
         offline: bool = False,
     ) -> list[SummaryOutcome]:
         """Summarize every session quiet for ``older_than`` (``"30m"``, ``"2h"``) that has
-        uncovered turns — for a cron job or timer. Failures are reported, not raised."""
+        uncovered turns — for a cron job or timer. Failures are reported, not raised.
+        ``now``: a ``datetime`` or an ISO string (default the clock)."""
         quiet = parse_duration(older_than)
-        moment = as_aware(now or datetime.now(UTC))
+        moment = as_when(now, "now") or datetime.now(UTC)
         outcomes = []
         for session in self.list_sessions():
             idle_for = moment - session.last_active
