@@ -1,0 +1,193 @@
+"""The ``gitmem`` command group and what every command shares: the context that opens the
+store, ``--json`` handling, error documents, and parsing of dates and revisions.
+
+Every command takes ``--json`` (one JSON document on stdout, before or after the
+subcommand). Errors go to stderr, or with ``--json`` to stdout as one document
+``{"error": message, "kind": exception class}``; exit code 0 on success, 1 on a gitmem
+error, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any, TypeVar
+
+import click
+
+from gitmem.errors import GitmemError, RevisionNotFound
+from gitmem.manager import MemoryManager
+from gitmem.revisions import looks_like_date
+from gitmem.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
+from gitmem.stores import find_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+# an option value longer than this is never repeated in an error (a pasted token, not a date)
+SHOWN_MAX = 40
+
+
+class Context:
+    """Global options shared by every subcommand."""
+
+    def __init__(self, repo: str | None, json_out: bool, agent: str, model: str | None) -> None:
+        self.repo = repo
+        self.json = json_out
+        self.agent = agent
+        self.model = model
+
+    def manager(self, *, init: bool = False, adopt: bool = False) -> MemoryManager:
+        # without --repo, the store is the repository around the current folder (as git
+        # finds it); `init` creates one right here instead
+        path = self.repo or ("." if init else find_store("."))
+        return MemoryManager(path, init=init, adopt=adopt, agent=self.agent, model=self.model)
+
+
+def emit(ctx: Context, as_json: bool, data: Any, text: Callable[[], str]) -> None:
+    if ctx.json or as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    else:
+        click.echo(text())
+
+
+def _note_json(click_ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    # recorded on the shared Context, so an error raised later is printed as JSON too
+    found = click_ctx.find_object(Context)
+    if value and found is not None:
+        found.json = True
+    return value
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, callback=_note_json,
+                        help="Print one JSON document.")(fn)  # fmt: skip
+
+
+class GitmemCommand(click.Command):
+    """A command that always takes ``--json``, even one with nothing but a message to say."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not any("--json" in getattr(p, "opts", ()) for p in self.params):
+            self.params.append(click.Option(["--json"], is_flag=True, expose_value=False,
+                                            callback=_note_json, help="Print one JSON document."))
+
+
+class _JsonError(click.ClickException):
+    """An error shown as one JSON document on stdout, keeping the exit code."""
+
+    def __init__(self, message: str, kind: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it per class
+
+    def show(self, file: Any = None) -> None:
+        click.echo(json.dumps({"error": self.message, "kind": self.kind}, ensure_ascii=False))
+
+
+def _wants_json(click_ctx: click.Context, args: list[str] | None = None) -> bool:
+    found = click_ctx.find_object(Context)
+    if found is not None and found.json:
+        return True
+    tokens = list(args if args is not None else click_ctx.meta.get("gitmem.args", ()))
+    return "--json" in tokens[: tokens.index("--")] if "--" in tokens else "--json" in tokens
+
+
+def shown_value(value: str, secrets: SecretConfig | None = None) -> str:
+    """``value`` quoted for an error message, unless it may be a token pasted into the wrong
+    option (long, or a secret pattern matches): stderr ends up in logs and CI output."""
+    if len(value) > SHOWN_MAX or any(find_secrets(value, secrets or DEFAULT_CONFIG)):
+        return f"a value of {len(value)} characters (not shown: it may be a secret)"
+    return repr(value)
+
+
+def parse_when(value: str | None, name: str, secrets: SecretConfig | None = None
+                ) -> datetime | None:
+    """A date option's value; a bad one is a usage error (exit 2) naming the option."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(f"not an ISO date/time: {shown_value(value, secrets)}",
+                                 param_hint=name) from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def rev_option(value: str | None, name: str, secrets: SecretConfig | None = None
+                ) -> Iterator[None]:
+    """Around the use of a REV|DATE option: a value shaped like a date must be one (a usage
+    error, exit 2, as for every date option), and an unknown revision is not echoed when it
+    may be a secret."""
+    text = (value or "").strip()
+    if looks_like_date(text):
+        parse_when(text, name, secrets)
+    try:
+        yield
+    except RevisionNotFound as exc:
+        shown = shown_value(text, secrets)
+        if not text or shown == repr(text):
+            raise
+        raise RevisionNotFound(str(exc).replace(repr(text), shown)) from None
+
+
+class GitmemGroup(click.Group):
+    """Turns gitmem errors into a clean message and exit code 1 (usage errors: 2)."""
+
+    command_class = GitmemCommand
+    group_class = type  # subgroups (import, remote, review, ...) behave the same
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        given = list(args)  # parsing consumes the list
+        try:
+            made = super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            if isinstance(exc, _JsonError) or not _wants_json(click.Context(self), given):
+                raise
+            raise _JsonError(exc.format_message(), type(exc).__name__, exc.exit_code) from None
+        made.meta.setdefault("gitmem.args", given)  # the whole command line (meta is shared)
+        return made
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except GitmemError as exc:
+            if _wants_json(ctx):
+                raise _JsonError(str(exc), type(exc).__name__, 1) from None
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+        except click.ClickException as exc:
+            if isinstance(exc, _JsonError) or not _wants_json(ctx):
+                raise
+            raise _JsonError(exc.format_message(), type(exc).__name__, exc.exit_code) from None
+
+
+@click.group(cls=GitmemGroup)
+@click.option(
+    "--repo",
+    envvar="GITMEM_REPO",
+    type=click.Path(file_okay=False),
+    help="The memory store (default: GITMEM_REPO or the current folder).",
+)
+@click.option("--json", "json_out", is_flag=True, help="Print JSON on every command.")
+@click.option(
+    "--agent",
+    envvar="GITMEM_AGENT",
+    default="gitmem",
+    show_default=True,
+    help="Agent name recorded as commit author.",
+)
+@click.option("--model", envvar="GITMEM_MODEL", default=None, help="Model name for trailers.")
+@click.version_option(package_name="gitmem-store")
+@click.pass_context
+def cli(
+    ctx: click.Context, repo: str | None, json_out: bool, agent: str, model: str | None
+) -> None:
+    """gitmem: long-term conversation memory as Markdown files in a git repository."""
+    ctx.obj = Context(repo, json_out, agent, model)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+

@@ -1,0 +1,207 @@
+"""Time-machine commands: log, diff, blame, rollback, revert, undo, restore.
+
+Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
+"""
+
+from __future__ import annotations
+
+import click
+
+from gitmem import views
+from gitmem.cli.base import (
+    Context,
+    cli,
+    emit,
+    json_option,
+    parse_when,
+    pass_ctx,
+    rev_option,
+)
+
+
+@cli.command("log")
+@click.argument("session_id", required=False)
+@click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
+@click.option("--agent", "by_agent", help="Only commits by this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Only commits made with this model (Gitmem-Model).")
+@click.option("--since", help="Only commits at or after this ISO date/time.")
+@click.option("--until", help="Only commits at or before this ISO date/time.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
+@click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
+@json_option
+@pass_ctx
+def log_(
+    ctx: Context,
+    session_id: str | None,
+    op: str | None,
+    by_agent: str | None,
+    by_model: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    changes: bool,
+    as_json: bool,
+) -> None:
+    """The audit trail of a session (or of the whole store), newest first."""
+    mm = ctx.manager()
+    revisions = mm.history(
+        session_id,
+        op=op,
+        agent=by_agent,
+        model=by_model,
+        since=parse_when(since, "--since", mm.secret_config),
+        until=parse_when(until, "--until", mm.secret_config),
+        limit=limit,
+        changes=changes,
+    )
+
+    def text() -> str:
+        lines = []
+        for rev in revisions:
+            lines.append(views.rev_line(rev))
+            for sid, labels in rev.changes.items():
+                lines.extend(f"    {sid}: {label}" for label in labels)
+        return "\n".join(lines) or "no commits match"
+
+    emit(ctx, as_json, [r.model_dump(mode="json") for r in revisions], text)
+
+
+@cli.command("diff")
+@click.argument("args", nargs=-1, required=True, metavar="SESSION A [B]")
+@click.option("--all", "whole", is_flag=True, help="Every session: the arguments are A [B].")
+@click.option("--structured", is_flag=True, help="Interactions, metadata and summary changes.")
+@json_option
+@pass_ctx
+def diff_(
+    ctx: Context, args: tuple[str, ...], whole: bool, structured: bool, as_json: bool
+) -> None:
+    """Differences of SESSION between revisions A and B (default B: HEAD).
+
+    Revisions are shas, HEAD~N, branch names or ISO dates. With --all, the whole store.
+    """
+    session_id = None if whole else args[0]
+    revs = args if whole else args[1:]
+    if not 1 <= len(revs) <= 2:
+        raise click.UsageError("give SESSION A [B], or --all A [B]")
+    result = ctx.manager().diff(session_id, revs[0], revs[1] if len(revs) > 1 else None)
+
+    def text() -> str:
+        if not structured:
+            return result.unified.rstrip("\n") or "no differences"
+        lines = [line for d in result.sessions for line in views.structured(d)]
+        lines += [f"{path} (not a session file)" for path in result.files]
+        return "\n".join(lines) or "no differences"
+
+    data = result.model_dump(mode="json")
+    data["unified"] = result.unified
+    emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_ctx
+def blame(ctx: Context, session_id: str, as_json: bool) -> None:
+    """Who last changed each interaction and the summary of SESSION, and when."""
+    entries = ctx.manager().blame(session_id)
+
+    def text() -> str:
+        lines = []
+        for entry in entries:
+            who = (entry.agent or entry.author) + (f" ({entry.model})" if entry.model else "")
+            item = entry.interaction_id or "summary"
+            lines.append(
+                f"{item}\t{entry.sha[:12]}  {entry.time.isoformat()}  {who}  {entry.op or '-'}"
+            )
+        return "\n".join(lines) or "the session is empty"
+
+    emit(ctx, as_json, [e.model_dump(mode="json") for e in entries], text)
+
+
+def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged: str) -> None:
+    emit(ctx, as_json, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--to", "to", required=True, metavar="REV|DATE", help="The revision to go back to.")
+@json_option
+@pass_ctx
+def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
+    """Restore SESSION as it was at a revision, as a new commit."""
+    mm = ctx.manager()
+    with rev_option(to, "--to", mm.secret_config):
+        sha = mm.rollback(session_id, to=to)
+    _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
+
+
+@cli.command()
+@click.argument("commit")
+@json_option
+@pass_ctx
+def revert(ctx: Context, commit: str, as_json: bool) -> None:
+    """Undo exactly what COMMIT changed (part by part), as a new commit."""
+    sha = ctx.manager().revert(commit)
+    _written(ctx, as_json, sha, "reverted", "already undone; nothing written")
+
+
+@cli.command()
+@click.option("--agent", "by_agent", help="Undo the commits of this agent (Gitmem-Agent).")
+@click.option("--model", "by_model", help="Undo the commits made with this model.")
+@click.option("--op", help="Only commits with this Gitmem-Op.")
+@click.option("--since", required=True, help="From this ISO date/time on.")
+@click.option("--until", help="Up to this ISO date/time.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be undone.")
+@json_option
+@pass_ctx
+def undo(
+    ctx: Context,
+    by_agent: str | None,
+    by_model: str | None,
+    op: str | None,
+    since: str,
+    until: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Undo everything an agent or model did since a date, as one commit."""
+    if not (by_agent or by_model):
+        raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
+    mm = ctx.manager()
+    result = mm.revert_where(
+        agent=by_agent,
+        model=by_model,
+        op=op,
+        since=parse_when(since, "--since", mm.secret_config),
+        until=parse_when(until, "--until", mm.secret_config),
+        dry_run=dry_run,
+    )
+
+    def text() -> str:
+        if not result.reverted:
+            return "no commits match; nothing to undo"
+        head = "would undo" if dry_run else "undoing"
+        lines = [f"{head} {len(result.reverted)} commit(s):"]
+        lines += ["  " + views.rev_line(r) for r in result.reverted]
+        lines += [line for d in result.sessions for line in views.structured(d)]
+        if not dry_run:
+            lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
+        return "\n".join(lines)
+
+    emit(ctx, as_json, result.model_dump(mode="json"), text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--rev", metavar="REV|DATE", help="The version to bring back (default: the last).")
+@json_option
+@pass_ctx
+def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
+    """Bring back a deleted SESSION from history, as a new commit."""
+    mm = ctx.manager()
+    with rev_option(rev, "--rev", mm.secret_config):
+        sha = mm.restore_session(session_id, rev)
+    _written(ctx, as_json, sha, "restored", "nothing written")
+
+
+# --- reliability ---

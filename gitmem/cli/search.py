@@ -1,0 +1,194 @@
+"""Search commands: search, context, reindex, import, bench.
+
+Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from gitmem import locomo, views
+from gitmem.cli.base import (
+    Context,
+    cli,
+    emit,
+    json_option,
+    parse_when,
+    pass_ctx,
+)
+from gitmem.manager import MemoryManager
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000),
+              help="How many hits at most.")
+@click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
+@click.option("--project", help="Only sessions of this project.")
+@click.option("--participant", help="Only sessions where this speaker takes part.")
+@click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
+@click.option("--since", help="Only turns at or after this ISO date/time.")
+@click.option("--until", help="Only turns at or before this ISO date/time.")
+@click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
+@click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
+@json_option
+@pass_ctx
+def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
+           participant: str | None, sessions: tuple[str, ...], since: str | None,
+           until: str | None, links: bool, explain: bool, as_json: bool) -> None:
+    """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
+    mm = ctx.manager()
+    hits = mm.search(
+        query, k, tags=tags, project=project, participant=participant,
+        session=sessions or None, since=parse_when(since, "--since", mm.secret_config),
+        until=parse_when(until, "--until", mm.secret_config), include_links=links,
+        explain=explain,
+    )  # fmt: skip
+
+    def text() -> str:
+        lines = [views.hit_line(at, hit) for at, hit in enumerate(hits, 1)]
+        if not hits:
+            lines.append("no relevant memories")
+            lines.extend(f"note: {n}" for n in hits.notes)
+        if hits.explanation is not None:
+            lines.append("")
+            lines.extend(views.explain_search(hits.explanation))
+        return "\n".join(lines)
+
+    data: dict[str, Any] = {"query": query, "hits": [h.model_dump(mode="json") for h in hits],
+                            "notes": hits.notes}
+    if hits.explanation is not None:
+        data["explanation"] = hits.explanation
+    emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("query")
+@click.option("--max-tokens", default=2000, show_default=True, type=click.IntRange(1),
+              help="Token budget of the whole context.")
+@click.option("-k", "--k", "k", default=8, show_default=True, type=click.IntRange(0, 200),
+              help="Memories to retrieve at most.")
+@click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
+              help="Recent turns of the session to include at most.")
+@click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
+@json_option
+@pass_ctx
+def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
+            explain: bool, as_json: bool) -> None:
+    """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
+    mm = ctx.manager()
+    messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
+                                   recent_turns=recent, explain=explain)
+
+    def text() -> str:
+        lines: list[str] = []
+        info = messages.explanation
+        if info is not None:
+            if info["search"] is not None:
+                lines.extend(views.explain_search(info["search"]))
+                lines.append("")
+            budget = info["budget"]
+            lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
+                         f"({budget['counter']})")
+            for piece in budget["included"]:
+                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
+            for piece in budget["cut"]:
+                lines.append(f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"
+                             f"  ({piece['reason']})")
+            lines.extend(f"note: {n}" for n in info["notes"])
+            lines.append("")
+        for message in messages:
+            lines.append(f"[{message['role']}]")
+            lines.append(message["content"])
+        return "\n".join(lines) or "(no context)"
+
+    data: dict[str, Any] = {"session_id": session_id, "messages": list(messages)}
+    if messages.explanation is not None:
+        data["explanation"] = messages.explanation
+    emit(ctx, as_json, data, text)
+
+
+@cli.command()
+@json_option
+@pass_ctx
+def reindex(ctx: Context, as_json: bool) -> None:
+    """Rebuild the search index from the store's HEAD (never needed for correctness)."""
+    mm = ctx.manager()
+    start = time.perf_counter()
+    quiet = ctx.json or as_json
+    with click.progressbar(length=1, label="indexing sessions", file=sys.stderr,
+                           hidden=quiet) as bar:  # fmt: skip
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        report = mm.reindex(progress)
+    seconds = time.perf_counter() - start
+    data = {"commit": report.commit, "sessions": report.indexed,
+            "unreadable": report.unreadable, "seconds": round(seconds, 3)}
+    emit(ctx, as_json, data, lambda: (
+        f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
+        + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
+    ))  # fmt: skip
+
+
+@cli.group("import")
+def import_() -> None:
+    """Import conversations from other formats."""
+
+
+@import_.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
+@json_option
+@pass_ctx
+def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
+    """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
+    mm = ctx.manager()
+    quiet = ctx.json or as_json
+    ids = mm.import_locomo(
+        file, convs=convs, progress=None if quiet else (lambda text: click.echo(text, err=True))
+    )
+    differing = [f"{sid} {iid}" for sid, iid in ids.differing]
+    if differing and not quiet:
+        click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
+                   "(session, interaction):\n  " + "\n  ".join(differing), err=True)
+    emit(ctx, as_json, {"sessions": list(ids), "commit": ids.commit, "added": len(ids.added),
+                         "differing": [{"session_id": s, "interaction_id": i}
+                                       for s, i in ids.differing]},
+          lambda: f"imported {len(ids)} sessions from {file}: {len(ids.added)} new turns"
+          + ("" if ids.commit else " (nothing changed, no commit)"))
+
+
+@cli.group()
+def bench() -> None:
+    """Benchmarks that go through a real store."""
+
+
+@bench.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
+@click.option("--depth", default=50, show_default=True, type=click.IntRange(25, 1000),
+              help="Hits asked per question.")
+@json_option
+@pass_ctx
+def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json: bool) -> None:
+    """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
+    quiet = ctx.json or as_json
+    result = MemoryManager.bench_locomo(
+        file, convs=convs, depth=depth,
+        progress=None if quiet else (lambda text: click.echo(text, err=True)),
+    )  # fmt: skip
+    emit(ctx, as_json, result, lambda: (
+        locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
+        f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+    ))  # fmt: skip
+
+
+# --- sharing ---
