@@ -1,6 +1,4 @@
 """Time-machine commands: log, diff, blame, rollback, revert, undo, restore.
-
-Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
 """Search commands: search, context, reindex, import, bench.
-
-Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
 """
 
 from __future__ import annotations

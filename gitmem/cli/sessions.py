@@ -1,6 +1,4 @@
 """Session commands: init, save, show, list, check, demo, scan.
-
-Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
 """
 
 from __future__ import annotations

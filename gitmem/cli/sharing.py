@@ -1,6 +1,4 @@
 """Sharing commands: remote, push, pull, sync, clone, merge-file, hook, hooks.
-
-Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
 """Summary commands: summarize and the review branches held by the loss guard.
-
-Thin: parse the arguments, call ``MemoryManager``, print the result (see ``base``).
 """
 
 from __future__ import annotations
