@@ -1,5 +1,4 @@
-"""Time-machine commands: log, diff, blame, rollback, revert, undo, restore.
-"""
+"""Time-machine commands: log, diff, blame, rollback, revert, undo, restore."""
 
 from __future__ import annotations
 

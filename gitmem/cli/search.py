@@ -1,5 +1,4 @@
-"""Search commands: search, context, reindex, import, bench.
-"""
+"""Search commands: search, context, reindex, import, bench."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Session commands: init, save, show, list, check, demo, scan.
-"""
+"""Session commands: init, save, show, list, check, demo, scan."""
 
 from __future__ import annotations
 

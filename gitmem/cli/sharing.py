@@ -1,5 +1,4 @@
-"""Sharing commands: remote, push, pull, sync, clone, merge-file, hook, hooks.
-"""
+"""Sharing commands: remote, push, pull, sync, clone, merge-file, hook, hooks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Summary commands: summarize and the review branches held by the loss guard.
-"""
+"""Summary commands: summarize and the review branches held by the loss guard."""
 
 from __future__ import annotations
 
