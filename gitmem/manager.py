@@ -784,11 +784,3 @@ def default_store() -> Path:
     """Where the CLI looks when neither ``--repo`` nor ``GITMEM_REPO`` is given."""
     return Path(os.environ.get("GITMEM_REPO", ".")).expanduser()
 
-
-def __getattr__(name: str) -> Any:
-    # ``from gitmem.manager import AsyncMemoryManager`` keeps working; it lives in gitmem.aio
-    if name == "AsyncMemoryManager":
-        from gitmem.aio import AsyncMemoryManager
-
-        return AsyncMemoryManager
-    raise AttributeError(f"module 'gitmem.manager' has no attribute {name!r}")

@@ -48,9 +48,6 @@ from gitmem.plumbing import (
 )
 from gitmem.recovery import RecoveryMixin
 
-if TYPE_CHECKING:
-    from gitmem.repository import Repository
-
 T = TypeVar("T")
 
 # how often a save is rebuilt on a branch that keeps moving under it before it gives up
@@ -99,6 +96,7 @@ class TransactionMixin(RecoveryMixin):
         def _append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]: ...
         def _unlog(self, written: list[tuple[Path, int]]) -> None: ...
         def _move_ref(self, ref: str, new: str) -> None: ...
+        def read(self, path: str, commit: str | None = None) -> bytes | None: ...
 
     def _guarded(self, message: str, identity: Identity | None) -> tuple[str, Identity]:
         author = identity or self.identity
@@ -326,7 +324,7 @@ class Transaction:
     the branch against that same commit (see the module docs).
     """
 
-    repo: Repository
+    repo: TransactionMixin  # the Repository this transaction writes to
     pending: dict[str, bytes | None] = field(default_factory=dict)
     # secrets replaced in this commit's content, by kind: recorded as a trailer
     redacted: dict[str, int] = field(default_factory=dict)

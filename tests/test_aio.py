@@ -12,7 +12,6 @@ import pytest
 from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.aio import AsyncMemoryManager as FromAio
 from gitmem.errors import ValidationError
-from gitmem.manager import AsyncMemoryManager as FromManager
 from gitmem.secrets import SecretConfig, SecretPattern
 from gitmem.summarizing import SummaryConfig
 from tests.conftest import git
@@ -31,7 +30,7 @@ def _public_methods() -> list[str]:
 
 
 def test_every_public_method_has_a_coroutine_with_the_same_parameters() -> None:
-    assert FromAio is FromManager is AsyncMemoryManager  # old imports keep working
+    assert FromAio is AsyncMemoryManager  # ``from gitmem import`` keeps working
     names = _public_methods()
     assert {"sync", "save_interaction", "search", "batch", "history"} <= set(names)
     for name in names:

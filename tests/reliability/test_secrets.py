@@ -423,7 +423,7 @@ def test_scan_of_a_clean_store_exits_0(store: Path) -> None:
 def test_async_scan(store: Path) -> None:
     import asyncio
 
-    from gitmem.manager import AsyncMemoryManager
+    from gitmem.aio import AsyncMemoryManager
 
     MemoryManager.init(store).close()
     _plain_commit(store, "notes.txt", make_secret("jwt", random.Random(1)) + "\n", "notes")
