@@ -32,8 +32,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from gitmem import MemoryManager, markdown
-from gitmem.repository import Housekeeping
+from gitmem import MemoryManager
+from gitmem.format import parse as markdown
+from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 

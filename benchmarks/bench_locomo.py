@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gitmem import locomo
-from gitmem.index import Index
-from gitmem.retrieval import RankConfig, Ranker
+from gitmem.importers import locomo
+from gitmem.search.index import Index
+from gitmem.search.rank import RankConfig, Ranker
 
 # plain BM25 (k1 1.2, b 0.75) over the same terms: every other component off
 BASELINE = dict(

@@ -33,7 +33,7 @@ from rapidfuzz import fuzz, process
 
 from gitmem import MemoryManager
 from gitmem.models import Interaction, Message, Session
-from gitmem.repository import Housekeeping
+from gitmem.store.repository import Housekeeping
 
 START = datetime(2023, 1, 1, tzinfo=UTC)
 _SYLLABLE_TEXT = "ka li mo ra ne tu si po va de gri lan tor ben mis cal ver dun fel sor pat rin"

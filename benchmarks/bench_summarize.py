@@ -33,12 +33,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gitmem import markdown
-from gitmem.extractive import split_sentences, terms
+from gitmem.format import parse as markdown
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, Message, Session
-from gitmem.repository import Housekeeping
-from gitmem.summarize import ExtractiveSummarizer, LLMConfig, LLMSummarizer
+from gitmem.store.repository import Housekeeping
+from gitmem.summary.engines import ExtractiveSummarizer, LLMConfig, LLMSummarizer
+from gitmem.summary.extractive import split_sentences, terms
 from tests.fake_openai import FakeServer, completion, start, structured
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

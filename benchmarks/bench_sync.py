@@ -31,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from gitmem import MemoryManager
-from gitmem.repository import Housekeeping
+from gitmem.store.repository import Housekeeping
 
 ROOT = Path(__file__).resolve().parent.parent
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)

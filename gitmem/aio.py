@@ -22,24 +22,36 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from gitmem.context import TokenCounter
 from gitmem.errors import Diagnostic, ValidationError
-from gitmem.history import StoreView
-from gitmem.indexer import ProgressCallback, SyncReport
+from gitmem.guard.scan import SecretFinding
+from gitmem.guard.secrets import SecretConfig
+from gitmem.history.methods import StoreView
 from gitmem.manager import BatchResult, MemoryManager
-from gitmem.models import BlameEntry, Diff, Language, Message, Revision, Session, UndoResult
-from gitmem.recall import ContextMessages, Hits, ImportResult
-from gitmem.remotes import Remote
-from gitmem.repository import Housekeeping, Repository
-from gitmem.retrieval import RankConfig
-from gitmem.secrets import SecretConfig
-from gitmem.security import SecretFinding
-from gitmem.sharing import SyncResult
-from gitmem.summarize import LLMConfig, Summarizer
-from gitmem.summarizing import Review, SummaryConfig, SummaryOutcome
+from gitmem.models import (
+    BlameEntry,
+    Diff,
+    Language,
+    Message,
+    Review,
+    Revision,
+    Session,
+    SummaryOutcome,
+    UndoResult,
+)
+from gitmem.search.catchup import ProgressCallback, SyncReport
+from gitmem.search.methods import ContextMessages, Hits, ImportResult
+from gitmem.search.rank import RankConfig
+from gitmem.search.tokens import TokenCounter
+from gitmem.store.repository import Housekeeping, Repository
+from gitmem.summary.engines import LLMConfig, Summarizer
+from gitmem.summary.triggers import SummaryConfig
+from gitmem.sync.methods import SyncResult
+from gitmem.sync.remotes import Remote
 
 P = ParamSpec("P")
+
 T = TypeVar("T")
+
 
 # the batch running in this context: (the manager it belongs to, its one worker thread)
 _BATCH: contextvars.ContextVar[tuple[MemoryManager, ThreadPoolExecutor] | None] = (
@@ -630,6 +642,3 @@ class AsyncMemoryManager:
     async def validate_files(paths: Sequence[str]) -> list[Diagnostic]:
         """``MemoryManager.validate_files`` in a worker thread."""
         return await asyncio.to_thread(MemoryManager.validate_files, paths)
-
-
-__all__ = ["AsyncBatch", "AsyncMemoryManager"]

@@ -6,6 +6,7 @@ Messages say what went wrong, where (file:line, session id, commit) and what to 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class GitmemError(Exception):
@@ -95,3 +96,53 @@ class BranchMoved(ConflictError):
         self.base = base
         self.tip = tip
         self.paths = paths
+
+
+class SummaryLossError(GitmemError):
+    """A new summary drops too many facts of the previous one and was not applied."""
+
+    def __init__(self, message: str, session_id: str, report: Any) -> None:
+        # report: a gitmem.summary.loss.LossReport (errors sit below every feature package)
+        super().__init__(message)
+        self.session_id = session_id
+        self.report = report
+
+
+class SummaryRefused(SummaryLossError):
+    """The loss guard refused the summary (``on_loss="refuse"``); nothing was written."""
+
+
+class SummaryHeldForReview(SummaryLossError):
+    """The summary went to a review branch (``on_loss="review"``) instead of the session."""
+
+    def __init__(self, message: str, session_id: str, report: Any, *, commit: str,
+                 branch: str) -> None:
+        super().__init__(message, session_id, report)
+        self.commit = commit
+        self.branch = branch
+
+
+class NothingToSummarize(GitmemError):
+    """Every turn of the session is already covered by its summary."""
+
+
+class IndexCorrupted(GitmemError):
+    """The index file is damaged or of another layout; it is rebuilt and the work retried."""
+
+
+class IndexUnavailable(GitmemError):
+    """The index file cannot be opened or written (locked, read-only, disk full)."""
+
+
+class EscapeError(ValueError):
+    def __init__(self, problem: str, row: int) -> None:
+        super().__init__(problem)
+        self.row = row  # 0-based line within the text
+
+
+class NotRegularFile(OSError):
+    """A working path is a folder, FIFO, socket or device: gitmem never reads one."""
+
+
+class UnsupportedIndex(Exception):
+    """The index uses a feature (version 4, split or sparse index) this writer does not."""

@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from gitmem import markdown
 from gitmem.errors import (
     Diagnostic,
     InvalidSessionId,
@@ -24,7 +23,19 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.history import HistoryMixin
+from gitmem.format import parse as markdown
+from gitmem.format.paths import (
+    archive_dir,
+    fold_name,
+    id_from_archive_path,
+    id_from_path,
+    portability_problem,
+    session_dir,
+    session_path,
+)
+from gitmem.guard.methods import SecurityMixin
+from gitmem.guard.secrets import redact
+from gitmem.history.methods import HistoryMixin
 from gitmem.models import (
     Interaction,
     Language,
@@ -35,25 +46,16 @@ from gitmem.models import (
     describe_errors,
     now,
 )
-from gitmem.paths import (
-    archive_dir,
-    fold_name,
-    id_from_archive_path,
-    id_from_path,
-    portability_problem,
-    session_dir,
-    session_path,
-)
-from gitmem.plumbing import MODE_TREE, object_id
-from gitmem.recall import RetrievalMixin
-from gitmem.repository import Housekeeping, Identity, Repository, Transaction
-from gitmem.secrets import redact
-from gitmem.security import SecurityMixin
-from gitmem.sharing import SharingMixin
-from gitmem.stores import open_repository
-from gitmem.summarizing import SummaryMixin
+from gitmem.search.methods import RetrievalMixin
+from gitmem.store.discover import open_repository
+from gitmem.store.objects import MODE_TREE, object_id
+from gitmem.store.repository import Housekeeping, Repository
+from gitmem.store.transaction import Identity, Transaction
+from gitmem.summary.methods import SummaryMixin
+from gitmem.sync.methods import SharingMixin
 
 P = ParamSpec("P")
+
 T = TypeVar("T")
 
 _METADATA_FIELDS = ("project", "links")
@@ -783,4 +785,3 @@ class MemoryManager(RetrievalMixin, SharingMixin, SummaryMixin, HistoryMixin, Se
 def default_store() -> Path:
     """Where the CLI looks when neither ``--repo`` nor ``GITMEM_REPO`` is given."""
     return Path(os.environ.get("GITMEM_REPO", ".")).expanduser()
-

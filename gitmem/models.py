@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
@@ -32,16 +33,23 @@ def describe_errors(exc: ValidationError) -> str:
         problems.append(f"{where}: {text}")
     return "; ".join(problems)
 
+
 Language = Literal["en", "zh"]
 
 _INTERACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+
 # Characters that would change the Markdown structure of a one-line label (speaker,
 # tag, metadata key) if they appeared in it.
 _LABEL_FORBIDDEN = set("*`\\[]<>|\n\r")
 
+
 USER_SPEAKERS = frozenset({"user", "用户", "human"})
+
 ASSISTANT_SPEAKERS = frozenset({"assistant", "助手", "ai", "bot"})
+
 SYSTEM_SPEAKERS = frozenset({"system", "系统"})
+
 
 # Metadata labels the Markdown file uses for ``Session`` fields (English and Chinese, compared
 # casefolded); a custom ``extra`` key may not reuse one or it would be read back as that field.
@@ -230,7 +238,6 @@ class Summary(_Model):
 
 _TAG_DROP = set(_LABEL_FORBIDDEN) | {","}
 
-
 _BULLET = re.compile(r"^[-*•+]\s+")
 
 
@@ -414,8 +421,6 @@ class Hit(_Model):
     components: dict[str, float] = Field(default_factory=dict)
 
 
-# --- history: diffs, blame, undo ----------------------------------------------------------
-
 MetadataValue = str | list[str] | None
 
 
@@ -499,3 +504,39 @@ class UndoResult(_Model):
 def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
     """A JSON-ready dict of a model (datetimes as ISO strings)."""
     return model.model_dump(mode="json")
+
+
+@dataclass
+class SummaryOutcome:
+    """What one automatic or idle summary attempt did (they never raise)."""
+
+    session_id: str
+    status: Literal["committed", "review", "refused", "failed"]
+    trigger: str
+    reason: str = ""
+    commit: str | None = None
+    model: str | None = None
+    fallback: str | None = None
+    error: str | None = None
+    report: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return asdict(self)
+
+
+@dataclass
+class Review:
+    """A summary waiting on a review branch."""
+
+    session_id: str
+    branch: str
+    commit: str
+    parent: str
+    subject: str
+    message: str = ""
+    diff: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form."""
+        return asdict(self)

@@ -12,8 +12,8 @@ import pytest
 from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.aio import AsyncMemoryManager as FromAio
 from gitmem.errors import ValidationError
-from gitmem.secrets import SecretConfig, SecretPattern
-from gitmem.summarizing import SummaryConfig
+from gitmem.guard.secrets import SecretConfig, SecretPattern
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 # not coroutines on purpose: a context manager, and constructors that open the store

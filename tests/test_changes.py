@@ -7,10 +7,11 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from gitmem.changes import diff_sessions, undo, unified_diff
+from gitmem.history.diff import diff_sessions, unified_diff
+from gitmem.history.undo import undo
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.plumbing import MODE_FILE, MODE_TREE, Tree, find_tree_entry
-from gitmem.revisions import ere_escape, parse_log
+from gitmem.store.gitlog import ere_escape, parse_log
+from gitmem.store.objects import MODE_FILE, MODE_TREE, Tree, find_tree_entry
 from tests.conftest import git
 
 T0 = datetime(2024, 4, 15, tzinfo=timezone.utc)

@@ -9,9 +9,9 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.errors import ConfigError, GitmemError
-from gitmem.gitconfig import parse_bool
-from gitmem.summarize import LLMConfig
-from gitmem.summarizing import SummaryConfig
+from gitmem.store.config import parse_bool
+from gitmem.summary.engines import LLMConfig
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 

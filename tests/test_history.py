@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import AsyncMemoryManager, MemoryManager, markdown
+from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.errors import (
     ConflictError,
     ParseError,
@@ -19,8 +19,9 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
+from gitmem.format import parse as markdown
+from gitmem.format.paths import session_path
 from gitmem.models import Summary
-from gitmem.paths import session_path
 from tests.conftest import git
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=timezone.utc)
@@ -531,7 +532,7 @@ def test_long_history_is_read_with_git_log_pathspec(store: Path) -> None:
 
 
 def test_revert_a_summary_that_archived_turns(mm: MemoryManager, store: Path) -> None:
-    from gitmem.summarizing import SummaryConfig
+    from gitmem.summary.triggers import SummaryConfig
 
     mm.summary_config = SummaryConfig(archive="archive", offline=True)
     turns(mm, "s", 0, 4)

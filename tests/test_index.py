@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryManager
-from gitmem.index import Index
-from gitmem.indexer import StoreIndex, index_path, sync
+from gitmem.search.catchup import StoreIndex, index_path, sync
+from gitmem.search.index import Index
 from tests.conftest import git
 
 
@@ -162,7 +162,8 @@ def test_namespaces_have_their_own_index(store: Path) -> None:
 def test_only_a_damaged_file_is_thrown_away() -> None:
     import sqlite3
 
-    from gitmem.index import IndexCorrupted, damaged
+    from gitmem.errors import IndexCorrupted
+    from gitmem.search.index import damaged
 
     assert damaged(sqlite3.DatabaseError("file is not a database"))
     assert damaged(IndexCorrupted("layout 1"))
@@ -173,7 +174,7 @@ def test_only_a_damaged_file_is_thrown_away() -> None:
 
 def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from gitmem.summarizing import SummaryConfig
+    from gitmem.summary.triggers import SummaryConfig
 
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
         monkeypatch.delenv(name, raising=False)

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from gitmem import MemoryManager, markdown
+from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import ValidationError
+from gitmem.format import parse as markdown
 from gitmem.models import Session, Summary
 from tests.conftest import git
 

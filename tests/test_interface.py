@@ -13,9 +13,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from gitmem import MemoryManager, locomo
+from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import SessionNotFound, ValidationError
+from gitmem.importers import locomo
 from tests.conftest import git
 
 

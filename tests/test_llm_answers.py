@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryManager
-from gitmem.summarize import LLMConfig, LLMSummarizer
+from gitmem.summary.engines import LLMConfig, LLMSummarizer
 from tests.conftest import git
 from tests.fake_openai import FakeServer, completion, llm_server, structured
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import MemoryManager, locomo
+from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import ValidationError
+from gitmem.importers import locomo
 from tests.conftest import git
 
 

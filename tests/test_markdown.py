@@ -11,8 +11,9 @@ import pytest
 from pydantic import ValidationError
 
 from gitmem.errors import Diagnostic, ParseError
-from gitmem.layout import LABELS as _LABELS
-from gitmem.markdown import parse, parse_bytes, parse_lenient, render
+from gitmem.format.labels import LABELS as _LABELS
+from gitmem.format.parse import parse, parse_bytes, parse_lenient
+from gitmem.format.render import render
 from gitmem.models import RESERVED_METADATA_KEYS, Interaction, Message, Session, Summary
 
 FIXTURES = Path(__file__).parent / "fixtures"

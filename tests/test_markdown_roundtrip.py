@@ -15,7 +15,8 @@ from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
 from gitmem.errors import ParseError
-from gitmem.markdown import _SpanParser, _SpanState, parse, parse_bytes, parse_lenient, render
+from gitmem.format.parse import _SpanParser, _SpanState, parse, parse_bytes, parse_lenient
+from gitmem.format.render import render
 from gitmem.models import (
     RESERVED_METADATA_KEYS,
     Interaction,

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitmem import markdown
 from gitmem.errors import ConflictError, ParseError
-from gitmem.merging import merge_sessions, merge_texts
+from gitmem.format import parse as markdown
 from gitmem.models import Interaction, Message, Session, Summary
+from gitmem.sync.merge import merge_sessions, merge_texts
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=timezone(timedelta(hours=8)))
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmem.errors import InvalidSessionId
-from gitmem.paths import decode_id, encode_id, id_from_path, session_path
+from gitmem.format.paths import decode_id, encode_id, id_from_path, session_path
 
 
 @pytest.mark.parametrize(

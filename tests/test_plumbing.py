@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gitmem.plumbing import Index, Tree, encode_pack, object_id
+from gitmem.store.gitindex import Index
+from gitmem.store.objects import Tree, encode_pack, object_id
 from tests.conftest import git
 
 

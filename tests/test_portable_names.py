@@ -10,7 +10,7 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.errors import InvalidSessionId
-from gitmem.paths import encode_id, fold_name, portability_problem
+from gitmem.format.paths import encode_id, fold_name, portability_problem
 from tests.conftest import git
 
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from gitmem.errors import BranchMoved, LockTimeout, RepositoryError
-from gitmem.repository import Identity, Repository
+from gitmem.store.repository import Repository
+from gitmem.store.transaction import Identity
 from tests.conftest import git
 
 
@@ -253,7 +254,7 @@ def test_journal_undoes_a_save_that_died_before_the_ref_moved(store: Path) -> No
     head = repo.head()
     lock = store / ".git" / "gitmem" / "write.lock"
     (store / "sessions" / "a.md").write_bytes(b"half\n")
-    from gitmem.plumbing import object_id
+    from gitmem.store.objects import object_id
 
     journal = {"files": {"sessions/a.md": [object_id("blob", b"v1\n"),
                                            object_id("blob", b"half\n")]}}
@@ -294,7 +295,7 @@ def test_concurrent_processes_and_threads_lose_nothing(store: Path) -> None:
 
 
 def test_housekeeping_packs_loose_objects(store: Path) -> None:
-    from gitmem.repository import Housekeeping
+    from gitmem.store.repository import Housekeeping
 
     repo = Repository.init(store, housekeeping=Housekeeping(every_commits=8))
     for n in range(8):
@@ -322,7 +323,7 @@ def test_an_index_that_git_must_edit_itself_follows_each_save(store: Path) -> No
 
 READERS = """
 import json, sys, threading
-from gitmem.repository import Repository
+from gitmem.store.repository import Repository
 from gitmem.errors import RepositoryError
 repo, want = Repository(sys.argv[1]), json.loads(sys.argv[2])
 blobs, problems = sorted(want), []

@@ -10,13 +10,14 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem import MemoryManager
-from gitmem.analysis import dates, stem, terms, words
 from gitmem.cli import cli
-from gitmem.context import EstimateCounter, Memory, assemble
 from gitmem.errors import ValidationError
-from gitmem.index import Index
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.retrieval import Filters, RankConfig, Ranker
+from gitmem.search.context import Memory, assemble
+from gitmem.search.index import Index
+from gitmem.search.rank import Filters, RankConfig, Ranker
+from gitmem.search.tokens import EstimateCounter
+from gitmem.text import dates, stem, terms, words
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
 

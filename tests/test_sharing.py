@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import AsyncMemoryManager, MemoryManager, markdown
+from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.errors import ConflictError, InvalidSessionId, RepositoryError
+from gitmem.format import parse as markdown
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.summarizing import SummaryConfig
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import markdown
 from gitmem.cli import cli
+from gitmem.format import parse as markdown
 from gitmem.models import Interaction, Message, Session, Summary
 from tests.conftest import git
 

@@ -10,20 +10,17 @@ from pathlib import Path
 import pytest
 
 from gitmem.models import Interaction, Message, StructuredSummary, Summary
-from gitmem.summarize import (
+from gitmem.summary.engines import (
     IDLE,
     TOPIC_SHIFT,
     TURNS,
     ExtractiveSummarizer,
     LLMConfig,
     LLMSummarizer,
-    Triggers,
-    check_loss,
-    check_triggers,
-    covers_label,
     default_summarizer,
-    parse_duration,
 )
+from gitmem.summary.loss import check_loss, covers_label
+from gitmem.summary.triggers import Triggers, check_triggers, parse_duration
 from tests.fake_openai import (
     FakeServer,
     closed_port,
@@ -417,7 +414,7 @@ def test_openai_is_imported_only_when_an_llm_is_used() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gitmem.cli, gitmem.manager, gitmem.summarize; "
+    code = ("import sys, gitmem.cli, gitmem.manager, gitmem.summary.engines; "
             "print('openai' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)

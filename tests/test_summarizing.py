@@ -12,22 +12,19 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import cli
-from gitmem.errors import ConflictError, GitmemError, SessionNotFound, ValidationError
-from gitmem.manager import MemoryManager
-from gitmem.models import Interaction, StructuredSummary, Summary
-from gitmem.summarize import (
-    ExtractiveSummarizer,
-    LLMConfig,
-    LLMSummarizer,
-    SummaryResult,
-    Triggers,
-)
-from gitmem.summarizing import (
+from gitmem.errors import (
+    ConflictError,
+    GitmemError,
     NothingToSummarize,
-    SummaryConfig,
+    SessionNotFound,
     SummaryHeldForReview,
     SummaryRefused,
+    ValidationError,
 )
+from gitmem.manager import MemoryManager
+from gitmem.models import Interaction, StructuredSummary, Summary
+from gitmem.summary.engines import ExtractiveSummarizer, LLMConfig, LLMSummarizer, SummaryResult
+from gitmem.summary.triggers import SummaryConfig, Triggers
 from tests.conftest import git
 from tests.fake_openai import FakeServer, closed_port, completion, llm_server, structured
 

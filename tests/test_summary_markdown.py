@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from gitmem.errors import ParseError
-from gitmem.markdown import parse, render
+from gitmem.format.parse import parse
+from gitmem.format.render import render
 from gitmem.models import Session, Summary
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)

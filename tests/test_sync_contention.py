@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gitmem import MemoryManager, sharing
+from gitmem import MemoryManager
 from gitmem.errors import ConflictError, RemoteBusy
+from gitmem.sync import methods as sharing
 from tests.conftest import git
 
 HOOK = """#!/bin/sh

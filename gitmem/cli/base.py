@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import click
 
 from gitmem.errors import GitmemError, RevisionNotFound
+from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
 from gitmem.manager import MemoryManager
-from gitmem.revisions import looks_like_date
-from gitmem.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
-from gitmem.stores import find_store
+from gitmem.store.discover import find_store
+from gitmem.store.gitlog import looks_like_date
 
 F = TypeVar("F", bound=Callable[..., Any])
 # an option value longer than this is never repeated in an error (a pasted token, not a date)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gitmem import views
+from gitmem.cli import views
 from gitmem.cli.base import (
     Context,
     cli,

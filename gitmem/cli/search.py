@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gitmem import locomo, views
+from gitmem.cli import views
 from gitmem.cli.base import (
     Context,
     cli,
@@ -17,6 +17,7 @@ from gitmem.cli.base import (
     parse_when,
     pass_ctx,
 )
+from gitmem.importers import locomo
 from gitmem.manager import MemoryManager
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gitmem import markdown, views
+from gitmem.cli import views
 from gitmem.cli.base import (
     Context,
     cli,
@@ -19,6 +19,7 @@ from gitmem.cli.base import (
     rev_option,
 )
 from gitmem.errors import SessionNotFound
+from gitmem.format import parse as markdown
 from gitmem.models import Message
 
 
@@ -196,7 +197,7 @@ def check(ctx: Context, as_json: bool) -> None:
 @pass_ctx
 def demo(ctx: Context, path: str | None) -> None:
     """Run the whole lifecycle on built-in defaults (offline, no API key)."""
-    from gitmem.demo import run_demo
+    from gitmem.cli.demo import run_demo
 
     target = Path(path) if path else Path(tempfile.mkdtemp(prefix="gitmem-demo-"))
     if not ctx.json:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gitmem import views
+from gitmem.cli import views
 from gitmem.cli.base import (
     Context,
     F,
@@ -18,7 +18,7 @@ from gitmem.cli.base import (
     pass_ctx,
 )
 from gitmem.manager import MemoryManager
-from gitmem.sharing import HOOK_NAMES
+from gitmem.sync.hooks import HOOK_NAMES
 
 
 @cli.group()

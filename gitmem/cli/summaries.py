@@ -28,8 +28,9 @@ from gitmem.cli.base import (
 def summarize(ctx: Context, session_id: str | None, use_llm: bool | None, idle: str | None,
               count: int | None, as_json: bool) -> None:
     """Summarize SESSION_ID's new turns as one commit (or, with --idle, all idle sessions)."""
-    from gitmem.summarize import LLMSummarizer, Summarizer, parse_duration
-    from gitmem.summarizing import outcome_lines
+    from gitmem.cli.views import outcome_lines
+    from gitmem.summary.engines import LLMSummarizer, Summarizer
+    from gitmem.summary.triggers import parse_duration
 
     if (session_id is None) == (idle is None):
         raise click.UsageError("give a SESSION_ID or --idle DURATION (not both)")

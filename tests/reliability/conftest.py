@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from gitmem import markdown
-from gitmem.plumbing import object_id
+from gitmem.format import parse as markdown
+from gitmem.store.objects import object_id
 from tests.conftest import git
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,11 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from gitmem.errors import InvalidSessionId, ParseError, ValidationError
+from gitmem.format.parse import parse, parse_bytes
+from gitmem.format.paths import session_path
+from gitmem.format.render import render
+from gitmem.guard.methods import MAX_MESSAGE_BYTES
 from gitmem.manager import MemoryManager
-from gitmem.markdown import parse, parse_bytes, render
 from gitmem.models import Message, Session
-from gitmem.paths import session_path
-from gitmem.security import MAX_MESSAGE_BYTES
 from tests.conftest import git
 from tests.reliability.conftest import ROOT, SIZES
 from tests.test_markdown_roundtrip import CONTENT, NASTY, TEXT, sessions

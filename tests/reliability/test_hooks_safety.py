@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 
 from gitmem.manager import MemoryManager
-from gitmem.repository import Housekeeping
-from gitmem.summarizing import SummaryConfig
+from gitmem.store.repository import Housekeeping
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 HOOKS = [

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from gitmem.format.paths import session_path
 from gitmem.manager import MemoryManager
-from gitmem.paths import session_path
 from tests.conftest import git
 from tests.reliability.conftest import SIZES, fsck_problems, worker
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from gitmem.errors import BranchMoved, ConflictError
+from gitmem.format.paths import session_path
 from gitmem.manager import MemoryManager
-from gitmem.paths import session_path
 from tests.conftest import git
 from tests.reliability.conftest import ROOT, fsck_problems
 from tests.reliability.test_person_commits import (

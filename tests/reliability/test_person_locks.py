@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from gitmem.errors import LockTimeout
+from gitmem.format.paths import session_path
 from gitmem.manager import MemoryManager
-from gitmem.paths import session_path
 from tests.conftest import git
 from tests.reliability.conftest import fsck_problems
 from tests.reliability.test_person_commits import MARK, SESSION, WIDTH, _counter, _hand_edit

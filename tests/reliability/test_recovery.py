@@ -15,7 +15,7 @@ import pytest
 
 from gitmem.errors import LockTimeout
 from gitmem.manager import MemoryManager
-from gitmem.repository import Housekeeping, Repository
+from gitmem.store.repository import Housekeeping, Repository
 from tests.conftest import git
 from tests.reliability.conftest import ROOT, fsck_problems
 
@@ -85,7 +85,7 @@ def test_lock_timeout_names_the_holder_and_its_age(store: Path) -> None:
     MemoryManager.init(store).close()
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\nfrom gitmem.repository import Repository\n"
+         "import sys, time\nfrom gitmem.store.repository import Repository\n"
          "r = Repository(sys.argv[1])\nwith r.transaction():\n"
          "    print('held', flush=True); time.sleep(30)\n", str(store)],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)

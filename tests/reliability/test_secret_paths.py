@@ -11,13 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gitmem import views
-from gitmem.cli import cli
-from gitmem.errors import SecretRefused
+from gitmem.cli import cli, views
+from gitmem.errors import SecretRefused, SummaryHeldForReview
+from gitmem.guard.secrets import SecretConfig
 from gitmem.manager import MemoryManager
-from gitmem.secrets import SecretConfig
-from gitmem.summarize import LLMConfig, LLMSummarizer
-from gitmem.summarizing import SummaryConfig, SummaryHeldForReview
+from gitmem.summary.engines import LLMConfig, LLMSummarizer
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 from tests.fake_openai import FakeServer, error, llm_server
 from tests.reliability.test_secrets import _all_objects, make_secret

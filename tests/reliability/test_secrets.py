@@ -18,9 +18,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
 from gitmem.cli import cli
-from gitmem.manager import MemoryManager
-from gitmem.models import Interaction, Message, StructuredSummary, Summary, now
-from gitmem.secrets import (
+from gitmem.guard.secrets import (
     DEFAULT_PATTERNS,
     SecretConfig,
     SecretPattern,
@@ -28,7 +26,9 @@ from gitmem.secrets import (
     mask,
     redact,
 )
-from gitmem.summarize import SummaryResult
+from gitmem.manager import MemoryManager
+from gitmem.models import Interaction, Message, StructuredSummary, Summary, now
+from gitmem.summary.engines import SummaryResult
 from tests.conftest import git
 from tests.reliability.conftest import SIZES
 

@@ -9,7 +9,7 @@ import pytest
 
 from gitmem.errors import GitmemError, InvalidSessionId, RepositoryError
 from gitmem.manager import MemoryManager
-from gitmem.summarizing import SummaryConfig
+from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 from tests.reliability.conftest import fsck_problems
 

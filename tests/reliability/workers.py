@@ -29,8 +29,8 @@ from typing import Any
 
 from gitmem.errors import GitmemError
 from gitmem.manager import MemoryManager
-from gitmem.repository import Repository
-from gitmem.summarizing import SummaryConfig
+from gitmem.store.repository import Repository
+from gitmem.summary.triggers import SummaryConfig
 
 SHARED = "shared"
 CRASH_SHARED = ("alpha", "beta/γ", "共享 会话")

@@ -1,0 +1,1 @@
+"""The session file: labels, rendering, the mistune parser, and session ids <-> paths."""

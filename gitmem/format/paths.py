@@ -1,0 +1,160 @@
+"""Session ids <-> file paths inside the store, reversibly and safely.
+
+Percent-encoding keeps every id readable when it is plain (``session_2024`` stays as is),
+makes ``a/b`` and ``a_b`` different files, and leaves no way out of ``sessions/``.
+
+Portability: only letters, digits, ``-_.`` stay as they are, so no name holds a character
+Windows forbids, and NFC and NFD spellings of an id get different names. What remains is
+checked when a session is created (:func:`portability_problem`, :func:`fold_name`): names
+that are Windows devices (``CON``, ``nul.x``, ``COM1``...) are refused, and so is a name equal
+to an existing one up to case or Unicode normalisation (one file on macOS and Windows).
+Existing names never change, so stores written before keep their files.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from gitmem.errors import InvalidSessionId
+
+SESSIONS_DIR = "sessions"
+
+SUFFIX = ".md"
+
+
+# file names longer than this fail on common filesystems (255 bytes) once a suffix is added
+MAX_NAME_BYTES = 240
+
+
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+def _plain(ch: str) -> bool:
+    # non-ASCII letters and digits (e.g. CJK ids) stay readable in file names
+    return ch in _PLAIN or (ord(ch) > 127 and ch.isalnum())
+
+
+def encode_id(session_id: str) -> str:
+    """The file name stem for ``session_id``; raises InvalidSessionId when it has none."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidSessionId("session id may not be empty")
+    if session_id != session_id.strip():
+        raise InvalidSessionId(f"session id {session_id!r} has leading or trailing spaces")
+    out: list[str] = []
+    for at, ch in enumerate(session_id):
+        if _plain(ch) and not (at == 0 and ch == "."):
+            out.append(ch)
+        else:
+            try:
+                raw = ch.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidSessionId(
+                    f"session id {session_id!r} contains a lone surrogate"
+                ) from None
+            out.extend(f"%{b:02X}" for b in raw)
+    name = "".join(out)
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidSessionId(
+            f"session id {session_id[:40]!r}... is too long "
+            f"({len(name.encode())} bytes encoded, at most {MAX_NAME_BYTES})"
+        )
+    return name
+
+
+# device names Windows reserves, with or without an extension (``nul.txt`` too)
+_DEVICES = frozenset(
+    {"CON", "PRN", "AUX", "NUL"}
+    | {f"{dev}{n}" for dev in ("COM", "LPT") for n in [*"0123456789", "\u00b9", "\u00b2", "\u00b3"]}
+)
+
+
+def portability_problem(session_id: str) -> str | None:
+    """Why a new session's file name would break a clone on Windows, or None if it is fine."""
+    stem = encode_id(session_id).split(".", 1)[0]
+    if stem.upper() in _DEVICES:
+        return (
+            f"session id {session_id!r} would be stored as {stem}{SUFFIX}, a reserved device "
+            "name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with any extension); "
+            "pick another id"
+        )
+    return None
+
+
+def fold_name(name: str) -> str:
+    """How a case- and normalisation-insensitive file system (macOS, Windows) sees a file
+    name: two names with the same fold are one file there."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
+
+
+def decode_id(name: str) -> str:
+    """Inverse of :func:`encode_id`; raises InvalidSessionId for a name it never produces."""
+    raw = bytearray()
+    at = 0
+    while at < len(name):
+        ch = name[at]
+        if ch == "%":
+            try:
+                raw.append(int(name[at + 1 : at + 3], 16))
+            except ValueError:
+                raise InvalidSessionId(f"bad escape in session file name {name!r}") from None
+            at += 3
+        else:
+            raw.extend(ch.encode("utf-8"))
+            at += 1
+    try:
+        session_id = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidSessionId(f"session file name {name!r} is not UTF-8") from None
+    if encode_id(session_id) != name:
+        raise InvalidSessionId(f"{name!r} is not a canonical session file name")
+    return session_id
+
+
+def session_path(session_id: str, namespace: str | None = None) -> str:
+    """The store-relative path (always with ``/``) of a session's file."""
+    base = (
+        SESSIONS_DIR if namespace is None else f"namespaces/{encode_id(namespace)}/{SESSIONS_DIR}"
+    )
+    return f"{base}/{encode_id(session_id)}{SUFFIX}"
+
+
+def session_dir(namespace: str | None = None) -> str:
+    """The folder holding a namespace's session files."""
+    return session_path("x", namespace).rsplit("/", 1)[0]
+
+
+def id_from_path(path: str, namespace: str | None = None) -> str | None:
+    """The session id a store path belongs to, or None if it is not a session file."""
+    folder = session_dir(namespace) + "/"
+    if not path.startswith(folder) or not path.endswith(SUFFIX):
+        return None
+    name = path[len(folder) : -len(SUFFIX)]
+    if "/" in name:
+        return None
+    try:
+        return decode_id(name)
+    except InvalidSessionId:
+        return None
+
+
+ARCHIVE_DIR = "archive"
+
+
+def archive_path(session_id: str, namespace: str | None = None) -> str:
+    """The store path of a session's archive part: summarized raw turns moved out of the
+    main file (``archive/<enc>.md``, beside ``sessions/`` so it is never taken as a session)."""
+    return f"{archive_dir(namespace)}/{encode_id(session_id)}{SUFFIX}"
+
+
+def archive_dir(namespace: str | None = None) -> str:
+    """The folder holding a namespace's archive parts."""
+    base = session_dir(namespace)
+    return base[: -len(SESSIONS_DIR)] + ARCHIVE_DIR
+
+
+def id_from_archive_path(path: str, namespace: str | None = None) -> str | None:
+    """The session id an archive part belongs to, or None if ``path`` is not one."""
+    folder = archive_dir(namespace) + "/"
+    if not path.startswith(folder) or not path.endswith(SUFFIX):
+        return None
+    return id_from_path(session_dir(namespace) + "/" + path[len(folder) :], namespace)

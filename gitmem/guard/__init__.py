@@ -1,0 +1,1 @@
+"""What may be committed: secrets found and redacted, sizes bounded, history scanned."""

@@ -1,0 +1,146 @@
+"""What changed between two versions of a session, and how to undo such a change.
+
+A session is compared part by part: interactions by id, the summary, and each metadata key.
+Undoing a change works on the same parts ("semantic revert"): reverting the commit that wrote
+a bad summary restores the old summary and leaves turns saved afterwards alone. Pure
+functions over ``Session`` models; no git, no files.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Literal
+
+from gitmem.models import FieldChange, MetadataValue, Session, SessionDiff
+
+_SCALARS = ("created", "project", "language")
+
+_SETS = ("tags", "links", "participants")
+
+
+# every field of a Session: an undo rebuilds the session from them
+_FIELDS = (
+    "id",
+    "created",
+    "last_active",
+    "participants",
+    "tags",
+    "project",
+    "links",
+    "extra",
+    "interactions",
+    "summary",
+    "language",
+)
+
+
+def metadata_values(session: Session) -> dict[str, MetadataValue]:
+    """Every metadata key of a session with a JSON-friendly value."""
+    values: dict[str, MetadataValue] = {
+        "created": session.created.isoformat(),
+        "last_active": session.last_active.isoformat(),
+        "participants": list(session.participants),
+        "tags": list(session.tags),
+        "project": session.project,
+        "links": list(session.links),
+        "language": session.language,
+    }
+    for key, value in session.extra.items():
+        values[f"extra:{key}"] = value
+    return values
+
+
+def status_of(old: object, new: object) -> Literal["added", "removed", "modified"]:
+    """How a file changed, from its old and new version (None: absent)."""
+    return "added" if old is None else "removed" if new is None else "modified"
+
+
+def diff_sessions(
+    old: Session | None, new: Session | None, session_id: str, path: str
+) -> SessionDiff:
+    """The structured difference between two versions of one session (None: absent)."""
+    before = {i.id: i for i in old.interactions} if old else {}
+    after = {i.id: i for i in new.interactions} if new else {}
+    # a session that appears or disappears lists only the metadata it has
+    old_meta = {k: v for k, v in metadata_values(old).items() if v or new} if old else {}
+    new_meta = {k: v for k, v in metadata_values(new).items() if v or old} if new else {}
+    old_summary = old.summary if old else None
+    new_summary = new.summary if new else None
+    return SessionDiff(
+        session_id=session_id,
+        path=path,
+        status=status_of(old, new),
+        interactions_added=[i for i in after if i not in before],
+        interactions_removed=[i for i in before if i not in after],
+        interactions_changed=[i for i in after if i in before and before[i] != after[i]],
+        metadata={
+            key: FieldChange(old=old_meta.get(key), new=new_meta.get(key))
+            for key in [*old_meta, *(k for k in new_meta if k not in old_meta)]
+            if old_meta.get(key) != new_meta.get(key)
+        },
+        summary=None
+        if old_summary == new_summary
+        else FieldChange(
+            old=old_summary.text if old_summary else None,
+            new=new_summary.text if new_summary else None,
+        ),
+    )
+
+
+def _lines(text: str) -> list[str]:
+    # split on "\n" only: the file format treats other line breaks as content
+    parts = text.split("\n")
+    lines = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def _range(start: int, length: int) -> str:
+    if length == 1:
+        return str(start + 1)
+    return f"{start if length == 0 else start + 1},{length}"
+
+
+def unified_diff(old: str | None, new: str | None, path: str, context: int = 3) -> str:
+    """A ``git diff``-style unified diff of one file (None: the file is absent).
+
+    The common head and tail are cut off before difflib runs, so appending a turn to a
+    long session costs about as much as diffing the new turn.
+    """
+    if old == new:
+        return ""
+    a = _lines(old or "")
+    b = _lines(new or "")
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    lo = max(0, head - context)
+    a_hi, b_hi = len(a) - max(0, tail - context), len(b) - max(0, tail - context)
+    matcher = difflib.SequenceMatcher(None, a[lo:a_hi], b[lo:b_hi])
+    out = [
+        f"diff --git a/{path} b/{path}\n",
+        "--- /dev/null\n" if old is None else f"--- a/{path}\n",
+        "+++ /dev/null\n" if new is None else f"+++ b/{path}\n",
+    ]
+    for group in matcher.get_grouped_opcodes(context):
+        i1, i2 = group[0][1] + lo, group[-1][2] + lo
+        j1, j2 = group[0][3] + lo, group[-1][4] + lo
+        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@\n")
+        for tag, x1, x2, y1, y2 in group:
+            if tag == "equal":
+                out += [_mark(" ", line) for line in a[lo + x1 : lo + x2]]
+                continue
+            out += [_mark("-", line) for line in a[lo + x1 : lo + x2]]
+            out += [_mark("+", line) for line in b[lo + y1 : lo + y2]]
+    return "".join(out)
+
+
+def _mark(sign: str, line: str) -> str:
+    if line.endswith("\n"):
+        return sign + line
+    return sign + line + "\n\\ No newline at end of file\n"

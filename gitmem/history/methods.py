@@ -1,0 +1,752 @@
+"""The time machine: history, diff, blame, rollback, revert and read-as-of for a store.
+
+``MemoryManager`` inherits :class:`HistoryMixin`. Nothing here rewrites history: rollback,
+revert and restore are new commits made through the repository's transaction, each with
+``Gitmem-Op`` and trailers naming what it undid. Reverts work part by part (interactions by
+id, the summary, metadata keys), so later turns in the same file do not block them.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import shlex
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+from gitmem.errors import (
+    ConflictError,
+    ParseError,
+    ReadOnlyError,
+    RevisionNotFound,
+    SessionNotFound,
+    ValidationError,
+)
+from gitmem.format import parse as markdown
+from gitmem.format.paths import archive_path, id_from_archive_path, id_from_path
+from gitmem.history.diff import diff_sessions, status_of, unified_diff
+from gitmem.history.undo import undo
+from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
+from gitmem.store.gitlog import LogEntry
+
+if TYPE_CHECKING:
+    import threading
+
+    from gitmem.store.repository import Repository
+    from gitmem.store.transaction import Transaction
+
+
+P = ParamSpec("P")
+
+T = TypeVar("T")
+
+
+# commits an undo never takes back: the store's creation
+_NEVER_UNDONE = frozenset({"init"})
+
+
+# listed one by one in a trailer up to this many; the body always lists them all
+_MAX_LISTED = 20
+
+
+def _when(value: datetime | str | None, name: str) -> datetime | None:
+    return as_when(value, name)
+
+
+def _last(trailers: dict[str, list[str]], key: str) -> str | None:
+    values = trailers.get(key)
+    return values[-1] if values else None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass
+class _Plan:
+    """Undoing commits on the current files, worked out before anything is written."""
+
+    original: dict[str, bytes | None] = field(default_factory=dict)
+    result: dict[str, bytes | None] = field(default_factory=dict)
+    conflicts: list[str] = field(default_factory=list)
+
+    def changed(self) -> dict[str, bytes | None]:
+        return {p: v for p, v in self.result.items() if v != self.original[p]}
+
+
+class HistoryMixin:
+    """History, diff, blame, rollback, revert and read-as-of for ``MemoryManager``."""
+
+    if TYPE_CHECKING:
+        _repo: Repository
+        _local: threading.local
+        namespace: str | None
+        path: Path
+
+        def _path(self, session_id: str) -> str: ...
+
+        def _parse_blob(self, path: str, blob_id: str) -> Session: ...
+
+        def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]: ...
+
+        def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
+
+        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
+                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
+
+        def load_memory(
+            self, session_id: str, *, commit: str | None = None, include_archive: bool = False
+        ) -> Session | None: ...
+
+    # --- reading history -----------------------------------------------------------------
+
+    def resolve(self, rev: str | datetime) -> str:
+        """The full commit id for a sha, short sha, ``HEAD~3``, branch, datetime or ISO date.
+
+        A date means the last commit at or before it. Raises RevisionNotFound otherwise.
+        """
+        return self._repo.resolve(rev)
+
+    def _revision(self, entry: LogEntry, changes: dict[str, list[str]] | None = None) -> Revision:
+        # gitmem's own commits name their sessions in a trailer (see _trailers); for others
+        # (a person's git commit) the files the commit changed say, when they are known
+        named = _last(entry.trailers, "Gitmem-Session")
+        if named:
+            sessions = named.split(", ")
+        else:
+            sessions = self._sessions_of(change.path for change in entry.files)
+        return Revision.model_construct(
+            sha=entry.sha,
+            time=entry.time,
+            author=entry.author,
+            email=entry.email,
+            op=_last(entry.trailers, "Gitmem-Op"),
+            sessions=sessions,
+            agent=_last(entry.trailers, "Gitmem-Agent"),
+            model=_last(entry.trailers, "Gitmem-Model"),
+            subject=entry.subject,
+            message=entry.message,
+            trailers=entry.trailers,
+            changes=changes or {},
+        )
+
+    def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
+        if not self._repo.file_log([path], rev):
+            raise SessionNotFound(
+                f"no session {session_id!r} in {self.path}: it has no history ({path} was "
+                "never committed); `gitmem list` shows the sessions there are"
+            )
+
+    def _log(
+        self,
+        session_id: str | None,
+        *,
+        op: str | None,
+        agent: str | None,
+        model: str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
+        limit: int | None,
+        commit: str | None,
+        files: bool,
+    ) -> list[LogEntry]:
+        if limit is not None and limit < 1:
+            raise ValidationError(f"limit must be a positive number, not {limit}")
+        rev = self._repo.resolve(commit) if commit is not None else None
+        low, high = _when(since, "since"), _when(until, "until")
+        wanted = {
+            key: value
+            for key, value in (("Gitmem-Op", op), ("Gitmem-Agent", agent), ("Gitmem-Model", model))
+            if value
+        }
+        if session_id is None:
+            return self._repo.log(
+                rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
+            )
+        path = self._path(session_id)
+        everything = self._repo.file_log([path], rev)
+        if not everything:
+            self._require_history(session_id, path, rev)
+        entries = [
+            e
+            for e in everything
+            if all(value in e.trailers.get(key, ()) for key, value in wanted.items())
+            and (low is None or e.time >= low)
+            and (high is None or e.time <= high)
+        ]
+        return entries if limit is None else entries[:limit]
+
+    def history(
+        self,
+        session_id: str | None = None,
+        *,
+        op: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        limit: int | None = None,
+        changes: bool = False,
+        commit: str | None = None,
+    ) -> list[Revision]:
+        """The commits that changed a session (or, without one, the whole store), newest first.
+
+        Args:
+            session_id: only commits that changed this session's file.
+            op: only commits with this ``Gitmem-Op`` (save, summarize, revert...).
+            agent: only commits with this ``Gitmem-Agent``.
+            model: only commits with this ``Gitmem-Model``.
+            since: only commits made at or after this time (datetime or ISO string).
+            until: only commits made at or before this time.
+            limit: at most this many (the newest).
+            changes: also work out which interactions, summary and metadata each commit
+                changed (``Revision.changes``); this parses every version, so it is slower.
+            commit: start from this revision instead of HEAD.
+
+        Raises:
+            SessionNotFound: the session never existed.
+        """
+        entries = self._log(
+            session_id,
+            op=op,
+            agent=agent,
+            model=model,
+            since=since,
+            until=until,
+            limit=limit,
+            commit=commit,
+            files=changes,
+        )
+        if not changes:
+            return [self._revision(e) for e in entries]
+        only = self._path(session_id) if session_id is not None else None
+        revisions: list[Revision] = []
+        for entry in entries:
+            labels: dict[str, list[str]] = {}
+            for change in entry.files:
+                sid = id_from_path(change.path, self.namespace)
+                if sid is not None and only in (None, change.path):
+                    found = self._session_diff(sid, change.path, change.old, change.new, False)
+                    labels[sid] = found.labels()
+            revisions.append(self._revision(entry, labels))
+        return revisions
+
+    def _parsed(self, path: str, blob: str | None, problems: list[str], where: str) -> Session:
+        assert blob is not None
+        try:
+            return self._parse_blob(path, blob)
+        except ParseError as exc:
+            problems.append(f"{where} version does not parse: {exc.diagnostics[0]}")
+            raise
+
+    def _session_diff(
+        self, session_id: str, path: str, old: str | None, new: str | None, text: bool
+    ) -> SessionDiff:
+        problems: list[str] = []
+        try:
+            before = self._parsed(path, old, problems, "old") if old else None
+            after = self._parsed(path, new, problems, "new") if new else None
+            result = diff_sessions(before, after, session_id, path)
+        except ParseError:
+            result = SessionDiff(session_id=session_id, path=path, status=status_of(old, new))
+        update: dict[str, Any] = {"problems": problems}
+        if text:
+            update["unified"] = unified_diff(self._text(old), self._text(new), path)
+        return result.model_copy(update=update)
+
+    def _text(self, blob: str | None) -> str | None:
+        if blob is None:
+            return None
+        return self._repo.blob(blob).decode("utf-8", "replace")
+
+    def diff(
+        self,
+        session_id: str | None = None,
+        a: str | datetime | None = None,
+        b: str | datetime | None = None,
+        *,
+        text: bool = True,
+    ) -> Diff:
+        """How a session (or, without one, every session) differs between revisions a and b.
+
+        ``b`` defaults to HEAD and ``a`` to ``b``'s parent. Each changed session comes with
+        a unified diff of its Markdown (``text=False`` skips it) and a structured diff:
+        interactions added / removed / changed by id, metadata keys, the old and new summary.
+        """
+        b_sha = self._repo.resolve(b) if b is not None else self._repo.head()
+        if b_sha is None:
+            raise RevisionNotFound(f"{self.path}: the store has no commits yet")
+        if a is not None:
+            a_sha: str | None = self._repo.resolve(a)
+        else:
+            parents = self._repo.parents(b_sha)
+            a_sha = parents[0] if parents else None
+        sessions: list[SessionDiff] = []
+        files: list[str] = []
+        if session_id is not None:
+            path = self._path(session_id)
+            old = self._repo.entry(path, a_sha) if a_sha else None
+            new = self._repo.entry(path, b_sha)
+            if old is None and new is None:
+                self._require_history(session_id, path)
+            elif old != new:
+                sessions.append(
+                    self._session_diff(
+                        session_id, path, old[1] if old else None, new[1] if new else None, text
+                    )
+                )
+        else:
+            for change in self._repo.diff_tree(a_sha, b_sha):
+                sid = id_from_path(change.path, self.namespace)
+                if sid is None:
+                    files.append(change.path)
+                else:
+                    sessions.append(
+                        self._session_diff(sid, change.path, change.old, change.new, text)
+                    )
+        return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
+
+    def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
+        """Interactions (archive part first) and summary of one version of a session."""
+        parts: dict[str, Any] = {}
+        for name in sorted(files, key=lambda p: p == path):  # the session file last: it wins
+            blob = files[name]
+            if blob is None:
+                continue
+            try:
+                version = self._parse_blob(name, blob)
+            except ParseError:
+                if strict and name == path:
+                    raise
+                continue
+            parts.update((f"i:{i.id}", i) for i in version.interactions)
+            if name == path:
+                parts["summary"] = version.summary
+        return parts
+
+    def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
+        """For each interaction and the summary: the commit, time, agent and model that last
+        changed it (archived turns first, then the file's turns, the summary last).
+
+        Walks the versions of the session (and its archive part) from the newest back,
+        parsing each once, and stops as soon as every part is accounted for; a turn that a
+        summary moved to the archive is followed there. Cost grows with the number of
+        versions times the size of the session.
+        """
+        rev = self._repo.resolve(commit) if commit is not None else self._repo.head()
+        path = self._path(session_id)
+        part = archive_path(session_id, self.namespace)
+        found = self._repo.entry(path, rev) if rev else None
+        if found is None:
+            self._require_history(session_id, path, rev)
+            raise SessionNotFound(
+                f"session {session_id!r} does not exist at {(rev or '')[:12]} (it was "
+                f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
+            )
+        archived = self._repo.entry(part, rev)
+        state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
+        wanted = self._parts(state, path, strict=True)
+        if wanted.get("summary") is None:
+            wanted.pop("summary", None)
+        owner: dict[str, LogEntry] = {}
+        for entry in self._repo.file_log([path, part], rev):
+            if len(owner) == len(wanted):
+                break
+            state = {**state, **{c.path: c.old for c in entry.files if c.path in state}}
+            before = self._parts(state, path, strict=False)
+            for key, value in wanted.items():
+                if key not in owner and before.get(key) != value:
+                    owner[key] = entry
+        result: list[BlameEntry] = []
+        for key in wanted:
+            last = owner.get(key)
+            if last is None:
+                continue  # only possible for a history cut short by a shallow clone
+            result.append(
+                BlameEntry(
+                    kind="summary" if key == "summary" else "interaction",
+                    interaction_id=None if key == "summary" else key[2:],
+                    sha=last.sha,
+                    time=last.time,
+                    author=last.author,
+                    agent=_last(last.trailers, "Gitmem-Agent"),
+                    model=_last(last.trailers, "Gitmem-Model"),
+                    op=_last(last.trailers, "Gitmem-Op"),
+                    subject=last.subject,
+                )
+            )
+        return result
+
+    def at(self, rev: str | datetime) -> StoreView:
+        """A read-only view of the store as it was at ``rev`` (a sha, ``HEAD~3``, a branch, a
+        datetime or an ISO date: the last commit at or before it).
+
+        The view has ``load_memory``, ``session_ids``, ``list_sessions`` and every other
+        manager method that can read a past commit (``search``, ``retrieve_context`` when
+        they take ``commit=``); anything that would write raises ReadOnlyError.
+        """
+        return StoreView(self, self._repo.resolve(rev), str(rev))
+
+    # --- writing: every undo is a new commit ---------------------------------------------
+
+    def _no_batch(self, what: str) -> None:
+        if getattr(self._local, "batch", None) is not None:
+            raise ValidationError(f"{what} makes its own commit; call it outside mm.batch()")
+
+    def _working_or_head(self, txn: Transaction, path: str) -> bytes | None:
+        edited = txn.hand_edit(path)
+        return edited if edited is not None else txn.read(path)
+
+    def _write(
+        self,
+        txn: Transaction,
+        changes: dict[str, bytes | None],
+        subject: str,
+        body: str,
+        trailers: dict[str, str],
+    ) -> str | None:
+        for path in changes:
+            if self._owner(path) is not None:
+                self._adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
+        # old content comes back: its secrets are redacted like new ones (or it is refused)
+        changes, _ = self._guard_files(txn, changes)
+        for path, data in changes.items():
+            if data is None:
+                txn.delete(path)
+            else:
+                txn.write(path, data)
+        return txn.commit(subject, body=body, trailers=trailers)
+
+    def rollback(self, session_id: str, to: str | datetime) -> str | None:
+        """Restore a session's file exactly as it was at revision ``to``, as a new commit.
+
+        Like every write that brings old content back (restore, revert too), a secret in
+        it is redacted as a save would; one that cannot be (in an id or a metadata key)
+        raises ``SecretRefused`` and nothing is written.
+
+        Returns the commit id, or None if the session already is in that state. Raises
+        SessionNotFound if the session did not exist at ``to``.
+        """
+        self._no_batch("rollback")
+        target = self._repo.resolve(to)
+        path = self._path(session_id)
+        found = self._repo.entry(path, target)
+        if found is None:
+            self._require_history(session_id, path)
+            raise SessionNotFound(
+                f"session {session_id!r} did not exist at {target[:12]}; pick a revision "
+                f"from `gitmem log {shlex.quote(session_id)}`"
+            )
+        wanted: dict[str, bytes | None] = {path: self._repo.blob(found[1])}
+        part = archive_path(session_id, self.namespace)
+        archived = self._repo.entry(part, target)
+        if archived is not None or self._repo.entry(part) is not None:
+            wanted[part] = None if archived is None else self._repo.blob(archived[1])
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                if all(txn.read(p) == data and txn.hand_edit(p) is None
+                       for p, data in wanted.items()):
+                    return None
+                return self._write(
+                    txn,
+                    wanted,
+                    f"Roll back {_short(session_id, 40)} to {target[:12]}",
+                    f"Restores {path} as it was at commit {target}.",
+                    self._trailers("rollback", [session_id], rollback_to=target),
+                )
+
+            return txn.rebuilding(write)
+
+    def restore_session(self, session_id: str, rev: str | datetime | None = None) -> str:
+        """Bring back a deleted session from history as a new commit.
+
+        Without ``rev`` the last version before it was deleted comes back. Raises
+        ConflictError if the session exists, SessionNotFound if it never did.
+        """
+        self._no_batch("restore_session")
+        path = self._path(session_id)
+        if rev is not None:
+            source = self._repo.resolve(rev)
+            found = self._repo.entry(path, source)
+            if found is None:
+                self._require_history(session_id, path)
+                raise SessionNotFound(
+                    f"session {session_id!r} did not exist at {source[:12]}; "
+                    f"`gitmem log {shlex.quote(session_id)}` lists its versions"
+                )
+            blob = found[1]
+        else:
+            last = self._repo.file_log([path])[:1]
+            if not last:
+                self._require_history(session_id, path)
+                raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+            change = next((c for c in last[0].files if c.path == path), None)
+            blob_or_none = change.new or change.old if change else None
+            if blob_or_none is None:
+                raise SessionNotFound(f"no earlier version of session {session_id!r} found")
+            source, blob = last[0].sha, blob_or_none
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                if txn.read(path) is not None or txn.hand_edit(path) is not None:
+                    raise ConflictError(
+                        f"session {session_id!r} exists in {self.path}; nothing was written. "
+                        f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back "
+                        "to an old version"
+                    )
+                return self._write(
+                    txn,
+                    {path: self._repo.blob(blob)},
+                    f"Restore session {_short(session_id, 50)}",
+                    f"Brings back {path} as it was at commit {source}.",
+                    self._trailers("restore", [session_id], restored_from=source),
+                )
+
+            sha = txn.rebuilding(write)
+        return sha or ""
+
+    def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> _Plan:
+        """Undo ``entries`` (newest first) on the current files, without writing anything."""
+        plan = _Plan()
+        for entry in entries:
+            for change in entry.files:
+                path = change.path
+                if path not in plan.result:
+                    plan.original[path] = plan.result[path] = self._working_or_head(txn, path)
+                current = plan.result[path]
+                after = self._repo.blob(change.new) if change.new else None
+                before = self._repo.blob(change.old) if change.old else None
+                if current == after:
+                    plan.result[path] = before  # untouched since: the exact inverse
+                    continue
+                if current == before:
+                    continue
+                sid = self._owner(path)
+                if sid is None:
+                    where = f"file {path}"
+                elif id_from_path(path, self.namespace) is None:
+                    where = f"archive of session {sid!r}"
+                else:
+                    where = f"session {sid!r}"
+                if sid is None:
+                    plan.conflicts.append(f"{where}: changed again by a later commit")
+                    continue
+                try:
+                    parts = [
+                        self._parse_blob(path, change.old) if change.old else None,
+                        self._parse_blob(path, change.new) if change.new else None,
+                        None if current is None else markdown.parse_bytes(current, path),
+                    ]
+                except ParseError as exc:
+                    plan.conflicts.append(f"{where}: {exc.diagnostics[0]}")
+                    continue
+                undone = undo(parts[0], parts[1], parts[2])
+                if undone.conflicts:
+                    plan.conflicts += [f"{where} ({entry.sha[:12]}): {c}" for c in undone.conflicts]
+                    continue
+                plan.result[path] = (
+                    None
+                    if undone.session is None
+                    else markdown.render(undone.session).encode("utf-8")
+                )
+        return plan
+
+    def _raise_conflicts(self, plan: _Plan, what: str) -> None:
+        if plan.conflicts:
+            listed = "\n  ".join(plan.conflicts)
+            raise ConflictError(
+                f"cannot {what} cleanly in {self.path}; nothing was written:\n  {listed}\n"
+                "Roll the session back to a known good version instead "
+                "(`gitmem rollback SESSION --to REV`), or edit it by hand."
+            )
+
+    def _plan_diffs(self, plan: _Plan) -> list[SessionDiff]:
+        diffs: list[SessionDiff] = []
+        for path, data in plan.changed().items():
+            sid = self._owner(path)
+            if sid is None:
+                continue
+            old = plan.original[path]
+            problems: list[str] = []
+            try:
+                parsed = [None if d is None else markdown.parse_bytes(d, path) for d in (old, data)]
+                found = diff_sessions(parsed[0], parsed[1], sid, path)
+            except ParseError as exc:
+                found = SessionDiff(session_id=sid, path=path, status=status_of(old, data))
+                problems.append(f"the current version does not parse: {exc.diagnostics[0]}")
+            text = unified_diff(
+                None if old is None else old.decode("utf-8", "replace"),
+                None if data is None else data.decode("utf-8", "replace"),
+                path,
+            )
+            diffs.append(found.model_copy(update={"unified": text, "problems": problems}))
+        return diffs
+
+    def _entry(self, commit: str | datetime) -> LogEntry:
+        sha = self._repo.resolve(commit)
+        if not self._repo.is_ancestor(sha):
+            raise RevisionNotFound(
+                f"commit {sha[:12]} is not in the history of {self.path}'s branch; "
+                "there is nothing of it to revert"
+            )
+        entries = self._repo.log(rev=sha, limit=1, files=True)
+        if not entries or not entries[0].parents:
+            raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
+        return entries[0]
+
+    def revert(self, commit: str | datetime) -> str | None:
+        """Undo exactly what ``commit`` changed, as a new commit.
+
+        Works part by part: interactions by id, the summary and each metadata key go back to
+        their values before ``commit`` unless a later commit changed them again, so turns
+        saved after a bad summary are kept. Where nothing touched the file since, the result
+        is the exact inverse of ``commit``. Returns None if it was undone already.
+
+        Raises:
+            ConflictError: a part ``commit`` changed was changed again later (names the
+                session and the part); nothing is written.
+            RevisionNotFound: ``commit`` is not in this store's history.
+        """
+        self._no_batch("revert")
+        entry = self._entry(commit)
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                plan = self._plan(txn, [entry])  # on the files as they are now
+                self._raise_conflicts(plan, f"revert {entry.sha[:12]}")
+                changes = plan.changed()
+                if not changes:
+                    return None
+                sessions = self._sessions_of(changes)
+                body = f'This reverts commit {entry.sha}\n("{_short(entry.subject, 200)}").'
+                return self._write(
+                    txn,
+                    changes,
+                    f'Revert "{_short(entry.subject, 60)}"',
+                    body,
+                    self._trailers("revert", sessions, reverts=entry.sha),
+                )
+
+            return txn.rebuilding(write)
+
+    def _owner(self, path: str) -> str | None:
+        """The session a file belongs to: its own file or its archive part."""
+        found = id_from_path(path, self.namespace)
+        return found if found is not None else id_from_archive_path(path, self.namespace)
+
+    def _sessions_of(self, changes: Iterable[str]) -> list[str]:
+        found = (self._owner(p) for p in changes)
+        return list(dict.fromkeys(s for s in found if s is not None))
+
+    def revert_where(
+        self,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        op: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        dry_run: bool = True,
+    ) -> UndoResult:
+        """Undo everything an agent or model did (in a time window) as one commit.
+
+        By default this is a dry run: it lists the commits and the changes per session it
+        would make, and writes nothing. With ``dry_run=False`` it writes one revert commit.
+        Merge commits are left out. Raises ConflictError (writing nothing) when a later
+        commit by someone else changed the same parts.
+        """
+        if not (agent or model or op):
+            raise ValidationError("say whose changes to undo: give an agent, a model or an op")
+        if not dry_run:
+            self._no_batch("revert_where")
+        entries = self._log(
+            None,
+            op=op,
+            agent=agent,
+            model=model,
+            since=since,
+            until=until,
+            limit=None,
+            commit=None,
+            files=True,
+        )
+        chosen = [
+            e
+            for e in entries
+            if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
+        ]
+        reverted = [self._revision(e) for e in chosen]
+        if not chosen:
+            return UndoResult(dry_run=dry_run)
+        who = ", ".join(
+            f"{k} {v}" for k, v in (("agent", agent), ("model", model), ("op", op)) if v
+        )
+        lines = [f"- {e.sha} {_short(e.subject, 70)}" for e in chosen]
+        extra: dict[str, str] = {}
+        if len(chosen) <= _MAX_LISTED:
+            extra["reverts"] = ", ".join(e.sha for e in chosen)
+        else:
+            extra["reverts_count"] = str(len(chosen))
+        with self._repo.transaction() as txn:
+
+            def write() -> UndoResult:
+                plan = self._plan(txn, chosen)  # on the files as they are now
+                self._raise_conflicts(plan, f"undo {len(chosen)} commits")
+                result = UndoResult(dry_run=dry_run, reverted=reverted,
+                                    sessions=self._plan_diffs(plan))
+                changes = plan.changed()
+                if dry_run or not changes:
+                    return result
+                commit = self._write(
+                    txn,
+                    changes,
+                    f"Undo {len(chosen)} commit(s) by {who}",
+                    "This reverts, part by part:\n" + "\n".join(lines),
+                    self._trailers("revert", self._sessions_of(changes), **extra),
+                )
+                return result.model_copy(update={"commit": commit})
+
+            return txn.rebuilding(write)
+
+
+class StoreView:
+    """The store as it was at one commit. Reads only: writing raises ReadOnlyError.
+
+    Any manager method that takes ``commit=`` is available and reads at this view's commit.
+    """
+
+    def __init__(self, manager: HistoryMixin, commit: str, asked: str) -> None:
+        self._manager = manager
+        self.commit = commit
+        self.asked = asked
+
+    def __repr__(self) -> str:
+        return f"<StoreView {self._manager.path} at {self.commit[:12]} ({self.asked})>"
+
+    def load_memory(self, session_id: str, **options: Any) -> Session | None:
+        """The session as it was at this view's commit, or None if it did not exist."""
+        return self._manager.load_memory(session_id, commit=self.commit, **options)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        attr = getattr(self._manager, name)
+        if name.startswith("_") or not callable(attr):
+            raise AttributeError(name)
+        try:
+            takes_commit = "commit" in inspect.signature(attr).parameters
+        except (TypeError, ValueError):
+            takes_commit = False
+        if takes_commit:
+            return functools.partial(attr, commit=self.commit)
+
+        def refuse(*_args: Any, **_kwargs: Any) -> Any:
+            raise ReadOnlyError(
+                f"{name}() cannot be used on the read-only view of {self._manager.path} as of "
+                f"{self.commit[:12]} ({self.asked}); call it on the manager to change the store"
+            )
+
+        return refuse

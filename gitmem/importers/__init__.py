@@ -1,0 +1,1 @@
+"""Bringing other memory into a store (LoCoMo today; more importers come later)."""

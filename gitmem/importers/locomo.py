@@ -1,0 +1,306 @@
+"""The LoCoMo long-conversation benchmark: reading its JSON and scoring retrieval.
+
+LoCoMo (Maharana et al., ACL 2024) gives long two-person conversations split into dated
+sessions, and questions whose evidence names the turns (``dia_id`` like ``D3:7``) that
+hold the answer. Each LoCoMo session becomes a gitmem session ``<sample_id>-session_<N>``
+and each turn an interaction whose id is its ``dia_id``; image turns keep their caption as
+``[image: caption]``. Scores: turn recall R@k (share of a question's evidence turns among
+the top k hits) and session recall S@k (share of its evidence sessions among the first k
+distinct sessions of the hit list), per question category and overall.
+
+Importing is additive (:func:`merge_session`): importing a file again adds only the turns a
+session lacks, keeps every turn the store has (also turns saved by hand in between), and
+reports a turn whose stored text differs from the file instead of overwriting it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from gitmem.errors import ValidationError
+from gitmem.models import Interaction, Message, ModelValidationError, Session, describe_errors
+
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+TURN_KS = (5, 10, 25)
+
+SESSION_KS = (1, 3)
+
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+
+
+_MONTHS = {
+    name: at + 1
+    for at, name in enumerate(
+        ["january", "february", "march", "april", "may", "june", "july", "august",
+         "september", "october", "november", "december"]
+    )
+}
+
+
+_SESSION_KEY = re.compile(r"session_(\d+)")
+
+
+@dataclass(frozen=True)
+class Question:
+    """One retrieval question: its text, category and the turns that answer it."""
+
+    text: str
+    category: int
+    evidence: tuple[str, ...]
+
+
+@dataclass
+class Conversation:
+    """One LoCoMo sample as gitmem sessions plus its questions."""
+
+    sample_id: str
+    sessions: list[Session]
+    questions: list[Question] = field(default_factory=list)
+
+    def session_of(self, dia_id: str) -> str:
+        """The gitmem session id holding turn ``dia_id``."""
+        return f"{self.sample_id}-session_{dia_id[1:].split(':', 1)[0]}"
+
+
+def parse_date(value: str) -> datetime:
+    """Parse LoCoMo's "1:56 pm on 8 May, 2023" (taken as UTC)."""
+    match = _DATE.search(value or "")
+    if match is None:
+        raise ValidationError(f"LoCoMo date {value!r} is not like '1:56 pm on 8 May, 2023'")
+    hour, minute, half, day, month, year = match.groups()
+    month_no = _MONTHS.get(month.lower())
+    if month_no is None:
+        raise ValidationError(f"LoCoMo date {value!r} names no month")
+    hour_no = int(hour) % 12 + (12 if half.lower() == "pm" else 0)
+    return datetime(int(year), month_no, int(day), hour_no, int(minute), tzinfo=UTC)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """A turn's text with its image caption kept as ``[image: caption]``."""
+    text = str(turn.get("text") or "").strip()
+    caption = str(turn.get("blip_caption") or "").strip()
+    if caption:
+        text = f"{text} [image: {caption}]".strip()
+    return text
+
+
+def _speaker(name: object) -> str:
+    cleaned = re.sub(r"[*`\\\[\]<>|\x00-\x1f]", "", str(name or "")).strip()
+    return cleaned or "unknown"
+
+
+def _evidence(raw: Sequence[object], known: set[str]) -> tuple[str, ...]:
+    found: list[str] = []
+    for item in raw:
+        for part in re.split(r"[;,\s]+", str(item)):
+            part = part.strip()
+            if part in known and part not in found:
+                found.append(part)
+    return tuple(found)
+
+
+def load(path: str | Path) -> list[Conversation]:
+    """Read a LoCoMo JSON file into conversations (sessions in order, questions 1-5)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"{path}: cannot read a LoCoMo JSON file ({exc})") from None
+    if not isinstance(data, list):
+        raise ValidationError(f"{path}: a LoCoMo file is a JSON list of samples")
+    out: list[Conversation] = []
+    for at, sample in enumerate(data):
+        try:
+            out.append(_conversation(sample, at))
+        except ModelValidationError as exc:
+            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
+                                  f"({describe_errors(exc)})") from None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
+                                  f"({type(exc).__name__}: {exc})") from None
+    return out
+
+
+def _conversation(sample: dict[str, Any], at: int) -> Conversation:
+    sample_id = str(sample.get("sample_id") or f"sample-{at}")
+    conv = sample["conversation"]
+    names = [_speaker(conv.get("speaker_a")), _speaker(conv.get("speaker_b"))]
+    numbers = sorted(
+        int(m.group(1))
+        for key in conv
+        if (m := _SESSION_KEY.fullmatch(key)) and isinstance(conv[key], list)
+    )
+    sessions: list[Session] = []
+    known: set[str] = set()
+    for number in numbers:
+        when = parse_date(str(conv.get(f"session_{number}_date_time", "")))
+        interactions = []
+        seen: set[str] = set()
+        for turn in conv[f"session_{number}"]:
+            dia_id = str(turn["dia_id"]).strip()
+            if dia_id in seen:
+                continue
+            seen.add(dia_id)
+            speaker = _speaker(turn.get("speaker"))
+            interactions.append(
+                Interaction(id=dia_id, timestamp=when,
+                            messages=[Message(speaker=speaker, content=turn_text(turn))])
+            )  # fmt: skip
+        known.update(seen)
+        participants = list(dict.fromkeys(names + [m.speaker for i in interactions
+                                                     for m in i.messages]))
+        sessions.append(
+            Session(id=f"{sample_id}-session_{number}", created=when, last_active=when,
+                    participants=participants, tags=["locomo"], project=sample_id,
+                    interactions=interactions)
+        )  # fmt: skip
+    questions = []
+    for qa in sample.get("qa", []):
+        category = int(qa.get("category", 0))
+        evidence = _evidence(qa.get("evidence") or [], known)
+        if evidence and str(qa.get("question") or "").strip():
+            questions.append(Question(str(qa["question"]), category, evidence))
+    return Conversation(sample_id, sessions, questions)
+
+
+@dataclass(frozen=True)
+class Merged:
+    """An imported session merged into the stored one (see :func:`merge_session`).
+
+    Attributes:
+        session: the result; the stored ``Session`` object itself when nothing changes.
+        added: ids of the imported turns the store did not have.
+        differing: ids of turns the store has with other content than the file; the
+            stored version is kept.
+    """
+
+    session: Session
+    added: tuple[str, ...] = ()
+    differing: tuple[str, ...] = ()
+
+
+def merge_session(stored: Session | None, imported: Session, *,
+                  elsewhere: Collection[str] = (),
+                  same: Callable[[Interaction, Interaction], bool] | None = None) -> Merged:
+    """``imported`` added to ``stored`` without losing anything ``stored`` has.
+
+    Turns are matched by id: an imported turn the store lacks (neither in ``stored`` nor
+    among ``elsewhere``, e.g. the ids a summary moved to the archive part) is appended in
+    file order; a stored turn is kept as it is, and listed in ``differing`` when ``same``
+    (default: equal timestamp and messages) says the file has it otherwise. Participants
+    and tags are joined, the project is kept if set, the time span is widened.
+    """
+    if stored is None:
+        return Merged(imported, tuple(t.id for t in imported.interactions))
+    equal = same or (lambda a, b: a.timestamp == b.timestamp and a.messages == b.messages)
+    have = {turn.id: turn for turn in stored.interactions}
+    added: list[Interaction] = []
+    differing: list[str] = []
+    for turn in imported.interactions:
+        kept = have.get(turn.id)
+        if kept is None:
+            if turn.id not in elsewhere:
+                added.append(turn)
+        elif not equal(kept, turn):
+            differing.append(turn.id)
+    update: dict[str, Any] = {}
+    if added:
+        update["interactions"] = [*stored.interactions, *added]
+    for name in ("participants", "tags"):
+        joined = list(dict.fromkeys([*getattr(stored, name), *getattr(imported, name)]))
+        if joined != getattr(stored, name):
+            update[name] = joined
+    if stored.project is None and imported.project is not None:
+        update["project"] = imported.project
+    if imported.created < stored.created:
+        update["created"] = imported.created
+    if imported.last_active > stored.last_active:
+        update["last_active"] = imported.last_active
+    session = stored.model_copy(update=update) if update else stored
+    return Merged(session, tuple(t.id for t in added), tuple(differing))
+
+
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+
+
+def parse_range(spec: str | None, count: int) -> list[int]:
+    """Conversation indexes from "0-2" or "0,2" (all when None).
+
+    Each part is checked against ``count`` before any index is listed, so a range like
+    ``0-3000000000`` is refused at once instead of being built in memory.
+    """
+    if not spec:
+        return list(range(count))
+    bounds: list[tuple[int, int]] = []
+    for part in spec.split(","):
+        # ASCII digits only, both bounds given: int() would take "٣", "1_0" and "+1", and
+        # "0-" must not quietly mean "0"
+        found = _RANGE.fullmatch(part)
+        if found is None:
+            raise ValidationError(f"--convs {spec!r}: use a range like 0-2 or a list like 0,2")
+        bounds.append((int(found[1]), int(found[2] or found[1])))
+    for first, last in bounds:
+        if not 0 <= first < count or not 0 <= last < count:
+            raise ValidationError(f"--convs {spec!r}: the file has conversations 0-{count - 1}")
+        if last < first:
+            raise ValidationError(f"--convs {spec!r}: range {first}-{last} runs backwards")
+    chosen: dict[int, None] = {}
+    for first, last in bounds:
+        chosen.update(dict.fromkeys(range(first, last + 1)))
+    return list(chosen)
+
+
+@dataclass
+class Scores:
+    """Sums of per-question recalls, per category; ``table()`` turns them into percents."""
+
+    sums: dict[int, dict[str, float]] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, question: Question, conv: Conversation, ranked: Sequence[tuple[str, str]]
+            ) -> None:
+        """Score one question given the ranked (session id, interaction id) hits."""
+        per = self.sums.setdefault(question.category, {})
+        self.counts[question.category] = self.counts.get(question.category, 0) + 1
+        evidence = set(question.evidence)
+        for k in TURN_KS:
+            top = {iid for _sid, iid in ranked[:k]}
+            per[f"R@{k}"] = per.get(f"R@{k}", 0.0) + len(evidence & top) / len(evidence)
+        wanted = {conv.session_of(e) for e in evidence}
+        order = list(dict.fromkeys(sid for sid, _iid in ranked))
+        for k in SESSION_KS:
+            per[f"S@{k}"] = per.get(f"S@{k}", 0.0) + len(wanted & set(order[:k])) / len(wanted)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per category plus "overall": n, each metric in percent, ms/query."""
+        metrics = [f"R@{k}" for k in TURN_KS] + [f"S@{k}" for k in SESSION_KS]
+        total_n = sum(self.counts.values())
+        out = []
+        for cat in sorted(self.counts):
+            n = self.counts[cat]
+            out.append({"category": f"{cat} {CATEGORIES.get(cat, '')}".strip(), "n": n,
+                        **{m: round(100 * self.sums[cat].get(m, 0.0) / n, 1) for m in metrics}})
+        if total_n:
+            out.append({"category": "overall", "n": total_n, **{
+                m: round(100 * sum(s.get(m, 0.0) for s in self.sums.values()) / total_n, 1)
+                for m in metrics}, "ms/query": round(1000 * self.seconds / total_n, 2)})
+        return out
+
+
+def table(rows: Sequence[dict[str, Any]]) -> str:
+    """A Markdown table of :meth:`Scores.rows`."""
+    head = ["category", "n", "R@5", "R@10", "R@25", "S@1", "S@3", "ms/query"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row.get(h, "")) for h in head) + " |")
+    return "\n".join(lines)
+
+
+Searcher = Callable[[Conversation, Question], Sequence[tuple[str, str]]]

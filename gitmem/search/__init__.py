@@ -1,0 +1,1 @@
+"""Retrieval: the derived search index, ranking, token counting and context assembly."""

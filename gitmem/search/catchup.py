@@ -1,0 +1,282 @@
+"""Keeping the search index in step with the store: catch-up, rebuild, recovery.
+
+The index (:mod:`gitmem.index`) records the commit it reflects. :func:`sync` brings it to
+HEAD by diffing that commit with HEAD, so saves by other processes, ``git pull`` and hand
+commits are all picked up, and only the files that changed are parsed again.
+:class:`StoreIndex` wraps this for the manager: every use catches up first, and an index
+file found corrupted is thrown away and rebuilt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from gitmem.errors import RepositoryError
+from gitmem.format import parse as markdown
+from gitmem.format.paths import (
+    archive_dir,
+    encode_id,
+    id_from_archive_path,
+    id_from_path,
+    session_dir,
+)
+from gitmem.models import Session
+from gitmem.search.index import DATABASE_ERRORS, Index, damaged, discard, open_file, unavailable
+from gitmem.store.repository import Repository
+from gitmem.store.worktree import read_regular
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass
+class SyncReport:
+    """What one catch-up did."""
+
+    commit: str | None
+    rebuilt: bool = False
+    indexed: int = 0
+    removed: int = 0
+    unreadable: list[str] = field(default_factory=list)
+
+
+def index_path(repository: Repository, namespace: str | None = None) -> Path:
+    """Where a store's index lives: under the git dir, so it is never tracked."""
+    name = "index.sqlite" if namespace is None else f"index-{encode_id(namespace)}.sqlite"
+    return repository.state_dir / name
+
+
+T = TypeVar("T")
+
+
+class StoreIndex:
+    """The index of one store and namespace, kept in step with the store's HEAD.
+
+    Every use goes through :meth:`run`, which catches up first and, if the file turns out
+    to be corrupted at any point, throws it away, rebuilds it and runs the work again.
+    Views of past commits get a throw-away in-memory index (the last two are kept).
+    """
+
+    def __init__(self, repository: Repository, namespace: str | None = None) -> None:
+        self.repository = repository
+        self.namespace = namespace
+        self._lock = threading.RLock()
+        self._index: Index | None = None
+        self._past: dict[str, Index] = {}
+        self.last_sync: SyncReport | None = None
+
+    def _current(self, *, full: bool = False, progress: ProgressCallback | None = None
+                 ) -> Index:
+        if self._index is None:
+            path = index_path(self.repository, self.namespace)
+            self._index = open_file(path, str(self.repository.git_dir))
+        self.last_sync = sync(self._index, self.repository, self.namespace, full=full,
+                              progress=progress)
+        return self._index
+
+    def _reset(self) -> None:
+        if self._index is not None:
+            with contextlib.suppress(*DATABASE_ERRORS):
+                self._index.close()
+        self._index = None
+        discard(index_path(self.repository, self.namespace))
+
+    def run(self, work: Callable[[Index], T], *, commit: str | None = None) -> T:
+        """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``)."""
+        with self._lock:
+            if commit is not None and commit != self.repository.head():
+                return work(self._at(commit))
+            path = index_path(self.repository, self.namespace)
+            for attempt in (1, 2):
+                try:
+                    return work(self._current())
+                except DATABASE_ERRORS as exc:
+                    if attempt == 2 or not damaged(exc):
+                        raise unavailable(exc, path) from exc
+                    self._reset()
+            raise AssertionError("unreachable")
+
+    def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
+        """Rebuild the index from HEAD (a corrupted file is replaced)."""
+        with self._lock:
+            path = index_path(self.repository, self.namespace)
+            try:
+                self._current(full=True, progress=progress)
+            except DATABASE_ERRORS as exc:
+                if not damaged(exc):
+                    raise unavailable(exc, path) from exc
+                self._reset()
+                try:
+                    self._current(full=True, progress=progress)
+                except DATABASE_ERRORS as again:
+                    raise unavailable(again, path) from again
+            assert self.last_sync is not None
+            return self.last_sync
+
+    def _at(self, commit: str) -> Index:
+        found = self._past.get(commit)
+        if found is None:
+            found = Index(":memory:")
+            sync(found, self.repository, self.namespace, commit=commit)
+            self._past[commit] = found
+            while len(self._past) > 2:
+                self._past.pop(next(iter(self._past))).close()
+        return found
+
+    def close(self) -> None:
+        """Close every open index."""
+        with self._lock:
+            for index in [self._index, *self._past.values()]:
+                if index is not None:
+                    with contextlib.suppress(*DATABASE_ERRORS):
+                        index.close()
+            self._index = None
+            self._past.clear()
+
+
+def _belongs(repository: Repository, commit: str | None) -> bool:
+    if commit is None:
+        return True
+    try:
+        repository.commit_tree(commit)
+    except RepositoryError:
+        return False
+    return True
+
+
+def sync(
+    index: Index,
+    repository: Repository,
+    namespace: str | None = None,
+    *,
+    full: bool = False,
+    progress: ProgressCallback | None = None,
+    commit: str | None = None,
+) -> SyncReport:
+    """Bring the index up to the store's HEAD.
+
+    The session files that differ between the commit the index reflects and HEAD come
+    from ``git diff --raw`` (one git call, whatever the number of commits in between);
+    only those are parsed again. When that commit is gone (history rewritten) every
+    file's blob id is compared with the blob the index read it from instead. ``full``
+    drops everything and reads every file. A recorded commit that this repository does
+    not have means the index was made for another repository: it is rebuilt.
+    ``commit`` indexes that commit instead of HEAD (for views of the past).
+    """
+    head = commit or repository.head()
+    recorded = index.get_meta("commit")
+    if head == recorded and not full:
+        return SyncReport(head)
+    rebuild = full or recorded is None or not _belongs(repository, recorded)
+    folders = (session_dir(namespace), archive_dir(namespace))
+    changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folders)
+    with index.writing(bulk=rebuild):
+        if index.get_meta("commit") == head and not full:
+            return SyncReport(head)  # another process caught up while we waited
+        if index.get_meta("commit") != recorded:
+            changes = None  # another process moved it meanwhile: compare everything
+        report = SyncReport(head, rebuilt=rebuild)
+        if rebuild:
+            index.clear()
+        if changes is None:
+            changes = _compare(repository, index, head, folders, fresh=rebuild)
+        wanted: list[tuple[str, str, str]] = []
+        for path, blob in changes:
+            session_id = id_from_path(path, namespace) or id_from_archive_path(path, namespace)
+            if session_id is None:
+                continue
+            if blob is None:
+                index.remove_path(path)
+                index.mark_broken(path, None)
+                report.removed += 1
+            else:
+                wanted.append((path, session_id, blob))
+        for done, (path, session_id, blob) in enumerate(wanted, 1):
+            session = _read(repository, path, blob)
+            if isinstance(session, str):
+                index.remove_path(path)
+                index.mark_broken(path, blob, session)
+                report.unreadable.append(path)
+            else:
+                if session.id != session_id:
+                    session = session.model_copy(update={"id": session_id})
+                index.put_session(session, path, blob, head)
+                index.mark_broken(path, None)
+                report.indexed += 1
+            if progress is not None:
+                progress(done, len(wanted))
+        index.set_meta("commit", head)
+    return report
+
+
+def _diff(repository: Repository, old: str, new: str | None, folders: tuple[str, ...]
+          ) -> list[tuple[str, str | None]] | None:
+    """(path, new blob id or None when deleted) of the files in ``folders`` that differ
+    between two commits, from ``git diff --raw``; None if git cannot tell."""
+    if new is None:
+        return None
+    try:
+        out = repository.git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new,
+                             "--", *(folder + "/" for folder in folders))
+    except RepositoryError:
+        return None
+    fields = out.split("\0")
+    changes: list[tuple[str, str | None]] = []
+    for at in range(0, len(fields) - 1, 2):
+        meta, path = fields[at], fields[at + 1]
+        parts = meta.split()
+        if len(parts) >= 5:
+            changes.append((path, None if parts[4].startswith("D") else parts[3]))
+    return changes
+
+
+def _compare(repository: Repository, index: Index, head: str | None, folders: tuple[str, ...],
+             *, fresh: bool) -> list[tuple[str, str | None]]:
+    """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
+    the blob the index read it from (for rebuilds, or when the old commit is gone)."""
+    files = {
+        f"{folder}/{name}": blob
+        for folder in folders
+        for name, blob in (repository.list_dir(folder, head) if head is not None else {}).items()
+    }
+    known = {} if fresh else {path: blob for path, (_sid, blob) in index.indexed_blobs().items()}
+    broken = {} if fresh else index.broken()
+    changes: list[tuple[str, str | None]] = []
+    for path, blob in sorted(files.items()):
+        if known.pop(path, None) == blob or broken.pop(path, None) == blob:
+            continue
+        changes.append((path, blob))
+    changes.extend((path, None) for path in sorted(set(known) | set(broken)))
+    return changes
+
+
+def _read(repository: Repository, path: str, blob: str) -> Session | str:
+    """The session in a blob (lenient: a hand-edit slip elsewhere does not hide the rest),
+    or the problem as text."""
+    try:
+        text = _blob_bytes(repository, path, blob).decode("utf-8", "replace")
+    except RepositoryError as exc:
+        return str(exc)
+    session, diagnostics = markdown.parse_lenient(text, path)
+    if session is None:
+        return "; ".join(str(d) for d in diagnostics) or "unreadable"
+    return session
+
+
+def _blob_bytes(repository: Repository, path: str, blob: str) -> bytes:
+    """The content of ``blob``, read from the working tree file when it holds exactly that
+    blob (checked by its git object id), which is much faster than the object store."""
+    try:
+        data = read_regular(repository.root / path)  # never opens a FIFO
+    except OSError:
+        return repository.blob(blob)
+    if data is None:
+        return repository.blob(blob)
+    digest = hashlib.sha1(b"blob %d\0" % len(data))
+    digest.update(data)
+    return data if digest.hexdigest() == blob else repository.blob(blob)

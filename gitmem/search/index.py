@@ -1,0 +1,782 @@
+"""The search index: derived, disposable state in SQLite under the git dir.
+
+The Markdown files in git are the truth; this index only makes search fast. It holds one
+document per interaction and per summary (text, analysed terms, session, speaker,
+timestamp) plus each session's tags, project, participants, links and metadata, and an
+inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
+common terms can be read partially, best documents first.
+
+It records the commit it reflects; :mod:`gitmem.indexer` catches it up to HEAD. A file
+that is missing, corrupted, of an older layout or written for another repository is
+thrown away and rebuilt. Access counts (how often a memory went into an agent's context)
+are not derivable from git; they live in their own table and survive a rebuild.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from gitmem.errors import IndexCorrupted, IndexUnavailable
+from gitmem.models import Session
+from gitmem.text import terms
+
+SCHEMA_VERSION = "4"
+
+
+# Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
+# and document length, so they only decide which postings of a common term are read first.
+IMPACT_K1 = 1.2
+
+
+IMPACT_B = 0.75
+
+_SEP = "\x1f"
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
+    blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
+    tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
+    summary_text TEXT);
+CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
+CREATE TABLE IF NOT EXISTS docs(
+    id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
+    pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
+    terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
+CREATE TABLE IF NOT EXISTS postings(
+    term TEXT NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
+    dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
+    PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
+CREATE TABLE IF NOT EXISTS access(
+    session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
+    PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
+"""
+
+
+# (term, impact, doc, tf, doc length, session key, position, kind)
+Posting = tuple[str, int, int, int, int, int, int, int]
+
+
+@dataclass
+class _Bulk:
+    postings: list[Posting] = field(default_factory=list)
+    df: Counter[str] = field(default_factory=Counter)
+    speakers: list[str] = field(default_factory=list)
+
+
+KIND_INTERACTION = 0
+
+KIND_SUMMARY = 1
+
+
+@dataclass(frozen=True)
+class DocInput:
+    """One searchable unit handed to the index: an interaction or a session summary."""
+
+    kind: int
+    iid: str | None
+    pos: int
+    speaker: str
+    ts: float
+    text: str
+    body: str
+
+    @property
+    def hash(self) -> str:
+        data = f"{self.kind}|{self.iid}|{self.speaker}|{self.ts}|{self.text}"
+        return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class DocRow:
+    """One indexed document as the ranker sees it."""
+
+    id: int
+    skey: int
+    kind: int
+    iid: str | None
+    pos: int
+    speaker: str
+    ts: float
+    text: str
+    terms: str  # the analysed terms, space-separated
+    dl: int
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session's metadata as indexed."""
+
+    skey: int
+    session_id: str
+    path: str
+    commit: str | None
+    created: float | None
+    last_active: float | None
+    project: str | None
+    tags: tuple[str, ...]
+    participants: tuple[str, ...]
+    links: tuple[str, ...]
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _join(items: Iterable[str]) -> str:
+    return _SEP + _SEP.join(items) + _SEP
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(item for item in value.split(_SEP) if item)
+
+
+def _stamp(value: datetime) -> float:
+    return value.timestamp()
+
+
+def session_documents(session: Session) -> list[DocInput]:
+    """The documents of a session: its interactions in order, then its summary if any."""
+    docs: list[DocInput] = []
+    for pos, item in enumerate(session.interactions):
+        speakers = list(dict.fromkeys(m.speaker for m in item.messages))
+        body = "\n".join(m.content for m in item.messages)
+        docs.append(
+            DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
+                     item.text, body)
+        )
+    if session.summary is not None and session.summary.text.strip():
+        docs.append(
+            DocInput(KIND_SUMMARY, None, len(session.interactions), "",
+                     _stamp(session.summary.generated), session.summary.text,
+                     session.summary.text)
+        )
+    return docs
+
+
+class Index:
+    """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
+
+    Thread-safe: one connection guarded by a lock. Write methods must run inside
+    :meth:`writing`, which makes them one SQLite transaction.
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._db = self._connect()
+        self.generation = 0
+        self._vocab: tuple[int, list[str]] | None = None
+        self._stats: tuple[int, float] | None = None
+        self._speakers: tuple[int, dict[str, int]] | None = None
+        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
+        self._bulk: _Bulk | None = None
+
+    # --- connection ------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
+        )
+        try:
+            if self.path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            # keep the hot part of the postings in memory between queries
+            db.execute("PRAGMA cache_size=-32768")
+            db.execute("PRAGMA mmap_size=268435456")
+            db.execute("PRAGMA journal_size_limit=16777216")
+            db.execute("PRAGMA temp_store=MEMORY")
+            db.executescript(_SCHEMA)
+            version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if version is None:
+                db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+            elif version[0] != SCHEMA_VERSION:
+                raise IndexCorrupted(f"index layout {version[0]}, expected {SCHEMA_VERSION}")
+        except sqlite3.OperationalError as exc:  # locked, read-only, out of space: not broken
+            db.close()
+            raise IndexUnavailable(f"search index {self.path} cannot be used: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise IndexCorrupted(f"search index {self.path} is damaged: {exc}") from exc
+        except IndexCorrupted:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def check(self) -> None:
+        """Raise IndexCorrupted unless SQLite's quick check passes."""
+        with self._lock:
+            try:
+                row = self._db.execute("PRAGMA quick_check").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise IndexCorrupted(str(exc)) from exc
+            if row is None or row[0] != "ok":
+                raise IndexCorrupted(str(row))
+
+    # --- meta ------------------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """A value from the meta table (None when unset)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set or (with None) remove a meta value."""
+        with self._lock:
+            if value is None:
+                self._db.execute("DELETE FROM meta WHERE key=?", (key,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
+
+    @contextlib.contextmanager
+    def writing(self, *, bulk: bool = False) -> Iterator[None]:
+        """Group writes into one transaction (rolled back if the block raises).
+
+        ``bulk`` collects postings and sorts them before writing, which is much faster
+        for a rebuild than inserting each document's postings as they come.
+        """
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._bulk = _Bulk() if bulk else None
+            try:
+                yield
+                self._flush()
+            except BaseException:
+                self._bulk = None
+                self._db.execute("ROLLBACK")
+                self._stats = None
+                raise
+            self._bulk = None
+            self._db.execute("COMMIT")
+            if bulk and self.path != ":memory:":
+                # a rebuild leaves a WAL as large as the index: fold it back in now
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.generation += 1
+            self._stats = None
+
+    def clear(self) -> None:
+        """Drop every document and session (access counts are kept)."""
+        for table in ("sessions", "docs", "postings", "terms", "broken", "speakers"):
+            self._db.execute(f"DELETE FROM {table}")
+        self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
+
+    # --- writing documents -----------------------------------------------------------
+
+    def _counts(self) -> tuple[int, int]:
+        n = self._db.execute("SELECT value FROM meta WHERE key='n_docs'").fetchone()
+        total = self._db.execute("SELECT value FROM meta WHERE key='total_dl'").fetchone()
+        return (int(n[0]) if n else 0, int(total[0]) if total else 0)
+
+    def _set_counts(self, n_docs: int, total_dl: int) -> None:
+        self._db.executemany(
+            "INSERT OR REPLACE INTO meta VALUES(?, ?)",
+            [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
+        )
+
+    def put_session(
+        self, session: Session, path: str, blob: str, commit: str | None = None
+    ) -> None:
+        """Index (or re-index) the session file at ``path`` (a session's main file or its
+        archive part: both are rows of the same session id); unchanged interactions stay."""
+        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        values = (
+            path, blob, commit, _stamp(session.created), _stamp(session.last_active),
+            session.project, _join(session.tags), _join(session.participants),
+            _join(session.links), json.dumps(session.extra, ensure_ascii=False),
+            session.summary.text if session.summary else None,
+        )  # fmt: skip
+        if row is None:
+            cursor = self._db.execute(
+                "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
+                " project, tags, participants, links, extra, summary_text)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                (session.id, *values),
+            )
+            skey = int(cursor.lastrowid or 0)
+        else:
+            skey = int(row[0])
+            self._db.execute(
+                "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
+                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?"
+                " WHERE skey=?",
+                (*values, skey),
+            )
+        self._put_docs(skey, session_documents(session))
+
+    def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
+        # a document whose content and position are unchanged stays; anything else is
+        # deleted and inserted again (positions live in the postings too)
+        old = {
+            (str(h), int(pos)): int(doc_id)
+            for doc_id, h, pos in self._db.execute(
+                "SELECT id, hash, pos FROM docs WHERE skey=?", (skey,)
+            )
+        }
+        fresh = [doc for doc in docs if old.pop((doc.hash, doc.pos), None) is None]
+        self._delete_docs(list(old.values()))
+        self._insert_docs(skey, fresh)
+
+    @staticmethod
+    def _impact(tf: int, norm: float) -> int:
+        # an integer keeps the postings small and makes the key exactly reproducible
+        return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
+
+    def _write_postings(self, postings: list[Posting], df: Counter[str],
+                        speakers: list[str]) -> None:
+        if self._bulk is not None:
+            self._bulk.postings.extend(postings)
+            self._bulk.df.update(df)
+            self._bulk.speakers.extend(speakers)
+            if len(self._bulk.postings) > 300_000:
+                self._flush()
+            return
+        self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
+        self._count_speakers(speakers, 1)
+        self._db.executemany(
+            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
+            df.items(),
+        )
+
+    def _flush(self) -> None:
+        bulk, self._bulk = self._bulk, None
+        if bulk is not None and bulk.postings:
+            bulk.postings.sort()
+            self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+        if bulk is not None:
+            self._bulk = _Bulk()
+
+    def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
+        if not docs:
+            return
+        n_docs, total = self._counts()
+        analysed = [terms(doc.body) for doc in docs]
+        n_docs += len(docs)
+        total += sum(len(t) for t in analysed)
+        avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
+        postings: list[Posting] = []
+        df: Counter[str] = Counter()
+        for doc, doc_terms in zip(docs, analysed, strict=True):
+            dl = len(doc_terms)
+            norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
+            cursor = self._db.execute(
+                "INSERT INTO docs(skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                (skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
+                 " ".join(doc_terms), dl, norm, doc.hash),
+            )  # fmt: skip
+            doc_id = int(cursor.lastrowid or 0)
+            for term, tf in Counter(doc_terms).items():
+                postings.append(
+                    (term, self._impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
+                )
+                df[term] += 1
+        self._write_postings(postings, df, [d.speaker for d in docs])
+        self._set_counts(n_docs, total)
+
+    def _delete_docs(self, doc_ids: Sequence[int]) -> None:
+        if not doc_ids:
+            return
+        if self._bulk is not None:
+            self._flush()
+        n_docs, total = self._counts()
+        keys: list[tuple[str, int, int]] = []
+        df: Counter[str] = Counter()
+        speakers: list[str] = []
+        for at in range(0, len(doc_ids), 500):
+            chunk = doc_ids[at : at + 500]
+            marks = ",".join("?" * len(chunk))
+            for doc_id, doc_terms, dl, norm, speaker in self._db.execute(
+                f"SELECT id, terms, dl, norm, speaker FROM docs WHERE id IN ({marks})", chunk
+            ):
+                speakers.append(speaker)
+                n_docs -= 1
+                total -= dl
+                for term, tf in Counter(doc_terms.split()).items():
+                    keys.append((term, self._impact(tf, norm), doc_id))
+                    df[term] += 1
+            self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
+        self._db.executemany("DELETE FROM postings WHERE term=? AND impact=? AND doc=?", keys)
+        self._db.executemany("UPDATE terms SET df = df - ? WHERE term=?",
+                             [(count, term) for term, count in df.items()])
+        self._db.execute("DELETE FROM terms WHERE df <= 0")
+        self._count_speakers(speakers, -1)
+        self._set_counts(max(n_docs, 0), max(total, 0))
+
+    def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
+        counts = Counter(
+            name for joined in speakers for name in joined.split(", ") if name
+        )
+        self._db.executemany(
+            "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
+            [(name, sign * n) for name, n in counts.items()],
+        )
+        if sign < 0:
+            self._db.execute("DELETE FROM speakers WHERE n <= 0")
+
+    def remove_path(self, path: str) -> None:
+        """Remove the session file at ``path`` and its documents."""
+        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        if row is None:
+            return
+        ids = [r[0] for r in self._db.execute("SELECT id FROM docs WHERE skey=?", (row[0],))]
+        self._delete_docs(ids)
+        self._db.execute("DELETE FROM sessions WHERE skey=?", (row[0],))
+
+    # --- reading ---------------------------------------------------------------------
+
+    def stats(self) -> tuple[int, float]:
+        """(number of documents, average document length in terms)."""
+        with self._lock:
+            if self._stats is None:
+                n_docs, total = self._counts()
+                self._stats = (n_docs, total / n_docs if n_docs else 0.0)
+            return self._stats
+
+    def df(self, words: Iterable[str]) -> dict[str, int]:
+        """Document frequency of each term (absent terms are left out)."""
+        wanted = list(dict.fromkeys(words))
+        if not wanted:
+            return {}
+        with self._lock:
+            marks = ",".join("?" * len(wanted))
+            return {
+                term: int(count)
+                for term, count in self._db.execute(
+                    f"SELECT term, df FROM terms WHERE term IN ({marks})", wanted
+                )
+            }
+
+    def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
+        """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
+        ``term``, highest impact first."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT doc, tf, dl, skey, pos, kind FROM postings WHERE term=?"
+                " ORDER BY impact DESC LIMIT ?",
+                (term, limit),
+            ).fetchall()
+
+    def speakers(self) -> dict[str, int]:
+        """Speaker name -> how many documents they speak in (cached until the next write)."""
+        with self._lock:
+            if self._speakers is None or self._speakers[0] != self.generation:
+                rows = self._db.execute("SELECT name, n FROM speakers")
+                names = {str(name): int(count) for name, count in rows}
+                self._speakers = (self.generation, names)
+            return self._speakers[1]
+
+    def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
+        """Interaction documents at these (session key, position) places:
+        doc id -> (session key, position, kind)."""
+        wanted = set(places)
+        skeys = list({skey for skey, _pos in wanted})
+        positions = list({pos for _skey, pos in wanted})
+        out: dict[int, tuple[int, int, int]] = {}
+        if not wanted:
+            return out
+        with self._lock:
+            for at in range(0, len(skeys), 400):
+                chunk = skeys[at : at + 400]
+                sql = (
+                    f"SELECT id, skey, pos FROM docs WHERE skey IN ({','.join('?' * len(chunk))})"
+                    f" AND pos IN ({','.join('?' * len(positions))}) AND kind=0"
+                )
+                for doc_id, skey, pos in self._db.execute(sql, [*chunk, *positions]):
+                    if (skey, pos) in wanted:
+                        out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
+        return out
+
+    def vocabulary(self) -> list[str]:
+        """Every indexed term (cached until the next write)."""
+        with self._lock:
+            if self._vocab is None or self._vocab[0] != self.generation:
+                words = [r[0] for r in self._db.execute("SELECT term FROM terms")]
+                self._vocab = (self.generation, words)
+            return self._vocab[1]
+
+    def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
+        return [
+            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+            for r in self._db.execute(sql, args)
+        ]
+
+    _DOC_COLUMNS = "id, skey, kind, iid, pos, speaker, ts, text, terms, dl"
+
+    def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
+        """The documents with these ids (``text=False`` leaves their text empty)."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, DocRow] = {}
+        columns = self._DOC_COLUMNS if text else self._DOC_COLUMNS.replace("text", "''")
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in self._doc_rows(
+                    f"SELECT {columns} FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[row.id] = row
+        return out
+
+    def texts(self, doc_ids: Iterable[int]) -> dict[int, str]:
+        """The text of each of these documents."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, str] = {}
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for doc_id, value in self._db.execute(
+                    f"SELECT id, text FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[int(doc_id)] = str(value)
+        return out
+
+    def session_docs(self, skeys: Iterable[int], *, kind: int | None = None,
+                     text: bool = True) -> list[DocRow]:
+        """Every document of these sessions, in session and position order
+        (``text=False`` leaves their text empty)."""
+        keys = list(dict.fromkeys(skeys))
+        out: list[DocRow] = []
+        columns = self._DOC_COLUMNS if text else self._DOC_COLUMNS.replace("text", "''")
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                extra = "" if kind is None else f" AND kind={int(kind)}"
+                out.extend(
+                    self._doc_rows(
+                        f"SELECT {columns} FROM docs WHERE skey IN ({marks}){extra}"
+                        " ORDER BY skey, pos",
+                        chunk,
+                    )
+                )
+        return out
+
+    def count_session_docs(self, skeys: Iterable[int]) -> int:
+        """How many documents these sessions hold."""
+        keys = list(dict.fromkeys(skeys))
+        total = 0
+        with self._lock:
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                row = self._db.execute(
+                    f"SELECT COUNT(*) FROM docs WHERE skey IN ({marks})", chunk
+                ).fetchone()
+                total += int(row[0])
+        return total
+
+    def _session_row(self, r: Sequence[Any]) -> SessionRow:
+        return SessionRow(
+            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
+            r[4] if r[4] is None else float(r[4]),
+            r[5] if r[5] is None else float(r[5]),
+            r[6] if r[6] is None else str(r[6]),
+            _split(str(r[7])), _split(str(r[8])), _split(str(r[9])), json.loads(str(r[10])),
+        )  # fmt: skip
+
+    _SESSION_COLUMNS = (
+        "skey, session_id, path, commit_sha, created, last_active, project, tags,"
+        " participants, links, extra"
+    )
+
+    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
+        """Session rows by session key (cached until the next write)."""
+        out: dict[int, SessionRow] = {}
+        with self._lock:
+            if self._session_cache[0] != self.generation:
+                self._session_cache = (self.generation, {})
+            cache = self._session_cache[1]
+            keys = []
+            for skey in dict.fromkeys(skeys):
+                found = cache.get(skey)
+                if found is None:
+                    keys.append(skey)
+                else:
+                    out[skey] = found
+            if len(cache) > 50_000:
+                cache.clear()
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
+                ):
+                    row = self._session_row(r)
+                    out[row.skey] = cache[row.skey] = row
+        return out
+
+    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
+        """The rows of one session (its file, and its archive part if it has one)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=? ORDER BY skey",
+                (session_id,),
+            ).fetchall()
+        return [self._session_row(r) for r in rows]
+
+    def session_keys(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        project: str | None = None,
+        participants: Sequence[str] = (),
+        active_since: float | None = None,
+        created_until: float | None = None,
+    ) -> set[int]:
+        """Keys of sessions matching every given condition (tags and participants: all)."""
+        where: list[str] = []
+        args: list[object] = []
+        if session_ids:
+            where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
+            args.extend(session_ids)
+        for tag in tags:
+            where.append("instr(tags, ?) > 0")
+            args.append(_SEP + tag + _SEP)
+        for name in participants:
+            where.append("instr(lower(participants), ?) > 0")
+            args.append((_SEP + name + _SEP).lower())
+        if project is not None:
+            where.append("project = ?")
+            args.append(project)
+        if active_since is not None:
+            where.append("last_active >= ?")
+            args.append(active_since)
+        if created_until is not None:
+            where.append("created <= ?")
+            args.append(created_until)
+        sql = "SELECT skey FROM sessions" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def session_count(self) -> int:
+        """How many sessions are indexed."""
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+
+    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
+        """path -> (session id, blob id) of every indexed session."""
+        with self._lock:
+            return {
+                str(p): (str(s), str(b))
+                for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
+            }
+
+    # --- access counts ---------------------------------------------------------------
+
+    def touch(self, refs: Iterable[tuple[str, str]], when: float) -> None:
+        """Count one access of each (session id, interaction id or "" for a summary)."""
+        rows = [(sid, iid, when) for sid, iid in dict.fromkeys(refs)]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT INTO access VALUES(?, ?, 1, ?) ON CONFLICT(session_id, iid)"
+                    " DO UPDATE SET count = count + 1, last = excluded.last",
+                    rows,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def access_counts(self, session_ids: Iterable[str]) -> dict[tuple[str, str], int]:
+        """Access counts of the memories of these sessions: (session id, interaction id or
+        "" for a summary) -> count (memories never used are left out)."""
+        wanted = list(dict.fromkeys(session_ids))
+        out: dict[tuple[str, str], int] = {}
+        with self._lock:
+            for at in range(0, len(wanted), 500):
+                chunk = wanted[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for sid, iid, count in self._db.execute(
+                    f"SELECT session_id, iid, count FROM access WHERE session_id IN ({marks})",
+                    chunk,
+                ):
+                    out[(str(sid), str(iid))] = int(count)
+        return out
+
+    # --- files that did not parse ----------------------------------------------------
+
+    def broken(self) -> dict[str, str]:
+        """path -> blob id of committed session files that could not be read."""
+        with self._lock:
+            return {str(p): str(b) for p, b in self._db.execute("SELECT path, blob FROM broken")}
+
+    def mark_broken(self, path: str, blob: str | None, problem: str = "") -> None:
+        """Remember (or with blob None, forget) a session file that could not be read."""
+        if blob is None:
+            self._db.execute("DELETE FROM broken WHERE path=?", (path,))
+        else:
+            self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
+
+
+# everything that using an index file can raise
+DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, IndexUnavailable, sqlite3.Error)
+
+
+def damaged(exc: BaseException) -> bool:
+    """Whether an error means the index file itself is broken (so rebuilding helps),
+    rather than locked, read-only or on a full disk (where deleting it would not)."""
+    if isinstance(exc, IndexCorrupted):
+        return True
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+def unavailable(exc: BaseException, path: Path) -> IndexUnavailable:
+    """A gitmem error for an index problem that a rebuild does not fix."""
+    if isinstance(exc, IndexUnavailable):
+        return exc
+    return IndexUnavailable(
+        f"search index {path} cannot be used ({exc}); check the permissions and free space"
+        " of the .git/gitmem folder, or run `gitmem reindex`"
+    )
+
+
+def discard(path: Path) -> None:
+    """Delete an index file and its SQLite side files."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(str(path) + suffix).unlink()
+
+
+def open_file(path: Path, owner: str) -> Index:
+    """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
+    made for another repository is replaced by an empty one."""
+    try:
+        index = Index(path)  # reads the schema: a file that is not SQLite fails here
+    except IndexCorrupted:
+        discard(path)
+        index = Index(path)
+    recorded = index.get_meta("git_dir")
+    if recorded is not None and recorded != owner:
+        # copied from another store: its documents and access counts mean nothing here
+        index.close()
+        discard(path)
+        index = Index(path)
+    if recorded != owner:
+        index.set_meta("git_dir", owner)
+    return index

@@ -1,0 +1,525 @@
+"""``RetrievalMixin``: search, context assembly and the index, as ``MemoryManager`` methods.
+
+Saves never touch the index: it lives under ``.git/gitmem/`` and catches up lazily, on
+the next search, from whatever the store's HEAD is by then (another process, a pull, a
+hand commit). A broken index file therefore cannot break a save; the next search finds it
+unusable, rebuilds it and answers.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import ParseError, ValidationError
+from gitmem.guard.secrets import SecretConfig, redact
+from gitmem.importers import locomo
+from gitmem.models import Hit, Interaction, Session, as_when
+from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
+from gitmem.search.context import Memory, assemble
+from gitmem.search.index import KIND_SUMMARY, Index
+from gitmem.search.rank import (
+    SHOWN_CANDIDATES,
+    Candidate,
+    Filters,
+    RankConfig,
+    Ranker,
+    Ranking,
+    snippet,
+)
+from gitmem.search.tokens import TokenCounter, default_counter
+
+if TYPE_CHECKING:
+    from gitmem.store.repository import Repository
+
+
+_LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
+
+_STATE_LOCK = threading.Lock()
+
+
+# how many explain rows a search shows
+EXPLAIN_ROWS = SHOWN_CANDIDATES
+
+
+# a memory longer than this goes into the context shortened
+MEMORY_CHARS = 1200
+
+
+class Hits(list[Hit]):
+    """The hits of a search, best first, plus ``notes`` (why the list may be empty) and,
+    when asked for, ``explanation`` (every candidate and its score components)."""
+
+    def __init__(self, hits: Iterable[Hit] = (), notes: Sequence[str] = ()) -> None:
+        super().__init__(hits)
+        self.notes: list[str] = list(notes)
+        self.explanation: dict[str, Any] | None = None
+
+
+class ImportResult(list[str]):
+    """The session ids an import touched, in file order, plus what happened to the turns:
+    ``added`` and ``differing`` list (session id, interaction id) pairs; a differing turn
+    was kept as stored. ``commit`` is None when the import changed nothing."""
+
+    def __init__(self, ids: Iterable[str] = ()) -> None:
+        super().__init__(ids)
+        self.added: list[tuple[str, str]] = []
+        self.differing: list[tuple[str, str]] = []
+        self.commit: str | None = None
+
+
+class ContextMessages(list[dict[str, str]]):
+    """Chat messages for the ``openai`` client; ``explanation`` when asked for."""
+
+    def __init__(self, messages: Iterable[dict[str, str]] = ()) -> None:
+        super().__init__(messages)
+        self.explanation: dict[str, Any] | None = None
+
+
+def _stamp(value: datetime | str | None, name: str) -> datetime | None:
+    return as_when(value, name)
+
+
+def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
+                     kept: set[tuple[str, str | None]]) -> dict[str, Any]:
+    rows = []
+    for at, cand in enumerate(ranking.candidates[:EXPLAIN_ROWS], 1):
+        ref = (cand.session.session_id, cand.doc.iid)
+        status = "hit" if ref in kept else (
+            "below min_score" if cand.score < config.min_score else "beyond k"
+        )
+        rows.append({
+            "rank": at,
+            "session_id": cand.session.session_id,
+            "interaction_id": cand.doc.iid,
+            "kind": "summary" if cand.doc.kind == KIND_SUMMARY else "interaction",
+            "score": round(cand.score, 4),
+            "status": status,
+            "components": {k: round(v, 4) for k, v in cand.components.items()},
+            "snippet": snippet(cand.doc.text, ranking.terms, 120),
+        })  # fmt: skip
+    query = ranking.query if len(ranking.query) <= 200 else ranking.query[:200] + "…"
+    return {
+        "query": query,
+        "terms": {t: round(w, 3) for t, w in ranking.terms.items()},
+        "corrections": ranking.corrections,
+        "expansion": {t: round(w, 3) for t, w in ranking.expansion.items()},
+        "filters": {k: v for k, v in {
+            "tags": list(filters.tags), "project": filters.project,
+            "participants": list(filters.participants), "sessions": list(filters.sessions),
+            "since": filters.since.isoformat() if filters.since else None,
+            "until": filters.until.isoformat() if filters.until else None,
+        }.items() if v},
+        "min_score": config.min_score,
+        "candidates_scored": len(ranking.candidates),
+        "below_min_score": ranking.below_min,
+        "candidates": rows,
+        "notes": ranking.notes,
+    }  # fmt: skip
+
+
+class RetrievalMixin:
+    """Search and context assembly for :class:`~gitmem.manager.MemoryManager`.
+
+    Set ``rank_config`` (a :class:`~gitmem.retrieval.RankConfig`) to change weights and
+    ``token_counter`` to count tokens with your model's tokenizer.
+    """
+
+    rank_config: RankConfig = RankConfig()
+    token_counter: TokenCounter | None = None
+
+    if TYPE_CHECKING:
+        namespace: str | None
+
+        @property
+        def repository(self) -> Repository: ...
+
+        def load_memory(self, session_id: str, *, commit: str | None = None
+                        ) -> Session | None: ...
+
+        def batch(self, message: str = ...) -> AbstractContextManager[Any]: ...
+
+        secret_config: SecretConfig
+
+        def _archive(self, session_id: str, commit: str | None = None) -> Session | None: ...
+
+        def _modify(self, session_id: str, change: Callable[[Session | None], Session | None],
+                    *, op: str, subject: str) -> str | None: ...
+
+    # --- the index -------------------------------------------------------------------
+
+    def _store_index(self) -> StoreIndex:
+        found: StoreIndex | None = self.__dict__.get("_gitmem_store_index")
+        if found is None:
+            with _STATE_LOCK:
+                found = self.__dict__.get("_gitmem_store_index")
+                if found is None:
+                    found = StoreIndex(self.repository, self.namespace)
+                    self.__dict__["_gitmem_store_index"] = found
+        return found
+
+    def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
+        """Rebuild the search index from the store's HEAD.
+
+        Never needed for correctness (search catches up by itself); useful after a crash
+        of the disk or to see how long a rebuild takes. ``progress(done, total)`` is called
+        after each session file.
+        """
+        return self._store_index().reindex(progress)
+
+    def close_index(self) -> None:
+        """Close the search index files (``close()`` of the manager does not need it)."""
+        self._store_index().close()
+
+    # --- search ----------------------------------------------------------------------
+
+    def _filters(
+        self, tags: Iterable[str], project: str | None, participant: str | Iterable[str] | None,
+        session: str | Iterable[str] | None,
+        since: datetime | str | None, until: datetime | str | None,
+    ) -> Filters:
+        def many(value: str | Iterable[str] | None) -> tuple[str, ...]:
+            if value is None:
+                return ()
+            return (value,) if isinstance(value, str) else tuple(value)
+
+        return Filters(
+            tags=tuple(tags), project=project, participants=many(participant),
+            sessions=many(session), since=_stamp(since, "since"), until=_stamp(until, "until"),
+        )  # fmt: skip
+
+    def _rank(self, query: str, k: int, filters: Filters, commit: str | None
+              ) -> tuple[Ranking, dict[str, Any]]:
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("the search query is empty: give the words to look for")
+        if k < 1:
+            raise ValidationError(f"k must be at least 1, not {k}")
+        config = self.rank_config
+
+        def work(index: Index) -> tuple[Ranking, dict[str, Any]]:
+            head = index.get_meta("commit")
+            ranking = Ranker(index, config).rank(query, k, filters, head=head)
+            n_docs, _ = index.stats()
+            return ranking, {"commit": head, "documents": n_docs}
+
+        ranking, info = self._store_index().run(work, commit=commit)
+        if len(query) > config.max_query_chars:
+            ranking.notes.append(
+                f"query of {len(query)} characters: only the first "
+                f"{config.max_query_chars} were used"
+            )
+        if not ranking.hits and ranking.below_min:
+            ranking.notes.append(
+                f"{ranking.below_min} weak candidates scored below min_score "
+                f"{config.min_score}: nothing relevant"
+            )
+        for tag in filters.tags:
+            ranking.notes.extend(self._unknown_tag(tag, commit))
+        return ranking, info
+
+    def _unknown_tag(self, tag: str, commit: str | None) -> list[str]:
+        def work(index: Index) -> list[str]:
+            if index.session_keys(tags=[tag]):
+                return []
+            return [f"no session has the tag {tag!r}"]
+
+        return self._store_index().run(work, commit=commit)
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        tags: Iterable[str] = (),
+        project: str | None = None,
+        participant: str | Iterable[str] | None = None,
+        session: str | Iterable[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        include_links: bool = False,
+        explain: bool = False,
+        commit: str | None = None,
+    ) -> Hits:
+        """The stored interactions and summaries that best answer ``query``, best first.
+
+        Args:
+            query: free text in any language (Chinese and Japanese too).
+            k: at most this many hits.
+            tags: only sessions with all of these tags.
+            project: only sessions of this project.
+            participant: only sessions where this speaker (all of these) takes part.
+            session: only this session (or these sessions).
+            since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
+            until: only turns at or before this time.
+            include_links: also return the summaries of sessions that the hits' sessions
+                link to (``[[other-session]]``), after the hits.
+            explain: attach ``hits.explanation``: query terms, expansion, every candidate
+                with its score components and why it was kept or dropped.
+            commit: search the store as of this commit instead of HEAD.
+
+        Returns:
+            ``Hits`` (a list of ``Hit``); empty when nothing scores above the minimum,
+            with ``hits.notes`` saying why.
+
+        Raises:
+            ValidationError: for an empty query or k < 1.
+        """
+        filters = self._filters(tags, project, participant, session, since, until)
+        ranking, info = self._rank(query, k, filters, commit)
+        hits = Hits(ranking.hits, ranking.notes)
+        if include_links and hits:
+            hits.extend(self._linked(ranking, commit))
+        if explain:
+            kept = {(h.session_id, h.interaction_id) for h in ranking.hits}
+            hits.explanation = _explain_ranking(ranking, self.rank_config, filters, kept)
+            hits.explanation["index"] = info
+        return hits
+
+    def _linked(self, ranking: Ranking, commit: str | None) -> list[Hit]:
+        """Summaries of sessions linked from the hits' sessions (or their text)."""
+        present = {h.session_id for h in ranking.hits}
+        by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
+        wanted: dict[str, float] = {}
+        for hit in ranking.hits:
+            cand: Candidate | None = by_ref.get((hit.session_id, hit.interaction_id))
+            if cand is None:
+                continue
+            targets = list(cand.session.links) + _LINK.findall(cand.doc.text)
+            for target in targets:
+                target = target.strip()
+                if target and target not in present:
+                    wanted[target] = max(wanted.get(target, 0.0), hit.score)
+
+        def work(index: Index) -> list[Hit]:
+            out: list[Hit] = []
+            for target, score in wanted.items():
+                rows = {row.skey: row for row in index.sessions_by_id(target)}
+                for doc in index.session_docs(rows, kind=KIND_SUMMARY):
+                    row = rows[doc.skey]
+                    out.append(Hit(
+                        session_id=target, interaction_id=None, score=round(score * 0.5, 6),
+                        snippet=snippet(doc.text, ranking.terms), commit=row.commit,
+                        kind="summary", timestamp=datetime.fromtimestamp(doc.ts, UTC),
+                        components={"link": 0.5},
+                    ))  # fmt: skip
+            return out
+
+        return self._store_index().run(work, commit=commit)
+
+    # --- context ---------------------------------------------------------------------
+
+    def retrieve_context(
+        self,
+        session_id: str,
+        query: str,
+        max_tokens: int = 2000,
+        *,
+        k: int = 8,
+        recent_turns: int = 8,
+        tags: Iterable[str] = (),
+        project: str | None = None,
+        participant: str | Iterable[str] | None = None,
+        token_counter: TokenCounter | None = None,
+        explain: bool = False,
+        commit: str | None = None,
+    ) -> ContextMessages:
+        """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
+
+        In this order: the session's summary (system), its most recent turns (user /
+        assistant), then a system message of memories retrieved for ``query`` from
+        other sessions (and from earlier in this one), each naming its source. Room goes
+        first to the summary, then the newest turns, then memories by rank; the result
+        never counts more than ``max_tokens`` with the token counter in use. An empty
+        query retrieves nothing; an unknown session gives memories only.
+
+        Returns:
+            ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
+            ``explain=True`` its ``explanation`` shows the search, the budget and what was
+            cut.
+        """
+        if max_tokens < 1:
+            raise ValidationError(f"max_tokens must be at least 1, not {max_tokens}")
+        counter = token_counter or self.token_counter or default_counter()
+        notes: list[str] = []
+        try:
+            session = self.load_memory(session_id, commit=commit)
+        except ParseError as exc:
+            session = None
+            notes.append(f"session {session_id!r} could not be read: {exc}")
+        recent = {i.id for i in session.interactions[-recent_turns:]} if session else set()
+        memories: list[Memory] = []
+        ranking: Ranking | None = None
+        info: dict[str, Any] = {}
+        filters = self._filters(tags, project, participant, None, None, None)
+        if query.strip():
+            ranking, info = self._rank(query, k + len(recent), filters, commit)
+            by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
+            for hit in ranking.hits:
+                same = hit.session_id == session_id
+                if same and (hit.interaction_id in recent or hit.kind == "summary"):
+                    continue
+                cand = by_ref[(hit.session_id, hit.interaction_id)]
+                text = cand.doc.text
+                if len(text) > MEMORY_CHARS:
+                    text = text[:MEMORY_CHARS] + "…"
+                memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
+                                       hit.timestamp, text, hit.score, same))
+                if len(memories) >= k:
+                    break
+        plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns)
+        refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
+        used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
+        if used and commit is None:
+            self._store_index().run(lambda index: index.touch(used, time.time()))
+        out = ContextMessages(plan.messages)
+        if explain:
+            out.explanation = {
+                "session_id": session_id,
+                "session_found": session is not None,
+                "budget": plan.explanation(),
+                "search": (
+                    _explain_ranking(ranking, self.rank_config, filters,
+                                     {(h.session_id, h.interaction_id) for h in ranking.hits})
+                    | {"index": info} if ranking is not None else None
+                ),
+                "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
+                "messages": list(plan.messages),
+            }  # fmt: skip
+        return out
+
+    # --- LoCoMo ----------------------------------------------------------------------
+
+    def import_locomo(
+        self,
+        path: str | Path,
+        *,
+        convs: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> ImportResult:
+        """Import a LoCoMo JSON file (one commit): each session becomes a gitmem session
+        ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
+
+        Importing is additive and idempotent: only turns a session lacks are added, turns
+        already stored (also ones saved by hand since) are kept, and importing an unchanged
+        file again makes no commit. A stored turn whose text differs from the file is kept
+        as stored and listed in ``result.differing``. ``progress(text)`` is told after each
+        conversation.
+
+        Returns the imported session ids (an ``ImportResult``, a list with details).
+        """
+        conversations = locomo.load(path)
+        chosen = [conversations[i] for i in locomo.parse_range(convs, len(conversations))]
+        result = ImportResult()
+        turns = 0
+        with self.batch(f"Import LoCoMo {Path(path).name}") as done:
+            for number, conv in enumerate(chosen, 1):
+                for session in conv.sessions:
+                    self._import_session(session, result)
+                    result.append(session.id)
+                    turns += len(session.interactions)
+                if progress is not None:
+                    progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
+                             f"{len(result)} sessions, {turns} turns so far")  # fmt: skip
+        result.commit = done.commit
+        return result
+
+    def _import_session(self, imported: Session, result: ImportResult) -> None:
+        archived = self._archive(imported.id)  # a summary may have moved turns there
+        elsewhere = {t.id for t in archived.interactions} if archived else set()
+
+        def change(current: Session | None) -> Session | None:
+            merged = locomo.merge_session(current, imported, elsewhere=elsewhere,
+                                          same=self._same_turn)
+            result.added += [(imported.id, iid) for iid in merged.added]
+            result.differing += [(imported.id, iid) for iid in merged.differing]
+            return merged.session
+
+        self._modify(imported.id, change, op="import", subject=f"Import {imported.id}")
+
+    def _same_turn(self, stored: Interaction, imported: Interaction) -> bool:
+        """Equal, counting a secret the file has as the marker the store has in its place."""
+        if stored.timestamp != imported.timestamp or len(stored.messages) != len(imported.messages):
+            return False
+        config = self.secret_config
+        for kept, given in zip(stored.messages, imported.messages, strict=True):
+            if kept.speaker != given.speaker:
+                return False
+            if kept.content != given.content and (
+                not config.redact or redact(given.content, config)[0] != kept.content
+            ):
+                return False
+        return True
+
+    @classmethod
+    def bench_locomo(
+        cls,
+        path: str | Path,
+        *,
+        convs: str | None = None,
+        depth: int = 50,
+        workdir: str | Path | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> dict[str, Any]:
+        """Score retrieval on a LoCoMo file through real stores (see ``gitmem.locomo``).
+
+        Each conversation is imported into a fresh temporary store, then every question
+        of categories 1-4 goes through ``search``. Returns the table rows and timings.
+        """
+        conversations = locomo.load(path)
+        chosen = locomo.parse_range(convs, len(conversations))
+        scores = locomo.Scores()
+        timings = {"import_s": 0.0, "index_s": 0.0}
+        with _workdir(workdir) as base:
+            for at in chosen:
+                conv = conversations[at]
+                if progress is not None:
+                    progress(f"conversation {at}: {conv.sample_id}")
+                start = time.perf_counter()
+                mm = cls.init(base / f"store-{at}")  # type: ignore[attr-defined]
+                mm.import_locomo(path, convs=str(at))
+                timings["import_s"] += time.perf_counter() - start
+                start = time.perf_counter()
+                mm.reindex()
+                timings["index_s"] += time.perf_counter() - start
+                for question in conv.questions:
+                    if question.category not in locomo.CATEGORIES:
+                        continue
+                    start = time.perf_counter()
+                    hits = mm.search(question.text, k=depth)
+                    scores.seconds += time.perf_counter() - start
+                    scores.add(question, conv, [(h.session_id, h.interaction_id or "")
+                                                for h in hits])
+                mm.close_index()
+                mm.close()
+        return {
+            "file": str(path),
+            "conversations": [conversations[i].sample_id for i in chosen],
+            "rows": scores.rows(),
+            **{key: round(value, 2) for key, value in timings.items()},
+        }
+
+
+class _workdir:
+    """A given folder, or a temporary one removed afterwards."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self._given = Path(path) if path is not None else None
+        self._temp: tempfile.TemporaryDirectory[str] | None = None
+
+    def __enter__(self) -> Path:
+        if self._given is not None:
+            self._given.mkdir(parents=True, exist_ok=True)
+            return self._given
+        self._temp = tempfile.TemporaryDirectory(prefix="gitmem-locomo-")
+        return Path(self._temp.name)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._temp is not None:
+            self._temp.cleanup()

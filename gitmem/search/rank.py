@@ -1,0 +1,566 @@
+"""Ranking: which stored interactions and summaries answer a query, and why.
+
+A query is cut into the same terms as the index (:mod:`gitmem.analysis`). Candidates come
+from the inverted index; each gets a score built from named components so that
+``--explain`` can show how it came about:
+
+- ``keyword``: BM25 of the query terms, divided by the best score any document could get
+  for this query, so it lies in 0..1 and a fixed minimum score means the same for every
+  query;
+- ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
+  relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
+- ``speaker``: the query names who said it;
+- ``context``: the neighbouring turns of the same session match too (answers often sit one
+  turn after the question that prompted them);
+- ``session``: the turn's session as a whole matches (best turn of the session);
+- ``summary``: the session's summary matches, lifting all of its turns;
+- ``fuzzy``: rapidfuzz ``token_set_ratio`` of the stopword-free query and memory words, for
+  typos and near-spellings (never ``WRatio``: it ties hundreds of turns on long text);
+- ``decay`` and ``activation``: multipliers for age and for how often a memory was used.
+
+Weights live in :class:`RankConfig`. Hits scoring below ``min_score`` are dropped, so the
+answer to an unrelated query is an empty list, not the least bad guess.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from operator import itemgetter
+
+from rapidfuzz import fuzz, process
+
+from gitmem.models import Hit
+from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
+from gitmem.text import dates, is_cjk, stem, terms, words
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Weights and limits of the ranking; every field has a measured default."""
+
+    # BM25 with a low length normalisation: short chat turns are not penalised for brevity
+    k1: float = 0.9
+    b: float = 0.3
+    # postings read per query term (highest impact first); rarer terms are read in full
+    postings_limit: int = 3000
+    postings_floor: int = 200
+    # when filters leave at most this many documents, they are scored one by one
+    scan_limit: int = 1500
+    max_query_terms: int = 48
+    max_query_chars: int = 4000
+    candidates: int = 100
+    # first-round documents considered for the final scoring (plus neighbours, dated turns)
+    rescore_pool: int = 300
+    speaker_weight: float = 1.0
+    prf_docs: int = 3
+    prf_terms: int = 10
+    prf_weight: float = 0.2
+    # postings read per expansion term (scaled down for common words like postings_limit)
+    prf_postings: int = 300
+    neighbour_weight: float = 0.5
+    # the neighbours of this many best first-round turns become candidates themselves
+    neighbour_pool: int = 20
+    session_weight: float = 0.3
+    # a session's strength is the mean of its best turns (not one lucky turn)
+    session_top: int = 3
+    summary_weight: float = 0.5
+    fuzzy_weight: float = 0.05
+    fuzzy_candidates: int = 30
+    typo_min_ratio: float = 80.0
+    # a query naming a date ("in July 2023") prefers memories from then
+    temporal_weight: float = 0.3
+    temporal_half_life_days: float = 7.0
+    # a query naming a date with a year also gets the turns of that time as candidates
+    date_pool: int = 30
+    decay_weight: float = 0.1
+    half_life_days: float = 180.0
+    activation_weight: float = 0.05
+    min_score: float = 0.05
+    # hits scoring below this share of the best hit's score are dropped too
+    relative_min: float = 0.2
+    snippet_chars: int = 200
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Metadata filters; every given condition must hold (tags and participants: all)."""
+
+    tags: tuple[str, ...] = ()
+    project: str | None = None
+    participants: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.tags or self.project or self.participants or self.sessions
+            or self.since or self.until
+        )  # fmt: skip
+
+
+@dataclass
+class Candidate:
+    """A scored document with its score components (for ``--explain``)."""
+
+    doc: DocRow
+    session: SessionRow
+    score: float
+    components: dict[str, float]
+
+
+@dataclass
+class Ranking:
+    """The result of one ranking: hits plus everything ``--explain`` shows."""
+
+    query: str
+    terms: dict[str, float]
+    expansion: dict[str, float]
+    corrections: dict[str, str]
+    hits: list[Hit]
+    candidates: list[Candidate]
+    below_min: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def _clean(text: str) -> str:
+    """Drop control characters (a query may come from anywhere)."""
+    return "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
+    )
+
+
+def _window(year: int | None, month: int | None, day: int | None, at: datetime
+            ) -> tuple[datetime, datetime]:
+    """The time span a (possibly partial) date names, taking missing parts from ``at``."""
+    y = year if year is not None else at.year
+    if month is None:
+        return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
+    if day is None:
+        end = datetime(y + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+        return datetime(y, month, 1, tzinfo=UTC), end
+    try:
+        start = datetime(y, month, day, tzinfo=UTC)
+    except ValueError:
+        start = datetime(y, month, 1, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
+              half_life_days: float) -> float:
+    """1 when ``ts`` falls inside one of the named dates, halving per ``half_life_days`` off."""
+    at = datetime.fromtimestamp(ts, UTC)
+    best = 0.0
+    for year, month, day in named:
+        start, end = _window(year, month, day, at)
+        if start <= at < end:
+            return 1.0
+        off = (start - at) if at < start else (at - end)
+        best = max(best, 0.5 ** (off.total_seconds() / 86400 / half_life_days))
+    return best
+
+
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+
+
+# candidates whose text is read (hits beyond these are never shown, even by --explain)
+SHOWN_CANDIDATES = 25
+
+
+_second = itemgetter(1)
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(speaker: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in words(speaker))
+
+
+def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
+    """A piece of ``text`` of at most ``limit`` characters around the first matching word."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    wanted = set(query_terms)
+    first: int | None = None
+    for match in _WORDS.finditer(flat):
+        word = match.group().casefold()
+        if stem(word) in wanted:
+            first = match.start()
+            break
+    for term in wanted:
+        if term and is_cjk(term[0]):
+            at = flat.find(term)
+            if at >= 0 and (first is None or at < first):
+                first = at
+    start = max((first or 0) - limit // 4, 0)
+    piece = flat[start : start + limit]
+    return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
+
+
+class Ranker:
+    """Scores an :class:`~gitmem.index.Index` for queries (see the module docstring)."""
+
+    def __init__(self, index: Index, config: RankConfig | None = None) -> None:
+        self.index = index
+        self.config = config or RankConfig()
+
+    # --- query terms -----------------------------------------------------------------
+
+    def _query_terms(
+        self, text: str, n_docs: int
+    ) -> tuple[dict[str, float], dict[str, int], dict[str, str]]:
+        """Weighted query terms, their document frequencies and typo corrections."""
+        counts = Counter(terms(text))
+        df = self.index.df(counts)
+        corrections: dict[str, str] = {}
+        if self.config.speaker_weight and any(t not in df for t in counts):
+            # a name that only ever appears as a speaker still counts (for the speaker part)
+            for name, spoken in self.index.speakers().items():
+                for term in _name_terms(name):
+                    if term in counts and term not in df:
+                        df[term] = spoken
+        weights: dict[str, float] = {t: float(c) for t, c in counts.items() if t in df}
+        missing = [t for t in counts if t not in df and len(t) >= 4 and t.isalpha()]
+        if missing:
+            vocab = self.index.vocabulary()
+            for term in missing[:8]:
+                found = process.extractOne(
+                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.typo_min_ratio
+                )
+                if found is not None:
+                    corrections[term] = found[0]
+                    weights[found[0]] = max(weights.get(found[0], 0.0), found[1] / 100)
+            df.update(self.index.df(corrections.values()))
+        if len(weights) > self.config.max_query_terms:
+            rarest = sorted(weights, key=lambda t: (df.get(t, 0), t))
+            weights = {t: weights[t] for t in rarest[: self.config.max_query_terms]}
+        return weights, df, corrections
+
+    def _idf(self, df: int, n_docs: int) -> float:
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+
+    # --- scoring ---------------------------------------------------------------------
+
+    def _bm25_doc(self, doc: DocRow, weights: dict[str, float], idf: dict[str, float],
+                  avgdl: float) -> float:
+        if not doc.dl:
+            return 0.0
+        cfg = self.config
+        norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
+        tf = Counter(t for t in doc.terms.split() if t in weights)
+        return sum(
+            weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items()
+        )
+
+    def _bm25(
+        self, weights: dict[str, float], idf: dict[str, float], avgdl: float,
+        allowed: set[int] | None, limit: int, scan: dict[int, DocRow] | None,
+        where: dict[int, tuple[int, int, int]], floor: int | None = None,
+    ) -> dict[int, float]:
+        """BM25 of every matching document (from the scan, or from the postings)."""
+        if scan is not None:
+            return {
+                d.id: s for d in scan.values()
+                if (s := self._bm25_doc(d, weights, idf, avgdl)) > 0
+            }  # fmt: skip
+        cfg = self.config
+        scores: dict[int, float] = {}
+        k1, b = cfg.k1, cfg.b
+        n_docs = self.index.stats()[0]
+        top_idf = self._idf(1, n_docs) or 1.0
+        for term, weight in weights.items():
+            w = weight * idf[term] * (k1 + 1)
+            # common words add little to any score: read only their best postings
+            cap = max(cfg.postings_floor if floor is None else floor,
+                      int(limit * idf[term] / top_idf))
+            for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
+                if allowed is not None and skey not in allowed:
+                    continue
+                scores[doc_id] = scores.get(doc_id, 0.0) + w * tf / (
+                    tf + k1 * (1 - b + b * dl / avgdl)
+                )
+                where[doc_id] = (skey, pos, kind)
+        return scores
+
+    def rank(
+        self,
+        query: str,
+        k: int = 10,
+        filters: Filters | None = None,
+        *,
+        now: datetime | None = None,
+        head: str | None = None,
+    ) -> Ranking:
+        """Rank the index for ``query``; see :class:`Ranking` for what comes back."""
+        cfg = self.config
+        filters = filters or Filters()
+        text = _clean(query)[: cfg.max_query_chars]
+        n_docs, avgdl = self.index.stats()
+        ranking = Ranking(query, {}, {}, {}, [], [])
+        if not text.strip() or n_docs == 0:
+            ranking.notes.append("empty query" if not text.strip() else "the index is empty")
+            return ranking
+        weights, df, corrections = self._query_terms(text, n_docs)
+        ranking.terms, ranking.corrections = weights, corrections
+        if not weights:
+            ranking.notes.append("no query term occurs in any memory")
+            return ranking
+        allowed = None if filters.empty else self._allowed(filters)
+        if allowed is not None and not allowed:
+            ranking.notes.append("no session matches the filters")
+            return ranking
+        idf = {t: self._idf(df[t], n_docs) for t in weights}
+        ideal = sum(w * idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+
+        scan: dict[int, DocRow] | None = None
+        limit = cfg.postings_limit
+        where: dict[int, tuple[int, int, int]] = {}
+        if allowed is not None:
+            if self.index.count_session_docs(allowed) <= cfg.scan_limit:
+                scan = {d.id: d for d in self.index.session_docs(allowed, text=False)}
+                where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
+            else:  # most postings read will be filtered out: read deeper
+                limit *= 10
+        base = self._bm25(weights, idf, avgdl, allowed, limit, scan, where)
+
+        # pseudo relevance feedback: borrow terms from the best first-round documents
+        expansion: dict[str, float] = {}
+        extra: dict[int, float] = {}
+        if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
+            top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
+            rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
+            expansion = self._expansion(rows, base, weights, n_docs)
+            if expansion:
+                idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
+                expansion = {t: w for t, w in expansion.items() if t in idf}
+                extra = self._bm25(expansion, idf, avgdl, allowed, cfg.prf_postings, scan,
+                                   where, floor=cfg.prf_postings // 2)
+        ranking.expansion = expansion
+        ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
+        first = {i: v / ideal for i, v in base.items()}
+        for i, v in extra.items():
+            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
+
+        # what the first round says about each turn's neighbours, session and summary
+        at_place: dict[tuple[int, int], float] = {}
+        in_session: defaultdict[int, list[float]] = defaultdict(list)
+        summary_score: dict[int, float] = {}
+        for doc_id, value in first.items():
+            skey, pos, kind = where[doc_id]
+            if kind == KIND_SUMMARY:
+                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
+            else:
+                at_place[skey, pos] = value
+                in_session[skey].append(value)
+        top_n = max(cfg.session_top, 1)
+        session_cache: dict[int, float] = {}
+
+        def session_of(skey: int) -> float:
+            found = session_cache.get(skey)
+            if found is None:
+                values = in_session.get(skey, ())
+                best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
+                found = session_cache[skey] = sum(best) / top_n
+            return found
+
+        # rescore the best first-round documents plus their neighbours and dated turns
+        ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
+        consider = set(ordered[: cfg.rescore_pool])
+        consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
+        consider |= self._dated(text, allowed, where)
+        nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
+
+        def pre_score(doc_id: int) -> float:
+            skey, pos, kind = where[doc_id]
+            value = first.get(doc_id, 0.0) + sw * session_of(skey)
+            if kind == KIND_INTERACTION:
+                value += nw * max(at_place.get((skey, pos - 1), 0.0),
+                                  at_place.get((skey, pos + 1), 0.0))
+                value += uw * summary_score.get(skey, 0.0)
+            return value
+
+        pool = heapq.nlargest(cfg.candidates, consider, key=pre_score)
+        pre: dict[int, tuple[float, dict[str, float]]] = {}
+        for doc_id in pool:
+            skey, pos, kind = where[doc_id]
+            comp = {
+                "keyword": base.get(doc_id, 0.0) / ideal,
+                "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
+            }
+            if kind == KIND_INTERACTION:
+                if nw:
+                    comp["context"] = nw * max(
+                        at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
+                    )
+                if uw:
+                    comp["summary"] = uw * summary_score.get(skey, 0.0)
+            if sw:
+                comp["session"] = sw * session_of(skey)
+            pre[doc_id] = (sum(comp.values()), comp)
+        rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
+        candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
+        candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
+        # the text is read for the candidates that may be shown only
+        shown = candidates[: max(k, SHOWN_CANDIDATES)]
+        texts = self.index.texts(c.doc.id for c in shown)
+        for cand in shown:
+            cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
+        floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
+        kept = [c for c in candidates if c.score >= floor]
+        ranking.below_min = len(candidates) - len(kept)
+        ranking.candidates = candidates
+        ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
+        return ranking
+
+    def _neighbours(self, best: list[int], where: dict[int, tuple[int, int, int]],
+                    scan: dict[int, DocRow] | None) -> set[int]:
+        """The turns next to the best first-round turns (added to ``where``)."""
+        if not (self.config.neighbour_weight and best):
+            return set()
+        places = {
+            (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
+            for step in (-1, 1)
+        }  # fmt: skip
+        if scan is not None:
+            found = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()
+                     if d.kind == KIND_INTERACTION and (d.skey, d.pos) in places}
+        else:
+            found = self.index.neighbours(places)
+        for doc_id, place in found.items():
+            where.setdefault(doc_id, place)
+        return set(found)
+
+    def _dated(self, text: str, allowed: set[int] | None,
+               where: dict[int, tuple[int, int, int]]) -> set[int]:
+        """Turns from the dates (with a year) that the query names (added to ``where``)."""
+        cfg = self.config
+        if not (cfg.date_pool and cfg.temporal_weight):
+            return set()
+        out: set[int] = set()
+        for year, month, day in dates(text):
+            if year is None:
+                continue
+            start, end = _window(year, month, day, datetime.now(UTC))
+            lo, hi = start.timestamp(), end.timestamp()
+            keys = self.index.session_keys(active_since=lo, created_until=hi)
+            if allowed is not None:
+                keys &= allowed
+            rows = [d for d in self.index.session_docs(sorted(keys)[:50], kind=KIND_INTERACTION)
+                    if lo <= d.ts < hi]
+            for d in rows[: cfg.date_pool]:
+                where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                out.add(d.id)
+        return out
+
+    def _allowed(self, filters: Filters) -> set[int]:
+        return self.index.session_keys(
+            session_ids=filters.sessions,
+            tags=filters.tags,
+            project=filters.project,
+            participants=filters.participants,
+            active_since=filters.since.timestamp() if filters.since else None,
+            created_until=filters.until.timestamp() if filters.until else None,
+        )
+
+    def _expansion(
+        self, rows: dict[int, DocRow], base: dict[int, float], weights: dict[str, float],
+        n_docs: int,
+    ) -> dict[str, float]:
+        cfg = self.config
+        total = sum(base[i] for i in rows) or 1.0
+        mass: dict[str, float] = {}
+        for doc_id, row in rows.items():
+            if not row.dl:
+                continue
+            share = base[doc_id] / total
+            for term, n in Counter(row.terms.split()).items():
+                if term not in weights:
+                    mass[term] = mass.get(term, 0.0) + share * n / row.dl
+        if not mass:
+            return {}
+        df = self.index.df(mass)
+        scored = {
+            t: m * self._idf(df.get(t, 1), n_docs) for t, m in mass.items() if df.get(t, 0) > 1
+        }
+        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.prf_terms]
+        if not best:
+            return {}
+        top = scored[best[0]]
+        return {t: scored[t] / top for t in best}
+
+    def _finish(
+        self, rows: dict[int, DocRow], pre: dict[int, tuple[float, dict[str, float]]],
+        weights: dict[str, float], idf: dict[str, float], ideal: float, text: str,
+        filters: Filters, now: datetime | None,
+    ) -> list[Candidate]:
+        """Add what needs the document itself: speaker, fuzzy, date, age and use."""
+        cfg = self.config
+        sessions = self.index.sessions({r.skey for r in rows.values()})
+        access = (
+            self.index.access_counts(s.session_id for s in sessions.values())
+            if cfg.activation_weight else {}
+        )  # fmt: skip
+        fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
+        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
+        named_dates = dates(text) if cfg.temporal_weight else []
+        stamp = (now or datetime.now(UTC)).timestamp()
+        lo = filters.since.timestamp() if filters.since else -math.inf
+        hi = filters.until.timestamp() if filters.until else math.inf
+        out: list[Candidate] = []
+        for doc_id, row in rows.items():
+            session = sessions.get(row.skey)
+            if session is None or not lo <= row.ts <= hi:
+                continue
+            additive, comp = pre[doc_id]
+            comp = dict(comp)
+            if row.speaker and cfg.speaker_weight:
+                asked = _name_terms(row.speaker) & weights.keys()
+                if asked:
+                    comp["speaker"] = cfg.speaker_weight * sum(
+                        weights[t] * idf[t] for t in asked
+                    ) * (cfg.k1 + 1) / ideal
+            if doc_id in fuzzy_pool and fuzzy_query:
+                ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
+                comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
+            if named_dates:
+                comp["temporal"] = cfg.temporal_weight * closeness(
+                    named_dates, row.ts, cfg.temporal_half_life_days
+                )
+            additive = sum(comp.values())
+            decay = 1.0
+            if cfg.decay_weight:
+                age_days = max(stamp - row.ts, 0.0) / 86400
+                fresh = 0.5 ** (age_days / cfg.half_life_days)
+                decay = 1 - cfg.decay_weight + cfg.decay_weight * fresh
+            activation = 1.0
+            if cfg.activation_weight:
+                used = access.get((session.session_id, row.iid or ""), 0)
+                activation = 1 + cfg.activation_weight * math.log1p(used)
+            comp["decay"] = decay
+            comp["activation"] = activation
+            out.append(Candidate(row, session, additive * decay * activation, comp))
+        return out
+
+    def _hit(self, cand: Candidate, weights: dict[str, float], head: str | None) -> Hit:
+        row = cand.doc
+        # the values are valid by construction: skip pydantic's validation on the hot path
+        return Hit.model_construct(
+            session_id=cand.session.session_id,
+            interaction_id=row.iid,
+            score=round(cand.score, 6),
+            snippet=snippet(row.text, weights, self.config.snippet_chars),
+            commit=cand.session.commit or head,
+            kind="summary" if row.kind == KIND_SUMMARY else "interaction",
+            speaker=row.speaker or None,
+            timestamp=datetime.fromtimestamp(row.ts, UTC),
+            components={key: round(value, 6) for key, value in cand.components.items()},
+        )

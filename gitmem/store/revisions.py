@@ -1,0 +1,223 @@
+"""``RevisionsMixin``: resolving revisions and reading a file's history through git."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem.errors import RepositoryError, RevisionNotFound, ValidationError
+from gitmem.models import as_aware
+from gitmem.store.gitlog import (
+    _HEX40,
+    FORMAT,
+    FileChange,
+    LogEntry,
+    ere_escape,
+    git_epoch,
+    looks_like_date,
+    parse_date,
+    parse_diff_tree,
+    parse_log,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from gitmem.store.logcache import LogCache
+
+
+class RevisionsMixin:
+    """History reading for ``Repository`` (which provides ``root`` and ``head()``)."""
+
+    root: Path
+    state_dir: Path
+    _history_cache: LogCache | None = None
+
+    if TYPE_CHECKING:
+
+        def head(self) -> str | None: ...
+
+        def has_object(self, hexsha: str, kind: str) -> bool: ...
+
+        def _read_object(self, hexsha: str, kind: str) -> bytes: ...
+
+    def parents(self, commit: str) -> list[str]:
+        """The parent commit ids of ``commit`` (empty for a root commit)."""
+        body = self._read_object(commit, "commit")
+        header = body.split(b"\n\n", 1)[0]
+        return [line[7:47].decode() for line in header.split(b"\n") if line.startswith(b"parent ")]
+
+    def run_git(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, bytes]:
+        """Run a read-only git command in the store; (exit code, stdout)."""
+        done = subprocess.run(
+            ["git", "-c", "core.quotepath=false", *args],
+            cwd=self.root,
+            capture_output=True,
+            check=False,
+        )
+        if done.returncode not in ok:
+            message = done.stderr.decode("utf-8", "replace").strip()
+            raise RepositoryError(f"{self.root}: git {' '.join(args)} failed: {message}")
+        return done.returncode, done.stdout
+
+    def resolve(self, rev: str | datetime) -> str:
+        """The full commit id of a revision of this store.
+
+        Accepts full or short shas, ``HEAD~3``, branch and tag names, ``datetime`` objects
+        and ISO dates/times (the last commit on the branch at or before that moment).
+
+        Raises:
+            RevisionNotFound: the revision names no commit of this store, or the date is
+                before the first commit.
+            ValidationError: ``rev`` is neither a string nor a datetime.
+        """
+        if isinstance(rev, datetime):
+            return self._commit_at(as_aware(rev), rev.isoformat())
+        if not isinstance(rev, str):
+            raise ValidationError(
+                f"revision: expected a commit id, an ISO date string or a datetime, "
+                f"not {type(rev).__name__}"
+            )
+        text = rev.strip()
+        if not text:
+            raise RevisionNotFound(f"{self.root}: empty revision; give a commit sha or a date")
+        if looks_like_date(text):
+            return self._commit_at(parse_date(text), text)
+        if _HEX40.fullmatch(text) and self.has_object(text, "commit"):
+            return text
+        code, out = self.run_git(
+            "rev-parse", "--verify", "--quiet", "--end-of-options", text + "^{commit}", ok=(0, 1)
+        )
+        if code != 0:
+            raise RevisionNotFound(
+                f"unknown revision {text!r}: no such commit in the store at {self.root} "
+                "(a sha from another repository?); use a sha from `gitmem log`, HEAD~N, "
+                "a branch name or an ISO date"
+            )
+        return out.decode().strip()
+
+    def _commit_at(self, when: datetime, asked: str) -> str:
+        if self.head() is None:
+            raise RevisionNotFound(f"{self.root}: the store has no commits yet")
+        before = git_epoch(when)
+        sha = ""
+        if before is not None:
+            _, out = self.run_git("rev-list", "-1", "--first-parent", f"--before={before}", "HEAD")
+            sha = out.decode().strip()
+        if sha:
+            return sha
+        _, first = self.run_git("log", "--first-parent", "--reverse", "--format=%h %cI", "HEAD")
+        oldest = first.decode().split("\n", 1)[0]
+        raise RevisionNotFound(
+            f"no commit at or before {asked!r} ({when.isoformat()}) in {self.root}: the "
+            f"store's first commit is {oldest or '?'}; give a later date"
+        )
+
+    def is_ancestor(self, commit: str, of: str | None = None) -> bool:
+        """True if ``commit`` is ``of`` (default HEAD) or one of its ancestors."""
+        target = of or self.head()
+        if target is None:
+            return False
+        code, _ = self.run_git("merge-base", "--is-ancestor", commit, target, ok=(0, 1))
+        return code == 0
+
+    def log(
+        self,
+        paths: Sequence[str] | None = None,
+        *,
+        rev: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        trailers: Mapping[str, str] | None = None,
+        files: bool = False,
+        full_diff: bool = True,
+    ) -> list[LogEntry]:
+        """Commits reachable from ``rev`` (default HEAD), newest first, as :class:`LogEntry`.
+
+        Args:
+            paths: only commits that changed one of these files (``git log -- path``: uses
+                the commit-graph's Bloom filters when housekeeping has written them).
+            since: only commits made at or after this time.
+            until: only commits made at or before this time.
+            limit: at most this many commits.
+            trailers: only commits with every one of these exact trailer values
+                (``{"Gitmem-Agent": "bot"}``).
+            files: fill ``LogEntry.files`` with the blob ids each commit changed (a diff per
+                commit: slower).
+            full_diff: with ``files``, list every file each commit changed, not only ``paths``.
+        """
+        start = rev or self.head()
+        if start is None:
+            return []
+        args = ["log", "-z", f"--format={FORMAT}"]
+        if files:
+            args += ["--raw", "--no-abbrev", "--no-renames", "--diff-merges=first-parent"]
+            if full_diff and paths:
+                args.append("--full-diff")
+        # as epochs: git's parser rejects years from 2100 on (then it would list nothing)
+        after = None if since is None else git_epoch(since, round_up=True)
+        before = None if until is None else git_epoch(until)
+        if until is not None and before is None:
+            return []  # before 1970: no commit can be that old
+        if after is not None:
+            args.append(f"--since={after}")
+        if before is not None:
+            args.append(f"--until={before}")
+        for key, value in (trailers or {}).items():
+            args.append(f"--grep=^{ere_escape(key)}: {ere_escape(value)}$")
+        if trailers:
+            args += ["--extended-regexp", "--all-match"]
+        if limit is not None and not trailers:
+            args.append(f"--max-count={max(0, limit)}")
+        args += ["--end-of-options", start, "--"]
+        if paths:
+            args += [f":(literal){p}" for p in paths]
+        _, out = self.run_git(*args)
+        entries = parse_log(out)
+        if trailers:
+            entries = [
+                e for e in entries if all(v in e.trailers.get(k, ()) for k, v in trailers.items())
+            ]
+        if since is not None:
+            entries = [e for e in entries if e.time >= as_aware(since)]
+        if until is not None:
+            entries = [e for e in entries if e.time <= as_aware(until)]
+        return entries if limit is None else entries[: max(0, limit)]
+
+    def _cache(self) -> LogCache:
+        if self._history_cache is None:
+            from gitmem.store.logcache import LogCache
+
+            self._history_cache = LogCache(self, self.state_dir / "history")
+        return self._history_cache
+
+    def index_history(self) -> str | None:
+        """Build or bring up to date the per-file commit cache (housekeeping runs this).
+
+        The first build diffs every commit once (seconds on a 10,000-commit store); after
+        that each refresh reads only the commits made since.
+        """
+        return self._cache().refresh()
+
+    def file_log(self, paths: Sequence[str], rev: str | None = None) -> list[LogEntry]:
+        """Commits that changed any of ``paths``, newest first, each with those files' blob
+        ids before and after. Up to HEAD this reads the per-file cache under
+        ``.git/gitmem/history`` once housekeeping has built it (see ``logcache``); otherwise
+        ``git log -- paths``.
+        """
+        cache = self._cache()
+        if (rev is None or rev == self.head()) and cache.ready():
+            return cache.entries(paths)
+        return self.log(paths, rev=rev, files=True, full_diff=False)
+
+    def diff_tree(self, old: str | None, new: str) -> list[FileChange]:
+        """Files that differ between commits ``old`` (None: the empty tree) and ``new``."""
+        if old is None:
+            args = ["diff-tree", "-r", "-z", "--no-renames", "--root", "--end-of-options", new]
+        else:
+            args = ["diff-tree", "-r", "-z", "--no-renames", "--end-of-options", old, new]
+        _, out = self.run_git(*args)
+        return parse_diff_tree(out)

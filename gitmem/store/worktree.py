@@ -1,0 +1,248 @@
+"""The working tree and ``.git/index`` side of ``Repository``.
+
+A save's files are written atomically (temp file, fsync, rename; the replaced file kept as a
+backup until the branch has moved) and their index entries patched, so ``git status
+--porcelain`` stays empty and a person's own ``git commit`` can never undo a save.
+``Repository`` inherits :class:`WorktreeMixin`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import stat
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
+from gitmem.store.gitindex import Index, stat_fields
+from gitmem.store.locks import naming
+from gitmem.store.objects import object_id
+
+_SEQ = itertools.count()
+
+
+def read_regular(target: Path) -> bytes | None:
+    """The bytes of a regular file, or None when it is absent.
+
+    Checked with lstat before opening and with fstat after, and opened non-blocking, so a
+    FIFO planted under a session's name can never hang a reader.
+    """
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(f"{target} is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between lstat and open
+            raise NotRegularFile(f"{target} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+class WorktreeMixin:
+    """Working files and their index entries."""
+
+    root: Path
+    git_dir: Path
+    state_dir: Path
+    _git: Any  # git.Repo; GitPython is imported by repository.py only
+    _index: tuple[bytes, Index] | None
+    _prepared: list[Path]
+
+    if TYPE_CHECKING:
+
+        def _locked_write(
+            self,
+            target: Path,
+            data: bytes,
+            check: Callable[[], bool] | None = None,
+            *,
+            in_place: bool = True,
+        ) -> bool: ...
+        def _overwrite(self, target: Path, data: bytes) -> None: ...
+
+    def _safe_target(self, path: str) -> Path:
+        """The absolute working-tree path for ``path``, refusing symlinks on the way."""
+        target = self.root
+        parts = path.split("/")
+        for at, part in enumerate(parts):
+            if part in ("", ".", "..") or part == ".git":
+                raise RepositoryError(f"refusing unsafe store path {path!r}")
+            target = target / part
+            try:
+                info = target.lstat()
+            except FileNotFoundError:
+                continue
+            if os.path.islink(target):
+                raise RepositoryError(
+                    f"{target} is a symlink; gitmem never writes through symlinks"
+                )
+            if at < len(parts) - 1 and not target.is_dir():
+                raise RepositoryError(f"{target} is not a folder")
+            del info
+        return target
+
+    def _write_working(self, path: str, data: bytes | None) -> None:
+        self._write_working_files({path: data})
+
+    def _write_working_files(self, changes: dict[str, bytes | None]) -> None:
+        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
+        self._place_working_files(self._prepare_working_files(changes))
+
+    def _prepare_working_files(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
+        """Write each file's new content to a durable temp file (None: to be deleted).
+
+        Done before the branch moves, so that a full disk fails the save, not the files
+        after it. Many files (a batch) are made durable by one ``sync`` instead of one
+        fsync each.
+        """
+        many = len(changes) > 8
+        prepared: dict[str, Path | None] = {}
+        for path, data in changes.items():
+            target = self._safe_target(path)
+            if data is None:
+                prepared[path] = None
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self._temp_name()
+            self._prepared.append(tmp)
+            with naming(tmp), open(tmp, "wb") as handle:
+                handle.write(data)
+                if not many:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            prepared[path] = tmp
+        if many:
+            os.sync()
+        return prepared
+
+    def _place_working_files(self, prepared: dict[str, Path | None]) -> None:
+        for path, tmp in prepared.items():
+            self._place_working(path, tmp)
+
+    def _place_working(self, path: str, tmp: Path | None) -> None:
+        target = self._safe_target(path)
+        if tmp is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, target)
+        self._prepared.remove(tmp)
+
+    def _swap_in(self, prepared: dict[str, Path | None]) -> list[tuple[Path, Path | None]]:
+        """Put prepared files in place, keeping each replaced file as a backup (a hard
+        link) so that :meth:`_swap_back` can undo it until the branch has moved."""
+        undo: list[tuple[Path, Path | None]] = []
+        try:
+            for path, tmp in prepared.items():
+                target = self._safe_target(path)
+                backup: Path | None = self._temp_name()
+                assert backup is not None
+                try:
+                    os.link(target, backup)
+                except FileNotFoundError:
+                    backup = None  # a new file: undone by removing it
+                except OSError:  # no hard links here: a copy does as well
+                    with naming(backup), open(backup, "wb") as handle:
+                        handle.write(target.read_bytes())
+                if backup is not None:
+                    self._prepared.append(backup)
+                undo.append((target, backup))
+                self._place_working(path, tmp)
+        except BaseException:
+            self._swap_back(undo)
+            raise
+        return undo
+
+    def _swap_back(self, undo: list[tuple[Path, Path | None]]) -> None:
+        """Put back what :meth:`_swap_in` replaced (the branch did not move)."""
+        for target, backup in reversed(undo):
+            if backup is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            else:
+                os.replace(backup, target)
+                self._prepared.remove(backup)
+
+    def _temp_name(self) -> Path:
+        return self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-{next(_SEQ)}.tmp"
+
+    def _staged_entries(self, index: Index, changes: dict[str, str | None]) -> None:
+        """Point ``index``'s entries of ``changes`` at their new blobs, with the stat data
+        of the working files already in place (so ``git status`` need not re-read them)."""
+        for path, sha in changes.items():
+            if sha is None:
+                index.remove(path.encode())
+                continue
+            st = os.stat(self.root / path)
+            fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
+                                 st.st_mode, st.st_uid, st.st_gid, st.st_size)
+            index.set(path.encode(), fields, bytes.fromhex(sha))
+
+    def _write_index(self, index: Index) -> None:
+        """Write ``index`` over ``.git/index``; the caller holds git's ``index.lock``."""
+        data = index.encode()
+        try:
+            self._overwrite(self.git_dir / "index", data)
+        except BaseException:
+            self._index = None
+            raise
+        self._index = (data[-20:], index)
+
+    def _discard_prepared(self) -> None:
+        while self._prepared:
+            with contextlib.suppress(OSError):
+                self._prepared.pop().unlink()
+
+    def _load_index(self) -> Index:
+        # the trailing checksum identifies the content: mtime is too coarse to tell two
+        # writes by different processes apart
+        try:
+            fd = os.open(self.git_dir / "index", os.O_RDONLY)
+        except FileNotFoundError:
+            return Index.empty()
+        try:
+            size = os.fstat(fd).st_size
+            checksum = os.pread(fd, 20, max(0, size - 20))
+            if self._index is not None and self._index[0] == checksum:
+                return self._index[1]
+            data = os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+        index = Index.parse(data)
+        self._index = (data[-20:], index)
+        return index
+
+    def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
+        # index v4 / split / sparse: let git itself edit it (rare, slower)
+        for path, sha in changes.items():
+            if sha is None:
+                self._git.git.update_index("--force-remove", "--", path)
+            else:
+                self._git.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}")
+        self._git.git.update_index("-q", "--refresh")
+        self._index = None
+
+    def working_blob(self, path: str) -> tuple[bytes, str] | None:
+        """The working-tree content of ``path`` and its blob id, or None if absent."""
+        target = self._safe_target(path)
+        try:
+            data = read_regular(target)
+        except NotRegularFile:
+            raise ParseError([Diagnostic(path, 1, "not a regular file")]) from None
+        if data is None:
+            return None
+        return data, object_id("blob", data)

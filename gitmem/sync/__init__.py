@@ -1,0 +1,1 @@
+"""Sharing a store: remotes, semantic merge, the merge driver and git hooks."""

@@ -1,0 +1,89 @@
+"""The git merge driver for session files: ``gitmem merge-file %O %A %B %P``.
+
+git runs it once per file that both sides changed (``merge=gitmem`` in ``.gitattributes``,
+``merge.gitmem.driver`` in the clone's config). It imports only the merge and the Markdown
+parser, not the manager, so that a ``git pull`` touching many sessions stays quick; the
+store's secret settings it reads with one ``git config`` call (git runs it in the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gitmem.errors import ConflictError, ParseError
+from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, redact
+from gitmem.sync.merge import merge_texts
+
+USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
+
+
+def store_secrets() -> tuple[SecretConfig, str | None]:
+    """The secret patterns of the store git runs the driver in (``gitmem.secrets.*``, as the
+    manager reads them), and a warning when that config is unusable (the defaults are used:
+    a pull must not fail over a note)."""
+    done = subprocess.run(["git", "config", "--get-regexp", r"^gitmem\.secrets\."],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:  # 1: no key set; anything else: no config to read
+        return DEFAULT_CONFIG, None
+    pairs = [(key, value) for key, _, value in (line.partition(" ")
+                                                for line in done.stdout.splitlines())]
+    try:
+        return SecretConfig.from_git(pairs), None
+    except ValueError as exc:
+        return DEFAULT_CONFIG, f"gitmem: git config gitmem.secrets: {exc}; default patterns used"
+
+
+def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
+    """Merge ``ours`` and ``theirs`` against ``base`` by meaning, writing the result to ``ours``.
+
+    Returns:
+        (exit status, messages for stderr). 0: the semantic merge is in ``ours``. 1: a
+        version does not parse, so git's own line merge (with conflict markers where the
+        lines clash) was left in ``ours`` for a person to resolve.
+    """
+    base_data, ours_data, theirs_data = base.read_bytes(), ours.read_bytes(), theirs.read_bytes()
+    try:
+        merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)
+    except (ParseError, ConflictError) as exc:
+        done = subprocess.run(
+            ["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
+             str(ours), str(base), str(theirs)],
+            capture_output=True, check=False,
+        )  # fmt: skip
+        messages = [f"gitmem: cannot merge {path} by meaning: {exc}".rstrip()]
+        if done.returncode == 0:
+            messages.append(f"gitmem: {path}: git's line merge is in the file; check it by hand")
+        return 1, messages
+    tmp = ours.with_name(ours.name + ".gitmem-tmp")
+    tmp.write_bytes(merged)
+    os.replace(tmp, ours)
+    secrets, warning = store_secrets() if notes else (DEFAULT_CONFIG, None)
+    messages = [warning] if warning else []
+    for note in notes:
+        line = f"gitmem: {path}: {note.describe()}"
+        if note.kind in ("summary", "conflict"):
+            where = "MERGE_HEAD" if note.dropped_side == "theirs" else "HEAD"
+            line += f" (the dropped version: git show {where}:{path})"
+        # git prints this on the terminal of every pull: no secret either side quoted
+        messages.append(redact(line, secrets)[0])
+    return 0, messages
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the driver on ``BASE OURS THEIRS PATH``; prints notes to stderr."""
+    if len(argv) != 4 or any(a in ("-h", "--help") for a in argv):
+        print(USAGE, file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    base, ours, theirs, path = argv
+    try:
+        code, messages = merge_file(Path(base), Path(ours), Path(theirs), path)
+    except OSError as exc:
+        print(f"gitmem merge-file: {exc}", file=sys.stderr)
+        return 2
+    for line in messages:
+        print(line, file=sys.stderr)
+    return code

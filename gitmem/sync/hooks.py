@@ -1,0 +1,207 @@
+"""Git hooks and the merge driver's wiring: which files are memory, validating them, and
+installing hooks."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gitmem.errors import (
+    Diagnostic,
+    InvalidSessionId,
+    ParseError,
+    RepositoryError,
+)
+from gitmem.format.parse import parse_bytes
+from gitmem.format.paths import SUFFIX, decode_id
+from gitmem.store.git import _last_lines, run_git
+from gitmem.store.objects import MODE_TREE
+from gitmem.store.repository import Repository
+
+if TYPE_CHECKING:
+    pass
+
+
+def staged_files(repo: Repository, wanted: Callable[[str], bool]) -> list[tuple[str, bytes]]:
+    """(path, content) of every file staged in the index (``GIT_INDEX_FILE`` too) that
+    ``wanted`` accepts and that differs from HEAD (what a commit is about to record)."""
+    changed = run_git(repo.root, "diff", "--cached", "--name-only", "-z", "--no-renames",
+                      "--diff-filter=ACMRT")  # fmt: skip
+    if changed.returncode != 0:
+        raise RepositoryError(f"git diff --cached failed: {_last_lines(changed.stderr)}")
+    paths = [p for p in changed.stdout.split("\0") if p and wanted(p)]
+    if not paths:
+        return []
+    listed = run_git(repo.root, "ls-files", "-s", "-z", "--", *paths)
+    found = []
+    for item in listed.stdout.split("\0"):
+        meta, _, path = item.partition("\t")
+        if not path:
+            continue
+        _mode, sha, stage = meta.split(" ")
+        if stage == "0":
+            found.append((path, repo.blob(sha)))
+    return found
+
+
+def subfolders(repo: Repository, folder: str, commit: str | None = None) -> list[str]:
+    """Names of the folders directly inside ``folder`` at ``commit`` (default HEAD)."""
+    rev = commit or repo.head()
+    if rev is None:
+        return []
+    tree = repo.tree(repo.commit_tree(rev))
+    for part in folder.strip("/").split("/"):
+        found = tree.entries.get(part.encode())
+        if found is None or found[0] != MODE_TREE:
+            return []
+        tree = repo.tree(found[1].hex())
+    return sorted(
+        name.decode("utf-8", "surrogateescape")
+        for name, (mode, _sha) in tree.entries.items()
+        if mode == MODE_TREE
+    )
+
+
+HOOK_MARK = "# installed by gitmem hooks install"
+
+CHAINED_SUFFIX = ".before-gitmem"
+
+
+def hooks_dir(repo: Repository) -> Path:
+    """Where git looks for this store's hooks (``core.hooksPath`` if set)."""
+    done = run_git(repo.root, "rev-parse", "--git-path", "hooks", safe=False)
+    if done.returncode != 0:
+        raise RepositoryError(f"git rev-parse --git-path hooks failed: {done.stderr.strip()}")
+    return (repo.root / done.stdout.strip()).resolve()
+
+
+def install_hook(repo: Repository, name: str, command: str) -> Path:
+    """Write hook ``name`` running ``<command> hook <name>``; an existing foreign hook is
+    kept as ``<name>.before-gitmem`` and runs first (its failure stops the hook)."""
+    folder = hooks_dir(repo)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    chained = folder / (name + CHAINED_SUFFIX)
+    if target.is_symlink() or target.exists():
+        current = target.read_text(errors="replace") if target.is_file() else ""
+        if HOOK_MARK not in current:
+            if chained.exists() or chained.is_symlink():
+                raise RepositoryError(
+                    f"{target} exists and so does {chained}; move one of them away and retry"
+                )
+            os.replace(target, chained)
+    script = f"""#!/bin/sh
+{HOOK_MARK}: checks memory files, keeps git's merges semantic.
+# A hook that was here before runs first: {name}{CHAINED_SUFFIX}
+here=$(dirname "$0")
+if [ -x "$here/{name}{CHAINED_SUFFIX}" ]; then
+    "$here/{name}{CHAINED_SUFFIX}" "$@" || exit $?
+fi
+exec {command} hook {name} "$@"
+"""
+    tmp = folder / f".{name}.gitmem-tmp"
+    tmp.write_text(script)
+    tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    os.replace(tmp, target)
+    return target
+
+
+HOOK_NAMES = ("pre-commit", "post-merge", "post-checkout")
+
+DRIVER_NAME = "gitmem semantic merge of session files"
+
+_MARKERS = ("<<<<<<< ", ">>>>>>> ", "<<<<<<<\n", ">>>>>>>\n")
+
+
+def driver_command() -> str:
+    """The merge driver command line git runs: this Python, this gitmem.
+
+    ``-P`` keeps Python from importing modules out of the store's folder (git runs the
+    driver there, and a cloned store must not be able to plant a ``gitmem/`` package).
+    """
+    return f"{shlex.quote(sys.executable)} -P -m gitmem merge-file %O %A %B %P"
+
+
+def is_memory_file(path: str) -> bool:
+    """Whether ``path`` is a session file or a session's archive part (the paths
+    ``.gitattributes`` gives ``merge=gitmem``)."""
+    if not path.endswith(SUFFIX):
+        return False
+    if path.startswith(("sessions/", "archive/")):
+        return path.count("/") == 1
+    return path.startswith("namespaces/")
+
+
+def _expected_id(path: str) -> tuple[str | None, str | None]:
+    """(session id the file name encodes, problem) for a file in a ``sessions`` folder."""
+    parts = path.replace(os.sep, "/").split("/")
+    if len(parts) < 2 or parts[-2] != "sessions" or not parts[-1].endswith(SUFFIX):
+        return None, None
+    try:
+        return decode_id(parts[-1][: -len(SUFFIX)]), None
+    except InvalidSessionId:
+        return None, "file name is not an encoded session id"
+
+
+def validate_memory_file(data: bytes, path: str) -> list[Diagnostic]:
+    """Every ``path:line`` problem of one memory file's content (empty when it is clean).
+
+    Checks for merge conflict markers, parses with the Markdown AST parser and checks that
+    the session id matches the file name.
+    """
+    problems = [
+        Diagnostic(path, number, "unresolved merge conflict marker")
+        for number, line in enumerate(data.split(b"\n"), 1)
+        if (line + b"\n").decode("utf-8", "replace").startswith(_MARKERS)
+    ]
+    expected, bad_name = _expected_id(path)
+    if bad_name:
+        problems.append(Diagnostic(path, 1, bad_name))
+    try:
+        session = parse_bytes(data, path)
+    except ParseError as exc:
+        return sorted([*problems, *exc.diagnostics], key=lambda d: d.line)
+    if expected is not None and session.id != expected:
+        problems.append(
+            Diagnostic(path, 1, f"session id {session.id!r} does not match the file name "
+                       f"(expected {expected!r})")
+        )  # fmt: skip
+    return problems
+
+
+def validate_paths(paths: Sequence[str]) -> list[Diagnostic]:
+    """Validate memory files on disk (what the pre-commit framework hands a hook)."""
+    problems: list[Diagnostic] = []
+    for name in paths:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as exc:
+            problems.append(Diagnostic(name, 1, f"cannot read: {exc.strerror}"))
+            continue
+        problems += validate_memory_file(data, name)
+    return problems
+
+
+def _session_of(path: str) -> str:
+    name = path.rsplit("/", 1)[-1][: -len(SUFFIX)]
+    try:
+        return decode_id(name)
+    except InvalidSessionId:
+        return name
+
+
+def _remove_tree(target: Path, *, keep_root: bool) -> None:
+    if keep_root:
+        for child in target.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(target, ignore_errors=True)

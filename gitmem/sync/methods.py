@@ -1,0 +1,503 @@
+"""Sharing memory between agents and machines: remotes, sync, the merge driver and hooks.
+
+``SharingMixin`` gives :class:`~gitmem.manager.MemoryManager` ``remote_add``, ``remotes``,
+``fetch``, ``push``, ``pull``, ``sync``, ``clone``, ``install_hooks`` and ``run_hook``. A
+merge of two histories is written in-process, like a save: session files are merged by
+meaning (:mod:`gitmem.merging`), other files by git's line merge, and the result is one
+merge commit with ``Gitmem-Op: merge``. A merge that cannot be done without a person
+(an unparseable file on both sides, a text conflict) stops before anything is written.
+
+The same session merge runs inside plain ``git merge`` / ``git pull`` through the merge
+driver that opening a store configures (``merge.gitmem.driver``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shlex
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import (
+    ConflictError,
+    Diagnostic,
+    InvalidSessionId,
+    ParseError,
+    RemoteBusy,
+    RepositoryError,
+)
+from gitmem.format.paths import decode_id, encode_id, fold_name, portability_problem
+from gitmem.guard.redact import with_redacted_trailer
+from gitmem.guard.secrets import SecretConfig
+from gitmem.guard.secrets import redact as redact_text
+from gitmem.store.git import redact, run_git
+from gitmem.store.objects import MODE_FILE, format_message
+from gitmem.store.repository import Repository
+from gitmem.sync.driver import merge_file
+from gitmem.sync.hooks import (
+    DRIVER_NAME,
+    HOOK_NAMES,
+    _remove_tree,
+    _session_of,
+    driver_command,
+    install_hook,
+    is_memory_file,
+    staged_files,
+    subfolders,
+    validate_memory_file,
+    validate_paths,
+)
+from gitmem.sync.merge import MergeNote, merge_texts
+from gitmem.sync.remotes import Remote, Remotes, clone, sync_hint
+
+if TYPE_CHECKING:
+    from gitmem.store.transaction import Transaction
+
+
+@dataclass
+class SyncResult:
+    """What ``pull`` or ``sync`` did.
+
+    Attributes:
+        remote: the remote's name.
+        branch: the branch synced.
+        before: the local commit before.
+        after: the local commit after.
+        action: ``"up-to-date"``, ``"fast-forward"``, ``"merge"`` or ``"empty-remote"``.
+        files: memory (session) files the merge or fast-forward changed here.
+        notes: decisions of the semantic merge (conflicts resolved, summaries kept).
+        secrets: secrets that came in from the remote and could not be redacted: in the
+            files a fast-forward brought (no commit is made to redact them) or in a merged
+            file's ids; ``gitmem scan`` lists them all. A merge redacts the rest.
+        pushed: whether ``sync`` sent commits to the remote.
+        attempts: how many fetch-merge-push rounds it took (the remote can move meanwhile).
+    """
+
+    remote: str
+    branch: str
+    before: str | None
+    after: str | None = None
+    action: str = "up-to-date"
+    files: list[str] = field(default_factory=list)
+    notes: list[MergeNote] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+    pushed: bool = False
+    attempts: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (for ``--json``)."""
+        return {
+            "remote": self.remote,
+            "branch": self.branch,
+            "before": self.before,
+            "after": self.after,
+            "action": self.action,
+            "files": self.files,
+            "notes": [note.__dict__ for note in self.notes],
+            "secrets": self.secrets,
+            "pushed": self.pushed,
+            "attempts": self.attempts,
+        }
+
+
+_sleep = time.sleep  # the one place sync waits (a test records the pauses)
+
+
+def _gave_up(exc: ConflictError, remote: str, rounds: int, seconds: float) -> ConflictError:
+    if isinstance(exc, RemoteBusy):
+        return RemoteBusy(
+            f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time the remote's "
+            f"branch was locked by another push in progress. Your commits are safe in this "
+            f"store; run {sync_hint(remote)} again in a moment. Last: {exc}"
+        )
+    return ConflictError(
+        f"sync gave up after {rounds} rounds over {seconds:.1f}s: each time another writer "
+        f"pushed new commits between this store's fetch and its push. Your commits are safe "
+        f"in this store; run {sync_hint(remote)} again in a moment. Last: {exc}"
+    )
+
+
+class SharingMixin:
+    """Remotes, sync, hooks and namespaces for :class:`~gitmem.manager.MemoryManager`."""
+
+    if TYPE_CHECKING:
+        namespace: str | None
+        agent: str
+        path: Path
+        secret_config: SecretConfig
+
+        @property
+        def repository(self) -> Repository: ...
+
+        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
+                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
+
+        def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]: ...
+
+    def _wire_sharing(self) -> None:
+        if self.namespace is not None:
+            try:
+                encode_id(self.namespace)
+            except InvalidSessionId as exc:
+                raise InvalidSessionId(
+                    f"namespace {self.namespace!r} cannot name a folder: {exc}"
+                ) from None
+            self._check_new_namespace(self.namespace)
+        # every clone needs the driver in its own config: .gitattributes names it, but git
+        # never copies config, so a plain `git clone` would otherwise merge sessions as text.
+        # A store whose config cannot be written (read-only) can still be read.
+        with contextlib.suppress(RepositoryError):
+            self.repository.ensure_config(
+                {"merge.gitmem.name": DRIVER_NAME, "merge.gitmem.driver": driver_command()}
+            )
+
+    def _check_new_namespace(self, namespace: str) -> None:
+        """Refuse a new namespace whose folder a clone on Windows or macOS would lose: a
+        device name, or an existing namespace's name up to case or normalisation (existing
+        namespaces stay usable, as session files do)."""
+        existing = self.namespaces()
+        if namespace in existing:
+            return
+        if portability_problem(namespace) is not None:
+            raise InvalidSessionId(
+                f"namespace {namespace!r} would be the folder namespaces/{encode_id(namespace)}, "
+                "a reserved device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9, with "
+                "any extension); pick another namespace"
+            )
+        folded = fold_name(encode_id(namespace))
+        for other in existing:
+            if fold_name(encode_id(other)) == folded:
+                raise InvalidSessionId(
+                    f"namespace {namespace!r} differs from the existing namespace {other!r} only "
+                    "in letter case or Unicode normalisation; on macOS and Windows both would be "
+                    "one folder, so pick another namespace"
+                )
+
+    def _remotes(self) -> Remotes:
+        return Remotes(self.repository)
+
+    def _branch(self, branch: str | None) -> str:
+        if branch:
+            return branch
+        return self.repository.branch_ref().removeprefix("refs/heads/")
+
+    # --- remotes -------------------------------------------------------------------------
+
+    @classmethod
+    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """Clone the memory store at ``url`` into ``path`` and open it.
+
+        Cloning an empty repository creates a fresh store there (pushed by the first
+        ``sync``). Extra keyword arguments go to the manager (``agent=``, ``namespace=``...).
+
+        Raises:
+            RepositoryError: the remote cannot be reached or is not a gitmem store (the
+                half-made clone is removed again).
+        """
+        target = Path(path)
+        existed = target.exists()
+        clone(url, target)
+        factory: Any = cls
+        try:
+            repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            if repo_head.returncode != 0:  # an empty remote: start the store on main
+                run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
+                return factory(target, init=True, **kwargs)
+            probe = Repository(target)  # before the manager refuses it as "not a store"
+            try:
+                Remotes(probe).check_is_store(repo_head.stdout.strip(), redact(url))
+            finally:
+                probe.close()
+            return factory(target, **kwargs)
+        except RepositoryError:
+            _remove_tree(target, keep_root=existed)
+            raise
+
+    def remote_add(self, name: str, url: str) -> Remote:
+        """Add a remote (``git remote add``); credentials stay with git, never in gitmem."""
+        return self._remotes().add(name, url)
+
+    def remotes(self) -> list[Remote]:
+        """The configured remotes (name and URL)."""
+        return self._remotes().list()
+
+    def fetch(self, remote: str = "origin", branch: str | None = None) -> str | None:
+        """Fetch ``remote``; returns the commit its branch is at (None: empty remote)."""
+        return self._remotes().fetch(remote, self._branch(branch))
+
+    def push(self, remote: str = "origin", branch: str | None = None) -> bool:
+        """Push the branch to ``remote``; False if the remote already had everything.
+
+        Raises:
+            ConflictError: the remote has commits this store does not; use ``sync``.
+        """
+        branch = self._branch(branch)
+        if self.repository.head() is None:
+            raise RepositoryError(f"{self.path} has no commits to push")
+        return self._remotes().push(remote, branch)
+
+    def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
+        """Fetch ``remote`` and merge its branch into this store (no push)."""
+        branch = self._branch(branch)
+        result = SyncResult(remote, branch, self.repository.head())
+        result.attempts = 1
+        tip = self._remotes().fetch(remote, branch)
+        if tip is None:
+            result.action = "empty-remote"
+        else:
+            self._merge_from(tip, result)
+        result.after = self.repository.head()
+        return result
+
+    def sync(
+        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 8,
+        max_wait: float = 15.0,
+    ) -> SyncResult:
+        """Fetch, merge and push, trying again if the remote moved in between.
+
+        Between rounds it waits with jittered exponential backoff (0.1 s doubling, at most
+        2 s a round, ``max_wait`` seconds in all), so that writers contending for one remote
+        spread out instead of colliding again.
+
+        Raises:
+            ConflictError: a file could not be merged without a person (nothing written),
+                or the remote kept moving for ``attempts`` rounds (the message says which:
+                new commits each time, or its branch locked by other pushes).
+            RepositoryError: the remote is unreachable or not a gitmem store.
+        """
+        branch = self._branch(branch)
+        result = SyncResult(remote, branch, self.repository.head())
+        remotes = self._remotes()
+        started = time.monotonic()
+        waited = 0.0
+        for attempt in range(1, attempts + 1):
+            result.attempts = attempt
+            tip = remotes.fetch(remote, branch)
+            if tip is None:
+                result.action = "empty-remote"
+            else:
+                self._merge_from(tip, result)
+            try:
+                result.pushed = remotes.push(remote, branch) or result.pushed
+            except ConflictError as exc:
+                pause = min(0.1 * 2.0 ** (attempt - 1), 2.0) * random.uniform(0.5, 1.5)
+                pause = min(pause, max_wait - waited)
+                if attempt == attempts or pause <= 0:
+                    raise _gave_up(exc, remote, attempt, time.monotonic() - started) from None
+                _sleep(pause)
+                waited += pause
+                continue  # someone pushed (or was pushing) between our fetch and our push
+            break
+        result.after = self.repository.head()
+        return result
+
+    # --- merging -------------------------------------------------------------------------
+
+    def _merge_from(self, theirs: str, result: SyncResult) -> None:
+        repo = self.repository
+        with repo.transaction() as txn:
+            if (repo.git_dir / "MERGE_HEAD").exists():
+                raise ConflictError(
+                    f"{repo.root}: a git merge is in progress; finish it (git commit) or "
+                    "abort it (git merge --abort) before syncing"
+                )
+            # a person's commit to the merged files meanwhile: merge again from the new tip
+            txn.rebuilding(lambda: self._merge_into_tip(txn, theirs, result))
+
+    def _merge_into_tip(self, txn: Transaction, theirs: str, result: SyncResult) -> None:
+        """Merge (or fast-forward to) ``theirs`` from the branch's tip as ``txn`` reads it;
+        ``result`` is filled in once the branch moved."""
+        repo = self.repository
+        remotes = Remotes(repo)
+        label = f"{result.remote}/{result.branch}"
+        ours = txn.head()
+        if ours == theirs or (ours is not None and remotes.is_ancestor(theirs, ours)):
+            return
+        if ours is None or remotes.is_ancestor(ours, theirs):
+            changed = repo.diff_trees(ours, theirs)
+            self._refuse_unclean(list(changed))
+            repo.fast_forward(theirs, f"sync: fast-forward to {label}", base=ours)
+            # nothing is committed here, so nothing can be redacted: say what came in
+            result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
+            result.action = "fast-forward"
+            result.files += [p for p in changed if is_memory_file(p)]
+            return
+        base = remotes.merge_base(ours, theirs)
+        changes, notes, merged = self._three_way(remotes, base, ours, theirs)
+        self._refuse_unclean(list(changes))
+        # content from the other side is new here: redacted like a save, never refused
+        changes, result.secrets = self._guard_files(txn, changes, refuse=False)
+        message = self._merge_message(label, ours, theirs, merged, notes, changes)
+        if txn.redacted:
+            message = with_redacted_trailer(message, txn.redacted)
+            txn.redacted = {}
+        repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
+        result.action = "merge"
+        result.files += [p for p in changes if is_memory_file(p)]
+        result.notes += [self._redacted_note(note) for note in notes]
+
+    def _redacted_note(self, note: MergeNote) -> MergeNote:
+        """``note`` as printed by ``gitmem sync`` (and returned): its texts quote either side
+        of the merge, so secrets in them are redacted as in the merge commit's message."""
+        config = self.secret_config
+        if not config.redact:
+            return note
+        return replace(note, kept=redact_text(note.kept, config)[0],
+                       dropped=redact_text(note.dropped, config)[0])
+
+    def _refuse_unclean(self, paths: Sequence[str]) -> None:
+        dirty = self.repository.unclean_paths(paths)
+        if dirty:
+            shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
+            raise ConflictError(
+                f"{self.path}: uncommitted changes in {shown} would be overwritten by the "
+                "merge; commit them (git commit) or restore them (git restore) first. "
+                "Nothing was changed."
+            )
+
+    def _three_way(
+        self, remotes: Remotes, base: str | None, ours: str, theirs: str
+    ) -> tuple[dict[str, bytes | None], list[MergeNote], list[str]]:
+        repo = self.repository
+        mine = repo.diff_trees(base, ours)
+        other = repo.diff_trees(base, theirs)
+        changes: dict[str, bytes | None] = {}
+        notes: list[MergeNote] = []
+        merged: list[str] = []
+        for path, (old, new) in sorted(other.items()):
+            ours_side = mine.get(path)
+            if ours_side is not None and ours_side[1] == new:
+                continue  # both sides made the same change
+            for entry in (old, new, ours_side[1] if ours_side else None):
+                if entry is not None and entry[0] != MODE_FILE:
+                    raise ConflictError(
+                        f"{path} is not a regular file (mode {entry[0].decode()}); gitmem only "
+                        "merges regular files: merge with git itself. Nothing was changed."
+                    )
+            if ours_side is None:
+                changes[path] = repo.blob(new[1]) if new else None
+                continue
+            here = ours_side[1]
+            if new is None or here is None:
+                # deleted on one side, changed on the other: keep the changed file
+                if here is None and new is not None:
+                    changes[path] = repo.blob(new[1])
+                notes.append(MergeNote(_session_of(path), "kept", path, path, ""))
+                continue
+            base_data = repo.blob(old[1]) if old else None
+            if is_memory_file(path):
+                try:
+                    data, file_notes = merge_texts(
+                        base_data, repo.blob(here[1]), repo.blob(new[1]), path
+                    )
+                except ParseError as exc:
+                    raise ConflictError(
+                        f"cannot merge {path}: it does not parse on one side:\n"
+                        + "\n".join(str(d) for d in exc.diagnostics)
+                        + "\nFix it (gitmem check), commit, and sync again. Nothing was changed."
+                    ) from None
+                except ConflictError as exc:
+                    raise ConflictError(
+                        f"cannot merge {path}: {exc}. Nothing was changed."
+                    ) from None
+                notes += file_notes
+                merged.append(path)
+            else:
+                data, conflicts = remotes.merge_text(
+                    base_data or b"", repo.blob(here[1]), repo.blob(new[1])
+                )
+                if conflicts:
+                    raise ConflictError(
+                        f"cannot merge {path}: both sides changed the same lines "
+                        f"({conflicts} conflict(s)); merge it with git. Nothing was changed."
+                    )
+            changes[path] = data
+        return changes, notes, merged
+
+    def _merge_message(
+        self,
+        label: str,
+        ours: str,
+        theirs: str,
+        merged: list[str],
+        notes: list[MergeNote],
+        changes: dict[str, bytes | None],
+    ) -> str:
+        sessions = sorted({n.session_id for n in notes} | {_session_of(p) for p in merged})
+        lines = [f"Merged {theirs[:12]} from {label} into {ours[:12]}: {len(changes)} file(s) "
+                 f"changed, {len(merged)} session file(s) merged by meaning."]  # fmt: skip
+        for note in notes:
+            lines.append("")
+            lines.append("- " + note.describe())
+            if note.kind in ("summary", "conflict"):
+                where = theirs if note.dropped_side == "theirs" else ours
+                lines.append(f"  The dropped version is in {where[:12]}; in full:")
+                lines.extend("    " + line for line in note.dropped.splitlines() or [""])
+        trailers = {"Gitmem-Op": "merge"}
+        if len(sessions) <= 20:
+            trailers["Gitmem-Session"] = ", ".join(sessions)
+        else:
+            trailers["Gitmem-Sessions"] = str(len(sessions))
+        trailers["Gitmem-Agent"] = self.agent
+        conflicts = [n for n in notes if n.kind in ("summary", "conflict")]
+        if conflicts:
+            trailers["Gitmem-Conflicts"] = str(len(conflicts))
+        trailers["Gitmem-Merged"] = theirs
+        return format_message(f"Merge {label}", "\n".join(lines), trailers)
+
+    # --- hooks and namespaces ------------------------------------------------------------
+
+    @staticmethod
+    def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
+        """The git merge driver (``gitmem merge-file %O %A %B %P``): see
+        :func:`gitmem.driver.merge_file`."""
+        return merge_file(base, ours, theirs, path)
+
+    @staticmethod
+    def validate_files(paths: Sequence[str]) -> list[Diagnostic]:
+        """Validate memory files on disk, no store needed (the pre-commit framework's hook)."""
+        return validate_paths(paths)
+
+    def install_hooks(self) -> list[Path]:
+        """Install gitmem's git hooks into this store (``core.hooksPath`` if set).
+
+        A hook already there is kept and runs first (renamed ``<name>.before-gitmem``).
+        Returns the paths written.
+        """
+        script = f"{shlex.quote(sys.executable)} -P -m gitmem"
+        return [install_hook(self.repository, name, script) for name in HOOK_NAMES]
+
+    def run_hook(self, name: str, args: Sequence[str] = ()) -> list[Diagnostic]:
+        """Run the work of git hook ``name``; returns the problems that should stop git.
+
+        ``pre-commit`` validates the staged memory files (or, given file names as the
+        pre-commit framework passes them, those files). ``post-merge`` and
+        ``post-checkout`` only make sure the store is wired (the merge driver); the search
+        index catches up with the new commit by itself on its next use.
+        """
+        if name not in HOOK_NAMES:
+            raise RepositoryError(f"unknown hook {name!r}; gitmem has {', '.join(HOOK_NAMES)}")
+        if name != "pre-commit":
+            return []
+        if args:
+            return validate_paths(args)
+        problems: list[Diagnostic] = []
+        for path, data in staged_files(self.repository, is_memory_file):
+            problems += validate_memory_file(data, path)
+        return problems
+
+    def namespaces(self) -> list[str]:
+        """The namespaces that hold sessions in this store (the default one is not listed)."""
+        found = []
+        for name in subfolders(self.repository, "namespaces"):
+            try:
+                found.append(decode_id(name))
+            except InvalidSessionId:
+                continue
+        return sorted(found)

@@ -1,0 +1,323 @@
+"""Remotes of a store: add, list, fetch, push and clone, by running the git binary.
+
+Part of the repository layer. Authentication is whatever git already uses (ssh agent,
+credential helper); gitmem never sees or stores a secret. Commands never wait for a
+password prompt (``GIT_TERMINAL_PROMPT=0``): a remote that needs one fails with a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
+from gitmem.store.git import _environment, _last_lines, redact, run_git
+from gitmem.store.repository import Repository
+
+# git's own timeout for a stalled transfer is long; this bounds one network command
+NETWORK_TIMEOUT = 600.0
+
+
+log = logging.getLogger("gitmem.sharing")
+
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A configured remote: its name and fetch URL."""
+
+    name: str
+    url: str
+
+
+def _local_path(url: str, root: Path) -> Path | None:
+    """The folder a remote URL names on this machine (``file://`` or a path), else None."""
+    if url.startswith("file://"):
+        return Path(unquote(urlsplit(url).path))
+    first = url.split("/", 1)[0]
+    if "://" in url or (":" in first and not re.fullmatch(r"[A-Za-z]:", first)):
+        return None  # a network URL, or scp-like host:path (ssh)
+    path = Path(url)
+    return path if path.is_absolute() else root / path
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return "://" in url and bool(urlsplit(url).password)
+    except ValueError:
+        return False
+
+
+def sync_hint(remote: str) -> str:
+    """The command that syncs with ``remote``, quoted for the shell (plain ``gitmem sync``
+    would sync origin)."""
+    return "`" + shlex.join(["gitmem", "sync", *([remote] if remote != "origin" else [])]) + "`"
+
+
+class Remotes:
+    """The remotes of one store, and the network operations on them."""
+
+    def __init__(self, repo: Repository) -> None:
+        self.repo = repo
+
+    def _git(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        return run_git(self.repo.root, *args, timeout=timeout)
+
+    def list(self) -> list[Remote]:
+        """Every configured remote with its URL, by name."""
+        done = self._git("config", "--local", "-z", "--get-regexp", r"^remote\..*\.url$")
+        found = []
+        for item in done.stdout.split("\0"):
+            key, _, url = item.partition("\n")
+            if key:
+                found.append(Remote(key[len("remote.") : -len(".url")], url))
+        return sorted(found, key=lambda r: r.name)
+
+    def url(self, name: str) -> str:
+        """The URL of remote ``name`` (password hidden, for messages); RepositoryError naming
+        the known remotes if there is no such remote."""
+        for remote in self.list():
+            if remote.name == name:
+                return redact(remote.url)
+        known = ", ".join(r.name for r in self.list()) or "none"
+        raise RepositoryError(
+            f"{self.repo.root}: no remote named {name!r} (known: {known}); "
+            f"add one with `gitmem remote add {shlex.quote(name)} URL`"
+        )
+
+    def add(self, name: str, url: str) -> Remote:
+        """Configure a new remote (the URL is stored as given; put no password in it)."""
+        if not _REMOTE_NAME.fullmatch(name) or ".." in name or name.endswith((".lock", ".")):
+            raise RepositoryError(
+                f"invalid remote name {name!r}: use letters, digits, '.', '_' and '-'"
+            )
+        if not url or url.startswith("-") or any(ch in url for ch in "\n\r\0"):
+            raise RepositoryError(f"invalid remote URL {url!r}")
+        if _has_password(url):
+            raise RepositoryError(
+                f"remote URL {redact(url)} carries a password; gitmem never stores secrets: "
+                "leave it out and let git's credential helper or ssh agent authenticate"
+            )
+        if any(r.name == name for r in self.list()):
+            raise RepositoryError(
+                f"{self.repo.root}: remote {name!r} exists already ({self.url(name)})"
+            )
+        done = self._git("remote", "add", "--", name, url)
+        if done.returncode != 0:
+            raise RepositoryError(f"git remote add {name} failed: {_last_lines(done.stderr)}")
+        return Remote(name, url)
+
+    def tracking_ref(self, remote: str, branch: str) -> str:
+        """The ref holding what was last fetched from ``remote``'s ``branch``."""
+        return f"refs/remotes/{remote}/{branch}"
+
+    def fetch(self, remote: str, branch: str) -> str | None:
+        """Fetch every branch of ``remote``; returns the commit its ``branch`` is at.
+
+        Returns None when the remote has no branches at all (a new, empty repository).
+
+        Raises:
+            RepositoryError: the remote cannot be reached, or it has branches but not
+                ``branch``, or it is not a gitmem store.
+        """
+        url = self.url(remote)
+        done = self._git(
+            "fetch", "--no-tags", "--prune", "--quiet", remote,
+            f"+refs/heads/*:refs/remotes/{remote}/*",
+            timeout=NETWORK_TIMEOUT,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RepositoryError(
+                f"cannot fetch from remote {remote!r} ({url}): {_last_lines(done.stderr)}; "
+                "check the URL, the network and your git credentials. Local memory is unchanged."
+            )
+        tip = self.resolve(self.tracking_ref(remote, branch))
+        if tip is None:
+            others = self._git("for-each-ref", "--format=%(refname)", f"refs/remotes/{remote}/")
+            names = [n.rsplit("/", 1)[-1] for n in others.stdout.split() if n]
+            if names:
+                raise RepositoryError(
+                    f"remote {remote!r} ({url}) has no branch {branch!r} (it has "
+                    f"{', '.join(sorted(names))}); it does not look like this store's remote"
+                )
+            return None
+        self.check_is_store(tip, f"remote {remote!r} ({url})")
+        return tip
+
+    def check_is_store(self, commit: str, what: str) -> None:
+        """Raise RepositoryError unless ``commit`` holds a gitmem store (the merge attributes)."""
+        attributes = self.repo.read(".gitattributes", commit) or b""
+        if b"merge=gitmem" not in attributes:
+            raise RepositoryError(
+                f"{what} is not a gitmem store: its branch ({commit[:12]}) has no .gitattributes "
+                "with merge=gitmem. Local memory is unchanged."
+            )
+
+    def resolve(self, rev: str) -> str | None:
+        """The commit id ``rev`` names, or None."""
+        done = self._git("rev-parse", "--verify", "--quiet", "--end-of-options", rev + "^{commit}")
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether ``older`` is reachable from ``newer``."""
+        done = self._git("merge-base", "--is-ancestor", older, newer)
+        if done.returncode > 1:
+            raise RepositoryError(f"git merge-base failed: {_last_lines(done.stderr)}")
+        return done.returncode == 0
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits, or None if their histories are unrelated."""
+        done = self._git("merge-base", a, b)
+        return done.stdout.strip() or None if done.returncode == 0 else None
+
+    def push(self, remote: str, branch: str) -> bool:
+        """Push the local ``branch`` to the same branch of ``remote``.
+
+        Returns:
+            False if the remote had nothing new to take (already up to date), else True.
+
+        Raises:
+            ConflictError: the remote has commits this store does not (not a fast-forward).
+            RepositoryError: the remote cannot be reached or refused the push.
+        """
+        url = self.url(remote)
+        refspec = f"refs/heads/{branch}:refs/heads/{branch}"
+        done = self._git("push", "--porcelain", remote, refspec, timeout=NETWORK_TIMEOUT)
+        status = detail = ""
+        for line in done.stdout.splitlines():
+            parts = line.split("\t")
+            if len(parts) >= 3 and parts[1] == refspec:
+                status, detail = parts[0], parts[2]
+        # a push in flight on the remote holds its ref lock ("Unable to create ...lock: File
+        # exists"): nothing moved, try again; a push that landed while ours was in flight
+        # ("cannot lock ref ... but expected") means the remote has new commits
+        if status == "!" and "cannot lock ref" in done.stderr and "Unable to create" in done.stderr:
+            raise RemoteBusy(
+                f"push to {remote!r} ({url}) not applied: another push was updating the remote's "
+                f"{branch} at that moment (its ref lock was taken); nothing was lost, try again"
+            )
+        raced = "cannot lock ref" in done.stderr or "failed to update ref" in detail
+        if status == "!" and ("fetch first" in detail or "non-fast-forward" in detail or raced):
+            raise ConflictError(
+                f"push to {remote!r} ({url}) rejected: the remote has commits this store does not "
+                f"have ({detail}). Run {sync_hint(remote)} (fetch, merge, push) instead."
+            )
+        if done.returncode != 0 or status in ("!", ""):
+            problem = _last_lines(done.stderr) or _last_lines(done.stdout)
+            raise RepositoryError(
+                f"cannot push to remote {remote!r} ({url}): {problem}; check the URL, the "
+                "network and your git credentials"
+            )
+        self._point_head(remote, branch, created=status == "*")
+        return status != "="
+
+    def _point_head(self, remote: str, branch: str, *, created: bool) -> None:
+        """Make a plain ``git clone`` of the remote land on ``branch`` when the remote's HEAD
+        names a branch it does not have (a bare repository made with another default).
+
+        A bare repository on this machine is fixed (``git symbolic-ref``); git cannot set a
+        network remote's HEAD, so after a first push there the problem is logged instead.
+        """
+        url = self._raw_url(remote)
+        local = _local_path(url, self.repo.root)
+        if local is not None:
+            bare = run_git(None, "--git-dir", str(local), "rev-parse", "--is-bare-repository")
+            if bare.stdout.strip() != "true":
+                return  # a non-bare remote's HEAD is its own checkout: not ours to move
+            named = run_git(None, "--git-dir", str(local), "symbolic-ref", "-q", "HEAD")
+            target = named.stdout.strip()
+            if target and run_git(None, "--git-dir", str(local), "rev-parse", "--verify",
+                                  "--quiet", target).returncode != 0:
+                run_git(None, "--git-dir", str(local), "symbolic-ref", "HEAD",
+                        f"refs/heads/{branch}")
+            return
+        if not created:
+            return
+        listed = self._git("ls-remote", "--symref", remote, "HEAD", timeout=NETWORK_TIMEOUT)
+        if listed.returncode == 0 and not any(
+            line.endswith("\tHEAD") and not line.startswith("ref:")
+            for line in listed.stdout.splitlines()
+        ):
+            log.warning(
+                "the remote %r (%s) has no default branch (its HEAD names a missing branch): "
+                "a plain `git clone` checks out nothing. Set it on the server (`git "
+                "symbolic-ref HEAD refs/heads/%s` in the bare repository), or clone with "
+                "`gitmem clone` or `git clone --branch %s`",
+                remote, redact(url), branch, branch,
+            )
+
+    def _raw_url(self, name: str) -> str:
+        for found in self.list():
+            if found.name == name:
+                return found.url
+        return ""
+
+    def merge_text(self, base: bytes, ours: bytes, theirs: bytes) -> tuple[bytes, int]:
+        """git's line-based three-way merge of three contents: (result, conflict count)."""
+        folder = self.repo.state_dir / "tmp"
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            names = []
+            for label, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+                path = Path(tmp) / label
+                path.write_bytes(data)
+                names.append(str(path))
+            done = subprocess.run(
+                ["git", "merge-file", "-p", "-L", "ours", "-L", "base", "-L", "theirs", *names],
+                capture_output=True,
+                env=_environment(),
+                check=False,
+            )
+        if done.returncode < 0 or done.returncode > 127:
+            raise RepositoryError(f"git merge-file failed: {done.stderr.decode(errors='replace')}")
+        return done.stdout, done.returncode
+
+
+def clone(url: str, path: Path) -> None:
+    """``git clone url path``; RepositoryError (with git's reason) if it fails.
+
+    Hooks are never copied by a clone; the new store runs only hooks its user installs.
+    """
+    if path.exists() and any(path.iterdir()):
+        raise RepositoryError(f"{path} exists and is not empty; clone into a new folder")
+    if not url or url.startswith("-"):
+        raise RepositoryError(f"invalid remote URL {url!r}")
+    if _has_password(url):
+        raise RepositoryError(
+            f"URL {redact(url)} carries a password; gitmem never stores secrets (git would "
+            "keep it in .git/config): leave it out and let git's credential helper authenticate"
+        )
+    done = run_git(None, "clone", "--quiet", "--no-tags", "--", url, str(path),
+                   timeout=NETWORK_TIMEOUT)  # fmt: skip
+    if done.returncode != 0:
+        raise RepositoryError(
+            f"cannot clone {redact(url)}: {_last_lines(done.stderr)}; check the URL, the network "
+            "and your git credentials"
+        )
+    if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0:
+        return
+    unborn = run_git(path, "symbolic-ref", "--short", "HEAD").stdout.strip()
+    # the remote's HEAD names a branch it does not have (a bare repository made with
+    # another default branch): check out main, or its only branch
+    listed = run_git(path, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/remotes/origin/")
+    branches = [b for b in listed.stdout.split() if b != "HEAD"]
+    pick = "main" if "main" in branches else branches[0] if len(branches) == 1 else None
+    if pick is None:
+        if branches:
+            raise RepositoryError(
+                f"cannot clone {redact(url)}: its HEAD names no branch and it has several "
+                f"({', '.join(branches)}); clone it with git clone --branch"
+            )
+        return  # an empty repository
+    done = run_git(path, "checkout", "--quiet", "-b", pick, "--track", f"origin/{pick}")
+    if done.returncode != 0:
+        problem = _last_lines(done.stderr)
+        raise RepositoryError(f"cannot check out {pick} of {redact(url)}: {problem}")
+    if unborn and unborn != pick:
+        run_git(path, "config", "--local", "--remove-section", f"branch.{unborn}")

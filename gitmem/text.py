@@ -1,0 +1,309 @@
+"""Text analysis for search: words, English stemming and stopwords, CJK character n-grams.
+
+The index and the ranker must cut text into the same terms, so both call :func:`terms`.
+English words are case-folded, stripped of stopwords and reduced with the Porter stemmer
+("decorators" and "decorated" both become ``decor``). Runs of Chinese, Japanese or Korean
+characters have no spaces between words, so each run gives its single characters and its
+overlapping character pairs: "装饰器" gives 装, 饰, 器, 装饰, 饰器, and a query about
+"Python装饰器" matches a memory that mentions 装饰器 anywhere.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+# Function words that carry no topic. Question words are in it because a question's
+# "what did ... when" says nothing about which memory holds the answer.
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are aren as at be because been before
+    being below between both but by can cannot could couldn did didn do does doesn doing don
+    down during each few for from further had hadn has hasn have haven having he hed hes her
+    here heres hers herself him himself his how hows i id ill im ive if in into is isn it its
+    itself lets me more most mustn my myself no nor not of off on once only or other ought our
+    ours ourselves out over own same shan she shed shes should shouldn so some such than that
+    thats the their theirs them themselves then there theres these they theyd theyll theyre
+    theyve this those through to too under until up very was wasn we wed well were weve weren
+    what whats when whens where wheres which while who whos whom why whys with won would
+    wouldn you youd youll youre youve your yours yourself yourselves also just will shall may
+    might must us oh yeah yes ok okay hey hi hello really thing things get got gets getting
+    much many lot lots like thank thanks sure kind kinds s t d ll re ve m
+"""
+
+
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+# Very frequent Chinese single characters (particles, pronouns): dropped as unigrams only,
+# so that bigrams containing them still match.
+CJK_STOP_CHARS = frozenset("的了是在我你他她它们这那有和就不也都吗呢吧啊么个之与及或被把给")
+
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+_CONTRACTION = re.compile(r"(?<=[^\W_])'(?:s|t|d|ll|re|ve|m)\b", re.IGNORECASE)
+
+
+_CJK_CLASS = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # hangul syllables
+    "\uf900-\ufaff"  # compatibility ideographs
+    "\U00020000-\U0002fa1f"  # extensions B.. and compatibility supplement
+)
+
+
+_CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
+
+
+# a run of CJK characters, or a run of other letters and digits
+_PIECE = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether ``ch`` is a Chinese, Japanese or Korean character."""
+    return _CJK_CHAR.match(ch) is not None
+
+
+def normalize(text: str) -> str:
+    """NFKC, case-folded text with curly apostrophes made straight and contractions dropped."""
+    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold()
+    return _CONTRACTION.sub("", text)
+
+
+def _pieces(text: str) -> list[tuple[str, bool]]:
+    """Word-character runs split into (piece, is_cjk) parts."""
+    return [(cjk or other, bool(cjk)) for cjk, other in _PIECE.findall(text)]
+
+
+def words(text: str) -> list[str]:
+    """Case-folded words without stopwords, not stemmed (for fuzzy matching and display).
+
+    CJK runs are kept whole here: fuzzy matching compares them character by character.
+    """
+    out = []
+    for piece, cjk in _pieces(normalize(text)):
+        if cjk or (piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit())):
+            out.append(piece)
+    return out
+
+
+def terms(text: str) -> list[str]:
+    """The search terms of ``text`` in order: stemmed English words and CJK n-grams."""
+    out: list[str] = []
+    for piece, cjk in _pieces(normalize(text)):
+        if cjk:
+            out.extend(ch for ch in piece if ch not in CJK_STOP_CHARS)
+            out.extend(piece[at : at + 2] for at in range(len(piece) - 1))
+        elif piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit()):
+            out.append(stem(piece))
+    return out
+
+
+_VOWELS = frozenset("aeiou")
+
+
+def _consonant(word: str, at: int) -> bool:
+    ch = word[at]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return at == 0 or not _consonant(word, at - 1)
+    return True
+
+
+def _measure(stem_: str) -> int:
+    """m in [C](VC)^m[V]: the number of vowel-consonant sequences."""
+    count = 0
+    previous_vowel = False
+    for at in range(len(stem_)):
+        vowel = not _consonant(stem_, at)
+        if previous_vowel and not vowel:
+            count += 1
+        previous_vowel = vowel
+    return count
+
+
+def _has_vowel(stem_: str) -> bool:
+    return any(not _consonant(stem_, at) for at in range(len(stem_)))
+
+
+def _double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _consonant(word, len(word) - 1)
+
+
+def _cvc(word: str) -> bool:
+    """Ends consonant-vowel-consonant, the last not w, x or y (e.g. hop, not snow)."""
+    if len(word) < 3:
+        return False
+    return (
+        _consonant(word, len(word) - 3)
+        and not _consonant(word, len(word) - 2)
+        and _consonant(word, len(word) - 1)
+        and word[-1] not in "wxy"
+    )
+
+
+def _replace(word: str, rules: tuple[tuple[str, str], ...], min_measure: int) -> str:
+    """Apply the longest matching suffix rule if the remaining stem is long enough."""
+    for suffix, replacement in rules:
+        if word.endswith(suffix):
+            base = word[: len(word) - len(suffix)]
+            return base + replacement if _measure(base) > min_measure else word
+    return word
+
+
+_STEP2: tuple[tuple[str, str], ...] = (
+    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"),
+    ("izer", "ize"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
+    ("ousli", "ous"), ("ization", "ize"), ("ation", "ate"), ("ator", "ate"),
+    ("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"),
+    ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log"),
+)  # fmt: skip
+
+
+_STEP2 = tuple(sorted(_STEP2, key=lambda rule: len(rule[0]), reverse=True))
+
+
+_STEP3: tuple[tuple[str, str], ...] = (
+    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
+    ("ful", ""), ("ness", ""),
+)  # fmt: skip
+
+
+_STEP3 = tuple(sorted(_STEP3, key=lambda rule: len(rule[0]), reverse=True))
+
+
+_STEP4 = (
+    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
+    "ou", "ism", "ate", "iti", "ous", "ive", "ize",
+)  # fmt: skip
+
+
+_STEP4_ORDERED = tuple(sorted(_STEP4, key=len, reverse=True))
+
+
+def _step1(word: str) -> str:
+    if word.endswith("sses") or word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    again = False
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    elif word.endswith("ed") and _has_vowel(word[:-2]):
+        word, again = word[:-2], True
+    elif word.endswith("ing") and _has_vowel(word[:-3]):
+        word, again = word[:-3], True
+    if again:
+        if word.endswith(("at", "bl", "iz")):
+            word += "e"
+        elif _double_consonant(word) and word[-1] not in "lsz":
+            word = word[:-1]
+        elif _measure(word) == 1 and _cvc(word):
+            word += "e"
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        word = word[:-1] + "i"
+    return word
+
+
+def _step4(word: str) -> str:
+    for suffix in _STEP4_ORDERED:
+        if word.endswith(suffix):
+            base = word[: len(word) - len(suffix)]
+            if suffix == "ion" and not base.endswith(("s", "t")):
+                return word
+            return base if _measure(base) > 1 else word
+    return word
+
+
+def _step5(word: str) -> str:
+    if word.endswith("e"):
+        base = word[:-1]
+        if _measure(base) > 1 or (_measure(base) == 1 and not _cvc(base)):
+            word = base
+    if word.endswith("ll") and _measure(word) > 1:
+        word = word[:-1]
+    return word
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Porter stem of a lower-case word; words of one or two letters stay as they are."""
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    word = _step1(word)
+    word = _replace(word, _STEP2, 0)
+    word = _replace(word, _STEP3, 0)
+    word = _step4(word)
+    return _step5(word)
+
+
+_MONTH_NAMES = {
+    name: at + 1
+    for at, names in enumerate(
+        [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+         ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+         ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+         ("december", "dec")]
+    )
+    for name in names
+}  # fmt: skip
+
+
+_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november" \
+    r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+
+_ORD = r"(?:st|nd|rd|th)?"
+
+
+_DATE_PATTERNS = (
+    # 2023-07-31
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), ("y", "m", "d")),
+    # 2023年7月31日, 2023年7月
+    (re.compile(r"(\d{4})年(\d{1,2})月(?:(\d{1,2})[日号])?"), ("y", "m", "d")),
+    # 31 July, 2023 / 31st of July 2023 / 31 July
+    (re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?(?:\s+(\d{{4}}))?\b", re.I),
+     ("d", "M", "y")),
+    # July 31, 2023 / July 31st / July 2023 / July
+    (re.compile(rf"\b{_MONTH}(?:\s+(\d{{1,2}}){_ORD}(?!\d))?,?(?:\s+(\d{{4}}))?\b", re.I),
+     ("M", "d", "y")),
+    # a year on its own
+    (re.compile(r"\b(19\d\d|20\d\d)\b"), ("y",)),
+)  # fmt: skip
+
+
+def dates(text: str) -> list[tuple[int | None, int | None, int | None]]:
+    """The dates a text names, as (year, month, day) with unknown parts None.
+
+    "July 2023" gives (2023, 7, None); "in June" gives (None, 6, None). The word "may"
+    counts as a month only with a day or a year next to it.
+    """
+    found: list[tuple[int | None, int | None, int | None]] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, fields in _DATE_PATTERNS:
+        for match in pattern.finditer(text):
+            if any(a < match.end() and match.start() < b for a, b in taken):
+                continue
+            parts: dict[str, int | None] = {"y": None, "m": None, "d": None}
+            for name, value in zip(fields, match.groups(), strict=True):
+                if value is None:
+                    continue
+                if name == "M":
+                    parts["m"] = _MONTH_NAMES[value.lower().rstrip(".")]
+                    if value.lower() == "may" and not any(match.groups()[1:]):
+                        parts["m"] = None
+                else:
+                    parts[name] = int(value)
+            if parts["m"] is None and parts["y"] is None:
+                continue
+            if parts["m"] is not None and not 1 <= parts["m"] <= 12:
+                continue
+            if parts["d"] is not None and not 1 <= parts["d"] <= 31:
+                parts["d"] = None
+            taken.append((match.start(), match.end()))
+            found.append((parts["y"], parts["m"], parts["d"]))
+    return found
