@@ -14,39 +14,25 @@ import asyncio
 import contextvars
 import functools
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gitmem.errors import Diagnostic, ValidationError
-from gitmem.guard.scan import SecretFinding
 from gitmem.guard.secrets import SecretConfig
-from gitmem.history.methods import StoreView
 from gitmem.manager import BatchResult, MemoryManager
 from gitmem.models import (
-    BlameEntry,
-    Diff,
     Language,
-    Message,
-    Review,
-    Revision,
-    Session,
     SummaryOutcome,
-    UndoResult,
 )
-from gitmem.search.catchup import ProgressCallback, SyncReport
-from gitmem.search.methods import ContextMessages, Hits, ImportResult
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Housekeeping, Repository
-from gitmem.summary.engines import LLMConfig, Summarizer
+from gitmem.summary.engines import Summarizer
 from gitmem.summary.triggers import SummaryConfig
-from gitmem.sync.methods import SyncResult
-from gitmem.sync.remotes import Remote
 
 P = ParamSpec("P")
 
@@ -81,6 +67,37 @@ class _Setting(Generic[T]):
         setattr(obj.manager, self.name, value)
 
 
+class _Coroutine(Generic[P, T]):
+    """A ``MemoryManager`` method as a coroutine of ``AsyncMemoryManager``.
+
+    The parameters and the result type come from the method itself (``ParamSpec``), so mypy
+    checks every call, ``inspect.signature`` shows the method's own parameters, and a new
+    parameter on the manager needs no edit here.
+    """
+
+    def __init__(self, method: Callable[Concatenate[MemoryManager, P], T]) -> None:
+        name = method.__name__
+
+        @functools.wraps(method)
+        async def call(amm: AsyncMemoryManager, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            result: T = await amm._run(getattr(amm.manager, name), *args, **kwargs)
+            return result
+
+        call.__doc__ = f"``MemoryManager.{name}`` in a worker thread."
+        self.call = call
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Callable[..., Awaitable[T]]: ...
+
+    @overload
+    def __get__(self, obj: AsyncMemoryManager, owner: type | None = None
+                ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+    def __get__(self, obj: AsyncMemoryManager | None, owner: type | None = None
+                ) -> Callable[..., Any]:
+        return self.call if obj is None else types.MethodType(self.call, obj)
+
+
 class AsyncBatch:
     """What ``amm.batch(...)`` returns: ``async with`` it to group writes into one commit."""
 
@@ -112,7 +129,7 @@ class AsyncBatch:
         self,
         kind: type[BaseException] | None,
         exc: BaseException | None,
-        tb: TracebackType | None,
+        tb: types.TracebackType | None,
     ) -> bool:
         assert self._pool is not None and self._cm is not None and self._token is not None
         _BATCH.reset(self._token)
@@ -134,16 +151,16 @@ class AsyncMemoryManager:
     secret_config = _Setting[SecretConfig]()
     summary_config = _Setting[SummaryConfig]()
     rank_config = _Setting[RankConfig]()
-    summarizer = _Setting["Summarizer | None"]()
-    token_counter = _Setting["TokenCounter | None"]()
+    summarizer = _Setting[Summarizer | None]()
+    token_counter = _Setting[TokenCounter | None]()
     max_message_bytes = _Setting[int]()
     agent = _Setting[str]()
-    model = _Setting["str | None"]()
+    model = _Setting[str | None]()
     language = _Setting[Language]()
-    namespace = _Setting["str | None"](writable=False)
+    namespace = _Setting[str | None](writable=False)
     path = _Setting[Path](writable=False)
     repository = _Setting[Repository](writable=False)
-    last_summary = _Setting["SummaryOutcome | None"](writable=False)
+    last_summary = _Setting[SummaryOutcome | None](writable=False)
 
     def __init__(
         self,
@@ -224,9 +241,51 @@ class AsyncMemoryManager:
                 "use `async with amm.batch(...)` in async code"
             )
 
-    async def at(self, rev: str | datetime) -> StoreView:
-        """``MemoryManager.at`` in a worker thread."""
-        return await self._run(self.manager.at, rev)
+    # every other public method, as a coroutine with the manager's own typed parameters
+    at = _Coroutine(MemoryManager.at)
+    blame = _Coroutine(MemoryManager.blame)
+    check = _Coroutine(MemoryManager.check)
+    close = _Coroutine(MemoryManager.close)
+    close_index = _Coroutine(MemoryManager.close_index)
+    delete_session = _Coroutine(MemoryManager.delete_session)
+    diff = _Coroutine(MemoryManager.diff)
+    fetch = _Coroutine(MemoryManager.fetch)
+    head = _Coroutine(MemoryManager.head)
+    history = _Coroutine(MemoryManager.history)
+    import_locomo = _Coroutine(MemoryManager.import_locomo)
+    install_hooks = _Coroutine(MemoryManager.install_hooks)
+    list_sessions = _Coroutine(MemoryManager.list_sessions)
+    llm_config = _Coroutine(MemoryManager.llm_config)
+    load_memory = _Coroutine(MemoryManager.load_memory)
+    maybe_summarize = _Coroutine(MemoryManager.maybe_summarize)
+    namespaces = _Coroutine(MemoryManager.namespaces)
+    pull = _Coroutine(MemoryManager.pull)
+    push = _Coroutine(MemoryManager.push)
+    put_session = _Coroutine(MemoryManager.put_session)
+    reindex = _Coroutine(MemoryManager.reindex)
+    remote_add = _Coroutine(MemoryManager.remote_add)
+    remotes = _Coroutine(MemoryManager.remotes)
+    resolve = _Coroutine(MemoryManager.resolve)
+    restore_session = _Coroutine(MemoryManager.restore_session)
+    retrieve_context = _Coroutine(MemoryManager.retrieve_context)
+    revert = _Coroutine(MemoryManager.revert)
+    revert_where = _Coroutine(MemoryManager.revert_where)
+    review_accept = _Coroutine(MemoryManager.review_accept)
+    review_branch = _Coroutine(MemoryManager.review_branch)
+    review_list = _Coroutine(MemoryManager.review_list)
+    review_reject = _Coroutine(MemoryManager.review_reject)
+    review_show = _Coroutine(MemoryManager.review_show)
+    rollback = _Coroutine(MemoryManager.rollback)
+    run_hook = _Coroutine(MemoryManager.run_hook)
+    save_interaction = _Coroutine(MemoryManager.save_interaction)
+    save_messages = _Coroutine(MemoryManager.save_messages)
+    scan_history = _Coroutine(MemoryManager.scan_history)
+    search = _Coroutine(MemoryManager.search)
+    session_ids = _Coroutine(MemoryManager.session_ids)
+    summarize = _Coroutine(MemoryManager.summarize)
+    summarize_idle = _Coroutine(MemoryManager.summarize_idle)
+    sync = _Coroutine(MemoryManager.sync)
+    update_metadata = _Coroutine(MemoryManager.update_metadata)
 
     @classmethod
     async def bench_locomo(
@@ -248,395 +307,10 @@ class AsyncMemoryManager:
             progress=progress,
         )
 
-    async def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
-        """``MemoryManager.blame`` in a worker thread."""
-        return await self._run(self.manager.blame, session_id, commit=commit)
-
-    async def check(self, *, commit: str | None = None) -> list[Diagnostic]:
-        """``MemoryManager.check`` in a worker thread."""
-        return await self._run(self.manager.check, commit=commit)
-
-    async def close(self) -> None:
-        """``MemoryManager.close`` in a worker thread."""
-        return await self._run(self.manager.close)
-
-    async def close_index(self) -> None:
-        """``MemoryManager.close_index`` in a worker thread."""
-        return await self._run(self.manager.close_index)
-
-    async def delete_session(self, session_id: str) -> str:
-        """``MemoryManager.delete_session`` in a worker thread."""
-        return await self._run(self.manager.delete_session, session_id)
-
-    async def diff(
-        self,
-        session_id: str | None = None,
-        a: str | datetime | None = None,
-        b: str | datetime | None = None,
-        *,
-        text: bool = True,
-    ) -> Diff:
-        """``MemoryManager.diff`` in a worker thread."""
-        return await self._run(self.manager.diff, session_id, a, b, text=text)
-
-    async def fetch(self, remote: str = "origin", branch: str | None = None) -> str | None:
-        """``MemoryManager.fetch`` in a worker thread."""
-        return await self._run(self.manager.fetch, remote, branch)
-
-    async def head(self) -> str | None:
-        """``MemoryManager.head`` in a worker thread."""
-        return await self._run(self.manager.head)
-
-    async def history(
-        self,
-        session_id: str | None = None,
-        *,
-        op: str | None = None,
-        agent: str | None = None,
-        model: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        limit: int | None = None,
-        changes: bool = False,
-        commit: str | None = None,
-    ) -> list[Revision]:
-        """``MemoryManager.history`` in a worker thread."""
-        return await self._run(
-            self.manager.history,
-            session_id,
-            op=op,
-            agent=agent,
-            model=model,
-            since=since,
-            until=until,
-            limit=limit,
-            changes=changes,
-            commit=commit,
-        )
-
-    async def import_locomo(
-        self,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> ImportResult:
-        """``MemoryManager.import_locomo`` in a worker thread (``progress`` is called there)."""
-        return await self._run(self.manager.import_locomo, path, convs=convs, progress=progress)
-
-    async def install_hooks(self) -> list[Path]:
-        """``MemoryManager.install_hooks`` in a worker thread."""
-        return await self._run(self.manager.install_hooks)
-
-    async def llm_config(self) -> LLMConfig | None:
-        """``MemoryManager.llm_config`` in a worker thread (it reads git settings)."""
-        return await self._run(self.manager.llm_config)
-
-    async def list_sessions(
-        self,
-        *,
-        tags: Iterable[str] = (),
-        participant: str | None = None,
-        project: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        metadata: Mapping[str, str] | None = None,
-        commit: str | None = None,
-    ) -> list[Session]:
-        """``MemoryManager.list_sessions`` in a worker thread."""
-        return await self._run(
-            self.manager.list_sessions,
-            tags=tags,
-            participant=participant,
-            project=project,
-            since=since,
-            until=until,
-            metadata=metadata,
-            commit=commit,
-        )
-
-    async def load_memory(
-        self, session_id: str, *, commit: str | None = None, include_archive: bool = False
-    ) -> Session | None:
-        """``MemoryManager.load_memory`` in a worker thread."""
-        return await self._run(
-            self.manager.load_memory, session_id, commit=commit, include_archive=include_archive
-        )
-
-    async def maybe_summarize(
-        self, session_id: str, *, now: datetime | str | None = None
-    ) -> SummaryOutcome | None:
-        """``MemoryManager.maybe_summarize`` in a worker thread."""
-        return await self._run(self.manager.maybe_summarize, session_id, now=now)
-
     @staticmethod
     async def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
         """``MemoryManager.merge_file`` in a worker thread."""
         return await asyncio.to_thread(MemoryManager.merge_file, base, ours, theirs, path)
-
-    async def namespaces(self) -> list[str]:
-        """``MemoryManager.namespaces`` in a worker thread."""
-        return await self._run(self.manager.namespaces)
-
-    async def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
-        """``MemoryManager.pull`` in a worker thread."""
-        return await self._run(self.manager.pull, remote, branch)
-
-    async def push(self, remote: str = "origin", branch: str | None = None) -> bool:
-        """``MemoryManager.push`` in a worker thread."""
-        return await self._run(self.manager.push, remote, branch)
-
-    async def put_session(
-        self, session: Session, *, op: str = "import", subject: str = ""
-    ) -> str | None:
-        """``MemoryManager.put_session`` in a worker thread."""
-        return await self._run(self.manager.put_session, session, op=op, subject=subject)
-
-    async def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
-        """``MemoryManager.reindex`` in a worker thread."""
-        return await self._run(self.manager.reindex, progress)
-
-    async def remote_add(self, name: str, url: str) -> Remote:
-        """``MemoryManager.remote_add`` in a worker thread."""
-        return await self._run(self.manager.remote_add, name, url)
-
-    async def remotes(self) -> list[Remote]:
-        """``MemoryManager.remotes`` in a worker thread."""
-        return await self._run(self.manager.remotes)
-
-    async def resolve(self, rev: str | datetime) -> str:
-        """``MemoryManager.resolve`` in a worker thread."""
-        return await self._run(self.manager.resolve, rev)
-
-    async def restore_session(self, session_id: str, rev: str | datetime | None = None) -> str:
-        """``MemoryManager.restore_session`` in a worker thread."""
-        return await self._run(self.manager.restore_session, session_id, rev)
-
-    async def retrieve_context(
-        self,
-        session_id: str,
-        query: str,
-        max_tokens: int = 2000,
-        *,
-        k: int = 8,
-        recent_turns: int = 8,
-        tags: Iterable[str] = (),
-        project: str | None = None,
-        participant: str | Iterable[str] | None = None,
-        token_counter: TokenCounter | None = None,
-        explain: bool = False,
-        commit: str | None = None,
-    ) -> ContextMessages:
-        """``MemoryManager.retrieve_context`` in a worker thread."""
-        return await self._run(
-            self.manager.retrieve_context,
-            session_id,
-            query,
-            max_tokens,
-            k=k,
-            recent_turns=recent_turns,
-            tags=tags,
-            project=project,
-            participant=participant,
-            token_counter=token_counter,
-            explain=explain,
-            commit=commit,
-        )
-
-    async def revert(self, commit: str | datetime) -> str | None:
-        """``MemoryManager.revert`` in a worker thread."""
-        return await self._run(self.manager.revert, commit)
-
-    async def revert_where(
-        self,
-        *,
-        agent: str | None = None,
-        model: str | None = None,
-        op: str | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        dry_run: bool = True,
-    ) -> UndoResult:
-        """``MemoryManager.revert_where`` in a worker thread."""
-        return await self._run(
-            self.manager.revert_where,
-            agent=agent,
-            model=model,
-            op=op,
-            since=since,
-            until=until,
-            dry_run=dry_run,
-        )
-
-    async def review_accept(self, session_id: str) -> str:
-        """``MemoryManager.review_accept`` in a worker thread."""
-        return await self._run(self.manager.review_accept, session_id)
-
-    async def review_branch(self, session_id: str) -> str:
-        """``MemoryManager.review_branch`` in a worker thread."""
-        return await self._run(self.manager.review_branch, session_id)
-
-    async def review_list(self) -> list[Review]:
-        """``MemoryManager.review_list`` in a worker thread."""
-        return await self._run(self.manager.review_list)
-
-    async def review_reject(self, session_id: str) -> str:
-        """``MemoryManager.review_reject`` in a worker thread."""
-        return await self._run(self.manager.review_reject, session_id)
-
-    async def review_show(self, session_id: str) -> Review:
-        """``MemoryManager.review_show`` in a worker thread."""
-        return await self._run(self.manager.review_show, session_id)
-
-    async def rollback(self, session_id: str, to: str | datetime) -> str | None:
-        """``MemoryManager.rollback`` in a worker thread."""
-        return await self._run(self.manager.rollback, session_id, to)
-
-    async def run_hook(self, name: str, args: Sequence[str] = ()) -> list[Diagnostic]:
-        """``MemoryManager.run_hook`` in a worker thread."""
-        return await self._run(self.manager.run_hook, name, args)
-
-    async def save_interaction(
-        self,
-        session_id: str,
-        user: str,
-        assistant: str,
-        timestamp: datetime | str | None = None,
-        tags: Iterable[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-        *,
-        interaction_id: str | None = None,
-    ) -> str | None:
-        """``MemoryManager.save_interaction`` in a worker thread."""
-        return await self._run(
-            self.manager.save_interaction,
-            session_id,
-            user,
-            assistant,
-            timestamp,
-            tags,
-            metadata,
-            interaction_id=interaction_id,
-        )
-
-    async def save_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Message | Mapping[str, str]],
-        timestamp: datetime | str | None = None,
-        interaction_id: str | None = None,
-        *,
-        tags: Iterable[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str | None:
-        """``MemoryManager.save_messages`` in a worker thread."""
-        return await self._run(
-            self.manager.save_messages,
-            session_id,
-            messages,
-            timestamp,
-            interaction_id,
-            tags=tags,
-            metadata=metadata,
-        )
-
-    async def scan_history(self, *, config: SecretConfig | None = None) -> list[SecretFinding]:
-        """``MemoryManager.scan_history`` in a worker thread."""
-        return await self._run(self.manager.scan_history, config=config)
-
-    async def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        tags: Iterable[str] = (),
-        project: str | None = None,
-        participant: str | Iterable[str] | None = None,
-        session: str | Iterable[str] | None = None,
-        since: datetime | str | None = None,
-        until: datetime | str | None = None,
-        include_links: bool = False,
-        explain: bool = False,
-        commit: str | None = None,
-    ) -> Hits:
-        """``MemoryManager.search`` in a worker thread."""
-        return await self._run(
-            self.manager.search,
-            query,
-            k,
-            tags=tags,
-            project=project,
-            participant=participant,
-            session=session,
-            since=since,
-            until=until,
-            include_links=include_links,
-            explain=explain,
-            commit=commit,
-        )
-
-    async def session_ids(self, *, commit: str | None = None) -> list[str]:
-        """``MemoryManager.session_ids`` in a worker thread."""
-        return await self._run(self.manager.session_ids, commit=commit)
-
-    async def summarize(
-        self,
-        session_id: str,
-        *,
-        trigger: str = "manual",
-        summarizer: Summarizer | None = None,
-        offline: bool = False,
-        count: int | None = None,
-        reason: str = "",
-    ) -> str:
-        """``MemoryManager.summarize`` in a worker thread."""
-        return await self._run(
-            self.manager.summarize,
-            session_id,
-            trigger=trigger,
-            summarizer=summarizer,
-            offline=offline,
-            count=count,
-            reason=reason,
-        )
-
-    async def summarize_idle(
-        self,
-        older_than: str | timedelta,
-        *,
-        now: datetime | str | None = None,
-        summarizer: Summarizer | None = None,
-        offline: bool = False,
-    ) -> list[SummaryOutcome]:
-        """``MemoryManager.summarize_idle`` in a worker thread."""
-        return await self._run(
-            self.manager.summarize_idle, older_than, now=now, summarizer=summarizer, offline=offline
-        )
-
-    async def sync(
-        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 8,
-        max_wait: float = 15.0,
-    ) -> SyncResult:
-        """``MemoryManager.sync`` in a worker thread."""
-        return await self._run(self.manager.sync, remote, branch, attempts=attempts,
-                               max_wait=max_wait)
-
-    async def update_metadata(
-        self,
-        session_id: str,
-        *,
-        add_tags: Iterable[str] = (),
-        remove_tags: Iterable[str] = (),
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str | None:
-        """``MemoryManager.update_metadata`` in a worker thread."""
-        return await self._run(
-            self.manager.update_metadata,
-            session_id,
-            add_tags=add_tags,
-            remove_tags=remove_tags,
-            metadata=metadata,
-        )
 
     @staticmethod
     async def validate_files(paths: Sequence[str]) -> list[Diagnostic]:
