@@ -1,6 +1,6 @@
 """Keeping the search index in step with the store: catch-up, rebuild, recovery.
 
-The index (:mod:`gitmem.index`) records the commit it reflects. :func:`sync` brings it to
+The index (:mod:`gitmem.search.index`) records the commit it reflects. :func:`sync` brings it to
 HEAD by diffing that commit with HEAD, so saves by other processes, ``git pull`` and hand
 commits are all picked up, and only the files that changed are parsed again.
 :class:`StoreIndex` wraps this for the manager: every use catches up first, and an index
@@ -26,7 +26,8 @@ from gitmem.format.paths import (
     session_dir,
 )
 from gitmem.models import Session, _Mutable
-from gitmem.search.index import DATABASE_ERRORS, Index, damaged, discard, open_file, unavailable
+from gitmem.search.index import Index, open_file
+from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
 from gitmem.store.repository import Repository
 from gitmem.store.worktree import read_regular
 
