@@ -559,11 +559,6 @@ class Index(IndexFile):
         with self._lock:
             return {int(r[0]) for r in self._db.execute(sql, args)}
 
-    def session_count(self) -> int:
-        """How many sessions are indexed."""
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
-
     def indexed_blobs(self) -> dict[str, tuple[str, str]]:
         """path -> (session id, blob id) of every indexed session."""
         with self._lock:
