@@ -1,14 +1,14 @@
-"""Pydantic types that cross module boundaries: sessions, interactions, revisions, hits.
+"""Pydantic types that cross module boundaries: sessions, interactions, revisions, hits,
+and the results the CLI prints as JSON (``to_dict``).
 
 Values are validated here, once, so that every ``Session`` can be rendered to Markdown and
-parsed back unchanged (see ``gitmem.markdown``).
+parsed back unchanged (see ``gitmem.format``).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
@@ -143,6 +143,17 @@ def now() -> datetime:
 class _Model(BaseModel):
     # frozen: sessions handed out by load_memory are shared with the parse cache
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (what ``--json`` prints): datetimes as ISO strings."""
+        return self.model_dump(mode="json")
+
+
+class _Mutable(_Model):
+    """A result that is filled in as the work goes (a counter, a status set at the end);
+    assignments are not validated, so they cost what a dataclass's do."""
+
+    model_config = ConfigDict(frozen=False)
 
 
 class Message(_Model):
@@ -501,17 +512,15 @@ class UndoResult(_Model):
     sessions: list[SessionDiff] = Field(default_factory=list)
 
 
-def model_dump_jsonable(model: BaseModel) -> dict[str, Any]:
-    """A JSON-ready dict of a model (datetimes as ISO strings)."""
-    return model.model_dump(mode="json")
+SummaryStatus = Literal["committed", "review", "refused", "failed"]
 
 
-@dataclass
-class SummaryOutcome:
-    """What one automatic or idle summary attempt did (they never raise)."""
+class SummaryOutcome(_Mutable):
+    """What one automatic or idle summary attempt did (they never raise); an attempt fills
+    it in as it goes (commit, then status and error)."""
 
     session_id: str
-    status: Literal["committed", "review", "refused", "failed"]
+    status: SummaryStatus
     trigger: str
     reason: str = ""
     commit: str | None = None
@@ -520,13 +529,18 @@ class SummaryOutcome:
     error: str | None = None
     report: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
-        return asdict(self)
+    # positional too, as the dataclass this model replaced: the summary methods build it so
+    # (``**dict``: mypy checks this signature, and knows no fields of the base's ``__init__``)
+    def __init__(self, session_id: str, status: SummaryStatus, trigger: str, reason: str = "",
+                 commit: str | None = None, model: str | None = None,
+                 fallback: str | None = None, error: str | None = None,
+                 report: dict[str, Any] | None = None) -> None:
+        super().__init__(**dict(session_id=session_id, status=status, trigger=trigger,
+                                reason=reason, commit=commit, model=model, fallback=fallback,
+                                error=error, report=report))
 
 
-@dataclass
-class Review:
+class Review(_Mutable):  # mutable as the dataclass it replaced
     """A summary waiting on a review branch."""
 
     session_id: str
@@ -537,6 +551,8 @@ class Review:
     message: str = ""
     diff: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
-        return asdict(self)
+    # positional too, as the dataclass this model replaced: the summary methods build it so
+    def __init__(self, session_id: str, branch: str, commit: str, parent: str, subject: str,
+                 message: str = "", diff: str = "") -> None:
+        super().__init__(**dict(session_id=session_id, branch=branch, commit=commit,
+                                parent=parent, subject=subject, message=message, diff=diff))

@@ -163,7 +163,7 @@ def test_only_a_damaged_file_is_thrown_away() -> None:
     import sqlite3
 
     from gitmem.errors import IndexCorrupted
-    from gitmem.search.index import damaged
+    from gitmem.search.indexfile import damaged
 
     assert damaged(sqlite3.DatabaseError("file is not a database"))
     assert damaged(IndexCorrupted("layout 1"))

@@ -15,8 +15,9 @@ from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
 from gitmem.errors import ParseError
-from gitmem.format.parse import _SpanParser, _SpanState, parse, parse_bytes, parse_lenient
+from gitmem.format.parse import parse, parse_bytes, parse_lenient
 from gitmem.format.render import render
+from gitmem.format.spans import SpanParser, SpanState
 from gitmem.models import (
     RESERVED_METADATA_KEYS,
     Interaction,
@@ -331,7 +332,7 @@ def test_parse_bytes_of_arbitrary_bytes_fails_only_with_parse_error(data: bytes)
         assert isinstance(session, Session)
 
 
-class _MistuneQuotes(_SpanParser):
+class _MistuneQuotes(SpanParser):
     """The span parser with mistune's own block-quote extent, as a reference."""
 
     def _quote_end(self, state: BlockState) -> int | None:
@@ -340,7 +341,7 @@ class _MistuneQuotes(_SpanParser):
 
 
 def _spans(parser: BlockParser, text: str) -> list[tuple[str, list[int]]]:
-    state = _SpanState()
+    state = SpanState()
     state.process(text)
     parser.parse(state)
     return [(token["type"], token.get("_span", [])) for token in state.tokens]
@@ -350,4 +351,4 @@ def _spans(parser: BlockParser, text: str) -> list[tuple[str, list[int]]]:
 @given(st.one_of(MARKDOWNISH, QUOTEY))
 def test_fast_quote_extent_matches_mistune(text: str) -> None:
     text += "\n"
-    assert _spans(_SpanParser(), text) == _spans(_MistuneQuotes(), text)
+    assert _spans(SpanParser(), text) == _spans(_MistuneQuotes(), text)

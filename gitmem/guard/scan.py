@@ -11,10 +11,10 @@ is and whether HEAD still shows it, with the secret masked.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitmem.guard.secrets import SecretConfig, find_secrets
+from gitmem.models import _Model
 
 if TYPE_CHECKING:
     from gitmem.store.repository import Repository
@@ -37,8 +37,7 @@ _PLACES = {MESSAGE_PATH: "commit message", AUTHOR_PATH: "author or committer",
            TAG_PATH: "tag message", TAGGER_PATH: "tagger", REF_PATH: "ref name"}
 
 
-@dataclass(frozen=True)
-class SecretFinding:
+class SecretFinding(_Model):
     """A secret found in history: where it was added, what kind, and a masked form.
 
     ``path`` is a file's path, or one of ``(commit message)``, ``(author or committer)``,
@@ -55,8 +54,11 @@ class SecretFinding:
     masked: str
     at_head: bool | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    # positional too, as the dataclass this model replaced (one per finding: cheap enough)
+    def __init__(self, commit: str, path: str, line: int, kind: str, masked: str,
+                 at_head: bool | None) -> None:
+        super().__init__(**dict(commit=commit, path=path, line=line, kind=kind,
+                                masked=masked, at_head=at_head))
 
     def __str__(self) -> str:
         if self.path in _PLACES:

@@ -1,6 +1,6 @@
 """Keeping the search index in step with the store: catch-up, rebuild, recovery.
 
-The index (:mod:`gitmem.index`) records the commit it reflects. :func:`sync` brings it to
+The index (:mod:`gitmem.search.index`) records the commit it reflects. :func:`sync` brings it to
 HEAD by diffing that commit with HEAD, so saves by other processes, ``git pull`` and hand
 commits are all picked up, and only the files that changed are parsed again.
 :class:`StoreIndex` wraps this for the manager: every use catches up first, and an index
@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -26,23 +25,24 @@ from gitmem.format.paths import (
     id_from_path,
     session_dir,
 )
-from gitmem.models import Session
-from gitmem.search.index import DATABASE_ERRORS, Index, damaged, discard, open_file, unavailable
+from gitmem.models import Session, _Mutable
+from gitmem.search.index import Index, open_file
+from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
 from gitmem.store.repository import Repository
 from gitmem.store.worktree import read_regular
 
 ProgressCallback = Callable[[int, int], None]
 
 
-@dataclass
-class SyncReport:
-    """What one catch-up did."""
+class SyncReport(_Mutable):
+    """What one catch-up did (``reindex`` returns it); :func:`sync` counts into it once per
+    changed file, never per turn."""
 
     commit: str | None
     rebuilt: bool = False
     indexed: int = 0
     removed: int = 0
-    unreadable: list[str] = field(default_factory=list)
+    unreadable: list[str] = []  # noqa: RUF012 (pydantic copies it for each report)
 
 
 def index_path(repository: Repository, namespace: str | None = None) -> Path:
@@ -171,16 +171,16 @@ def sync(
     head = commit or repository.head()
     recorded = index.get_meta("commit")
     if head == recorded and not full:
-        return SyncReport(head)
+        return SyncReport(commit=head)
     rebuild = full or recorded is None or not _belongs(repository, recorded)
     folders = (session_dir(namespace), archive_dir(namespace))
     changes = None if rebuild or recorded is None else _diff(repository, recorded, head, folders)
     with index.writing(bulk=rebuild):
         if index.get_meta("commit") == head and not full:
-            return SyncReport(head)  # another process caught up while we waited
+            return SyncReport(commit=head)  # another process caught up while we waited
         if index.get_meta("commit") != recorded:
             changes = None  # another process moved it meanwhile: compare everything
-        report = SyncReport(head, rebuilt=rebuild)
+        report = SyncReport(commit=head, rebuilt=rebuild)
         if rebuild:
             index.clear()
         if changes is None:

@@ -6,10 +6,11 @@ timestamp) plus each session's tags, project, participants, links and metadata, 
 inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
 common terms can be read partially, best documents first.
 
-It records the commit it reflects; :mod:`gitmem.indexer` catches it up to HEAD. A file
-that is missing, corrupted, of an older layout or written for another repository is
-thrown away and rebuilt. Access counts (how often a memory went into an agent's context)
-are not derivable from git; they live in their own table and survive a rebuild.
+It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
+file that is missing, corrupted, of an older layout or written for another repository is
+thrown away and rebuilt. The SQLite file itself (schema, connection, meta values, access
+counts, which survive a rebuild) is :mod:`gitmem.search.indexfile`; this module writes and
+reads the documents, postings and session rows.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import sqlite3
-import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -26,12 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gitmem.errors import IndexCorrupted, IndexUnavailable
+from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
+from gitmem.search.indexfile import IndexFile, discard
 from gitmem.text import terms
-
-SCHEMA_VERSION = "4"
-
 
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
@@ -41,32 +38,6 @@ IMPACT_K1 = 1.2
 IMPACT_B = 0.75
 
 _SEP = "\x1f"
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions(
-    skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
-    blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
-    tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
-    summary_text TEXT);
-CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
-CREATE TABLE IF NOT EXISTS docs(
-    id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
-    pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
-    terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
-CREATE TABLE IF NOT EXISTS postings(
-    term TEXT NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
-    dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
-    PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
-CREATE TABLE IF NOT EXISTS access(
-    session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
-    PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
-"""
 
 
 # (term, impact, doc, tf, doc length, session key, position, kind)
@@ -167,7 +138,7 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index:
+class Index(IndexFile):
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
     Thread-safe: one connection guarded by a lock. Write methods must run inside
@@ -175,78 +146,13 @@ class Index:
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
-        self.path = str(path)
-        self._lock = threading.RLock()
-        self._db = self._connect()
+        super().__init__(path)
         self.generation = 0
         self._vocab: tuple[int, list[str]] | None = None
         self._stats: tuple[int, float] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
-
-    # --- connection ------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
-        )
-        try:
-            if self.path != ":memory:":
-                db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            # keep the hot part of the postings in memory between queries
-            db.execute("PRAGMA cache_size=-32768")
-            db.execute("PRAGMA mmap_size=268435456")
-            db.execute("PRAGMA journal_size_limit=16777216")
-            db.execute("PRAGMA temp_store=MEMORY")
-            db.executescript(_SCHEMA)
-            version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            if version is None:
-                db.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
-            elif version[0] != SCHEMA_VERSION:
-                raise IndexCorrupted(f"index layout {version[0]}, expected {SCHEMA_VERSION}")
-        except sqlite3.OperationalError as exc:  # locked, read-only, out of space: not broken
-            db.close()
-            raise IndexUnavailable(f"search index {self.path} cannot be used: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise IndexCorrupted(f"search index {self.path} is damaged: {exc}") from exc
-        except IndexCorrupted:
-            db.close()
-            raise
-        return db
-
-    def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._db.close()
-
-    def check(self) -> None:
-        """Raise IndexCorrupted unless SQLite's quick check passes."""
-        with self._lock:
-            try:
-                row = self._db.execute("PRAGMA quick_check").fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise IndexCorrupted(str(exc)) from exc
-            if row is None or row[0] != "ok":
-                raise IndexCorrupted(str(row))
-
-    # --- meta ------------------------------------------------------------------------
-
-    def get_meta(self, key: str) -> str | None:
-        """A value from the meta table (None when unset)."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        """Set or (with None) remove a meta value."""
-        with self._lock:
-            if value is None:
-                self._db.execute("DELETE FROM meta WHERE key=?", (key,))
-            else:
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
 
     @contextlib.contextmanager
     def writing(self, *, bulk: bool = False) -> Iterator[None]:
@@ -274,24 +180,7 @@ class Index:
             self.generation += 1
             self._stats = None
 
-    def clear(self) -> None:
-        """Drop every document and session (access counts are kept)."""
-        for table in ("sessions", "docs", "postings", "terms", "broken", "speakers"):
-            self._db.execute(f"DELETE FROM {table}")
-        self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
-
     # --- writing documents -----------------------------------------------------------
-
-    def _counts(self) -> tuple[int, int]:
-        n = self._db.execute("SELECT value FROM meta WHERE key='n_docs'").fetchone()
-        total = self._db.execute("SELECT value FROM meta WHERE key='total_dl'").fetchone()
-        return (int(n[0]) if n else 0, int(total[0]) if total else 0)
-
-    def _set_counts(self, n_docs: int, total_dl: int) -> None:
-        self._db.executemany(
-            "INSERT OR REPLACE INTO meta VALUES(?, ?)",
-            [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
-        )
 
     def put_session(
         self, session: Session, path: str, blob: str, commit: str | None = None
@@ -670,11 +559,6 @@ class Index:
         with self._lock:
             return {int(r[0]) for r in self._db.execute(sql, args)}
 
-    def session_count(self) -> int:
-        """How many sessions are indexed."""
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
-
     def indexed_blobs(self) -> dict[str, tuple[str, str]]:
         """path -> (session id, blob id) of every indexed session."""
         with self._lock:
@@ -682,85 +566,6 @@ class Index:
                 str(p): (str(s), str(b))
                 for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
             }
-
-    # --- access counts ---------------------------------------------------------------
-
-    def touch(self, refs: Iterable[tuple[str, str]], when: float) -> None:
-        """Count one access of each (session id, interaction id or "" for a summary)."""
-        rows = [(sid, iid, when) for sid, iid in dict.fromkeys(refs)]
-        if not rows:
-            return
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany(
-                    "INSERT INTO access VALUES(?, ?, 1, ?) ON CONFLICT(session_id, iid)"
-                    " DO UPDATE SET count = count + 1, last = excluded.last",
-                    rows,
-                )
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-
-    def access_counts(self, session_ids: Iterable[str]) -> dict[tuple[str, str], int]:
-        """Access counts of the memories of these sessions: (session id, interaction id or
-        "" for a summary) -> count (memories never used are left out)."""
-        wanted = list(dict.fromkeys(session_ids))
-        out: dict[tuple[str, str], int] = {}
-        with self._lock:
-            for at in range(0, len(wanted), 500):
-                chunk = wanted[at : at + 500]
-                marks = ",".join("?" * len(chunk))
-                for sid, iid, count in self._db.execute(
-                    f"SELECT session_id, iid, count FROM access WHERE session_id IN ({marks})",
-                    chunk,
-                ):
-                    out[(str(sid), str(iid))] = int(count)
-        return out
-
-    # --- files that did not parse ----------------------------------------------------
-
-    def broken(self) -> dict[str, str]:
-        """path -> blob id of committed session files that could not be read."""
-        with self._lock:
-            return {str(p): str(b) for p, b in self._db.execute("SELECT path, blob FROM broken")}
-
-    def mark_broken(self, path: str, blob: str | None, problem: str = "") -> None:
-        """Remember (or with blob None, forget) a session file that could not be read."""
-        if blob is None:
-            self._db.execute("DELETE FROM broken WHERE path=?", (path,))
-        else:
-            self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
-
-
-# everything that using an index file can raise
-DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, IndexUnavailable, sqlite3.Error)
-
-
-def damaged(exc: BaseException) -> bool:
-    """Whether an error means the index file itself is broken (so rebuilding helps),
-    rather than locked, read-only or on a full disk (where deleting it would not)."""
-    if isinstance(exc, IndexCorrupted):
-        return True
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
-
-
-def unavailable(exc: BaseException, path: Path) -> IndexUnavailable:
-    """A gitmem error for an index problem that a rebuild does not fix."""
-    if isinstance(exc, IndexUnavailable):
-        return exc
-    return IndexUnavailable(
-        f"search index {path} cannot be used ({exc}); check the permissions and free space"
-        " of the .git/gitmem folder, or run `gitmem reindex`"
-    )
-
-
-def discard(path: Path) -> None:
-    """Delete an index file and its SQLite side files."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            Path(str(path) + suffix).unlink()
 
 
 def open_file(path: Path, owner: str) -> Index:

@@ -4,13 +4,13 @@ is too many."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gitmem.models import (
     Interaction,
     StructuredSummary,
     Summary,
+    _Model,
 )
 from gitmem.summary.extractive import (
     coverage,
@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     pass  # imported when first used: it takes ~0.4 s, too slow for every CLI call
 
 
-@dataclass(frozen=True)
-class LossReport:
+class LossReport(_Model):
     """What a new summary drops of the previous one's facts and entities.
 
     Attributes:
@@ -43,7 +42,6 @@ class LossReport:
     recoverable: tuple[str, ...] = ()
     unsupported: tuple[str, ...] = ()
     threshold: float = 0.25
-    details: dict[str, str] = field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -70,11 +68,11 @@ class LossReport:
             if items:
                 lines.append(f"{title}:")
                 lines.extend(f"- {item}" for item in items)
-        lines.extend(f"{key}: {value}" for key, value in self.details.items())
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready form."""
+        """A JSON-ready form, with the derived ``share`` and ``fires`` first (not the
+        fields as ``model_dump`` gives them: this is what ``--json`` has always printed)."""
         return {
             "share": round(self.share, 4),
             "threshold": self.threshold,
@@ -84,7 +82,6 @@ class LossReport:
             "dropped_entities": list(self.dropped_entities),
             "recoverable": list(self.recoverable),
             "unsupported": list(self.unsupported),
-            **self.details,
         }
 
 
