@@ -315,20 +315,25 @@ class Extractor:
         return _spelled([t for _, t in scored[: self.max_keywords]], sentences)
 
 
-def _spelled(keywords: list[str], sentences: Sequence[_Sentence]) -> list[str]:
-    """Each stemmed keyword as the word most often written for it ("decor" -> "decorators")."""
+def _spelled(keywords: list[str], sentences: Sequence[_Sentence], enough: int = 12) -> list[str]:
+    """Each stemmed keyword as the word most often written for it ("decor" -> "decorators"),
+    judged on its first ``enough`` uses (reading every sentence again costs too much)."""
     wanted = set(keywords)
-    seen: dict[str, Counter[str]] = {}
+    seen: dict[str, Counter[str]] = {term: Counter() for term in keywords}
     for sentence in sentences:
         if wanted.isdisjoint(sentence.vector):
             continue
         for word in words(sentence.text):
             term = stem(word)
             if term in wanted:
-                seen.setdefault(term, Counter())[word] += 1
+                seen[term][word] += 1
+                if seen[term].total() >= enough:
+                    wanted.discard(term)
+        if not wanted:
+            break
     out = []
     for term in keywords:
-        forms = seen.get(term)
+        forms = seen[term]
         out.append(min(forms, key=lambda w: (-forms[w], len(w), w)) if forms else term)
     return out
 
