@@ -38,7 +38,7 @@ from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, Message, Session
 from gitmem.store.repository import Housekeeping
 from gitmem.summary.engines import ExtractiveSummarizer, LLMConfig, LLMSummarizer
-from gitmem.summary.extractive import split_sentences, terms
+from gitmem.text import split_sentences, terms
 from tests.fake_openai import FakeServer, completion, start, structured
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -1,17 +1,26 @@
-"""Text analysis for search: words, English stemming and stopwords, CJK character n-grams.
+"""The one text analyser: what counts as "the same word" for search, summaries and context.
 
-The index and the ranker must cut text into the same terms, so both call :func:`terms`.
-English words are case-folded, stripped of stopwords and reduced with the Porter stemmer
-("decorators" and "decorated" both become ``decor``). Runs of Chinese, Japanese or Korean
-characters have no spaces between words, so each run gives its single characters and its
-overlapping character pairs: "装饰器" gives 装, 饰, 器, 装饰, 饰器, and a query about
-"Python装饰器" matches a memory that mentions 装饰器 anywhere.
+Everything that cuts text into words goes through here, so the index, the ranker, the
+summarizers, the topic-shift trigger, the loss guard and the token estimate agree:
+
+- :func:`terms`: English words case-folded, stripped of :data:`STOPWORDS` (function words) and
+  reduced with the Porter stemmer ("decorators" and "decorated" both become ``decor``). Runs of
+  Chinese, Japanese or Korean characters have no spaces between words, so each run gives its
+  single characters and its overlapping pairs: "装饰器" gives 装, 饰, 器, 装饰, 饰器, and a query
+  about "Python装饰器" matches a memory that mentions 装饰器 anywhere.
+- :func:`topic_terms`: the same terms without :data:`CHATTER` (small talk such as "great",
+  "today", "love"). Summaries weigh sentences by topic; search keeps these words because a
+  question may ask exactly about them (dropping them from search costs LoCoMo recall).
+- :func:`words` (unstemmed, for fuzzy matching and display), :func:`name_terms` (speakers),
+  :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
+  :func:`dates` (the dates a text names) and :func:`is_cjk`.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection
 from functools import lru_cache
 
 # Function words that carry no topic. Question words are in it because a question's
@@ -33,6 +42,19 @@ _STOPWORD_TEXT = """
 
 
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+# Small talk and vague words: terms for search, but no topic for a summary.
+_CHATTER_TEXT = """
+    ah always amazing anything awesome cool cute day days definitely even ever everything fun
+    glad go going gonna good great haha happy hmm know last lately lol love made make maybe
+    need never nice nope now one pretty recently said say see something sort sound sounds still
+    stuff super tell think time times today tomorrow totally two use used using wanna want way
+    ways wow yep yesterday let
+"""
+
+
+CHATTER = frozenset(_CHATTER_TEXT.split())
 
 
 # Very frequent Chinese single characters (particles, pronouns): dropped as unigrams only,
@@ -63,18 +85,32 @@ _PIECE = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
 
 
 def is_cjk(ch: str) -> bool:
-    """Whether ``ch`` is a Chinese, Japanese or Korean character."""
+    """Whether ``ch`` (one character, or the first of a string) is Chinese, Japanese or Korean."""
     return _CJK_CHAR.match(ch) is not None
 
 
 def normalize(text: str) -> str:
     """NFKC, case-folded text with curly apostrophes made straight and contractions dropped."""
+    if text.isascii():  # NFKC and the apostrophe table change nothing in ASCII
+        return _CONTRACTION.sub("", text.lower())
     text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold()
     return _CONTRACTION.sub("", text)
 
 
+def strip_controls(text: str) -> str:
+    """``text`` with control and format characters made spaces (a query may come from anywhere)."""
+    return "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
+    )
+
+
+_ASCII_PIECE = re.compile(r"[A-Za-z0-9]+")
+
+
 def _pieces(text: str) -> list[tuple[str, bool]]:
     """Word-character runs split into (piece, is_cjk) parts."""
+    if text.isascii():  # the common case, and several times faster than _PIECE
+        return [(piece, False) for piece in _ASCII_PIECE.findall(text)]
     return [(cjk or other, bool(cjk)) for cjk, other in _PIECE.findall(text)]
 
 
@@ -83,22 +119,83 @@ def words(text: str) -> list[str]:
 
     CJK runs are kept whole here: fuzzy matching compares them character by character.
     """
-    out = []
-    for piece, cjk in _pieces(normalize(text)):
-        if cjk or (piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit())):
-            out.append(piece)
-    return out
+    return [
+        piece for piece, cjk in _pieces(normalize(text))
+        if cjk or (piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit()))
+    ]  # fmt: skip
 
 
-def terms(text: str) -> list[str]:
-    """The search terms of ``text`` in order: stemmed English words and CJK n-grams."""
+def _terms(text: str, skip: frozenset[str]) -> list[str]:
     out: list[str] = []
     for piece, cjk in _pieces(normalize(text)):
         if cjk:
             out.extend(ch for ch in piece if ch not in CJK_STOP_CHARS)
             out.extend(piece[at : at + 2] for at in range(len(piece) - 1))
-        elif piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit()):
+        elif piece not in skip and (len(piece) > 1 or piece.isdigit()):
             out.append(stem(piece))
+    return out
+
+
+def terms(text: str) -> list[str]:
+    """The terms of ``text`` in order: stemmed English words and CJK n-grams."""
+    return _terms(text, STOPWORDS)
+
+
+_QUIET = STOPWORDS | CHATTER
+
+
+def topic_terms(text: str) -> list[str]:
+    """:func:`terms` without the words of small talk (:data:`CHATTER`): what a summary weighs.
+
+    Chatter is matched before stemming, so "totally" is dropped but "total" is kept."""
+    return _terms(text, _QUIET)
+
+
+def name_terms(*names: str, short_forms: bool = False) -> frozenset[str]:
+    """The terms of people's names; with ``short_forms`` also the first 3+ letters of each
+    word (Mel of Melanie, Caro of Caroline), which people use as nicknames."""
+    if len(names) == 1:
+        return _name_terms(names[0], short_forms)
+    return frozenset().union(*(_name_terms(name, short_forms) for name in names))
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(name: str, short_forms: bool) -> frozenset[str]:
+    found = set(terms(name))
+    if short_forms:
+        found.update(t[:n] for t in list(found) if not is_cjk(t) for n in range(3, len(t)))
+    return frozenset(found)
+
+
+def find_term(text: str, wanted: Collection[str]) -> int | None:
+    """Where in ``text`` the first word or CJK n-gram whose term is in ``wanted`` starts."""
+    for match in _PIECE.finditer(text):
+        cjk, other = match.groups()
+        if other:
+            piece = normalize(other)
+            if piece and stem(piece) in wanted:
+                return match.start()
+            continue
+        for at in range(len(cjk)):
+            if cjk[at : at + 2] in wanted or cjk[at] in wanted:
+                return match.start() + at
+    return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
+
+_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences (or bullet items / lines) of a message, stripped of list markers; code
+    fences, headings and table rows are left out."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = _BULLET.sub("", line.strip().lstrip(">").strip())
+        if not line or line.startswith(("```", "#", "|")):
+            continue
+        out.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
     return out
 
 

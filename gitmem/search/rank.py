@@ -26,20 +26,17 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
-import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
 from operator import itemgetter
 
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
-from gitmem.text import dates, is_cjk, stem, terms, words
+from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
@@ -132,13 +129,6 @@ class Ranking:
     notes: list[str] = field(default_factory=list)
 
 
-def _clean(text: str) -> str:
-    """Drop control characters (a query may come from anywhere)."""
-    return "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
-    )
-
-
 def _window(year: int | None, month: int | None, day: int | None, at: datetime
             ) -> tuple[datetime, datetime]:
     """The time span a (possibly partial) date names, taking missing parts from ``at``."""
@@ -169,9 +159,6 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
     return best
 
 
-_WORDS = re.compile(r"[A-Za-z0-9]+")
-
-
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
 SHOWN_CANDIDATES = 25
 
@@ -179,28 +166,12 @@ SHOWN_CANDIDATES = 25
 _second = itemgetter(1)
 
 
-@lru_cache(maxsize=4096)
-def _name_terms(speaker: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in words(speaker))
-
-
 def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
     """A piece of ``text`` of at most ``limit`` characters around the first matching word."""
     flat = " ".join(text.split())
     if len(flat) <= limit:
         return flat
-    wanted = set(query_terms)
-    first: int | None = None
-    for match in _WORDS.finditer(flat):
-        word = match.group().casefold()
-        if stem(word) in wanted:
-            first = match.start()
-            break
-    for term in wanted:
-        if term and is_cjk(term[0]):
-            at = flat.find(term)
-            if at >= 0 and (first is None or at < first):
-                first = at
+    first = find_term(flat, set(query_terms))
     start = max((first or 0) - limit // 4, 0)
     piece = flat[start : start + limit]
     return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
@@ -225,7 +196,7 @@ class Ranker:
         if self.config.speaker_weight and any(t not in df for t in counts):
             # a name that only ever appears as a speaker still counts (for the speaker part)
             for name, spoken in self.index.speakers().items():
-                for term in _name_terms(name):
+                for term in name_terms(name):
                     if term in counts and term not in df:
                         df[term] = spoken
         weights: dict[str, float] = {t: float(c) for t, c in counts.items() if t in df}
@@ -303,7 +274,7 @@ class Ranker:
         """Rank the index for ``query``; see :class:`Ranking` for what comes back."""
         cfg = self.config
         filters = filters or Filters()
-        text = _clean(query)[: cfg.max_query_chars]
+        text = strip_controls(query)[: cfg.max_query_chars]
         n_docs, avgdl = self.index.stats()
         ranking = Ranking(query, {}, {}, {}, [], [])
         if not text.strip() or n_docs == 0:
@@ -523,7 +494,7 @@ class Ranker:
             additive, comp = pre[doc_id]
             comp = dict(comp)
             if row.speaker and cfg.speaker_weight:
-                asked = _name_terms(row.speaker) & weights.keys()
+                asked = name_terms(row.speaker) & weights.keys()
                 if asked:
                     comp["speaker"] = cfg.speaker_weight * sum(
                         weights[t] * idf[t] for t in asked

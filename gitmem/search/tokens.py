@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from gitmem.text import is_cjk
+
 _PIECES = re.compile(r"[A-Za-z0-9]+|\s+|.", re.S)
 
 class TokenCounter(Protocol):
@@ -47,7 +49,7 @@ def _estimate(text: str) -> int:
             continue
         if first.isascii() and first.isalnum():
             total += max(1, math.ceil(len(piece) / 4))
-        elif "\u2e80" <= first <= "\u9fff" or "\uac00" <= first <= "\ud7af":
+        elif is_cjk(first):
             total += 1.5
         else:
             total += 1

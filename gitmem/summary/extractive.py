@@ -5,8 +5,9 @@ every sentence of the covered turns by its TF-IDF cosine similarity to the conve
 centroid (the sentences that say what the whole conversation is about), prefers ones that
 carry facts (numbers, names, the user's own words), removes near-duplicates and keeps them
 in conversation order. Keywords are the terms with the highest TF-IDF mass, entities the
-capitalised names. The same tokenizer and vectors serve the topic-shift trigger and the
-loss guard, so they all agree on what "the same words" means.
+capitalised names. Terms come from :mod:`gitmem.text` (``topic_terms``: the search terms without
+small talk), and the same vectors serve the topic-shift trigger and the loss guard, so search
+and summaries agree on what "the same word" means.
 """
 
 from __future__ import annotations
@@ -14,118 +15,19 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
 from gitmem.models import Interaction, StructuredSummary, Summary
+from gitmem.text import is_cjk, name_terms, split_sentences, stem, topic_terms, words
 
 EXTRACTIVE_MODEL = "gitmem-extractive"
-
-_CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-
-_CJK = re.compile(rf"[{_CJK_RANGES}]")
-
-_WORD = re.compile(rf"[^\W_{_CJK_RANGES}]+(?:['’][^\W_{_CJK_RANGES}]+)?")
-
-_TOKEN = re.compile(rf"([{_CJK_RANGES}]+)|([^\W_{_CJK_RANGES}]+(?:['’][^\W_{_CJK_RANGES}]+)?)")
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9\u00C0-\u024F])|(?<=[。！？；])")
-
-_BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+")
 
 _NUMBER = re.compile(r"\d")
 
 _USER_SPEAKERS = frozenset({"user", "用户", "human"})
 
-
-_STOP_TEXT = """a about above after again against all also am an and any are aren't as at be because
-    been before being below between both but by can can't could couldn't did didn't do does
-    doesn't doing don't down during each even few for from further get got had hadn't has
-    hasn't have haven't having he he'd he'll he's her here here's hers herself him himself his
-    how how's i i'd i'll i'm i've if in into is isn't it it's its itself just let's like me
-    maybe more most much mustn't my myself no nor not now of off ok okay on once only or other
-    ought our ours ourselves out over own really same shan't she she'd she'll she's should
-    shouldn't so some such sure than that that's the their theirs them themselves then there
-    there's these they they'd they'll they're they've this those through thanks thank to too
-    under until up very was wasn't we we'd we'll we're we've well were weren't what what's when
-    when's where where's which while who who's whom why why's will with won't would wouldn't
-    yeah yes you you'd you'll you're you've your yours yourself yourselves one two also
-    would could might must shall may need want know think go going make see say said tell
-    wow cool great awesome nice amazing glad hey hi hello lol haha oh ah hmm totally
-    definitely lot lots thing things stuff something anything everything pretty kind sort
-    gonna wanna yep nope sounds sound good fun love happy cute super last made day days
-    today yesterday tomorrow time times way ways lately recently always never ever still
-    use using used
-    的 了 是 在 我 你 他 她 它 们 这 那 和 也 就 都 而 及 与 着 或
-    一个 没有 我们 你们 吗 呢 吧 啊"""
-
-
-STOPWORDS = frozenset(_STOP_TEXT.split())
-
 _GENERIC_SPEAKERS = frozenset({"user", "assistant", "human", "ai", "bot", "system", "i"})
-
-_NOT_NAMES = STOPWORDS | _GENERIC_SPEAKERS
-
-
-def _stem(word: str) -> str:
-    # a deliberately tiny stemmer: plurals only, so "books" and "book" count as one term
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
-    return word
-
-
-_TERM_CACHE: dict[str, str | None] = {}
-
-
-def _term(word: str) -> str | None:
-    found = _TERM_CACHE.get(word, "")
-    if found != "":
-        return found
-    lower = word.casefold().replace("’", "'")
-    term = None if lower in STOPWORDS or (len(lower) < 2 and not lower.isdigit()) else _stem(lower)
-    if len(_TERM_CACHE) > 100_000:
-        _TERM_CACHE.clear()
-    _TERM_CACHE[word] = term
-    return term
-
-
-def terms(text: str) -> list[str]:
-    """Content terms of ``text``: casefolded, plural-stemmed words without stopwords;
-    CJK runs become character bigrams (those scripts do not separate words by spaces)."""
-    out: list[str] = []
-    cache = _TERM_CACHE
-    if _CJK.search(text) is None:  # the common case: one flat loop over words
-        for word in _WORD.findall(text):
-            term = cache.get(word, "")
-            if term == "":
-                term = _term(word)
-            if term is not None:
-                out.append(term)
-        return out
-    for cjk, word in _TOKEN.findall(text):
-        if cjk:
-            if len(cjk) == 1:
-                out.append(cjk)
-            else:
-                out.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
-            continue
-        term = _term(word)
-        if term is not None:
-            out.append(term)
-    return out
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences (or bullet items / lines) of a message, stripped of list markers."""
-    out: list[str] = []
-    for line in text.splitlines():
-        line = _BULLET.sub("", line.strip().lstrip(">").strip())
-        if not line or line.startswith(("```", "#", "|")):
-            continue
-        out.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
-    return out
 
 
 Vector = dict[str, float]
@@ -185,13 +87,13 @@ def summary_facts(summary: Summary | StructuredSummary | None) -> list[str]:
     if facts:
         return list(facts)
     text = summary.text if isinstance(summary, Summary) else summary.summary
-    return [s for s in split_sentences(text) if not s.endswith(":") and len(terms(s)) >= 2]
+    return [s for s in split_sentences(text) if not s.endswith(":") and len(topic_terms(s)) >= 2]
 
 
 def summary_terms(summary: StructuredSummary) -> set[str]:
     """Every content term a structured summary mentions anywhere."""
     parts = [summary.summary, *summary.key_facts, *summary.entities, *summary.tags]
-    return set(terms("\n".join(parts)))
+    return set(topic_terms("\n".join(parts)))
 
 
 @dataclass
@@ -219,7 +121,7 @@ def _entities(sentences: Sequence[_Sentence], speakers: Iterable[str]) -> list[s
             run = match.group(0)
             name = cleaned.get(run, "")
             if name == "":
-                words = [w for w in run.split(" ") if w.casefold() not in _NOT_NAMES]
+                words = [w for w in run.split(" ") if _may_name(w)]
                 name = cleaned[run] = " ".join(words) if words and len(words[0]) > 1 else None
             if name is not None:
                 counts[name] += 1
@@ -267,12 +169,12 @@ class Extractor:
         """Summarize ``turns`` (continuing ``previous``) into a structured summary."""
         sentences = self._sentences(turns)
         speakers = sorted({m.speaker for t in turns for m in t.messages})
-        muted = name_terms(speakers)
+        muted = name_terms(*speakers, short_forms=True)
         picked = self._select(sentences, speakers)
         facts = self._merge_facts(summary_facts(previous), [self._fact(s) for s in picked])
         names = _entities(sentences, speakers)[: max(1, self.max_keywords - 3)]
         # a keyword that is part of a name ("caleb" of "Caleb Hattingh") adds nothing
-        in_names = {t for name in names for t in terms(name)}
+        in_names = {t for name in names for t in topic_terms(name)}
         keywords = self._keywords(sentences, muted | in_names)
         entities = [*names, *keywords][: self.max_keywords]
         old_entities = previous.keywords if previous else []
@@ -290,7 +192,7 @@ class Extractor:
     def keywords(self, text: str) -> list[str]:
         """Names first, then keywords, of a free text (e.g. an LLM's plain-text answer)."""
         sentences = self._vectorize(
-            _Sentence(0, at, "", part, terms(part), {}) for at, part in enumerate(
+            _Sentence(0, at, "", part, topic_terms(part), {}) for at, part in enumerate(
                 split_sentences(text))
         )
         names = _entities(sentences, ())
@@ -300,7 +202,7 @@ class Extractor:
 
     def _sentences(self, turns: Sequence[Interaction]) -> list[_Sentence]:
         return self._vectorize(
-            _Sentence(index, 0, message.speaker, text, terms(text), {})
+            _Sentence(index, 0, message.speaker, text, topic_terms(text), {})
             for index, turn in enumerate(turns)
             for message in turn.messages
             for text in split_sentences(message.content)
@@ -331,15 +233,19 @@ class Extractor:
         if not sentences:
             return []
         # a term weighs more the more often the conversation returns to it (topic) and the
-        # fewer sentences use it (specific); speakers' own names (vocatives) weigh nothing
+        # fewer sentences use it (specific); speakers' own names (vocatives) weigh nothing.
+        # The topic part is damped (square root): Porter stems gather every inflection of a
+        # theme, and undamped the recurring themes crowd out one-off facts (LoCoMo evidence
+        # kept in the facts: 60.1% undamped, 66.1% damped, 61.6% with the old stemmer).
         counts: dict[str, int] = {}
         for sentence in sentences:
             for term in sentence.vector:
                 counts[term] = counts.get(term, 0) + 1
         total = len(sentences)
-        muted = name_terms(speakers)
+        muted = name_terms(*speakers, short_forms=True)
         weight = {
-            t: 0.0 if t in muted else math.log1p(n) * (math.log((total + 1) / (n + 1)) + 1.0)
+            t: 0.0 if t in muted
+            else math.sqrt(math.log1p(n)) * (math.log((total + 1) / (n + 1)) + 1.0)
             for t, n in counts.items()
         }
         for sentence in sentences:
@@ -390,7 +296,7 @@ class Extractor:
             fresh = fresh[: max(0, self.max_facts - len(old))]
         return [*old, *fresh]
 
-    def _keywords(self, sentences: Sequence[_Sentence], muted: set[str] | None = None) -> list[str]:
+    def _keywords(self, sentences: Sequence[_Sentence], muted: Set[str] = frozenset()) -> list[str]:
         counts: dict[str, int] = {}
         df: dict[str, int] = {}
         for sentence in sentences:
@@ -402,21 +308,36 @@ class Extractor:
         scored = [
             (count * (math.log((total + 1) / (df[t] + 1)) + 0.1), t)
             for t, count in counts.items()
-            if (len(t) >= 3 or _is_cjk(t)) and not t.isdigit() and t not in (muted or ())
+            if (len(t) >= 3 or (len(t) == 2 and is_cjk(t))) and not t.isdigit()
+            and t not in muted
         ]
         scored.sort(key=lambda item: (-item[0], item[1]))
-        return [t for _, t in scored[: self.max_keywords]]
+        return _spelled([t for _, t in scored[: self.max_keywords]], sentences)
 
 
-def name_terms(names: Iterable[str]) -> set[str]:
-    """Terms of people's names and their short forms (Mel, Caro), muted in scoring."""
-    out: set[str] = set()
-    for name in names:
-        for term in terms(name):
-            out.add(term)
-            out.update(term[:n] for n in range(3, len(term)))
+def _spelled(keywords: list[str], sentences: Sequence[_Sentence], enough: int = 12) -> list[str]:
+    """Each stemmed keyword as the word most often written for it ("decor" -> "decorators"),
+    judged on its first ``enough`` uses (reading every sentence again costs too much)."""
+    wanted = set(keywords)
+    seen: dict[str, Counter[str]] = {term: Counter() for term in keywords}
+    for sentence in sentences:
+        if wanted.isdisjoint(sentence.vector):
+            continue
+        for word in words(sentence.text):
+            term = stem(word)
+            if term in wanted:
+                seen[term][word] += 1
+                if seen[term].total() >= enough:
+                    wanted.discard(term)
+        if not wanted:
+            break
+    out = []
+    for term in keywords:
+        forms = seen[term]
+        out.append(min(forms, key=lambda w: (-forms[w], len(w), w)) if forms else term)
     return out
 
 
-def _is_cjk(text: str) -> bool:
-    return bool(re.fullmatch(rf"[{_CJK_RANGES}]+", text))
+def _may_name(word: str) -> bool:
+    """Whether a capitalised word can be part of a name (not "I'm", "Great", "User")."""
+    return word.casefold() not in _GENERIC_SPEAKERS and bool(topic_terms(word))

@@ -16,8 +16,8 @@ from gitmem.summary.extractive import (
     coverage,
     summary_facts,
     summary_terms,
-    terms,
 )
+from gitmem.text import topic_terms as terms  # a summary's terms: no small talk
 
 if TYPE_CHECKING:
     pass  # imported when first used: it takes ~0.4 s, too slow for every CLI call

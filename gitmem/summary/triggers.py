@@ -19,10 +19,9 @@ from gitmem.store.config import parse_float, parse_int, unknown_key
 from gitmem.summary.engines import TOPIC_SHIFT, TURNS
 from gitmem.summary.extractive import (
     cosine,
-    name_terms,
-    terms,
     tf_vector,
 )
+from gitmem.text import name_terms, topic_terms
 
 if TYPE_CHECKING:
     pass  # imported when first used: it takes ~0.4 s, too slow for every CLI call
@@ -95,8 +94,9 @@ def topic_similarity(recent: Sequence[Interaction], earlier: Sequence[Interactio
     Words every turn uses and the speakers' names (vocatives) weigh nothing; a side with
     fewer than 5 distinct content words is too short to judge and counts as similar.
     """
-    names = name_terms({m.speaker for t in (*recent, *earlier) for m in t.messages})
-    docs = [[w for w in terms(t.text) if w not in names] for t in (*earlier, *recent)]
+    names = name_terms(*{m.speaker for t in (*recent, *earlier) for m in t.messages},
+                       short_forms=True)
+    docs = [[w for w in topic_terms(t.text) if w not in names] for t in (*earlier, *recent)]
     split = len(earlier)
     if min(len(set(chain.from_iterable(docs[split:]))),
            len(set(chain.from_iterable(docs[:split])))) < 5:
