@@ -25,9 +25,10 @@ from typing import Any, Generic, ParamSpec, TypeVar
 from gitmem.errors import Diagnostic, ValidationError
 from gitmem.guard.scan import SecretFinding
 from gitmem.guard.secrets import SecretConfig
-from gitmem.history.methods import StoreView
-from gitmem.manager import BatchResult, MemoryManager
+from gitmem.history.asof import StoreView
+from gitmem.manager import MemoryManager
 from gitmem.models import (
+    BatchResult,
     BlameEntry,
     Diff,
     Language,
@@ -39,7 +40,7 @@ from gitmem.models import (
     UndoResult,
 )
 from gitmem.search.catchup import ProgressCallback, SyncReport
-from gitmem.search.methods import ContextMessages, Hits, ImportResult
+from gitmem.search.methods import ContextMessages, Hits
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Housekeeping, Repository
@@ -143,7 +144,6 @@ class AsyncMemoryManager:
     namespace = _Setting["str | None"](writable=False)
     path = _Setting[Path](writable=False)
     repository = _Setting[Repository](writable=False)
-    last_summary = _Setting["SummaryOutcome | None"](writable=False)
 
     def __init__(
         self,
@@ -228,26 +228,6 @@ class AsyncMemoryManager:
         """``MemoryManager.at`` in a worker thread."""
         return await self._run(self.manager.at, rev)
 
-    @classmethod
-    async def bench_locomo(
-        cls,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        depth: int = 50,
-        workdir: str | Path | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        """``MemoryManager.bench_locomo`` in a worker thread."""
-        return await asyncio.to_thread(
-            MemoryManager.bench_locomo,
-            path,
-            convs=convs,
-            depth=depth,
-            workdir=workdir,
-            progress=progress,
-        )
-
     async def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
         """``MemoryManager.blame`` in a worker thread."""
         return await self._run(self.manager.blame, session_id, commit=commit)
@@ -313,16 +293,6 @@ class AsyncMemoryManager:
             changes=changes,
             commit=commit,
         )
-
-    async def import_locomo(
-        self,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> ImportResult:
-        """``MemoryManager.import_locomo`` in a worker thread (``progress`` is called there)."""
-        return await self._run(self.manager.import_locomo, path, convs=convs, progress=progress)
 
     async def install_hooks(self) -> list[Path]:
         """``MemoryManager.install_hooks`` in a worker thread."""
@@ -599,6 +569,44 @@ class AsyncMemoryManager:
             count=count,
             reason=reason,
         )
+
+    async def summarize_outcome(
+        self,
+        session_id: str,
+        *,
+        trigger: str = "manual",
+        summarizer: Summarizer | None = None,
+        offline: bool = False,
+        count: int | None = None,
+        reason: str = "",
+    ) -> SummaryOutcome:
+        """``MemoryManager.summarize_outcome`` in a worker thread."""
+        return await self._run(
+            self.manager.summarize_outcome,
+            session_id,
+            trigger=trigger,
+            summarizer=summarizer,
+            offline=offline,
+            count=count,
+            reason=reason,
+        )
+
+    async def change_session(
+        self,
+        session_id: str,
+        change: Callable[[Session | None], Session | None],
+        *,
+        op: str,
+        subject: str,
+    ) -> str | None:
+        """``MemoryManager.change_session`` in a worker thread (``change`` runs there)."""
+        return await self._run(self.manager.change_session, session_id, change, op=op,
+                               subject=subject)
+
+    async def load_archive(self, session_id: str, *, commit: str | None = None
+                           ) -> Session | None:
+        """``MemoryManager.load_archive`` in a worker thread."""
+        return await self._run(self.manager.load_archive, session_id, commit=commit)
 
     async def summarize_idle(
         self,
