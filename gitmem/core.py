@@ -33,6 +33,7 @@ from gitmem.format.paths import (
     session_dir,
     session_path,
 )
+from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import GuardMethods
 from gitmem.guard.names import NewNames, agent_identity
 from gitmem.guard.secrets import redact
@@ -42,12 +43,8 @@ from gitmem.models import (
     Language,
     Message,
     Session,
-    as_message,
     as_when,
-    fresh_interaction_id,
     now,
-    validated,
-    with_metadata,
 )
 from gitmem.store.discover import open_repository
 from gitmem.store.objects import object_id

@@ -7,12 +7,10 @@ parsed back unchanged (see ``gitmem.markdown``).
 from __future__ import annotations
 
 import re
-import secrets
 import unicodedata
-from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timezone
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -560,65 +558,3 @@ class BatchResult(Result):
     """What ``with mm.batch(...) as b`` gives: ``b.commit`` is set when the block ends."""
 
     commit: str | None = None
-
-
-# --- building the models a save writes (the core's save path calls these) ---------------
-
-T = TypeVar("T")
-
-
-def validated(build: Callable[[], T], where: str) -> T:
-    """Run a model constructor, turning pydantic's error into gitmem's, naming the field."""
-    try:
-        return build()
-    except ValidationError as exc:
-        raise GitmemValidationError(f"{where}: {describe_errors(exc)}") from None
-
-
-def as_message(item: Message | Mapping[str, str], at: int) -> Message:
-    """Message number ``at`` of a turn, given as a ``Message`` or a ``{"speaker"|"role": ...,
-    "content": ...}`` mapping (the roles user/assistant/system are capitalised)."""
-    if isinstance(item, Message):
-        return item
-    if not isinstance(item, Mapping):
-        raise GitmemValidationError(f"message {at}: expected a Message or a mapping with "
-                                    f"speaker and content, got {type(item).__name__}")
-    speaker = item.get("speaker") or item.get("role")
-    if speaker in ("user", "assistant", "system"):
-        speaker = speaker.capitalize()
-    return validated(
-        lambda: Message(speaker=speaker or "", content=item.get("content", "")), f"message {at}"
-    )
-
-
-def fresh_interaction_id(taken: set[str]) -> str:
-    """A new random interaction id (``i`` + 8 hex digits) not in ``taken``."""
-    while True:
-        candidate = "i" + secrets.token_hex(4)
-        if candidate not in taken:
-            return candidate
-
-
-def with_metadata(session: Session, update: dict[str, Any],
-                  metadata: Mapping[str, Any] | None) -> Session:
-    """``session`` with ``update`` (field -> value) and ``metadata`` applied: ``project``,
-    ``links`` and ``tags`` go to their fields (links and tags are added), any other key to
-    ``extra`` (``None`` removes it)."""
-    extra = dict(session.extra)
-    for key, value in (metadata or {}).items():
-        if key == "project":
-            update["project"] = value
-        elif key == "links":
-            links = [value] if isinstance(value, str) else list(value)
-            update["links"] = list(dict.fromkeys([*session.links, *links]))
-        elif key == "tags":
-            update["tags"] = list(dict.fromkeys([*update.get("tags", session.tags), *value]))
-        elif value is None:
-            extra.pop(key, None)
-        else:
-            extra[key] = str(value)
-    update["extra"] = extra
-    merged = {**session.model_dump(exclude={"interactions", "summary"}), **update}
-    merged.setdefault("interactions", session.interactions)
-    merged["summary"] = session.summary
-    return validated(lambda: Session(**merged), f"session {session.id!r} metadata")

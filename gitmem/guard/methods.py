@@ -14,7 +14,8 @@ Two more guards sit on every path into a commit: :meth:`GuardMethods._guard_comm
 each commit message and author line last (the repository calls it), and
 :meth:`GuardMethods._guard_files` checks whole files that rollback, revert, restore and a
 sync merge bring back from history. :meth:`GuardMethods.scan_history` reports secrets that
-reached history before (or around) the guards, never printing a secret.
+reached history before (or around) the guards, never printing a secret, and
+:meth:`GuardMethods.check` reports session files that do not parse (``path:line``).
 """
 
 from __future__ import annotations
