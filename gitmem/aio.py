@@ -23,10 +23,10 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gitmem.errors import Diagnostic, ValidationError
 from gitmem.guard.secrets import SecretConfig
-from gitmem.manager import BatchResult, MemoryManager
+from gitmem.manager import MemoryManager
 from gitmem.models import (
+    BatchResult,
     Language,
-    SummaryOutcome,
 )
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
@@ -160,7 +160,6 @@ class AsyncMemoryManager:
     namespace = _Setting[str | None](writable=False)
     path = _Setting[Path](writable=False)
     repository = _Setting[Repository](writable=False)
-    last_summary = _Setting[SummaryOutcome | None](writable=False)
 
     def __init__(
         self,
@@ -247,15 +246,16 @@ class AsyncMemoryManager:
     check = _Coroutine(MemoryManager.check)
     close = _Coroutine(MemoryManager.close)
     close_index = _Coroutine(MemoryManager.close_index)
+    change_session = _Coroutine(MemoryManager.change_session)
     delete_session = _Coroutine(MemoryManager.delete_session)
     diff = _Coroutine(MemoryManager.diff)
     fetch = _Coroutine(MemoryManager.fetch)
     head = _Coroutine(MemoryManager.head)
     history = _Coroutine(MemoryManager.history)
-    import_locomo = _Coroutine(MemoryManager.import_locomo)
     install_hooks = _Coroutine(MemoryManager.install_hooks)
     list_sessions = _Coroutine(MemoryManager.list_sessions)
     llm_config = _Coroutine(MemoryManager.llm_config)
+    load_archive = _Coroutine(MemoryManager.load_archive)
     load_memory = _Coroutine(MemoryManager.load_memory)
     maybe_summarize = _Coroutine(MemoryManager.maybe_summarize)
     namespaces = _Coroutine(MemoryManager.namespaces)
@@ -284,28 +284,9 @@ class AsyncMemoryManager:
     session_ids = _Coroutine(MemoryManager.session_ids)
     summarize = _Coroutine(MemoryManager.summarize)
     summarize_idle = _Coroutine(MemoryManager.summarize_idle)
+    summarize_outcome = _Coroutine(MemoryManager.summarize_outcome)
     sync = _Coroutine(MemoryManager.sync)
     update_metadata = _Coroutine(MemoryManager.update_metadata)
-
-    @classmethod
-    async def bench_locomo(
-        cls,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        depth: int = 50,
-        workdir: str | Path | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        """``MemoryManager.bench_locomo`` in a worker thread."""
-        return await asyncio.to_thread(
-            MemoryManager.bench_locomo,
-            path,
-            convs=convs,
-            depth=depth,
-            workdir=workdir,
-            progress=progress,
-        )
 
     @staticmethod
     async def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:

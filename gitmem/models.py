@@ -149,7 +149,7 @@ class _Model(BaseModel):
         return self.model_dump(mode="json")
 
 
-class _Mutable(_Model):
+class Result(_Model):
     """A result that is filled in as the work goes (a counter, a status set at the end);
     assignments are not validated, so they cost what a dataclass's do."""
 
@@ -515,7 +515,7 @@ class UndoResult(_Model):
 SummaryStatus = Literal["committed", "review", "refused", "failed"]
 
 
-class SummaryOutcome(_Mutable):
+class SummaryOutcome(Result):
     """What one automatic or idle summary attempt did (they never raise); an attempt fills
     it in as it goes (commit, then status and error)."""
 
@@ -540,7 +540,7 @@ class SummaryOutcome(_Mutable):
                                 error=error, report=report))
 
 
-class Review(_Mutable):  # mutable as the dataclass it replaced
+class Review(Result):  # mutable as the dataclass it replaced
     """A summary waiting on a review branch."""
 
     session_id: str
@@ -556,3 +556,9 @@ class Review(_Mutable):  # mutable as the dataclass it replaced
                  message: str = "", diff: str = "") -> None:
         super().__init__(**dict(session_id=session_id, branch=branch, commit=commit,
                                 parent=parent, subject=subject, message=message, diff=diff))
+
+
+class BatchResult(Result):
+    """What ``with mm.batch(...) as b`` gives: ``b.commit`` is set when the block ends."""
+
+    commit: str | None = None

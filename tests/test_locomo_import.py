@@ -181,12 +181,12 @@ def test_reimport_keeps_hand_saved_turns_and_reports_changed_ones(locomo_file: P
 def test_reimport_after_an_archiving_summary_adds_no_duplicates(locomo_file: Path,
                                                                store: Path) -> None:
     mm = MemoryManager.init(store)
-    mm.import_locomo(locomo_file, convs="0")
+    locomo.import_locomo(mm, locomo_file, convs="0")
     git(store, "config", "gitmem.summary.archive", "archive")
     mm = MemoryManager(store)
     mm.summarize("conv-a-session_1", offline=True)
     head = git(store, "rev-parse", "HEAD")
-    again = mm.import_locomo(locomo_file, convs="0")
+    again = locomo.import_locomo(mm, locomo_file, convs="0")
     assert again.commit is None and again.added == [] and again.differing == []
     assert git(store, "rev-parse", "HEAD") == head
     mm.close()
@@ -201,7 +201,7 @@ def test_reimport_of_a_redacted_turn_is_not_reported_as_changed(tmp_path: Path,
     path = tmp_path / "leaky.json"
     path.write_text(json.dumps(data))
     mm = MemoryManager.init(store)
-    mm.import_locomo(path)
-    again = mm.import_locomo(path)
+    locomo.import_locomo(mm, path)
+    again = locomo.import_locomo(mm, path)
     assert again.commit is None and again.differing == []
     mm.close()

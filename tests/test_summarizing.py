@@ -153,12 +153,14 @@ def test_server_down_falls_back_and_the_trailer_says_so(mm: MemoryManager, store
     fill(mm, "lisbon", LISBON)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     mm.summarizer = LLMSummarizer(LLMConfig(model="m", base_url=url, max_retries=0))
-    sha = mm.summarize("lisbon")
-    found = trailers(store, sha)
+    outcome = mm.summarize_outcome("lisbon")
+    assert outcome.commit is not None
+    found = trailers(store, outcome.commit)
     assert found["Gitmem-Model"] == "gitmem-extractive"
     assert found["Gitmem-Fallback"].startswith("LLM m: cannot reach http://127.0.0.1:")
     assert "Fell back to the offline summarizer" in git(store, "log", "-1", "--format=%b")
-    assert mm.last_summary is not None and mm.last_summary.fallback is not None
+    assert outcome.fallback is not None and outcome.fallback.startswith("LLM m: cannot reach")
+    assert (outcome.status, outcome.model) == ("committed", "gitmem-extractive")
 
 
 def test_archive_moves_summarized_turns(mm: MemoryManager, store: Path) -> None:
@@ -299,12 +301,12 @@ def test_triggers_after_saves(mm: MemoryManager, store: Path) -> None:
     found = trailers(store)
     assert (found["Gitmem-Op"], found["Gitmem-Trigger"]) == ("summarize", "turn-threshold")
     assert "3 turns since the last summary" in git(store, "log", "-1", "--format=%b")
-    assert mm.last_summary is not None and mm.last_summary.status == "committed"
     assert git(store, "log", "-2", "--format=%(trailers:key=Gitmem-Op,valueonly)").split() == [
         "summarize", "save"]
 
 
-def test_a_failing_summary_never_loses_the_save(mm: MemoryManager, store: Path) -> None:
+def test_a_failing_summary_never_loses_the_save(mm: MemoryManager, store: Path,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
     class Broken:
         name = "broken"
 
@@ -318,9 +320,9 @@ def test_a_failing_summary_never_loses_the_save(mm: MemoryManager, store: Path) 
     assert sha == git(store, "rev-parse", "HEAD").strip()
     session = mm.load_memory("s")
     assert session is not None and len(session.interactions) == 1 and session.summary is None
-    assert mm.last_summary is not None
-    assert (mm.last_summary.status, mm.last_summary.error) == (
-        "failed", "RuntimeError: model exploded")
+    # the outcome of a summary a save triggered is logged: the save's caller gets its sha
+    assert "summary of 's' (turn-threshold) not applied: RuntimeError: model exploded" in (
+        caplog.text)
 
 
 def test_topic_shift_summarizes_the_old_topic(mm: MemoryManager, store: Path) -> None:

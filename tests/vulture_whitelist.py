@@ -14,11 +14,11 @@ from gitmem.format import spans
 from gitmem.guard.secrets import SecretConfig
 from gitmem.models import (
     USER_SPEAKERS,
+    Result,
     Session,
     StructuredSummary,
     Summary,
     _Model,
-    _Mutable,
 )
 from gitmem.search.catchup import SyncReport
 from gitmem.summary.engines import LLMConfig
@@ -43,7 +43,7 @@ gitmem.__getattr__
 
 # pydantic: model configuration and field validators
 _Model.model_config
-_Mutable.model_config
+Result.model_config
 StructuredSummary.model_config
 Summary._ts
 Summary._model

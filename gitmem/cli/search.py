@@ -18,7 +18,6 @@ from gitmem.cli.base import (
     pass_ctx,
 )
 from gitmem.importers import locomo
-from gitmem.manager import MemoryManager
 
 
 @cli.command()
@@ -150,18 +149,18 @@ def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> 
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
     quiet = ctx.json or as_json
-    ids = mm.import_locomo(
-        file, convs=convs, progress=None if quiet else (lambda text: click.echo(text, err=True))
-    )
-    differing = [f"{sid} {iid}" for sid, iid in ids.differing]
+    result = locomo.import_locomo(
+        mm, file, convs=convs,
+        progress=None if quiet else (lambda text: click.echo(text, err=True)),
+    )  # fmt: skip
+    differing = [f"{sid} {iid}" for sid, iid in result.differing]
     if differing and not quiet:
         click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
                    "(session, interaction):\n  " + "\n  ".join(differing), err=True)
-    emit(ctx, as_json, {"sessions": list(ids), "commit": ids.commit, "added": len(ids.added),
-                         "differing": [{"session_id": s, "interaction_id": i}
-                                       for s, i in ids.differing]},
-          lambda: f"imported {len(ids)} sessions from {file}: {len(ids.added)} new turns"
-          + ("" if ids.commit else " (nothing changed, no commit)"))
+    emit(ctx, as_json, result.to_dict(),
+          lambda: f"imported {len(result.sessions)} sessions from {file}: "
+          f"{len(result.added)} new turns"
+          + ("" if result.commit else " (nothing changed, no commit)"))
 
 
 @cli.group()
@@ -179,7 +178,7 @@ def bench() -> None:
 def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json: bool) -> None:
     """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
     quiet = ctx.json or as_json
-    result = MemoryManager.bench_locomo(
+    result = locomo.bench_locomo(
         file, convs=convs, depth=depth,
         progress=None if quiet else (lambda text: click.echo(text, err=True)),
     )  # fmt: skip

@@ -55,11 +55,11 @@ def summarize(ctx: Context, session_id: str | None, use_llm: bool | None, idle: 
             sys.exit(1)
         return
     assert session_id is not None
-    sha = mm.summarize(session_id, summarizer=engine, offline=use_llm is False, count=count)
-    outcome = mm.last_summary
-    if outcome is not None and outcome.fallback and not (ctx.json or as_json):
+    outcome = mm.summarize_outcome(session_id, summarizer=engine, offline=use_llm is False,
+                                   count=count)
+    if outcome.fallback and not (ctx.json or as_json):
         click.echo(f"warning: {outcome.fallback}; used the offline summarizer", err=True)
-    emit(ctx, as_json, outcome.to_dict() if outcome else {"commit": sha}, lambda: sha)
+    emit(ctx, as_json, outcome.to_dict(), lambda: outcome.commit or "")
 
 
 @cli.group()

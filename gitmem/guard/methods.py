@@ -1,7 +1,8 @@
 """Guards on what ``MemoryManager`` commits: secrets redacted, sizes bounded; history scanned.
 
-``MemoryManager`` inherits :class:`SecurityMixin`. Every write builds the new ``Session``
-and hands it to :meth:`SecurityMixin._guard` before it is rendered: new message content,
+:class:`GuardMethods` sits below the core in the layer order: ``SessionCore`` inherits it,
+so the save path guards every write. Every write builds the new ``Session`` and hands it to
+:meth:`GuardMethods._guard` before it is rendered: new message content,
 summary text and metadata values are scanned (``gitmem.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
 trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
@@ -9,22 +10,30 @@ that names something (session id, interaction id, metadata key) is refused
 (``SecretRefused``), as redacting it would change the name. Content over
 :data:`MAX_MESSAGE_BYTES` is refused with a ``ValidationError``.
 
-Two more guards sit on every path into a commit: :meth:`SecurityMixin._guard_commit` sees
+Two more guards sit on every path into a commit: :meth:`GuardMethods._guard_commit` sees
 each commit message and author line last (the repository calls it), and
-:meth:`SecurityMixin._guard_files` checks whole files that rollback, revert, restore and a
-sync merge bring back from history. :meth:`SecurityMixin.scan_history` reports secrets that
-reached history before (or around) the guards, never printing a secret.
+:meth:`GuardMethods._guard_files` checks whole files that rollback, revert, restore and a
+sync merge bring back from history. :meth:`GuardMethods.scan_history` reports secrets that
+reached history before (or around) the guards, never printing a secret, and
+:meth:`GuardMethods.check` reports session files that do not parse (``path:line``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
-from gitmem.errors import ConfigError, ParseError, SecretRefused, ValidationError
+from gitmem.errors import (
+    ConfigError,
+    Diagnostic,
+    ParseError,
+    RepositoryError,
+    SecretRefused,
+    ValidationError,
+)
 from gitmem.format import parse as markdown
+from gitmem.format.paths import archive_dir, id_from_archive_path, id_from_path, session_dir
 from gitmem.guard.redact import (
     _redact_into,
     _redact_metadata,
@@ -35,37 +44,31 @@ from gitmem.guard.redact import (
 from gitmem.guard.scan import SecretFinding, scan_repository
 from gitmem.guard.secrets import SecretConfig, redact
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.store.transaction import Identity
-
-if TYPE_CHECKING:
-    from gitmem.store.repository import Repository
-    from gitmem.store.transaction import Transaction
-
-
-P = ParamSpec("P")
-
-T = TypeVar("T")
-
+from gitmem.store.repository import Repository
+from gitmem.store.transaction import Identity, Transaction
 
 # The largest message (or summary text) a save accepts, in UTF-8 bytes. A save holds a few
 # copies of the file while rendering and packing it: a 10 MB message peaks near 150 MB.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-class SecurityMixin:
-    """Secret redaction, size limits and the history scan for ``MemoryManager``."""
+class GuardMethods:
+    """Secret redaction, size limits and the history scan, over one repository.
 
-    if TYPE_CHECKING:
-        _repo: Repository
-        _local: threading.local
-        namespace: str | None
+    Args:
+        repo: the store's repository; its commit guard is set to :meth:`_guard_commit`.
+        namespace: the namespace new sessions go into (its name is checked for secrets).
+    """
 
-    _secret_config: SecretConfig | None = None
-    max_message_bytes: int = MAX_MESSAGE_BYTES
-    # (config, {identity: (redacted identity, counts)}): an agent's name is checked once
-    _identity_cache: tuple[SecretConfig, dict[Identity, tuple[Identity, Counter[str]]]] | None = (
-        None
-    )
+    def __init__(self, repo: Repository, namespace: str | None) -> None:
+        self._repo = repo
+        self.namespace = namespace
+        self.max_message_bytes = MAX_MESSAGE_BYTES
+        self._secret_config: SecretConfig | None = None
+        # (config, {identity: (redacted identity, counts)}): an agent's name is checked once
+        self._identity_cache: tuple[
+            SecretConfig, dict[Identity, tuple[Identity, Counter[str]]]] | None = None
+        repo.commit_guard = self._guard_commit  # secrets in messages and authors
 
     # --- configuration --------------------------------------------------------------------
 
@@ -288,6 +291,52 @@ class SecurityMixin:
         counts.update(found)
         return summary.model_copy(update={"text": text, "facts": facts, "keywords": keywords,
                                           "model": model})
+
+    # --- what the store holds -----------------------------------------------------------
+
+    def check(self, *, commit: str | None = None) -> list[Diagnostic]:
+        """Validate every session file and archive part; returns all ``path:line`` problems
+        (empty = clean). Checks the committed files and any uncommitted hand edits.
+        """
+        problems: list[Diagnostic] = []
+        paths: dict[str, str | None] = {}  # path: the session id its name encodes
+        # the archive parts too: load_memory(include_archive=True) reads them
+        for folder, id_of in ((session_dir(self.namespace), id_from_path),
+                              (archive_dir(self.namespace), id_from_archive_path)):
+            names = set(self._repo.list_dir(folder, commit))
+            if commit is None and (self._repo.root / folder).is_dir():
+                names |= {p.name for p in (self._repo.root / folder).iterdir() if p.suffix == ".md"}
+            paths |= {f"{folder}/{n}": id_of(f"{folder}/{n}", self.namespace) for n in names}
+        for path, expected in sorted(paths.items()):
+            if expected is None:
+                problems.append(Diagnostic(path, 1, "file name is not an encoded session id"))
+                continue
+            try:
+                data = self._repo.working_blob(path) if commit is None else None
+            except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it
+                problems.append(Diagnostic(path, 1, str(exc)))
+                continue
+            except ParseError as exc:  # a folder or FIFO under a session's name
+                problems.extend(exc.diagnostics)
+                continue
+            raw = data[0] if data is not None else self._repo.read(path, commit)
+            if raw is None:
+                continue
+            try:
+                session = markdown.parse_bytes(raw, path)
+            except ParseError as exc:
+                problems.extend(exc.diagnostics)
+                continue
+            if session.id != expected:
+                problems.append(
+                    Diagnostic(
+                        path,
+                        1,
+                        f"session id {session.id!r} does not match the file name "
+                        f"(expected {expected!r})",
+                    )
+                )
+        return problems
 
     # --- secrets already in history -------------------------------------------------------
 

@@ -1,48 +1,35 @@
 """The time machine: history, diff, blame, rollback, revert and read-as-of for a store.
 
-``MemoryManager`` inherits :class:`HistoryMixin`. Nothing here rewrites history: rollback,
-revert and restore are new commits made through the repository's transaction, each with
-``Gitmem-Op`` and trailers naming what it undid. Reverts work part by part (interactions by
-id, the summary, metadata keys), so later turns in the same file do not block them.
+:class:`HistoryMethods` is ``MemoryManager``'s part for them; undo plans are worked out in
+:mod:`gitmem.history.plan` and the read-only view of ``at()`` is :mod:`gitmem.history.asof`.
+Nothing here rewrites history: rollback, revert and restore are new commits made through
+the repository's transaction, each with ``Gitmem-Op`` and trailers naming what it undid.
+Reverts work part by part (interactions by id, the summary, metadata keys), so later turns
+in the same file do not block them.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import shlex
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
+from gitmem.core import SessionCore
 from gitmem.errors import (
     ConflictError,
     ParseError,
-    ReadOnlyError,
     RevisionNotFound,
     SessionNotFound,
     ValidationError,
 )
-from gitmem.format import parse as markdown
 from gitmem.format.paths import archive_path, id_from_archive_path, id_from_path
+from gitmem.history.asof import StoreView
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
-from gitmem.history.undo import undo
+from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
-
-if TYPE_CHECKING:
-    import threading
-
-    from gitmem.store.repository import Repository
-    from gitmem.store.transaction import Transaction
-
-
-P = ParamSpec("P")
-
-T = TypeVar("T")
-
+from gitmem.store.transaction import Transaction
 
 # commits an undo never takes back: the store's creation
 _NEVER_UNDONE = frozenset({"init"})
@@ -66,41 +53,8 @@ def _short(text: str, limit: int = 60) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-@dataclass
-class _Plan:
-    """Undoing commits on the current files, worked out before anything is written."""
-
-    original: dict[str, bytes | None] = field(default_factory=dict)
-    result: dict[str, bytes | None] = field(default_factory=dict)
-    conflicts: list[str] = field(default_factory=list)
-
-    def changed(self) -> dict[str, bytes | None]:
-        return {p: v for p, v in self.result.items() if v != self.original[p]}
-
-
-class HistoryMixin:
-    """History, diff, blame, rollback, revert and read-as-of for ``MemoryManager``."""
-
-    if TYPE_CHECKING:
-        _repo: Repository
-        _local: threading.local
-        namespace: str | None
-        path: Path
-
-        def _path(self, session_id: str) -> str: ...
-
-        def _parse_blob(self, path: str, blob_id: str) -> Session: ...
-
-        def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]: ...
-
-        def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
-
-        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
-                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
-
-        def load_memory(
-            self, session_id: str, *, commit: str | None = None, include_archive: bool = False
-        ) -> Session | None: ...
+class HistoryMethods(SessionCore):
+    """History, diff, blame, rollback, revert and read-as-of (see the module docs)."""
 
     # --- reading history -----------------------------------------------------------------
 
@@ -393,10 +347,6 @@ class HistoryMixin:
 
     # --- writing: every undo is a new commit ---------------------------------------------
 
-    def _no_batch(self, what: str) -> None:
-        if getattr(self._local, "batch", None) is not None:
-            raise ValidationError(f"{what} makes its own commit; call it outside mm.batch()")
-
     def _working_or_head(self, txn: Transaction, path: str) -> bytes | None:
         edited = txn.hand_edit(path)
         return edited if edited is not None else txn.read(path)
@@ -510,82 +460,11 @@ class HistoryMixin:
             sha = txn.rebuilding(write)
         return sha or ""
 
-    def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> _Plan:
+    def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> UndoPlan:
         """Undo ``entries`` (newest first) on the current files, without writing anything."""
-        plan = _Plan()
-        for entry in entries:
-            for change in entry.files:
-                path = change.path
-                if path not in plan.result:
-                    plan.original[path] = plan.result[path] = self._working_or_head(txn, path)
-                current = plan.result[path]
-                after = self._repo.blob(change.new) if change.new else None
-                before = self._repo.blob(change.old) if change.old else None
-                if current == after:
-                    plan.result[path] = before  # untouched since: the exact inverse
-                    continue
-                if current == before:
-                    continue
-                sid = self._owner(path)
-                if sid is None:
-                    where = f"file {path}"
-                elif id_from_path(path, self.namespace) is None:
-                    where = f"archive of session {sid!r}"
-                else:
-                    where = f"session {sid!r}"
-                if sid is None:
-                    plan.conflicts.append(f"{where}: changed again by a later commit")
-                    continue
-                try:
-                    parts = [
-                        self._parse_blob(path, change.old) if change.old else None,
-                        self._parse_blob(path, change.new) if change.new else None,
-                        None if current is None else markdown.parse_bytes(current, path),
-                    ]
-                except ParseError as exc:
-                    plan.conflicts.append(f"{where}: {exc.diagnostics[0]}")
-                    continue
-                undone = undo(parts[0], parts[1], parts[2])
-                if undone.conflicts:
-                    plan.conflicts += [f"{where} ({entry.sha[:12]}): {c}" for c in undone.conflicts]
-                    continue
-                plan.result[path] = (
-                    None
-                    if undone.session is None
-                    else markdown.render(undone.session).encode("utf-8")
-                )
-        return plan
-
-    def _raise_conflicts(self, plan: _Plan, what: str) -> None:
-        if plan.conflicts:
-            listed = "\n  ".join(plan.conflicts)
-            raise ConflictError(
-                f"cannot {what} cleanly in {self.path}; nothing was written:\n  {listed}\n"
-                "Roll the session back to a known good version instead "
-                "(`gitmem rollback SESSION --to REV`), or edit it by hand."
-            )
-
-    def _plan_diffs(self, plan: _Plan) -> list[SessionDiff]:
-        diffs: list[SessionDiff] = []
-        for path, data in plan.changed().items():
-            sid = self._owner(path)
-            if sid is None:
-                continue
-            old = plan.original[path]
-            problems: list[str] = []
-            try:
-                parsed = [None if d is None else markdown.parse_bytes(d, path) for d in (old, data)]
-                found = diff_sessions(parsed[0], parsed[1], sid, path)
-            except ParseError as exc:
-                found = SessionDiff(session_id=sid, path=path, status=status_of(old, data))
-                problems.append(f"the current version does not parse: {exc.diagnostics[0]}")
-            text = unified_diff(
-                None if old is None else old.decode("utf-8", "replace"),
-                None if data is None else data.decode("utf-8", "replace"),
-                path,
-            )
-            diffs.append(found.model_copy(update={"unified": text, "problems": problems}))
-        return diffs
+        return plan_undo(entries, current=lambda path: self._working_or_head(txn, path),
+                         blob=self._repo.blob, parse_blob=self._parse_blob, owner=self._owner,
+                         namespace=self.namespace)
 
     def _entry(self, commit: str | datetime) -> LogEntry:
         sha = self._repo.resolve(commit)
@@ -618,7 +497,7 @@ class HistoryMixin:
 
             def write() -> str | None:
                 plan = self._plan(txn, [entry])  # on the files as they are now
-                self._raise_conflicts(plan, f"revert {entry.sha[:12]}")
+                plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
                 changes = plan.changed()
                 if not changes:
                     return None
@@ -696,9 +575,9 @@ class HistoryMixin:
 
             def write() -> UndoResult:
                 plan = self._plan(txn, chosen)  # on the files as they are now
-                self._raise_conflicts(plan, f"undo {len(chosen)} commits")
+                plan.raise_conflicts(f"undo {len(chosen)} commits", self.path)
                 result = UndoResult(dry_run=dry_run, reverted=reverted,
-                                    sessions=self._plan_diffs(plan))
+                                    sessions=plan.diffs(self._owner))
                 changes = plan.changed()
                 if dry_run or not changes:
                     return result
@@ -712,41 +591,3 @@ class HistoryMixin:
                 return result.model_copy(update={"commit": commit})
 
             return txn.rebuilding(write)
-
-
-class StoreView:
-    """The store as it was at one commit. Reads only: writing raises ReadOnlyError.
-
-    Any manager method that takes ``commit=`` is available and reads at this view's commit.
-    """
-
-    def __init__(self, manager: HistoryMixin, commit: str, asked: str) -> None:
-        self._manager = manager
-        self.commit = commit
-        self.asked = asked
-
-    def __repr__(self) -> str:
-        return f"<StoreView {self._manager.path} at {self.commit[:12]} ({self.asked})>"
-
-    def load_memory(self, session_id: str, **options: Any) -> Session | None:
-        """The session as it was at this view's commit, or None if it did not exist."""
-        return self._manager.load_memory(session_id, commit=self.commit, **options)
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        attr = getattr(self._manager, name)
-        if name.startswith("_") or not callable(attr):
-            raise AttributeError(name)
-        try:
-            takes_commit = "commit" in inspect.signature(attr).parameters
-        except (TypeError, ValueError):
-            takes_commit = False
-        if takes_commit:
-            return functools.partial(attr, commit=self.commit)
-
-        def refuse(*_args: Any, **_kwargs: Any) -> Any:
-            raise ReadOnlyError(
-                f"{name}() cannot be used on the read-only view of {self._manager.path} as of "
-                f"{self.commit[:12]} ({self.asked}); call it on the manager to change the store"
-            )
-
-        return refuse

@@ -11,20 +11,34 @@ distinct sessions of the hit list), per question category and overall.
 Importing is additive (:func:`merge_session`): importing a file again adds only the turns a
 session lacks, keeps every turn the store has (also turns saved by hand in between), and
 reports a turn whose stored text differs from the file instead of overwriting it.
+:func:`import_locomo` drives that through a ``MemoryManager`` (one commit);
+:func:`bench_locomo` scores ``search`` on fresh stores (``gitmem bench locomo``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Sequence
+import tempfile
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gitmem.errors import ValidationError
-from gitmem.models import Interaction, Message, ModelValidationError, Session, describe_errors
+from gitmem.guard.secrets import redact
+from gitmem.manager import MemoryManager
+from gitmem.models import (
+    Interaction,
+    Message,
+    ModelValidationError,
+    Result,
+    Session,
+    describe_errors,
+)
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -304,3 +318,147 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 Searcher = Callable[[Conversation, Question], Sequence[tuple[str, str]]]
+
+
+# --- driving a store ----------------------------------------------------------------------
+
+
+class ImportResult(Result):
+    """What an import did: the session ids it touched (in file order), the turns it
+    ``added`` and the stored turns that ``differing`` from the file were kept as stored
+    (both as (session id, interaction id) pairs); ``commit`` is None when nothing changed."""
+
+    sessions: list[str] = []  # noqa: RUF012  (pydantic copies it for each instance)
+    added: list[tuple[str, str]] = []  # noqa: RUF012
+    differing: list[tuple[str, str]] = []  # noqa: RUF012
+    commit: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """What ``gitmem import locomo --json`` prints."""
+        return {"sessions": self.sessions, "commit": self.commit, "added": len(self.added),
+                "differing": [{"session_id": s, "interaction_id": i}
+                              for s, i in self.differing]}  # fmt: skip
+
+
+def import_locomo(
+    mm: MemoryManager,
+    path: str | Path,
+    *,
+    convs: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ImportResult:
+    """Import a LoCoMo JSON file into ``mm`` as one commit: each session becomes a gitmem
+    session ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
+
+    Importing is additive and idempotent: only turns a session lacks are added, turns
+    already stored (also ones saved by hand since) are kept, and importing an unchanged
+    file again makes no commit. A stored turn whose text differs from the file is kept
+    as stored and listed in ``result.differing``. ``progress(text)`` is told after each
+    conversation.
+    """
+    conversations = load(path)
+    chosen = [conversations[i] for i in parse_range(convs, len(conversations))]
+    result = ImportResult()
+    turns = 0
+    with mm.batch(f"Import LoCoMo {Path(path).name}") as done:
+        for number, conv in enumerate(chosen, 1):
+            for session in conv.sessions:
+                _import_session(mm, session, result)
+                result.sessions.append(session.id)
+                turns += len(session.interactions)
+            if progress is not None:
+                progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
+                         f"{len(result.sessions)} sessions, {turns} turns so far")  # fmt: skip
+    result.commit = done.commit
+    return result
+
+
+def _import_session(mm: MemoryManager, imported: Session, result: ImportResult) -> None:
+    archived = mm.load_archive(imported.id)  # a summary may have moved turns there
+    elsewhere = {t.id for t in archived.interactions} if archived else set()
+
+    def same(stored: Interaction, given: Interaction) -> bool:
+        return _same_turn(mm, stored, given)
+
+    def change(current: Session | None) -> Session | None:
+        merged = merge_session(current, imported, elsewhere=elsewhere, same=same)
+        result.added += [(imported.id, iid) for iid in merged.added]
+        result.differing += [(imported.id, iid) for iid in merged.differing]
+        return merged.session
+
+    mm.change_session(imported.id, change, op="import", subject=f"Import {imported.id}")
+
+
+def _same_turn(mm: MemoryManager, stored: Interaction, imported: Interaction) -> bool:
+    """Equal, counting a secret the file has as the marker the store has in its place."""
+    if stored.timestamp != imported.timestamp or len(stored.messages) != len(imported.messages):
+        return False
+    config = mm.secret_config
+    for kept, given in zip(stored.messages, imported.messages, strict=True):
+        if kept.speaker != given.speaker:
+            return False
+        if kept.content != given.content and (
+            not config.redact or redact(given.content, config)[0] != kept.content
+        ):
+            return False
+    return True
+
+
+def bench_locomo(
+    path: str | Path,
+    *,
+    convs: str | None = None,
+    depth: int = 50,
+    workdir: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Score retrieval on a LoCoMo file through real stores.
+
+    Each conversation is imported into a fresh store (under ``workdir``, else a temporary
+    folder removed afterwards), then every question of categories 1-4 goes through
+    ``search``. Returns the table rows and timings.
+    """
+    conversations = load(path)
+    chosen = parse_range(convs, len(conversations))
+    scores = Scores()
+    timings = {"import_s": 0.0, "index_s": 0.0}
+    with _workdir(workdir) as base:
+        for at in chosen:
+            conv = conversations[at]
+            if progress is not None:
+                progress(f"conversation {at}: {conv.sample_id}")
+            start = time.perf_counter()
+            mm = MemoryManager.init(base / f"store-{at}")
+            import_locomo(mm, path, convs=str(at))
+            timings["import_s"] += time.perf_counter() - start
+            start = time.perf_counter()
+            mm.reindex()
+            timings["index_s"] += time.perf_counter() - start
+            for question in conv.questions:
+                if question.category not in CATEGORIES:
+                    continue
+                start = time.perf_counter()
+                hits = mm.search(question.text, k=depth)
+                scores.seconds += time.perf_counter() - start
+                scores.add(question, conv, [(h.session_id, h.interaction_id or "")
+                                            for h in hits])
+            mm.close_index()
+            mm.close()
+    return {
+        "file": str(path),
+        "conversations": [conversations[i].sample_id for i in chosen],
+        "rows": scores.rows(),
+        **{key: round(value, 2) for key, value in timings.items()},
+    }
+
+
+@contextmanager
+def _workdir(path: str | Path | None) -> Iterator[Path]:
+    """A given folder, or a temporary one removed afterwards."""
+    if path is not None:
+        given = Path(path)
+        given.mkdir(parents=True, exist_ok=True)
+        yield given
+        return
+    with tempfile.TemporaryDirectory(prefix="gitmem-locomo-") as temp:
+        yield Path(temp)

@@ -25,7 +25,7 @@ from gitmem.format.paths import (
     id_from_path,
     session_dir,
 )
-from gitmem.models import Session, _Mutable
+from gitmem.models import Result, Session
 from gitmem.search.index import Index, open_file
 from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
 from gitmem.store.repository import Repository
@@ -34,7 +34,7 @@ from gitmem.store.worktree import read_regular
 ProgressCallback = Callable[[int, int], None]
 
 
-class SyncReport(_Mutable):
+class SyncReport(Result):
     """What one catch-up did (``reindex`` returns it); :func:`sync` counts into it once per
     changed file, never per turn."""
 

@@ -1,4 +1,4 @@
-"""``RetrievalMixin``: search, context assembly and the index, as ``MemoryManager`` methods.
+"""``SearchMethods``: search, context assembly and the index, as ``MemoryManager`` methods.
 
 Saves never touch the index: it lives under ``.git/gitmem/`` and catches up lazily, on
 the next search, from whatever the store's HEAD is by then (another process, a pull, a
@@ -9,19 +9,15 @@ unusable, rebuilds it and answers.
 from __future__ import annotations
 
 import re
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gitmem.core import SessionCore
 from gitmem.errors import ParseError, ValidationError
-from gitmem.guard.secrets import SecretConfig, redact
-from gitmem.importers import locomo
-from gitmem.models import Hit, Interaction, Session, as_when
+from gitmem.models import Hit, as_when
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Memory, assemble
 from gitmem.search.index import KIND_SUMMARY, Index
@@ -36,13 +32,7 @@ from gitmem.search.rank import (
 )
 from gitmem.search.tokens import TokenCounter, default_counter
 
-if TYPE_CHECKING:
-    from gitmem.store.repository import Repository
-
-
 _LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
-
-_STATE_LOCK = threading.Lock()
 
 
 # how many explain rows a search shows
@@ -61,18 +51,6 @@ class Hits(list[Hit]):
         super().__init__(hits)
         self.notes: list[str] = list(notes)
         self.explanation: dict[str, Any] | None = None
-
-
-class ImportResult(list[str]):
-    """The session ids an import touched, in file order, plus what happened to the turns:
-    ``added`` and ``differing`` list (session id, interaction id) pairs; a differing turn
-    was kept as stored. ``commit`` is None when the import changed nothing."""
-
-    def __init__(self, ids: Iterable[str] = ()) -> None:
-        super().__init__(ids)
-        self.added: list[tuple[str, str]] = []
-        self.differing: list[tuple[str, str]] = []
-        self.commit: str | None = None
 
 
 class ContextMessages(list[dict[str, str]]):
@@ -125,44 +103,29 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
     }  # fmt: skip
 
 
-class RetrievalMixin:
-    """Search and context assembly for :class:`~gitmem.manager.MemoryManager`.
+class SearchMethods(SessionCore):
+    """Search and context assembly for ``MemoryManager``.
 
-    Set ``rank_config`` (a :class:`~gitmem.retrieval.RankConfig`) to change weights and
+    Set ``rank_config`` (a :class:`~gitmem.search.rank.RankConfig`) to change weights and
     ``token_counter`` to count tokens with your model's tokenizer.
     """
 
-    rank_config: RankConfig = RankConfig()
-    token_counter: TokenCounter | None = None
-
-    if TYPE_CHECKING:
-        namespace: str | None
-
-        @property
-        def repository(self) -> Repository: ...
-
-        def load_memory(self, session_id: str, *, commit: str | None = None
-                        ) -> Session | None: ...
-
-        def batch(self, message: str = ...) -> AbstractContextManager[Any]: ...
-
-        secret_config: SecretConfig
-
-        def _archive(self, session_id: str, commit: str | None = None) -> Session | None: ...
-
-        def _modify(self, session_id: str, change: Callable[[Session | None], Session | None],
-                    *, op: str, subject: str) -> str | None: ...
+    def _on_open(self) -> None:
+        super()._on_open()
+        self.rank_config = RankConfig()
+        self.token_counter: TokenCounter | None = None
+        self._index: StoreIndex | None = None  # opened on first use
+        self._index_lock = threading.Lock()
 
     # --- the index -------------------------------------------------------------------
 
     def _store_index(self) -> StoreIndex:
-        found: StoreIndex | None = self.__dict__.get("_gitmem_store_index")
+        found = self._index
         if found is None:
-            with _STATE_LOCK:
-                found = self.__dict__.get("_gitmem_store_index")
+            with self._index_lock:
+                found = self._index
                 if found is None:
-                    found = StoreIndex(self.repository, self.namespace)
-                    self.__dict__["_gitmem_store_index"] = found
+                    found = self._index = StoreIndex(self.repository, self.namespace)
         return found
 
     def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
@@ -393,133 +356,3 @@ class RetrievalMixin:
                 "messages": list(plan.messages),
             }  # fmt: skip
         return out
-
-    # --- LoCoMo ----------------------------------------------------------------------
-
-    def import_locomo(
-        self,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> ImportResult:
-        """Import a LoCoMo JSON file (one commit): each session becomes a gitmem session
-        ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
-
-        Importing is additive and idempotent: only turns a session lacks are added, turns
-        already stored (also ones saved by hand since) are kept, and importing an unchanged
-        file again makes no commit. A stored turn whose text differs from the file is kept
-        as stored and listed in ``result.differing``. ``progress(text)`` is told after each
-        conversation.
-
-        Returns the imported session ids (an ``ImportResult``, a list with details).
-        """
-        conversations = locomo.load(path)
-        chosen = [conversations[i] for i in locomo.parse_range(convs, len(conversations))]
-        result = ImportResult()
-        turns = 0
-        with self.batch(f"Import LoCoMo {Path(path).name}") as done:
-            for number, conv in enumerate(chosen, 1):
-                for session in conv.sessions:
-                    self._import_session(session, result)
-                    result.append(session.id)
-                    turns += len(session.interactions)
-                if progress is not None:
-                    progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
-                             f"{len(result)} sessions, {turns} turns so far")  # fmt: skip
-        result.commit = done.commit
-        return result
-
-    def _import_session(self, imported: Session, result: ImportResult) -> None:
-        archived = self._archive(imported.id)  # a summary may have moved turns there
-        elsewhere = {t.id for t in archived.interactions} if archived else set()
-
-        def change(current: Session | None) -> Session | None:
-            merged = locomo.merge_session(current, imported, elsewhere=elsewhere,
-                                          same=self._same_turn)
-            result.added += [(imported.id, iid) for iid in merged.added]
-            result.differing += [(imported.id, iid) for iid in merged.differing]
-            return merged.session
-
-        self._modify(imported.id, change, op="import", subject=f"Import {imported.id}")
-
-    def _same_turn(self, stored: Interaction, imported: Interaction) -> bool:
-        """Equal, counting a secret the file has as the marker the store has in its place."""
-        if stored.timestamp != imported.timestamp or len(stored.messages) != len(imported.messages):
-            return False
-        config = self.secret_config
-        for kept, given in zip(stored.messages, imported.messages, strict=True):
-            if kept.speaker != given.speaker:
-                return False
-            if kept.content != given.content and (
-                not config.redact or redact(given.content, config)[0] != kept.content
-            ):
-                return False
-        return True
-
-    @classmethod
-    def bench_locomo(
-        cls,
-        path: str | Path,
-        *,
-        convs: str | None = None,
-        depth: int = 50,
-        workdir: str | Path | None = None,
-        progress: Callable[[str], None] | None = None,
-    ) -> dict[str, Any]:
-        """Score retrieval on a LoCoMo file through real stores (see ``gitmem.locomo``).
-
-        Each conversation is imported into a fresh temporary store, then every question
-        of categories 1-4 goes through ``search``. Returns the table rows and timings.
-        """
-        conversations = locomo.load(path)
-        chosen = locomo.parse_range(convs, len(conversations))
-        scores = locomo.Scores()
-        timings = {"import_s": 0.0, "index_s": 0.0}
-        with _workdir(workdir) as base:
-            for at in chosen:
-                conv = conversations[at]
-                if progress is not None:
-                    progress(f"conversation {at}: {conv.sample_id}")
-                start = time.perf_counter()
-                mm = cls.init(base / f"store-{at}")  # type: ignore[attr-defined]
-                mm.import_locomo(path, convs=str(at))
-                timings["import_s"] += time.perf_counter() - start
-                start = time.perf_counter()
-                mm.reindex()
-                timings["index_s"] += time.perf_counter() - start
-                for question in conv.questions:
-                    if question.category not in locomo.CATEGORIES:
-                        continue
-                    start = time.perf_counter()
-                    hits = mm.search(question.text, k=depth)
-                    scores.seconds += time.perf_counter() - start
-                    scores.add(question, conv, [(h.session_id, h.interaction_id or "")
-                                                for h in hits])
-                mm.close_index()
-                mm.close()
-        return {
-            "file": str(path),
-            "conversations": [conversations[i].sample_id for i in chosen],
-            "rows": scores.rows(),
-            **{key: round(value, 2) for key, value in timings.items()},
-        }
-
-
-class _workdir:
-    """A given folder, or a temporary one removed afterwards."""
-
-    def __init__(self, path: str | Path | None) -> None:
-        self._given = Path(path) if path is not None else None
-        self._temp: tempfile.TemporaryDirectory[str] | None = None
-
-    def __enter__(self) -> Path:
-        if self._given is not None:
-            self._given.mkdir(parents=True, exist_ok=True)
-            return self._given
-        self._temp = tempfile.TemporaryDirectory(prefix="gitmem-locomo-")
-        return Path(self._temp.name)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._temp is not None:
-            self._temp.cleanup()

@@ -1,4 +1,4 @@
-"""``SummaryMixin``: summaries for ``MemoryManager`` — manual, triggered after saves, idle.
+"""``SummaryMethods``: summaries for ``MemoryManager`` — manual, triggered after saves, idle.
 
 A summary is its own commit (``Gitmem-Op: summarize`` with the model, the trigger and the
 interactions it covers), so reverting it undoes exactly the summary and keeps later turns.
@@ -15,14 +15,12 @@ import logging
 import os
 import re
 import shlex
-import threading
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from gitmem.core import SessionCore
 from gitmem.errors import (
     ConflictError,
     GitmemError,
@@ -37,7 +35,6 @@ from gitmem.format import parse as markdown
 from gitmem.format.paths import archive_path
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
-from gitmem.store.repository import Repository
 from gitmem.store.transaction import Transaction
 from gitmem.summary.engines import (
     IDLE,
@@ -89,34 +86,28 @@ def _trailer_values(message: str) -> dict[str, str]:
     return found
 
 
-class SummaryMixin:
-    """Summaries, archive and review branches for ``MemoryManager`` (see module docs)."""
+class SummaryMethods(SessionCore):
+    """Summaries, archive and review branches for ``MemoryManager`` (see module docs).
 
-    if TYPE_CHECKING:  # provided by MemoryManager
-        _repo: Repository
-        _local: threading.local
-        namespace: str | None
-        path: Path
+    Set ``summarizer`` to summarize with your own :class:`~gitmem.summary.engines.Summarizer`.
+    """
 
-        def _path(self, session_id: str) -> str: ...
-        def _parse_blob(self, path: str, blob_id: str) -> Session: ...
-        def _remember(self, path: str, blob_id: str, session: Session) -> None: ...
-        def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None: ...
-        def _guard_summary(self, txn: Transaction, session_id: str, summary: Summary
-                           ) -> Summary: ...
-        def _trailers(self, op: str, sessions: list[str], **extra: str) -> dict[str, str]: ...
-        def _safe_text(self, text: str) -> str: ...
-        def load_memory(self, session_id: str, *, commit: str | None = None,
-                        include_archive: bool = False) -> Session | None: ...
-        def list_sessions(self, *, commit: str | None = None) -> list[Session]: ...
-        def update_metadata(self, session_id: str, *, add_tags: Iterable[str] = ()
-                            ) -> str | None: ...
+    def _on_open(self) -> None:
+        super()._on_open()
+        self.summarizer: Summarizer | None = None
+        self._summary_config: SummaryConfig | None = None
+        self._default_summarizer: Summarizer | None = None
+        self._llm_git: dict[str, str] = {}
 
-    _summary_config: SummaryConfig | None = None
-    _default_summarizer: Summarizer | None = None
-    _llm_git: dict[str, str] = {}  # noqa: RUF012  (replaced, never mutated)
-    summarizer: Summarizer | None = None
-    last_summary: SummaryOutcome | None = None
+    def _before_save(self) -> None:
+        super()._before_save()
+        self.summary_config  # noqa: B018  a bad gitmem.summary.* setting stops the save here
+
+    def _after_save(self, session_id: str) -> None:
+        """Run the summary triggers if enabled (their outcome is logged; never raises)."""
+        super()._after_save(session_id)
+        if self.summary_config.auto:  # read (and checked) before the commit
+            self.maybe_summarize(session_id)
 
     # --- configuration --------------------------------------------------------------------
 
@@ -191,16 +182,33 @@ class SummaryMixin:
             SessionNotFound, NothingToSummarize; SummaryRefused or SummaryHeldForReview when
             the loss guard fires; ConflictError if the summary changed meanwhile.
         """
+        return self._summarize(session_id, trigger, summarizer, offline, count, reason)[0]
+
+    def summarize_outcome(
+        self,
+        session_id: str,
+        *,
+        trigger: str = MANUAL,
+        summarizer: Summarizer | None = None,
+        offline: bool = False,
+        count: int | None = None,
+        reason: str = "",
+    ) -> SummaryOutcome:
+        """Like :meth:`summarize`, but returns what happened: the commit, the model that
+        wrote the summary and, if the LLM failed, why it fell back to the offline one.
+
+        Raises what :meth:`summarize` raises.
+        """
         sha, result = self._summarize(session_id, trigger, summarizer, offline, count, reason)
-        self.last_summary = SummaryOutcome(session_id, "committed", trigger, reason, sha,
-                                           result.model, result.fallback)
-        return sha
+        return SummaryOutcome(session_id=session_id, status="committed", trigger=trigger,
+                              reason=reason, commit=sha, model=result.model,
+                              fallback=result.fallback)
 
     def _summarize(self, session_id: str, trigger: str, summarizer: Summarizer | None,
                    offline: bool, count: int | None, reason: str) -> tuple[str, SummaryResult]:
         if trigger not in TRIGGERS:
             raise ValidationError(f"unknown summary trigger {trigger!r} (one of {TRIGGERS})")
-        if getattr(self._local, "batch", None) is not None:
+        if self._in_batch():
             raise ValidationError("summarize() cannot run inside a batch; call it after")
         session = self.load_memory(session_id)
         if session is None:
@@ -249,7 +257,8 @@ class SummaryMixin:
             )
         except Exception as exc:  # a trigger check must never break the caller
             log.warning("summary trigger check for %r failed: %s", session_id, exc)
-            return SummaryOutcome(session_id, "failed", "", error=str(exc))
+            return SummaryOutcome(session_id=session_id, status="failed", trigger="",
+                                  error=str(exc))
         if decision is None:
             return None
         return self._attempt(session_id, decision.trigger, decision.reason, decision.count)
@@ -285,7 +294,8 @@ class SummaryMixin:
         summarizer: Summarizer | None = None,
         offline: bool = False,
     ) -> SummaryOutcome:
-        outcome = SummaryOutcome(session_id, "committed", trigger, reason)
+        outcome = SummaryOutcome(session_id=session_id, status="committed", trigger=trigger,
+                                 reason=reason)
         try:
             outcome.commit, result = self._summarize(session_id, trigger, summarizer, offline,
                                                      count, reason)
@@ -300,13 +310,7 @@ class SummaryMixin:
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
         if outcome.status != "committed":
             log.warning("summary of %r (%s) not applied: %s", session_id, trigger, outcome.error)
-        self.last_summary = outcome
         return outcome
-
-    def _after_save(self, session_id: str) -> None:
-        """Called by ``save_messages`` after its commit: run the triggers if enabled."""
-        if self.summary_config.auto:  # read (and checked) before the commit
-            self.maybe_summarize(session_id)
 
     def _without_credentials(self, engine: Summarizer, result: SummaryResult) -> SummaryResult:
         """``result`` with the LLM's credentials taken out of why it fell back: a server's
@@ -349,22 +353,8 @@ class SummaryMixin:
 
     def _turns_with_archive(self, session: Session, commit: str | None = None
                             ) -> list[Interaction]:
-        archived = self._archive(session.id, commit)
+        archived = self.load_archive(session.id, commit=commit)
         return [*(archived.interactions if archived else []), *session.interactions]
-
-    def _archive(self, session_id: str, commit: str | None = None) -> Session | None:
-        path = archive_path(session_id, self.namespace)
-        found = self._repo.entry(path, commit)
-        return None if found is None else self._parse_blob(path, found[1])
-
-    def _with_archive(self, session: Session, commit: str | None) -> Session:
-        """``session`` with its archived turns put back in front (for ``load_memory``)."""
-        archived = self._archive(session.id, commit)
-        if archived is None or not archived.interactions:
-            return session
-        ids = {t.id for t in session.interactions}
-        older = [t for t in archived.interactions if t.id not in ids]
-        return session.model_copy(update={"interactions": [*older, *session.interactions]})
 
     def _render(self, path: str, session: Session) -> bytes:
         data = markdown.render(session).encode("utf-8")
@@ -523,8 +513,9 @@ class SummaryMixin:
         message = self._repo.git("log", "-1", "--format=%B", sha)
         parent = self._repo.git("rev-parse", f"{sha}^").strip()
         diff = self._repo.git("diff", parent, sha) if detail else ""
-        return Review(session_id, ref[len("refs/heads/"):], sha, parent,
-                      message.split("\n", 1)[0], message if detail else "", diff)
+        return Review(session_id=session_id, branch=ref[len("refs/heads/"):], commit=sha,
+                      parent=parent, subject=message.split("\n", 1)[0],
+                      message=message if detail else "", diff=diff)
 
     def _review_ref(self, session_id: str) -> tuple[str, str]:
         ref = "refs/heads/" + self.review_branch(session_id)

@@ -1,9 +1,9 @@
 """Sharing memory between agents and machines: remotes, sync, the merge driver and hooks.
 
-``SharingMixin`` gives :class:`~gitmem.manager.MemoryManager` ``remote_add``, ``remotes``,
+``SyncMethods`` gives ``MemoryManager`` ``remote_add``, ``remotes``,
 ``fetch``, ``push``, ``pull``, ``sync``, ``clone``, ``install_hooks`` and ``run_hook``. A
 merge of two histories is written in-process, like a save: session files are merged by
-meaning (:mod:`gitmem.merging`), other files by git's line merge, and the result is one
+meaning (:mod:`gitmem.sync.merge`), other files by git's line merge, and the result is one
 merge commit with ``Gitmem-Op: merge``. A merge that cannot be done without a person
 (an unparseable file on both sides, a text conflict) stops before anything is written.
 
@@ -19,11 +19,11 @@ import random
 import shlex
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+from gitmem.core import SessionCore
 from gitmem.errors import (
     ConflictError,
     Diagnostic,
@@ -34,11 +34,12 @@ from gitmem.errors import (
 )
 from gitmem.format.paths import decode_id, encode_id, fold_name, portability_problem
 from gitmem.guard.redact import with_redacted_trailer
-from gitmem.guard.secrets import SecretConfig
 from gitmem.guard.secrets import redact as redact_text
+from gitmem.models import Result
 from gitmem.store.git import redact, run_git
 from gitmem.store.objects import MODE_FILE, format_message
 from gitmem.store.repository import Repository
+from gitmem.store.transaction import Transaction
 from gitmem.sync.driver import merge_file
 from gitmem.sync.hooks import (
     DRIVER_NAME,
@@ -56,12 +57,10 @@ from gitmem.sync.hooks import (
 from gitmem.sync.merge import MergeNote, merge_texts
 from gitmem.sync.remotes import Remote, Remotes, clone, sync_hint
 
-if TYPE_CHECKING:
-    from gitmem.store.transaction import Transaction
+C = TypeVar("C", bound="SyncMethods")
 
 
-@dataclass
-class SyncResult:
+class SyncResult(Result):
     """What ``pull`` or ``sync`` did.
 
     Attributes:
@@ -84,26 +83,16 @@ class SyncResult:
     before: str | None
     after: str | None = None
     action: str = "up-to-date"
-    files: list[str] = field(default_factory=list)
-    notes: list[MergeNote] = field(default_factory=list)
-    secrets: list[str] = field(default_factory=list)
+    # pydantic copies a mutable default for each instance
+    files: list[str] = []  # noqa: RUF012
+    notes: list[MergeNote] = []  # noqa: RUF012
+    secrets: list[str] = []  # noqa: RUF012
     pushed: bool = False
     attempts: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready form (for ``--json``)."""
-        return {
-            "remote": self.remote,
-            "branch": self.branch,
-            "before": self.before,
-            "after": self.after,
-            "action": self.action,
-            "files": self.files,
-            "notes": [note.__dict__ for note in self.notes],
-            "secrets": self.secrets,
-            "pushed": self.pushed,
-            "attempts": self.attempts,
-        }
+        """A JSON-ready form (for ``--json``); the same as :meth:`to_dict`."""
+        return self.to_dict()
 
 
 _sleep = time.sleep  # the one place sync waits (a test records the pauses)
@@ -123,24 +112,11 @@ def _gave_up(exc: ConflictError, remote: str, rounds: int, seconds: float) -> Co
     )
 
 
-class SharingMixin:
-    """Remotes, sync, hooks and namespaces for :class:`~gitmem.manager.MemoryManager`."""
+class SyncMethods(SessionCore):
+    """Remotes, sync, hooks and namespaces for ``MemoryManager``."""
 
-    if TYPE_CHECKING:
-        namespace: str | None
-        agent: str
-        path: Path
-        secret_config: SecretConfig
-
-        @property
-        def repository(self) -> Repository: ...
-
-        def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
-                         refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]: ...
-
-        def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]: ...
-
-    def _wire_sharing(self) -> None:
+    def _on_open(self) -> None:
+        super()._on_open()
         if self.namespace is not None:
             try:
                 encode_id(self.namespace)
@@ -190,7 +166,7 @@ class SharingMixin:
     # --- remotes -------------------------------------------------------------------------
 
     @classmethod
-    def clone(cls, url: str, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    def clone(cls: type[C], url: str, path: str | os.PathLike[str], **kwargs: Any) -> C:
         """Clone the memory store at ``url`` into ``path`` and open it.
 
         Cloning an empty repository creates a fresh store there (pushed by the first
@@ -203,18 +179,17 @@ class SharingMixin:
         target = Path(path)
         existed = target.exists()
         clone(url, target)
-        factory: Any = cls
         try:
             repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
             if repo_head.returncode != 0:  # an empty remote: start the store on main
                 run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
-                return factory(target, init=True, **kwargs)
+                return cls(target, init=True, **kwargs)
             probe = Repository(target)  # before the manager refuses it as "not a store"
             try:
                 Remotes(probe).check_is_store(repo_head.stdout.strip(), redact(url))
             finally:
                 probe.close()
-            return factory(target, **kwargs)
+            return cls(target, **kwargs)
         except RepositoryError:
             _remove_tree(target, keep_root=existed)
             raise
@@ -245,7 +220,7 @@ class SharingMixin:
     def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
         """Fetch ``remote`` and merge its branch into this store (no push)."""
         branch = self._branch(branch)
-        result = SyncResult(remote, branch, self.repository.head())
+        result = SyncResult(remote=remote, branch=branch, before=self.repository.head())
         result.attempts = 1
         tip = self._remotes().fetch(remote, branch)
         if tip is None:
@@ -272,7 +247,7 @@ class SharingMixin:
             RepositoryError: the remote is unreachable or not a gitmem store.
         """
         branch = self._branch(branch)
-        result = SyncResult(remote, branch, self.repository.head())
+        result = SyncResult(remote=remote, branch=branch, before=self.repository.head())
         remotes = self._remotes()
         started = time.monotonic()
         waited = 0.0
@@ -348,8 +323,8 @@ class SharingMixin:
         config = self.secret_config
         if not config.redact:
             return note
-        return replace(note, kept=redact_text(note.kept, config)[0],
-                       dropped=redact_text(note.dropped, config)[0])
+        return MergeNote(**{**vars(note), "kept": redact_text(note.kept, config)[0],
+                            "dropped": redact_text(note.dropped, config)[0]})
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)
@@ -388,7 +363,8 @@ class SharingMixin:
                 # deleted on one side, changed on the other: keep the changed file
                 if here is None and new is not None:
                     changes[path] = repo.blob(new[1])
-                notes.append(MergeNote(_session_of(path), "kept", path, path, ""))
+                notes.append(MergeNote(session_id=_session_of(path), kind="kept", key=path,
+                                       kept=path, dropped=""))
                 continue
             base_data = repo.blob(old[1]) if old else None
             if is_memory_file(path):

@@ -123,13 +123,15 @@ def test_the_fallback_trailer_never_carries_the_llm_credentials(
     for url in (llm_server.base_url, with_userinfo):
         mm.save_interaction("s", "We moved the meeting to Friday.", "Noted.")
         config = LLMConfig(model="m", base_url=url, api_key=api_key, max_retries=0)
-        sha = mm.summarize("s", summarizer=LLMSummarizer(config))
+        outcome = mm.summarize_outcome("s", summarizer=LLMSummarizer(config))
+        sha = outcome.commit
+        assert sha is not None
         message = git(store, "log", "-1", "--format=%B", sha)
         fallback = trailers(store, sha)["Gitmem-Fallback"]
         assert fallback.startswith("LLM m: HTTP 401 from http://127.0.0.1:"), fallback
         assert "Fell back to the offline summarizer" in message
         assert api_key not in message and password not in message
-        assert mm.last_summary is not None and api_key not in str(mm.last_summary.fallback)
+        assert outcome.fallback is not None and api_key not in outcome.fallback
     assert llm_server.headers[0]["authorization"] == f"Bearer {api_key}"  # echoed for real
     assert llm_server.headers[1]["authorization"].startswith("Basic ")  # httpx: URL userinfo
     log = git(store, "log", "--format=%B")

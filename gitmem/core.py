@@ -1,0 +1,593 @@
+"""``SessionCore``: the state and the save path every feature's methods class builds on.
+
+Each ``<feature>/methods.py`` class inherits :class:`SessionCore`; ``gitmem.manager`` only
+composes them. The core owns the store's state (repository, namespace, agent, the parsed
+session cache), reading sessions at a commit, the one save path (``_modify`` -> ``_apply``:
+hand-edit adoption, the guard, portable names, render, one commit with trailers), batches,
+and the hooks the features override with cooperative ``super()`` calls instead of
+importing each other: :meth:`SessionCore._on_open` (the store was opened),
+:meth:`SessionCore._before_save` (check settings before a commit) and
+:meth:`SessionCore._after_save` (a turn was committed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+from gitmem.errors import (
+    ParseError,
+    SessionNotFound,
+    ValidationError,
+)
+from gitmem.format import parse as markdown
+from gitmem.format.paths import (
+    archive_path,
+    id_from_path,
+    session_dir,
+    session_path,
+)
+from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
+from gitmem.guard.methods import GuardMethods
+from gitmem.guard.names import NewNames, agent_identity
+from gitmem.guard.secrets import redact
+from gitmem.models import (
+    BatchResult,
+    Interaction,
+    Language,
+    Message,
+    Session,
+    as_when,
+    now,
+)
+from gitmem.store.discover import open_repository
+from gitmem.store.objects import object_id
+from gitmem.store.repository import Housekeeping, Repository
+from gitmem.store.transaction import Identity, Transaction
+
+
+def _short(text: str, limit: int = 48) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass
+class _Batch:
+    txn: Transaction
+    message: str
+    sessions: dict[str, Session] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
+    commit: str | None = None
+    created: dict[str, str] = field(default_factory=dict)  # folded file name -> path
+    # every change made, to make again if the branch moves under the batch
+    done: list[tuple[str, str, Callable[[Session | None], Session | None], str]] = field(
+        default_factory=list)
+
+
+C = TypeVar("C", bound="SessionCore")
+
+
+class SessionCore(GuardMethods):
+    """Long-term conversation memory in a git repository of Markdown files (the core).
+
+    Args:
+        path: the store's folder (a git repository with a working tree).
+        init: create the store if it does not exist yet.
+        agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
+        email: the author email (default ``<agent>@gitmem.local``).
+        model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
+        language: labels for new session files, ``"en"`` or ``"zh"``.
+        namespace: keep this manager's sessions apart from other namespaces.
+        housekeeping: when to pack loose objects in the background.
+        adopt: with ``init``, make an existing git repository that is not a store one on
+            purpose (a commit adding the gitmem merge attributes); without it such a
+            repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
+            repository that is not a store when opened without ``init``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        init: bool = False,
+        agent: str = "gitmem",
+        email: str | None = None,
+        model: str | None = None,
+        language: Language = "en",
+        namespace: str | None = None,
+        housekeeping: Housekeeping | None = None,
+        lock_timeout: float = 30.0,
+        adopt: bool = False,
+    ) -> None:
+        identity = agent_identity(agent, email)
+        self.agent = identity.name
+        self.model = model
+        self.language: Language = language
+        if init:  # the first commit is written before the store's settings can be read
+            identity = Identity(redact(identity.name, label=True)[0],
+                                redact(identity.email, label=True)[0])
+        options: dict[str, Any] = {
+            "identity": identity,
+            "housekeeping": housekeeping,
+            "lock_timeout": lock_timeout,
+        }
+        repo = open_repository(path, init=init, adopt_it=adopt, **options)
+        super().__init__(repo, namespace)  # the guard: secrets in messages and authors
+        self.path = repo.root
+        self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._local = threading.local()
+        self._names = NewNames(repo, namespace)
+        self._on_open()
+
+    @classmethod
+    def init(cls: type[C], path: str | os.PathLike[str], **kwargs: Any) -> C:
+        """Create a new store at ``path`` (or open it if it is one already)."""
+        return cls(path, init=True, **kwargs)
+
+    def close(self) -> None:
+        """Finish background housekeeping and release git helper processes."""
+        self._repo.close()
+
+    def __enter__(self: C) -> C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def repository(self) -> Repository:
+        """The repository layer underneath (for front ends that need raw history)."""
+        return self._repo
+
+    # --- hooks the feature classes override (each calls ``super()`` first) ----------------
+
+    def _on_open(self) -> None:
+        """The store is open and the core's state set: a feature sets up its own state."""
+
+    def _before_save(self) -> None:
+        """A save is about to commit: raise to stop it (e.g. a setting gitmem cannot use)."""
+
+    def _after_save(self, session_id: str) -> None:
+        """A save committed a turn to ``session_id`` (not inside a batch); must not raise."""
+
+    def _in_batch(self) -> bool:
+        return getattr(self._local, "batch", None) is not None
+
+    def _no_batch(self, what: str) -> None:
+        if self._in_batch():
+            raise ValidationError(f"{what} makes its own commit; call it outside mm.batch()")
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _path(self, session_id: str) -> str:
+        return session_path(session_id, self.namespace)
+
+    def _parse_blob(self, path: str, blob_id: str) -> Session:
+        key = (path, blob_id)
+        with self._cache_lock:
+            cached = self._sessions.get(key)
+            if cached is not None:
+                self._sessions.move_to_end(key)
+                return cached
+        session = markdown.parse_bytes(self._repo.blob(blob_id), path)
+        self._remember(path, blob_id, session)
+        return session
+
+    def _remember(self, path: str, blob_id: str, session: Session) -> None:
+        with self._cache_lock:
+            self._sessions[(path, blob_id)] = session
+            while len(self._sessions) > 512:
+                self._sessions.popitem(last=False)
+
+    def head(self) -> str | None:
+        """The commit the store's branch points at."""
+        return self._repo.head()
+
+    def load_memory(
+        self, session_id: str, *, commit: str | None = None, include_archive: bool = False
+    ) -> Session | None:
+        """The session as committed at HEAD (or ``commit``), or None if there is none.
+
+        ``include_archive`` puts back the turns that summaries moved to the archive part.
+        Raises ParseError (with ``path:line`` diagnostics) if the committed file is broken.
+        """
+        path = self._path(session_id)
+        found = self._repo.entry(path, commit)
+        session = None if found is None else self._parse_blob(path, found[1])
+        if include_archive and session is not None:
+            session = self._with_archive(session, commit)
+        return session
+
+    def load_archive(self, session_id: str, *, commit: str | None = None) -> Session | None:
+        """The archive part of a session at HEAD (or ``commit``): the turns its summaries
+        moved out of the session file (archive mode), or None if it has none."""
+        path = archive_path(session_id, self.namespace)
+        found = self._repo.entry(path, commit)
+        return None if found is None else self._parse_blob(path, found[1])
+
+    def _with_archive(self, session: Session, commit: str | None) -> Session:
+        """``session`` with its archived turns put back in front (for ``load_memory``)."""
+        archived = self.load_archive(session.id, commit=commit)
+        if archived is None or not archived.interactions:
+            return session
+        ids = {t.id for t in session.interactions}
+        older = [t for t in archived.interactions if t.id not in ids]
+        return session.model_copy(update={"interactions": [*older, *session.interactions]})
+
+    def session_ids(self, *, commit: str | None = None) -> list[str]:
+        """Every session id in the store (this namespace), sorted."""
+        folder = session_dir(self.namespace)
+        ids = [
+            id_from_path(f"{folder}/{name}", self.namespace)
+            for name in self._repo.list_dir(folder, commit)
+        ]
+        return sorted(i for i in ids if i is not None)
+
+    def list_sessions(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        participant: str | None = None,
+        project: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        commit: str | None = None,
+    ) -> list[Session]:
+        """Sessions matching every filter given, most recently active first.
+
+        ``tags`` must all be present; ``since``/``until`` bound the last-active time (a
+        ``datetime``, naive means UTC, or an ISO date string; anything else: ValidationError);
+        ``metadata`` matches custom keys exactly. Files that do not parse are left out
+        (``check()`` reports them).
+        """
+        wanted_tags = set(tags)
+        low, high = as_when(since, "since"), as_when(until, "until")
+        found: list[Session] = []
+        folder = session_dir(self.namespace)
+        for name, blob_id in self._repo.list_dir(folder, commit).items():
+            path = f"{folder}/{name}"
+            if id_from_path(path, self.namespace) is None:
+                continue
+            try:
+                session = self._parse_blob(path, blob_id)
+            except ParseError:
+                continue
+            if wanted_tags and not wanted_tags <= set(session.tags):
+                continue
+            if participant and participant not in session.participants:
+                continue
+            if project and session.project != project:
+                continue
+            if low and session.last_active < low:
+                continue
+            if high and session.last_active > high:
+                continue
+            if metadata and any(session.extra.get(k) != v for k, v in metadata.items()):
+                continue
+            found.append(session)
+        found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
+        return found
+
+    # --- writing -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def batch(self, message: str = "Batch of memory changes") -> Iterator[BatchResult]:
+        """Group every write inside the block into one commit (e.g. an import).
+
+        The write lock is held for the whole block; an exception drops all its changes.
+        """
+        if self._in_batch():
+            raise ValidationError("batches do not nest")
+        result = BatchResult()
+        with self._repo.transaction() as txn:
+            current = _Batch(txn, message)
+            self._local.batch = current
+            try:
+                yield result
+            finally:
+                self._local.batch = None
+
+            def commit() -> None:
+                op = "batch" if len(set(current.ops)) != 1 else current.ops[0]
+                base, names = txn.head(), self._names.pending(txn)
+                result.commit = txn.commit(message, trailers=self._trailers(op, current.touched))
+                self._names.advance(base, result.commit, names)
+
+            # a person's commit to the same files: the changes are made again on top of it
+            txn.rebuilding(commit, again=lambda: self._replay(current))
+
+    def _replay(self, batch: _Batch) -> None:
+        """Make a batch's changes again from the branch's new tip (the transaction has
+        restarted there)."""
+        done, batch.done = batch.done, []
+        batch.sessions, batch.touched, batch.ops = {}, [], []
+        batch.created = {}
+        self._local.batch = batch  # hand edits go into the batch's commit, as the first time
+        try:
+            for session_id, path, change, op in done:
+                self._apply(batch.txn, batch, session_id, path, change, op)
+        finally:
+            self._local.batch = None
+
+    def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
+        trailers = {"Gitmem-Op": op}
+        unique = list(dict.fromkeys(sessions))
+        if len(unique) <= 20:
+            for sid in unique:
+                trailers.setdefault("Gitmem-Session", sid)
+            if len(unique) > 1:
+                trailers["Gitmem-Session"] = ", ".join(unique)
+        else:
+            trailers["Gitmem-Sessions"] = str(len(unique))
+        trailers["Gitmem-Agent"] = self.agent
+        if self.model:
+            trailers["Gitmem-Model"] = self.model
+        for key, value in extra.items():
+            trailers["Gitmem-" + key.replace("_", "-").title()] = value
+        return trailers
+
+    def _modify(
+        self,
+        session_id: str,
+        change: Callable[[Session | None], Session | None],
+        *,
+        op: str,
+        subject: str,
+        trailers: Mapping[str, str] | None = None,
+        body: str = "",
+    ) -> str | None:
+        """Read-modify-write one session under the lock; one commit unless in a batch."""
+        path = self._path(session_id)
+        batch: _Batch | None = getattr(self._local, "batch", None)
+        if batch is not None:
+            self._apply(batch.txn, batch, session_id, path, change, op)
+            return None
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                self._apply(txn, None, session_id, path, change, op)
+                all_trailers = self._trailers(op, [session_id])
+                all_trailers.update(trailers or {})
+                base, names = txn.head(), self._names.pending(txn)
+                sha = txn.commit(subject, body=body, trailers=all_trailers)
+                self._names.advance(base, sha, names)
+                return sha
+
+            # a person committed to this file meanwhile: the change is made again on top
+            return txn.rebuilding(write)
+
+    def change_session(
+        self,
+        session_id: str,
+        change: Callable[[Session | None], Session | None],
+        *,
+        op: str,
+        subject: str,
+    ) -> str | None:
+        """Read-modify-write one session as one commit (or into the open batch), for
+        importers that merge what they bring with what is stored.
+
+        ``change`` gets the session as committed now (None if there is none; a hand edit is
+        recorded first) and returns the new session, the same object to write nothing, or
+        None to delete it. What it returns is guarded like a save (sizes, secrets). ``op``
+        goes into the ``Gitmem-Op`` trailer. Returns the commit id (None in a batch, or
+        when nothing changed).
+        """
+        return self._modify(session_id, change, op=op, subject=subject)
+
+    def _apply(
+        self,
+        txn: Transaction,
+        batch: _Batch | None,
+        session_id: str,
+        path: str,
+        change: Callable[[Session | None], Session | None],
+        op: str,
+    ) -> None:
+        current = batch.sessions.get(path) if batch is not None else None
+        if current is None:
+            current = self._adopt_hand_edit(txn, path)
+        if current is None:
+            found = self._repo.entry(path, txn.head())
+            current = self._parse_blob(path, found[1]) if found else None
+        updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
+        if current is None and updated is not None:
+            self._names.check(txn, batch.created if batch else None, session_id, path)
+        if updated is None:
+            txn.delete(path)
+        elif updated is not current:  # the change kept the session as it is: write nothing
+            if updated.id != session_id:
+                raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
+            data = markdown.render(updated).encode("utf-8")
+            txn.write(path, data)
+            # the next save to this session starts from here without parsing the file again
+            self._remember(path, object_id("blob", data), updated)
+        if batch is not None:
+            if updated is not None:
+                batch.sessions[path] = updated
+            batch.touched.append(session_id)
+            batch.ops.append(op)
+            batch.done.append((session_id, path, change, op))
+
+    def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
+        """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
+
+        A hand edit that does not parse raises ParseError and nothing is written.
+        """
+        edited = txn.hand_edit(path)
+        if edited is None:
+            return None
+        session = markdown.parse_bytes(edited, path)
+        session, edited = self._guard_hand_edit(txn, session, edited)
+        if not self._in_batch():
+            txn.write(path, edited)
+            txn.commit(
+                f"Record hand edit of {path}",
+                trailers={"Gitmem-Op": "edit", "Gitmem-Session": session.id},
+                identity=self._hand_identity(),
+                body="A person edited this file outside gitmem; recorded before the next save.",
+            )
+        return session
+
+    def _hand_identity(self) -> Identity:
+        name, email = self._repo.configured_identity()
+        return Identity(name or "hand edit", email or "hand-edit@gitmem.local")
+
+    def _new_session(self, session_id: str, when: datetime) -> Session:
+        return validated(
+            lambda: Session(id=session_id, created=when, last_active=when, language=self.language),
+            f"session {session_id!r}",
+        )
+
+    def save_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message | Mapping[str, str]],
+        timestamp: datetime | str | None = None,
+        interaction_id: str | None = None,
+        *,
+        tags: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Append one interaction with any speakers; returns the commit id.
+
+        ``messages`` are ``Message`` objects or ``{"speaker"|"role": ..., "content": ...}``
+        dicts. Importers pass their own ``interaction_id`` (it must be new in the session).
+        ``timestamp`` is a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
+        Returns None inside a batch (the batch's commit is on the batch result).
+        """
+        when = as_when(timestamp, "timestamp") or now()
+        parsed = [as_message(m, at) for at, m in enumerate(messages)]
+        if not parsed:
+            raise ValidationError(f"session {session_id!r}: an interaction needs a message")
+        if not any(m.content.strip() for m in parsed):
+            raise ValidationError(
+                f"session {session_id!r}: every message of this turn is empty; nothing saved"
+            )
+        tag_list = list(dict.fromkeys(tags))
+        # filled in once the id is known; the audit log reads which turn a commit added
+        trailers: dict[str, str] = {}
+
+        def change(current: Session | None) -> Session:
+            session = current or self._new_session(session_id, when)
+            taken = {i.id for i in session.interactions}
+            iid = fresh_interaction_id(taken) if interaction_id is None else interaction_id
+            trailers["Gitmem-Interaction"] = iid
+            if iid in taken:
+                raise ValidationError(
+                    f"session {session_id!r} already has an interaction with id {iid!r}"
+                )
+            turn = validated(
+                lambda: Interaction(id=iid, timestamp=when, messages=parsed),
+                f"session {session_id!r} interaction {iid!r}",
+            )
+            speakers = [m.speaker for m in parsed]
+            update: dict[str, Any] = {
+                "interactions": [*session.interactions, turn],
+                "last_active": max(session.last_active, turn.timestamp),
+                "participants": list(dict.fromkeys([*session.participants, *speakers])),
+                "tags": list(dict.fromkeys([*session.tags, *tag_list])),
+            }
+            return with_metadata(session, update, metadata)
+
+        first = _short(self._safe_text(parsed[0].content))
+        self._before_save()  # e.g. a bad gitmem.summary.* setting stops the save here
+        sha = self._modify(
+            session_id,
+            change,
+            op="save",
+            trailers=trailers,
+            subject=f"Save turn in {_short(session_id, 40)}: {first}"
+            if first
+            else f"Save turn in {_short(session_id, 40)}",
+        )
+        if sha is not None:
+            self._after_save(session_id)  # e.g. summary triggers; never raises
+        return sha
+
+    def save_interaction(
+        self,
+        session_id: str,
+        user: str,
+        assistant: str,
+        timestamp: datetime | str | None = None,
+        tags: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        interaction_id: str | None = None,
+    ) -> str | None:
+        """Append a user/assistant exchange to a session as one commit; returns its id.
+
+        ``timestamp``: a ``datetime`` (naive means UTC) or an ISO date-time string; default now.
+        """
+        user_label, assistant_label = (
+            ("用户", "助手") if self.language == "zh" else ("User", "Assistant")
+        )
+        return self.save_messages(
+            session_id,
+            [
+                {"speaker": user_label, "content": user},
+                {"speaker": assistant_label, "content": assistant},
+            ],
+            timestamp,
+            interaction_id,
+            tags=tags,
+            metadata=metadata,
+        )
+
+    def update_metadata(
+        self,
+        session_id: str,
+        *,
+        add_tags: Iterable[str] = (),
+        remove_tags: Iterable[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Change tags or metadata keys (``None`` removes a key) as one commit."""
+        removed = set(remove_tags)
+        added = list(add_tags)
+
+        def change(current: Session | None) -> Session:
+            if current is None:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+            tags = [t for t in dict.fromkeys([*current.tags, *added]) if t not in removed]
+            return with_metadata(current, {"tags": tags}, metadata)
+
+        return self._modify(
+            session_id,
+            change,
+            op="metadata",
+            subject=f"Update metadata of {_short(session_id, 50)}",
+        )
+
+    def put_session(self, session: Session, *, op: str = "import", subject: str = "") -> str | None:
+        """Write a whole session as given (importers, rollback); one commit unless batched."""
+        return self._modify(
+            session.id,
+            lambda _current: session,
+            op=op,
+            subject=subject or f"Write session {_short(session.id, 50)}",
+        )
+
+    def delete_session(self, session_id: str) -> str:
+        """Remove a session's file in a new commit; it stays recoverable from history."""
+
+        def change(current: Session | None) -> None:
+            if current is None:
+                raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+            return None
+
+        sha = self._modify(
+            session_id, change, op="delete", subject=f"Delete session {_short(session_id, 50)}"
+        )
+        return sha or ""
+
