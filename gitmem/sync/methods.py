@@ -205,7 +205,7 @@ class SharingMixin:
         clone(url, target)
         factory: Any = cls
         try:
-            repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            repo_head = run_git(target, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=None)
             if repo_head.returncode != 0:  # an empty remote: start the store on main
                 run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
                 return factory(target, init=True, **kwargs)
