@@ -182,7 +182,9 @@ class GitCommands:
         """(key, value) pairs of git config keys ``<section>.*`` (e.g. ``gitmem.summary``),
         keys as git prints them; empty when none is set."""
         pattern = "^" + section.replace(".", r"\.") + r"\."
-        done = run_git(self.root, "config", "--get-regexp", pattern, ok=(0, 1))  # 1: none set
+        done = run_git(self.root, "config", "--get-regexp", pattern, ok=None)
+        if done.returncode != 0:
+            return []  # 1: no key matches; an unreadable config leaves the defaults
         split = (line.partition(" ") for line in done.stdout.splitlines())
         return [(key, value) for key, _, value in split]
 
