@@ -25,6 +25,7 @@ import git
 from git.exc import BadName, BadObject
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
+from gitmem.store.git import SAFE_GIT_ARGS as SAFE_GIT_ARGS  # its 0.1 home (docs/upgrading.md)
 from gitmem.store.git import SAFE_GIT_CONFIG, run_git
 from gitmem.store.gitindex import Index
 from gitmem.store.locks import naming
