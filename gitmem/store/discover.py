@@ -29,7 +29,10 @@ def find_store(start: str | os.PathLike[str] = ".") -> str:
     or ``start`` itself when it is in none (opening it then says why)."""
     if (Path(start) / ".git").exists():
         return os.fspath(start)  # the usual case, without a git process
-    done = run_git(Path(start), "rev-parse", "--show-toplevel")
+    try:
+        done = run_git(start, "rev-parse", "--show-toplevel", ok=None)
+    except RepositoryError:  # no such folder: opening it says so
+        return os.fspath(start)
     top = done.stdout.strip()
     return top if done.returncode == 0 and top else os.fspath(start)
 

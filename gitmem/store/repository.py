@@ -15,7 +15,6 @@ import contextlib
 import errno
 import logging
 import os
-import subprocess
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -23,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import git
-from gitdb.exc import BadName, BadObject
+from git.exc import BadName, BadObject
 
-from gitmem.errors import ConflictError, RepositoryError, UnsupportedIndex
+from gitmem.errors import RepositoryError, UnsupportedIndex
+from gitmem.store.git import SAFE_GIT_ARGS as SAFE_GIT_ARGS  # its 0.1 home (docs/upgrading.md)
+from gitmem.store.git import SAFE_GIT_CONFIG, run_git
 from gitmem.store.gitindex import Index
 from gitmem.store.locks import naming
 from gitmem.store.objects import (
@@ -54,14 +55,6 @@ GITATTRIBUTES = (
     "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 
-
-# gitmem's own git commands run no hooks and no fsmonitor: a store that arrives as a folder
-# (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
-SAFE_GIT_CONFIG = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
-
-
-SAFE_GIT_ARGS = tuple(arg for item in SAFE_GIT_CONFIG for arg in ("-c", item))
-
 log = logging.getLogger("gitmem")
 
 
@@ -80,6 +73,14 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _open_objects(root: Path) -> git.Repo:
+    # GitPython keeps ``git cat-file`` pipes open for object reads: started with the safe
+    # options too (GitPython runs no other git command here; store/git.py runs those)
+    repo = git.Repo(root)
+    repo.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+    return repo
 
 
 def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
@@ -102,7 +103,7 @@ class Repository(TransactionMixin, RevisionsMixin):
     ) -> None:
         self.root = Path(root).resolve()
         try:
-            self._git = git.Repo(self.root)
+            self._git = _open_objects(self.root)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             raise RepositoryError(
                 f"{self.root} is not a gitmem store (no git repository); "
@@ -119,7 +120,6 @@ class Repository(TransactionMixin, RevisionsMixin):
         self.state_dir = self.git_dir / "gitmem"
         with contextlib.suppress(OSError):  # a read-only store can still be read
             (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
-        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
         self._pid = os.getpid()
         self.identity = identity or Identity()
         self.housekeeping = housekeeping or Housekeeping()
@@ -163,7 +163,7 @@ class Repository(TransactionMixin, RevisionsMixin):
         try:
             git.Repo(path)
         except git.InvalidGitRepositoryError:
-            git.Repo.init(path, initial_branch=branch)
+            run_git(path, "init", "--quiet", f"--initial-branch={branch}")
         repo = cls(path, identity=identity, **kwargs)  # type: ignore[arg-type]
         if repo.head() is None:
             with repo.transaction() as txn:
@@ -339,32 +339,6 @@ class Repository(TransactionMixin, RevisionsMixin):
             if mode != MODE_TREE
         }
 
-    def config_section(self, section: str) -> list[tuple[str, str]]:
-        """(key, value) pairs of git config keys ``<section>.*`` (e.g. ``gitmem.summary``),
-        keys as git prints them; empty when none is set."""
-        try:
-            out = self.git("config", "--get-regexp", "^" + section.replace(".", r"\.") + r"\.")
-        except RepositoryError:
-            return []  # git exits 1 when no key matches
-        split = (line.partition(" ") for line in out.splitlines())
-        return [(key, value) for key, _, value in split]
-
-    def configured_identity(self) -> tuple[str, str]:
-        """``user.name`` and ``user.email`` from git config (empty strings if unset)."""
-        reader = self._git.config_reader()
-        return (
-            str(reader.get_value("user", "name", "")),
-            str(reader.get_value("user", "email", "")),
-        )
-
-    def git(self, *args: str) -> str:
-        """Run a read-only git command in the store and return its output."""
-        try:
-            out: str = self._git.git.execute(["git", *SAFE_GIT_ARGS, *args])
-        except git.GitCommandError as exc:
-            raise RepositoryError(f"git {' '.join(args)} failed: {exc.stderr.strip()}") from None
-        return out
-
     # --- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -388,8 +362,7 @@ class Repository(TransactionMixin, RevisionsMixin):
         if self._lock_handle is not None:
             os.close(self._lock_handle)  # closing (not unlocking) leaves the parent's lock
             self._lock_handle = None
-        self._git = git.Repo(self.root)
-        self._git.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
+        self._git = _open_objects(self.root)
         self._thread_lock = _process_lock(str(self.git_dir))
         self._odb_lock = threading.Lock()  # another thread may have held it at the fork
         self._gc_thread = None
@@ -498,30 +471,6 @@ class Repository(TransactionMixin, RevisionsMixin):
 
     # --- merges and fast-forwards (sync) -------------------------------------------------
 
-    def ensure_config(self, values: dict[str, str]) -> None:
-        """Set ``section.key`` entries of the store's own git config where they differ."""
-        # called on every open: a plain read of the file settles the usual case (all set)
-        with contextlib.suppress(OSError):
-            raw = (self.git_dir / "config").read_text(errors="replace")
-            if all(f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in
-                   values.items()):  # fmt: skip
-                return
-        # git itself reads and writes: it knows config quoting (paths with spaces, quotes)
-        current: dict[str, str] = {}
-        with contextlib.suppress(git.GitCommandError):  # exit 1: none of them is set
-            listed = self._git.git.config("--local", "-z", "--get-regexp", ".")
-            for item in listed.split("\0"):
-                name, _, value = item.partition("\n")
-                current[name] = value
-        for name, value in values.items():
-            if current.get(name.lower()) != value:
-                try:
-                    self._git.git.config("--local", name, value)
-                except git.GitCommandError as exc:
-                    raise RepositoryError(
-                        f"cannot set {name} in {self.git_dir / 'config'}: {exc.stderr.strip()}"
-                    ) from None
-
     def diff_trees(
         self, old: str | None, new: str | None
     ) -> dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]]:
@@ -598,24 +547,6 @@ class Repository(TransactionMixin, RevisionsMixin):
         self.set_ref(ref, commit, self._read_ref(ref))
         return commit
 
-    def set_ref(self, ref: str, new: str | None, old: str | None) -> None:
-        """Point ``ref`` at ``new`` (None deletes it) if it still points at ``old`` (None:
-        must not exist); raises ConflictError if it moved."""
-        expected = old or "0" * 40
-        args = ["-d", ref, expected] if new is None else [ref, new, expected]
-        try:
-            self.ref_updates += 1
-            self._git.git.update_ref("-m", "gitmem", *args)
-        except git.GitCommandError as exc:
-            detail = exc.stderr.strip()
-            raise ConflictError(f"{ref} moved meanwhile ({detail}); try again") from None
-
-    def refs(self, prefix: str) -> dict[str, str]:
-        """Ref name -> commit id of every ref under ``prefix`` (e.g. ``refs/heads/x/``)."""
-        out = self.git("for-each-ref", "--format=%(refname) %(objectname)", prefix)
-        pairs = (line.partition(" ") for line in out.splitlines())
-        return {name: sha for name, _, sha in pairs if sha}
-
     # --- housekeeping --------------------------------------------------------------------
 
     def _packs_on_disk(self) -> int:
@@ -644,13 +575,10 @@ class Repository(TransactionMixin, RevisionsMixin):
     def pack(self) -> None:
         """Pack loose objects, refresh the commit-graph and the per-file history cache (what
         housekeeping runs)."""
-        commands = [
-            ["git", "repack", "-d", "-q", "--geometric=2"],
-            ["git", "-c", "gc.packRefs=false", "gc", "--auto", "--quiet"],
-            ["git", "commit-graph", "write", "--reachable", "--split", "--changed-paths"],
-        ]
-        for command in commands:
-            subprocess.run([command[0], *SAFE_GIT_ARGS, *command[1:]], cwd=self.root,
-                           capture_output=True, check=False)
+        # a failure is left for next time: housekeeping only saves space and time
+        run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
+        run_git(self.root, "-c", "gc.packRefs=false", "gc", "--auto", "--quiet", ok=None)
+        run_git(self.root, "commit-graph", "write", "--reachable", "--split", "--changed-paths",
+                ok=None)  # fmt: skip
         with contextlib.suppress(RepositoryError):
             self.index_history()

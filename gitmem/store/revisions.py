@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.errors import RepositoryError, RevisionNotFound, ValidationError
+from gitmem.errors import RevisionNotFound, ValidationError
 from gitmem.models import as_aware
+from gitmem.store.git import GitCommands
 from gitmem.store.gitlog import (
     _HEX40,
     FORMAT,
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gitmem.store.logcache import LogCache
 
 
-class RevisionsMixin:
+class RevisionsMixin(GitCommands):
     """History reading for ``Repository`` (which provides ``root`` and ``head()``)."""
 
     root: Path
@@ -48,19 +48,6 @@ class RevisionsMixin:
         body = self._read_object(commit, "commit")
         header = body.split(b"\n\n", 1)[0]
         return [line[7:47].decode() for line in header.split(b"\n") if line.startswith(b"parent ")]
-
-    def run_git(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, bytes]:
-        """Run a read-only git command in the store; (exit code, stdout)."""
-        done = subprocess.run(
-            ["git", "-c", "core.quotepath=false", *args],
-            cwd=self.root,
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode not in ok:
-            message = done.stderr.decode("utf-8", "replace").strip()
-            raise RepositoryError(f"{self.root}: git {' '.join(args)} failed: {message}")
-        return done.returncode, done.stdout
 
     def resolve(self, rev: str | datetime) -> str:
         """The full commit id of a revision of this store.

@@ -15,9 +15,10 @@ import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
+from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index, stat_fields
 from gitmem.store.locks import naming
 from gitmem.store.objects import object_id
@@ -57,7 +58,6 @@ class WorktreeMixin:
     root: Path
     git_dir: Path
     state_dir: Path
-    _git: Any  # git.Repo; GitPython is imported by repository.py only
     _index: tuple[bytes, Index] | None
     _prepared: list[Path]
 
@@ -230,10 +230,10 @@ class WorktreeMixin:
         # index v4 / split / sparse: let git itself edit it (rare, slower)
         for path, sha in changes.items():
             if sha is None:
-                self._git.git.update_index("--force-remove", "--", path)
+                run_git(self.root, "update-index", "--force-remove", "--", path)
             else:
-                self._git.git.update_index("--add", "--cacheinfo", f"100644,{sha},{path}")
-        self._git.git.update_index("-q", "--refresh")
+                run_git(self.root, "update-index", "--add", "--cacheinfo", f"100644,{sha},{path}")
+        run_git(self.root, "update-index", "-q", "--refresh")
         self._index = None
 
     def working_blob(self, path: str) -> tuple[bytes, str] | None:

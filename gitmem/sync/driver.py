@@ -9,13 +9,13 @@ store's secret settings it reads with one ``git config`` call (git runs it in th
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from gitmem.errors import ConflictError, ParseError
 from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, redact
+from gitmem.store.git import run_git
 from gitmem.sync.merge import merge_texts
 
 USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
@@ -25,8 +25,7 @@ def store_secrets() -> tuple[SecretConfig, str | None]:
     """The secret patterns of the store git runs the driver in (``gitmem.secrets.*``, as the
     manager reads them), and a warning when that config is unusable (the defaults are used:
     a pull must not fail over a note)."""
-    done = subprocess.run(["git", "config", "--get-regexp", r"^gitmem\.secrets\."],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = run_git(None, "config", "--get-regexp", r"^gitmem\.secrets\.", ok=None)
     if done.returncode != 0:  # 1: no key set; anything else: no config to read
         return DEFAULT_CONFIG, None
     pairs = [(key, value) for key, _, value in (line.partition(" ")
@@ -49,11 +48,8 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     try:
         merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)
     except (ParseError, ConflictError) as exc:
-        done = subprocess.run(
-            ["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
-             str(ours), str(base), str(theirs)],
-            capture_output=True, check=False,
-        )  # fmt: skip
+        done = run_git(None, "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
+                       str(ours), str(base), str(theirs), ok=None)  # fmt: skip
         messages = [f"gitmem: cannot merge {path} by meaning: {exc}".rstrip()]
         if done.returncode == 0:
             messages.append(f"gitmem: {path}: git's line merge is in the file; check it by hand")

@@ -10,7 +10,6 @@ import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitmem.errors import (
     Diagnostic,
@@ -20,12 +19,9 @@ from gitmem.errors import (
 )
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import SUFFIX, decode_id
-from gitmem.store.git import _last_lines, run_git
+from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository
-
-if TYPE_CHECKING:
-    pass
 
 
 def staged_files(repo: Repository, wanted: Callable[[str], bool]) -> list[tuple[str, bytes]]:
@@ -33,8 +29,6 @@ def staged_files(repo: Repository, wanted: Callable[[str], bool]) -> list[tuple[
     ``wanted`` accepts and that differs from HEAD (what a commit is about to record)."""
     changed = run_git(repo.root, "diff", "--cached", "--name-only", "-z", "--no-renames",
                       "--diff-filter=ACMRT")  # fmt: skip
-    if changed.returncode != 0:
-        raise RepositoryError(f"git diff --cached failed: {_last_lines(changed.stderr)}")
     paths = [p for p in changed.stdout.split("\0") if p and wanted(p)]
     if not paths:
         return []
@@ -76,8 +70,6 @@ CHAINED_SUFFIX = ".before-gitmem"
 def hooks_dir(repo: Repository) -> Path:
     """Where git looks for this store's hooks (``core.hooksPath`` if set)."""
     done = run_git(repo.root, "rev-parse", "--git-path", "hooks", safe=False)
-    if done.returncode != 0:
-        raise RepositoryError(f"git rev-parse --git-path hooks failed: {done.stderr.strip()}")
     return (repo.root / done.stdout.strip()).resolve()
 
 

@@ -180,7 +180,7 @@ class SyncMethods(SessionCore):
         existed = target.exists()
         clone(url, target)
         try:
-            repo_head = run_git(target, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+            repo_head = run_git(target, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=None)
             if repo_head.returncode != 0:  # an empty remote: start the store on main
                 run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
                 return cls(target, init=True, **kwargs)

@@ -10,19 +10,14 @@ from __future__ import annotations
 import logging
 import re
 import shlex
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
-from gitmem.store.git import _environment, _last_lines, redact, run_git
+from gitmem.store.git import NETWORK_TIMEOUT, GitResult, redact, run_git
 from gitmem.store.repository import Repository
-
-# git's own timeout for a stalled transfer is long; this bounds one network command
-NETWORK_TIMEOUT = 600.0
-
 
 log = logging.getLogger("gitmem.sharing")
 
@@ -67,8 +62,9 @@ class Remotes:
     def __init__(self, repo: Repository) -> None:
         self.repo = repo
 
-    def _git(self, *args: str, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-        return run_git(self.repo.root, *args, timeout=timeout)
+    def _git(self, *args: str, timeout: float | None = None) -> GitResult:
+        # the caller reads the exit status: most failures get a message of their own
+        return run_git(self.repo.root, *args, timeout=timeout, ok=None)
 
     def list(self) -> list[Remote]:
         """Every configured remote with its URL, by name."""
@@ -109,9 +105,7 @@ class Remotes:
             raise RepositoryError(
                 f"{self.repo.root}: remote {name!r} exists already ({self.url(name)})"
             )
-        done = self._git("remote", "add", "--", name, url)
-        if done.returncode != 0:
-            raise RepositoryError(f"git remote add {name} failed: {_last_lines(done.stderr)}")
+        run_git(self.repo.root, "remote", "add", "--", name, url)
         return Remote(name, url)
 
     def tracking_ref(self, remote: str, branch: str) -> str:
@@ -135,7 +129,7 @@ class Remotes:
         )  # fmt: skip
         if done.returncode != 0:
             raise RepositoryError(
-                f"cannot fetch from remote {remote!r} ({url}): {_last_lines(done.stderr)}; "
+                f"cannot fetch from remote {remote!r} ({url}): {done.tail()}; "
                 "check the URL, the network and your git credentials. Local memory is unchanged."
             )
         tip = self.resolve(self.tracking_ref(remote, branch))
@@ -167,9 +161,7 @@ class Remotes:
 
     def is_ancestor(self, older: str, newer: str) -> bool:
         """Whether ``older`` is reachable from ``newer``."""
-        done = self._git("merge-base", "--is-ancestor", older, newer)
-        if done.returncode > 1:
-            raise RepositoryError(f"git merge-base failed: {_last_lines(done.stderr)}")
+        done = run_git(self.repo.root, "merge-base", "--is-ancestor", older, newer, ok=(0, 1))
         return done.returncode == 0
 
     def merge_base(self, a: str, b: str) -> str | None:
@@ -210,7 +202,7 @@ class Remotes:
                 f"have ({detail}). Run {sync_hint(remote)} (fetch, merge, push) instead."
             )
         if done.returncode != 0 or status in ("!", ""):
-            problem = _last_lines(done.stderr) or _last_lines(done.stdout)
+            problem = done.tail()
             raise RepositoryError(
                 f"cannot push to remote {remote!r} ({url}): {problem}; check the URL, the "
                 "network and your git credentials"
@@ -228,15 +220,14 @@ class Remotes:
         url = self._raw_url(remote)
         local = _local_path(url, self.repo.root)
         if local is not None:
-            bare = run_git(None, "--git-dir", str(local), "rev-parse", "--is-bare-repository")
-            if bare.stdout.strip() != "true":
+            def there(*args: str) -> GitResult:
+                return run_git(None, "--git-dir", str(local), *args, ok=None)
+
+            if there("rev-parse", "--is-bare-repository").stdout.strip() != "true":
                 return  # a non-bare remote's HEAD is its own checkout: not ours to move
-            named = run_git(None, "--git-dir", str(local), "symbolic-ref", "-q", "HEAD")
-            target = named.stdout.strip()
-            if target and run_git(None, "--git-dir", str(local), "rev-parse", "--verify",
-                                  "--quiet", target).returncode != 0:
-                run_git(None, "--git-dir", str(local), "symbolic-ref", "HEAD",
-                        f"refs/heads/{branch}")
+            target = there("symbolic-ref", "-q", "HEAD").stdout.strip()
+            if target and there("rev-parse", "--verify", "--quiet", target).returncode != 0:
+                there("symbolic-ref", "HEAD", f"refs/heads/{branch}")
             return
         if not created:
             return
@@ -268,15 +259,10 @@ class Remotes:
                 path = Path(tmp) / label
                 path.write_bytes(data)
                 names.append(str(path))
-            done = subprocess.run(
-                ["git", "merge-file", "-p", "-L", "ours", "-L", "base", "-L", "theirs", *names],
-                capture_output=True,
-                env=_environment(),
-                check=False,
-            )
-        if done.returncode < 0 or done.returncode > 127:
-            raise RepositoryError(f"git merge-file failed: {done.stderr.decode(errors='replace')}")
-        return done.stdout, done.returncode
+            # the exit status is the number of conflicts (git caps it at 127)
+            done = run_git(self.repo.root, "merge-file", "-p", "-L", "ours", "-L", "base",
+                           "-L", "theirs", *names, ok=range(128))  # fmt: skip
+        return done.out, done.returncode
 
 
 def clone(url: str, path: Path) -> None:
@@ -294,15 +280,15 @@ def clone(url: str, path: Path) -> None:
             "keep it in .git/config): leave it out and let git's credential helper authenticate"
         )
     done = run_git(None, "clone", "--quiet", "--no-tags", "--", url, str(path),
-                   timeout=NETWORK_TIMEOUT)  # fmt: skip
+                   timeout=NETWORK_TIMEOUT, ok=None)  # fmt: skip
     if done.returncode != 0:
         raise RepositoryError(
-            f"cannot clone {redact(url)}: {_last_lines(done.stderr)}; check the URL, the network "
+            f"cannot clone {redact(url)}: {done.tail()}; check the URL, the network "
             "and your git credentials"
         )
-    if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD").returncode == 0:
+    if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD", ok=None).returncode == 0:
         return
-    unborn = run_git(path, "symbolic-ref", "--short", "HEAD").stdout.strip()
+    unborn = run_git(path, "symbolic-ref", "--short", "HEAD", ok=None).stdout.strip()
     # the remote's HEAD names a branch it does not have (a bare repository made with
     # another default branch): check out main, or its only branch
     listed = run_git(path, "for-each-ref", "--format=%(refname:lstrip=3)", "refs/remotes/origin/")
@@ -315,9 +301,8 @@ def clone(url: str, path: Path) -> None:
                 f"({', '.join(branches)}); clone it with git clone --branch"
             )
         return  # an empty repository
-    done = run_git(path, "checkout", "--quiet", "-b", pick, "--track", f"origin/{pick}")
+    done = run_git(path, "checkout", "--quiet", "-b", pick, "--track", f"origin/{pick}", ok=None)
     if done.returncode != 0:
-        problem = _last_lines(done.stderr)
-        raise RepositoryError(f"cannot check out {pick} of {redact(url)}: {problem}")
-    if unborn and unborn != pick:
-        run_git(path, "config", "--local", "--remove-section", f"branch.{unborn}")
+        raise RepositoryError(f"cannot check out {pick} of {redact(url)}: {done.tail()}")
+    if unborn and unborn != pick:  # exit 128 when git kept no such section
+        run_git(path, "config", "--local", "--remove-section", f"branch.{unborn}", ok=None)
