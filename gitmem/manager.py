@@ -29,3 +29,10 @@ class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods):
             repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
             repository that is not a store when opened without ``init``.
     """
+
+
+def __getattr__(name: str) -> object:
+    # gitmem 0.1 kept BatchResult, agent_identity and the mixins' names here; one more release
+    from gitmem.oldpaths import old_attribute
+
+    return old_attribute("manager", name)

@@ -35,6 +35,7 @@ OLD_HOMES: dict[str, tuple[str, ...]] = {
     "locomo": ("importers.locomo",),
     "logcache": ("store.logcache",),
     "markdown": ("format.parse", "format.spans", "format.render", "format.labels"),
+    "manager": ("models", "guard.names", "core"),
     "merging": ("sync.merge", "models"),
     "paths": ("format.paths",),
     "plumbing": ("store.objects", "store.gitindex", "errors"),

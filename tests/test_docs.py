@@ -22,20 +22,11 @@ from pathlib import Path
 from types import ModuleType
 
 import click
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 UPGRADING = DOCS / "upgrading.md"
 TABLE_BEGIN, TABLE_END = "<!-- moved:begin", "<!-- moved:end -->"
-
-# Names the pages already use in their post-merge form. When the branch that provides one is
-# merged, the check fails until its entry is removed here (the lead empties these sets).
-PENDING_PATHS = {"gitmem.importers.locomo.import_locomo"}
-PENDING_FILES = {"core.py"}
-# The lead's re-export shims for the old flat modules are not merged yet: set this to False
-# with them, and every old path in docs/upgrading.md must import again.
-SHIMS_PENDING = False
 
 CONFIG_SECTIONS = ("summary", "llm", "secrets")
 SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}
@@ -203,10 +194,7 @@ def path_problems(page: Path, text: str) -> list[str]:
         try:
             resolve(path)
         except (ImportError, AttributeError) as exc:
-            if path not in PENDING_PATHS:
-                problems.append(f"{rel(page)}: {path} does not import: {exc}")
-        else:
-            assert path not in PENDING_PATHS, f"{path} exists now: remove it from PENDING_PATHS"
+            problems.append(f"{rel(page)}: {path} does not import: {exc}")
     for section in re.findall(r"(?<![\w./-])gitmem\.(\w+)\.(?:\*|<)", text):
         if section not in CONFIG_SECTIONS:
             problems.append(f"{rel(page)}: gitmem.{section}.* is no config section")
@@ -296,9 +284,7 @@ def test_package_map_names_every_package_and_top_module() -> None:
     real |= {p.name for p in package.glob("*.py") if not p.name.startswith("__")}
     assert "gitmem/" in named
     named_here = set(named) - {"gitmem/"}
-    for name in PENDING_FILES:
-        assert name not in real, f"gitmem/{name} exists now: remove it from PENDING_FILES"
-    missing_files = named_here - real - PENDING_FILES
+    missing_files = named_here - real
     assert not missing_files, f"package map names missing {missing_files}"
     assert not real - named_here, f"package map does not name {real - named_here}"
 
@@ -336,9 +322,6 @@ def test_old_import_paths_still_work() -> None:
             module = None
         problems += [f"{old} has no {name}" for name in names
                      if module is not None and not hasattr(module, name)]
-    if SHIMS_PENDING:
-        assert problems, "every old path imports now: set SHIMS_PENDING = False"
-        pytest.xfail(f"old-path shims not merged yet ({len(problems)} problems)")
     assert not problems, "\n".join(problems)
 
 
