@@ -40,9 +40,7 @@ _STOPWORD_TEXT = """
     much many lot lots like thank thanks sure kind kinds s t d ll re ve m
 """
 
-
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
 
 # Small talk and vague words: terms for search, but no topic for a summary.
 _CHATTER_TEXT = """
@@ -53,19 +51,15 @@ _CHATTER_TEXT = """
     ways wow yep yesterday let
 """
 
-
 CHATTER = frozenset(_CHATTER_TEXT.split())
-
 
 # Very frequent Chinese single characters (particles, pronouns): dropped as unigrams only,
 # so that bigrams containing them still match.
 CJK_STOP_CHARS = frozenset("的了是在我你他她它们这那有和就不也都吗呢吧啊么个之与及或被把给")
 
-
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 _CONTRACTION = re.compile(r"(?<=[^\W_])'(?:s|t|d|ll|re|ve|m)\b", re.IGNORECASE)
-
 
 _CJK_CLASS = (
     "\u3040-\u30ff"  # hiragana, katakana
@@ -76,9 +70,7 @@ _CJK_CLASS = (
     "\U00020000-\U0002fa1f"  # extensions B.. and compatibility supplement
 )
 
-
 _CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
-
 
 # a run of CJK characters, or a run of other letters and digits
 _PIECE = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
@@ -260,24 +252,19 @@ _STEP2: tuple[tuple[str, str], ...] = (
     ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log"),
 )  # fmt: skip
 
-
 _STEP2 = tuple(sorted(_STEP2, key=lambda rule: len(rule[0]), reverse=True))
-
 
 _STEP3: tuple[tuple[str, str], ...] = (
     ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
     ("ful", ""), ("ness", ""),
 )  # fmt: skip
 
-
 _STEP3 = tuple(sorted(_STEP3, key=lambda rule: len(rule[0]), reverse=True))
-
 
 _STEP4 = (
     "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
     "ou", "ism", "ate", "iti", "ous", "ive", "ize",
 )  # fmt: skip
-
 
 _STEP4_ORDERED = tuple(sorted(_STEP4, key=len, reverse=True))
 
@@ -350,12 +337,10 @@ _MONTH_NAMES = {
     for name in names
 }  # fmt: skip
 
-
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november" \
     r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 
 _ORD = r"(?:st|nd|rd|th)?"
-
 
 _DATE_PATTERNS = (
     # 2023-07-31

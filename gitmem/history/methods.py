@@ -34,7 +34,6 @@ from gitmem.store.transaction import Transaction
 # commits an undo never takes back: the store's creation
 _NEVER_UNDONE = frozenset({"init"})
 
-
 # listed one by one in a trailer up to this many; the body always lists them all
 _MAX_LISTED = 20
 

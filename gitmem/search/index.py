@@ -33,12 +33,9 @@ from gitmem.text import terms
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
-
-
 IMPACT_B = 0.75
 
 _SEP = "\x1f"
-
 
 # (term, impact, doc, tf, doc length, session key, position, kind)
 Posting = tuple[str, int, int, int, int, int, int, int]

@@ -162,7 +162,6 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
 SHOWN_CANDIDATES = 25
 
-
 _second = itemgetter(1)
 
 

@@ -43,7 +43,6 @@ SYSTEM_PROMPT = """You write the long-term memory of an AI assistant: concise, f
 summaries of conversations. Never invent facts; keep names, dates, numbers, preferences and \
 decisions exactly as stated. Write in the language of the conversation."""
 
-
 DEFAULT_PROMPT = """Summarize the conversation below for long-term memory.
 
 Previous summary (keep every fact from it that is still true):
@@ -61,11 +60,9 @@ Also list the key facts worth remembering (one short, self-contained fact each, 
 still-true facts of the previous summary), the people/places/products/projects named \
 (entities), and at most 5 short lowercase topic tags."""
 
-
 JSON_INSTRUCTION = """Answer with only a JSON object, no prose and no code fence, of the form \
 {"summary": "<the bullet points as one string>", "key_facts": ["..."], "entities": ["..."], \
 "tags": ["..."]}."""
-
 
 SUMMARY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -237,12 +234,8 @@ class _Unusable(Exception):
 # Bounds on an LLM's answer: a summary is read on every ``context`` call, so a runaway
 # answer (megabytes, tens of thousands of "facts") is refused and the offline summary used.
 MAX_ANSWER_CHARS = 100_000
-
-
 MAX_SUMMARY_CHARS = 20_000
-
 MAX_KEY_FACTS = 100
-
 MAX_ENTITIES = 100
 
 

@@ -29,7 +29,6 @@ _USER_SPEAKERS = frozenset({"user", "用户", "human"})
 
 _GENERIC_SPEAKERS = frozenset({"user", "assistant", "human", "ai", "bot", "system", "i"})
 
-
 Vector = dict[str, float]
 
 

@@ -58,7 +58,6 @@ log = logging.getLogger("gitmem.summarize")
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
 
-
 # the user:password@ (or token@) part of a URL, left out of fallback reasons
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
 
