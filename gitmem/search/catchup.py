@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gitmem.errors import RepositoryError
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_lenient
 from gitmem.format.paths import (
     archive_dir,
     encode_id,
@@ -262,7 +262,7 @@ def _read(repository: Repository, path: str, blob: str) -> Session | str:
         text = _blob_bytes(repository, path, blob).decode("utf-8", "replace")
     except RepositoryError as exc:
         return str(exc)
-    session, diagnostics = markdown.parse_lenient(text, path)
+    session, diagnostics = parse_lenient(text, path)
     if session is None:
         return "; ".join(str(d) for d in diagnostics) or "unreadable"
     return session

@@ -1,4 +1,5 @@
-"""Summarizers (LLM and offline), summary triggers and the loss guard.
+"""The summarizers: the ``Summarizer`` protocol, the LLM one, the offline default, and
+their settings (``LLMConfig``, the trigger names).
 
 This is the only module that imports ``openai``. :class:`LLMSummarizer` talks Chat
 Completions to OpenAI or any compatible server (Ollama, vLLM, llama.cpp, LM Studio) and
@@ -111,7 +112,8 @@ class Summarizer(Protocol):
 
 
 class ExtractiveSummarizer(Extractor):
-    """The offline default: deterministic, no network (see :class:`gitmem.extractive.Extractor`)."""
+    """The offline default: deterministic, no network (see
+    :class:`~gitmem.summary.extractive.Extractor`)."""
 
     def summarize(
         self, turns: Sequence[Interaction], *, previous: Summary | None = None

@@ -31,8 +31,9 @@ from gitmem.errors import (
     SummaryRefused,
     ValidationError,
 )
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import archive_path
+from gitmem.format.render import render
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
@@ -54,7 +55,7 @@ from gitmem.summary.triggers import (
     uncovered,
 )
 
-log = logging.getLogger("gitmem.summarize")
+log = logging.getLogger("gitmem.summarize")  # its 0.1 name: logging configs refer to it
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
 
@@ -356,7 +357,7 @@ class SummaryMethods(SessionCore):
         return [*(archived.interactions if archived else []), *session.interactions]
 
     def _render(self, path: str, session: Session) -> bytes:
-        data = markdown.render(session).encode("utf-8")
+        data = render(session).encode("utf-8")
         self._remember(path, object_id("blob", data), session)  # spares the next parse
         return data
 
@@ -376,7 +377,7 @@ class SummaryMethods(SessionCore):
         if moving:
             where = archive_path(current.id, self.namespace)
             raw = txn.read(where)
-            archive = markdown.parse_bytes(raw, where) if raw is not None else Session(
+            archive = parse_bytes(raw, where) if raw is not None else Session(
                 id=current.id, created=moving[0].timestamp, last_active=moving[-1].timestamp,
                 language=current.language, extra={"archive-of": current.id},
             )
