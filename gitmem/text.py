@@ -14,6 +14,7 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
 - :func:`words` (unstemmed, for fuzzy matching and display), :func:`name_terms` (speakers),
   :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
   :func:`dates` (the dates a text names) and :func:`is_cjk`.
+- :func:`one_line`: text folded onto one shortened line, for commit subjects and messages.
 """
 
 from __future__ import annotations
@@ -189,6 +190,13 @@ def split_sentences(text: str) -> list[str]:
             continue
         out.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
     return out
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` with its white space folded to single spaces, cut to at most ``limit``
+    characters (the last one then an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 _VOWELS = frozenset("aeiou")

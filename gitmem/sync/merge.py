@@ -32,6 +32,7 @@ from gitmem.errors import ConflictError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
+from gitmem.text import one_line
 
 T = TypeVar("T")
 
@@ -59,9 +60,7 @@ class MergeNote:
 
     def describe(self) -> str:
         """One readable line (the dropped text is shown shortened)."""
-        short = " ".join(self.dropped.split())
-        if len(short) > 80:
-            short = short[:79] + "…"
+        short = one_line(self.dropped, 80)
         if self.kind == "summary":
             return (
                 f"{self.session_id}: both sides rewrote the summary; kept the newer, "
