@@ -38,18 +38,15 @@ Language = Literal["en", "zh"]
 
 _INTERACTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
-
 # Characters that would change the Markdown structure of a one-line label (speaker,
 # tag, metadata key) if they appeared in it.
 _LABEL_FORBIDDEN = set("*`\\[]<>|\n\r")
-
 
 USER_SPEAKERS = frozenset({"user", "用户", "human"})
 
 ASSISTANT_SPEAKERS = frozenset({"assistant", "助手", "ai", "bot"})
 
 SYSTEM_SPEAKERS = frozenset({"system", "系统"})
-
 
 # Metadata labels the Markdown file uses for ``Session`` fields (English and Chinese, compared
 # casefolded); a custom ``extra`` key may not reuse one or it would be read back as that field.

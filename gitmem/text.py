@@ -14,6 +14,7 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
 - :func:`words` (unstemmed, for fuzzy matching and display), :func:`name_terms` (speakers),
   :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
   :func:`dates` (the dates a text names) and :func:`is_cjk`.
+- :func:`one_line`: text folded onto one shortened line, for commit subjects and messages.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ _STOPWORD_TEXT = """
     much many lot lots like thank thanks sure kind kinds s t d ll re ve m
 """
 
-
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-
 
 # Small talk and vague words: terms for search, but no topic for a summary.
 _CHATTER_TEXT = """
@@ -53,19 +52,15 @@ _CHATTER_TEXT = """
     ways wow yep yesterday let
 """
 
-
 CHATTER = frozenset(_CHATTER_TEXT.split())
-
 
 # Very frequent Chinese single characters (particles, pronouns): dropped as unigrams only,
 # so that bigrams containing them still match.
 CJK_STOP_CHARS = frozenset("的了是在我你他她它们这那有和就不也都吗呢吧啊么个之与及或被把给")
 
-
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 _CONTRACTION = re.compile(r"(?<=[^\W_])'(?:s|t|d|ll|re|ve|m)\b", re.IGNORECASE)
-
 
 _CJK_CLASS = (
     "\u3040-\u30ff"  # hiragana, katakana
@@ -76,9 +71,7 @@ _CJK_CLASS = (
     "\U00020000-\U0002fa1f"  # extensions B.. and compatibility supplement
 )
 
-
 _CJK_CHAR = re.compile(f"[{_CJK_CLASS}]")
-
 
 # a run of CJK characters, or a run of other letters and digits
 _PIECE = re.compile(f"([{_CJK_CLASS}]+)|((?:(?![{_CJK_CLASS}])[^\\W_])+)")
@@ -199,6 +192,13 @@ def split_sentences(text: str) -> list[str]:
     return out
 
 
+def one_line(text: str, limit: int) -> str:
+    """``text`` with its white space folded to single spaces, cut to at most ``limit``
+    characters (the last one then an ellipsis)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 _VOWELS = frozenset("aeiou")
 
 
@@ -260,24 +260,19 @@ _STEP2: tuple[tuple[str, str], ...] = (
     ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log"),
 )  # fmt: skip
 
-
 _STEP2 = tuple(sorted(_STEP2, key=lambda rule: len(rule[0]), reverse=True))
-
 
 _STEP3: tuple[tuple[str, str], ...] = (
     ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
     ("ful", ""), ("ness", ""),
 )  # fmt: skip
 
-
 _STEP3 = tuple(sorted(_STEP3, key=lambda rule: len(rule[0]), reverse=True))
-
 
 _STEP4 = (
     "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
     "ou", "ism", "ate", "iti", "ous", "ive", "ize",
 )  # fmt: skip
-
 
 _STEP4_ORDERED = tuple(sorted(_STEP4, key=len, reverse=True))
 
@@ -350,12 +345,10 @@ _MONTH_NAMES = {
     for name in names
 }  # fmt: skip
 
-
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november" \
     r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
 
 _ORD = r"(?:st|nd|rd|th)?"
-
 
 _DATE_PATTERNS = (
     # 2023-07-31

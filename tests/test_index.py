@@ -40,9 +40,9 @@ def test_catch_up_after_saves_by_another_manager(mm: MemoryManager, store: Path)
     other = MemoryManager(store, agent="other")
     other.save_interaction("b", "second topic: trombones", "ok")
     other.save_interaction("a", "more about violins and bows", "ok")
+    report = mm._store_index().catch_up()
+    assert not report.rebuilt and report.indexed == 2
     assert _ids(mm.search("trombones")) == ["b"]
-    report = mm._store_index().last_sync
-    assert report is not None and not report.rebuilt and report.indexed == 2
     assert {h.interaction_id for h in mm.search("violins")} == {
         i.id for i in (mm.load_memory("a") or pytest.fail()).interactions
     }
@@ -119,9 +119,8 @@ def test_index_for_a_foreign_commit_is_rebuilt(mm: MemoryManager, store: Path) -
     index.set_meta("commit", "0" * 40)  # a commit this repository does not have
     index.close()
     fresh = MemoryManager(store)
+    assert fresh._store_index().catch_up().rebuilt
     assert _ids(fresh.search("meteor")) == ["s"]
-    assert fresh._store_index().last_sync is not None
-    assert fresh._store_index().last_sync.rebuilt  # type: ignore[union-attr]
 
 
 def test_reindex_reports_progress(mm: MemoryManager) -> None:

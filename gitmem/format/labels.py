@@ -18,7 +18,6 @@ _LABEL_TEXT: dict[Language, str] = {
     "|创建于|模型|覆盖|关键事实|关键词",
 }
 
-
 LABELS = {k: dict(zip(_LABEL_NAMES, v.split("|"), strict=True)) for k, v in _LABEL_TEXT.items()}
 
 ESCAPED = " (escaped)"
@@ -39,10 +38,8 @@ META_KEYS = _lookup(*_LABEL_NAMES[4:11])
 
 SUMMARY_KEYS = _lookup("generated", "model", "covers")
 
-
 # one-line items quoted below a label after the summary text: ``**Key facts**:`` / ``> ...``
 SUMMARY_LISTS = _lookup("facts", "keywords")
-
 
 # Characters a content line may not hold literally: they would be lost or altered by line-ending
 # normalisation, UTF-8 encoding, editors or git (NUL makes git treat the file as binary).

@@ -21,10 +21,8 @@ SESSIONS_DIR = "sessions"
 
 SUFFIX = ".md"
 
-
 # file names longer than this fail on common filesystems (255 bytes) once a suffix is added
 MAX_NAME_BYTES = 240
-
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 

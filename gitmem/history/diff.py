@@ -17,7 +17,6 @@ _SCALARS = ("created", "project", "language")
 
 _SETS = ("tags", "links", "participants")
 
-
 # every field of a Session: an undo rebuilds the session from them
 _FIELDS = (
     "id",

@@ -30,27 +30,18 @@ from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.transaction import Transaction
+from gitmem.text import one_line
 
 # commits an undo never takes back: the store's creation
 _NEVER_UNDONE = frozenset({"init"})
-
 
 # listed one by one in a trailer up to this many; the body always lists them all
 _MAX_LISTED = 20
 
 
-def _when(value: datetime | str | None, name: str) -> datetime | None:
-    return as_when(value, name)
-
-
 def _last(trailers: dict[str, list[str]], key: str) -> str | None:
     values = trailers.get(key)
     return values[-1] if values else None
-
-
-def _short(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 class HistoryMethods(SessionCore):
@@ -104,14 +95,14 @@ class HistoryMethods(SessionCore):
         model: str | None,
         since: datetime | str | None,
         until: datetime | str | None,
-        limit: int | None,
-        commit: str | None,
-        files: bool,
+        limit: int | None = None,
+        commit: str | None = None,
+        files: bool = False,
     ) -> list[LogEntry]:
         if limit is not None and limit < 1:
             raise ValidationError(f"limit must be a positive number, not {limit}")
         rev = self._repo.resolve(commit) if commit is not None else None
-        low, high = _when(since, "since"), _when(until, "until")
+        low, high = as_when(since, "since"), as_when(until, "until")
         wanted = {
             key: value
             for key, value in (("Gitmem-Op", op), ("Gitmem-Agent", agent), ("Gitmem-Model", model))
@@ -371,6 +362,16 @@ class HistoryMethods(SessionCore):
                 txn.write(path, data)
         return txn.commit(subject, body=body, trailers=trailers)
 
+    def _blob_at(self, session_id: str, path: str, sha: str, hint: str) -> str:
+        """The blob of the session's file at commit ``sha``, or SessionNotFound ending in
+        ``hint`` (its ``{}`` filled with the quoted session id)."""
+        found = self._repo.entry(path, sha)
+        if found is None:
+            self._require_history(session_id, path)
+            raise SessionNotFound(f"session {session_id!r} did not exist at {sha[:12]}; "
+                                  + hint.format(shlex.quote(session_id)))
+        return found[1]
+
     def rollback(self, session_id: str, to: str | datetime) -> str | None:
         """Restore a session's file exactly as it was at revision ``to``, as a new commit.
 
@@ -384,14 +385,8 @@ class HistoryMethods(SessionCore):
         self._no_batch("rollback")
         target = self._repo.resolve(to)
         path = self._path(session_id)
-        found = self._repo.entry(path, target)
-        if found is None:
-            self._require_history(session_id, path)
-            raise SessionNotFound(
-                f"session {session_id!r} did not exist at {target[:12]}; pick a revision "
-                f"from `gitmem log {shlex.quote(session_id)}`"
-            )
-        wanted: dict[str, bytes | None] = {path: self._repo.blob(found[1])}
+        found = self._blob_at(session_id, path, target, "pick a revision from `gitmem log {}`")
+        wanted: dict[str, bytes | None] = {path: self._repo.blob(found)}
         part = archive_path(session_id, self.namespace)
         archived = self._repo.entry(part, target)
         if archived is not None or self._repo.entry(part) is not None:
@@ -405,7 +400,7 @@ class HistoryMethods(SessionCore):
                 return self._write(
                     txn,
                     wanted,
-                    f"Roll back {_short(session_id, 40)} to {target[:12]}",
+                    f"Roll back {one_line(session_id, 40)} to {target[:12]}",
                     f"Restores {path} as it was at commit {target}.",
                     self._trailers("rollback", [session_id], rollback_to=target),
                 )
@@ -422,14 +417,7 @@ class HistoryMethods(SessionCore):
         path = self._path(session_id)
         if rev is not None:
             source = self._repo.resolve(rev)
-            found = self._repo.entry(path, source)
-            if found is None:
-                self._require_history(session_id, path)
-                raise SessionNotFound(
-                    f"session {session_id!r} did not exist at {source[:12]}; "
-                    f"`gitmem log {shlex.quote(session_id)}` lists its versions"
-                )
-            blob = found[1]
+            blob = self._blob_at(session_id, path, source, "`gitmem log {}` lists its versions")
         else:
             last = self._repo.file_log([path])[:1]
             if not last:
@@ -452,7 +440,7 @@ class HistoryMethods(SessionCore):
                 return self._write(
                     txn,
                     {path: self._repo.blob(blob)},
-                    f"Restore session {_short(session_id, 50)}",
+                    f"Restore session {one_line(session_id, 50)}",
                     f"Brings back {path} as it was at commit {source}.",
                     self._trailers("restore", [session_id], restored_from=source),
                 )
@@ -502,11 +490,11 @@ class HistoryMethods(SessionCore):
                 if not changes:
                     return None
                 sessions = self._sessions_of(changes)
-                body = f'This reverts commit {entry.sha}\n("{_short(entry.subject, 200)}").'
+                body = f'This reverts commit {entry.sha}\n("{one_line(entry.subject, 200)}").'
                 return self._write(
                     txn,
                     changes,
-                    f'Revert "{_short(entry.subject, 60)}"',
+                    f'Revert "{one_line(entry.subject, 60)}"',
                     body,
                     self._trailers("revert", sessions, reverts=entry.sha),
                 )
@@ -544,15 +532,7 @@ class HistoryMethods(SessionCore):
         if not dry_run:
             self._no_batch("revert_where")
         entries = self._log(
-            None,
-            op=op,
-            agent=agent,
-            model=model,
-            since=since,
-            until=until,
-            limit=None,
-            commit=None,
-            files=True,
+            None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
         chosen = [
             e
@@ -565,7 +545,7 @@ class HistoryMethods(SessionCore):
         who = ", ".join(
             f"{k} {v}" for k, v in (("agent", agent), ("model", model), ("op", op)) if v
         )
-        lines = [f"- {e.sha} {_short(e.subject, 70)}" for e in chosen]
+        lines = [f"- {e.sha} {one_line(e.subject, 70)}" for e in chosen]
         extra: dict[str, str] = {}
         if len(chosen) <= _MAX_LISTED:
             extra["reverts"] = ", ".join(e.sha for e in chosen)

@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gitmem.errors import ConflictError, ParseError
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path
+from gitmem.format.render import render
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
 from gitmem.history.undo import undo
 from gitmem.models import Session, SessionDiff
@@ -53,7 +54,7 @@ class UndoPlan:
             old = self.original[path]
             problems: list[str] = []
             try:
-                parsed = [None if d is None else markdown.parse_bytes(d, path) for d in (old, data)]
+                parsed = [None if d is None else parse_bytes(d, path) for d in (old, data)]
                 found = diff_sessions(parsed[0], parsed[1], sid, path)
             except ParseError as exc:
                 found = SessionDiff(session_id=sid, path=path, status=status_of(old, data))
@@ -109,7 +110,7 @@ def plan_undo(
                 parts = [
                     parse_blob(path, change.old) if change.old else None,
                     parse_blob(path, change.new) if change.new else None,
-                    None if now is None else markdown.parse_bytes(now, path),
+                    None if now is None else parse_bytes(now, path),
                 ]
             except ParseError as exc:
                 plan.conflicts.append(f"{where}: {exc.diagnostics[0]}")
@@ -121,6 +122,6 @@ def plan_undo(
             plan.result[path] = (
                 None
                 if undone.session is None
-                else markdown.render(undone.session).encode("utf-8")
+                else render(undone.session).encode("utf-8")
             )
     return plan

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from gitmem.errors import RepositoryError
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_lenient
 from gitmem.format.paths import (
     archive_dir,
     encode_id,
@@ -68,16 +68,16 @@ class StoreIndex:
         self._lock = threading.RLock()
         self._index: Index | None = None
         self._past: dict[str, Index] = {}
-        self.last_sync: SyncReport | None = None
 
-    def _current(self, *, full: bool = False, progress: ProgressCallback | None = None
-                 ) -> Index:
+    def _current(self, full: bool = False, progress: ProgressCallback | None = None
+                 ) -> tuple[Index, SyncReport]:
+        """The index of HEAD, opened on first use and caught up, and what catching up did."""
         if self._index is None:
             path = index_path(self.repository, self.namespace)
             self._index = open_file(path, str(self.repository.git_dir))
-        self.last_sync = sync(self._index, self.repository, self.namespace, full=full,
-                              progress=progress)
-        return self._index
+        report = sync(self._index, self.repository, self.namespace, full=full,
+                      progress=progress)
+        return self._index, report
 
     def _reset(self) -> None:
         if self._index is not None:
@@ -86,37 +86,36 @@ class StoreIndex:
         self._index = None
         discard(index_path(self.repository, self.namespace))
 
+    def _retrying(self, step: Callable[[], T]) -> T:
+        """``step()``; if the index file turns out to be damaged, throw it away and run
+        ``step`` once more (on a fresh file). Called under the lock."""
+        path = index_path(self.repository, self.namespace)
+        for attempt in (1, 2):
+            try:
+                return step()
+            except DATABASE_ERRORS as exc:
+                if attempt == 2 or not damaged(exc):
+                    raise unavailable(exc, path) from exc
+                self._reset()
+        raise AssertionError("unreachable")
+
     def run(self, work: Callable[[Index], T], *, commit: str | None = None) -> T:
         """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``)."""
         with self._lock:
             if commit is not None and commit != self.repository.head():
                 return work(self._at(commit))
-            path = index_path(self.repository, self.namespace)
-            for attempt in (1, 2):
-                try:
-                    return work(self._current())
-                except DATABASE_ERRORS as exc:
-                    if attempt == 2 or not damaged(exc):
-                        raise unavailable(exc, path) from exc
-                    self._reset()
-            raise AssertionError("unreachable")
+            return self._retrying(lambda: work(self._current()[0]))
+
+    def catch_up(self, *, full: bool = False, progress: ProgressCallback | None = None
+                 ) -> SyncReport:
+        """Bring the index up to HEAD now (``full``: rebuild it from scratch) and say what
+        that did; a corrupted file is replaced."""
+        with self._lock:
+            return self._retrying(lambda: self._current(full, progress)[1])
 
     def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
         """Rebuild the index from HEAD (a corrupted file is replaced)."""
-        with self._lock:
-            path = index_path(self.repository, self.namespace)
-            try:
-                self._current(full=True, progress=progress)
-            except DATABASE_ERRORS as exc:
-                if not damaged(exc):
-                    raise unavailable(exc, path) from exc
-                self._reset()
-                try:
-                    self._current(full=True, progress=progress)
-                except DATABASE_ERRORS as again:
-                    raise unavailable(again, path) from again
-            assert self.last_sync is not None
-            return self.last_sync
+        return self.catch_up(full=True, progress=progress)
 
     def _at(self, commit: str) -> Index:
         found = self._past.get(commit)
@@ -262,7 +261,7 @@ def _read(repository: Repository, path: str, blob: str) -> Session | str:
         text = _blob_bytes(repository, path, blob).decode("utf-8", "replace")
     except RepositoryError as exc:
         return str(exc)
-    session, diagnostics = markdown.parse_lenient(text, path)
+    session, diagnostics = parse_lenient(text, path)
     if session is None:
         return "; ".join(str(d) for d in diagnostics) or "unreadable"
     return session

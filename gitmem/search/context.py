@@ -26,8 +26,6 @@ from gitmem.search.tokens import TokenCounter
 MESSAGE_OVERHEAD = 4
 
 
-
-
 @dataclass(frozen=True)
 class Memory:
     """A retrieved memory to place in the context."""

@@ -33,12 +33,9 @@ from gitmem.text import terms
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
-
-
 IMPACT_B = 0.75
 
 _SEP = "\x1f"
-
 
 # (term, impact, doc, tf, doc length, session key, position, kind)
 Posting = tuple[str, int, int, int, int, int, int, int]
@@ -52,20 +49,25 @@ class _Bulk:
 
 
 KIND_INTERACTION = 0
-
 KIND_SUMMARY = 1
 
 
 @dataclass(frozen=True)
-class DocInput:
-    """One searchable unit handed to the index: an interaction or a session summary."""
+class Doc:
+    """What a document is: an interaction or a session summary, at a position in its session."""
 
-    kind: int
-    iid: str | None
+    kind: int  # KIND_INTERACTION or KIND_SUMMARY
+    iid: str | None  # the interaction id (None for a summary)
     pos: int
     speaker: str
     ts: float
     text: str
+
+
+@dataclass(frozen=True)
+class DocInput(Doc):
+    """One searchable unit handed to the index, with the text its terms are cut from."""
+
     body: str
 
     @property
@@ -75,17 +77,11 @@ class DocInput:
 
 
 @dataclass(frozen=True)
-class DocRow:
-    """One indexed document as the ranker sees it."""
+class DocRow(Doc):
+    """One indexed document as the ranker sees it: where it is stored and its terms."""
 
     id: int
     skey: int
-    kind: int
-    iid: str | None
-    pos: int
-    speaker: str
-    ts: float
-    text: str
     terms: str  # the analysed terms, space-separated
     dl: int
 
@@ -404,12 +400,9 @@ class Index(IndexFile):
             return self._vocab[1]
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [
-            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-            for r in self._db.execute(sql, args)
-        ]
+        return [DocRow(*r) for r in self._db.execute(sql, args)]
 
-    _DOC_COLUMNS = "id, skey, kind, iid, pos, speaker, ts, text, terms, dl"
+    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
 
     def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
         """The documents with these ids (``text=False`` leaves their text empty)."""

@@ -19,7 +19,6 @@ from gitmem.errors import IndexCorrupted, IndexUnavailable
 
 SCHEMA_VERSION = "4"
 
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(

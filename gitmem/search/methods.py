@@ -34,10 +34,8 @@ from gitmem.search.tokens import TokenCounter, default_counter
 
 _LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
 
-
 # how many explain rows a search shows
 EXPLAIN_ROWS = SHOWN_CANDIDATES
-
 
 # a memory longer than this goes into the context shortened
 MEMORY_CHARS = 1200

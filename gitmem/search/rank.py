@@ -1,6 +1,6 @@
 """Ranking: which stored interactions and summaries answer a query, and why.
 
-A query is cut into the same terms as the index (:mod:`gitmem.analysis`). Candidates come
+A query is cut into the same terms as the index (:mod:`gitmem.text`). Candidates come
 from the inverted index; each gets a score built from named components so that
 ``--explain`` can show how it came about:
 
@@ -162,7 +162,6 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
 SHOWN_CANDIDATES = 25
 
-
 _second = itemgetter(1)
 
 
@@ -178,7 +177,7 @@ def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
 
 
 class Ranker:
-    """Scores an :class:`~gitmem.index.Index` for queries (see the module docstring)."""
+    """Scores an :class:`~gitmem.search.index.Index` for queries (see the module docstring)."""
 
     def __init__(self, index: Index, config: RankConfig | None = None) -> None:
         self.index = index

@@ -1,4 +1,5 @@
-"""Summarizers (LLM and offline), summary triggers and the loss guard.
+"""The summarizers: the ``Summarizer`` protocol, the LLM one, the offline default, and
+their settings (``LLMConfig``, the trigger names).
 
 This is the only module that imports ``openai``. :class:`LLMSummarizer` talks Chat
 Completions to OpenAI or any compatible server (Ollama, vLLM, llama.cpp, LM Studio) and
@@ -43,7 +44,6 @@ SYSTEM_PROMPT = """You write the long-term memory of an AI assistant: concise, f
 summaries of conversations. Never invent facts; keep names, dates, numbers, preferences and \
 decisions exactly as stated. Write in the language of the conversation."""
 
-
 DEFAULT_PROMPT = """Summarize the conversation below for long-term memory.
 
 Previous summary (keep every fact from it that is still true):
@@ -61,11 +61,9 @@ Also list the key facts worth remembering (one short, self-contained fact each, 
 still-true facts of the previous summary), the people/places/products/projects named \
 (entities), and at most 5 short lowercase topic tags."""
 
-
 JSON_INSTRUCTION = """Answer with only a JSON object, no prose and no code fence, of the form \
 {"summary": "<the bullet points as one string>", "key_facts": ["..."], "entities": ["..."], \
 "tags": ["..."]}."""
-
 
 SUMMARY_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -114,7 +112,8 @@ class Summarizer(Protocol):
 
 
 class ExtractiveSummarizer(Extractor):
-    """The offline default: deterministic, no network (see :class:`gitmem.extractive.Extractor`)."""
+    """The offline default: deterministic, no network (see
+    :class:`~gitmem.summary.extractive.Extractor`)."""
 
     def summarize(
         self, turns: Sequence[Interaction], *, previous: Summary | None = None
@@ -237,12 +236,8 @@ class _Unusable(Exception):
 # Bounds on an LLM's answer: a summary is read on every ``context`` call, so a runaway
 # answer (megabytes, tens of thousands of "facts") is refused and the offline summary used.
 MAX_ANSWER_CHARS = 100_000
-
-
 MAX_SUMMARY_CHARS = 20_000
-
 MAX_KEY_FACTS = 100
-
 MAX_ENTITIES = 100
 
 

@@ -1,13 +1,13 @@
 """Offline text statistics and the extractive summarizer (no network, deterministic).
 
-:class:`Extractor` (wrapped by ``summarize.ExtractiveSummarizer``, gitmem's default) scores
-every sentence of the covered turns by its TF-IDF cosine similarity to the conversation's
-centroid (the sentences that say what the whole conversation is about), prefers ones that
-carry facts (numbers, names, the user's own words), removes near-duplicates and keeps them
-in conversation order. Keywords are the terms with the highest TF-IDF mass, entities the
-capitalised names. Terms come from :mod:`gitmem.text` (``topic_terms``: the search terms without
-small talk), and the same vectors serve the topic-shift trigger and the loss guard, so search
-and summaries agree on what "the same word" means.
+:class:`Extractor` (wrapped by :class:`~gitmem.summary.engines.ExtractiveSummarizer`,
+gitmem's default) scores every sentence of the covered turns by its TF-IDF cosine similarity
+to the conversation's centroid (the sentences that say what the whole conversation is about),
+prefers ones that carry facts (numbers, names, the user's own words), removes near-duplicates
+and keeps them in conversation order. Keywords are the terms with the highest TF-IDF mass,
+entities the capitalised names. Terms come from :mod:`gitmem.text` (``topic_terms``: the
+search terms without small talk), and the same vectors serve the topic-shift trigger and the
+loss guard, so search and summaries agree on what "the same word" means.
 """
 
 from __future__ import annotations
@@ -18,17 +18,14 @@ from collections import Counter
 from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 
-from gitmem.models import Interaction, StructuredSummary, Summary
+from gitmem.models import USER_SPEAKERS, Interaction, StructuredSummary, Summary
 from gitmem.text import is_cjk, name_terms, split_sentences, stem, topic_terms, words
 
 EXTRACTIVE_MODEL = "gitmem-extractive"
 
 _NUMBER = re.compile(r"\d")
 
-_USER_SPEAKERS = frozenset({"user", "用户", "human"})
-
 _GENERIC_SPEAKERS = frozenset({"user", "assistant", "human", "ai", "bot", "system", "i"})
-
 
 Vector = dict[str, float]
 
@@ -61,7 +58,11 @@ def cosine(a: Vector, b: Vector, norm_a: float | None = None, norm_b: float | No
 
 
 def idf_of(documents: Sequence[Iterable[str]]) -> dict[str, float]:
-    """Smoothed inverse document frequency of every term over ``documents``."""
+    """Smoothed inverse document frequency of every term over ``documents``.
+
+    Nothing in gitmem calls it; it stays public because 0.1 exported it
+    (``gitmem.extractive.idf_of`` still resolves to it for one release).
+    """
     df: Counter[str] = Counter()
     for doc in documents:
         df.update(set(doc))
@@ -256,7 +257,7 @@ class Extractor:
                 score *= 1.2
             if _CAPITALISED.search(text, 1):
                 score *= 1.1
-            if sentence.speaker.casefold() in _USER_SPEAKERS:
+            if sentence.speaker.casefold() in USER_SPEAKERS:
                 score *= 1.1
             if text.endswith("?"):
                 score *= 0.8

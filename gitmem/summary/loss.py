@@ -4,23 +4,11 @@ is too many."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from gitmem.models import (
-    Interaction,
-    StructuredSummary,
-    Summary,
-    _Model,
-)
-from gitmem.summary.extractive import (
-    coverage,
-    summary_facts,
-    summary_terms,
-)
+from gitmem.models import Interaction, StructuredSummary, Summary, _Model
+from gitmem.summary.extractive import coverage, summary_facts, summary_terms
 from gitmem.text import topic_terms as terms  # a summary's terms: no small talk
-
-if TYPE_CHECKING:
-    pass  # imported when first used: it takes ~0.4 s, too slow for every CLI call
 
 
 class LossReport(_Model):

@@ -31,8 +31,9 @@ from gitmem.errors import (
     SummaryRefused,
     ValidationError,
 )
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import archive_path
+from gitmem.format.render import render
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
@@ -53,11 +54,11 @@ from gitmem.summary.triggers import (
     parse_duration,
     uncovered,
 )
+from gitmem.text import one_line
 
-log = logging.getLogger("gitmem.summarize")
+log = logging.getLogger("gitmem.summarize")  # its 0.1 name: logging configs refer to it
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
-
 
 # the user:password@ (or token@) part of a URL, left out of fallback reasons
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
@@ -70,11 +71,6 @@ def _ref_part(text: str) -> str:
         "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
         for ch in text
     )
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _trailer_values(message: str) -> dict[str, str]:
@@ -339,7 +335,7 @@ class SummaryMethods(SessionCore):
     def _new_summary(previous: Summary | None, result: SummaryResult) -> Summary:
         covers = list(dict.fromkeys([*(previous.covers if previous else []), *result.covers]))
         content = result.content
-        facts = [_one_line(f, 500) for f in content.key_facts]
+        facts = [one_line(f, 500) for f in content.key_facts]
         if content.summary == "\n".join(f"- {fact}" for fact in facts):
             facts = []  # the text is exactly the facts as bullets: do not store them twice
         return Summary(
@@ -348,7 +344,7 @@ class SummaryMethods(SessionCore):
             model=result.model,
             covers=covers,
             facts=facts,
-            keywords=[_one_line(k, 100) for k in content.entities],
+            keywords=[one_line(k, 100) for k in content.entities],
         )
 
     def _turns_with_archive(self, session: Session, commit: str | None = None
@@ -357,7 +353,7 @@ class SummaryMethods(SessionCore):
         return [*(archived.interactions if archived else []), *session.interactions]
 
     def _render(self, path: str, session: Session) -> bytes:
-        data = markdown.render(session).encode("utf-8")
+        data = render(session).encode("utf-8")
         self._remember(path, object_id("blob", data), session)  # spares the next parse
         return data
 
@@ -377,7 +373,7 @@ class SummaryMethods(SessionCore):
         if moving:
             where = archive_path(current.id, self.namespace)
             raw = txn.read(where)
-            archive = markdown.parse_bytes(raw, where) if raw is not None else Session(
+            archive = parse_bytes(raw, where) if raw is not None else Session(
                 id=current.id, created=moving[0].timestamp, last_active=moving[-1].timestamp,
                 language=current.language, extra={"archive-of": current.id},
             )
@@ -414,7 +410,7 @@ class SummaryMethods(SessionCore):
         trailers["Gitmem-Trigger"] = trigger
         trailers["Gitmem-Covers"] = covers_label(list(covers))
         if fallback:
-            trailers["Gitmem-Fallback"] = _one_line(fallback, 200)
+            trailers["Gitmem-Fallback"] = one_line(fallback, 200)
         trailers.update({f"Gitmem-{k}": v for k, v in extra.items()})
         return trailers
 
@@ -444,7 +440,7 @@ class SummaryMethods(SessionCore):
                                 f"the {report.threshold:.0%} allowed.")
                 extra = {"Archived": str(moved)} if moved else {}
                 return txn.commit(
-                    f"Summarize {_one_line(session_id, 40)}: {len(result.covers)} turns "
+                    f"Summarize {one_line(session_id, 40)}: {len(result.covers)} turns "
                     f"({trigger})",
                     body="\n".join(body),
                     trailers=self._summary_trailers(session_id, result.model, result.covers,
@@ -481,7 +477,7 @@ class SummaryMethods(SessionCore):
             parent = txn.head()
             assert parent is not None  # a session exists, so a commit does
             message = "\n\n".join([
-                f"Review summary of {_one_line(session_id, 40)}: drops "
+                f"Review summary of {one_line(session_id, 40)}: drops "
                 f"{len(report.dropped)} of {len(report.previous_facts)} facts",
                 report.render(),
                 "\n".join(f"{k}: {v}" for k, v in self._summary_trailers(
@@ -560,7 +556,7 @@ class SummaryMethods(SessionCore):
                 if moved:
                     extra["Archived"] = str(moved)
                 return txn.commit(
-                    f"Accept reviewed summary of {_one_line(session_id, 40)}",
+                    f"Accept reviewed summary of {one_line(session_id, 40)}",
                     body=f"Summary held for review on {review.branch} ({sha[:12]}), accepted.",
                     trailers=self._summary_trailers(session_id, held.model or "unknown",
                                                     covers, trailers.get("Gitmem-Fallback"),

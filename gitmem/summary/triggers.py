@@ -8,32 +8,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import chain
-from typing import TYPE_CHECKING
-
-from gitmem.models import (
-    Interaction,
-    Summary,
-    as_aware,
-)
-from gitmem.store.config import parse_float, parse_int, unknown_key
-from gitmem.summary.engines import TOPIC_SHIFT, TURNS
-from gitmem.summary.extractive import (
-    cosine,
-    tf_vector,
-)
-from gitmem.text import name_terms, topic_terms
-
-if TYPE_CHECKING:
-    pass  # imported when first used: it takes ~0.4 s, too slow for every CLI call
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from gitmem.errors import ConfigError
+from gitmem.models import Interaction, Summary, as_aware
 from gitmem.store.config import (
     is_off,
     parse_bool,
     parse_choice,
+    parse_float,
+    parse_int,
+    unknown_key,
 )
-from gitmem.summary.engines import IDLE, MANUAL, LLMConfig
+from gitmem.summary.engines import IDLE, MANUAL, TOPIC_SHIFT, TURNS, LLMConfig
+from gitmem.summary.extractive import cosine, tf_vector
+from gitmem.text import name_terms, topic_terms
 
 TRIGGERS = (MANUAL, TURNS, TOPIC_SHIFT, IDLE)
 

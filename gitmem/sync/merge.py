@@ -29,8 +29,10 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from gitmem.errors import ConflictError
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
+from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
+from gitmem.text import one_line
 
 T = TypeVar("T")
 
@@ -58,9 +60,7 @@ class MergeNote:
 
     def describe(self) -> str:
         """One readable line (the dropped text is shown shortened)."""
-        short = " ".join(self.dropped.split())
-        if len(short) > 80:
-            short = short[:79] + "…"
+        short = one_line(self.dropped, 80)
         if self.kind == "summary":
             return (
                 f"{self.session_id}: both sides rewrote the summary; kept the newer, "
@@ -155,11 +155,11 @@ def merge_texts(
         ParseError: one of the versions does not parse (a person has to decide).
         ConflictError: the versions are of different sessions.
     """
-    base_session = markdown.parse_bytes(base, f"{path} (base)") if base else None
-    ours_session = markdown.parse_bytes(ours, f"{path} (ours)")
-    theirs_session = markdown.parse_bytes(theirs, f"{path} (theirs)")
+    base_session = parse_bytes(base, f"{path} (base)") if base else None
+    ours_session = parse_bytes(ours, f"{path} (ours)")
+    theirs_session = parse_bytes(theirs, f"{path} (theirs)")
     result = merge_sessions(base_session, ours_session, theirs_session)
-    return markdown.render(result.session).encode("utf-8"), result.notes
+    return render(result.session).encode("utf-8"), result.notes
 
 
 def _text(value: object) -> str:

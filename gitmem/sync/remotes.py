@@ -1,6 +1,7 @@
 """Remotes of a store: add, list, fetch, push and clone, by running the git binary.
 
-Part of the repository layer. Authentication is whatever git already uses (ssh agent,
+The network side of sharing; every command goes through :func:`gitmem.store.git.run_git`.
+Authentication is whatever git already uses (ssh agent,
 credential helper); gitmem never sees or stores a secret. Commands never wait for a
 password prompt (``GIT_TERMINAL_PROMPT=0``): a remote that needs one fails with a message.
 """
@@ -19,7 +20,7 @@ from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
 from gitmem.store.git import NETWORK_TIMEOUT, GitResult, redact, run_git
 from gitmem.store.repository import Repository
 
-log = logging.getLogger("gitmem.sharing")
+log = logging.getLogger("gitmem.sharing")  # its 0.1 name: logging configs refer to it
 
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
