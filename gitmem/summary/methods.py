@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict, Unpack
 from urllib.parse import unquote, urlsplit
 
 from gitmem.core import SessionCore
@@ -80,6 +81,17 @@ def _trailer_values(message: str) -> dict[str, str]:
         if sep and key.startswith("Gitmem-"):
             found.setdefault(key, value.strip())
     return found
+
+
+class SummarizeOptions(TypedDict, total=False):
+    """The options of :meth:`SummaryMethods.summarize` and ``summarize_outcome`` (the defaults
+    are those of ``_summarize``: a manual trigger, the configured summarizer, all turns)."""
+
+    trigger: str
+    summarizer: Summarizer | None
+    offline: bool
+    count: int | None
+    reason: str
 
 
 class SummaryMethods(SessionCore):
@@ -151,16 +163,7 @@ class SummaryMethods(SessionCore):
 
     # --- summarizing ----------------------------------------------------------------------
 
-    def summarize(
-        self,
-        session_id: str,
-        *,
-        trigger: str = MANUAL,
-        summarizer: Summarizer | None = None,
-        offline: bool = False,
-        count: int | None = None,
-        reason: str = "",
-    ) -> str:
+    def summarize(self, session_id: str, **options: Unpack[SummarizeOptions]) -> str:
         """Summarize the turns not yet covered by the session's summary; one commit.
 
         Args:
@@ -172,36 +175,29 @@ class SummaryMethods(SessionCore):
             reason: why (goes into the commit message).
 
         Returns:
-            The summary commit's id.
+            The summary commit's id (:meth:`summarize_outcome` returns the whole outcome).
 
         Raises:
             SessionNotFound, NothingToSummarize; SummaryRefused or SummaryHeldForReview when
             the loss guard fires; ConflictError if the summary changed meanwhile.
         """
-        return self._summarize(session_id, trigger, summarizer, offline, count, reason)[0]
+        return self._summarize(session_id, **options)[0]
 
-    def summarize_outcome(
-        self,
-        session_id: str,
-        *,
-        trigger: str = MANUAL,
-        summarizer: Summarizer | None = None,
-        offline: bool = False,
-        count: int | None = None,
-        reason: str = "",
-    ) -> SummaryOutcome:
-        """Like :meth:`summarize`, but returns what happened: the commit, the model that
-        wrote the summary and, if the LLM failed, why it fell back to the offline one.
-
-        Raises what :meth:`summarize` raises.
+    def summarize_outcome(self, session_id: str, **options: Unpack[SummarizeOptions]
+                          ) -> SummaryOutcome:
+        """Like :meth:`summarize` (same arguments), but returns what happened: the commit, the
+        model that wrote the summary and, if the LLM failed, why it fell back to the offline
+        one. Raises what :meth:`summarize` raises.
         """
-        sha, result = self._summarize(session_id, trigger, summarizer, offline, count, reason)
-        return SummaryOutcome(session_id=session_id, status="committed", trigger=trigger,
-                              reason=reason, commit=sha, model=result.model,
+        sha, result = self._summarize(session_id, **options)
+        return SummaryOutcome(session_id=session_id, status="committed",
+                              trigger=options.get("trigger", MANUAL),
+                              reason=options.get("reason", ""), commit=sha, model=result.model,
                               fallback=result.fallback)
 
-    def _summarize(self, session_id: str, trigger: str, summarizer: Summarizer | None,
-                   offline: bool, count: int | None, reason: str) -> tuple[str, SummaryResult]:
+    def _summarize(self, session_id: str, *, trigger: str = MANUAL,
+                   summarizer: Summarizer | None = None, offline: bool = False,
+                   count: int | None = None, reason: str = "") -> tuple[str, SummaryResult]:
         if trigger not in TRIGGERS:
             raise ValidationError(f"unknown summary trigger {trigger!r} (one of {TRIGGERS})")
         if self._in_batch():
@@ -293,8 +289,9 @@ class SummaryMethods(SessionCore):
         outcome = SummaryOutcome(session_id=session_id, status="committed", trigger=trigger,
                                  reason=reason)
         try:
-            outcome.commit, result = self._summarize(session_id, trigger, summarizer, offline,
-                                                     count, reason)
+            outcome.commit, result = self._summarize(
+                session_id, trigger=trigger, summarizer=summarizer, offline=offline, count=count,
+                reason=reason)
             outcome.model, outcome.fallback = result.model, result.fallback
         except SummaryHeldForReview as exc:
             outcome.status, outcome.commit, outcome.error = "review", exc.commit, str(exc)
