@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import click
 
@@ -110,6 +110,20 @@ def parse_when(value: str | None, name: str, secrets: SecretConfig | None = None
     except ValueError:
         raise click.BadParameter(f"not an ISO date/time: {shown_value(value, secrets)}",
                                  param_hint=name) from None  # fmt: skip
+
+
+class Period(TypedDict):
+    """The ``--since``/``--until`` pair, as keyword arguments of the manager's filters."""
+
+    since: datetime | None
+    until: datetime | None
+
+
+def parse_period(since: str | None, until: str | None, secrets: SecretConfig | None = None
+                 ) -> Period:
+    """``--since`` and ``--until`` parsed as :func:`parse_when` does, to pass on as ``**``."""
+    return Period(since=parse_when(since, "--since", secrets),
+                  until=parse_when(until, "--until", secrets))  # fmt: skip
 
 
 @contextlib.contextmanager

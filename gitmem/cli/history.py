@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import Context, cli, emit, parse_when, pass_ctx, rev_option
+from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx, rev_option
 
 
 @cli.command("log")
@@ -31,16 +31,8 @@ def log_(
 ) -> None:
     """The audit trail of a session (or of the whole store), newest first."""
     mm = ctx.manager()
-    revisions = mm.history(
-        session_id,
-        op=op,
-        agent=by_agent,
-        model=by_model,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        limit=limit,
-        changes=changes,
-    )
+    revisions = mm.history(session_id, op=op, agent=by_agent, model=by_model, limit=limit,
+                           changes=changes, **parse_period(since, until, mm.secret_config))
 
     def text() -> str:
         lines = []
@@ -147,14 +139,8 @@ def undo(
     if not (by_agent or by_model):
         raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
     mm = ctx.manager()
-    result = mm.revert_where(
-        agent=by_agent,
-        model=by_model,
-        op=op,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        dry_run=dry_run,
-    )
+    result = mm.revert_where(agent=by_agent, model=by_model, op=op, dry_run=dry_run,
+                             **parse_period(since, until, mm.secret_config))
 
     def text() -> str:
         if not result.reverted:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import Context, cli, emit, parse_when, pass_ctx
+from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
 from gitmem.importers import locomo
 
 
@@ -33,9 +33,8 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
     mm = ctx.manager()
     hits = mm.search(
         query, k, tags=tags, project=project, participant=participant,
-        session=sessions or None, since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config), include_links=links,
-        explain=explain,
+        session=sessions or None, **parse_period(since, until, mm.secret_config),
+        include_links=links, explain=explain,
     )  # fmt: skip
 
     def text() -> str:

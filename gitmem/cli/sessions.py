@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import Context, cli, emit, parse_when, pass_ctx, rev_option
+from gitmem.cli.base import Context, cli, emit, parse_period, parse_when, pass_ctx, rev_option
 from gitmem.errors import SessionNotFound
 from gitmem.format import parse as markdown
 from gitmem.models import Message
@@ -135,14 +135,8 @@ def list_(
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
         commit = mm.resolve(at) if at else None
-    sessions = mm.list_sessions(
-        tags=tags,
-        participant=participant,
-        project=project,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        commit=commit,
-    )
+    sessions = mm.list_sessions(tags=tags, participant=participant, project=project,
+                                commit=commit, **parse_period(since, until, mm.secret_config))
     rows = [views.session_summary(s) for s in sessions]
     emit(
         ctx,
