@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store.gitindex import Index, stat_fields
-from gitmem.store.locks import LockingMixin, owner_is_dead
+from gitmem.store.locks import owner_is_dead
 from gitmem.store.objects import MODE_TREE, Tree, object_id
 from gitmem.store.worktree import WorktreeMixin
 
@@ -50,7 +50,7 @@ _OS_ADVICE = {
 }
 
 
-class RecoveryMixin(LockingMixin, WorktreeMixin):
+class RecoveryMixin(WorktreeMixin):
     """Crash recovery and error reporting for ``Repository`` (see the module docs)."""
 
     root: Path
