@@ -166,6 +166,3 @@ def restore(ctx: Context, session_id: str, rev: str | None) -> None:
     with rev_option(rev, "--rev", mm.secret_config):
         sha = mm.restore_session(session_id, rev)
     _written(ctx, sha, "restored", "nothing written")
-
-
-# --- reliability ---

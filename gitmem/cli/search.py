@@ -173,6 +173,3 @@ def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None
         locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
         f"index {result['index_s']} s ({', '.join(result['conversations'])})"
     ))  # fmt: skip
-
-
-# --- sharing ---

@@ -186,9 +186,6 @@ def demo(ctx: Context, path: str | None) -> None:
     emit(ctx, {"path": str(target), "log": "\n".join(lines).splitlines()}, str)
 
 
-# --- retrieval ---
-
-
 @cli.command()
 @pass_ctx
 def scan(ctx: Context) -> None:
@@ -200,8 +197,8 @@ def scan(ctx: Context) -> None:
             return "no secrets found in history"
         still = sum(1 for f in findings if f.at_head)
         lines = [str(f) for f in findings]
-        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate "
-                     "each key, then purge history (README: Reliability and security)")
+        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate each "
+                     "key, then purge history (docs/reliability.md: Secrets already in history)")
         return "\n".join(lines)
 
     emit(ctx, [f.to_dict() for f in findings], text)

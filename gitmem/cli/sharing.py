@@ -141,6 +141,3 @@ def hooks_install(ctx: Context) -> None:
     """Install the pre-commit, post-merge and post-checkout hooks (existing ones still run)."""
     written = ctx.manager().install_hooks()
     emit(ctx, [str(p) for p in written], lambda: "\n".join(f"installed {p}" for p in written))
-
-
-# --- summaries ---

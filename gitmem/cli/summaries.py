@@ -96,6 +96,3 @@ def review_reject(ctx: Context, session_id: str) -> None:
     sha = ctx.manager().review_reject(session_id)
     emit(ctx, {"session_id": session_id, "dropped": sha},
           lambda: f"dropped {sha[:12]}")
-
-
-# --- history ---

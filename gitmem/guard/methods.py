@@ -245,7 +245,7 @@ class GuardMethods:
         if size > limit:
             raise ValidationError(
                 f"{what} is {size:,} bytes, over the {limit:,}-byte limit "
-                "(gitmem.security.MAX_MESSAGE_BYTES; set mm.max_message_bytes to change it); "
+                "(gitmem.guard.methods.MAX_MESSAGE_BYTES; set mm.max_message_bytes to change it); "
                 "store large documents as files and save a reference to them"
             )
 
@@ -346,6 +346,6 @@ class GuardMethods:
         (binary files too), in file names, in commit and tag messages and in author,
         committer and tagger names. Oldest first; a secret is shown masked, never in full.
 
-        To purge one, see the README (section "Reliability and security").
+        To purge one, see ``docs/reliability.md`` (section "Secrets already in history").
         """
         return scan_repository(self._repo, config or self.secret_config)

@@ -37,7 +37,6 @@ from gitmem.store.worktree import WorktreeMixin
 
 log = logging.getLogger("gitmem")
 
-
 # what to do about an OSError while writing, by errno
 _OS_ADVICE = {
     errno.ENOSPC: "the disk is full: free some space, then save again",
