@@ -3,7 +3,7 @@
 :class:`GuardMethods` sits below the core in the layer order: ``SessionCore`` inherits it,
 so the save path guards every write. Every write builds the new ``Session`` and hands it to
 :meth:`GuardMethods._guard` before it is rendered: new message content,
-summary text and metadata values are scanned (``gitmem.secrets``), each secret is replaced
+summary text and metadata values are scanned (``gitmem.guard.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
 trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
 that names something (session id, interaction id, metadata key) is refused
