@@ -24,20 +24,15 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from gitmem.errors import Diagnostic, ValidationError
 from gitmem.guard.secrets import SecretConfig
 from gitmem.manager import MemoryManager
-from gitmem.models import (
-    BatchResult,
-    Language,
-)
+from gitmem.models import BatchResult, Language
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
-from gitmem.store.repository import Housekeeping, Repository
+from gitmem.store.repository import Repository
 from gitmem.summary.engines import Summarizer
 from gitmem.summary.triggers import SummaryConfig
 
 P = ParamSpec("P")
-
 T = TypeVar("T")
-
 
 # the batch running in this context: (the manager it belongs to, its one worker thread)
 _BATCH: contextvars.ContextVar[tuple[MemoryManager, ThreadPoolExecutor] | None] = (
@@ -96,6 +91,30 @@ class _Coroutine(Generic[P, T]):
     def __get__(self, obj: AsyncMemoryManager | None, owner: type | None = None
                 ) -> Callable[..., Any]:
         return self.call if obj is None else types.MethodType(self.call, obj)
+
+
+def _opened_as(
+    opens: Callable[P, MemoryManager],
+) -> Callable[
+    [Callable[[AsyncMemoryManager, MemoryManager], None]],
+    Callable[Concatenate[AsyncMemoryManager, P], None],
+]:
+    """Give ``AsyncMemoryManager.__init__`` the parameters of ``MemoryManager``'s own.
+
+    The decorated body receives the manager ``opens`` made from them, so a new constructor
+    parameter on the manager needs no edit here (as with :class:`_Coroutine`).
+    """
+
+    def decorate(
+        body: Callable[[AsyncMemoryManager, MemoryManager], None],
+    ) -> Callable[Concatenate[AsyncMemoryManager, P], None]:
+        @functools.wraps(MemoryManager.__init__)
+        def __init__(amm: AsyncMemoryManager, /, *args: P.args, **kwargs: P.kwargs) -> None:
+            body(amm, opens(*args, **kwargs))
+
+        return __init__
+
+    return decorate
 
 
 class AsyncBatch:
@@ -161,28 +180,11 @@ class AsyncMemoryManager:
     path = _Setting[Path](writable=False)
     repository = _Setting[Repository](writable=False)
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        init: bool = False,
-        agent: str = "gitmem",
-        email: str | None = None,
-        model: str | None = None,
-        language: Language = "en",
-        namespace: str | None = None,
-        housekeeping: Housekeeping | None = None,
-        lock_timeout: float = 30.0,
-        adopt: bool = False,
-    ) -> None:
-        manager = MemoryManager(
-            path, init=init, agent=agent, email=email, model=model, language=language,
-            namespace=namespace, housekeeping=housekeeping, lock_timeout=lock_timeout,
-            adopt=adopt,
-        )  # fmt: skip
-        object.__setattr__(self, "manager", manager)
-
     manager: MemoryManager
+
+    @_opened_as(MemoryManager)
+    def __init__(self, manager: MemoryManager) -> None:
+        object.__setattr__(self, "manager", manager)
 
     def __setattr__(self, name: str, value: object) -> None:
         # a setting goes to the wrapped manager; a misspelt one fails instead of being lost

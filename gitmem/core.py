@@ -77,19 +77,8 @@ C = TypeVar("C", bound="SessionCore")
 class SessionCore(GuardMethods):
     """Long-term conversation memory in a git repository of Markdown files (the core).
 
-    Args:
-        path: the store's folder (a git repository with a working tree).
-        init: create the store if it does not exist yet.
-        agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
-        email: the author email (default ``<agent>@gitmem.local``).
-        model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
-        language: labels for new session files, ``"en"`` or ``"zh"``.
-        namespace: keep this manager's sessions apart from other namespaces.
-        housekeeping: when to pack loose objects in the background.
-        adopt: with ``init``, make an existing git repository that is not a store one on
-            purpose (a commit adding the gitmem merge attributes); without it such a
-            repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
-            repository that is not a store when opened without ``init``.
+    The state and the save path every ``<feature>/methods.py`` class builds on; callers use
+    :class:`~gitmem.manager.MemoryManager`, which composes them.
     """
 
     def __init__(
@@ -106,6 +95,23 @@ class SessionCore(GuardMethods):
         lock_timeout: float = 30.0,
         adopt: bool = False,
     ) -> None:
+        """Open the store at ``path`` (with ``init``, create it first).
+
+        Args:
+            path: the store's folder (a git repository with a working tree).
+            init: create the store if it does not exist yet.
+            agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
+            email: the author email (default ``<agent>@gitmem.local``).
+            model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
+            language: labels for new session files, ``"en"`` or ``"zh"``.
+            namespace: keep this manager's sessions apart from other namespaces.
+            housekeeping: when to pack loose objects in the background.
+            lock_timeout: seconds to wait for the store's write lock before giving up.
+            adopt: with ``init``, make an existing git repository that is not a store one on
+                purpose (a commit adding the gitmem merge attributes); without it such a
+                repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
+                repository that is not a store when opened without ``init``.
+        """
         identity = agent_identity(agent, email)
         self.agent = identity.name
         self.model = model

@@ -15,19 +15,9 @@ from gitmem.sync.methods import SyncMethods
 class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods):
     """Long-term conversation memory in a git repository of Markdown files.
 
-    Args:
-        path: the store's folder (a git repository with a working tree).
-        init: create the store if it does not exist yet.
-        agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
-        email: the author email (default ``<agent>@gitmem.local``).
-        model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
-        language: labels for new session files, ``"en"`` or ``"zh"``.
-        namespace: keep this manager's sessions apart from other namespaces.
-        housekeeping: when to pack loose objects in the background.
-        adopt: with ``init``, make an existing git repository that is not a store one on
-            purpose (a commit adding the gitmem merge attributes); without it such a
-            repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
-            repository that is not a store when opened without ``init``.
+    ``MemoryManager(path, init=..., agent=..., ...)`` opens a store; the constructor's
+    arguments are documented on :meth:`SessionCore.__init__ <gitmem.core.SessionCore.__init__>`,
+    which ``help(MemoryManager)`` shows too.
     """
 
 

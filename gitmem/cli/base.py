@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import click
 
@@ -44,8 +44,9 @@ class Context:
         return MemoryManager(path, init=init, adopt=adopt, agent=self.agent, model=self.model)
 
 
-def emit(ctx: Context, as_json: bool, data: Any, text: Callable[[], str]) -> None:
-    if ctx.json or as_json:
+def emit(ctx: Context, data: Any, text: Callable[[], str]) -> None:
+    """Print ``data`` as one JSON document when ``--json`` was given, else ``text()``."""
+    if ctx.json:
         click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
     else:
         click.echo(text())
@@ -59,13 +60,10 @@ def _note_json(click_ctx: click.Context, _param: click.Parameter, value: bool) -
     return value
 
 
-def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, callback=_note_json,
-                        help="Print one JSON document.")(fn)  # fmt: skip
-
-
 class GitmemCommand(click.Command):
-    """A command that always takes ``--json``, even one with nothing but a message to say."""
+    """A command that takes ``--json`` after its name too. The flag only sets ``Context.json``
+    (the group's callback has made it before the command's options are parsed), which
+    :func:`emit` reads: no command needs a parameter for it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -112,6 +110,20 @@ def parse_when(value: str | None, name: str, secrets: SecretConfig | None = None
     except ValueError:
         raise click.BadParameter(f"not an ISO date/time: {shown_value(value, secrets)}",
                                  param_hint=name) from None  # fmt: skip
+
+
+class Period(TypedDict):
+    """The ``--since``/``--until`` pair, as keyword arguments of the manager's filters."""
+
+    since: datetime | None
+    until: datetime | None
+
+
+def parse_period(since: str | None, until: str | None, secrets: SecretConfig | None = None
+                 ) -> Period:
+    """``--since`` and ``--until`` parsed as :func:`parse_when` does, to pass on as ``**``."""
+    return Period(since=parse_when(since, "--since", secrets),
+                  until=parse_when(until, "--until", secrets))  # fmt: skip
 
 
 @contextlib.contextmanager

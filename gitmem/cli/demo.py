@@ -10,7 +10,6 @@ from gitmem.manager import MemoryManager
 
 _START = datetime(2024, 4, 15, 15, 30, 22, tzinfo=timezone(timedelta(hours=8)))
 
-
 _ASYNCIO_TURNS = [
     (
         "Recommend some books on Python asyncio.",
@@ -22,7 +21,6 @@ _ASYNCIO_TURNS = [
         "Then start with 'Using Asyncio in Python': about 160 pages.",
     ),
 ]
-
 
 _ZH_TURNS = [
     (

@@ -5,15 +5,7 @@ from __future__ import annotations
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import (
-    Context,
-    cli,
-    emit,
-    json_option,
-    parse_when,
-    pass_ctx,
-    rev_option,
-)
+from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx, rev_option
 
 
 @cli.command("log")
@@ -25,7 +17,6 @@ from gitmem.cli.base import (
 @click.option("--until", help="Only commits at or before this ISO date/time.")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
 @click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
-@json_option
 @pass_ctx
 def log_(
     ctx: Context,
@@ -37,20 +28,11 @@ def log_(
     until: str | None,
     limit: int | None,
     changes: bool,
-    as_json: bool,
 ) -> None:
     """The audit trail of a session (or of the whole store), newest first."""
     mm = ctx.manager()
-    revisions = mm.history(
-        session_id,
-        op=op,
-        agent=by_agent,
-        model=by_model,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        limit=limit,
-        changes=changes,
-    )
+    revisions = mm.history(session_id, op=op, agent=by_agent, model=by_model, limit=limit,
+                           changes=changes, **parse_period(since, until, mm.secret_config))
 
     def text() -> str:
         lines = []
@@ -60,18 +42,15 @@ def log_(
                 lines.extend(f"    {sid}: {label}" for label in labels)
         return "\n".join(lines) or "no commits match"
 
-    emit(ctx, as_json, [r.model_dump(mode="json") for r in revisions], text)
+    emit(ctx, [r.model_dump(mode="json") for r in revisions], text)
 
 
 @cli.command("diff")
 @click.argument("args", nargs=-1, required=True, metavar="SESSION A [B]")
 @click.option("--all", "whole", is_flag=True, help="Every session: the arguments are A [B].")
 @click.option("--structured", is_flag=True, help="Interactions, metadata and summary changes.")
-@json_option
 @pass_ctx
-def diff_(
-    ctx: Context, args: tuple[str, ...], whole: bool, structured: bool, as_json: bool
-) -> None:
+def diff_(ctx: Context, args: tuple[str, ...], whole: bool, structured: bool) -> None:
     """Differences of SESSION between revisions A and B (default B: HEAD).
 
     Revisions are shas, HEAD~N, branch names or ISO dates. With --all, the whole store.
@@ -91,14 +70,13 @@ def diff_(
 
     data = result.model_dump(mode="json")
     data["unified"] = result.unified
-    emit(ctx, as_json, data, text)
+    emit(ctx, data, text)
 
 
 @cli.command()
 @click.argument("session_id")
-@json_option
 @pass_ctx
-def blame(ctx: Context, session_id: str, as_json: bool) -> None:
+def blame(ctx: Context, session_id: str) -> None:
     """Who last changed each interaction and the summary of SESSION, and when."""
     entries = ctx.manager().blame(session_id)
 
@@ -112,34 +90,32 @@ def blame(ctx: Context, session_id: str, as_json: bool) -> None:
             )
         return "\n".join(lines) or "the session is empty"
 
-    emit(ctx, as_json, [e.model_dump(mode="json") for e in entries], text)
+    emit(ctx, [e.model_dump(mode="json") for e in entries], text)
 
 
-def _written(ctx: Context, as_json: bool, sha: str | None, what: str, unchanged: str) -> None:
-    emit(ctx, as_json, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
+def _written(ctx: Context, sha: str | None, what: str, unchanged: str) -> None:
+    emit(ctx, {"commit": sha}, lambda: f"{what}: {sha}" if sha else unchanged)
 
 
 @cli.command()
 @click.argument("session_id")
 @click.option("--to", "to", required=True, metavar="REV|DATE", help="The revision to go back to.")
-@json_option
 @pass_ctx
-def rollback(ctx: Context, session_id: str, to: str, as_json: bool) -> None:
+def rollback(ctx: Context, session_id: str, to: str) -> None:
     """Restore SESSION as it was at a revision, as a new commit."""
     mm = ctx.manager()
     with rev_option(to, "--to", mm.secret_config):
         sha = mm.rollback(session_id, to=to)
-    _written(ctx, as_json, sha, "rolled back", "already in that state; nothing written")
+    _written(ctx, sha, "rolled back", "already in that state; nothing written")
 
 
 @cli.command()
 @click.argument("commit")
-@json_option
 @pass_ctx
-def revert(ctx: Context, commit: str, as_json: bool) -> None:
+def revert(ctx: Context, commit: str) -> None:
     """Undo exactly what COMMIT changed (part by part), as a new commit."""
     sha = ctx.manager().revert(commit)
-    _written(ctx, as_json, sha, "reverted", "already undone; nothing written")
+    _written(ctx, sha, "reverted", "already undone; nothing written")
 
 
 @cli.command()
@@ -149,7 +125,6 @@ def revert(ctx: Context, commit: str, as_json: bool) -> None:
 @click.option("--since", required=True, help="From this ISO date/time on.")
 @click.option("--until", help="Up to this ISO date/time.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be undone.")
-@json_option
 @pass_ctx
 def undo(
     ctx: Context,
@@ -159,20 +134,13 @@ def undo(
     since: str,
     until: str | None,
     dry_run: bool,
-    as_json: bool,
 ) -> None:
     """Undo everything an agent or model did since a date, as one commit."""
     if not (by_agent or by_model):
         raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
     mm = ctx.manager()
-    result = mm.revert_where(
-        agent=by_agent,
-        model=by_model,
-        op=op,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        dry_run=dry_run,
-    )
+    result = mm.revert_where(agent=by_agent, model=by_model, op=op, dry_run=dry_run,
+                             **parse_period(since, until, mm.secret_config))
 
     def text() -> str:
         if not result.reverted:
@@ -185,20 +153,16 @@ def undo(
             lines.append(f"committed {result.commit}" if result.commit else "nothing left to undo")
         return "\n".join(lines)
 
-    emit(ctx, as_json, result.model_dump(mode="json"), text)
+    emit(ctx, result.model_dump(mode="json"), text)
 
 
 @cli.command()
 @click.argument("session_id")
 @click.option("--rev", metavar="REV|DATE", help="The version to bring back (default: the last).")
-@json_option
 @pass_ctx
-def restore(ctx: Context, session_id: str, rev: str | None, as_json: bool) -> None:
+def restore(ctx: Context, session_id: str, rev: str | None) -> None:
     """Bring back a deleted SESSION from history, as a new commit."""
     mm = ctx.manager()
     with rev_option(rev, "--rev", mm.secret_config):
         sha = mm.restore_session(session_id, rev)
-    _written(ctx, as_json, sha, "restored", "nothing written")
-
-
-# --- reliability ---
+    _written(ctx, sha, "restored", "nothing written")

@@ -9,14 +9,7 @@ from typing import Any
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import (
-    Context,
-    cli,
-    emit,
-    json_option,
-    parse_when,
-    pass_ctx,
-)
+from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
 from gitmem.importers import locomo
 
 
@@ -32,18 +25,16 @@ from gitmem.importers import locomo
 @click.option("--until", help="Only turns at or before this ISO date/time.")
 @click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
 @click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
-@json_option
 @pass_ctx
 def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
            participant: str | None, sessions: tuple[str, ...], since: str | None,
-           until: str | None, links: bool, explain: bool, as_json: bool) -> None:
+           until: str | None, links: bool, explain: bool) -> None:
     """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
     mm = ctx.manager()
     hits = mm.search(
         query, k, tags=tags, project=project, participant=participant,
-        session=sessions or None, since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config), include_links=links,
-        explain=explain,
+        session=sessions or None, **parse_period(since, until, mm.secret_config),
+        include_links=links, explain=explain,
     )  # fmt: skip
 
     def text() -> str:
@@ -60,7 +51,7 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
                             "notes": hits.notes}
     if hits.explanation is not None:
         data["explanation"] = hits.explanation
-    emit(ctx, as_json, data, text)
+    emit(ctx, data, text)
 
 
 @cli.command()
@@ -73,10 +64,9 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
 @click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
               help="Recent turns of the session to include at most.")
 @click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
-@json_option
 @pass_ctx
 def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
-            explain: bool, as_json: bool) -> None:
+            explain: bool) -> None:
     """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
     mm = ctx.manager()
     messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
@@ -107,17 +97,16 @@ def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, 
     data: dict[str, Any] = {"session_id": session_id, "messages": list(messages)}
     if messages.explanation is not None:
         data["explanation"] = messages.explanation
-    emit(ctx, as_json, data, text)
+    emit(ctx, data, text)
 
 
 @cli.command()
-@json_option
 @pass_ctx
-def reindex(ctx: Context, as_json: bool) -> None:
+def reindex(ctx: Context) -> None:
     """Rebuild the search index from the store's HEAD (never needed for correctness)."""
     mm = ctx.manager()
     start = time.perf_counter()
-    quiet = ctx.json or as_json
+    quiet = ctx.json
     with click.progressbar(length=1, label="indexing sessions", file=sys.stderr,
                            hidden=quiet) as bar:  # fmt: skip
 
@@ -129,7 +118,7 @@ def reindex(ctx: Context, as_json: bool) -> None:
     seconds = time.perf_counter() - start
     data = {"commit": report.commit, "sessions": report.indexed,
             "unreadable": report.unreadable, "seconds": round(seconds, 3)}
-    emit(ctx, as_json, data, lambda: (
+    emit(ctx, data, lambda: (
         f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
         + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
     ))  # fmt: skip
@@ -143,12 +132,11 @@ def import_() -> None:
 @import_.command("locomo")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
-@json_option
 @pass_ctx
-def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> None:
+def import_locomo(ctx: Context, file: str, convs: str | None) -> None:
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
-    quiet = ctx.json or as_json
+    quiet = ctx.json
     result = locomo.import_locomo(
         mm, file, convs=convs,
         progress=None if quiet else (lambda text: click.echo(text, err=True)),
@@ -157,7 +145,7 @@ def import_locomo(ctx: Context, file: str, convs: str | None, as_json: bool) -> 
     if differing and not quiet:
         click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
                    "(session, interaction):\n  " + "\n  ".join(differing), err=True)
-    emit(ctx, as_json, result.to_dict(),
+    emit(ctx, result.to_dict(),
           lambda: f"imported {len(result.sessions)} sessions from {file}: "
           f"{len(result.added)} new turns"
           + ("" if result.commit else " (nothing changed, no commit)"))
@@ -173,19 +161,15 @@ def bench() -> None:
 @click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
 @click.option("--depth", default=50, show_default=True, type=click.IntRange(25, 1000),
               help="Hits asked per question.")
-@json_option
 @pass_ctx
-def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int, as_json: bool) -> None:
+def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None:
     """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
-    quiet = ctx.json or as_json
+    quiet = ctx.json
     result = locomo.bench_locomo(
         file, convs=convs, depth=depth,
         progress=None if quiet else (lambda text: click.echo(text, err=True)),
     )  # fmt: skip
-    emit(ctx, as_json, result, lambda: (
+    emit(ctx, result, lambda: (
         locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
         f"index {result['index_s']} s ({', '.join(result['conversations'])})"
     ))  # fmt: skip
-
-
-# --- sharing ---

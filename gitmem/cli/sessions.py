@@ -9,15 +9,7 @@ from pathlib import Path
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import (
-    Context,
-    cli,
-    emit,
-    json_option,
-    parse_when,
-    pass_ctx,
-    rev_option,
-)
+from gitmem.cli.base import Context, cli, emit, parse_period, parse_when, pass_ctx, rev_option
 from gitmem.errors import SessionNotFound
 from gitmem.format import parse as markdown
 from gitmem.models import Message
@@ -35,7 +27,7 @@ def init(ctx: Context, path: str | None, here: bool) -> None:
     if path:
         ctx.repo = path
     mm = ctx.manager(init=True, adopt=here)
-    emit(ctx, False, {"path": str(mm.path), "head": mm.head()},
+    emit(ctx, {"path": str(mm.path), "head": mm.head()},
           lambda: f"Initialized gitmem store in {mm.path}")  # fmt: skip
 
 
@@ -57,7 +49,6 @@ def init(ctx: Context, path: str | None, here: bool) -> None:
 )
 @click.option("--timestamp", help="ISO time of the turn (default: now).")
 @click.option("--id", "interaction_id", help="Interaction id (default: generated).")
-@json_option
 @pass_ctx
 def save(
     ctx: Context,
@@ -69,7 +60,6 @@ def save(
     meta: tuple[str, ...],
     timestamp: str | None,
     interaction_id: str | None,
-    as_json: bool,
 ) -> None:
     """Save one interaction to SESSION_ID as one commit."""
     turn: list[Message | dict[str, str]] = []
@@ -101,16 +91,15 @@ def save(
         tags=tags,
         metadata=metadata,
     )
-    emit(ctx, as_json, {"session_id": session_id, "commit": sha}, lambda: sha or "no change")
+    emit(ctx, {"session_id": session_id, "commit": sha}, lambda: sha or "no change")
 
 
 @cli.command()
 @click.argument("session_id")
 @click.option("--raw", is_flag=True, help="Print the Markdown file as stored.")
 @click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
-@json_option
 @pass_ctx
-def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool) -> None:
+def show(ctx: Context, session_id: str, raw: bool, at: str | None) -> None:
     """Show a session (parsed, or --raw Markdown)."""
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
@@ -118,11 +107,11 @@ def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool
     if session is None:
         when = f" at {at}" if at else ""
         raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
-    if raw and not (ctx.json or as_json):
+    if raw and not ctx.json:
         click.echo(markdown.render(session), nl=False)
         return
 
-    emit(ctx, as_json, session.model_dump(mode="json"), lambda: views.session_text(session))
+    emit(ctx, session.model_dump(mode="json"), lambda: views.session_text(session))
 
 
 @cli.command("list")
@@ -132,7 +121,6 @@ def show(ctx: Context, session_id: str, raw: bool, at: str | None, as_json: bool
 @click.option("--since", help="Last active at or after this ISO date/time.")
 @click.option("--until", help="Last active at or before this ISO date/time.")
 @click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
-@json_option
 @pass_ctx
 def list_(
     ctx: Context,
@@ -142,24 +130,16 @@ def list_(
     since: str | None,
     until: str | None,
     at: str | None,
-    as_json: bool,
 ) -> None:
     """List sessions, most recently active first."""
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
         commit = mm.resolve(at) if at else None
-    sessions = mm.list_sessions(
-        tags=tags,
-        participant=participant,
-        project=project,
-        since=parse_when(since, "--since", mm.secret_config),
-        until=parse_when(until, "--until", mm.secret_config),
-        commit=commit,
-    )
+    sessions = mm.list_sessions(tags=tags, participant=participant, project=project,
+                                commit=commit, **parse_period(since, until, mm.secret_config))
     rows = [views.session_summary(s) for s in sessions]
     emit(
         ctx,
-        as_json,
         rows,
         lambda: (
             "\n".join(
@@ -172,15 +152,13 @@ def list_(
 
 
 @cli.command()
-@json_option
 @pass_ctx
-def check(ctx: Context, as_json: bool) -> None:
+def check(ctx: Context) -> None:
     """Validate every memory file; print path:line problems, exit 1 if any."""
     mm = ctx.manager()
     problems = mm.check()
     emit(
         ctx,
-        as_json,
         [{"path": p.path, "line": p.line, "problem": p.problem} for p in problems],
         lambda: "\n".join(str(p) for p in problems) or "all memory files parse cleanly",
     )
@@ -205,16 +183,12 @@ def demo(ctx: Context, path: str | None) -> None:
         return
     lines: list[str] = []
     run_demo(target, echo=lines.append)
-    emit(ctx, True, {"path": str(target), "log": "\n".join(lines).splitlines()}, str)
-
-
-# --- retrieval ---
+    emit(ctx, {"path": str(target), "log": "\n".join(lines).splitlines()}, str)
 
 
 @cli.command()
-@json_option
 @pass_ctx
-def scan(ctx: Context, as_json: bool) -> None:
+def scan(ctx: Context) -> None:
     """Report secrets already in history (every branch), masked; exit 1 if any."""
     findings = ctx.manager().scan_history()
 
@@ -223,10 +197,10 @@ def scan(ctx: Context, as_json: bool) -> None:
             return "no secrets found in history"
         still = sum(1 for f in findings if f.at_head)
         lines = [str(f) for f in findings]
-        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate "
-                     "each key, then purge history (README: Reliability and security)")
+        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate each "
+                     "key, then purge history (docs/reliability.md: Secrets already in history)")
         return "\n".join(lines)
 
-    emit(ctx, as_json, [f.to_dict() for f in findings], text)
+    emit(ctx, [f.to_dict() for f in findings], text)
     if findings:
         sys.exit(1)

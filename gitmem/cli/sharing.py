@@ -9,14 +9,7 @@ from pathlib import Path
 import click
 
 from gitmem.cli import views
-from gitmem.cli.base import (
-    Context,
-    F,
-    cli,
-    emit,
-    json_option,
-    pass_ctx,
-)
+from gitmem.cli.base import Context, F, cli, emit, pass_ctx
 from gitmem.manager import MemoryManager
 from gitmem.sync.hooks import HOOK_NAMES
 
@@ -33,17 +26,16 @@ def remote() -> None:
 def remote_add(ctx: Context, name: str, url: str) -> None:
     """Add remote NAME at URL (authentication stays with git: ssh agent, credential helper)."""
     added = ctx.manager().remote_add(name, url)
-    emit(ctx, False, {"name": added.name, "url": added.url},
+    emit(ctx, {"name": added.name, "url": added.url},
           lambda: f"added remote {added.name} {added.url}")  # fmt: skip
 
 
 @remote.command("list")
-@json_option
 @pass_ctx
-def remote_list(ctx: Context, as_json: bool) -> None:
+def remote_list(ctx: Context) -> None:
     """List the remotes and their URLs."""
     found = ctx.manager().remotes()
-    emit(ctx, as_json, [{"name": r.name, "url": r.url} for r in found],
+    emit(ctx, [{"name": r.name, "url": r.url} for r in found],
           lambda: "\n".join(f"{r.name}\t{r.url}" for r in found) or "no remotes")  # fmt: skip
 
 
@@ -54,34 +46,31 @@ def _remote_options(fn: F) -> F:
 
 @cli.command()
 @_remote_options
-@json_option
 @pass_ctx
-def push(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+def push(ctx: Context, remote_name: str, branch: str | None) -> None:
     """Push the memory to REMOTE (default origin); refuses if the remote moved (use sync)."""
     sent = ctx.manager().push(remote_name, branch)
-    emit(ctx, as_json, {"remote": remote_name, "pushed": sent},
+    emit(ctx, {"remote": remote_name, "pushed": sent},
           lambda: "pushed" if sent else "remote already up to date")  # fmt: skip
 
 
 @cli.command()
 @_remote_options
-@json_option
 @pass_ctx
-def pull(ctx: Context, remote_name: str, branch: str | None, as_json: bool) -> None:
+def pull(ctx: Context, remote_name: str, branch: str | None) -> None:
     """Fetch REMOTE and merge its memory into this store (sessions merged by meaning)."""
     result = ctx.manager().pull(remote_name, branch)
-    emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "pull"))
+    emit(ctx, result.as_dict(), lambda: views.sync_text(result, "pull"))
 
 
 @cli.command()
 @_remote_options
 @click.option("--attempts", default=8, show_default=True, help="Rounds if the remote moves.")
-@json_option
 @pass_ctx
-def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int, as_json: bool) -> None:
+def sync(ctx: Context, remote_name: str, branch: str | None, attempts: int) -> None:
     """Fetch, merge and push REMOTE, retrying when it moved meanwhile."""
     result = ctx.manager().sync(remote_name, branch, attempts=attempts)
-    emit(ctx, as_json, result.as_dict(), lambda: views.sync_text(result, "sync"))
+    emit(ctx, result.as_dict(), lambda: views.sync_text(result, "sync"))
 
 
 @cli.command()
@@ -92,7 +81,7 @@ def clone(ctx: Context, url: str, path: str | None) -> None:
     """Clone the memory store at URL into PATH and wire its merge driver."""
     target = path or Path(url.rstrip("/")).name.removesuffix(".git") or "memory"
     mm = MemoryManager.clone(url, target, agent=ctx.agent, model=ctx.model)
-    emit(ctx, False, {"path": str(mm.path), "head": mm.head()},
+    emit(ctx, {"path": str(mm.path), "head": mm.head()},
           lambda: f"cloned {url} into {mm.path}")  # fmt: skip
 
 
@@ -151,9 +140,4 @@ def hooks() -> None:
 def hooks_install(ctx: Context) -> None:
     """Install the pre-commit, post-merge and post-checkout hooks (existing ones still run)."""
     written = ctx.manager().install_hooks()
-    emit(
-        ctx, False, [str(p) for p in written], lambda: "\n".join(f"installed {p}" for p in written)
-    )
-
-
-# --- summaries ---
+    emit(ctx, [str(p) for p in written], lambda: "\n".join(f"installed {p}" for p in written))

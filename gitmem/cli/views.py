@@ -10,13 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from gitmem.models import (
-    Hit,
-    Revision,
-    Session,
-    SessionDiff,
-    SummaryOutcome,
-)
+from gitmem.models import Hit, Revision, Session, SessionDiff, SummaryOutcome
 from gitmem.sync.methods import SyncResult
 
 

@@ -3,7 +3,7 @@
 :class:`GuardMethods` sits below the core in the layer order: ``SessionCore`` inherits it,
 so the save path guards every write. Every write builds the new ``Session`` and hands it to
 :meth:`GuardMethods._guard` before it is rendered: new message content,
-summary text and metadata values are scanned (``gitmem.secrets``), each secret is replaced
+summary text and metadata values are scanned (``gitmem.guard.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
 trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
 that names something (session id, interaction id, metadata key) is refused
@@ -245,7 +245,7 @@ class GuardMethods:
         if size > limit:
             raise ValidationError(
                 f"{what} is {size:,} bytes, over the {limit:,}-byte limit "
-                "(gitmem.security.MAX_MESSAGE_BYTES; set mm.max_message_bytes to change it); "
+                "(gitmem.guard.methods.MAX_MESSAGE_BYTES; set mm.max_message_bytes to change it); "
                 "store large documents as files and save a reference to them"
             )
 
@@ -346,6 +346,6 @@ class GuardMethods:
         (binary files too), in file names, in commit and tag messages and in author,
         committer and tagger names. Oldest first; a secret is shown masked, never in full.
 
-        To purge one, see the README (section "Reliability and security").
+        To purge one, see ``docs/reliability.md`` (section "Secrets already in history").
         """
         return scan_repository(self._repo, config or self.secret_config)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gitmem.errors import SecretRefused
 from gitmem.guard.secrets import Finding, SecretConfig, find_secrets, redact, trailer_value
 from gitmem.models import Session
-
-if TYPE_CHECKING:
-    pass
 
 
 def _secrets_in(data: bytes, config: SecretConfig) -> list[Finding]:

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
 
 MESSAGE_PATH = "(commit message)"
 
-
 # the other places that are not a file's lines; a file name's finding has line 0
 AUTHOR_PATH = "(author or committer)"
-
 
 TAG_PATH = "(tag message)"
 

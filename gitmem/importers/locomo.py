@@ -48,7 +48,6 @@ SESSION_KS = (1, 3)
 
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 
-
 _MONTHS = {
     name: at + 1
     for at, name in enumerate(
@@ -56,7 +55,6 @@ _MONTHS = {
          "september", "october", "november", "december"]
     )
 }
-
 
 _SESSION_KEY = re.compile(r"session_(\d+)")
 

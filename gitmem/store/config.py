@@ -17,11 +17,9 @@ _TRUE = frozenset({"true", "yes", "on"})
 
 _FALSE = frozenset({"false", "no", "off", ""})
 
-
 # git's integers (C's strtoimax, base detected): optional sign; 0x hexadecimal, a leading 0
 # octal, else decimal, in ASCII digits; optional k/m/g multiplier
 _INT = re.compile(r"([-+]?)(0x[0-9a-f]+|0[0-7]*|[1-9][0-9]*)([kmg]?)", re.IGNORECASE)
-
 
 _SCALE = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 

@@ -14,7 +14,6 @@ _ENTRY_HEAD = struct.Struct(">10I20sH")
 
 _EXTENDED_FLAG = 0x4000
 
-
 # Extensions that stay valid when entries change in a way we do not track: none of them is
 # needed for correctness, so they are dropped (git rebuilds caches like TREE on demand).
 _UNSUPPORTED_EXTENSIONS = (b"link", b"sdir")

@@ -18,10 +18,8 @@ if TYPE_CHECKING:
 
 _MARK = "\x1eGITMEM-LOG\x1f"
 
-
 # sha, parents, author name, author email, committer date, trailers, raw message
 FORMAT = _MARK + "%H%x00%P%x00%an%x00%ae%x00%cI%x00%(trailers:only,unfold)%x00%B"
-
 
 _FIELDS = 7
 

@@ -23,7 +23,6 @@ MODE_TREE = b"40000"
 
 MODE_GITLINK = b"160000"
 
-
 # Big objects (the sessions tree of a large store) are stored without compression on the
 # save path: zlib costs ~4 ms per 450 kB, and the periodic repack delta-compresses them anyway.
 _STORE_UNCOMPRESSED_ABOVE = 64 * 1024

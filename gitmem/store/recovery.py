@@ -31,12 +31,11 @@ from typing import TYPE_CHECKING
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store.gitindex import Index, stat_fields
-from gitmem.store.locks import LockingMixin, owner_is_dead
+from gitmem.store.locks import owner_is_dead
 from gitmem.store.objects import MODE_TREE, Tree, object_id
 from gitmem.store.worktree import WorktreeMixin
 
 log = logging.getLogger("gitmem")
-
 
 # what to do about an OSError while writing, by errno
 _OS_ADVICE = {
@@ -50,7 +49,7 @@ _OS_ADVICE = {
 }
 
 
-class RecoveryMixin(LockingMixin, WorktreeMixin):
+class RecoveryMixin(WorktreeMixin):
     """Crash recovery and error reporting for ``Repository`` (see the module docs)."""
 
     root: Path

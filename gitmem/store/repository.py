@@ -49,7 +49,6 @@ Each file under `sessions/` is one conversation session in Markdown; every save 
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 
-
 GITATTRIBUTES = (
     "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
     "namespaces/**/*.md merge=gitmem text eol=lf\n"

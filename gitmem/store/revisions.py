@@ -21,11 +21,10 @@ from gitmem.store.gitlog import (
     parse_diff_tree,
     parse_log,
 )
+from gitmem.store.logcache import LogCache
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-
-    from gitmem.store.logcache import LogCache
 
 
 class RevisionsMixin(GitCommands):
@@ -176,8 +175,6 @@ class RevisionsMixin(GitCommands):
 
     def _cache(self) -> LogCache:
         if self._history_cache is None:
-            from gitmem.store.logcache import LogCache
-
             self._history_cache = LogCache(self, self.state_dir / "history")
         return self._history_cache
 

@@ -44,7 +44,6 @@ from gitmem.store.recovery import RecoveryMixin
 
 T = TypeVar("T")
 
-
 # how often a save is rebuilt on a branch that keeps moving under it before it gives up
 MAX_REBUILDS = 20
 
