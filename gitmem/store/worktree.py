@@ -3,7 +3,7 @@
 A save's files are written atomically (temp file, fsync, rename; the replaced file kept as a
 backup until the branch has moved) and their index entries patched, so ``git status
 --porcelain`` stays empty and a person's own ``git commit`` can never undo a save.
-``Repository`` inherits :class:`WorktreeMixin`.
+``Repository`` inherits :class:`WorktreeLayer`.
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ import itertools
 import os
 import stat
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
 from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index, stat_fields
-from gitmem.store.locks import naming
+from gitmem.store.locks import LockingLayer, naming
 from gitmem.store.objects import object_id
 
 _SEQ = itertools.count()
@@ -52,26 +50,8 @@ def read_regular(target: Path) -> bytes | None:
         os.close(fd)
 
 
-class WorktreeMixin:
+class WorktreeLayer(LockingLayer):
     """Working files and their index entries."""
-
-    root: Path
-    git_dir: Path
-    state_dir: Path
-    _index: tuple[bytes, Index] | None
-    _prepared: list[Path]
-
-    if TYPE_CHECKING:
-
-        def _locked_write(
-            self,
-            target: Path,
-            data: bytes,
-            check: Callable[[], bool] | None = None,
-            *,
-            in_place: bool = True,
-        ) -> bool: ...
-        def _overwrite(self, target: Path, data: bytes) -> None: ...
 
     def _safe_target(self, path: str) -> Path:
         """The absolute working-tree path for ``path``, refusing symlinks on the way."""
