@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 PROCESS_MODULES = {"store/git.py": "the git runner itself"}
 
 # the third-party git libraries: object reads through GitPython's cat-file pipes only
-GITPYTHON_MODULES = {"store/repository.py"}
+GITPYTHON_MODULES = {"store/base.py", "store/repository.py"}
 
 SECRET = "s3cret-Pa55"
 
@@ -52,7 +52,7 @@ def _problems(name: str, tree: ast.Module) -> list[str]:
     if {"subprocess", "pty", "multiprocessing"} & imported and name not in PROCESS_MODULES:
         found.append(f"{name}: imports subprocess; run git through gitmem.store.git.run_git")
     if {"git", "gitdb"} & imported and name not in GITPYTHON_MODULES:
-        found.append(f"{name}: imports GitPython/gitdb; only store/repository.py may")
+        found.append(f"{name}: imports GitPython/gitdb; only {sorted(GITPYTHON_MODULES)} may")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue

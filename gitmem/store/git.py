@@ -1,12 +1,13 @@
 """The one way gitmem runs the git binary: safe ``-c`` options, environment, timeouts, errors.
 
 Every git process gitmem starts goes through :func:`run_git` (the ``cat-file`` pipes that
-GitPython keeps open for object reads, in ``repository.py``, get the same safe options), so
+GitPython keeps open for object reads, in ``base.py``, get the same safe options), so
 one place answers: which of the store's own settings may run code (none: a store that
 arrives as a copied folder may carry hooks or an fsmonitor command in ``.git``), what the
 environment is (never a password prompt, messages in English), how long a command may take,
 and what a failure says (the command, its exit status and the end of git's message, with no
-password from a URL). :class:`GitCommands` gives ``Repository`` its git-running methods.
+password from a URL). :class:`GitCommands` gives ``Repository`` its git-running methods (the
+bottom of its chain of layers).
 
 Kept light (no GitPython): the merge driver imports it, and git starts the driver once per
 merged file.
@@ -161,11 +162,14 @@ def run_git(
 
 
 class GitCommands:
-    """The methods of ``Repository`` that run git in the store (through :func:`run_git`)."""
+    """The methods of ``Repository`` that run git in the store (through :func:`run_git`):
+    the bottom of its chain of layers (``base.py``), which opens the store and passes up
+    the two folders these need."""
 
-    root: Path
-    git_dir: Path
-    ref_updates: int
+    def __init__(self, root: Path, git_dir: Path) -> None:
+        self.root = root  # the working tree's top folder
+        self.git_dir = git_dir
+        self.ref_updates = 0  # bumped whenever this object moves a ref
 
     def git(self, *args: str) -> str:
         """Run a read-only git command in the store and return its output (text, without the

@@ -6,7 +6,7 @@ plus an in-process lock per store. Files git itself locks (refs, the index) are 
 holding git's ``<file>.lock``, so a person's git command and gitmem never interleave. gitmem
 removes only git locks it can prove dead (its own, naming a process that is gone); a person's
 lock is waited for, then the save fails naming it.
-``Repository`` inherits :class:`LockingMixin`.
+``Repository`` inherits :class:`LockingLayer`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gitmem.errors import LockTimeout
+from gitmem.store.revisions import RevisionsLayer
 
 _HELD = threading.local()
 
@@ -72,23 +73,15 @@ def owner_text(raw: bytes) -> str:
     return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
 
 
-class LockingMixin:
+class LockingLayer(RevisionsLayer):
     """The write lock, the journal slot in the lock file, and git lock files."""
 
-    root: Path
-    git_dir: Path
-    state_dir: Path
-    lock_timeout: float
-    _lock_handle: int | None
-    _git_locks_held: set[Path]  # git lock files this writer holds now
-    _owner: bytes
+    def _recover(self) -> None:
+        """Repair what a dead writer left, on taking the write lock: nothing at this layer.
 
-    if TYPE_CHECKING:
-
-        def _recover(self) -> None: ...
-        def _os_errors(
-            self, doing: str, where: Path | None = None
-        ) -> contextlib.AbstractContextManager[None]: ...
+        :class:`~gitmem.store.recovery.RecoveryLayer` overrides it: the repair needs the
+        working tree and the index, which sit above the locks.
+        """
 
     def _held(self) -> bool:
         """True if this thread holds the store's write lock already."""

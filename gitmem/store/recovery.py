@@ -1,4 +1,4 @@
-"""Recovery for ``Repository``: finishing or undoing a save whose writer died, clear errors.
+"""Recovery for ``Repository``: finishing or undoing a save whose writer died.
 
 A writer can be killed at any instruction. What it may leave behind, and what repairs it:
 
@@ -12,60 +12,31 @@ A writer can be killed at any instruction. What it may leave behind, and what re
   ``Repository._git_lock``); any other lock may be a person's live git command and is
   never removed, only waited for; temp files older than a minute: swept.
 
-``Repository`` inherits :class:`RecoveryMixin`.
+``Repository`` inherits :class:`RecoveryLayer`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from stat import S_ISREG
-from typing import TYPE_CHECKING
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store.gitindex import Index, stat_fields
 from gitmem.store.locks import owner_is_dead
-from gitmem.store.objects import MODE_TREE, Tree, object_id
-from gitmem.store.worktree import WorktreeMixin
+from gitmem.store.objects import MODE_TREE, object_id
+from gitmem.store.worktree import WorktreeLayer
 
 log = logging.getLogger("gitmem")
 
-# what to do about an OSError while writing, by errno
-_OS_ADVICE = {
-    errno.ENOSPC: "the disk is full: free some space, then save again",
-    errno.EDQUOT: "the disk quota is used up: free some space, then save again",
-    errno.EROFS: "the file system is read-only: open the store from a writable place",
-    errno.EACCES: "permission denied: check the owner and mode of the store's files",
-    errno.EPERM: "operation not permitted: check the owner and mode of the store's files",
-    errno.EFBIG: "the file is larger than the file-size limit (see `ulimit -f`)",
-    errno.EIO: "an I/O error: check the disk",
-}
 
-
-class RecoveryMixin(WorktreeMixin):
-    """Crash recovery and error reporting for ``Repository`` (see the module docs)."""
-
-    root: Path
-    git_dir: Path
-    state_dir: Path
-    _thread_lock: threading.RLock
-    _index: tuple[bytes, Index] | None
-
-    if TYPE_CHECKING:
-
-        def head(self) -> str | None: ...
-        def entry(self, path: str, commit: str | None = None) -> tuple[bytes, str] | None: ...
-        def blob(self, hexsha: str) -> bytes: ...
-        def tree(self, hexsha: str) -> Tree: ...
-        def commit_tree(self, commit: str) -> str: ...
-        def _check_fork(self) -> None: ...
+class RecoveryLayer(WorktreeLayer):
+    """Crash recovery for ``Repository`` (see the module docs)."""
 
     def recover(self) -> bool:
         """Finish or undo a save whose writer died half-way, if no writer holds the lock.
@@ -97,25 +68,6 @@ class RecoveryMixin(WorktreeMixin):
         finally:
             self._thread_lock.release()
 
-    @contextlib.contextmanager
-    def _os_errors(self, doing: str, where: Path | None = None) -> Iterator[None]:
-        """Turn an OSError into a RepositoryError that says where, and what to do."""
-        try:
-            yield
-        except OSError as exc:
-            place = f"{exc.filename or where or self.root}"
-            if exc.filename2:
-                place += f" -> {exc.filename2}"
-            advice = _OS_ADVICE.get(exc.errno or 0, "check the disk and the store's permissions")
-            try:
-                head = str(self.head())[:12]
-            except OSError:
-                head = "its last commit"
-            raise RepositoryError(
-                f"{self.root}: could not {doing}: {exc.strerror or exc} ({place}); {advice}. "
-                f"Nothing was saved: the branch is still at {head}"
-            ) from exc
-
     def _stale_temps(self) -> list[Path]:
         """Temp files a dead writer left (a live one keeps them for milliseconds)."""
         try:
@@ -131,7 +83,7 @@ class RecoveryMixin(WorktreeMixin):
                     stale.append(item)
         return stale
 
-    def _recover(self) -> None:
+    def _recover(self) -> None:  # overrides LockingLayer's no-op: the lock calls it
         """Finish or undo a save whose writer died after it wrote its journal.
 
         The files the journal names are brought to HEAD (unless a person edited one

@@ -1,14 +1,17 @@
-"""``RevisionsMixin``: resolving revisions and reading a file's history through git."""
+"""``RevisionsLayer``: resolving revisions and reading a file's history through git.
+
+The first layer of ``Repository`` above :class:`~gitmem.store.base.StoreBase` (the chain
+is described there): reading history needs nothing of the locks and the save path.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gitmem.errors import RevisionNotFound, ValidationError
 from gitmem.models import as_aware
-from gitmem.store.git import GitCommands
+from gitmem.store.base import StoreBase
 from gitmem.store.gitlog import (
     _HEX40,
     FORMAT,
@@ -27,20 +30,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 
-class RevisionsMixin(GitCommands):
-    """History reading for ``Repository`` (which provides ``root`` and ``head()``)."""
+class RevisionsLayer(StoreBase):
+    """History reading for ``Repository``."""
 
-    root: Path
-    state_dir: Path
-    _history_cache: LogCache | None = None
-
-    if TYPE_CHECKING:
-
-        def head(self) -> str | None: ...
-
-        def has_object(self, hexsha: str, kind: str) -> bool: ...
-
-        def _read_object(self, hexsha: str, kind: str) -> bytes: ...
+    _history_cache: LogCache | None = None  # made on first use: most calls need no history
 
     def parents(self, commit: str) -> list[str]:
         """The parent commit ids of ``commit`` (empty for a root commit)."""

@@ -24,36 +24,43 @@ to commit until the next gitmem call finishes or undoes the save from the journa
 never stages the *old* content of a file whose new content is committed, so even a person who
 deletes the stale locks by hand cannot revert a save with an unrelated ``git commit`` (killed
 between 4 and 5 exactly, such a commit takes in the unfinished save whole instead).
-``Repository`` inherits :class:`TransactionMixin`.
+``Repository`` inherits :class:`TransactionLayer`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import NoReturn, TypeVar
 
 from gitmem.errors import BranchMoved, ConflictError, LockTimeout, RepositoryError, UnsupportedIndex
+from gitmem.store.base import Identity as Identity  # importable from here as before
 from gitmem.store.gitindex import Index
-from gitmem.store.objects import MODE_FILE, Signature, commit_body, format_message
-from gitmem.store.recovery import RecoveryMixin
+from gitmem.store.locks import naming
+from gitmem.store.objects import (
+    MODE_FILE,
+    MODE_TREE,
+    Signature,
+    Tree,
+    commit_body,
+    encode_pack,
+    format_message,
+    loose_object,
+    object_id,
+)
+from gitmem.store.recovery import RecoveryLayer
 
 T = TypeVar("T")
 
 # how often a save is rebuilt on a branch that keeps moving under it before it gives up
 MAX_REBUILDS = 20
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who writes: the agent's name and email, used as commit author and committer."""
-
-    name: str = "gitmem"
-    email: str = "gitmem@localhost"
 
 
 def signature(identity: Identity, when: datetime | None = None) -> Signature:
@@ -64,33 +71,13 @@ def signature(identity: Identity, when: datetime | None = None) -> Signature:
     return Signature(identity.name, identity.email, int(moment.timestamp()), minutes)
 
 
-class TransactionMixin(RecoveryMixin):
-    """``commit_changes`` and ``fast_forward``: the two ways the checked-out branch moves."""
+class TransactionLayer(RecoveryLayer):
+    """``commit_changes`` and ``fast_forward``: the two ways the checked-out branch moves,
+    and the objects, ref and reflog lines they write."""
 
-    identity: Identity
     # Set by the manager: the last look at every commit message and author before it is
     # written (secrets redacted), so no path into a commit can bypass it.
     commit_guard: Callable[[str, Identity], tuple[str, Identity]] | None = None
-    _staged: list[tuple[str, bytes, str]]
-    _commit_trees: dict[str, str]
-    _commits_since_gc: int
-
-    if TYPE_CHECKING:
-
-        def branch_ref(self) -> str: ...
-        def _read_ref(self, ref: str) -> str | None: ...
-        def diff_trees(
-            self, old: str | None, new: str | None
-        ) -> dict[str, tuple[tuple[bytes, str] | None, tuple[bytes, str] | None]]: ...
-        def stage_object(self, kind: str, data: bytes) -> str: ...
-        def flush_objects(self) -> None: ...
-        def _remember_blob(self, hexsha: str, data: bytes) -> None: ...
-        def _build_tree(self, base: str | None, changes: dict[str, bytes | None]) -> str: ...
-        def _reflog_line(self, old: str | None, new: str, subject: str) -> bytes: ...
-        def _append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]: ...
-        def _unlog(self, written: list[tuple[Path, int]]) -> None: ...
-        def _move_ref(self, ref: str, new: str) -> None: ...
-        def read(self, path: str, commit: str | None = None) -> bytes | None: ...
 
     def _guarded(self, message: str, identity: Identity | None) -> tuple[str, Identity]:
         author = identity or self.identity
@@ -310,6 +297,111 @@ class TransactionMixin(RecoveryMixin):
         )
 
 
+    # --- objects, the branch and its reflog (the steps of a publish) ---------------------
+
+    def write_object(self, kind: str, data: bytes) -> str:
+        """Write a loose object (no-op if it exists) and return its id."""
+        hexsha, compressed = loose_object(kind, data)
+        folder = self.git_dir / "objects" / hexsha[:2]
+        target = folder / hexsha[2:]
+        if target.exists():
+            return hexsha
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f"tmp_obj_{os.getpid()}_{threading.get_ident()}"
+        with naming(tmp), open(tmp, "wb") as handle:
+            handle.write(compressed)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+        self._bytes_since_gc += len(compressed)
+        return hexsha
+
+    def stage_object(self, kind: str, data: bytes) -> str:
+        """Queue an object for the next :meth:`flush_objects`; returns its id."""
+        hexsha = object_id(kind, data)
+        self._staged.append((kind, data, hexsha))
+        return hexsha
+
+    def flush_objects(self) -> None:
+        """Write the queued objects: one pack (two files) rather than a file per object."""
+        staged, self._staged = self._staged, []
+        if not staged:
+            return
+        if len(staged) == 1:
+            self.write_object(*staged[0][:2])
+            return
+        name, pack, index = encode_pack(staged)
+        folder = self.git_dir / "objects" / "pack"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
+        self._prepared.append(tmp)  # removed if the write fails
+        for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
+            with naming(tmp), open(tmp, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, folder / f"pack-{name}{suffix}")
+        self._prepared.remove(tmp)
+        self._bytes_since_gc += len(pack)
+        self._packs_since_gc += 1
+
+    def _build_tree(self, base: str | None, changes: dict[str, bytes | None]) -> str:
+        """Write the trees for ``changes`` (path -> blob id or None to delete) over ``base``."""
+        tree = self.tree(base).copy() if base else Tree.empty()
+        groups: dict[str, dict[str, bytes | None]] = {}
+        for path, sha in changes.items():
+            head, sep, rest = path.partition("/")
+            if sep:
+                groups.setdefault(head, {})[rest] = sha
+            elif sha is None:
+                if path.encode() in tree.entries:
+                    tree.remove(path.encode())
+            else:
+                tree.set(path.encode(), MODE_FILE, sha)
+        for name, sub_changes in groups.items():
+            found = tree.entries.get(name.encode())
+            sub_base = found[1].hex() if found and found[0] == MODE_TREE else None
+            sub = self._build_tree(sub_base, sub_changes)
+            if self.tree(sub).entries:
+                tree.set(name.encode(), MODE_TREE, bytes.fromhex(sub))
+            elif name.encode() in tree.entries:
+                tree.remove(name.encode())
+        hexsha = self.stage_object("tree", tree.serialize())
+        self._remember_tree(hexsha, tree)
+        return hexsha
+
+    def _reflog_line(self, old: str | None, new: str, subject: str) -> bytes:
+        who = signature(self.identity).encode().decode()
+        return f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+
+    def _move_ref(self, ref: str, new: str) -> None:
+        """Point ``ref`` at ``new``; the caller holds its git lock and checked the old value."""
+        self.ref_updates += 1
+        self._overwrite(self.git_dir / ref, (new + "\n").encode())
+
+    def _append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]:
+        """Append ``line`` to the reflogs of ``ref`` and HEAD; returns (file, size before)
+        for :meth:`_unlog`."""
+        written: list[tuple[Path, int]] = []
+        try:
+            for reflog in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
+                reflog.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(reflog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    written.append((reflog, os.fstat(fd).st_size))
+                    if os.write(fd, line) != len(line):
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(reflog))
+                finally:
+                    os.close(fd)
+        except OSError:
+            self._unlog(written)  # no half line is left behind
+            raise
+        return written
+
+    def _unlog(self, written: list[tuple[Path, int]]) -> None:
+        for reflog, size in written:
+            with contextlib.suppress(OSError):
+                os.truncate(reflog, size)
+
+
 @dataclass
 class Transaction:
     """Reads and writes under the store's write lock; ``commit`` makes one commit.
@@ -318,7 +410,7 @@ class Transaction:
     the branch against that same commit (see the module docs).
     """
 
-    repo: TransactionMixin  # the Repository this transaction writes to
+    repo: TransactionLayer  # the Repository this transaction writes to
     pending: dict[str, bytes | None] = field(default_factory=dict)
     # secrets replaced in this commit's content, by kind: recorded as a trailer
     redacted: dict[str, int] = field(default_factory=dict)

@@ -3,7 +3,7 @@
 A save's files are written atomically (temp file, fsync, rename; the replaced file kept as a
 backup until the branch has moved) and their index entries patched, so ``git status
 --porcelain`` stays empty and a person's own ``git commit`` can never undo a save.
-``Repository`` inherits :class:`WorktreeMixin` (which builds on the locks' mixin).
+``Repository`` inherits :class:`WorktreeLayer`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
 from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index, stat_fields
-from gitmem.store.locks import LockingMixin, naming
+from gitmem.store.locks import LockingLayer, naming
 from gitmem.store.objects import object_id
 
 _SEQ = itertools.count()
@@ -50,11 +50,8 @@ def read_regular(target: Path) -> bytes | None:
         os.close(fd)
 
 
-class WorktreeMixin(LockingMixin):
-    """Working files and their index entries, written under the locks it inherits."""
-
-    _index: tuple[bytes, Index] | None
-    _prepared: list[Path]
+class WorktreeLayer(LockingLayer):
+    """Working files and their index entries."""
 
     def _safe_target(self, path: str) -> Path:
         """The absolute working-tree path for ``path``, refusing symlinks on the way."""
