@@ -22,8 +22,6 @@ import git
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store.base import Housekeeping as Housekeeping  # importable from here as before
 from gitmem.store.base import Identity
-from gitmem.store.git import SAFE_GIT_ARGS as SAFE_GIT_ARGS  # its 0.1 home (docs/upgrading.md)
-from gitmem.store.git import SAFE_GIT_CONFIG as SAFE_GIT_CONFIG  # likewise
 from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index
 from gitmem.store.objects import commit_body
