@@ -26,13 +26,14 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
     archive_path,
     id_from_path,
     session_dir,
     session_path,
 )
+from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import GuardMethods
 from gitmem.guard.names import NewNames, agent_identity
@@ -50,11 +51,7 @@ from gitmem.store.discover import open_repository
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Housekeeping, Repository
 from gitmem.store.transaction import Identity, Transaction
-
-
-def _short(text: str, limit: int = 48) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+from gitmem.text import one_line
 
 
 @dataclass
@@ -183,7 +180,7 @@ class SessionCore(GuardMethods):
             if cached is not None:
                 self._sessions.move_to_end(key)
                 return cached
-        session = markdown.parse_bytes(self._repo.blob(blob_id), path)
+        session = parse_bytes(self._repo.blob(blob_id), path)
         self._remember(path, blob_id, session)
         return session
 
@@ -413,7 +410,7 @@ class SessionCore(GuardMethods):
         elif updated is not current:  # the change kept the session as it is: write nothing
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
-            data = markdown.render(updated).encode("utf-8")
+            data = render(updated).encode("utf-8")
             txn.write(path, data)
             # the next save to this session starts from here without parsing the file again
             self._remember(path, object_id("blob", data), updated)
@@ -432,7 +429,7 @@ class SessionCore(GuardMethods):
         edited = txn.hand_edit(path)
         if edited is None:
             return None
-        session = markdown.parse_bytes(edited, path)
+        session = parse_bytes(edited, path)
         session, edited = self._guard_hand_edit(txn, session, edited)
         if not self._in_batch():
             txn.write(path, edited)
@@ -505,16 +502,16 @@ class SessionCore(GuardMethods):
             }
             return with_metadata(session, update, metadata)
 
-        first = _short(self._safe_text(parsed[0].content))
+        first = one_line(self._safe_text(parsed[0].content), 48)
         self._before_save()  # e.g. a bad gitmem.summary.* setting stops the save here
         sha = self._modify(
             session_id,
             change,
             op="save",
             trailers=trailers,
-            subject=f"Save turn in {_short(session_id, 40)}: {first}"
+            subject=f"Save turn in {one_line(session_id, 40)}: {first}"
             if first
-            else f"Save turn in {_short(session_id, 40)}",
+            else f"Save turn in {one_line(session_id, 40)}",
         )
         if sha is not None:
             self._after_save(session_id)  # e.g. summary triggers; never raises
@@ -572,7 +569,7 @@ class SessionCore(GuardMethods):
             session_id,
             change,
             op="metadata",
-            subject=f"Update metadata of {_short(session_id, 50)}",
+            subject=f"Update metadata of {one_line(session_id, 50)}",
         )
 
     def put_session(self, session: Session, *, op: str = "import", subject: str = "") -> str | None:
@@ -581,7 +578,7 @@ class SessionCore(GuardMethods):
             session.id,
             lambda _current: session,
             op=op,
-            subject=subject or f"Write session {_short(session.id, 50)}",
+            subject=subject or f"Write session {one_line(session.id, 50)}",
         )
 
     def delete_session(self, session_id: str) -> str:
@@ -593,7 +590,7 @@ class SessionCore(GuardMethods):
             return None
 
         sha = self._modify(
-            session_id, change, op="delete", subject=f"Delete session {_short(session_id, 50)}"
+            session_id, change, op="delete", subject=f"Delete session {one_line(session_id, 50)}"
         )
         return sha or ""
 

@@ -11,7 +11,7 @@ import click
 from gitmem.cli import views
 from gitmem.cli.base import Context, cli, emit, parse_period, parse_when, pass_ctx, rev_option
 from gitmem.errors import SessionNotFound
-from gitmem.format import parse as markdown
+from gitmem.format.render import render
 from gitmem.models import Message
 
 
@@ -108,7 +108,7 @@ def show(ctx: Context, session_id: str, raw: bool, at: str | None) -> None:
         when = f" at {at}" if at else ""
         raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
     if raw and not ctx.json:
-        click.echo(markdown.render(session), nl=False)
+        click.echo(render(session), nl=False)
         return
 
     emit(ctx, session.model_dump(mode="json"), lambda: views.session_text(session))

@@ -32,8 +32,9 @@ from gitmem.errors import (
     SecretRefused,
     ValidationError,
 )
-from gitmem.format import parse as markdown
+from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import archive_dir, id_from_archive_path, id_from_path, session_dir
+from gitmem.format.render import render
 from gitmem.guard.redact import (
     _redact_into,
     _redact_metadata,
@@ -144,7 +145,7 @@ class GuardMethods:
         assert guarded is not None
         if guarded is session:
             return session, raw
-        return guarded, markdown.render(guarded).encode("utf-8")
+        return guarded, render(guarded).encode("utf-8")
 
     def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
                      refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]:
@@ -192,7 +193,7 @@ class GuardMethods:
 
     def _guard_file(self, txn: Transaction, path: str, data: bytes) -> bytes:
         try:
-            session = markdown.parse_bytes(data, path)
+            session = parse_bytes(data, path)
         except ParseError:
             return data  # not a session: the caller reports what is left
         try:
@@ -201,7 +202,7 @@ class GuardMethods:
             raise type(exc)(f"{path}: {exc}") from None
         if guarded is session or guarded is None:
             return data
-        return markdown.render(guarded).encode("utf-8")
+        return render(guarded).encode("utf-8")
 
     def _guard_commit(self, message: str, identity: Identity) -> tuple[str, Identity]:
         """The last look at a commit before it is written: secrets in its message (subject,
@@ -323,7 +324,7 @@ class GuardMethods:
             if raw is None:
                 continue
             try:
-                session = markdown.parse_bytes(raw, path)
+                session = parse_bytes(raw, path)
             except ParseError as exc:
                 problems.extend(exc.diagnostics)
                 continue
