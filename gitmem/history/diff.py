@@ -1,9 +1,8 @@
-"""What changed between two versions of a session, and how to undo such a change.
+"""What changed between two versions of a session: part by part, and as unified text.
 
-A session is compared part by part: interactions by id, the summary, and each metadata key.
-Undoing a change works on the same parts ("semantic revert"): reverting the commit that wrote
-a bad summary restores the old summary and leaves turns saved afterwards alone. Pure
-functions over ``Session`` models; no git, no files.
+A session is compared part by part: interactions by id, the summary, and each metadata key;
+``undo`` works on the same parts to revert a change semantically. Pure functions over
+``Session`` models; no git, no files.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""Git's on-disk byte formats: loose objects, trees, commits and the index file.
+"""Git's on-disk byte formats: loose objects, trees, commits and packs (the index file's
+format is in ``gitindex``).
 
-Pure functions and small value classes, no file I/O: ``repository`` does the reading and
-writing. Writing objects in-process instead of spawning ``git add``/``git commit`` is what
+Pure functions and small value classes, no file I/O: the repository layers do the reading
+and writing. Writing objects in-process instead of spawning ``git add``/``git commit`` is what
 makes one save cost a few milliseconds.
 """
 
