@@ -11,12 +11,15 @@ the fast paths (``python -m gitmem merge-file``) pay nothing for them.
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import types
 import warnings
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 # old module -> the modules (under gitmem.) that hold its names now, searched in order
 OLD_HOMES: dict[str, tuple[str, ...]] = {
@@ -86,15 +89,16 @@ class OldModule(types.ModuleType):
         return old_attribute(self.__name__.removeprefix("gitmem."), name)
 
 
-class OldPathFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``gitmem.<old module>`` only when no real module of that name exists."""
+class OldPathFinder:
+    """Finds ``gitmem.<old module>`` only when no real module of that name exists (a finder
+    and loader by protocol: importlib.abc would cost every start, the merge driver's too)."""
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         old = fullname.removeprefix("gitmem.")
         if old == fullname or old not in OLD_HOMES:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, cast("Loader", self))
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return OldModule(spec.name, f"gitmem 0.1's {spec.name}, moved (see docs/upgrading.md)")

@@ -23,7 +23,6 @@ import subprocess
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from gitmem.errors import ConflictError, RepositoryError
 
@@ -44,6 +43,8 @@ def redact(url: str) -> str:
     """``url`` with any password replaced by ``***`` (for messages)."""
     if "://" not in url:
         return url
+    from urllib.parse import urlsplit, urlunsplit  # here: the merge driver starts without it
+
     with contextlib.suppress(ValueError):
         parts = urlsplit(url)
         if parts.password:

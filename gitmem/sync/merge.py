@@ -32,7 +32,6 @@ from gitmem.errors import ConflictError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
-from gitmem.text import one_line
 
 T = TypeVar("T")
 
@@ -60,6 +59,10 @@ class MergeNote:
 
     def describe(self) -> str:
         """One readable line (the dropped text is shown shortened)."""
+        # imported here: git starts the merge driver once per file, and compiling the text
+        # analyser's patterns would add ~8 ms to every start for this one message
+        from gitmem.text import one_line
+
         short = one_line(self.dropped, 80)
         if self.kind == "summary":
             return (
