@@ -138,8 +138,10 @@ def now() -> datetime:
 
 
 class _Model(BaseModel):
-    # frozen: sessions handed out by load_memory are shared with the parse cache
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # frozen: sessions handed out by load_memory are shared with the parse cache.
+    # defer_build: a model's validator is built on first use, so a start that needs few of
+    # them (the merge driver, once per merged file) does not pay for all of them
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form (what ``--json`` prints): datetimes as ISO strings."""
