@@ -126,6 +126,11 @@ class StoreBase(GitCommands):
         self._staged: list[tuple[str, bytes, str]] = []
         self._packs_since_gc = 0
         self._prepared: list[Path] = []
+        self._opened()
+
+    def _opened(self) -> None:
+        """Called last by ``__init__``, once every layer's state is set: a layer above that
+        must act on opening (recovery) overrides it and calls ``super()._opened()``."""
 
     # --- refs ----------------------------------------------------------------------------
 

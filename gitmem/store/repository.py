@@ -48,16 +48,8 @@ class Repository(TransactionLayer):
     adds creation, the transaction, side refs and housekeeping.
     """
 
-    def __init__(
-        self,
-        root: str | os.PathLike[str],
-        *,
-        identity: Identity | None = None,
-        housekeeping: Housekeeping | None = None,
-        lock_timeout: float = 30.0,
-    ) -> None:
-        super().__init__(root, identity=identity, housekeeping=housekeeping,
-                         lock_timeout=lock_timeout)
+    def _opened(self) -> None:
+        super()._opened()
         # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
         # itself: the packs that earlier ones left count towards it
         self._commits_since_gc = self._packs_on_disk()
