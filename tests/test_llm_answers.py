@@ -110,8 +110,8 @@ def test_a_slow_server_message_states_the_real_budget(llm_server: FakeServer) ->
     assert LLMConfig(timeout=60, max_retries=2).worst_case_seconds == pytest.approx(181.5)
 
 
-def test_timeout_and_retries_from_the_environment_reach_the_server(
-        store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def _slow_llm(llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point gitmem's LLM settings at ``llm_server``, which answers only after 5 s."""
     def slow(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
         llm_server.sleep(5)
         return completion("- late")
@@ -119,6 +119,11 @@ def test_timeout_and_retries_from_the_environment_reach_the_server(
     llm_server.default = slow
     monkeypatch.setenv("GITMEM_LLM_BASE_URL", llm_server.base_url)
     monkeypatch.setenv("GITMEM_LLM_MODEL", "fake-model")
+
+
+def test_timeout_and_retries_from_the_environment_reach_the_server(
+        store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    _slow_llm(llm_server, monkeypatch)
     monkeypatch.setenv("GITMEM_LLM_TIMEOUT", "0.2")
     mm = MemoryManager.init(store)
     git(store, "config", "gitmem.llm.retries", "0")
@@ -135,13 +140,7 @@ def test_cli_summarize_llm_uses_the_git_config_budget(
 
     from gitmem.cli import cli
 
-    def slow(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
-        llm_server.sleep(5)
-        return completion("- late")
-
-    llm_server.default = slow
-    monkeypatch.setenv("GITMEM_LLM_BASE_URL", llm_server.base_url)
-    monkeypatch.setenv("GITMEM_LLM_MODEL", "fake-model")
+    _slow_llm(llm_server, monkeypatch)
     MemoryManager.init(store).save_interaction("py", "Books on asyncio?", "Try Hattingh.")
     git(store, "config", "gitmem.llm.timeout", "0.2")
     git(store, "config", "gitmem.llm.retries", "0")

@@ -39,6 +39,12 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def _store_with_busy_remote(tmp_path: Path, busy: int) -> MemoryManager:
+    return _store_with_remote_hook(tmp_path, HOOK.format(busy=busy))
+
+
+def _store_with_remote_hook(tmp_path: Path, pre_receive: str) -> MemoryManager:
+    """A store pushed once to a bare remote whose pre-receive hook is then ``pre_receive``,
+    with one more turn saved to sync."""
     bare = tmp_path / "memory.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
     mm = MemoryManager.init(tmp_path / "a")
@@ -46,7 +52,7 @@ def _store_with_busy_remote(tmp_path: Path, busy: int) -> MemoryManager:
     mm.remote_add("origin", bare.as_uri())
     mm.push()
     hook = bare / "hooks" / "pre-receive"
-    hook.write_text(HOOK.format(busy=busy))
+    hook.write_text(pre_receive)
     hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
     mm.save_interaction("s", "second", "turn")
     return mm
@@ -87,16 +93,7 @@ def test_the_total_wait_is_bounded(tmp_path: Path, pauses: list[float]) -> None:
 
 def test_new_remote_commits_each_round_are_reported_as_such(
         tmp_path: Path, pauses: list[float]) -> None:
-    bare = tmp_path / "memory.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(bare))
-    mm = MemoryManager.init(tmp_path / "a")
-    mm.save_interaction("s", "hello", "hi")
-    mm.remote_add("origin", bare.as_uri())
-    mm.push()
-    hook = bare / "hooks" / "pre-receive"
-    hook.write_text(MOVER)
-    hook.chmod(hook.stat().st_mode | stat.S_IXUSR)
-    mm.save_interaction("s", "second", "turn")
+    mm = _store_with_remote_hook(tmp_path, MOVER)
     with pytest.raises(ConflictError) as caught:
         mm.sync(attempts=3)
     assert not isinstance(caught.value, RemoteBusy)
