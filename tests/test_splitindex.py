@@ -3,6 +3,7 @@ by gitmem, with EWAH bitmaps checked byte for byte."""
 
 from __future__ import annotations
 
+import random
 import struct
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from gitmem import MemoryManager
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store import ewah, splitindex, worktree
-from gitmem.store.gitindex import parse_entries
+from gitmem.store.gitindex import Index, parse_entries
 from gitmem.store.repository import Repository
 from tests.conftest import git
 
@@ -192,7 +193,7 @@ def test_existing_store_switches_to_split_past_the_threshold(
         mm.save_interaction(f"s{n}", "q", "a")
     assert _link(store) is not None
     assert git(store, "config", "core.splitIndex").strip() == "true"
-    assert git(store, "config", "splitIndex.sharedIndexExpire").strip() == "1.hour.ago"
+    assert git(store, "config", "splitIndex.sharedIndexExpire").strip() == "5.minutes.ago"
     _clean(store)
     mm.close()
 
@@ -216,3 +217,32 @@ def test_missing_shared_index_is_a_clear_error_then_rebuilt(store: Path) -> None
     assert "q3" in git(store, "show", "HEAD:sessions/a.md")
     _clean(store)
     mm.close()
+
+
+def test_delta_follows_random_edits_and_drops_reverted_ones(tmp_path: Path) -> None:
+    def stat(n: int) -> tuple[int, ...]:
+        return (n, 0, n, 0, 1, n, 0o100644, 0, 0, n)
+
+    index = Index.empty()
+    for n in range(40):
+        index.set(f"f{n:02d}".encode(), stat(n), bytes([n]) * 20)
+    splitindex.rotate(index, tmp_path, tmp_path / "tmp", lambda: 0.0)
+    original = (list(index.keys), list(index.chunks))
+    rng = random.Random(12)
+    for step in range(300):
+        path = f"f{rng.randrange(50):02d}".encode()
+        kind = rng.randrange(3)
+        if kind == 0:
+            index.set(path, stat(step), bytes([step % 251]) * 20)
+        elif kind == 1:
+            index.remove(path)
+        else:
+            at = original[0].index(path + b"\0\0") if path + b"\0\0" in original[0] else -1
+            index.restore(path, [original[1][at]] if at >= 0 else [])
+        data, _entries = splitindex.encode_delta(index)
+        back = splitindex.read_index(data, tmp_path)
+        assert (back.keys, back.chunks) == (index.keys, index.chunks), step
+    for n in range(50):  # every path back as in the shared index: an empty delta
+        path = f"f{n:02d}".encode()
+        index.restore(path, [original[1][n]] if n < 40 else [])
+    assert splitindex.encode_delta(index)[1] == 0

@@ -87,7 +87,9 @@ class Index:
 
     Keeping each entry's encoded bytes means rewriting a 10,000-entry index after one save is
     a join and a checksum, not 10,000 re-encodings. A split index (see ``splitindex``) also
-    keeps its shared ``base`` and the keys ``touched`` since: those that may differ from it.
+    keeps its shared ``base``, its ``delta`` over it as last written (key -> base position
+    or -1 for an added entry, and the bytes to write: empty for a deletion) and the keys
+    ``touched`` since, so that a save re-examines only the entries it changed.
     """
 
     version: int
@@ -96,6 +98,7 @@ class Index:
     joined: JoinedChunks = field(default_factory=JoinedChunks)
     base: SharedBase | None = None
     touched: set[bytes] = field(default_factory=set)
+    delta: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls) -> Index:

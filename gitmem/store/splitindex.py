@@ -44,9 +44,10 @@ MIN_ROTATE_BYTES = 4 * 1024
 DEFAULT_MAX_PERCENT = 20
 
 # what gitmem sets splitIndex.sharedIndexExpire to when it turns the split index on (and
-# the person has not set it): git's 2 weeks would keep hundreds of MB of old shared indexes
-# of a 100,000-session store; a temporary index refers to one for seconds
-STORE_EXPIRE = "1.hour.ago"
+# the person has not set it): git's 2 weeks would keep GBs of old 9 MB shared indexes of a
+# busy 100,000-session store; readers need one for milliseconds (read the main index, then
+# the shared one), and temporary indexes live while index.lock is held, when none rotates
+STORE_EXPIRE = "5.minutes.ago"
 
 DEFAULT_EXPIRE_SECONDS = 14 * 24 * 3600
 
@@ -74,6 +75,15 @@ def _with_path(chunk: bytes, path: bytes) -> bytes:
     struct.pack_into(">H", head, 60, (flags & 0xF000) | min(len(path), 0xFFF))
     length = len(head) + len(path)
     return bytes(head) + path + b"\0" * (8 - length % 8)
+
+
+def _stripped(chunk: bytes) -> bytes:
+    """``chunk`` with an empty path, as a replacement entry is written (its path is the
+    shared entry's)."""
+    flags_high = bytes((chunk[60] & 0xF0, 0))
+    if chunk[60] & (_EXTENDED_FLAG >> 8):
+        return chunk[:60] + flags_high + chunk[62:64] + bytes(8)
+    return chunk[:60] + flags_high + b"\0\0"
 
 
 def shared_path(git_dir: Path, name: str) -> Path:
@@ -194,40 +204,46 @@ def _insert_sorted(keys: list[bytes], chunks: list[bytes],
 
 def encode_delta(index: Index) -> tuple[bytes, int]:
     """The main index of a split ``index`` over its shared base, and how many entries the
-    delta holds; ``index.touched`` is narrowed to the keys still differing from the base."""
+    delta holds; only the keys touched since the last call are compared with the base."""
     base = index.base
     assert base is not None
-    replaced: list[tuple[int, bytes]] = []
-    deleted: list[int] = []
-    added: list[bytes] = []
-    differing: set[bytes] = set()
-    for key in sorted(index.touched):
+    delta = index.delta
+    for key in index.touched:
         at = bisect_left(base.keys, key)
         in_base = at < len(base.keys) and base.keys[at] == key
         now = bisect_left(index.keys, key)
         in_now = now < len(index.keys) and index.keys[now] == key
-        if in_base and in_now:
-            if base.chunks[at] == index.chunks[now]:
-                continue
-            replaced.append((at, _with_path(index.chunks[now], b"")))
-        elif in_base:
-            deleted.append(at)
-        elif in_now:
-            added.append(index.chunks[now])
+        if in_base and in_now and base.chunks[at] != index.chunks[now]:
+            delta[key] = (at, _stripped(index.chunks[now]))
+        elif in_base and not in_now:
+            delta[key] = (at, b"")
+        elif in_now and not in_base:
+            delta[key] = (-1, index.chunks[now])
+        else:  # as in the base again (or never anywhere)
+            delta.pop(key, None)
+    index.touched = set()
+    replaced: list[int] = []
+    deleted: list[int] = []
+    entries: list[bytes] = []
+    added: list[bytes] = []
+    for key in sorted(delta):  # base order: the bitmaps ascend
+        at, chunk = delta[key]
+        if at < 0:
+            added.append(chunk)
+        elif chunk:
+            replaced.append(at)
+            entries.append(chunk)
         else:
-            continue
-        differing.add(key)
-    index.touched = differing
-    link = b"".join((bytes.fromhex(base.name), ewah.encode(deleted),
-                     ewah.encode([at for at, _chunk in replaced])))
-    entries = [chunk for _at, chunk in replaced] + added
-    return seal(index.version, entries, [(b"link", link)]), len(differing)
+            deleted.append(at)
+    link = b"".join((bytes.fromhex(base.name), ewah.encode(deleted), ewah.encode(replaced)))
+    return seal(index.version, entries + added, [(b"link", link)]), len(delta)
 
 
 def encode_unsplit(index: Index) -> bytes:
     """The whole ``index`` as one plain index file (for ``core.splitIndex=false``)."""
     index.base = None
     index.touched = set()
+    index.delta = {}
     return index.encode()
 
 
@@ -248,6 +264,7 @@ def rotate(index: Index, git_dir: Path, temp: Path, expire: Callable[[], float])
         os.utime(target)
     index.base = SharedBase(name, list(index.keys), list(index.chunks))
     index.touched = set()
+    index.delta = {}
     _expire_shared(git_dir, name, expire)
     return encode_delta(index)[0]
 
