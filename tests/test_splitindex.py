@@ -246,3 +246,25 @@ def test_delta_follows_random_edits_and_drops_reverted_ones(tmp_path: Path) -> N
         path = f"f{n:02d}".encode()
         index.restore(path, [original[1][n]] if n < 40 else [])
     assert splitindex.encode_delta(index)[1] == 0
+
+
+def test_conflict_stages_in_a_split_index_survive_a_save(store: Path) -> None:
+    mm = MemoryManager.init(store, agent="t")
+    mm.save_interaction("a", "q", "a")
+    (store / "notes.txt").write_text("base\n")
+    git(store, "add", "notes.txt")
+    git(store, "commit", "-qm", "base")
+    git(store, "checkout", "-qb", "side")
+    (store / "notes.txt").write_text("side\n")
+    git(store, "commit", "-qam", "side")
+    git(store, "checkout", "-q", "main")
+    (store / "notes.txt").write_text("main\n")
+    git(store, "commit", "-qam", "main")
+    git(store, "merge", "-q", "side", check=False)  # a conflict: stages 1, 2 and 3
+    assert [row[2] for row in _gits(store) if row[3] == "notes.txt"] == ["1", "2", "3"]
+    assert _ours(store) == _gits(store)
+    mm.save_interaction("b", "q", "a")  # gitmem writes around the conflict
+    assert _ours(store) == _gits(store)
+    assert [row[2] for row in _gits(store) if row[3] == "notes.txt"] == ["1", "2", "3"]
+    assert git(store, "status", "--porcelain") == "UU notes.txt\n"
+    mm.close()
