@@ -52,19 +52,34 @@ def build_store(path: Path, sessions: int, chunk: int) -> float:
     return elapsed / sessions
 
 
+def _index_written(git_dir: Path, seen: set[str]) -> int:
+    """Bytes of ``.git/index`` plus any shared index new since ``seen`` (split index)."""
+    total = (git_dir / "index").stat().st_size
+    for shared in git_dir.glob("sharedindex.*"):
+        if shared.name not in seen:
+            seen.add(shared.name)
+            total += shared.stat().st_size
+    return total
+
+
 def time_gitmem(
-    path: Path, saves: int, sessions: int, rng: random.Random, *, hot: bool = False
+    path: Path, saves: int, sessions: int, rng: random.Random, *, hot: bool = False,
+    index_bytes: list[int] | None = None,
 ) -> list[float]:
-    """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent."""
+    """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent;
+    ``index_bytes`` collects the index bytes each save wrote."""
     mm = MemoryManager(path, agent="bench", housekeeping=Housekeeping(every_commits=500))
     mm.save_interaction("session_00000", "warm-up", "warm-up")  # fill caches like a live agent
     samples = []
+    seen = {p.name for p in (path / ".git").glob("sharedindex.*")}
     for n in range(saves):
         sid = "session_00001" if hot else f"session_{rng.randrange(sessions):05d}"
         started = time.perf_counter()
         mm.save_interaction(sid, f"follow-up {n}", f"reply {n}",
                             timestamp=START + timedelta(days=30, seconds=n))
         samples.append(time.perf_counter() - started)
+        if index_bytes is not None:
+            index_bytes.append(_index_written(path / ".git", seen))
     mm.close()
     return samples
 
@@ -151,8 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(base), str(copies[name])],
                        check=True)
     rng = random.Random(7)
+    index_bytes: list[int] = []
     runs: dict[str, Callable[[], list[float]]] = {
-        "gitmem save_interaction": lambda: time_gitmem(base, args.saves, args.sessions, rng),
+        "gitmem save_interaction": lambda: time_gitmem(base, args.saves, args.sessions, rng,
+                                                           index_bytes=index_bytes),
         "gitmem save_interaction, one hot session": lambda: time_gitmem(
             base, args.saves, args.sessions, rng, hot=True),
         "floor: write+fsync+rename": lambda: time_floor(copies["floor"], args.saves,
@@ -178,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, (median, p95) in results.items():
         print(f"| {name} | {median:.2f} | {p95:.2f} | {median / ours:.1f}x |")
     print(f"\nbatch mode: {batch_ms:.3f} ms per session ({args.batch} sessions, one commit)")
+    ordered = sorted(index_bytes)
+    print(f".git/index bytes written per save: median {statistics.median(ordered) / 1024:.1f} "
+          f"KiB, p95 {ordered[int(len(ordered) * 0.95)] / 1024:.1f} KiB, mean "
+          f"{statistics.mean(ordered) / 1024:.1f} KiB (shared index rewrites included)")
     print(f"store build (batches of 2000): {build_per_session * 1000:.3f} ms per session")
     print(f"git status --porcelain after the gitmem saves: {'clean' if not status else 'DIRTY'}")
     if not args.keep:

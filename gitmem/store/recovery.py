@@ -7,7 +7,8 @@ A writer can be killed at any instruction. What it may leave behind, and what re
   writer, or by the next process that opens the store when no writer holds the lock, and
   the git locks it held (``index.lock``, the branch's) are removed so git works again;
 - a half-rewritten ``.git/index`` (the index is overwritten in place; a kill can cut a
-  multi-page write short): rebuilt from HEAD and the working tree;
+  multi-page write short), or a split index whose shared index is gone: rebuilt from HEAD
+  and the working tree;
 - git ``.lock`` files naming a gitmem process that is gone: cleared at once (see
   ``Repository._git_lock``); any other lock may be a person's live git command and is
   never removed, only waited for; temp files older than a minute: swept.
@@ -27,6 +28,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
+from gitmem.store import splitindex
 from gitmem.store.gitindex import Index, stat_fields
 from gitmem.store.locks import owner_is_dead
 from gitmem.store.objects import MODE_TREE, object_id
@@ -151,7 +153,8 @@ class RecoveryLayer(WorktreeLayer):
                 self._write_index(index)
 
     def _index_torn(self) -> bool:
-        """True if the index is missing or fails its checksum (a write cut short)."""
+        """True if the index is missing, fails its checksum (a write cut short) or names a
+        shared index that is missing."""
         try:
             data = (self.git_dir / "index").read_bytes()
         except FileNotFoundError:
@@ -160,7 +163,15 @@ class RecoveryLayer(WorktreeLayer):
             return True
         trailer = data[-20:]
         # index.skipHash writes zeros instead of the checksum
-        return trailer != bytes(20) and hashlib.sha1(data[:-20]).digest() != trailer
+        if trailer != bytes(20) and hashlib.sha1(data[:-20]).digest() != trailer:
+            return True
+        try:  # a split index whose shared index is gone cannot be read by git either
+            splitindex.read_index(data, self.git_dir)
+        except RepositoryError:
+            return True
+        except UnsupportedIndex:
+            pass
+        return False
 
     def _files(self, tree: str, prefix: str = "") -> Iterator[tuple[str, bytes, str]]:
         """(path, mode, blob id) of every file under ``tree``."""

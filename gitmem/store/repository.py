@@ -26,6 +26,7 @@ from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index
 from gitmem.store.objects import commit_body
 from gitmem.store.transaction import Transaction, TransactionLayer, signature
+from gitmem.store.worktree import split_config
 
 STORE_README = """# gitmem memory store
 
@@ -75,6 +76,7 @@ class Repository(TransactionLayer):
             run_git(path, "init", "--quiet", f"--initial-branch={branch}")
         repo = cls(path, identity=identity, **kwargs)  # type: ignore[arg-type]
         if repo.head() is None:
+            repo.ensure_config(split_config())  # a small index write per save
             with repo.transaction() as txn:
                 txn.write("README.md", STORE_README.encode())
                 txn.write(".gitattributes", GITATTRIBUTES.encode())

@@ -228,7 +228,7 @@ class TransactionLayer(RecoveryLayer):
     def _publish_with_git(self, ref: str, old: str | None, new: str,
                           files: dict[str, tuple[str | None, str | None]],
                           prepared: dict[str, Path | None], subject: str) -> bool:
-        """:meth:`_publish` for an index this writer cannot edit (version 4, split,
+        """:meth:`_publish` for an index this writer cannot edit (version 4,
         sparse): git edits it, taking ``index.lock`` itself for each step (rare, slower)."""
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)

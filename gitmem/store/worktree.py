@@ -9,17 +9,28 @@ backup until the branch has moved) and their index entries patched, so ``git sta
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import os
 import stat
+import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
+from gitmem.store import splitindex
+from gitmem.store.config import parse_bool, parse_int
 from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index, stat_fields
 from gitmem.store.locks import LockingLayer, naming
 from gitmem.store.objects import object_id
+from gitmem.store.splitindex import SplitSettings
+
+# an existing store whose index passes this many entries (~180 KB rewritten per save) is
+# switched to a split index (core.splitIndex=true); new stores start split
+SPLIT_FROM_ENTRIES = 2000
 
 _SEQ = itertools.count()
 
@@ -50,8 +61,49 @@ def read_regular(target: Path) -> bytes | None:
         os.close(fd)
 
 
+def _load_renameat2() -> Callable[..., int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    found: Callable[..., int] | None = getattr(libc, "renameat2", None)
+    return found
+
+
+_RENAMEAT2 = _load_renameat2() if sys.platform.startswith("linux") else None
+
+
+def swap_into_place(tmp: Path, target: Path) -> None:
+    """Put the file ``tmp`` in place of ``target`` atomically (``tmp`` then holds the old
+    file, or nothing).
+
+    On Linux the two names are exchanged (``renameat2(RENAME_EXCHANGE)``): a rename over an
+    existing file makes ext4 start writing the new data out first (auto_da_alloc), which
+    cost ~1 ms per save (4 ms at p95 on a busy disk); an exchange costs ~20 us. Elsewhere,
+    or when the exchange is refused (no ``target`` yet, a file system without it), a plain
+    rename.
+    """
+    if _RENAMEAT2 is not None:
+        done = _RENAMEAT2(-100, os.fsencode(tmp), -100, os.fsencode(target), 2)  # AT_FDCWD
+        if done == 0:
+            return
+    os.replace(tmp, target)
+
+
+def split_config(settings: SplitSettings | None = None) -> dict[str, str]:
+    """The git config that turns the split index on (see ``splitindex``), leaving a shared
+    index expiry the person set alone."""
+    values = {"core.splitIndex": "true"}
+    if settings is None or not settings.expire_set:
+        values["splitIndex.sharedIndexExpire"] = splitindex.STORE_EXPIRE
+    return values
+
+
 class WorktreeLayer(LockingLayer):
     """Working files and their index entries."""
+
+    # (config file identity, settings): re-read only when .git/config changes
+    _split_config: tuple[tuple[int, int, int], SplitSettings] | None = None
 
     def _safe_target(self, path: str) -> Path:
         """The absolute working-tree path for ``path``, refusing symlinks on the way."""
@@ -173,14 +225,85 @@ class WorktreeLayer(LockingLayer):
             index.set(path.encode(), fields, bytes.fromhex(sha))
 
     def _write_index(self, index: Index) -> None:
-        """Write ``index`` over ``.git/index``; the caller holds git's ``index.lock``."""
-        data = index.encode()
+        """Write ``index`` over ``.git/index``; the caller holds git's ``index.lock``.
+
+        Split (see ``splitindex``) when ``core.splitIndex`` says so, or when it is unset and
+        the index is already split or has grown past :data:`SPLIT_FROM_ENTRIES` entries
+        (then ``core.splitIndex=true`` is set, so that git keeps it split too).
+        """
+        tmp = self._temp_name()
+        self._prepared.append(tmp)
         try:
-            self._overwrite(self.git_dir / "index", data)
+            data = self._encode_index(index)
+            with naming(tmp), open(tmp, "wb") as out:
+                out.write(data)
+            # whole or not at all: git reads an index without checking its checksum, so a
+            # write cut short in place would be taken at its word by a person's git
+            swap_into_place(tmp, self.git_dir / "index")
         except BaseException:
             self._index = None
             raise
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            self._prepared.remove(tmp)
         self._index = (data[-20:], index)
+
+    def _encode_index(self, index: Index) -> bytes:
+        settings = self._split_settings()
+        split = settings.enabled
+        if split is None:
+            split = index.base is not None or len(index.keys) >= SPLIT_FROM_ENTRIES
+            if split:
+                self.ensure_config(split_config(settings))
+        if not split:
+            return splitindex.encode_unsplit(index)
+        if index.base is None or not splitindex.freshen(self.git_dir, index):
+            return self._rotate_index(index)
+        data, entries = splitindex.encode_delta(index)
+        if splitindex.needs_rotation(index, entries, len(data), settings):
+            return self._rotate_index(index)
+        return data
+
+    def _rotate_index(self, index: Index) -> bytes:
+        tmp = self._temp_name()
+        self._prepared.append(tmp)
+        try:
+            with naming(tmp):
+                return splitindex.rotate(index, self.git_dir, tmp, self._shared_index_expiry)
+        finally:
+            self._prepared.remove(tmp)
+
+    def _shared_index_expiry(self) -> float:
+        """The time before which an unused shared index may go (``splitIndex.sharedIndexExpire``,
+        as git reads it; 0: never)."""
+        done = run_git(self.root, "config", "--type=expiry-date", "splitIndex.sharedIndexExpire",
+                       ok=None)
+        if done.returncode == 0 and done.stdout.strip().isdigit():
+            return float(done.stdout.strip())
+        return time.time() - splitindex.DEFAULT_EXPIRE_SECONDS
+
+    def _split_settings(self) -> SplitSettings:
+        try:
+            st = os.stat(self.git_dir / "config")
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            stamp = (0, 0, 0)
+        if self._split_config is not None and self._split_config[0] == stamp:
+            return self._split_config[1]
+        done = run_git(self.root, "config", "--get-regexp",
+                       r"^(core\.splitindex|splitindex\.)", ok=None)
+        values = dict(line.partition(" ")[::2] for line in done.stdout.splitlines())
+        enabled = values.get("core.splitindex")
+        percent = values.get("splitindex.maxpercentchange")
+        settings = SplitSettings(
+            None if enabled is None else parse_bool("core.splitIndex", enabled),
+            splitindex.DEFAULT_MAX_PERCENT if percent is None
+            else parse_int("splitIndex.maxPercentChange", percent, 0, 100),
+            "splitindex.sharedindexexpire" in values,
+        )
+        self._split_config = (stamp, settings)
+        return settings
 
     def _discard_prepared(self) -> None:
         while self._prepared:
@@ -202,12 +325,12 @@ class WorktreeLayer(LockingLayer):
             data = os.pread(fd, size, 0)
         finally:
             os.close(fd)
-        index = Index.parse(data)
+        index = splitindex.read_index(data, self.git_dir)
         self._index = (data[-20:], index)
         return index
 
     def _update_index_with_git(self, changes: dict[str, str | None]) -> None:
-        # index v4 / split / sparse: let git itself edit it (rare, slower)
+        # index v4 / sparse: let git itself edit it (rare, slower)
         for path, sha in changes.items():
             if sha is None:
                 run_git(self.root, "update-index", "--force-remove", "--", path)

@@ -247,7 +247,7 @@ KILL_POINTS = [
     ("_place_working", "after", 1),  # working file written, index and ref not
     ("_append_reflogs", "after", 1),  # reflog line written, index and ref not
     ("_write_index", "before", 1),
-    ("_write_index", "torn", 1),  # index rewritten in place, only half of it
+    ("_write_index", "torn", 1),  # new index file half written, not yet in place
     ("_write_index", "torn", 5),
     ("_move_ref", "before", 1),  # index staged, ref not moved
     ("_move_ref", "after", 1),  # ref moved, git locks still held

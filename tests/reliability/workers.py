@@ -84,8 +84,9 @@ def _kill_self() -> None:
 def arm(kill_at: str) -> None:
     """Make the repository layer SIGKILL this process at ``method:when:nth``.
 
-    ``when`` is ``before``, ``after`` or ``torn`` (``_write_index``, or ``_locked_write`` of
-    the index: write the first half of the new bytes in place, then die).
+    ``when`` is ``before``, ``after`` or ``torn`` (``_write_index``: write the first half of
+    the new index to its temp file; ``_locked_write`` of the index: the first half of the
+    new bytes in place; then die).
     """
     method, when, nth = kill_at.split(":")
     countdown = [int(nth)]
@@ -102,11 +103,11 @@ def arm(kill_at: str) -> None:
         if when == "before":
             _kill_self()
         if when == "torn":
-            if method == "_write_index":
-                target, data = self.git_dir / "index", args[0].encode()
+            if method == "_write_index":  # it swaps a whole new file in: cut the new file
+                target, data = self._temp_name(), self._encode_index(args[0])
             else:
                 target, data = Path(args[0]), args[1]
-            handle = os.open(target, os.O_WRONLY)
+            handle = os.open(target, os.O_WRONLY | os.O_CREAT)
             os.pwrite(handle, data[: len(data) // 2], 0)
             _kill_self()
         result = original(self, *args, **kwargs)
