@@ -23,7 +23,7 @@ Format rules that make ``parse(render(s)) == s`` hold for any text:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
@@ -36,10 +36,14 @@ from gitmem.format.labels import (
     SUMMARY_KEYS,
     SUMMARY_LISTS,
     TITLES,
+    bold_key,
+    fromisoformat,
+    split_colon,
     unescape,
 )
 from gitmem.format.render import render as render
 from gitmem.format.spans import Block, top_level_blocks
+from gitmem.format.turns import PLACEHOLDER, skeleton
 from gitmem.models import Interaction, Language, Message, ModelValidationError, Session, Summary
 
 
@@ -64,7 +68,9 @@ def parse(text: str, path: str = "<memory>", *, lenient: bool = False) -> Sessio
     return session
 
 
-def parse_lenient(text: str, path: str = "<memory>") -> tuple[Session | None, list[Diagnostic]]:
+def parse_lenient(
+    text: str, path: str = "<memory>", *, shortcut: bool = True
+) -> tuple[Session | None, list[Diagnostic]]:
     """Parse as much of a session file as possible.
 
     Broken parts are skipped (a bad interaction, message, summary or metadata item) and
@@ -73,17 +79,23 @@ def parse_lenient(text: str, path: str = "<memory>") -> tuple[Session | None, li
     Args:
         text: The file text.
         path: Name used in diagnostics.
+        shortcut: Reuse turns read before (:mod:`gitmem.format.turns`); the result is the
+            same either way, False only times or checks the full parse.
 
     Returns:
         The session (None if not even its id and times could be read) and the diagnostics,
         in line order, empty when the file is clean.
     """
-    reader = _Reader(path)
-    try:
-        session = reader.read(text)
-    except Exception as exc:  # a parser bug must not escape as anything but a diagnostic
-        reader.diag(reader.last_line, f"cannot read file ({type(exc).__name__}: {exc})")
-        session = None
+    for fast in (True, False) if shortcut else (False,):
+        reader = _Reader(path, fast=fast)
+        try:
+            session = reader.read(text)
+        except Exception as exc:  # a parser bug must not escape as anything but a diagnostic
+            reader.diag(reader.last_line, f"cannot read file ({type(exc).__name__}: {exc})")
+            session = None
+        # a problem found on the shortcut is reported by the full parse (exact lines)
+        if reader.runs is None or (session is not None and not reader.diagnostics):
+            break
     return session, sorted(reader.diagnostics, key=lambda d: d.line)
 
 
@@ -109,13 +121,16 @@ class _Turn:
     timestamp: datetime | None  # None: skipped (bad timestamp or duplicate id)
     id: str | None
     messages: list[Message] = field(default_factory=list)
+    run: list[Interaction] | None = None  # turns read ahead by format.turns
 
 
 class _Reader:
     """One parse: walks the top-level blocks section by section, collecting diagnostics."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, fast: bool = False) -> None:
         self.path = path
+        self.fast = fast
+        self.runs: list[list[Interaction]] | None = None  # format.turns' placeholders
         self.diagnostics: list[Diagnostic] = []
         self.last_line = 1
         self.src = ""
@@ -144,6 +159,9 @@ class _Reader:
         self.src = text.replace("\r\n", "\n").removeprefix("\ufeff")
         if not self.src.endswith("\n"):
             self.src += "\n"
+        shortcut = skeleton(self.src, self.read_turn) if self.fast else None
+        if shortcut is not None:
+            self.src, self.runs = shortcut
         blocks = [b for b in top_level_blocks(self.src) if b.kind != "blank_line"]
         rest = blocks[1:]
         if blocks and blocks[0].kind == "heading1":
@@ -196,7 +214,7 @@ class _Reader:
         text = block.token["text"]
         if block.token.get("style") == "atx":  # raw: mistune would drop an id's trailing " #"
             text = self.src[block.start : block.end].strip().lstrip("#")
-        label, sep, value = _split_colon(text)
+        label, sep, value = split_colon(text)
         _title, lang = TITLES.get(label.strip().casefold(), (None, None))
         if not sep or lang is None:
             return False
@@ -215,7 +233,7 @@ class _Reader:
                 self.last_line = line
                 texts = [c.get("text") for c in item["children"] if c["type"] != "blank_line"]
                 text = texts[0].strip() if len(texts) == 1 and texts[0] is not None else ""
-                key, value = _bold_key(text)
+                key, value = bold_key(text)
                 if key is None or "\n" in text or not value.startswith(COLONS):
                     shown = self.src.split("\n")[line - 1]
                     self.diag(line, f"metadata item is not '- **Key**: value': {shown!r}")
@@ -270,7 +288,7 @@ class _Reader:
 
     def timestamp(self, value: str, line: int) -> datetime | None:
         try:
-            return _fromisoformat(value)
+            return fromisoformat(value)
         except ValueError:
             self.diag(line, f"invalid timestamp {value!r}")
             return None
@@ -308,7 +326,7 @@ class _Reader:
                 continue
             if block.kind == "paragraph" and turn is not None:
                 first, _, rest = block.token["text"].partition("\n")
-                key, tail = _bold_key(first.strip())
+                key, tail = bold_key(first.strip())
                 tail = tail.strip()
                 if key is not None and tail in (*COLONS, ESCAPED.strip() + ":"):
                     if rest.strip():
@@ -331,10 +349,25 @@ class _Reader:
         validated once per file and copied from then on (this is the hot path of a parse)."""
         if speaker not in self.speakers:
             self.speakers[speaker] = Message(speaker=speaker, content="")
-        return self.speakers[speaker].model_copy(update={"content": content})
+        return Message.model_construct(speaker=self.speakers[speaker].speaker, content=content)
+
+    def read_turn(self, text: str, blocks: list[Block]) -> Interaction | None:
+        """One turn block in render's form, from its blocks (None: it has a problem)."""
+        reader = _Reader(self.path)
+        if len(_SPEAKERS) > 1000:
+            _SPEAKERS.clear()
+        reader.src, reader.speakers = text, _SPEAKERS
+        reader.conversation(blocks)
+        turns = reader.interactions()
+        return turns[0] if len(turns) == 1 and not reader.diagnostics else None
 
     def heading(self, block: Block) -> _Turn:
         text, ident = block.token["text"].strip(), None
+        if self.runs is not None and text.startswith(PLACEHOLDER):
+            run = self.runs[int(text[1:])]
+            turn = _Turn(block.line, run[-1].timestamp, None, run=run)
+            self.turns.append(turn)
+            return turn
         if text.endswith("}") and "{#" in text:
             text, _, ident = text[:-1].rpartition("{#")
         turn = _Turn(block.line, self.timestamp(text.strip(), block.line), ident)
@@ -381,7 +414,7 @@ class _Reader:
         while pos < body[0].end:
             end = self.src.index("\n", pos) + 1
             row = self.last_line = self.line_of(pos)
-            key, value = _bold_key(self.src[pos:end].strip())
+            key, value = bold_key(self.src[pos:end].strip())
             name = SUMMARY_KEYS.get((key or "").strip().casefold(), (None, ""))[0]
             if fields and name is None:
                 text_start = pos  # the seed writes the text right below the header
@@ -440,7 +473,7 @@ class _Reader:
             label = None
             tail = ""
             if block.kind == "paragraph":
-                key, tail = _bold_key(block.token["text"].strip())
+                key, tail = bold_key(block.token["text"].strip())
                 found = SUMMARY_LISTS.get(key.strip().casefold()) if key is not None else None
                 label = found[0] if found else None
             if label is not None:
@@ -474,9 +507,9 @@ class _Reader:
             problem = f"Session ID {meta_id!r} does not match the title's {title_id!r}"
             self.diag(self.meta_lines["session_id"], problem)
         interactions = self.interactions()
-        times = [t.timestamp for t in interactions]
-        meta.setdefault("created", times[0] if times else None)
-        meta.setdefault("last_active", times[-1] if times else meta["created"])
+        first, last = (interactions[0], interactions[-1]) if interactions else (None, None)
+        meta.setdefault("created", first.timestamp if first else None)
+        meta.setdefault("last_active", last.timestamp if last else meta["created"])
         sid = title_id or meta_id
         if not sid or meta["created"] is None or meta["last_active"] is None:
             return None
@@ -497,6 +530,10 @@ class _Reader:
     def interactions(self) -> list[Interaction]:
         first_line: dict[str, int] = {}
         for turn in self.turns:
+            for done in turn.run or ():
+                if done.id in first_line:  # the full parse names the lines
+                    self.diag(turn.line, f"duplicate interaction id {done.id!r}")
+                first_line[done.id] = turn.line
             if turn.id is not None and turn.id in first_line:
                 problem = (
                     f"duplicate interaction id {turn.id!r} (first at line {first_line[turn.id]})"
@@ -508,6 +545,11 @@ class _Reader:
         out = []
         for turn in self.turns:
             if turn.timestamp is None:
+                continue
+            if turn.run is not None:
+                if turn.messages:  # cannot be: the shortcut misread the file
+                    self.diag(turn.line, "turn read ahead got more messages")
+                out += turn.run
                 continue
             if turn.id is None:
                 wall = turn.timestamp.replace(tzinfo=None, microsecond=0).isoformat()
@@ -526,20 +568,8 @@ class _Reader:
         return out
 
 
-def _fromisoformat(value: str) -> datetime:
-    """``datetime.fromisoformat``, but keeping an offset of a few microseconds.
-
-    CPython 3.11 reads ``+00:00:00.000001`` as UTC; ``isoformat`` writes such offsets.
-    """
-    stamp = datetime.fromisoformat(value)
-    sign = max(value.rfind("+"), value.rfind("-"))
-    tail = value[sign + 1 :].split(":")
-    if stamp.tzinfo is None or len(tail) != 3 or "." not in tail[2]:
-        return stamp
-    seconds, _, fraction = tail[2].partition(".")
-    hours, minutes, micro = int(tail[0]), int(tail[1]), int(fraction.ljust(6, "0")[:6])
-    offset = timedelta(hours=hours, minutes=minutes, seconds=int(seconds), microseconds=micro)
-    return stamp.replace(tzinfo=timezone(-offset if value[sign] == "-" else offset))
+# speakers validated once for every turn block read ahead (few names, shared across files)
+_SPEAKERS: dict[str, Message] = {}
 
 
 def _check_field(name: str | None, key: str, value: Any) -> None:
@@ -554,20 +584,6 @@ def _check_field(name: str | None, key: str, value: Any) -> None:
         Session._links(value)
     elif name == "project" and value is not None:
         Session._project(value)
-
-
-def _split_colon(text: str) -> tuple[str, str, str]:
-    """Split at the first ASCII or full-width colon."""
-    cut = min((i for i in map(text.find, COLONS) if i >= 0), default=-1)
-    return (text, "", "") if cut < 0 else (text[:cut], text[cut], text[cut + 1 :])
-
-
-def _bold_key(text: str) -> tuple[str | None, str]:
-    """``**Key**rest`` -> (``Key``, ``rest``); (None, text) if the text does not start bold."""
-    close = text.find("**", 2)
-    if not text.startswith("**") or close <= 2:
-        return None, text
-    return text[2:close], text[close + 2 :]
 
 
 def _describe(block: Block) -> str:
