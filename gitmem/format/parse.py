@@ -159,7 +159,7 @@ class _Reader:
         self.src = text.replace("\r\n", "\n").removeprefix("\ufeff")
         if not self.src.endswith("\n"):
             self.src += "\n"
-        shortcut = skeleton(self.src, self.read_turn) if self.fast else None
+        shortcut = skeleton(self.src) if self.fast else None
         if shortcut is not None:
             self.src, self.runs = shortcut
         blocks = [b for b in top_level_blocks(self.src) if b.kind != "blank_line"]
@@ -351,16 +351,6 @@ class _Reader:
             self.speakers[speaker] = Message(speaker=speaker, content="")
         return Message.model_construct(speaker=self.speakers[speaker].speaker, content=content)
 
-    def read_turn(self, text: str, blocks: list[Block]) -> Interaction | None:
-        """One turn block in render's form, from its blocks (None: it has a problem)."""
-        reader = _Reader(self.path)
-        if len(_SPEAKERS) > 1000:
-            _SPEAKERS.clear()
-        reader.src, reader.speakers = text, _SPEAKERS
-        reader.conversation(blocks)
-        turns = reader.interactions()
-        return turns[0] if len(turns) == 1 and not reader.diagnostics else None
-
     def heading(self, block: Block) -> _Turn:
         text, ident = block.token["text"].strip(), None
         if self.runs is not None and text.startswith(PLACEHOLDER):
@@ -529,11 +519,7 @@ class _Reader:
 
     def interactions(self) -> list[Interaction]:
         first_line: dict[str, int] = {}
-        for turn in self.turns:
-            for done in turn.run or ():
-                if done.id in first_line:  # the full parse names the lines
-                    self.diag(turn.line, f"duplicate interaction id {done.id!r}")
-                first_line[done.id] = turn.line
+        for turn in self.turns:  # an id repeated in read-ahead turns fails Session's check
             if turn.id is not None and turn.id in first_line:
                 problem = (
                     f"duplicate interaction id {turn.id!r} (first at line {first_line[turn.id]})"
@@ -566,10 +552,6 @@ class _Reader:
             except ModelValidationError as exc:
                 self.diag(turn.line, _first_error(exc))
         return out
-
-
-# speakers validated once for every turn block read ahead (few names, shared across files)
-_SPEAKERS: dict[str, Message] = {}
 
 
 def _check_field(name: str | None, key: str, value: Any) -> None:

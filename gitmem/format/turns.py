@@ -25,29 +25,24 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from itertools import pairwise
 
-from gitmem.format.labels import SECTIONS
-from gitmem.format.spans import Block
-
-if TYPE_CHECKING:
-    from gitmem.models import Interaction
+from gitmem.errors import EscapeError
+from gitmem.format.labels import COLONS, ESCAPED, SECTIONS, bold_key, fromisoformat, unescape
+from gitmem.models import Interaction, Message, ModelValidationError
 
 # Private-use: a file holding it is parsed in full, so a placeholder is never ambiguous.
 PLACEHOLDER = "\ue000"
 
-# Where a block may start: a line of 1-6 "#" and a space, tab or the line's end (the
+# A line that may start a section: "#" or "##" and a space, tab or the line's end (the
 # newline before it is matched: a literal prefix is searched far faster than "^" is).
-_HEADING = re.compile(r"\n#{1,6}(?=[ \t\n])")
-# A turn exactly as render writes it, ending in its blank line (at the file's end the
-# caller adds the blank line that render leaves out there).
-_TURN = re.compile(
-    r"### [^\s{}#]+ \{#[^\s{}]+\}\n"
-    r"(?:(?:\*\*[^\n]*\*\*(?: \(escaped\))?:\n(?:>[^\n]*\n)+\n)+|\n)"
-)
+_SECTION = re.compile(r"\n#{1,2}(?=[ \t\n])")
+# A turn exactly as render writes it ("### ...", each message's speaker line, quote and
+# blank line), as split at "\n#": without the first "#" and the last newline.
+_MESSAGE = r"\*\*[^\n]*\*\*(?: \(escaped\))?:\n(?:>[^\n]*\n)+"
+_PIECE = re.compile(rf"## [^\s{{}}#]+ \{{#[^\s{{}}]+\}}\n(?:(?:{_MESSAGE}\n)*{_MESSAGE})?")
 
-ReadTurn = Callable[[str, list[Block]], "Interaction | None"]
+_SPEAKERS: dict[str, Message] = {}  # validated once, shared by every file
 
 
 class TurnCache:
@@ -91,88 +86,98 @@ class TurnCache:
 CACHE = TurnCache()
 
 
-def turn_blocks(text: str) -> list[Block]:
-    """The top-level blocks mistune would find in one turn block in render's form
-    (``text`` matched ``_TURN``): the heading, each speaker line and each quote."""
-    blocks: list[Block] = []
-    pos = 0
-    quote: tuple[int, int] | None = None  # where the current quote starts: offset, line
-    for line, row in enumerate(text.split("\n")[:-1], 1):
-        first = row[:1]
-        if first == ">":
-            quote = quote or (pos, line)
-        else:
-            if quote is not None:
-                blocks.append(Block("block_quote", {}, quote[0], pos, quote[1]))
-                quote = None
-            if first == "#":
-                token = {"type": "heading", "text": row[4:], "attrs": {"level": 3},
-                         "style": "atx"}
-                blocks.append(Block("heading3", token, pos, pos + len(row) + 1, line))
-            elif first == "*":
-                token = {"type": "paragraph", "text": row}
-                blocks.append(Block("paragraph", token, pos, pos + len(row) + 1, line))
-        pos += len(row) + 1
-    if quote is not None:
-        blocks.append(Block("block_quote", {}, quote[0], pos, quote[1]))
-    return blocks
+def read_turn(text: str) -> Interaction | None:
+    """The interaction of one turn block in render's form (``text`` is "#" + a ``_PIECE``
+    + "\\n"), read
+    as the parser's conversation code reads it; None where that code would report a problem.
+    """
+    rows = text.split("\n")
+    stamp, _, ident = rows[0][4:-1].rpartition("{#")
+    try:
+        when = fromisoformat(stamp.strip())
+    except ValueError:
+        return None
+    messages: list[Message] = []
+    at = 1
+    while rows[at]:  # a speaker line, its quote, a blank line
+        key, tail = bold_key(rows[at].strip())
+        tail = tail.strip()
+        if key is None or tail not in (*COLONS, ESCAPED.strip() + ":"):
+            return None
+        end = rows.index("", at)
+        content = "\n".join(r[2:] if r[:2] == "> " else r[1:] for r in rows[at + 1 : end])
+        try:
+            if tail not in COLONS:
+                content = unescape(content)
+            if key not in _SPEAKERS:
+                if len(_SPEAKERS) > 1000:
+                    _SPEAKERS.clear()
+                _SPEAKERS[key] = Message(speaker=key, content="")
+            # any str is valid content: each speaker is validated once, then only copied
+            messages.append(Message.model_construct(speaker=_SPEAKERS[key].speaker,
+                                                    content=content))
+        except (EscapeError, ModelValidationError):
+            return None
+        at = end + 1
+    try:
+        return Interaction(id=ident, timestamp=when, messages=messages)
+    except ModelValidationError:
+        return None
 
 
-def skeleton(src: str, read_turn: ReadTurn) -> tuple[str, list[list[Interaction]]] | None:
+def skeleton(src: str) -> tuple[str, list[list[Interaction]]] | None:
     """``src`` with each run of turn blocks in render's form replaced by a placeholder
     heading ``### <PLACEHOLDER><n>``, and the interactions of run ``n``.
 
-    ``read_turn`` reads one block's text and synthetic blocks into its interaction (None if
-    it has a problem). Returns None where nothing would be saved, or the file cannot take
-    the shortcut: it holds the placeholder character or a lone carriage return, or a block
-    has a problem (the caller then parses it in full, which reports it).
+    Returns None where nothing would be saved, or the file cannot take the shortcut: it
+    holds the placeholder character or a lone carriage return, or a block has a problem
+    (the caller then parses it in full, which reports it).
     """
     if PLACEHOLDER in src or "\r" in src:
         return None
-    heads = [(m.start() + 1, m.end() - m.start() - 1) for m in _HEADING.finditer(src)]
-    ends = [start for start, _ in heads[1:]] + [len(src)] * bool(heads)
-    # which blocks lie in a conversation section: after its "## " heading, before the next
-    # "# " or "## " heading (turns elsewhere are the parser's to report)
-    spans: list[tuple[int, int]] = []
-    inside = False
-    for (start, level), end in zip(heads, ends, strict=True):
-        if level == 3 and src.startswith("### ", start):
-            if inside:
-                spans.append((start, end))
-        elif level <= 2:
-            line = src[start : src.index("\n", start)]
-            title = line[3:]
-            section = SECTIONS.get(title.casefold(), (None, None))[0]
-            inside = line[:3] == "## " and section == "conversation" and title == title.strip()
-    texts = [src[start:end] for start, end in spans]
-    cached = CACHE.get_many(texts)
-    fresh: list[tuple[str, Interaction]] = []
-    runs: list[list[Interaction]] = []
+    # conversation sections: from their "## " heading to the next "# " or "## " heading
+    # (turns elsewhere are the parser's to report)
+    heads = [m.start() + 1 for m in _SECTION.finditer(src)] + [len(src)]
     out: list[str] = []
-    pos = -1
+    runs: list[list[Interaction]] = []
+    fresh: list[tuple[str, Interaction]] = []
     done = 0
-    for (start, end), text, turn in zip(spans, texts, cached, strict=True):
-        if src[start - 2 : start] != "\n\n":
-            continue  # a turn block must follow a blank line
-        if turn is None:
-            key = text
-            if end == len(src) and not text.endswith("\n\n"):
-                key = text + "\n"  # the last turn of a file without a summary
-            if not _TURN.fullmatch(key):
-                continue
-            if key != text:
-                turn = CACHE.get_many([key])[0] or read_turn(key, turn_blocks(key))
-            else:
-                turn = read_turn(text, turn_blocks(text))
+    for start, end in pairwise(heads):
+        title = src[start + 3 : src.index("\n", start)]
+        section = SECTIONS.get(title.casefold(), (None, None))[0]
+        if src[start : start + 3] != "## " or section != "conversation" or title != title.strip():
+            continue
+        # "\n#" starts every line that can start a block here: piece n > 0 is the text
+        # "#" + piece + "\n" (a turn block in render's form is one piece)
+        pieces = src[start : end - 1].split("\n#")
+        keys = [
+            piece if piece[-1:] == "\n" else piece + "\n" if at == len(pieces) - 1 and
+            end == len(src) else ""  # a turn ends in a blank line, but at the file's end
+            for at, piece in enumerate(pieces)
+        ]
+        found = CACHE.get_many(keys)
+        kept = [pieces[0]]
+        last = False  # whether the piece before is in the current run
+        for at in range(1, len(pieces)):
+            key, turn = keys[at], found[at]
+            # a turn block must follow a blank line: the piece before ends in "\n"
+            if turn is None and key and pieces[at - 1][-1:] == "\n" and _PIECE.fullmatch(key):
+                turn = read_turn("#" + key + "\n")
+                if turn is None:
+                    return None
+                fresh.append((key, turn))
+            elif turn is not None and pieces[at - 1][-1:] != "\n":
+                turn = None
             if turn is None:
-                return None
-            fresh.append((key, turn))
-        if start == pos:  # continues the current run
-            runs[-1].append(turn)
-        else:
-            out += [src[done:start], f"### {PLACEHOLDER}{len(runs)}\n\n"]
-            runs.append([turn])
-        pos = done = end
+                kept.append(pieces[at])
+            elif last:
+                runs[-1].append(turn)
+            else:
+                kept.append(f"## {PLACEHOLDER}{len(runs)}\n")
+                runs.append([turn])
+            last = turn is not None
+        out += [src[done:start], "\n#".join(kept), "\n"]
+        done = end
     if fresh:
         CACHE.put_many(fresh)
     if not runs:
