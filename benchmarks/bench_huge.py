@@ -13,7 +13,8 @@ or change one in the middle) and "big" (10,000 turns). Rows and their comparator
   the same with every cache emptied first; comparator: one full parse of a version;
 * ``mm.at(rev).load_memory('mid')`` of revisions in random order, each read once;
   comparator ``git show rev:path``;
-* ``mm.history('big')`` and ``gitmem log big`` (a process) against ``git log -- path``;
+* ``mm.history('big')`` against ``git log -- path``, ``gitmem log big`` (a process)
+  against ``gitmem log small``;
 * the merge: ``merge_texts`` of three versions of big in-process, and ``gitmem merge-file``
   as git runs it (a new process per file) on big and on small, against ``git merge-file``.
 
@@ -191,10 +192,13 @@ def main(argv: list[str] | None = None) -> int:
                  [_timed(lambda: mm.history("mid", changes=True)) for _ in range(max(3, n // 4))],
                  "", ""))
     gitmem_cli = [sys.executable, "-m", "gitmem", "--repo", str(base)]
-    rows.append(("gitmem log big (process)",
-                 [_timed(lambda: subprocess.run([*gitmem_cli, "log", "big"], check=True,
-                                                capture_output=True))
-                  for _ in range(max(3, n // 4))], "", "git log --format=%H -- sessions/big.md"))
+    logs: dict[str, list[float]] = {"small": [], "big": []}
+    for _ in range(max(3, n // 4)):
+        for sid in ("small", "big"):
+            logs[sid].append(_timed(lambda s=sid: subprocess.run(
+                [*gitmem_cli, "log", s], check=True, capture_output=True)))
+    rows.append(("gitmem log small (process)", logs["small"], "", ""))
+    rows.append(("gitmem log big (process)", logs["big"], "", "gitmem log small (process)"))
     mm.close()
 
     # --- merge -----------------------------------------------------------------------------

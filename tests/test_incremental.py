@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import gitmem.format.parse as parse_module
+import gitmem.format.render as render_module
 from gitmem.format import turns
 from gitmem.format.parse import parse, parse_lenient
 from gitmem.format.render import render
@@ -163,3 +164,23 @@ def test_render_reuses_the_text_of_unchanged_turns() -> None:
     again = render(session.model_copy(update={"interactions": changed}))
     assert again == first.replace("{#t3}", "{#moved}")
     assert parse(again).interactions[3].id == "moved"
+
+
+def test_a_save_renders_only_the_new_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = _long_session(200)
+    first = render(session)
+    calls: list[str] = []
+    real = render_module._maybe_escape
+
+    def count(text: str) -> tuple[str, str]:  # a spy: the real escaping still runs
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(render_module, "_maybe_escape", count)
+    turn = Interaction(id="new", timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+                       messages=[Message(speaker="User", content="hello")])
+    longer = session.model_copy(update={"interactions": [*session.interactions, turn]})
+    text = render(longer)
+    assert calls == ["hello"]  # 200 turns' texts were reused, not formatted again
+    assert text == first + "\n### 2025-01-01T00:00:00+00:00 {#new}\n**User**:\n> hello\n"
+    assert parse(text) == longer
