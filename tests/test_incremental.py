@@ -91,7 +91,8 @@ def test_incremental_parse_equals_full_parse_when_a_turn_changes(
     if session.interactions:
         at = data.draw(st.integers(0, len(session.interactions) - 1))
         old = session.interactions[at]
-        new = old.model_copy(update={"messages": [*old.messages, Message(speaker="X", content="y")]})
+        added = Message(speaker="X", content="y")
+        new = old.model_copy(update={"messages": [*old.messages, added]})
         changed = [*session.interactions[:at], new, *session.interactions[at + 1 :]]
         session = session.model_copy(update={"interactions": changed})
     text = render(session)
