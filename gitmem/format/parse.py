@@ -87,14 +87,14 @@ def parse_lenient(
         in line order, empty when the file is clean.
     """
     for fast in (True, False) if shortcut else (False,):
-        reader = _Reader(path, fast=fast)
+        reader, failed = _Reader(path, fast=fast), False
         try:
             session = reader.read(text)
         except Exception as exc:  # a parser bug must not escape as anything but a diagnostic
             reader.diag(reader.last_line, f"cannot read file ({type(exc).__name__}: {exc})")
-            session = None
+            session, failed = None, True
         # a problem found on the shortcut is reported by the full parse (exact lines)
-        if reader.runs is None or (session is not None and not reader.diagnostics):
+        if (reader.runs is None and not failed) or (session is not None and not reader.diagnostics):
             break
     return session, sorted(reader.diagnostics, key=lambda d: d.line)
 

@@ -109,13 +109,14 @@ def read_turn(text: str) -> Interaction | None:
         try:
             if tail not in COLONS:
                 content = unescape(content)
-            if key not in _SPEAKERS:
+            template = _SPEAKERS.get(key)
+            if template is None:
+                template = Message(speaker=key, content="")
                 if len(_SPEAKERS) > 1000:
                     _SPEAKERS.clear()
-                _SPEAKERS[key] = Message(speaker=key, content="")
+                _SPEAKERS[key] = template
             # any str is valid content: each speaker is validated once, then only copied
-            messages.append(Message.model_construct(speaker=_SPEAKERS[key].speaker,
-                                                    content=content))
+            messages.append(Message.model_construct(speaker=template.speaker, content=content))
         except (EscapeError, ModelValidationError):
             return None
         at = end + 1
