@@ -134,7 +134,7 @@ def _turn_texts(turns: list[Interaction]) -> list[str]:
             _turns_size += len(text) - (len(old[1]) if old else 0)
             _turns[id(turn)] = (turn, text)
         for turn, hit in zip(turns, found, strict=True):
-            if hit is not None and hit[0] is turn:
+            if hit is not None and hit[0] is turn and id(turn) in _turns:  # not evicted since
                 _turns.move_to_end(id(turn))
         while _turns_size > _TURN_LIMIT and _turns:
             _turns_size -= len(_turns.popitem(last=False)[1][1])

@@ -1,16 +1,16 @@
 """Incremental parsing of long sessions: turns in gitmem's own form are read once per text.
 
-A 10,000-turn session file is ~1.7 MB, and mistune needs over a second for it, while a save
+A 10,000-turn session file is ~1.9 MB, and mistune needs over a second for it, while a save
 changes one turn and a neighbouring revision differs in a few. So the parser
 (:mod:`gitmem.format.parse`) first asks :func:`skeleton` to cut the conversation into turn
 blocks at the lines that start with ``#``. A block in exactly the form ``render`` writes
 (``### <time> {#id}``, then ``**Speaker**:`` lines each followed by ``>`` lines and one blank
-line) is read without mistune, from blocks built by a regular expression, through the
-parser's own conversation code; its ``Interaction`` is cached under the block's text (an LRU
-bounded by characters), so the same turn in the next revision, in ``at()`` of an older commit,
-in a diff or in a merge costs one dictionary look-up. Each run of such blocks is replaced by
-one placeholder heading; mistune parses what is left (title, metadata, summary, any turn a
-person wrote differently).
+line) is read without mistune, by :func:`read_turn`, which does what the parser's
+conversation code does with such a block; its ``Interaction`` is cached under the block's text
+(an LRU bounded by characters), so the same turn in the next revision, in ``at()`` of an older
+commit, in a diff or in a merge costs one dictionary look-up. Each run of such blocks is
+replaced by one placeholder heading; mistune parses what is left (title, metadata, summary,
+any turn a person wrote differently).
 
 Why this is exactly a full parse: a placeholder stands where a turn heading stood, at the
 start of a line after a blank line, so everything around it parses the same; the only blocks
@@ -87,10 +87,9 @@ CACHE = TurnCache()
 
 
 def read_turn(text: str) -> Interaction | None:
-    """The interaction of one turn block in render's form (``text`` is "#" + a ``_PIECE``
-    + "\\n"), read
-    as the parser's conversation code reads it; None where that code would report a problem.
-    """
+    """The interaction of one turn block in render's form (``"#" + piece + "\\n"`` for a
+    ``_PIECE``), as the parser's conversation code reads it; None where that code would report
+    a problem (the full parse then reports it)."""
     rows = text.split("\n")
     stamp, _, ident = rows[0][4:-1].rpartition("{#")
     try:
