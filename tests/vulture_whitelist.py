@@ -10,7 +10,7 @@ config), mistune (parser hooks), Python itself (module ``__getattr__``), or the 
 
 import gitmem
 from gitmem.cli import base, history, sessions, sharing
-from gitmem.format import spans
+from gitmem.format import render, spans, turns
 from gitmem.guard.secrets import SecretConfig
 from gitmem.models import (
     USER_SPEAKERS,
@@ -63,3 +63,7 @@ USER_SPEAKERS
 SecretConfig.with_patterns
 LLMConfig.worst_case_seconds
 SyncReport(commit=None).rebuilt
+
+# for tests and benchmarks/bench_huge.py: time and check a parse or render from scratch
+render.clear_cache
+turns.CACHE.clear

@@ -1,7 +1,9 @@
-"""The session file's labels in English and Chinese, and the escape rule that keeps text from
-reading as structure."""
+"""The session file's labels in English and Chinese, the escape rule that keeps text from
+reading as structure, and the small readers of a label line (``**Key**: value``, timestamps)."""
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
 
 from gitmem.errors import EscapeError
 from gitmem.models import Language
@@ -83,3 +85,33 @@ def unescape(text: str) -> str:
         pos = close + 1
     parts.append(text[pos:])
     return "".join(parts)
+
+
+def fromisoformat(value: str) -> datetime:
+    """``datetime.fromisoformat``, but keeping an offset of a few microseconds.
+
+    CPython 3.11 reads ``+00:00:00.000001`` as UTC; ``isoformat`` writes such offsets.
+    """
+    stamp = datetime.fromisoformat(value)
+    sign = max(value.rfind("+"), value.rfind("-"))
+    tail = value[sign + 1 :].split(":")
+    if stamp.tzinfo is None or len(tail) != 3 or "." not in tail[2]:
+        return stamp
+    seconds, _, fraction = tail[2].partition(".")
+    hours, minutes, micro = int(tail[0]), int(tail[1]), int(fraction.ljust(6, "0")[:6])
+    offset = timedelta(hours=hours, minutes=minutes, seconds=int(seconds), microseconds=micro)
+    return stamp.replace(tzinfo=timezone(-offset if value[sign] == "-" else offset))
+
+
+def split_colon(text: str) -> tuple[str, str, str]:
+    """Split at the first ASCII or full-width colon."""
+    cut = min((i for i in map(text.find, COLONS) if i >= 0), default=-1)
+    return (text, "", "") if cut < 0 else (text[:cut], text[cut], text[cut + 1 :])
+
+
+def bold_key(text: str) -> tuple[str | None, str]:
+    """``**Key**rest`` -> (``Key``, ``rest``); (None, text) if the text does not start bold."""
+    close = text.find("**", 2)
+    if not text.startswith("**") or close <= 2:
+        return None, text
+    return text[2:close], text[close + 2 :]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from operator import is_
 from typing import Any
 
 from gitmem.errors import (
@@ -108,14 +109,17 @@ class GuardMethods:
             _refuse(updated.id, "the session id", config)
             if self.namespace:  # it names the session's folder
                 _refuse(self.namespace, "the namespace", config)
-        known = {id(turn) for turn in current.interactions} if current else set()
-        turns: list[Interaction] = []
-        for turn in updated.interactions:
+        old, new = current.interactions if current else [], updated.interactions
+        known = set(map(id, old))
+        # a save appends to the same turn objects: only the turns after them can be new
+        same = len(old) if len(old) <= len(new) and all(map(is_, old, new)) else 0
+        turns: list[Interaction] = new[:same]
+        for turn in new[same:]:
             if id(turn) not in known:
                 turn = self._guard_turn(updated.id, turn, config, counts)
             turns.append(turn)
         changes: dict[str, Any] = {}
-        if any(a is not b for a, b in zip(turns, updated.interactions, strict=True)):
+        if any(a is not b for a, b in zip(turns[same:], new[same:], strict=True)):
             changes["interactions"] = turns
         summary = updated.summary
         if summary is not None and summary is not (current.summary if current else None):

@@ -70,7 +70,10 @@ def diff_sessions(
         status=status_of(old, new),
         interactions_added=[i for i in after if i not in before],
         interactions_removed=[i for i in before if i not in after],
-        interactions_changed=[i for i in after if i in before and before[i] != after[i]],
+        interactions_changed=[  # unchanged turns are mostly the same object (parse cache)
+            i for i, turn in after.items()
+            if i in before and before[i] is not turn and before[i] != turn
+        ],
         metadata={
             key: FieldChange(old=old_meta.get(key), new=new_meta.get(key))
             for key in [*old_meta, *(k for k in new_meta if k not in old_meta)]

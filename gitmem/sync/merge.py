@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import is_
 from typing import Any, TypeVar
 
 from gitmem.errors import ConflictError
@@ -216,15 +217,18 @@ def _merge_turns(
         else:
             survivor = mine or other
             assert survivor is not None
-            if survivor != old:  # deleted on one side, edited on the other: keep the edit
+            if survivor is not old and survivor != old:  # deleted on one side, edited on the other
                 notes.append(MergeNote(ours.id, "kept", f"interaction {tid}", tid, ""))
                 chosen[tid] = survivor
     shared = set(our_turns) & set(their_turns)
     left = [t for t in ours.interactions if t.id in chosen]
     right = [t for t in theirs.interactions if t.id in chosen]
-    merged: list[Interaction] = []
-    done: set[str] = set()
-    i = j = 0
+    # the turns both sides still have as the same objects (the parser shares unchanged
+    # turns) go first, as the loop below would take them: it only interleaves the rest
+    same = list(map(is_, left, right))
+    i = j = same.index(False) if False in same else len(same)
+    merged = [chosen[t.id] for t in left[:i]]
+    done = {t.id for t in left[:i]}
     while i < len(left) or j < len(right):
         while i < len(left) and left[i].id in done:
             i += 1
@@ -259,7 +263,7 @@ def _pick_turn(
     sid: str,
     notes: list[MergeNote],
 ) -> Interaction:
-    if ours == theirs or theirs == base:
+    if ours is theirs or ours == theirs or theirs == base:
         return ours
     if ours == base:
         return theirs

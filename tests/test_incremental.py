@@ -1,0 +1,187 @@
+"""The incremental parse (gitmem/format/turns.py) gives exactly what a full parse gives.
+
+Hand edits are simulated by inserting, deleting, replacing and copying lines anywhere in a
+rendered file, with lines chosen to break the structure (fences, HTML, quotes without a
+blank line, stray headings, duplicate ids, the placeholder character itself).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import gitmem.format.parse as parse_module
+import gitmem.format.render as render_module
+from gitmem.format import turns
+from gitmem.format.parse import parse, parse_lenient
+from gitmem.format.render import render
+from gitmem.models import Interaction, Message, Session
+from tests.test_markdown_roundtrip import sessions
+
+EDIT_LINES = [
+    "", ">", "> x", "```", "~~~", "<!--", "-->", "<div>", "</div>", "- item", "1. item",
+    "    code", "**User**:", "**A**: b", "**User** (escaped):", "[x]: /url", "===", "---",
+    "# T", "## Summary", "## Conversation", "## Metadata", "## 对话记录", "#### x", "###",
+    "### 2024-01-01T00:00:00+00:00 {#dup}", "### 2024-01-01T00:00:00+00:00", "### bad {#b}",
+    "### 2024-01-01T00:00:00+00:00 {#bad id}", "\ue0000", "### \ue0000", "text", "  > indented",
+    "\r", "a\rb", "\t> tab", "**Generated**: 2024-01-01T00:00:00+00:00", "> \\u{0007}",
+]  # fmt: skip
+
+PROPERTY = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def _both(text: str) -> tuple[tuple[Session | None, list[str]], tuple[Session | None, list[str]]]:
+    fast, fast_diagnostics = parse_lenient(text, "f.md")
+    full, full_diagnostics = parse_lenient(text, "f.md", shortcut=False)
+    return (fast, [str(d) for d in fast_diagnostics]), (full, [str(d) for d in full_diagnostics])
+
+
+@st.composite
+def edited(draw: st.DrawFn) -> tuple[str, str]:
+    """A rendered session with a few more turns, and a copy with random hand edits."""
+    session = draw(sessions())
+    extra = [
+        Interaction(id=f"e{n}", timestamp=datetime(2024, 5, 1, tzinfo=UTC) + timedelta(hours=n),
+                    messages=[Message(speaker="User", content=f"line {n}\nmore")])
+        for n in range(draw(st.integers(0, 4)))
+    ]
+    taken = {t.id for t in session.interactions}
+    session = session.model_copy(update={"interactions": [
+        *session.interactions, *(t for t in extra if t.id not in taken)]})
+    original = render(session)
+    lines = original.split("\n")
+    for _ in range(draw(st.integers(1, 4))):
+        at = draw(st.integers(0, len(lines)))
+        op = draw(st.sampled_from(["insert", "delete", "replace", "copy"]))
+        if op == "insert":
+            lines.insert(at, draw(st.sampled_from(EDIT_LINES)))
+        elif op == "delete" and at < len(lines):
+            del lines[at]
+        elif op == "replace" and at < len(lines):
+            lines[at] = draw(st.sampled_from(EDIT_LINES))
+        elif op == "copy":  # a block of lines copied elsewhere: repeated turns and ids
+            start = draw(st.integers(0, len(lines)))
+            lines[at:at] = lines[start : start + draw(st.integers(1, 8))]
+    return original, "\n".join(lines)
+
+
+@PROPERTY
+@given(edited())
+def test_incremental_parse_equals_full_parse_after_hand_edits(pair: tuple[str, str]) -> None:
+    original, text = pair
+    turns.CACHE.clear()
+    cold_fast, full = _both(text)  # nothing cached: every turn block read ahead afresh
+    assert cold_fast == full
+    parse_lenient(original, "f.md")  # the version before the edit fills the cache
+    warm_fast, full = _both(text)
+    assert warm_fast == full
+
+
+@PROPERTY
+@given(sessions(), st.data())
+def test_incremental_parse_equals_full_parse_when_a_turn_changes(
+    session: Session, data: st.DataObject
+) -> None:
+    parse_lenient(render(session), "f.md")
+    if session.interactions:
+        at = data.draw(st.integers(0, len(session.interactions) - 1))
+        old = session.interactions[at]
+        added = Message(speaker="X", content="y")
+        new = old.model_copy(update={"messages": [*old.messages, added]})
+        changed = [*session.interactions[:at], new, *session.interactions[at + 1 :]]
+        session = session.model_copy(update={"interactions": changed})
+    text = render(session)
+    fast, full = _both(text)
+    assert fast == full
+    assert fast[0] == session
+
+
+def _long_session(count: int) -> Session:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    interactions = [
+        Interaction(id=f"t{n}", timestamp=start + timedelta(minutes=n),
+                    messages=[Message(speaker="User", content=f"q {n}"),
+                              Message(speaker="Assistant", content=f"a {n}\n\nmore")])
+        for n in range(count)
+    ]
+    return Session(id="long", created=start, last_active=interactions[-1].timestamp,
+                   interactions=interactions)
+
+
+def test_a_new_revision_hands_mistune_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = _long_session(300)
+    parse(render(session))
+    turn = Interaction(id="new", timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+                       messages=[Message(speaker="User", content="hello")])
+    text = render(session.model_copy(update={"interactions": [*session.interactions, turn]}))
+    seen: list[int] = []
+    real = parse_module.top_level_blocks
+
+    def measure(src: str) -> list[object]:  # a spy: the real block parser still runs
+        seen.append(len(src))
+        return real(src)  # type: ignore[return-value]
+
+    monkeypatch.setattr(parse_module, "top_level_blocks", measure)
+    back = parse(text)
+    assert back.interactions[-1] == turn and len(back.interactions) == 301
+    assert seen and max(seen) < len(text) / 20  # the 301 turns never reached mistune
+
+
+def test_a_hand_edit_in_the_middle_is_reported_at_its_line() -> None:
+    text = render(_long_session(50))
+    parse(text)  # every turn cached
+    lines = text.split("\n")
+    at = lines.index("### 2024-01-01T00:25:00+00:00 {#t25}")
+    lines.insert(at + 1, "```")  # an unclosed fence swallows the rest of the file
+    session, diagnostics = parse_lenient("\n".join(lines), "f.md")
+    assert [str(d) for d in diagnostics] == [
+        f"f.md:{at + 2}: unexpected block code in the conversation"
+        " (expected '### <timestamp>', '**Speaker**:' or '> text')"
+    ]
+    assert session is not None and len(session.interactions) == 26
+
+
+def test_repeated_turn_blocks_are_reported_as_duplicate_ids() -> None:
+    text = render(_long_session(3))
+    parse(text)
+    block = text[text.index("### 2024-01-01T00:01:00") : text.index("### 2024-01-01T00:02:00")]
+    session, diagnostics = parse_lenient(text + "\n" + block, "f.md")
+    assert [str(d) for d in diagnostics] == [
+        f"f.md:{text.count(chr(10)) + 2}: duplicate interaction id 't1' (first at line 19)"
+    ]
+    assert session is not None and [t.id for t in session.interactions] == ["t0", "t1", "t2"]
+
+
+def test_render_reuses_the_text_of_unchanged_turns() -> None:
+    session = _long_session(20)
+    first = render(session)
+    moved = session.interactions[3].model_copy(update={"id": "moved"})
+    changed = [*session.interactions[:3], moved, *session.interactions[4:]]
+    again = render(session.model_copy(update={"interactions": changed}))
+    assert again == first.replace("{#t3}", "{#moved}")
+    assert parse(again).interactions[3].id == "moved"
+
+
+def test_a_save_renders_only_the_new_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = _long_session(200)
+    first = render(session)
+    calls: list[str] = []
+    real = render_module._maybe_escape
+
+    def count(text: str) -> tuple[str, str]:  # a spy: the real escaping still runs
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(render_module, "_maybe_escape", count)
+    turn = Interaction(id="new", timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+                       messages=[Message(speaker="User", content="hello")])
+    longer = session.model_copy(update={"interactions": [*session.interactions, turn]})
+    text = render(longer)
+    assert calls == ["hello"]  # 200 turns' texts were reused, not formatted again
+    assert text == first + "\n### 2025-01-01T00:00:00+00:00 {#new}\n**User**:\n> hello\n"
+    assert parse(text) == longer
