@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,7 @@ from typing import Any
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.indexfile import IndexFile, discard
+from gitmem.search.indexfile import DOCS_SESSION_INDEX, IndexFile, discard
 from gitmem.text import terms
 
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
@@ -37,15 +39,42 @@ IMPACT_B = 0.75
 
 _SEP = "\x1f"
 
-# (term, impact, doc, tf, doc length, session key, position, kind)
-Posting = tuple[str, int, int, int, int, int, int, int]
+# (term id, impact, doc, tf, doc length, session key, position, kind)
+Posting = tuple[int, int, int, int, int, int, int, int]
+
+# postings collected in bulk mode before they are sorted and written (~50 MB of tuples)
+_BULK_POSTINGS = 300_000
 
 
 @dataclass
 class _Bulk:
+    """What a rebuild holds back: sorted postings go in much faster than one by one."""
+
     postings: list[Posting] = field(default_factory=list)
-    df: Counter[str] = field(default_factory=Counter)
+    df: Counter[int] = field(default_factory=Counter)
     speakers: list[str] = field(default_factory=list)
+    next_doc: int = 0  # the next document id (0: not known yet)
+    counts: tuple[int, int] | None = None  # (documents, total length), written at a flush
+    fresh: bool = False  # the tables were cleared in this transaction: nothing to replace
+
+
+def _pack(tids: Sequence[int]) -> bytes:
+    """A document's term ids, little-endian, 2 bytes each while the vocabulary is small."""
+    code = "H" if not tids or max(tids) < 65536 else "I"
+    packed = array(code, tids)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return code.encode() + packed.tobytes()
+
+
+def _unpack(data: bytes) -> array[int]:
+    if not data:
+        return array("I")
+    packed = array(chr(data[0]))
+    packed.frombytes(data[1:])
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed
 
 
 KIND_INTERACTION = 0
@@ -71,9 +100,10 @@ class DocInput(Doc):
     body: str
 
     @property
-    def hash(self) -> str:
+    def hash(self) -> int:
         data = f"{self.kind}|{self.iid}|{self.speaker}|{self.ts}|{self.text}"
-        return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        digest = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "little", signed=True)  # a SQLite integer
 
 
 @dataclass(frozen=True)
@@ -149,24 +179,34 @@ class Index(IndexFile):
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
+        # term id -> term (None: a gap) and back, of committed terms and this
+        # transaction's; ids are never reused within a file (see IndexFile.clear)
+        self._names: list[str | None] = [None]
+        self._tids: dict[str, int] = {}
 
     @contextlib.contextmanager
     def writing(self, *, bulk: bool = False) -> Iterator[None]:
         """Group writes into one transaction (rolled back if the block raises).
 
-        ``bulk`` collects postings and sorts them before writing, which is much faster
-        for a rebuild than inserting each document's postings as they come.
+        ``bulk`` (a rebuild) collects postings and sorts them before writing, which is much
+        faster than inserting each document's postings as they come, and builds the
+        documents' session index once at the end. The whole rebuild is one transaction:
+        a crash or error half-way leaves the index as it was before.
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             self._bulk = _Bulk() if bulk else None
             try:
+                self._load_terms()  # with the write lock held: no one else adds terms now
                 yield
                 self._flush()
+                if bulk:
+                    self._db.execute(DOCS_SESSION_INDEX)
             except BaseException:
                 self._bulk = None
                 self._db.execute("ROLLBACK")
                 self._stats = None
+                self._names, self._tids = [None], {}  # may hold rolled-back ids
                 raise
             self._bulk = None
             self._db.execute("COMMIT")
@@ -176,14 +216,62 @@ class Index(IndexFile):
             self.generation += 1
             self._stats = None
 
+    # --- term ids --------------------------------------------------------------------
+
+    def _load_terms(self) -> None:
+        """Read the terms added since this object last looked (by any process)."""
+        for tid, term in self._db.execute(
+            "SELECT tid, term FROM terms WHERE tid >= ? ORDER BY tid", (len(self._names),)
+        ):
+            self._names.extend([None] * (tid - len(self._names)))
+            self._names.append(term)
+            self._tids[term] = tid
+
+    def _term_ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
+        """The ids of these documents' terms, adding the new terms (write transaction)."""
+        new = [t for t in dict.fromkeys(t for ts in analysed for t in ts) if t not in self._tids]
+        if new:
+            first = len(self._names)
+            self._db.executemany("INSERT INTO terms VALUES(?, ?, 0)",
+                                 [(first + at, term) for at, term in enumerate(new)])
+            self._names.extend(new)
+            self._tids.update((term, first + at) for at, term in enumerate(new))
+        return [[self._tids[t] for t in ts] for ts in analysed]
+
+    def _term_text(self, data: bytes) -> str:
+        """A document's packed term ids as space-separated terms."""
+        tids = _unpack(data)
+        names = self._names
+        try:
+            return " ".join([names[t] for t in tids])  # type: ignore[misc]
+        except (IndexError, TypeError):
+            pass
+        self._load_terms()  # terms another process added since we last looked
+        try:
+            return " ".join([names[t] for t in tids])  # type: ignore[misc]
+        except (IndexError, TypeError):
+            raise IndexCorrupted("a document names a term id the index does not have") from None
+
     # --- writing documents -----------------------------------------------------------
+
+    def clear(self) -> None:
+        super().clear()
+        if self._bulk is not None:
+            # nothing to find or replace until the end: the session index is built then
+            self._db.execute("DROP INDEX IF EXISTS docs_session")
+            self._bulk.fresh = True
+            self._bulk.counts = (0, 0)
+            self._bulk.next_doc = 1
 
     def put_session(
         self, session: Session, path: str, blob: str, commit: str | None = None
     ) -> None:
         """Index (or re-index) the session file at ``path`` (a session's main file or its
         archive part: both are rows of the same session id); unchanged interactions stay."""
-        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        row = (
+            None if self._bulk is not None and self._bulk.fresh
+            else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        )  # fmt: skip
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
             session.project, _join(session.tags), _join(session.participants),
@@ -211,8 +299,11 @@ class Index(IndexFile):
     def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         # a document whose content and position are unchanged stays; anything else is
         # deleted and inserted again (positions live in the postings too)
+        if self._bulk is not None and self._bulk.fresh:
+            self._insert_docs(skey, docs)
+            return
         old = {
-            (str(h), int(pos)): int(doc_id)
+            (int(h), int(pos)): int(doc_id)
             for doc_id, h, pos in self._db.execute(
                 "SELECT id, hash, pos FROM docs WHERE skey=?", (skey,)
             )
@@ -226,66 +317,98 @@ class Index(IndexFile):
         # an integer keeps the postings small and makes the key exactly reproducible
         return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
 
-    def _write_postings(self, postings: list[Posting], df: Counter[str],
+    def _write_postings(self, postings: list[Posting], df: Counter[int],
                         speakers: list[str]) -> None:
-        if self._bulk is not None:
-            self._bulk.postings.extend(postings)
-            self._bulk.df.update(df)
-            self._bulk.speakers.extend(speakers)
-            if len(self._bulk.postings) > 300_000:
+        bulk = self._bulk
+        if bulk is not None:
+            bulk.postings.extend(postings)
+            bulk.df.update(df)
+            bulk.speakers.extend(speakers)
+            if len(bulk.postings) > _BULK_POSTINGS:
                 self._flush()
             return
         self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
         self._count_speakers(speakers, 1)
-        self._db.executemany(
-            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
-            df.items(),
-        )
+        self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?",
+                             [(n, tid) for tid, n in df.items()])
 
     def _flush(self) -> None:
+        """Write what bulk mode holds back (its cached counts stay valid)."""
         bulk, self._bulk = self._bulk, None
-        if bulk is not None and bulk.postings:
-            bulk.postings.sort()
-            self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+        if bulk is None:
+            return
+        try:
+            if bulk.postings:
+                bulk.postings.sort()
+                self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+            if bulk.counts is not None:
+                self._set_counts(*bulk.counts)
+        finally:
+            bulk.postings, bulk.df, bulk.speakers = [], Counter(), []
+            self._bulk = bulk
+
+    def _doc_counts(self) -> tuple[int, int]:
+        bulk = self._bulk
+        if bulk is None:
+            return self._counts()
+        if bulk.counts is None:
+            bulk.counts = self._counts()
+        return bulk.counts
+
+    def _set_doc_counts(self, n_docs: int, total: int) -> None:
+        if self._bulk is None:
+            self._set_counts(n_docs, total)
+        else:
+            self._bulk.counts = (n_docs, total)
+
+    def _next_doc_id(self, count: int) -> int:
+        bulk = self._bulk
+        if bulk is not None and bulk.next_doc:
+            first = bulk.next_doc
+        else:
+            first = int(self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0])
         if bulk is not None:
-            self._bulk = _Bulk()
+            bulk.next_doc = first + count
+        return first
 
     def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         if not docs:
             return
-        n_docs, total = self._counts()
+        n_docs, total = self._doc_counts()
         analysed = [terms(doc.body) for doc in docs]
         n_docs += len(docs)
         total += sum(len(t) for t in analysed)
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings: list[Posting] = []
-        df: Counter[str] = Counter()
-        for doc, doc_terms in zip(docs, analysed, strict=True):
-            dl = len(doc_terms)
+        df: Counter[int] = Counter()
+        rows = []
+        first = self._next_doc_id(len(docs))
+        impact = self._impact
+        for doc_id, doc, tids in zip(
+            range(first, first + len(docs)), docs, self._term_ids(analysed), strict=True
+        ):
+            dl = len(tids)
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
-            cursor = self._db.execute(
-                "INSERT INTO docs(skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                (skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                 " ".join(doc_terms), dl, norm, doc.hash),
-            )  # fmt: skip
-            doc_id = int(cursor.lastrowid or 0)
-            for term, tf in Counter(doc_terms).items():
-                postings.append(
-                    (term, self._impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
-                )
-                df[term] += 1
+            rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
+                         _pack(tids), dl, norm, doc.hash))  # fmt: skip
+            counts = Counter(tids)
+            postings.extend(
+                (tid, impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
+                for tid, tf in counts.items()
+            )
+            df.update(counts.keys())
+        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         self._write_postings(postings, df, [d.speaker for d in docs])
-        self._set_counts(n_docs, total)
+        self._set_doc_counts(n_docs, total)
 
     def _delete_docs(self, doc_ids: Sequence[int]) -> None:
         if not doc_ids:
             return
         if self._bulk is not None:
             self._flush()
-        n_docs, total = self._counts()
-        keys: list[tuple[str, int, int]] = []
-        df: Counter[str] = Counter()
+        n_docs, total = self._doc_counts()
+        keys: list[tuple[int, int, int]] = []
+        df: Counter[int] = Counter()
         speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
@@ -296,16 +419,16 @@ class Index(IndexFile):
                 speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
-                for term, tf in Counter(doc_terms.split()).items():
-                    keys.append((term, self._impact(tf, norm), doc_id))
-                    df[term] += 1
+                for tid, tf in Counter(_unpack(doc_terms)).items():
+                    keys.append((tid, self._impact(tf, norm), doc_id))
+                    df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
-        self._db.executemany("DELETE FROM postings WHERE term=? AND impact=? AND doc=?", keys)
-        self._db.executemany("UPDATE terms SET df = df - ? WHERE term=?",
-                             [(count, term) for term, count in df.items()])
-        self._db.execute("DELETE FROM terms WHERE df <= 0")
+        self._db.executemany("DELETE FROM postings WHERE tid=? AND impact=? AND doc=?", keys)
+        # a term left in no document keeps its row (and id) with df 0
+        self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
+                             [(count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
-        self._set_counts(max(n_docs, 0), max(total, 0))
+        self._set_doc_counts(max(n_docs, 0), max(total, 0))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
         counts = Counter(
@@ -347,7 +470,7 @@ class Index(IndexFile):
             return {
                 term: int(count)
                 for term, count in self._db.execute(
-                    f"SELECT term, df FROM terms WHERE term IN ({marks})", wanted
+                    f"SELECT term, df FROM terms WHERE term IN ({marks}) AND df > 0", wanted
                 )
             }
 
@@ -356,8 +479,8 @@ class Index(IndexFile):
         ``term``, highest impact first."""
         with self._lock:
             return self._db.execute(
-                "SELECT doc, tf, dl, skey, pos, kind FROM postings WHERE term=?"
-                " ORDER BY impact DESC LIMIT ?",
+                "SELECT doc, tf, dl, skey, pos, kind FROM postings"
+                " WHERE tid=(SELECT tid FROM terms WHERE term=?) ORDER BY impact DESC LIMIT ?",
                 (term, limit),
             ).fetchall()
 
@@ -395,12 +518,14 @@ class Index(IndexFile):
         """Every indexed term (cached until the next write)."""
         with self._lock:
             if self._vocab is None or self._vocab[0] != self.generation:
-                words = [r[0] for r in self._db.execute("SELECT term FROM terms")]
+                words = [r[0] for r in self._db.execute("SELECT term FROM terms WHERE df > 0")]
                 self._vocab = (self.generation, words)
             return self._vocab[1]
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(*r) for r in self._db.execute(sql, args)]
+        text = self._term_text
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], text(r[8]), r[9])
+                for r in self._db.execute(sql, args)]
 
     _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
 
