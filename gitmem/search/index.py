@@ -3,8 +3,8 @@
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
 timestamp) plus each session's tags, project, participants, links and metadata, and an
-inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
-common terms can be read partially, best documents first.
+inverted index ``term id -> (document, tf)`` ordered by a precomputed BM25 impact so that
+very common terms can be read partially, best documents first (ids: :mod:`.vocab`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import sys
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +27,8 @@ from typing import Any
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.indexfile import DOCS_SESSION_INDEX, IndexFile, discard
+from gitmem.search.indexfile import DOCS_SESSION_INDEX, discard
+from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
@@ -56,25 +55,6 @@ class _Bulk:
     next_doc: int = 0  # the next document id (0: not known yet)
     counts: tuple[int, int] | None = None  # (documents, total length), written at a flush
     fresh: bool = False  # the tables were cleared in this transaction: nothing to replace
-
-
-def _pack(tids: Sequence[int]) -> bytes:
-    """A document's term ids, little-endian, 2 bytes each while the vocabulary is small."""
-    code = "H" if not tids or max(tids) < 65536 else "I"
-    packed = array(code, tids)
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return code.encode() + packed.tobytes()
-
-
-def _unpack(data: bytes) -> array[int]:
-    if not data:
-        return array("I")
-    packed = array(chr(data[0]))
-    packed.frombytes(data[1:])
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed
 
 
 KIND_INTERACTION = 0
@@ -164,7 +144,7 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index(IndexFile):
+class Index(Vocabulary):
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
     Thread-safe: one connection guarded by a lock. Write methods must run inside
@@ -173,16 +153,10 @@ class Index(IndexFile):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        self.generation = 0
-        self._vocab: tuple[int, list[str]] | None = None
         self._stats: tuple[int, float] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
-        # term id -> term (None: a gap) and back, of committed terms and this
-        # transaction's; ids are never reused within a file (see IndexFile.clear)
-        self._names: list[str | None] = [None]
-        self._tids: dict[str, int] = {}
 
     @contextlib.contextmanager
     def writing(self, *, bulk: bool = False) -> Iterator[None]:
@@ -206,7 +180,7 @@ class Index(IndexFile):
                 self._bulk = None
                 self._db.execute("ROLLBACK")
                 self._stats = None
-                self._names, self._tids = [None], {}  # may hold rolled-back ids
+                self._forget_terms()  # it may hold ids handed out in this transaction
                 raise
             self._bulk = None
             self._db.execute("COMMIT")
@@ -215,42 +189,6 @@ class Index(IndexFile):
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.generation += 1
             self._stats = None
-
-    # --- term ids --------------------------------------------------------------------
-
-    def _load_terms(self) -> None:
-        """Read the terms added since this object last looked (by any process)."""
-        for tid, term in self._db.execute(
-            "SELECT tid, term FROM terms WHERE tid >= ? ORDER BY tid", (len(self._names),)
-        ):
-            self._names.extend([None] * (tid - len(self._names)))
-            self._names.append(term)
-            self._tids[term] = tid
-
-    def _term_ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
-        """The ids of these documents' terms, adding the new terms (write transaction)."""
-        new = [t for t in dict.fromkeys(t for ts in analysed for t in ts) if t not in self._tids]
-        if new:
-            first = len(self._names)
-            self._db.executemany("INSERT INTO terms VALUES(?, ?, 0)",
-                                 [(first + at, term) for at, term in enumerate(new)])
-            self._names.extend(new)
-            self._tids.update((term, first + at) for at, term in enumerate(new))
-        return [[self._tids[t] for t in ts] for ts in analysed]
-
-    def _term_text(self, data: bytes) -> str:
-        """A document's packed term ids as space-separated terms."""
-        tids = _unpack(data)
-        names = self._names
-        try:
-            return " ".join([names[t] for t in tids])  # type: ignore[misc]
-        except (IndexError, TypeError):
-            pass
-        self._load_terms()  # terms another process added since we last looked
-        try:
-            return " ".join([names[t] for t in tids])  # type: ignore[misc]
-        except (IndexError, TypeError):
-            raise IndexCorrupted("a document names a term id the index does not have") from None
 
     # --- writing documents -----------------------------------------------------------
 
@@ -348,12 +286,10 @@ class Index(IndexFile):
             self._bulk = bulk
 
     def _doc_counts(self) -> tuple[int, int]:
-        bulk = self._bulk
-        if bulk is None:
-            return self._counts()
-        if bulk.counts is None:
-            bulk.counts = self._counts()
-        return bulk.counts
+        # (documents, total length): kept in memory during a rebuild, written at a flush
+        if self._bulk is not None and self._bulk.counts is None:
+            self._bulk.counts = self._counts()
+        return self._counts() if self._bulk is None else self._bulk.counts or (0, 0)
 
     def _set_doc_counts(self, n_docs: int, total: int) -> None:
         if self._bulk is None:
@@ -390,7 +326,7 @@ class Index(IndexFile):
             dl = len(tids)
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         _pack(tids), dl, norm, doc.hash))  # fmt: skip
+                         pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
             counts = Counter(tids)
             postings.extend(
                 (tid, impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
@@ -419,7 +355,7 @@ class Index(IndexFile):
                 speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
-                for tid, tf in Counter(_unpack(doc_terms)).items():
+                for tid, tf in Counter(unpack_terms(doc_terms)).items():
                     keys.append((tid, self._impact(tf, norm), doc_id))
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
@@ -460,20 +396,6 @@ class Index(IndexFile):
                 self._stats = (n_docs, total / n_docs if n_docs else 0.0)
             return self._stats
 
-    def df(self, words: Iterable[str]) -> dict[str, int]:
-        """Document frequency of each term (absent terms are left out)."""
-        wanted = list(dict.fromkeys(words))
-        if not wanted:
-            return {}
-        with self._lock:
-            marks = ",".join("?" * len(wanted))
-            return {
-                term: int(count)
-                for term, count in self._db.execute(
-                    f"SELECT term, df FROM terms WHERE term IN ({marks}) AND df > 0", wanted
-                )
-            }
-
     def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
         """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
         ``term``, highest impact first."""
@@ -513,14 +435,6 @@ class Index(IndexFile):
                     if (skey, pos) in wanted:
                         out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
         return out
-
-    def vocabulary(self) -> list[str]:
-        """Every indexed term (cached until the next write)."""
-        with self._lock:
-            if self._vocab is None or self._vocab[0] != self.generation:
-                words = [r[0] for r in self._db.execute("SELECT term FROM terms WHERE df > 0")]
-                self._vocab = (self.generation, words)
-            return self._vocab[1]
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
         text = self._term_text
