@@ -22,12 +22,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.indexfile import DOCS_SESSION_INDEX, discard
+from gitmem.search.indexfile import DOCS_SESSION_INDEX
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
@@ -92,8 +92,14 @@ class DocRow(Doc):
 
     id: int
     skey: int
-    terms: str  # the analysed terms, space-separated
+    packed: bytes = field(repr=False)  # its term ids (see vocab.py)
     dl: int
+    vocab: Vocabulary = field(repr=False, compare=False)
+
+    @cached_property
+    def terms(self) -> str:
+        """The analysed terms, space-separated (decoded on first use: most rows never are)."""
+        return self.vocab.term_text(self.packed)
 
 
 @dataclass(frozen=True)
@@ -328,10 +334,12 @@ class Index(Vocabulary):
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
                          pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
             counts = Counter(tids)
+            once = impact(1, norm)  # most terms occur once in a turn: compute that once
             postings.extend(
-                (tid, impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
+                (tid, once if tf == 1 else impact(tf, norm), doc_id, tf, dl, skey, doc.pos,
+                 doc.kind)
                 for tid, tf in counts.items()
-            )
+            )  # fmt: skip
             df.update(counts.keys())
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         self._write_postings(postings, df, [d.speaker for d in docs])
@@ -437,8 +445,7 @@ class Index(Vocabulary):
         return out
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        text = self._term_text
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], text(r[8]), r[9])
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self)
                 for r in self._db.execute(sql, args)]
 
     _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
@@ -598,22 +605,3 @@ class Index(Vocabulary):
                 str(p): (str(s), str(b))
                 for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
             }
-
-
-def open_file(path: Path, owner: str) -> Index:
-    """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
-    made for another repository is replaced by an empty one."""
-    try:
-        index = Index(path)  # reads the schema: a file that is not SQLite fails here
-    except IndexCorrupted:
-        discard(path)
-        index = Index(path)
-    recorded = index.get_meta("git_dir")
-    if recorded is not None and recorded != owner:
-        # copied from another store: its documents and access counts mean nothing here
-        index.close()
-        discard(path)
-        index = Index(path)
-    if recorded != owner:
-        index.set_meta("git_dir", owner)
-    return index

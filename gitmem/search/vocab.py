@@ -76,19 +76,18 @@ class Vocabulary(IndexFile):
             self._tids.update((term, first + at) for at, term in enumerate(new))
         return [[self._tids[t] for t in ts] for ts in analysed]
 
-    def _term_text(self, data: bytes) -> str:
+    def term_text(self, data: bytes) -> str:
         """A document's packed term ids as space-separated terms."""
         tids = unpack_terms(data)
-        names = self._names
-        try:
-            return " ".join([names[t] for t in tids])  # type: ignore[misc]
-        except (IndexError, TypeError):
-            pass
-        self._load_terms()  # terms another process added since we last looked
-        try:
-            return " ".join([names[t] for t in tids])  # type: ignore[misc]
-        except (IndexError, TypeError):
-            raise IndexCorrupted("a document names a term id the index does not have") from None
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return " ".join([self._names[t] for t in tids])  # type: ignore[misc]
+                except (IndexError, TypeError):
+                    if attempt == 2:
+                        break
+                self._load_terms()  # terms another process added since we last looked
+        raise IndexCorrupted("a document names a term id the index does not have")
 
     def df(self, words: Iterable[str]) -> dict[str, int]:
         """Document frequency of each term (absent terms are left out)."""
