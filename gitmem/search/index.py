@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.models import Session
-from gitmem.search.indexfile import DOCS_SESSION_INDEX
+from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
@@ -174,6 +174,8 @@ class Index(Vocabulary):
         a crash or error half-way leaves the index as it was before.
         """
         with self._lock:
+            if bulk:
+                self._db.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
             self._db.execute("BEGIN IMMEDIATE")
             self._bulk = _Bulk() if bulk else None
             try:
@@ -188,6 +190,9 @@ class Index(Vocabulary):
                 self._stats = None
                 self._forget_terms()  # it may hold ids handed out in this transaction
                 raise
+            finally:
+                if bulk:
+                    self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._bulk = None
             self._db.execute("COMMIT")
             if bulk and self.path != ":memory:":

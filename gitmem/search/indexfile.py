@@ -19,6 +19,11 @@ from gitmem.errors import IndexCorrupted, IndexUnavailable
 
 SCHEMA_VERSION = "5"
 
+# SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
+# would be spilled to the WAL and written again at each flush of sorted postings
+CACHE_KIB = 32 * 1024
+BULK_CACHE_KIB = 256 * 1024
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
@@ -65,7 +70,7 @@ class IndexFile:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             # keep the hot part of the postings in memory between queries
-            db.execute("PRAGMA cache_size=-32768")
+            db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.execute("PRAGMA mmap_size=268435456")
             db.execute("PRAGMA journal_size_limit=16777216")
             db.execute("PRAGMA temp_store=MEMORY")
