@@ -225,7 +225,8 @@ def sync(
                     if session.id != session_id:
                         session = session.model_copy(update={"id": session_id})
                     index.put_session(session, path, blob, head)
-                    index.mark_broken(path, None)
+                    if not rebuild:  # a rebuild starts with no file marked broken
+                        index.mark_broken(path, None)
                     report.indexed += 1
                 if progress is not None:
                     progress(done, len(wanted))

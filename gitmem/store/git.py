@@ -1,7 +1,9 @@
 """The one way gitmem runs the git binary: safe ``-c`` options, environment, timeouts, errors.
 
 Every git process gitmem starts goes through :func:`run_git` (the ``cat-file`` pipes that
-GitPython keeps open for object reads, in ``base.py``, get the same safe options), so
+GitPython keeps open for object reads, in ``base.py``, and the one ``cat-file --batch`` a
+search index rebuild streams blobs from, :meth:`GitCommands.stream_blobs`, get the same
+safe options), so
 one place answers: which of the store's own settings may run code (none: a store that
 arrives as a copied folder may carry hooks or an fsmonitor command in ``.git``), what the
 environment is (never a password prompt, messages in English), how long a command may take,
