@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TypeVar
 
-from gitmem.errors import IndexCorrupted, RepositoryError
+from gitmem.errors import RepositoryError
 from gitmem.format.parse import parse_lenient
 from gitmem.format.paths import (
     archive_dir,
@@ -26,7 +26,7 @@ from gitmem.format.paths import (
     session_dir,
 )
 from gitmem.models import Result, Session
-from gitmem.search.index import Index
+from gitmem.search.index import Index, open_file
 from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
 from gitmem.store.repository import Repository
 from gitmem.store.worktree import read_regular
@@ -49,25 +49,6 @@ def index_path(repository: Repository, namespace: str | None = None) -> Path:
     """Where a store's index lives: under the git dir, so it is never tracked."""
     name = "index.sqlite" if namespace is None else f"index-{encode_id(namespace)}.sqlite"
     return repository.state_dir / name
-
-
-def open_file(path: Path, owner: str) -> Index:
-    """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
-    made for another repository is replaced by an empty one."""
-    try:
-        index = Index(path)  # reads the schema: a file that is not SQLite fails here
-    except IndexCorrupted:
-        discard(path)
-        index = Index(path)
-    recorded = index.get_meta("git_dir")
-    if recorded is not None and recorded != owner:
-        # copied from another store: its documents and access counts mean nothing here
-        index.close()
-        discard(path)
-        index = Index(path)
-    if recorded != owner:
-        index.set_meta("git_dir", owner)
-    return index
 
 
 T = TypeVar("T")

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
+from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX
+from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
+from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
+from gitmem.search.sessionrows import SessionTable, join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
@@ -35,8 +37,6 @@ from gitmem.text import terms
 # and document length, so they only decide which postings of a common term are read first.
 IMPACT_K1 = 1.2
 IMPACT_B = 0.75
-
-_SEP = "\x1f"
 
 # (term id, impact, doc, tf, doc length, session key, position, kind)
 Posting = tuple[int, int, int, int, int, int, int, int]
@@ -102,31 +102,6 @@ class DocRow(Doc):
         return self.vocab.term_text(self.packed)
 
 
-@dataclass(frozen=True)
-class SessionRow:
-    """A session's metadata as indexed."""
-
-    skey: int
-    session_id: str
-    path: str
-    commit: str | None
-    created: float | None
-    last_active: float | None
-    project: str | None
-    tags: tuple[str, ...]
-    participants: tuple[str, ...]
-    links: tuple[str, ...]
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-def _join(items: Iterable[str]) -> str:
-    return _SEP + _SEP.join(items) + _SEP
-
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(item for item in value.split(_SEP) if item)
-
-
 def _stamp(value: datetime) -> float:
     return value.timestamp()
 
@@ -150,7 +125,7 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index(Vocabulary):
+class Index(SessionTable):
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
     Thread-safe: one connection guarded by a lock. Write methods must run inside
@@ -161,7 +136,6 @@ class Index(Vocabulary):
         super().__init__(path)
         self._stats: tuple[int, float] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
-        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
 
     @contextlib.contextmanager
@@ -223,8 +197,8 @@ class Index(Vocabulary):
         )  # fmt: skip
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
-            session.project, _join(session.tags), _join(session.participants),
-            _join(session.links), json.dumps(session.extra, ensure_ascii=False),
+            session.project, join_values(session.tags), join_values(session.participants),
+            join_values(session.links), json.dumps(session.extra, ensure_ascii=False),
             session.summary.text if session.summary else None,
         )  # fmt: skip
         if row is None:
@@ -519,94 +493,21 @@ class Index(Vocabulary):
                 total += int(row[0])
         return total
 
-    def _session_row(self, r: Sequence[Any]) -> SessionRow:
-        return SessionRow(
-            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
-            r[4] if r[4] is None else float(r[4]),
-            r[5] if r[5] is None else float(r[5]),
-            r[6] if r[6] is None else str(r[6]),
-            _split(str(r[7])), _split(str(r[8])), _split(str(r[9])), json.loads(str(r[10])),
-        )  # fmt: skip
 
-    _SESSION_COLUMNS = (
-        "skey, session_id, path, commit_sha, created, last_active, project, tags,"
-        " participants, links, extra"
-    )
-
-    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
-        """Session rows by session key (cached until the next write)."""
-        out: dict[int, SessionRow] = {}
-        with self._lock:
-            if self._session_cache[0] != self.generation:
-                self._session_cache = (self.generation, {})
-            cache = self._session_cache[1]
-            keys = []
-            for skey in dict.fromkeys(skeys):
-                found = cache.get(skey)
-                if found is None:
-                    keys.append(skey)
-                else:
-                    out[skey] = found
-            if len(cache) > 50_000:
-                cache.clear()
-            for at in range(0, len(keys), 500):
-                chunk = keys[at : at + 500]
-                marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(
-                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
-                ):
-                    row = self._session_row(r)
-                    out[row.skey] = cache[row.skey] = row
-        return out
-
-    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
-        """The rows of one session (its file, and its archive part if it has one)."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=? ORDER BY skey",
-                (session_id,),
-            ).fetchall()
-        return [self._session_row(r) for r in rows]
-
-    def session_keys(
-        self,
-        *,
-        session_ids: Sequence[str] = (),
-        tags: Sequence[str] = (),
-        project: str | None = None,
-        participants: Sequence[str] = (),
-        active_since: float | None = None,
-        created_until: float | None = None,
-    ) -> set[int]:
-        """Keys of sessions matching every given condition (tags and participants: all)."""
-        where: list[str] = []
-        args: list[object] = []
-        if session_ids:
-            where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
-            args.extend(session_ids)
-        for tag in tags:
-            where.append("instr(tags, ?) > 0")
-            args.append(_SEP + tag + _SEP)
-        for name in participants:
-            where.append("instr(lower(participants), ?) > 0")
-            args.append((_SEP + name + _SEP).lower())
-        if project is not None:
-            where.append("project = ?")
-            args.append(project)
-        if active_since is not None:
-            where.append("last_active >= ?")
-            args.append(active_since)
-        if created_until is not None:
-            where.append("created <= ?")
-            args.append(created_until)
-        sql = "SELECT skey FROM sessions" + (" WHERE " + " AND ".join(where) if where else "")
-        with self._lock:
-            return {int(r[0]) for r in self._db.execute(sql, args)}
-
-    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
-        """path -> (session id, blob id) of every indexed session."""
-        with self._lock:
-            return {
-                str(p): (str(s), str(b))
-                for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
-            }
+def open_file(path: Path, owner: str) -> Index:
+    """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
+    made for another repository is replaced by an empty one."""
+    try:
+        index = Index(path)  # reads the schema: a file that is not SQLite fails here
+    except IndexCorrupted:
+        discard(path)
+        index = Index(path)
+    recorded = index.get_meta("git_dir")
+    if recorded is not None and recorded != owner:
+        # copied from another store: its documents and access counts mean nothing here
+        index.close()
+        discard(path)
+        index = Index(path)
+    if recorded != owner:
+        index.set_meta("git_dir", owner)
+    return index
