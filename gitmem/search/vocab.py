@@ -67,14 +67,16 @@ class Vocabulary(IndexFile):
 
     def _term_ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
         """The ids of these documents' terms, adding the new terms (write transaction)."""
-        new = [t for t in dict.fromkeys(t for ts in analysed for t in ts) if t not in self._tids]
+        tids = self._tids
+        new = [t for ts in analysed for t in ts if t not in tids]  # usually none
         if new:
+            new = list(dict.fromkeys(new))
             first = len(self._names)
             self._db.executemany("INSERT INTO terms VALUES(?, ?, 0)",
                                  [(first + at, term) for at, term in enumerate(new)])
             self._names.extend(new)
             self._tids.update((term, first + at) for at, term in enumerate(new))
-        return [[self._tids[t] for t in ts] for ts in analysed]
+        return [[tids[t] for t in ts] for ts in analysed]
 
     def term_text(self, data: bytes) -> str:
         """A document's packed term ids as space-separated terms."""
