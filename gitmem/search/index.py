@@ -3,8 +3,8 @@
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
 timestamp) plus each session's tags, project, participants, links and metadata, and an
-inverted index ``term -> (document, tf)`` ordered by a precomputed BM25 impact so that very
-common terms can be read partially, best documents first.
+inverted index ``term id -> (document, tf)`` ordered by a precomputed BM25 impact so that
+very common terms can be read partially, best documents first (ids: :mod:`.vocab`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
@@ -22,12 +22,15 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.indexfile import IndexFile, discard
+from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
+from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
+from gitmem.search.sessionrows import SessionTable, join_values
+from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
 # Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
@@ -35,17 +38,23 @@ from gitmem.text import terms
 IMPACT_K1 = 1.2
 IMPACT_B = 0.75
 
-_SEP = "\x1f"
+# (term id, impact, doc, tf, doc length, session key, position, kind)
+Posting = tuple[int, int, int, int, int, int, int, int]
 
-# (term, impact, doc, tf, doc length, session key, position, kind)
-Posting = tuple[str, int, int, int, int, int, int, int]
+# postings collected in bulk mode before they are sorted and written (~50 MB of tuples)
+_BULK_POSTINGS = 300_000
 
 
 @dataclass
 class _Bulk:
+    """What a rebuild holds back: sorted postings go in much faster than one by one."""
+
     postings: list[Posting] = field(default_factory=list)
-    df: Counter[str] = field(default_factory=Counter)
+    df: Counter[int] = field(default_factory=Counter)
     speakers: list[str] = field(default_factory=list)
+    next_doc: int = 0  # the next document id (0: not known yet)
+    counts: tuple[int, int] | None = None  # (documents, total length), written at a flush
+    fresh: bool = False  # the tables were cleared in this transaction: nothing to replace
 
 
 KIND_INTERACTION = 0
@@ -71,9 +80,10 @@ class DocInput(Doc):
     body: str
 
     @property
-    def hash(self) -> str:
+    def hash(self) -> int:
         data = f"{self.kind}|{self.iid}|{self.speaker}|{self.ts}|{self.text}"
-        return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+        digest = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        return int.from_bytes(digest, "little", signed=True)  # a SQLite integer
 
 
 @dataclass(frozen=True)
@@ -82,33 +92,14 @@ class DocRow(Doc):
 
     id: int
     skey: int
-    terms: str  # the analysed terms, space-separated
+    packed: bytes = field(repr=False)  # its term ids (see vocab.py)
     dl: int
+    vocab: Vocabulary = field(repr=False, compare=False)
 
-
-@dataclass(frozen=True)
-class SessionRow:
-    """A session's metadata as indexed."""
-
-    skey: int
-    session_id: str
-    path: str
-    commit: str | None
-    created: float | None
-    last_active: float | None
-    project: str | None
-    tags: tuple[str, ...]
-    participants: tuple[str, ...]
-    links: tuple[str, ...]
-    extra: dict[str, str] = field(default_factory=dict)
-
-
-def _join(items: Iterable[str]) -> str:
-    return _SEP + _SEP.join(items) + _SEP
-
-
-def _split(value: str) -> tuple[str, ...]:
-    return tuple(item for item in value.split(_SEP) if item)
+    @cached_property
+    def terms(self) -> str:
+        """The analysed terms, space-separated (decoded on first use: most rows never are)."""
+        return self.vocab.term_text(self.packed)
 
 
 def _stamp(value: datetime) -> float:
@@ -134,7 +125,7 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index(IndexFile):
+class Index(SessionTable):
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
     Thread-safe: one connection guarded by a lock. Write methods must run inside
@@ -143,31 +134,39 @@ class Index(IndexFile):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        self.generation = 0
-        self._vocab: tuple[int, list[str]] | None = None
         self._stats: tuple[int, float] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
-        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
         self._bulk: _Bulk | None = None
 
     @contextlib.contextmanager
     def writing(self, *, bulk: bool = False) -> Iterator[None]:
         """Group writes into one transaction (rolled back if the block raises).
 
-        ``bulk`` collects postings and sorts them before writing, which is much faster
-        for a rebuild than inserting each document's postings as they come.
+        ``bulk`` (a rebuild) collects postings and sorts them before writing, which is much
+        faster than inserting each document's postings as they come, and builds the
+        documents' session index once at the end. The whole rebuild is one transaction:
+        a crash or error half-way leaves the index as it was before.
         """
         with self._lock:
+            if bulk:
+                self._db.execute(f"PRAGMA cache_size=-{BULK_CACHE_KIB}")
             self._db.execute("BEGIN IMMEDIATE")
             self._bulk = _Bulk() if bulk else None
             try:
+                self._load_terms()  # with the write lock held: no one else adds terms now
                 yield
                 self._flush()
+                if bulk:
+                    self._db.execute(DOCS_SESSION_INDEX)
             except BaseException:
                 self._bulk = None
                 self._db.execute("ROLLBACK")
                 self._stats = None
+                self._forget_terms()  # it may hold ids handed out in this transaction
                 raise
+            finally:
+                if bulk:
+                    self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             self._bulk = None
             self._db.execute("COMMIT")
             if bulk and self.path != ":memory:":
@@ -178,16 +177,28 @@ class Index(IndexFile):
 
     # --- writing documents -----------------------------------------------------------
 
+    def clear(self) -> None:
+        super().clear()
+        if self._bulk is not None:
+            # nothing to find or replace until the end: the session index is built then
+            self._db.execute("DROP INDEX IF EXISTS docs_session")
+            self._bulk.fresh = True
+            self._bulk.counts = (0, 0)
+            self._bulk.next_doc = 1
+
     def put_session(
         self, session: Session, path: str, blob: str, commit: str | None = None
     ) -> None:
         """Index (or re-index) the session file at ``path`` (a session's main file or its
         archive part: both are rows of the same session id); unchanged interactions stay."""
-        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        row = (
+            None if self._bulk is not None and self._bulk.fresh
+            else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        )  # fmt: skip
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
-            session.project, _join(session.tags), _join(session.participants),
-            _join(session.links), json.dumps(session.extra, ensure_ascii=False),
+            session.project, join_values(session.tags), join_values(session.participants),
+            join_values(session.links), json.dumps(session.extra, ensure_ascii=False),
             session.summary.text if session.summary else None,
         )  # fmt: skip
         if row is None:
@@ -211,8 +222,11 @@ class Index(IndexFile):
     def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         # a document whose content and position are unchanged stays; anything else is
         # deleted and inserted again (positions live in the postings too)
+        if self._bulk is not None and self._bulk.fresh:
+            self._insert_docs(skey, docs)
+            return
         old = {
-            (str(h), int(pos)): int(doc_id)
+            (int(h), int(pos)): int(doc_id)
             for doc_id, h, pos in self._db.execute(
                 "SELECT id, hash, pos FROM docs WHERE skey=?", (skey,)
             )
@@ -226,66 +240,98 @@ class Index(IndexFile):
         # an integer keeps the postings small and makes the key exactly reproducible
         return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
 
-    def _write_postings(self, postings: list[Posting], df: Counter[str],
+    def _write_postings(self, postings: list[Posting], df: Counter[int],
                         speakers: list[str]) -> None:
-        if self._bulk is not None:
-            self._bulk.postings.extend(postings)
-            self._bulk.df.update(df)
-            self._bulk.speakers.extend(speakers)
-            if len(self._bulk.postings) > 300_000:
+        bulk = self._bulk
+        if bulk is not None:
+            bulk.postings.extend(postings)
+            bulk.df.update(df)
+            bulk.speakers.extend(speakers)
+            if len(bulk.postings) > _BULK_POSTINGS:
                 self._flush()
             return
         self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
         self._count_speakers(speakers, 1)
-        self._db.executemany(
-            "INSERT INTO terms VALUES(?, ?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
-            df.items(),
-        )
+        self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?",
+                             [(n, tid) for tid, n in df.items()])
 
     def _flush(self) -> None:
+        """Write what bulk mode holds back (its cached counts stay valid)."""
         bulk, self._bulk = self._bulk, None
-        if bulk is not None and bulk.postings:
-            bulk.postings.sort()
-            self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+        if bulk is None:
+            return
+        try:
+            if bulk.postings:
+                bulk.postings.sort()
+                self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+            if bulk.counts is not None:
+                self._set_counts(*bulk.counts)
+        finally:
+            bulk.postings, bulk.df, bulk.speakers = [], Counter(), []
+            self._bulk = bulk
+
+    def _doc_counts(self) -> tuple[int, int]:
+        # (documents, total length): kept in memory during a rebuild, written at a flush
+        if self._bulk is not None and self._bulk.counts is None:
+            self._bulk.counts = self._counts()
+        return self._counts() if self._bulk is None else self._bulk.counts or (0, 0)
+
+    def _set_doc_counts(self, n_docs: int, total: int) -> None:
+        if self._bulk is None:
+            self._set_counts(n_docs, total)
+        else:
+            self._bulk.counts = (n_docs, total)
+
+    def _next_doc_id(self, count: int) -> int:
+        bulk = self._bulk
+        if bulk is not None and bulk.next_doc:
+            first = bulk.next_doc
+        else:
+            first = int(self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0])
         if bulk is not None:
-            self._bulk = _Bulk()
+            bulk.next_doc = first + count
+        return first
 
     def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         if not docs:
             return
-        n_docs, total = self._counts()
+        n_docs, total = self._doc_counts()
         analysed = [terms(doc.body) for doc in docs]
         n_docs += len(docs)
         total += sum(len(t) for t in analysed)
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings: list[Posting] = []
-        df: Counter[str] = Counter()
-        for doc, doc_terms in zip(docs, analysed, strict=True):
-            dl = len(doc_terms)
+        df: Counter[int] = Counter()
+        rows = []
+        first = self._next_doc_id(len(docs))
+        impact = self._impact
+        for doc_id, doc, tids in zip(
+            range(first, first + len(docs)), docs, self._term_ids(analysed), strict=True
+        ):
+            dl = len(tids)
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
-            cursor = self._db.execute(
-                "INSERT INTO docs(skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                (skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                 " ".join(doc_terms), dl, norm, doc.hash),
+            rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
+                         pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
+            counts = Counter(tids)
+            once = impact(1, norm)  # most terms occur once in a turn: compute that once
+            postings.extend(
+                (tid, once if tf == 1 else impact(tf, norm), doc_id, tf, dl, skey, doc.pos,
+                 doc.kind)
+                for tid, tf in counts.items()
             )  # fmt: skip
-            doc_id = int(cursor.lastrowid or 0)
-            for term, tf in Counter(doc_terms).items():
-                postings.append(
-                    (term, self._impact(tf, norm), doc_id, tf, dl, skey, doc.pos, doc.kind)
-                )
-                df[term] += 1
+            df.update(counts.keys())
+        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         self._write_postings(postings, df, [d.speaker for d in docs])
-        self._set_counts(n_docs, total)
+        self._set_doc_counts(n_docs, total)
 
     def _delete_docs(self, doc_ids: Sequence[int]) -> None:
         if not doc_ids:
             return
         if self._bulk is not None:
             self._flush()
-        n_docs, total = self._counts()
-        keys: list[tuple[str, int, int]] = []
-        df: Counter[str] = Counter()
+        n_docs, total = self._doc_counts()
+        keys: list[tuple[int, int, int]] = []
+        df: Counter[int] = Counter()
         speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
@@ -296,16 +342,16 @@ class Index(IndexFile):
                 speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
-                for term, tf in Counter(doc_terms.split()).items():
-                    keys.append((term, self._impact(tf, norm), doc_id))
-                    df[term] += 1
+                for tid, tf in Counter(unpack_terms(doc_terms)).items():
+                    keys.append((tid, self._impact(tf, norm), doc_id))
+                    df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
-        self._db.executemany("DELETE FROM postings WHERE term=? AND impact=? AND doc=?", keys)
-        self._db.executemany("UPDATE terms SET df = df - ? WHERE term=?",
-                             [(count, term) for term, count in df.items()])
-        self._db.execute("DELETE FROM terms WHERE df <= 0")
+        self._db.executemany("DELETE FROM postings WHERE tid=? AND impact=? AND doc=?", keys)
+        # a term left in no document keeps its row (and id) with df 0
+        self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
+                             [(count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
-        self._set_counts(max(n_docs, 0), max(total, 0))
+        self._set_doc_counts(max(n_docs, 0), max(total, 0))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
         counts = Counter(
@@ -337,27 +383,13 @@ class Index(IndexFile):
                 self._stats = (n_docs, total / n_docs if n_docs else 0.0)
             return self._stats
 
-    def df(self, words: Iterable[str]) -> dict[str, int]:
-        """Document frequency of each term (absent terms are left out)."""
-        wanted = list(dict.fromkeys(words))
-        if not wanted:
-            return {}
-        with self._lock:
-            marks = ",".join("?" * len(wanted))
-            return {
-                term: int(count)
-                for term, count in self._db.execute(
-                    f"SELECT term, df FROM terms WHERE term IN ({marks})", wanted
-                )
-            }
-
     def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
         """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
         ``term``, highest impact first."""
         with self._lock:
             return self._db.execute(
-                "SELECT doc, tf, dl, skey, pos, kind FROM postings WHERE term=?"
-                " ORDER BY impact DESC LIMIT ?",
+                "SELECT doc, tf, dl, skey, pos, kind FROM postings"
+                " WHERE tid=(SELECT tid FROM terms WHERE term=?) ORDER BY impact DESC LIMIT ?",
                 (term, limit),
             ).fetchall()
 
@@ -391,16 +423,9 @@ class Index(IndexFile):
                         out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
         return out
 
-    def vocabulary(self) -> list[str]:
-        """Every indexed term (cached until the next write)."""
-        with self._lock:
-            if self._vocab is None or self._vocab[0] != self.generation:
-                words = [r[0] for r in self._db.execute("SELECT term FROM terms")]
-                self._vocab = (self.generation, words)
-            return self._vocab[1]
-
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(*r) for r in self._db.execute(sql, args)]
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self)
+                for r in self._db.execute(sql, args)]
 
     _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
 
@@ -467,98 +492,6 @@ class Index(IndexFile):
                 ).fetchone()
                 total += int(row[0])
         return total
-
-    def _session_row(self, r: Sequence[Any]) -> SessionRow:
-        return SessionRow(
-            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
-            r[4] if r[4] is None else float(r[4]),
-            r[5] if r[5] is None else float(r[5]),
-            r[6] if r[6] is None else str(r[6]),
-            _split(str(r[7])), _split(str(r[8])), _split(str(r[9])), json.loads(str(r[10])),
-        )  # fmt: skip
-
-    _SESSION_COLUMNS = (
-        "skey, session_id, path, commit_sha, created, last_active, project, tags,"
-        " participants, links, extra"
-    )
-
-    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
-        """Session rows by session key (cached until the next write)."""
-        out: dict[int, SessionRow] = {}
-        with self._lock:
-            if self._session_cache[0] != self.generation:
-                self._session_cache = (self.generation, {})
-            cache = self._session_cache[1]
-            keys = []
-            for skey in dict.fromkeys(skeys):
-                found = cache.get(skey)
-                if found is None:
-                    keys.append(skey)
-                else:
-                    out[skey] = found
-            if len(cache) > 50_000:
-                cache.clear()
-            for at in range(0, len(keys), 500):
-                chunk = keys[at : at + 500]
-                marks = ",".join("?" * len(chunk))
-                for r in self._db.execute(
-                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
-                ):
-                    row = self._session_row(r)
-                    out[row.skey] = cache[row.skey] = row
-        return out
-
-    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
-        """The rows of one session (its file, and its archive part if it has one)."""
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=? ORDER BY skey",
-                (session_id,),
-            ).fetchall()
-        return [self._session_row(r) for r in rows]
-
-    def session_keys(
-        self,
-        *,
-        session_ids: Sequence[str] = (),
-        tags: Sequence[str] = (),
-        project: str | None = None,
-        participants: Sequence[str] = (),
-        active_since: float | None = None,
-        created_until: float | None = None,
-    ) -> set[int]:
-        """Keys of sessions matching every given condition (tags and participants: all)."""
-        where: list[str] = []
-        args: list[object] = []
-        if session_ids:
-            where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
-            args.extend(session_ids)
-        for tag in tags:
-            where.append("instr(tags, ?) > 0")
-            args.append(_SEP + tag + _SEP)
-        for name in participants:
-            where.append("instr(lower(participants), ?) > 0")
-            args.append((_SEP + name + _SEP).lower())
-        if project is not None:
-            where.append("project = ?")
-            args.append(project)
-        if active_since is not None:
-            where.append("last_active >= ?")
-            args.append(active_since)
-        if created_until is not None:
-            where.append("created <= ?")
-            args.append(created_until)
-        sql = "SELECT skey FROM sessions" + (" WHERE " + " AND ".join(where) if where else "")
-        with self._lock:
-            return {int(r[0]) for r in self._db.execute(sql, args)}
-
-    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
-        """path -> (session id, blob id) of every indexed session."""
-        with self._lock:
-            return {
-                str(p): (str(s), str(b))
-                for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
-            }
 
 
 def open_file(path: Path, owner: str) -> Index:

@@ -17,7 +17,12 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
+
+# SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
+# would be spilled to the WAL and written again at each flush of sorted postings
+CACHE_KIB = 32 * 1024
+BULK_CACHE_KIB = 256 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,13 +35,14 @@ CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
-    terms TEXT NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash TEXT NOT NULL);
+    terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
 CREATE TABLE IF NOT EXISTS postings(
-    term TEXT NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
+    tid INTEGER NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
     dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
-    PRIMARY KEY(term, impact, doc)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID;
+    PRIMARY KEY(tid, impact, doc)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df INTEGER NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
 CREATE TABLE IF NOT EXISTS access(
@@ -64,7 +70,7 @@ class IndexFile:
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             # keep the hot part of the postings in memory between queries
-            db.execute("PRAGMA cache_size=-32768")
+            db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             db.execute("PRAGMA mmap_size=268435456")
             db.execute("PRAGMA journal_size_limit=16777216")
             db.execute("PRAGMA temp_store=MEMORY")
@@ -117,9 +123,12 @@ class IndexFile:
                 self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
 
     def clear(self) -> None:
-        """Drop every document and session (access counts are kept)."""
-        for table in ("sessions", "docs", "postings", "terms", "broken", "speakers"):
+        """Drop every document and session (access counts are kept). Terms keep their ids
+        (with no documents): a term id means the same term for the file's whole life, so
+        readers may keep them in memory."""
+        for table in ("sessions", "docs", "postings", "broken", "speakers"):
             self._db.execute(f"DELETE FROM {table}")
+        self._db.execute("UPDATE terms SET df = 0")
         self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
 
     def _counts(self) -> tuple[int, int]:
@@ -183,6 +192,9 @@ class IndexFile:
         else:
             self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
 
+
+# made after a rebuild's bulk load (much faster than keeping it up to date row by row)
+DOCS_SESSION_INDEX = "CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind)"
 
 # everything that using an index file can raise
 DATABASE_ERRORS: tuple[type[Exception], ...] = (IndexCorrupted, IndexUnavailable, sqlite3.Error)

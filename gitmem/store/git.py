@@ -1,7 +1,9 @@
 """The one way gitmem runs the git binary: safe ``-c`` options, environment, timeouts, errors.
 
 Every git process gitmem starts goes through :func:`run_git` (the ``cat-file`` pipes that
-GitPython keeps open for object reads, in ``base.py``, get the same safe options), so
+GitPython keeps open for object reads, in ``base.py``, and the one ``cat-file --batch`` a
+search index rebuild streams blobs from, :meth:`GitCommands.stream_blobs`, get the same
+safe options), so
 one place answers: which of the store's own settings may run code (none: a store that
 arrives as a copied folder may carry hooks or an fsmonitor command in ``.git``), what the
 environment is (never a password prompt, messages in English), how long a command may take,
@@ -20,7 +22,8 @@ import os
 import re
 import shlex
 import subprocess
-from collections.abc import Collection
+import threading
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -219,6 +222,49 @@ class GitCommands:
                     raise RepositoryError(
                         f"cannot set {name} in {self.git_dir / 'config'}: {done.tail()}"
                     )
+
+    def stream_blobs(self, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """(blob id, content or None when missing) of each of ``shas``, in order, through
+        one ``git cat-file --batch`` process (a rebuild reads every file of a commit: one
+        process instead of a request per file). RepositoryError if git fails."""
+        wanted = list(shas)
+        if not wanted:
+            return
+        try:
+            proc = subprocess.Popen(
+                ["git", *SAFE_GIT_ARGS, "cat-file", "--batch"], cwd=self.root,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env=environment())  # fmt: skip
+        except OSError as exc:
+            raise RepositoryError(f"cannot run git cat-file in {self.root}: {exc}") from None
+        stdin, stdout = proc.stdin, proc.stdout
+        assert stdin is not None and stdout is not None
+
+        def feed() -> None:  # a thread: git answers while we still ask (no pipe deadlock)
+            with contextlib.suppress(OSError):
+                stdin.write("".join(f"{sha}\n" for sha in wanted).encode())
+                stdin.close()
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            for sha in wanted:
+                header = stdout.readline().split()
+                if len(header) == 2 and header[1] == b"missing":
+                    yield sha, None
+                    continue
+                if len(header) != 3 or header[0].decode() != sha:
+                    raise RepositoryError(
+                        f"git cat-file --batch in {self.root} answered {header!r} for {sha}")
+                data = stdout.read(int(header[2]))
+                stdout.read(1)  # the newline after each object
+                yield sha, (data if header[1] == b"blob" else None)
+        finally:
+            stdout.close()
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            feeder.join()
 
     def set_ref(self, ref: str, new: str | None, old: str | None) -> None:
         """Point ``ref`` at ``new`` (None deletes it) if it still points at ``old`` (None:

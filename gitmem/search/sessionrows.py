@@ -1,0 +1,147 @@
+"""The index's session rows: each session file's metadata, and the filters that read it.
+
+One row per session file (a session's main file and its archive part are two rows of the
+same session id): path, blob, commit, dates, project, and tags, participants and links
+each kept as one separated column. :class:`gitmem.search.index.Index` writes them (with a
+session's documents); this layer reads them, caching rows by key until the next write.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gitmem.search.vocab import Vocabulary
+
+_SEP = "\x1f"
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session's metadata as indexed."""
+
+    skey: int
+    session_id: str
+    path: str
+    commit: str | None
+    created: float | None
+    last_active: float | None
+    project: str | None
+    tags: tuple[str, ...]
+    participants: tuple[str, ...]
+    links: tuple[str, ...]
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def join_values(items: Iterable[str]) -> str:
+    """Tags, participants or links as one column, each between separators (so that
+    ``instr`` finds a whole value)."""
+    return _SEP + _SEP.join(items) + _SEP
+
+
+def split_values(value: str) -> tuple[str, ...]:
+    return tuple(item for item in value.split(_SEP) if item)
+
+
+class SessionTable(Vocabulary):
+    """Reading the session rows of an index file."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        super().__init__(path)
+        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
+
+    def _session_row(self, r: Sequence[Any]) -> SessionRow:
+        return SessionRow(
+            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
+            r[4] if r[4] is None else float(r[4]),
+            r[5] if r[5] is None else float(r[5]),
+            r[6] if r[6] is None else str(r[6]),
+            split_values(str(r[7])), split_values(str(r[8])), split_values(str(r[9])),
+            json.loads(str(r[10])),
+        )  # fmt: skip
+
+    _SESSION_COLUMNS = (
+        "skey, session_id, path, commit_sha, created, last_active, project, tags,"
+        " participants, links, extra"
+    )
+
+    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
+        """Session rows by session key (cached until the next write)."""
+        out: dict[int, SessionRow] = {}
+        with self._lock:
+            if self._session_cache[0] != self.generation:
+                self._session_cache = (self.generation, {})
+            cache = self._session_cache[1]
+            keys = []
+            for skey in dict.fromkeys(skeys):
+                found = cache.get(skey)
+                if found is None:
+                    keys.append(skey)
+                else:
+                    out[skey] = found
+            if len(cache) > 50_000:
+                cache.clear()
+            for at in range(0, len(keys), 500):
+                chunk = keys[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE skey IN ({marks})", chunk
+                ):
+                    row = self._session_row(r)
+                    out[row.skey] = cache[row.skey] = row
+        return out
+
+    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
+        """The rows of one session (its file, and its archive part if it has one)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id=? ORDER BY skey",
+                (session_id,),
+            ).fetchall()
+        return [self._session_row(r) for r in rows]
+
+    def session_keys(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        project: str | None = None,
+        participants: Sequence[str] = (),
+        active_since: float | None = None,
+        created_until: float | None = None,
+    ) -> set[int]:
+        """Keys of sessions matching every given condition (tags and participants: all)."""
+        where: list[str] = []
+        args: list[object] = []
+        if session_ids:
+            where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
+            args.extend(session_ids)
+        for tag in tags:
+            where.append("instr(tags, ?) > 0")
+            args.append(_SEP + tag + _SEP)
+        for name in participants:
+            where.append("instr(lower(participants), ?) > 0")
+            args.append((_SEP + name + _SEP).lower())
+        if project is not None:
+            where.append("project = ?")
+            args.append(project)
+        if active_since is not None:
+            where.append("last_active >= ?")
+            args.append(active_since)
+        if created_until is not None:
+            where.append("created <= ?")
+            args.append(created_until)
+        sql = "SELECT skey FROM sessions" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            return {int(r[0]) for r in self._db.execute(sql, args)}
+
+    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
+        """path -> (session id, blob id) of every indexed session."""
+        with self._lock:
+            return {
+                str(p): (str(s), str(b))
+                for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
+            }
