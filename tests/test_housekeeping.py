@@ -119,3 +119,19 @@ def test_one_process_packs_at_a_time(tmp_path: Path) -> None:
     assert len(_packs(store)) == 1
     _fsck_clean(store)
     repo.close()
+
+
+def test_saves_that_write_a_lot_are_packed_before_a_hundred_commits(tmp_path: Path) -> None:
+    # 100 saves of a big sessions/ tree (380 KiB each at 10,000 sessions) waited unmerged
+    # for the 100-commit mark, outweighing the packed store many times over
+    store = tmp_path / "memory"
+    policy = Housekeeping(every_commits=1000)
+    repo = Repository.init(store, housekeeping=policy)
+    for n in range(6):  # 6 x 300 KiB that no delta or zlib can shrink
+        with repo.transaction() as txn:
+            txn.write(f"sessions/big{n}.md", os.urandom(300 * 1024))
+            txn.commit(f"Save big {n}", trailers={"Gitmem-Op": "save"})
+    repo.close()  # waits for the background run
+    assert len(_packs(store)) <= 3  # not one per save
+    assert (store / ".git" / "gitmem" / "packed").exists()
+    _fsck_clean(store)

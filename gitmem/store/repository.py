@@ -55,6 +55,7 @@ class Repository(TransactionLayer):
         # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
         # itself: the packs that earlier ones left count towards it
         self._commits_since_gc = self._packs_on_disk()
+        self._packed_bytes = int(self._packed_record()[0])
         self.recover()
 
     # --- creation ------------------------------------------------------------------------
@@ -165,9 +166,12 @@ class Repository(TransactionLayer):
 
     def _maybe_housekeep(self) -> None:
         policy = self.housekeeping
+        # when each save writes a lot (a big sessions/ tree), 100 saves of unmerged packs
+        # would outweigh the whole packed store: run once they reach a quarter of it
+        every_bytes = min(policy.every_bytes, max(1 << 20, self._packed_bytes // 4))
         due = (
             self._commits_since_gc >= policy.every_commits
-            or self._bytes_since_gc >= policy.every_bytes
+            or self._bytes_since_gc >= every_bytes
         )
         if not (policy.enabled and due):
             return
@@ -234,13 +238,19 @@ class Repository(TransactionLayer):
                         total += entry.stat().st_size
         return total
 
-    def _full_repack_if_grown(self) -> None:
-        # the record: pack bytes after the last full repack, its seconds, when it ended
-        record = self.state_dir / "packed"
+    def _packed_record(self) -> tuple[float, float, float]:
+        """(pack bytes after the last full repack, its seconds, when it ended); zeros when
+        there was none here (or the record is damaged: the next run does one)."""
         try:
-            packed, took, ended = (float(field) for field in record.read_text().split())
+            fields = (self.state_dir / "packed").read_text().split()
+            packed, took, ended = (float(field) for field in fields)
         except (OSError, ValueError):
-            packed, took, ended = 0.0, 0.0, 0.0  # never done here, or damaged: do it now
+            return 0.0, 0.0, 0.0
+        return packed, took, ended
+
+    def _full_repack_if_grown(self) -> None:
+        record = self.state_dir / "packed"
+        packed, took, ended = self._packed_record()
         if self._pack_bytes() <= packed * self.housekeeping.full_growth:
             return
         # on a store whose every save writes a big tree (the flat sessions/ folder), the
@@ -254,5 +264,6 @@ class Repository(TransactionLayer):
             tmp = record.with_name(f"packed.{os.getpid()}.tmp")
             with contextlib.suppress(OSError):
                 now = time.time()
-                tmp.write_text(f"{self._pack_bytes()} {now - began:.3f} {now:.3f}\n")
+                self._packed_bytes = self._pack_bytes()
+                tmp.write_text(f"{self._packed_bytes} {now - began:.3f} {now:.3f}\n")
                 os.replace(tmp, record)
