@@ -228,18 +228,18 @@ class Repository(TransactionLayer):
         finally:
             os.close(handle)  # releases the lock
 
-    def _pack_bytes(self) -> int:
+    def _pack_sizes(self) -> list[int]:
         folder = self.git_dir / "objects" / "pack"
-        total = 0
+        sizes = []
         with contextlib.suppress(OSError):
             for entry in os.scandir(folder):
                 if entry.name.endswith(".pack"):
                     with contextlib.suppress(OSError):
-                        total += entry.stat().st_size
-        return total
+                        sizes.append(entry.stat().st_size)
+        return sizes
 
     def _packed_record(self) -> tuple[float, float, float]:
-        """(pack bytes after the last full repack, its seconds, when it ended); zeros when
+        """(size of the pack the last full repack wrote, its seconds, when it ended); zeros when
         there was none here (or the record is damaged: the next run does one)."""
         try:
             fields = (self.state_dir / "packed").read_text().split()
@@ -251,7 +251,7 @@ class Repository(TransactionLayer):
     def _full_repack_if_grown(self) -> None:
         record = self.state_dir / "packed"
         packed, took, ended = self._packed_record()
-        if self._pack_bytes() <= packed * self.housekeeping.full_growth:
+        if sum(self._pack_sizes()) <= packed * self.housekeeping.full_growth:
             return
         # on a store whose every save writes a big tree (the flat sessions/ folder), the
         # packs grow fast: the background work stays a bounded share of the time
@@ -264,6 +264,7 @@ class Repository(TransactionLayer):
             tmp = record.with_name(f"packed.{os.getpid()}.tmp")
             with contextlib.suppress(OSError):
                 now = time.time()
-                self._packed_bytes = self._pack_bytes()
+                # the pack it wrote is the largest; the small ones are saves made meanwhile
+                self._packed_bytes = max(self._pack_sizes(), default=0)
                 tmp.write_text(f"{self._packed_bytes} {now - began:.3f} {now:.3f}\n")
                 os.replace(tmp, record)
