@@ -79,6 +79,7 @@ def test_the_registered_driver_merges_without_loading_what_it_does_not_need(
     command = git(store, "config", "merge.gitmem.driver").strip()
     assert command == driver_command()
     paths = _versions(tmp_path / "files", rewrite_summary=False)
+    ours = paths["%A"].read_text()
     done = _run_driver(store, command, paths, PYTHONPROFILEIMPORTTIME="1")
     assert done.returncode == 0, done.stderr
     merged = markdown.parse(paths["%A"].read_text())
@@ -90,7 +91,7 @@ def test_the_registered_driver_merges_without_loading_what_it_does_not_need(
     assert sorted(unwanted & set(NOT_ON_A_CLEAN_MERGE)) == []
     assert not [name for name in loaded if name.startswith(("gitmem.search.", "gitmem.summary."))]
     # a side that does not parse: the git runner loads now, for git's line merge, exit 1
-    paths["%A"].write_text(paths["%B"].read_text().replace("### 2024", "### someday", 1))
+    paths["%A"].write_text(ours.replace("### 2024", "### someday", 1))
     done = _run_driver(store, command, paths)
     assert done.returncode == 1
     assert "cannot merge sessions/s.md by meaning" in done.stderr
