@@ -205,7 +205,9 @@ class Repository(TransactionLayer):
                 return
             run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
             self._full_repack_if_grown()
-            run_git(self.root, "-c", "gc.packRefs=false", "gc", "--auto", "--quiet", ok=None)
+            # not detached: it runs under the housekeeping lock, not beside the next run
+            run_git(self.root, "-c", "gc.packRefs=false", "-c", "gc.autoDetach=false", "gc",
+                    "--auto", "--quiet", ok=None)  # fmt: skip
             run_git(self.root, "commit-graph", "write", "--reachable", "--split",
                     "--changed-paths", ok=None)  # fmt: skip
         with contextlib.suppress(RepositoryError):
