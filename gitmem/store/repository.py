@@ -177,10 +177,15 @@ class Repository(TransactionLayer):
             return
         if self._gc_thread is not None and self._gc_thread.is_alive():
             return
-        self._commits_since_gc = 0
+        # a run for the bytes alone only merges packs: the commit-graph and the history
+        # cache keep their every-100-commits pace
+        everything = self._commits_since_gc >= policy.every_commits
+        if everything:
+            self._commits_since_gc = 0
         self._bytes_since_gc = 0
         self._packs_since_gc = 0
-        self._gc_thread = threading.Thread(target=self.pack, daemon=True, name="gitmem-gc")
+        work = self.pack if everything else self.merge_packs
+        self._gc_thread = threading.Thread(target=work, daemon=True, name="gitmem-gc")
         self._gc_thread.start()
 
     def pack(self) -> None:
@@ -203,8 +208,7 @@ class Repository(TransactionLayer):
         with self._housekeeping_lock() as mine:
             if not mine:
                 return
-            run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
-            self._full_repack_if_grown()
+            self._merge_packs()
             # not detached: it runs under the housekeeping lock, not beside the next run
             run_git(self.root, "-c", "gc.packRefs=false", "-c", "gc.autoDetach=false", "gc",
                     "--auto", "--quiet", ok=None)  # fmt: skip
@@ -212,6 +216,17 @@ class Repository(TransactionLayer):
                     "--changed-paths", ok=None)  # fmt: skip
         with contextlib.suppress(RepositoryError):
             self.index_history()
+
+    def merge_packs(self) -> None:
+        """Only the packing part of :meth:`pack` (what housekeeping runs when saves wrote
+        many bytes before 100 commits)."""
+        with self._housekeeping_lock() as mine:
+            if mine:
+                self._merge_packs()
+
+    def _merge_packs(self) -> None:
+        run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
+        self._full_repack_if_grown()
 
     @contextlib.contextmanager
     def _housekeeping_lock(self) -> Iterator[bool]:
