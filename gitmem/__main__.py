@@ -4,9 +4,9 @@ import sys
 
 if sys.argv[1:2] == ["merge-file"]:
     # the merge driver: git starts it once per file, so it skips loading the whole CLI
-    from gitmem.sync.driver import main as driver_main
+    from gitmem.sync.driver import run
 
-    sys.exit(driver_main(sys.argv[2:]))
+    run(sys.argv[2:])
 
 from gitmem.cli import main
 

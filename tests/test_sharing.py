@@ -164,7 +164,7 @@ def test_plain_git_pull_runs_the_merge_driver(tmp_path: Path) -> None:
     for folder in (wired, plain):
         git(tmp_path, "clone", "-q", url, folder.name)
     MemoryManager(wired).close()  # opening once wires the driver into the clone's config
-    assert "merge-file %O %A %B %P" in git(wired, "config", "merge.gitmem.driver")
+    assert "-m gitmem.sync.driver %O %A %B %P" in git(wired, "config", "merge.gitmem.driver")
     for folder in (wired, plain):
         # an appended turn, written and committed by a person with plain git
         path = folder / "sessions" / "plans.md"
@@ -401,7 +401,7 @@ def test_store_made_by_plain_git_clone_of_a_gitmem_store_gets_the_driver(tmp_pat
     with MemoryManager(tmp_path / "c"):
         pass
     driver = git(tmp_path / "c", "config", "--get", "merge.gitmem.driver").strip()
-    assert driver.endswith("-P -m gitmem merge-file %O %A %B %P")
+    assert driver.endswith("-P -m gitmem.sync.driver %O %A %B %P")
     assert os.path.basename(driver.split()[0].strip("'")).startswith("python")
 
 

@@ -101,7 +101,9 @@ def test_sharing_commands_without_a_remote_fail_cleanly(store: Path, command: li
 
 def test_the_driver_path_loads_neither_the_manager_nor_gitpython(tmp_path: Path) -> None:
     # git starts the driver once per merged file: it must start light
-    probe = ("import sys, runpy; sys.argv = ['gitmem', 'merge-file', '--help']\n"
+    probe = ("import os, sys, runpy; sys.argv = ['gitmem', 'merge-file', '--help']\n"
+             "def stop(code):\n    raise SystemExit(code)\n"
+             "os._exit = stop  # the driver ends its process at once; here the probe goes on\n"
              "try:\n    runpy.run_module('gitmem', run_name='__main__')\n"
              "except SystemExit:\n    pass\n"
              "print(sorted(m for m in ('git', 'gitmem.manager', 'click') if m in sys.modules))")

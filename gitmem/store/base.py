@@ -42,11 +42,15 @@ class Identity:
 
 @dataclass
 class Housekeeping:
-    """When to pack loose objects, off the save path."""
+    """When to pack loose objects, off the save path; and when a run packs everything into
+    one pack (once the packs grew ``full_growth`` times since the last such run, and such
+    runs took at most ``full_share`` of the time)."""
 
     enabled: bool = True
     every_commits: int = 100
     every_bytes: int = 64 * 1024 * 1024
+    full_growth: float = 1.5
+    full_share: float = 0.25
 
 
 # what to do about an OSError while writing, by errno

@@ -12,8 +12,10 @@ dies) and a journal lets the next writer finish or undo a half-done save.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -54,6 +56,7 @@ class Repository(TransactionLayer):
         # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
         # itself: the packs that earlier ones left count towards it
         self._commits_since_gc = self._packs_on_disk()
+        self._packed_bytes = int(self._packed_record()[0])
         self.recover()
 
     # --- creation ------------------------------------------------------------------------
@@ -165,27 +168,122 @@ class Repository(TransactionLayer):
 
     def _maybe_housekeep(self) -> None:
         policy = self.housekeeping
+        # when each save writes a lot (a big sessions/ tree), 100 saves of unmerged packs
+        # would outweigh the whole packed store: run once they reach a quarter of it
+        every_bytes = min(policy.every_bytes, max(1 << 20, self._packed_bytes // 4))
         due = (
             self._commits_since_gc >= policy.every_commits
-            or self._bytes_since_gc >= policy.every_bytes
+            or self._bytes_since_gc >= every_bytes
         )
         if not (policy.enabled and due):
             return
         if self._gc_thread is not None and self._gc_thread.is_alive():
             return
-        self._commits_since_gc = 0
+        # a run for the bytes alone only merges packs: the commit-graph and the history
+        # cache keep their every-100-commits pace
+        everything = self._commits_since_gc >= policy.every_commits
+        if everything:
+            self._commits_since_gc = 0
         self._bytes_since_gc = 0
         self._packs_since_gc = 0
-        self._gc_thread = threading.Thread(target=self.pack, daemon=True, name="gitmem-gc")
+        work = self.pack if everything else self.merge_packs
+        self._gc_thread = threading.Thread(target=work, daemon=True, name="gitmem-gc")
         self._gc_thread.start()
 
     def pack(self) -> None:
         """Pack loose objects, refresh the commit-graph and the per-file history cache (what
-        housekeeping runs)."""
+        housekeeping runs).
+
+        Each save writes one small pack; ``repack --geometric=2`` merges them cheaply, but
+        every merged pack keeps a full copy of each object chain it starts (the ``sessions/``
+        tree above all: 380 KiB at 10,000 sessions), so alone it let ``.git`` reach 3x a fresh
+        ``git gc --aggressive``. Once the packs have grown ``full_growth`` times since the
+        last full repack (kept in ``.git/gitmem/packed``, shared by every process), one
+        ``repack --cruft`` puts every reachable object in one pack with its deltas, which
+        bounds the size at about that factor; they take at most ``full_share`` of the time
+        (a quarter: one that took 2 s waits 6 s before the next). Unreachable objects (a save
+        whose pack is written but whose branch has not moved yet, say) go to a cruft pack,
+        never deleted here: pruning stays ``git gc``'s, after its expiry. One process at a
+        time packs (``.git/gitmem/housekeeping.lock``); another that finds it busy skips.
+        """
         # a failure is left for next time: housekeeping only saves space and time
-        run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
-        run_git(self.root, "-c", "gc.packRefs=false", "gc", "--auto", "--quiet", ok=None)
-        run_git(self.root, "commit-graph", "write", "--reachable", "--split", "--changed-paths",
-                ok=None)  # fmt: skip
+        with self._housekeeping_lock() as mine:
+            if not mine:
+                return
+            self._merge_packs()
+            # not detached: it runs under the housekeeping lock, not beside the next run
+            run_git(self.root, "-c", "gc.packRefs=false", "-c", "gc.autoDetach=false", "gc",
+                    "--auto", "--quiet", ok=None)  # fmt: skip
+            run_git(self.root, "commit-graph", "write", "--reachable", "--split",
+                    "--changed-paths", ok=None)  # fmt: skip
         with contextlib.suppress(RepositoryError):
             self.index_history()
+
+    def merge_packs(self) -> None:
+        """Only the packing part of :meth:`pack` (what housekeeping runs when saves wrote
+        many bytes before 100 commits)."""
+        with self._housekeeping_lock() as mine:
+            if mine:
+                self._merge_packs()
+
+    def _merge_packs(self) -> None:
+        run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)
+        self._full_repack_if_grown()
+
+    @contextlib.contextmanager
+    def _housekeeping_lock(self) -> Iterator[bool]:
+        try:
+            handle = os.open(self.state_dir / "housekeeping.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a read-only store: nothing to pack either
+            yield False
+            return
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(handle)  # releases the lock
+
+    def _pack_sizes(self) -> list[int]:
+        folder = self.git_dir / "objects" / "pack"
+        sizes = []
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                if entry.name.endswith(".pack"):
+                    with contextlib.suppress(OSError):
+                        sizes.append(entry.stat().st_size)
+        return sizes
+
+    def _packed_record(self) -> tuple[float, float, float]:
+        """(size of the pack the last full repack wrote, its seconds, when it ended); zeros when
+        there was none here (or the record is damaged: the next run does one)."""
+        try:
+            fields = (self.state_dir / "packed").read_text().split()
+            packed, took, ended = (float(field) for field in fields)
+        except (OSError, ValueError):
+            return 0.0, 0.0, 0.0
+        return packed, took, ended
+
+    def _full_repack_if_grown(self) -> None:
+        record = self.state_dir / "packed"
+        packed, took, ended = self._packed_record()
+        if sum(self._pack_sizes()) <= packed * self.housekeeping.full_growth:
+            return
+        # on a store whose every save writes a big tree (the flat sessions/ folder), the
+        # packs grow fast: the background work stays a bounded share of the time
+        share = min(max(self.housekeeping.full_share, 0.01), 1.0)
+        if time.time() - ended < took * (1 / share - 1):
+            return
+        began = time.time()
+        done = run_git(self.root, "repack", "-d", "-q", "--cruft", ok=None)
+        if done.returncode == 0:
+            tmp = record.with_name(f"packed.{os.getpid()}.tmp")
+            with contextlib.suppress(OSError):
+                now = time.time()
+                # the pack it wrote is the largest; the small ones are saves made meanwhile
+                self._packed_bytes = max(self._pack_sizes(), default=0)
+                tmp.write_text(f"{self._packed_bytes} {now - began:.3f} {now:.3f}\n")
+                os.replace(tmp, record)

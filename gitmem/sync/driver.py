@@ -1,9 +1,12 @@
-"""The git merge driver for session files: ``gitmem merge-file %O %A %B %P``.
+"""The git merge driver for session files: ``python -P -m gitmem.sync.driver %O %A %B %P``.
 
 git runs it once per file that both sides changed (``merge=gitmem`` in ``.gitattributes``,
-``merge.gitmem.driver`` in the clone's config). It imports only the merge and the Markdown
-parser, not the manager, so that a ``git pull`` touching many sessions stays quick; the
-store's secret settings it reads with one ``git config`` call (git runs it in the repository).
+``merge.gitmem.driver`` in the clone's config), so a ``git pull`` touching many sessions pays
+its start once per file. It imports only the merge and the Markdown parser, not the manager
+nor the CLI; the secret patterns and the git runner only when a merge has notes to print or
+falls back to git's line merge (the store's secret settings come from one ``git config`` call:
+git runs the driver in the repository). ``gitmem merge-file`` and ``python -m gitmem
+merge-file`` (what stores registered before) run the same code.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from gitmem.errors import ConflictError, ParseError
-from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, redact
-from gitmem.store.git import run_git
 from gitmem.sync.merge import merge_texts
+
+if TYPE_CHECKING:
+    from gitmem.guard.secrets import SecretConfig
 
 USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
 
@@ -25,6 +30,9 @@ def store_secrets() -> tuple[SecretConfig, str | None]:
     """The secret patterns of the store git runs the driver in (``gitmem.secrets.*``, as the
     manager reads them), and a warning when that config is unusable (the defaults are used:
     a pull must not fail over a note)."""
+    from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig
+    from gitmem.store.git import run_git
+
     done = run_git(None, "config", "--get-regexp", r"^gitmem\.secrets\.", ok=None)
     if done.returncode != 0:  # 1: no key set; anything else: no config to read
         return DEFAULT_CONFIG, None
@@ -48,6 +56,8 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     try:
         merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)
     except (ParseError, ConflictError) as exc:
+        from gitmem.store.git import run_git  # here: a clean merge starts no subprocess module
+
         done = run_git(None, "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
                        str(ours), str(base), str(theirs), ok=None)  # fmt: skip
         messages = [f"gitmem: cannot merge {path} by meaning: {exc}".rstrip()]
@@ -57,7 +67,11 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     tmp = ours.with_name(ours.name + ".gitmem-tmp")
     tmp.write_bytes(merged)
     os.replace(tmp, ours)
-    secrets, warning = store_secrets() if notes else (DEFAULT_CONFIG, None)
+    if not notes:
+        return 0, []
+    from gitmem.guard.secrets import redact  # here: its patterns compile only for notes
+
+    secrets, warning = store_secrets()
     messages = [warning] if warning else []
     for note in notes:
         line = f"gitmem: {path}: {note.describe()}"
@@ -83,3 +97,20 @@ def main(argv: Sequence[str]) -> int:
     for line in messages:
         print(line, file=sys.stderr)
     return code
+
+
+def run(argv: Sequence[str]) -> NoReturn:
+    """Run :func:`main` and end the process at once with its status.
+
+    The merge is written and its file closed by then; what ``os._exit`` skips is the
+    interpreter's teardown of every loaded module (pydantic's above all), about a fifth of the
+    driver's CPU time, paid once per merged file.
+    """
+    code = main(argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])

@@ -112,12 +112,14 @@ _MARKERS = ("<<<<<<< ", ">>>>>>> ", "<<<<<<<\n", ">>>>>>>\n")
 
 
 def driver_command() -> str:
-    """The merge driver command line git runs: this Python, this gitmem.
+    """The merge driver command line git runs: this Python, this gitmem, the driver module.
 
     ``-P`` keeps Python from importing modules out of the store's folder (git runs the
     driver there, and a cloned store must not be able to plant a ``gitmem/`` package).
+    The module runs the driver without the CLI; stores opened before registered
+    ``-m gitmem merge-file``, which still works, and opening one rewrites it to this.
     """
-    return f"{shlex.quote(sys.executable)} -P -m gitmem merge-file %O %A %B %P"
+    return f"{shlex.quote(sys.executable)} -P -m gitmem.sync.driver %O %A %B %P"
 
 
 def is_memory_file(path: str) -> bool:
