@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -461,15 +460,3 @@ def _big_session(turns: int) -> Session:
             for n in range(turns)
         ],
     )
-
-
-def test_parsing_a_20_turn_session_is_fast() -> None:
-    session = _big_session(20)
-    text = render(session)
-    parse(text)
-    runs = 50
-    started = time.perf_counter()
-    for _ in range(runs):
-        parse(text)
-    per_parse = (time.perf_counter() - started) / runs
-    assert per_parse < 0.01, f"{per_parse * 1000:.2f} ms per parse"
