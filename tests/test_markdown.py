@@ -436,27 +436,3 @@ def test_zone_aware_times_are_kept_as_fixed_offsets() -> None:
     assert turn.timestamp == ambiguous.astimezone(UTC)
     session = Session(id="s", created=ambiguous, last_active=ambiguous, interactions=[turn])
     assert parse(render(session)) == session
-
-
-# --------------------------------------------------------------------------- speed
-
-
-def _big_session(turns: int) -> Session:
-    start = datetime(2024, 1, 1, tzinfo=UTC)
-    return Session(
-        id="perf",
-        created=start,
-        last_active=start,
-        participants=["user", "assistant"],
-        interactions=[
-            Interaction(
-                id=f"i-{n:04d}",
-                timestamp=start + timedelta(minutes=n),
-                messages=[
-                    Message(speaker="user", content=f"Question {n}: how do I use asyncio?\n" * 2),
-                    Message(speaker="assistant", content="Use `asyncio.run`.\n\n- a\n- b\n" * 3),
-                ],
-            )
-            for n in range(turns)
-        ],
-    )
