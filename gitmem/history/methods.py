@@ -273,7 +273,7 @@ class HistoryMethods(SessionCore):
             files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
             moved = self._by_session((c.path, c.old, c.new) for c in changed)
             sessions = [self._session_diff(sid, path, old, new, text)
-                        for sid, (path, old, new) in moved.items() if old != new]
+                        for sid, (path, old, new) in sorted(moved.items()) if old != new]
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
 
     def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:

@@ -82,6 +82,38 @@ def session_files(repo: StoreBase, folder: str, commit: str | None = None) -> di
     return out
 
 
+_LOCAL_ATTRIBUTES = (b"# gitmem: files in sub-folders merge with the gitmem driver too, also\n"
+                     b"# while this clone's .gitattributes is still the flat one\n"
+                     b"sessions/**/*.md merge=gitmem\narchive/**/*.md merge=gitmem\n")
+
+
+def ensure_local_attributes(repo: StoreBase) -> None:
+    """Name the merge driver for fan-out paths in ``.git/info/attributes``: a flat clone's
+    ``.gitattributes`` says ``sessions/*.md``, which a plain ``git merge`` of a migrated
+    clone (files renamed into sub-folders) would not match. Local, like the driver config."""
+    target = repo.git_dir / "info" / "attributes"
+    try:
+        current = target.read_bytes() if target.exists() else b""
+        if b"sessions/**/*.md merge=gitmem" in current:
+            return
+        target.parent.mkdir(exist_ok=True)
+        if current and not current.endswith(b"\n"):
+            current += b"\n"
+        target.write_bytes(current + _LOCAL_ATTRIBUTES)
+    except OSError:
+        return  # a read-only store can still be read
+
+
+def layout_mismatch(root: str, other: str, fanout_here: bool) -> str:
+    """Why a merge of two stores in different layouts stops, and what to do."""
+    if fanout_here:
+        return (f"{root} uses the fan-out layout (sessions/<xx>/<id>.md) but {other} is still "
+                "flat: run `gitmem migrate` in that store and push, then sync again. "
+                "Nothing was changed.")
+    return (f"{other} was moved to the fan-out layout (sessions/<xx>/<id>.md) but {root} is "
+            "still flat: run `gitmem migrate` here first, then sync again. Nothing was changed.")
+
+
 @dataclass
 class Migration:
     """What ``migrate`` moved (or, in a dry run, would move): (old path, new path) pairs."""
