@@ -206,9 +206,9 @@ def test_git_pull_of_an_unparseable_file_falls_back_to_a_normal_conflict(tmp_pat
     pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
                             cwd=c, capture_output=True, text=True)  # fmt: skip
     assert pulled.returncode != 0
-    assert "cannot merge sessions/plans.md by meaning" in pulled.stderr
+    assert "cannot merge sessions/3a/plans.md by meaning" in pulled.stderr
     assert "sessions/3a/plans.md (ours):" in pulled.stderr  # names the broken line
-    assert "UU sessions/plans.md" in git(c, "status", "--porcelain")
+    assert "UU sessions/3a/plans.md" in git(c, "status", "--porcelain")
 
 
 def test_sync_records_a_dropped_summary_in_the_merge_commit(tmp_path: Path) -> None:
@@ -302,7 +302,7 @@ def test_uncommitted_hand_edit_in_the_way_stops_the_merge(tmp_path: Path) -> Non
     path = b.path / "sessions" / "3a" / "plans.md"
     path.write_text(path.read_text() + "\nnot committed\n")
     head = b.head()
-    with pytest.raises(ConflictError, match=r"uncommitted changes in sessions/plans\.md"):
+    with pytest.raises(ConflictError, match=r"uncommitted changes in sessions/3a/plans\.md"):
         b.pull()
     assert b.head() == head
     assert path.read_text().endswith("not committed\n")

@@ -208,7 +208,7 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: s
             refused[type(exc).__name__] += 1
             return
         target = (store / session_path(session_id, fanout=True)).resolve()
-        assert target.parent == sessions_dir  # inside sessions/, no traversal
+        assert target.parent.parent == sessions_dir  # inside sessions/<xx>/, no traversal
         assert files.setdefault(target, session_id) == session_id  # no two ids share a file
         loaded = mm.load_memory(session_id)
         assert loaded is not None and loaded.id == session_id
@@ -223,7 +223,7 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: s
     assert set(mm.session_ids()) == set(files.values())
     assert git(store, "status", "--porcelain") == ""
     assert not [p for p in store.iterdir() if p.name not in (".git", "sessions", "README.md",
-                                                            ".gitattributes")]
+                                                            ".gitattributes", ".gitmem-layout")]
     figures.update(examples=tried, ids_stored=len(files), ids_refused=sum(refused.values()))
     mm.close()
 

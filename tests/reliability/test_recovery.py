@@ -140,7 +140,7 @@ def test_opening_the_store_undoes_a_dead_writers_unfinished_save(store: Path) ->
     mm.close()
     _killed_save(store, "_write_index:before:1")
     # the new file is in place, not staged, the branch did not move
-    assert git(store, "status", "--porcelain") == " M sessions/s.md\n"
+    assert git(store, "status", "--porcelain") == " M sessions/a0/s.md\n"
     reader = MemoryManager(store)
     session = reader.load_memory("s")
     assert session is not None and len(session.interactions) == 1

@@ -201,7 +201,7 @@ def test_old_content_with_a_secret_in_an_id_is_refused(store: Path) -> None:
     leaky.close()
     mm = MemoryManager(store)
     head = git(store, "rev-parse", "HEAD")
-    with pytest.raises(SecretRefused, match=r"sessions/s\.md: the interaction id"):
+    with pytest.raises(SecretRefused, match=r"sessions/a0/s\.md: the interaction id"):
         mm.restore_session("s", rev=str(first))
     code, output = _run(store, "rollback", "s", "--to", str(first))
     assert code == 1 and "holds a secret (aws-access-key" in output and key not in output

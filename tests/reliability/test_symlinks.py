@@ -60,7 +60,8 @@ def test_session_file_symlinked_outside(store: Path, outside: Path) -> None:
 def test_session_file_symlinked_to_another_session(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("a", "alpha", "ok")
-    (store / "sessions" / "e9" / "b.md").symlink_to("a.md")
+    (store / "sessions" / "e9").mkdir()
+    (store / "sessions" / "e9" / "b.md").symlink_to("../86/a.md")
     before = (store / "sessions" / "86" / "a.md").read_bytes()
     _refused(mm, store, lambda: mm.save_interaction("b", "beta", "ok"))
     assert (store / "sessions" / "86" / "a.md").read_bytes() == before
@@ -96,6 +97,7 @@ def test_a_symlink_committed_in_history_is_not_written_through(store: Path,
     mm = MemoryManager.init(store)
     mm.save_interaction("plain", "x", "y")
     link = store / "sessions" / "b6" / "evil.md"
+    link.parent.mkdir()
     link.symlink_to(outside / "victim.md")
     git(store, "add", "sessions/b6/evil.md")
     git(store, "commit", "-qm", "a link")
