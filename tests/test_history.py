@@ -360,7 +360,8 @@ def test_store_wide_diff_covers_every_session(mm: MemoryManager, store: Path) ->
     result = mm.diff(a=start, b="HEAD~1")
     assert {d.session_id: d.status for d in result.sessions} == {"a": "added", "b": "added"}
     root = mm.diff(b=git(store, "rev-list", "--max-parents=0", "HEAD").strip())
-    assert root.a is None and sorted(root.files) == [".gitattributes", ".gitmem-layout", "README.md"]
+    assert root.a is None
+    assert sorted(root.files) == [".gitattributes", ".gitmem-layout", "README.md"]
 
 
 def test_diff_reports_a_broken_version_instead_of_failing(mm: MemoryManager,

@@ -108,7 +108,8 @@ def test_rollback_show_at_and_list_at(repo: tuple[str, str], store: Path) -> Non
     assert [r["id"] for r in listed] == ["s"]
     out = run(*repo, "rollback", "s", "--to", first)
     assert out.startswith("rolled back: ")
-    assert git(store, "show", "HEAD:sessions/a0/s.md") == git(store, "show", f"{first}:sessions/a0/s.md")
+    path = "sessions/a0/s.md"
+    assert git(store, "show", f"HEAD:{path}") == git(store, "show", f"{first}:{path}")
     assert f"Gitmem-Rollback-To: {first}" in git(store, "log", "-1", "--format=%(trailers)")
     assert "nothing written" in run(*repo, "rollback", "s", "--to", first)
     clean(store)
