@@ -26,6 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from gitmem import MemoryManager
+from gitmem.format.paths import session_path
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -52,34 +53,29 @@ def build_store(path: Path, sessions: int, chunk: int) -> float:
     return elapsed / sessions
 
 
-def _index_written(git_dir: Path, seen: set[str]) -> int:
-    """Bytes of ``.git/index`` plus any shared index new since ``seen`` (split index)."""
-    total = (git_dir / "index").stat().st_size
-    for shared in git_dir.glob("sharedindex.*"):
-        if shared.name not in seen:
-            seen.add(shared.name)
-            total += shared.stat().st_size
-    return total
+def object_bytes(path: Path) -> int:
+    """Bytes of every file under .git/objects (loose objects and packs)."""
+    return sum(f.stat().st_size for f in (path / ".git" / "objects").rglob("*") if f.is_file())
 
 
 def time_gitmem(
     path: Path, saves: int, sessions: int, rng: random.Random, *, hot: bool = False,
-    index_bytes: list[int] | None = None,
+    written: list[int] | None = None,
 ) -> list[float]:
-    """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent;
-    ``index_bytes`` collects the index bytes each save wrote."""
+    """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent.
+    ``written`` gets the bytes each save added under .git/objects (measured untimed)."""
     mm = MemoryManager(path, agent="bench", housekeeping=Housekeeping(every_commits=500))
     mm.save_interaction("session_00000", "warm-up", "warm-up")  # fill caches like a live agent
     samples = []
-    seen = {p.name for p in (path / ".git").glob("sharedindex.*")}
     for n in range(saves):
         sid = "session_00001" if hot else f"session_{rng.randrange(sessions):05d}"
+        before = object_bytes(path) if written is not None else 0
         started = time.perf_counter()
         mm.save_interaction(sid, f"follow-up {n}", f"reply {n}",
                             timestamp=START + timedelta(days=30, seconds=n))
         samples.append(time.perf_counter() - started)
-        if index_bytes is not None:
-            index_bytes.append(_index_written(path / ".git", seen))
+        if written is not None:
+            written.append(object_bytes(path) - before)
     mm.close()
     return samples
 
@@ -88,10 +84,14 @@ def _file_bytes(path: Path, n: int) -> bytes:
     return path.read_bytes() + f"\n<!-- comparator edit {n} -->\n".encode()
 
 
+def _rel(n: int) -> str:
+    return session_path(f"session_{n:05d}", fanout=True)
+
+
 def time_floor(path: Path, saves: int, sessions: int, rng: random.Random) -> list[float]:
     samples = []
     for n in range(saves):
-        target = path / "sessions" / f"session_{rng.randrange(sessions):05d}.md"
+        target = path / _rel(rng.randrange(sessions))
         data = _file_bytes(target, n)
         started = time.perf_counter()
         tmp = target.with_suffix(".tmp")
@@ -107,7 +107,7 @@ def time_floor(path: Path, saves: int, sessions: int, rng: random.Random) -> lis
 def time_git_cli(path: Path, saves: int, sessions: int, rng: random.Random) -> list[float]:
     samples = []
     for n in range(saves):
-        rel = f"sessions/session_{rng.randrange(sessions):05d}.md"
+        rel = _rel(rng.randrange(sessions))
         data = _file_bytes(path / rel, n)
         started = time.perf_counter()
         (path / rel).write_bytes(data)
@@ -123,7 +123,7 @@ def time_gitpython(path: Path, saves: int, sessions: int, rng: random.Random) ->
     repo = git.Repo(path)
     samples = []
     for n in range(saves):
-        rel = f"sessions/session_{rng.randrange(sessions):05d}.md"
+        rel = _rel(rng.randrange(sessions))
         data = _file_bytes(path / rel, n)
         started = time.perf_counter()
         (path / rel).write_bytes(data)
@@ -166,10 +166,10 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(base), str(copies[name])],
                        check=True)
     rng = random.Random(7)
-    index_bytes: list[int] = []
+    written: list[int] = []
     runs: dict[str, Callable[[], list[float]]] = {
         "gitmem save_interaction": lambda: time_gitmem(base, args.saves, args.sessions, rng,
-                                                           index_bytes=index_bytes),
+                                                       written=written),
         "gitmem save_interaction, one hot session": lambda: time_gitmem(
             base, args.saves, args.sessions, rng, hot=True),
         "floor: write+fsync+rename": lambda: time_floor(copies["floor"], args.saves,
@@ -194,11 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|")
     for name, (median, p95) in results.items():
         print(f"| {name} | {median:.2f} | {p95:.2f} | {median / ours:.1f}x |")
+    grew = sorted(w for w in written if w >= 0)  # a repack during the run shrinks .git
+    print(f"\nnew object bytes per gitmem save: median {statistics.median(grew) / 1024:.1f} KiB, "
+          f"p95 {grew[int(len(grew) * 0.95)] / 1024:.1f} KiB, max {grew[-1] / 1024:.1f} KiB")
     print(f"\nbatch mode: {batch_ms:.3f} ms per session ({args.batch} sessions, one commit)")
-    ordered = sorted(index_bytes)
-    print(f".git/index bytes written per save: median {statistics.median(ordered) / 1024:.1f} "
-          f"KiB, p95 {ordered[int(len(ordered) * 0.95)] / 1024:.1f} KiB, mean "
-          f"{statistics.mean(ordered) / 1024:.1f} KiB (shared index rewrites included)")
     print(f"store build (batches of 2000): {build_per_session * 1000:.3f} ms per session")
     print(f"git status --porcelain after the gitmem saves: {'clean' if not status else 'DIRTY'}")
     if not args.keep:

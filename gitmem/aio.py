@@ -260,6 +260,7 @@ class AsyncMemoryManager:
     load_archive = _Coroutine(MemoryManager.load_archive)
     load_memory = _Coroutine(MemoryManager.load_memory)
     maybe_summarize = _Coroutine(MemoryManager.maybe_summarize)
+    migrate = _Coroutine(MemoryManager.migrate)
     namespaces = _Coroutine(MemoryManager.namespaces)
     pull = _Coroutine(MemoryManager.pull)
     push = _Coroutine(MemoryManager.push)

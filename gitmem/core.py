@@ -27,12 +27,7 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import (
-    archive_path,
-    id_from_path,
-    session_dir,
-    session_path,
-)
+from gitmem.format.paths import id_from_path, session_dir
 from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import GuardMethods
@@ -48,6 +43,7 @@ from gitmem.models import (
     now,
 )
 from gitmem.store.discover import open_repository
+from gitmem.store.layout import locate, session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Housekeeping, Repository
 from gitmem.store.transaction import Identity, Transaction
@@ -170,8 +166,9 @@ class SessionCore(GuardMethods):
 
     # --- reading -------------------------------------------------------------------------
 
-    def _path(self, session_id: str) -> str:
-        return session_path(session_id, self.namespace)
+    def _path(self, session_id: str, commit: str | None = None, archive: bool = False) -> str:
+        # the commit's layout (flat or fan-out), or the other one if only it has the file
+        return locate(self._repo, session_id, self.namespace, commit, archive=archive)
 
     def _parse_blob(self, path: str, blob_id: str) -> Session:
         key = (path, blob_id)
@@ -202,7 +199,7 @@ class SessionCore(GuardMethods):
         ``include_archive`` puts back the turns that summaries moved to the archive part.
         Raises ParseError (with ``path:line`` diagnostics) if the committed file is broken.
         """
-        path = self._path(session_id)
+        path = self._path(session_id, commit)
         found = self._repo.entry(path, commit)
         session = None if found is None else self._parse_blob(path, found[1])
         if include_archive and session is not None:
@@ -212,7 +209,7 @@ class SessionCore(GuardMethods):
     def load_archive(self, session_id: str, *, commit: str | None = None) -> Session | None:
         """The archive part of a session at HEAD (or ``commit``): the turns its summaries
         moved out of the session file (archive mode), or None if it has none."""
-        path = archive_path(session_id, self.namespace)
+        path = self._path(session_id, commit, archive=True)
         found = self._repo.entry(path, commit)
         return None if found is None else self._parse_blob(path, found[1])
 
@@ -227,11 +224,8 @@ class SessionCore(GuardMethods):
 
     def session_ids(self, *, commit: str | None = None) -> list[str]:
         """Every session id in the store (this namespace), sorted."""
-        folder = session_dir(self.namespace)
-        ids = [
-            id_from_path(f"{folder}/{name}", self.namespace)
-            for name in self._repo.list_dir(folder, commit)
-        ]
+        files = session_files(self._repo, session_dir(self.namespace), commit)
+        ids = [id_from_path(path, self.namespace) for path in files]
         return sorted(i for i in ids if i is not None)
 
     def list_sessions(
@@ -255,9 +249,7 @@ class SessionCore(GuardMethods):
         wanted_tags = set(tags)
         low, high = as_when(since, "since"), as_when(until, "until")
         found: list[Session] = []
-        folder = session_dir(self.namespace)
-        for name, blob_id in self._repo.list_dir(folder, commit).items():
-            path = f"{folder}/{name}"
+        for path, blob_id in session_files(self._repo, session_dir(self.namespace), commit).items():
             if id_from_path(path, self.namespace) is None:
                 continue
             try:
@@ -357,7 +349,9 @@ class SessionCore(GuardMethods):
         with self._repo.transaction() as txn:
 
             def write() -> str | None:
-                self._apply(txn, None, session_id, path, change, op)
+                # the layout as the lock-holder sees it: a migrate may have just landed
+                where = self._path(session_id, txn.head())
+                self._apply(txn, None, session_id, where, change, op)
                 all_trailers = self._trailers(op, [session_id])
                 all_trailers.update(trailers or {})
                 base, names = txn.head(), self._names.pending(txn)

@@ -109,7 +109,7 @@ def test_settings_set_on_the_async_manager_reach_the_wrapped_one(store: Path) ->
         await amm.close()
 
     asyncio.run(go())
-    text = (store / "sessions" / "s.md").read_text()
+    text = (store / "sessions" / "a0" / "s.md").read_text()
     assert "acme_0123456789abcdef" not in text
     assert "acme_0123456789abcdef" not in git(store, "log", "-p", "--all")
 
@@ -155,6 +155,6 @@ def test_a_task_started_outside_the_batch_waits_and_commits_on_its_own(store: Pa
     batch_commit, outside_commit = asyncio.run(go())
     assert batch_commit is not None and outside_commit is not None
     changed = git(store, "show", "--name-only", "--format=", batch_commit).split()
-    assert changed == ["sessions/inside.md"]
+    assert changed == ["sessions/fc/inside.md"]
     assert git(store, "show", "--name-only", "--format=", outside_commit).split() == [
-        "sessions/outside.md"]
+        "sessions/45/outside.md"]

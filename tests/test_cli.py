@@ -37,7 +37,7 @@ def test_init_save_show_list_check_end_to_end(store: Path) -> None:
     assert shown["interactions"][0]["messages"][1] == {"speaker": "Assistant",
                                                       "content": "Fluent Python"}
     raw = run(*repo, "show", "books", "--raw")
-    assert raw == (store / "sessions" / "books.md").read_text()
+    assert raw == (store / "sessions" / "2a" / "books.md").read_text()
     text = run(*repo, "show", "group")
     assert "Caroline: I went to a support group" in text
     listed = json.loads(run(*repo, "--json", "list"))
@@ -71,17 +71,17 @@ def test_usage_errors_exit_2(store: Path) -> None:
 def test_check_reports_path_and_line_and_exits_1(store: Path) -> None:
     run("init", str(store))
     run("--repo", str(store), "save", "s", "--user", "q", "--assistant", "a")
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     lines = path.read_text().splitlines()
     at = next(n for n, line in enumerate(lines) if line.startswith("### "))
     lines[at] = "### yesterday afternoon"
     path.write_text("\n".join(lines) + "\n")
     out = CliRunner().invoke(cli, ["--repo", str(store), "check"])
     assert out.exit_code == 1
-    assert f"sessions/s.md:{at + 1}:" in out.output
+    assert f"sessions/a0/s.md:{at + 1}:" in out.output
     # and the broken file is not overwritten by a save
     err = run("--repo", str(store), "save", "s", "--user", "q2", code=1)
-    assert f"sessions/s.md:{at + 1}:" in err
+    assert f"sessions/a0/s.md:{at + 1}:" in err
     assert path.read_text().splitlines()[at] == "### yesterday afternoon"
 
 

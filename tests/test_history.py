@@ -105,7 +105,7 @@ def test_revert_with_no_later_change_is_the_exact_inverse(mm: MemoryManager, sto
     forward = git(store, "diff", f"{target}^", target)
     backward = git(store, "diff", sha, f"{sha}^")
     assert forward == backward
-    assert git(store, "diff", f"{target}^", "HEAD", "--", "sessions/s.md") == ""
+    assert git(store, "diff", f"{target}^", "HEAD", "--", "sessions/a0/s.md") == ""
     clean(store)
 
 
@@ -179,7 +179,7 @@ def test_revert_refuses_foreign_first_and_batched(mm: MemoryManager, store: Path
 
 def test_revert_records_an_uncommitted_hand_edit_first(mm: MemoryManager, store: Path) -> None:
     shas = turns(mm, "s", 0, 2)
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text(path.read_text().replace("answer 0", "answer zero"))
     mm.revert(shas[1])
     log = mm.history("s", limit=2)
@@ -238,7 +238,7 @@ def test_history_by_time_uses_commit_times(mm: MemoryManager, store: Path) -> No
 
 def commit_at(mm: MemoryManager, session_id: str, n: int, when: datetime) -> str:
     """A save with a chosen commit time (through the repository's own transaction)."""
-    path = session_path(session_id)
+    path = session_path(session_id, fanout=True)
     current = mm.load_memory(session_id)
     with mm.repository.transaction() as txn:
         session = current or markdown.parse(
@@ -262,8 +262,8 @@ def test_history_survives_deletion_and_restore(mm: MemoryManager, store: Path) -
     assert "Gitmem-Op: restore" in git(store, "log", "-1", "--format=%(trailers)")
     session = mm.load_memory("s")
     assert session is not None and [i.id for i in session.interactions] == ["t0", "t1"]
-    assert git(store, "show", f"{sha}:sessions/s.md") == git(store, "show",
-                                                              f"{deleted}^:sessions/s.md")
+    assert git(store, "show", f"{sha}:sessions/a0/s.md") == git(store, "show",
+                                                              f"{deleted}^:sessions/a0/s.md")
     before = head(store)
     with pytest.raises(ConflictError, match="exists"):
         mm.restore_session("s")
@@ -305,7 +305,7 @@ def test_revisions_accept_shas_relative_names_branches_and_dates(
     other = MemoryManager.init(tmp_path / "other")
     with pytest.raises(RevisionNotFound, match="another repository"):
         mm.resolve(other.head() or "")
-    blob = git(store, "rev-parse", "HEAD:sessions/s.md").strip()
+    blob = git(store, "rev-parse", f"HEAD:{session_path('s', fanout=True)}").strip()
     with pytest.raises(RevisionNotFound):
         mm.resolve(blob)
 
@@ -360,13 +360,14 @@ def test_store_wide_diff_covers_every_session(mm: MemoryManager, store: Path) ->
     result = mm.diff(a=start, b="HEAD~1")
     assert {d.session_id: d.status for d in result.sessions} == {"a": "added", "b": "added"}
     root = mm.diff(b=git(store, "rev-list", "--max-parents=0", "HEAD").strip())
-    assert root.a is None and sorted(root.files) == [".gitattributes", "README.md"]
+    assert root.a is None
+    assert sorted(root.files) == [".gitattributes", ".gitmem-layout", "README.md"]
 
 
 def test_diff_reports_a_broken_version_instead_of_failing(mm: MemoryManager,
                                                            store: Path) -> None:
     turns(mm, "s", 0, 1)
-    (store / "sessions" / "s.md").write_text("# Session: s\n\nnot a session file\n")
+    (store / "sessions" / "a0" / "s.md").write_text("# Session: s\n\nnot a session file\n")
     git(store, "commit", "-qam", "hand edit")
     [d] = mm.diff("s").sessions
     assert d.problems and "does not parse" in d.problems[0]
@@ -410,8 +411,8 @@ def test_rollback_is_a_new_commit_restoring_the_file(mm: MemoryManager, store: P
     summarize(mm, "s", "summary")
     sha = mm.rollback("s", to=shas[0])
     assert sha == head(store)
-    assert git(store, "show", "HEAD:sessions/s.md") == git(store, "show",
-                                                           f"{shas[0]}:sessions/s.md")
+    assert git(store, "show", "HEAD:sessions/a0/s.md") == git(store, "show",
+                                                           f"{shas[0]}:sessions/a0/s.md")
     trailers = git(store, "log", "-1", "--format=%(trailers)")
     assert "Gitmem-Op: rollback" in trailers and f"Gitmem-Rollback-To: {shas[0]}" in trailers
     assert git(store, "rev-list", "--count", "HEAD").strip() == "6"
@@ -537,7 +538,7 @@ def test_revert_a_summary_that_archived_turns(mm: MemoryManager, store: Path) ->
     mm.summary_config = SummaryConfig(archive="archive", offline=True)
     turns(mm, "s", 0, 4)
     summary_sha = mm.summarize("s", offline=True)
-    assert (store / "archive" / "s.md").exists()
+    assert (store / "archive" / "a0" / "s.md").exists()
     moved = mm.load_memory("s")
     assert moved is not None and len(moved.interactions) < 4
     later = turns(mm, "s", 4, 2)
@@ -552,12 +553,12 @@ def test_revert_a_summary_that_archived_turns(mm: MemoryManager, store: Path) ->
     session = mm.load_memory("s")
     assert session is not None and session.summary is None
     assert [i.id for i in session.interactions] == [f"t{n}" for n in range(6)]
-    assert not (store / "archive" / "s.md").exists()
+    assert not (store / "archive" / "a0" / "s.md").exists()
     assert "Gitmem-Session: s" in git(store, "log", "-1", "--format=%(trailers)")
     # rolling back to the summary brings the archive part back with it
     mm.rollback("s", to=summary_sha)
-    assert git(store, "show", "HEAD:archive/s.md") == git(store, "show",
-                                                          f"{summary_sha}:archive/s.md")
+    assert git(store, "show", "HEAD:archive/a0/s.md") == git(store, "show",
+                                                          f"{summary_sha}:archive/a0/s.md")
     clean(store)
 
 
@@ -576,7 +577,7 @@ def test_history_cache_follows_rewritten_history_and_plain_git_commits(
     git(store, "reset", "-q", "--hard", shas[0])
     assert [r.sha for r in mm.history("s")] == [shas[0]]
     # a person's own commit, without trailers, still shows up with its session
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text(path.read_text().replace("answer 0", "answer 0, edited"))
     git(store, "commit", "-qam", "fix a typo")
     top = mm.history("s")[0]

@@ -78,7 +78,7 @@ def test_log_diff_blame_revert_the_bad_summary(repo: tuple[str, str], store: Pat
     assert "~ summary" in structured and "new: 'nonsense summary'" in structured
     data = json.loads(run(*repo, "diff", "s", "HEAD~5", "--json"))
     assert data["sessions"][0]["interactions_added"] == ["t3", "t4", "t5", "t6", "t7"]
-    assert data["unified"].startswith("diff --git a/sessions/s.md b/sessions/s.md")
+    assert data["unified"].startswith("diff --git a/sessions/a0/s.md b/sessions/a0/s.md")
 
     blame = run(*repo, "blame", "s")
     assert blame.splitlines()[-1].startswith(f"summary\t{bad[:12]}")
@@ -108,7 +108,8 @@ def test_rollback_show_at_and_list_at(repo: tuple[str, str], store: Path) -> Non
     assert [r["id"] for r in listed] == ["s"]
     out = run(*repo, "rollback", "s", "--to", first)
     assert out.startswith("rolled back: ")
-    assert git(store, "show", "HEAD:sessions/s.md") == git(store, "show", f"{first}:sessions/s.md")
+    path = "sessions/a0/s.md"
+    assert git(store, "show", f"HEAD:{path}") == git(store, "show", f"{first}:{path}")
     assert f"Gitmem-Rollback-To: {first}" in git(store, "log", "-1", "--format=%(trailers)")
     assert "nothing written" in run(*repo, "rollback", "s", "--to", first)
     clean(store)
@@ -193,4 +194,4 @@ def test_store_wide_diff(repo: tuple[str, str], store: Path) -> None:
     out = run(*repo, "diff", "--all", start, "--structured")
     assert out.splitlines()[0] == "a (added)" and "b (added)" in out
     patch = run(*repo, "diff", "--all", start, "HEAD")
-    assert "+++ b/sessions/a.md" in patch and "+++ b/sessions/b.md" in patch
+    assert "+++ b/sessions/86/a.md" in patch and "+++ b/sessions/e9/b.md" in patch

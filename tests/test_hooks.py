@@ -46,7 +46,7 @@ def test_pre_commit_rejects_a_broken_hand_edit_with_its_line(mm: MemoryManager,
                                                              store: Path) -> None:
     written = mm.install_hooks()
     assert [p.name for p in written] == ["pre-commit", "post-merge", "post-checkout"]
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     # a good hand edit passes
     path.write_text(path.read_text().replace("A program git runs", "A program that git runs"))
     done = commit(store, "clarify")
@@ -55,14 +55,14 @@ def test_pre_commit_rejects_a_broken_hand_edit_with_its_line(mm: MemoryManager,
     line = break_heading(path)
     done = commit(store, "break it")
     assert done.returncode != 0
-    assert f"sessions/s.md:{line}:" in done.stderr
+    assert f"sessions/a0/s.md:{line}:" in done.stderr
     assert "commit refused" in done.stderr
     assert git(store, "rev-parse", "HEAD") == head
 
 
 def test_conflict_markers_are_refused(mm: MemoryManager, store: Path) -> None:
     mm.install_hooks()
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     text = path.read_text()
     path.write_text(text + "<<<<<<< ours\n> mine\n=======\n> theirs\n>>>>>>> theirs\n")
     done = commit(store, "left-over conflict")
@@ -80,7 +80,7 @@ def test_existing_hooks_are_kept_and_run_first(mm: MemoryManager, store: Path,
     mm.install_hooks()  # again: does not chain itself
     chained = store / ".git" / "hooks" / "pre-commit.before-gitmem"
     assert "own-hook-ran" in chained.read_text()
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text(path.read_text().replace("merge driver", "merge driver, really"))
     assert commit(store, "edit").returncode == 0
     assert marker.read_text() == "ran\n"
@@ -96,9 +96,9 @@ def test_core_hooks_path_is_respected(mm: MemoryManager, store: Path, tmp_path: 
     written = mm.install_hooks()
     assert {p.parent for p in written} == {shared}
     assert not (store / ".git" / "hooks" / "pre-commit").exists()
-    line = break_heading(store / "sessions" / "s.md")
+    line = break_heading(store / "sessions" / "a0" / "s.md")
     done = commit(store, "broken")
-    assert done.returncode != 0 and f"sessions/s.md:{line}:" in done.stderr
+    assert done.returncode != 0 and f"sessions/a0/s.md:{line}:" in done.stderr
 
 
 def test_the_scripts_in_hooks_call_gitmem(mm: MemoryManager, store: Path,
@@ -110,10 +110,10 @@ def test_the_scripts_in_hooks_call_gitmem(mm: MemoryManager, store: Path,
     monkeypatch.setenv("PATH", f"{shim.parent}:/usr/bin:/bin")
     for name in ("pre-commit", "post-merge", "post-checkout"):
         shutil.copy(ROOT / "hooks" / name, store / ".git" / "hooks" / name)
-    line = break_heading(store / "sessions" / "s.md")
+    line = break_heading(store / "sessions" / "a0" / "s.md")
     done = commit(store, "broken")
-    assert done.returncode != 0 and f"sessions/s.md:{line}:" in done.stderr
-    git(store, "checkout", "--", "sessions/s.md")
+    assert done.returncode != 0 and f"sessions/a0/s.md:{line}:" in done.stderr
+    git(store, "checkout", "--", "sessions/a0/s.md")
     done = subprocess.run(["git", "checkout", "-q", "-b", "other"], cwd=store,
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0 and done.stderr == ""  # post-checkout ran quietly
@@ -124,7 +124,7 @@ def test_pre_commit_framework_hook_validates_files_outside_a_store(tmp_path: Pat
     project = tmp_path / "project" / "memory" / "sessions"
     project.mkdir(parents=True)
     good = project / "s.md"
-    shutil.copy(mm.path / "sessions" / "s.md", good)
+    shutil.copy(mm.path / "sessions" / "a0" / "s.md", good)
     renamed = project / "other.md"
     shutil.copy(good, renamed)
     result = CliRunner().invoke(cli, ["hook", "pre-commit", str(good)])

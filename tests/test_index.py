@@ -64,9 +64,9 @@ def test_catch_up_after_a_hand_commit_with_git(mm: MemoryManager, store: Path) -
     mm.save_interaction("notes", "we discussed the red bicycle", "nice")
     mm.save_interaction("gone", "a session about marmalade", "sweet")
     assert _ids(mm.search("bicycle")) == ["notes"]
-    path = store / "sessions" / "notes.md"
+    path = store / "sessions" / "3a" / "notes.md"
     path.write_text(path.read_text().replace("red bicycle", "blue tandem"))
-    git(store, "rm", "-q", "sessions/gone.md")
+    git(store, "rm", "-q", "sessions/a6/gone.md")
     git(store, "commit", "-qam", "hand edit")
     assert list(mm.search("bicycle")) == []
     assert _ids(mm.search("tandem")) == ["notes"]
@@ -75,12 +75,13 @@ def test_catch_up_after_a_hand_commit_with_git(mm: MemoryManager, store: Path) -
 
 def test_unreadable_file_is_skipped_not_fatal(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("good", "penguins in the snow", "cold")
-    (store / "sessions" / "bad.md").write_bytes(b"\xff\xfe not a session")
-    git(store, "add", "sessions/bad.md")
+    (store / "sessions" / "19").mkdir()
+    (store / "sessions" / "19" / "bad.md").write_bytes(b"\xff\xfe not a session")
+    git(store, "add", "sessions/19/bad.md")
     git(store, "commit", "-qm", "broken file")
     assert _ids(mm.search("penguins")) == ["good"]
     report = mm.reindex()
-    assert report.unreadable == ["sessions/bad.md"] and report.indexed == 1
+    assert report.unreadable == ["sessions/19/bad.md"] and report.indexed == 1
 
 
 def test_corrupted_index_is_rebuilt_and_never_breaks_a_save(mm: MemoryManager,
@@ -185,7 +186,7 @@ def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Pa
     assert first is not None
     mm.search("tram")  # the index reflects the session before it is summarized
     mm.summarize("trip", count=2)
-    assert (store / "archive" / "trip.md").is_file()
+    assert (store / "archive" / "fd" / "trip.md").is_file()
     hits = mm.search("azulejo museum")
     assert [(h.session_id, h.interaction_id) for h in hits][:1] == [
         ("trip", first.interactions[0].id)]

@@ -136,7 +136,7 @@ def test_the_merge_driver_redacts_with_the_stores_own_patterns(
     MemoryManager(wired).close()  # wires the driver into the clone's config
     git(wired, "config", "gitmem.secrets.pattern", "acme=acme-[A-Za-z0-9]{12}")
     token = "acme-Zq93Xy71Pp0K"
-    path = wired / "sessions" / "plans.md"
+    path = wired / "sessions" / "3a" / "plans.md"
     session = markdown.parse(path.read_text())
     summary = Summary(text=f"deploy with {token}", generated=t0 + timedelta(hours=1))
     path.write_text(markdown.render(session.model_copy(update={"summary": summary})))
@@ -183,7 +183,7 @@ def test_an_unusable_secret_setting_warns_but_the_driver_still_merges(store: Pat
     for name, session in sides.items():
         (store / name).write_text(markdown.render(session))
     done = subprocess.run([sys.executable, "-m", "gitmem", "merge-file", "O", "A", "B",
-                           "sessions/s.md"], cwd=store, capture_output=True, text=True,
+                           "sessions/a0/s.md"], cwd=store, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
     assert done.returncode == 0, done.stderr
     assert ("gitmem: git config gitmem.secrets: gitmem.secrets.pattern 'no-equals-sign' is "

@@ -32,7 +32,7 @@ def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path,
     mm = MemoryManager.init(store)
     mm.save_interaction("x", "marathon training plan", "run slowly")
     mm.close()
-    target = store / "sessions" / "x.md"
+    target = store / "sessions" / "11" / "x.md"
     target.unlink()
     if kind == "folder":
         target.mkdir()
@@ -40,11 +40,11 @@ def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path,
         os.mkfifo(target)
     out = run(store, "check")
     assert out.returncode == 1, out.stderr
-    assert "sessions/x.md:1: not a regular file" in out.stdout
+    assert "sessions/11/x.md:1: not a regular file" in out.stdout
     assert "Traceback" not in out.stderr
     out = run(store, "save", "x", "--user", "more", "--assistant", "text")
     assert out.returncode == 1
-    assert "sessions/x.md:1: not a regular file" in out.stderr
+    assert "sessions/11/x.md:1: not a regular file" in out.stderr
     assert "Traceback" not in out.stderr
     out = run(store, "search", "marathon")  # the index never reads through the FIFO either
     assert out.returncode == 0, out.stderr
@@ -57,21 +57,22 @@ def test_check_reads_the_archive_parts_too(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("x", "marathon training plan", "run slowly")
     mm.close()
-    (store / "archive").mkdir()
-    (store / "archive" / "x.md").write_text("# Session: x\n\n### not a time\n")
-    os.mkfifo(store / "archive" / "y.md")
+    (store / "archive" / "11").mkdir(parents=True)
+    (store / "archive" / "95").mkdir()
+    (store / "archive" / "11" / "x.md").write_text("# Session: x\n\n### not a time\n")
+    os.mkfifo(store / "archive" / "95" / "y.md")
     (store / "archive" / "bad name.md").write_text("# Session: bad name\n")
     out = run(store, "check")
     assert out.returncode == 1, out.stderr
-    assert "archive/x.md:3:" in out.stdout
-    assert "archive/y.md:1: not a regular file" in out.stdout
+    assert "archive/11/x.md:3:" in out.stdout
+    assert "archive/95/y.md:1: not a regular file" in out.stdout
     assert "archive/bad name.md:1: file name is not an encoded session id" in out.stdout
-    git(store, "add", "archive/x.md")
+    git(store, "add", "archive/11/x.md")
     git(store, "commit", "-qm", "a broken archive part", "--no-verify")
-    (store / "archive" / "x.md").unlink()
+    (store / "archive" / "11" / "x.md").unlink()
     mm = MemoryManager(store)
     problems = mm.check(commit=mm.head())
-    assert {p.path for p in problems} == {"archive/x.md"} and 3 in {p.line for p in problems}
+    assert {p.path for p in problems} == {"archive/11/x.md"} and 3 in {p.line for p in problems}
 
 
 def test_a_huge_conversation_range_is_refused_before_it_is_built() -> None:

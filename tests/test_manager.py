@@ -49,7 +49,7 @@ def test_save_interaction_is_one_commit_with_trailers(mm: MemoryManager, store: 
     assert [m.content for m in session.interactions[0].messages] == [
         "Recommend asyncio books", "Try Fluent Python"]
     assert session.interactions[0].timestamp == T0
-    text = (store / "sessions" / "s1.md").read_text()
+    text = (store / "sessions" / "64" / "s1.md").read_text()
     assert text.startswith("# Session: s1\n")
     assert "> Recommend asyncio books" in text
 
@@ -149,7 +149,7 @@ def test_failed_batch_writes_nothing(mm: MemoryManager, store: Path) -> None:
         mm.save_interaction("s", "q", "a")
         raise RuntimeError("boom")
     assert mm.head() == head
-    assert not (store / "sessions" / "s.md").exists()
+    assert not (store / "sessions" / "a0" / "s.md").exists()
 
 
 def test_hostile_session_ids_are_refused(mm: MemoryManager, store: Path) -> None:
@@ -159,7 +159,7 @@ def test_hostile_session_ids_are_refused(mm: MemoryManager, store: Path) -> None
             continue
         with pytest.raises((InvalidSessionId, ValidationError)):
             mm.save_interaction(bad, "q", "a")
-    names = sorted(p.name for p in (store / "sessions").iterdir())
+    names = sorted(p.name for p in (store / "sessions").glob("*/*"))
     assert names == ["%2E.%2Fx.md", "%2Fetc%2Fpasswd.md"]
     assert mm.load_memory("../x") is not None
     assert sorted(mm.session_ids()) == ["../x", "/etc/passwd"]
@@ -177,13 +177,13 @@ def test_bad_input_is_refused_with_a_clear_error(mm: MemoryManager) -> None:
 
 def test_hand_edit_is_committed_before_the_next_save(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "The capital is Lyon", "Noted", timestamp=T0)
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text(path.read_text().replace("Lyon", "Paris"))
     mm.save_interaction("s", "q2", "a2", timestamp=T0 + timedelta(minutes=1))
     log = git(store, "log", "--format=%s|%an|%(trailers:key=Gitmem-Op,valueonly)", "-2")
     lines = [line for line in log.splitlines() if line]
     assert lines[0].endswith("save")
-    assert lines[1].startswith("Record hand edit of sessions/s.md|Test Person|edit")
+    assert lines[1].startswith("Record hand edit of sessions/a0/s.md|Test Person|edit")
     session = mm.load_memory("s")
     assert session is not None
     assert session.interactions[0].messages[0].content == "The capital is Paris"
@@ -192,30 +192,30 @@ def test_hand_edit_is_committed_before_the_next_save(mm: MemoryManager, store: P
 
 def test_broken_hand_edit_is_never_overwritten(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "q", "a", timestamp=T0)
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     broken = path.read_text().replace("### ", "### not-a-date ", 1)
     path.write_text(broken)
     head = mm.head()
     with pytest.raises(ParseError) as caught:
         mm.save_interaction("s", "q2", "a2")
-    assert any(d.path == "sessions/s.md" and d.line > 1 for d in caught.value.diagnostics)
+    assert any(d.path == "sessions/a0/s.md" and d.line > 1 for d in caught.value.diagnostics)
     assert path.read_text() == broken
     assert mm.head() == head
     problems = mm.check()
-    assert problems and problems[0].path == "sessions/s.md"
+    assert problems and problems[0].path == "sessions/a0/s.md"
 
 
 def test_committed_broken_file_blocks_saves_to_it_only(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "q", "a", timestamp=T0)
     mm.save_interaction("ok", "q", "a", timestamp=T0)
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text("# Not a session\n")
     git(store, "commit", "-qam", "Break it by hand")
     with pytest.raises(ParseError):
         mm.load_memory("s")
     with pytest.raises(ParseError):
         mm.save_interaction("s", "q2", "a2")
-    assert git(store, "show", "HEAD:sessions/s.md") == "# Not a session\n"
+    assert git(store, "show", "HEAD:sessions/a0/s.md") == "# Not a session\n"
     assert mm.save_interaction("ok", "q2", "a2")
     assert [s.id for s in mm.list_sessions()] == ["ok"]
 
@@ -233,7 +233,7 @@ def test_cache_follows_head_moved_by_another_process(store: Path) -> None:
 def test_zh_labels(store: Path) -> None:
     mm = MemoryManager.init(store, language="zh")
     mm.save_interaction("会话", "你好", "您好", timestamp=T0)
-    text = (store / "sessions" / "会话.md").read_text()
+    text = (store / "sessions" / "83" / "会话.md").read_text()
     assert text.startswith("# 会话: 会话\n")
     assert "**用户**:" in text and "**助手**:" in text
     session = mm.load_memory("会话")
@@ -288,7 +288,8 @@ def test_check_reports_a_symlinked_session_file(mm: MemoryManager, store: Path,
     mm.save_interaction("ok", "q", "a", timestamp=T0)
     outside = tmp_path / "outside.md"
     outside.write_text("# Session: x\n")
-    (store / "sessions" / "link.md").symlink_to(outside)
+    (store / "sessions" / "4f").mkdir()
+    (store / "sessions" / "4f" / "link.md").symlink_to(outside)
     problems = mm.check()
-    assert [(p.path, p.line) for p in problems] == [("sessions/link.md", 1)]
+    assert [(p.path, p.line) for p in problems] == [("sessions/4f/link.md", 1)]
     assert "symlink" in problems[0].problem

@@ -78,6 +78,8 @@ def test_twins_inside_one_batch_are_refused(store: Path) -> None:
 
 def test_existing_twins_and_device_files_in_old_stores_still_load(store: Path) -> None:
     MemoryManager.init(store).close()
+    git(store, "rm", "-q", ".gitmem-layout")  # a store made before the fan-out layout
+    git(store, "commit", "-qm", "flat store")
     source = MemoryManager(store)
     source.save_interaction("seed", "q", "a")
     text = (store / "sessions" / "seed.md").read_text()

@@ -95,7 +95,7 @@ def test_delete_removes_the_file_and_the_entry(store: Path) -> None:
     assert not (store / "sessions" / "a.md").exists()
     assert git(store, "status", "--porcelain") == ""
     assert git(store, "ls-tree", "-r", "--name-only", "HEAD").split() == [
-        ".gitattributes", "README.md"]
+        ".gitattributes", ".gitmem-layout", "README.md"]
 
 
 def test_symlinked_folder_pointing_outside_is_refused(store: Path, tmp_path: Path) -> None:

@@ -167,7 +167,7 @@ def test_plain_git_pull_runs_the_merge_driver(tmp_path: Path) -> None:
     assert "-m gitmem.sync.driver %O %A %B %P" in git(wired, "config", "merge.gitmem.driver")
     for folder in (wired, plain):
         # an appended turn, written and committed by a person with plain git
-        path = folder / "sessions" / "plans.md"
+        path = folder / "sessions" / "3a" / "plans.md"
         session = markdown.parse(path.read_text())
         turn = Interaction(id="person1", timestamp=T0 + timedelta(minutes=2),
                            messages=[Message(speaker="User", content=f"q from {folder.name}")])
@@ -187,7 +187,7 @@ def test_plain_git_pull_runs_the_merge_driver(tmp_path: Path) -> None:
     failed = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
                             cwd=plain, capture_output=True, text=True)  # fmt: skip
     assert failed.returncode != 0
-    assert "<<<<<<<" in (plain / "sessions" / "plans.md").read_text()
+    assert "<<<<<<<" in (plain / "sessions" / "3a" / "plans.md").read_text()
 
 
 def test_git_pull_of_an_unparseable_file_falls_back_to_a_normal_conflict(tmp_path: Path) -> None:
@@ -198,7 +198,7 @@ def test_git_pull_of_an_unparseable_file_falls_back_to_a_normal_conflict(tmp_pat
     git(tmp_path, "clone", "-q", url, "c")
     c = tmp_path / "c"
     MemoryManager(c).close()
-    path = c / "sessions" / "plans.md"
+    path = c / "sessions" / "3a" / "plans.md"
     path.write_text(path.read_text().replace("### 2024-04-15T15:30:00+08:00", "### someday"))
     git(c, "commit", "-qam", "hand edit")
     a.save_interaction("plans", "q1", "a1", timestamp=T0 + timedelta(minutes=1))
@@ -206,9 +206,9 @@ def test_git_pull_of_an_unparseable_file_falls_back_to_a_normal_conflict(tmp_pat
     pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
                             cwd=c, capture_output=True, text=True)  # fmt: skip
     assert pulled.returncode != 0
-    assert "cannot merge sessions/plans.md by meaning" in pulled.stderr
-    assert "sessions/plans.md (ours):" in pulled.stderr  # names the broken line
-    assert "UU sessions/plans.md" in git(c, "status", "--porcelain")
+    assert "cannot merge sessions/3a/plans.md by meaning" in pulled.stderr
+    assert "sessions/3a/plans.md (ours):" in pulled.stderr  # names the broken line
+    assert "UU sessions/3a/plans.md" in git(c, "status", "--porcelain")
 
 
 def test_sync_records_a_dropped_summary_in_the_merge_commit(tmp_path: Path) -> None:
@@ -278,7 +278,7 @@ def test_non_fast_forward_push_is_refused(tmp_path: Path) -> None:
 
 def test_diverged_histories_with_an_unparseable_file(tmp_path: Path) -> None:
     a, b = seeded_pair(bare(tmp_path).as_uri(), tmp_path)
-    path = b.path / "sessions" / "plans.md"
+    path = b.path / "sessions" / "3a" / "plans.md"
     lines = path.read_text().splitlines()
     at = next(n for n, line in enumerate(lines) if line.startswith("### "))
     lines[at] = "### not a time"
@@ -289,7 +289,7 @@ def test_diverged_histories_with_an_unparseable_file(tmp_path: Path) -> None:
     before = snapshot(b.path)
     with pytest.raises(ConflictError) as caught:
         b.sync()
-    assert f"sessions/plans.md (ours):{at + 1}:" in str(caught.value)
+    assert f"sessions/3a/plans.md (ours):{at + 1}:" in str(caught.value)
     assert "Nothing was changed" in str(caught.value)
     assert snapshot(b.path) == before
     assert git(b.path, "status", "--porcelain") == ""
@@ -299,10 +299,10 @@ def test_uncommitted_hand_edit_in_the_way_stops_the_merge(tmp_path: Path) -> Non
     a, b = seeded_pair(bare(tmp_path).as_uri(), tmp_path)
     a.save_interaction("plans", "alice", "x", timestamp=T0 + timedelta(minutes=1))
     a.sync()
-    path = b.path / "sessions" / "plans.md"
+    path = b.path / "sessions" / "3a" / "plans.md"
     path.write_text(path.read_text() + "\nnot committed\n")
     head = b.head()
-    with pytest.raises(ConflictError, match=r"uncommitted changes in sessions/plans\.md"):
+    with pytest.raises(ConflictError, match=r"uncommitted changes in sessions/3a/plans\.md"):
         b.pull()
     assert b.head() == head
     assert path.read_text().endswith("not committed\n")
@@ -372,7 +372,7 @@ def test_namespaces_keep_memories_apart_and_sync(tmp_path: Path) -> None:
     assert contents(alice, "private") == ["alice's secret", "alice again", "alice on b"]
     assert contents(bob, "private") == ["bob's own"]
     assert MemoryManager(alice.path).session_ids() == []  # the default namespace is empty
-    assert (alice.path / "namespaces" / "bob" / "sessions" / "private.md").exists()
+    assert (alice.path / "namespaces" / "bob" / "sessions" / "e8" / "private.md").exists()
     assert_clean(alice.path)
 
 
@@ -442,7 +442,7 @@ def test_a_namespace_that_cannot_be_a_folder_is_refused(store: Path) -> None:
         MemoryManager(store, namespace=" x")
     odd = MemoryManager(store, namespace="team/alice")  # encoded, never a nested folder
     odd.save_interaction("s", "q", "a")
-    assert (store / "namespaces" / "team%2Falice" / "sessions" / "s.md").exists()
+    assert (store / "namespaces" / "team%2Falice" / "sessions" / "a0" / "s.md").exists()
     assert odd.namespaces() == ["team/alice"]
 
 
@@ -470,11 +470,11 @@ def test_archive_parts_merge_by_meaning_too(tmp_path: Path) -> None:
     a.sync()
     result = b.sync()
     a.sync()
-    assert "archive/plans.md" in result.files and result.action == "merge"
+    assert "archive/3a/plans.md" in result.files and result.action == "merge"
     for mm in (a, b):
         full = mm.load_memory("plans", include_archive=True)
         assert full is not None
         assert [t.messages[0].content for t in full.interactions] == [
             "plans: first question", "alice 1", "alice 2", "bob 3"]
         assert_clean(mm.path)
-    assert "merge" in git(b.path, "check-attr", "merge", "archive/plans.md")
+    assert "merge" in git(b.path, "check-attr", "merge", "archive/3a/plans.md")

@@ -153,7 +153,7 @@ def test_the_cli_finds_the_store_from_a_subfolder(store: Path,
     assert result.output.startswith("s\t")
     result = CliRunner().invoke(cli, ["save", "t", "--user", "from below", "--assistant", "ok"])
     assert result.exit_code == 0, result.output
-    assert (store / "sessions" / "t.md").exists() and not (deep / "sessions").exists()
+    assert (store / "sessions" / "8e" / "t.md").exists() and not (deep / "sessions").exists()
 
 
 def test_an_explicit_subfolder_names_the_store(store: Path) -> None:

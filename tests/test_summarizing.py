@@ -93,7 +93,7 @@ def test_offline_summary_is_its_own_commit(mm: MemoryManager, store: Path) -> No
     sha = mm.summarize("lisbon")
     assert sha == git(store, "rev-parse", "HEAD").strip()
     assert git(store, "rev-parse", f"{sha}^").strip() == before
-    assert changed_files(store) == ["sessions/lisbon.md"]
+    assert changed_files(store) == ["sessions/ab/lisbon.md"]
     found = trailers(store)
     assert found["Gitmem-Op"] == "summarize"
     assert found["Gitmem-Session"] == "lisbon"
@@ -106,7 +106,7 @@ def test_offline_summary_is_its_own_commit(mm: MemoryManager, store: Path) -> No
     assert session.summary.covers == ["t00", "t01", "t02", "t03"]
     assert "Lisbon in March 2023" in session.summary.text
     assert len(session.interactions) == 4
-    assert "## Summary" in (store / "sessions" / "lisbon.md").read_text()
+    assert "## Summary" in (store / "sessions" / "ab" / "lisbon.md").read_text()
     assert git(store, "status", "--porcelain") == ""
     assert "summarize" in git(store, "log", "--format=%(trailers:key=Gitmem-Op,valueonly)")
     git(store, "fsck", "--strict")
@@ -167,7 +167,7 @@ def test_archive_moves_summarized_turns(mm: MemoryManager, store: Path) -> None:
     mm.summary_config = SummaryConfig(archive="archive")
     fill(mm, "lisbon", LISBON[:3])
     mm.summarize("lisbon", count=2)
-    assert sorted(changed_files(store)) == ["archive/lisbon.md", "sessions/lisbon.md"]
+    assert sorted(changed_files(store)) == ["archive/ab/lisbon.md", "sessions/ab/lisbon.md"]
     assert trailers(store)["Gitmem-Archived"] == "2"
     main = mm.load_memory("lisbon")
     assert main is not None and [t.id for t in main.interactions] == ["t02"]
@@ -385,7 +385,7 @@ def test_summaries_refuse_to_run_inside_a_batch(mm: MemoryManager) -> None:
 
 def test_hand_edit_is_recorded_before_the_summary(mm: MemoryManager, store: Path) -> None:
     fill(mm, "lisbon", LISBON[:2])
-    path = store / "sessions" / "lisbon.md"
+    path = store / "sessions" / "ab" / "lisbon.md"
     path.write_text(path.read_text().replace("Alfama", "Alfama").replace(
         "Congratulations on the move!", "Congratulations!"))
     mm.summarize("lisbon")
@@ -460,7 +460,7 @@ def test_key_facts_and_keywords_are_stored(mm: MemoryManager, store: Path,
     fill(mm, "lisbon", LISBON[:2])
     config = LLMConfig(model="fake-llm", base_url=llm_server.base_url, max_retries=0)
     mm.summarize("lisbon", summarizer=LLMSummarizer(config))
-    text = (store / "sessions" / "lisbon.md").read_text()
+    text = (store / "sessions" / "ab" / "lisbon.md").read_text()
     assert "**Key facts**:\n> Moved to Lisbon in March 2023\n> Daughter Ana\n" in text
     assert "**Keywords**:\n> Lisbon\n> Ana\n" in text
     session = MemoryManager(store).load_memory("lisbon")

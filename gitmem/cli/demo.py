@@ -57,7 +57,8 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         echo(f"  batch of {len(_ZH_TURNS)} turns in one commit -> {(result.commit or '-')[:12]}")
 
         echo("\n== 2. The session file is plain Markdown")
-        text = (mm.path / "sessions" / "python-asyncio.md").read_text(encoding="utf-8")
+        shown = next((mm.path / "sessions").glob("**/python-asyncio.md"))  # sessions/<xx>/
+        text = shown.read_text(encoding="utf-8")
         echo("\n".join("  | " + line for line in text.splitlines()[:24]))
 
         echo("\n== 3. List and load")

@@ -34,7 +34,14 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import archive_dir, id_from_archive_path, id_from_path, session_dir
+from gitmem.format.paths import (
+    archive_dir,
+    id_from_archive_path,
+    id_from_path,
+    is_fanout_path,
+    misplaced,
+    session_dir,
+)
 from gitmem.format.render import render
 from gitmem.guard.redact import (
     _redact_into,
@@ -46,6 +53,7 @@ from gitmem.guard.redact import (
 from gitmem.guard.scan import SecretFinding, scan_repository
 from gitmem.guard.secrets import SecretConfig, redact
 from gitmem.models import Interaction, Message, Session, Summary
+from gitmem.store.layout import fanout_at, session_files
 from gitmem.store.repository import Repository
 from gitmem.store.transaction import Identity, Transaction
 
@@ -308,14 +316,24 @@ class GuardMethods:
         # the archive parts too: load_memory(include_archive=True) reads them
         for folder, id_of in ((session_dir(self.namespace), id_from_path),
                               (archive_dir(self.namespace), id_from_archive_path)):
-            names = set(self._repo.list_dir(folder, commit))
-            if commit is None and (self._repo.root / folder).is_dir():
-                names |= {p.name for p in (self._repo.root / folder).iterdir() if p.suffix == ".md"}
-            paths |= {f"{folder}/{n}": id_of(f"{folder}/{n}", self.namespace) for n in names}
+            names = set(session_files(self._repo, folder, commit))
+            top = self._repo.root / folder
+            if commit is None and top.is_dir():  # files not committed yet, one level down too
+                names |= {p.relative_to(self._repo.root).as_posix()
+                          for p in [*top.glob("*.md"), *top.glob("??/*.md")]}
+            paths |= {name: id_of(name, self.namespace) for name in names}
+        fanout = fanout_at(self._repo, commit)
         for path, expected in sorted(paths.items()):
             if expected is None:
-                problems.append(Diagnostic(path, 1, "file name is not an encoded session id"))
+                right = misplaced(path)
+                problems.append(Diagnostic(path, 1, "file name is not an encoded session id"
+                                           if right is None else f"belongs in {right}"))
                 continue
+            if is_fanout_path(path) != fanout:
+                problems.append(Diagnostic(path, 1, "file is in the {} layout but the store uses "
+                                           "the {} one; `gitmem migrate` moves it".format(
+                                               *(("fan-out", "flat") if not fanout
+                                                 else ("flat", "fan-out")))))
             try:
                 data = self._repo.working_blob(path) if commit is None else None
             except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -23,17 +24,24 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.format.paths import archive_path, id_from_archive_path, id_from_path
+from gitmem.format.paths import (
+    archive_path,
+    id_from_archive_path,
+    id_from_path,
+    relocated,
+    session_path,
+)
 from gitmem.history.asof import StoreView
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
+from gitmem.store.layout import fanout_at
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line
 
 # commits an undo never takes back: the store's creation
-_NEVER_UNDONE = frozenset({"init"})
+_NEVER_UNDONE = frozenset({"init", "migrate"})
 
 # listed one by one in a trailer up to this many; the body always lists them all
 _MAX_LISTED = 20
@@ -79,8 +87,26 @@ class HistoryMethods(SessionCore):
             changes=changes or {},
         )
 
+    def _both(self, session_id: str, archive: bool = False) -> list[str]:
+        """A session's file (or archive part) in both layouts: history follows a migrate."""
+        make = archive_path if archive else session_path
+        return [make(session_id, self.namespace, fanout=fanout) for fanout in (True, False)]
+
+    def _by_session(self, changes: Iterable[tuple[str, str | None, str | None]]
+                    ) -> dict[str, tuple[str, str | None, str | None]]:
+        """Session id -> (path, old blob, new blob) of changed session files; a file moved
+        between layouts (migrate) is one change from its old blob to its new one."""
+        found: dict[str, tuple[str, str | None, str | None]] = {}
+        for path, old, new in changes:
+            sid = id_from_path(path, self.namespace)
+            seen = found.get(sid) if sid is not None else None
+            if sid is not None:
+                found[sid] = (path, old, new) if seen is None else (
+                    path if new else seen[0], seen[1] or old, seen[2] or new)
+        return found
+
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
-        if not self._repo.file_log([path], rev):
+        if not self._repo.file_log(self._both(session_id), rev):
             raise SessionNotFound(
                 f"no session {session_id!r} in {self.path}: it has no history ({path} was "
                 "never committed); `gitmem list` shows the sessions there are"
@@ -112,8 +138,8 @@ class HistoryMethods(SessionCore):
             return self._repo.log(
                 rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
             )
-        path = self._path(session_id)
-        everything = self._repo.file_log([path], rev)
+        path = self._path(session_id, rev)
+        everything = self._repo.file_log(self._both(session_id), rev)
         if not everything:
             self._require_history(session_id, path, rev)
         entries = [
@@ -168,15 +194,13 @@ class HistoryMethods(SessionCore):
         )
         if not changes:
             return [self._revision(e) for e in entries]
-        only = self._path(session_id) if session_id is not None else None
         revisions: list[Revision] = []
         for entry in entries:
             labels: dict[str, list[str]] = {}
-            for change in entry.files:
-                sid = id_from_path(change.path, self.namespace)
-                if sid is not None and only in (None, change.path):
-                    found = self._session_diff(sid, change.path, change.old, change.new, False)
-                    labels[sid] = found.labels()
+            moved = self._by_session((c.path, c.old, c.new) for c in entry.files)
+            for sid, (path, old, new) in moved.items():
+                if session_id in (None, sid):
+                    labels[sid] = self._session_diff(sid, path, old, new, False).labels()
             revisions.append(self._revision(entry, labels))
         return revisions
 
@@ -233,26 +257,23 @@ class HistoryMethods(SessionCore):
         sessions: list[SessionDiff] = []
         files: list[str] = []
         if session_id is not None:
-            path = self._path(session_id)
-            old = self._repo.entry(path, a_sha) if a_sha else None
+            path = self._path(session_id, b_sha)
+            old = self._repo.entry(self._path(session_id, a_sha), a_sha) if a_sha else None
             new = self._repo.entry(path, b_sha)
             if old is None and new is None:
                 self._require_history(session_id, path)
-            elif old != new:
+            elif (old and old[1]) != (new and new[1]):
                 sessions.append(
                     self._session_diff(
                         session_id, path, old[1] if old else None, new[1] if new else None, text
                     )
                 )
         else:
-            for change in self._repo.diff_tree(a_sha, b_sha):
-                sid = id_from_path(change.path, self.namespace)
-                if sid is None:
-                    files.append(change.path)
-                else:
-                    sessions.append(
-                        self._session_diff(sid, change.path, change.old, change.new, text)
-                    )
+            changed = self._repo.diff_tree(a_sha, b_sha)
+            files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
+            moved = self._by_session((c.path, c.old, c.new) for c in changed)
+            sessions = [self._session_diff(sid, path, old, new, text)
+                        for sid, (path, old, new) in sorted(moved.items()) if old != new]
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
 
     def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
@@ -283,8 +304,8 @@ class HistoryMethods(SessionCore):
         versions times the size of the session.
         """
         rev = self._repo.resolve(commit) if commit is not None else self._repo.head()
-        path = self._path(session_id)
-        part = archive_path(session_id, self.namespace)
+        path = self._path(session_id, rev)
+        part = self._path(session_id, rev, archive=True)
         found = self._repo.entry(path, rev) if rev else None
         if found is None:
             self._require_history(session_id, path, rev)
@@ -298,10 +319,17 @@ class HistoryMethods(SessionCore):
         if wanted.get("summary") is None:
             wanted.pop("summary", None)
         owner: dict[str, LogEntry] = {}
-        for entry in self._repo.file_log([path, part], rev):
+        # each layout's path of the file and of the archive part, to the one named here
+        alias = {**dict.fromkeys(self._both(session_id), path),
+                 **dict.fromkeys(self._both(session_id, archive=True), part)}
+        for entry in self._repo.file_log(list(alias), rev):
             if len(owner) == len(wanted):
                 break
-            state = {**state, **{c.path: c.old for c in entry.files if c.path in state}}
+            before_entry: dict[str, str | None] = {}
+            for c in entry.files:  # a move between layouts: the old path holds the old blob
+                if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
+                    before_entry[alias[c.path]] = c.old
+            state = {**state, **before_entry}
             before = self._parts(state, path, strict=False)
             for key, value in wanted.items():
                 if key not in owner and before.get(key) != value:
@@ -385,10 +413,11 @@ class HistoryMethods(SessionCore):
         self._no_batch("rollback")
         target = self._repo.resolve(to)
         path = self._path(session_id)
-        found = self._blob_at(session_id, path, target, "pick a revision from `gitmem log {}`")
+        found = self._blob_at(session_id, self._path(session_id, target), target,
+                              "pick a revision from `gitmem log {}`")
         wanted: dict[str, bytes | None] = {path: self._repo.blob(found)}
-        part = archive_path(session_id, self.namespace)
-        archived = self._repo.entry(part, target)
+        part = self._path(session_id, archive=True)
+        archived = self._repo.entry(self._path(session_id, target, archive=True), target)
         if archived is not None or self._repo.entry(part) is not None:
             wanted[part] = None if archived is None else self._repo.blob(archived[1])
         with self._repo.transaction() as txn:
@@ -417,13 +446,15 @@ class HistoryMethods(SessionCore):
         path = self._path(session_id)
         if rev is not None:
             source = self._repo.resolve(rev)
-            blob = self._blob_at(session_id, path, source, "`gitmem log {}` lists its versions")
+            blob = self._blob_at(session_id, self._path(session_id, source), source,
+                                 "`gitmem log {}` lists its versions")
         else:
-            last = self._repo.file_log([path])[:1]
+            both = self._both(session_id)
+            last = self._repo.file_log(both)[:1]
             if not last:
                 self._require_history(session_id, path)
                 raise SessionNotFound(f"no session {session_id!r} in {self.path}")
-            change = next((c for c in last[0].files if c.path == path), None)
+            change = next((c for c in last[0].files if c.path in both), None)
             blob_or_none = change.new or change.old if change else None
             if blob_or_none is None:
                 raise SessionNotFound(f"no earlier version of session {session_id!r} found")
@@ -449,7 +480,13 @@ class HistoryMethods(SessionCore):
         return sha or ""
 
     def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> UndoPlan:
-        """Undo ``entries`` (newest first) on the current files, without writing anything."""
+        """Undo ``entries`` (newest first) on the current files, without writing anything.
+
+        A commit made before a migrate named the files' old paths: they are read as the
+        paths the files have now."""
+        fanout = fanout_at(self._repo, txn.head())
+        entries = [replace(e, files=tuple(replace(c, path=relocated(c.path, fanout, self.namespace))
+                                          for c in e.files)) for e in entries]
         return plan_undo(entries, current=lambda path: self._working_or_head(txn, path),
                          blob=self._repo.blob, parse_blob=self._parse_blob, owner=self._owner,
                          namespace=self.namespace)
@@ -464,6 +501,9 @@ class HistoryMethods(SessionCore):
         entries = self._repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
+        if _last(entries[0].trailers, "Gitmem-Op") == "migrate":
+            raise ValidationError(f"{sha[:12]} moved files to the fan-out layout (migrate) and "
+                                  "changed no session; there is nothing to revert")
         return entries[0]
 
     def revert(self, commit: str | datetime) -> str | None:

@@ -28,6 +28,7 @@ from gitmem.format.paths import (
 from gitmem.models import Result, Session
 from gitmem.search.index import Index, open_file
 from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
+from gitmem.store.layout import session_files
 from gitmem.store.repository import Repository
 from gitmem.store.worktree import read_regular
 
@@ -241,9 +242,9 @@ def _compare(repository: Repository, index: Index, head: str | None, folders: tu
     """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
     the blob the index read it from (for rebuilds, or when the old commit is gone)."""
     files = {
-        f"{folder}/{name}": blob
+        path: blob
         for folder in folders
-        for name, blob in (repository.list_dir(folder, head) if head is not None else {}).items()
+        for path, blob in (session_files(repository, folder, head) if head else {}).items()
     }
     known = {} if fresh else {path: blob for path, (_sid, blob) in index.indexed_blobs().items()}
     broken = {} if fresh else index.broken()

@@ -22,6 +22,7 @@ from pathlib import Path
 import git
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
+from gitmem.format.paths import LAYOUT_FILE, layout_text
 from gitmem.store.base import Housekeeping as Housekeeping  # importable from here as before
 from gitmem.store.base import Identity
 from gitmem.store.git import run_git
@@ -33,12 +34,13 @@ from gitmem.store.worktree import split_config
 STORE_README = """# gitmem memory store
 
 This repository holds conversation memory written by [gitmem](https://pypi.org/project/gitmem-store/).
-Each file under `sessions/` is one conversation session in Markdown; every save is one commit.
+Each file under `sessions/` (one sub-folder down) is one conversation session in Markdown;
+every save is one commit.
 Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates your edits).
 """
 
 GITATTRIBUTES = (
-    "sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text eol=lf\n"
+    "sessions/**/*.md merge=gitmem text eol=lf\narchive/**/*.md merge=gitmem text eol=lf\n"
     "namespaces/**/*.md merge=gitmem text eol=lf\n"
 )
 
@@ -83,6 +85,7 @@ class Repository(TransactionLayer):
             with repo.transaction() as txn:
                 txn.write("README.md", STORE_README.encode())
                 txn.write(".gitattributes", GITATTRIBUTES.encode())
+                txn.write(LAYOUT_FILE, layout_text())  # every new store fans out
                 txn.commit("Create gitmem memory store", trailers={"Gitmem-Op": "init"})
         return repo
 

@@ -33,7 +33,6 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import archive_path
 from gitmem.format.render import render
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
@@ -368,7 +367,7 @@ class SummaryMethods(SessionCore):
         updated = current.model_copy(update={"summary": summary, "interactions": staying})
         changes = {path: self._render(path, updated)}
         if moving:
-            where = archive_path(current.id, self.namespace)
+            where = self._path(current.id, txn.head(), archive=True)
             raw = txn.read(where)
             archive = parse_bytes(raw, where) if raw is not None else Session(
                 id=current.id, created=moving[0].timestamp, last_active=moving[-1].timestamp,
@@ -430,7 +429,7 @@ class SummaryMethods(SessionCore):
                     body.append(f"Fell back to the offline summarizer: {result.fallback}")
                 if moved:
                     body.append(f"Moved {moved} summarized turns to "
-                                f"{archive_path(session_id, self.namespace)}.")
+                                f"{self._path(session_id, txn.head(), archive=True)}.")
                 if report.dropped:
                     body.append(f"Loss guard: {len(report.dropped)} of "
                                 f"{len(report.previous_facts)} previous facts dropped, within "

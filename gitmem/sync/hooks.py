@@ -18,7 +18,7 @@ from gitmem.errors import (
     RepositoryError,
 )
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import SUFFIX, decode_id
+from gitmem.format.paths import SUFFIX, decode_id, is_fanout_path, misplaced
 from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository
@@ -128,13 +128,17 @@ def is_memory_file(path: str) -> bool:
     if not path.endswith(SUFFIX):
         return False
     if path.startswith(("sessions/", "archive/")):
-        return path.count("/") == 1
+        return path.count("/") == 1 or (path.count("/") == 2 and is_fanout_path(path))
     return path.startswith("namespaces/")
 
 
 def _expected_id(path: str) -> tuple[str | None, str | None]:
     """(session id the file name encodes, problem) for a file in a ``sessions`` folder."""
     parts = path.replace(os.sep, "/").split("/")
+    if is_fanout_path("/".join(parts)):  # sessions/<xx>/<id>.md: the folder must fit the id
+        if misplaced("/".join(parts)) is not None:
+            return None, f"file belongs in {misplaced('/'.join(parts[-3:]))}"
+        parts = [*parts[:-2], parts[-1]]
     if len(parts) < 2 or parts[-2] != "sessions" or not parts[-1].endswith(SUFFIX):
         return None, None
     try:

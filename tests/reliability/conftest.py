@@ -117,7 +117,8 @@ def memory_files(store: Path) -> list[str]:
     for folder in ("sessions", "archive"):
         base = store / folder
         if base.is_dir():
-            found += [f"{folder}/{p.name}" for p in sorted(base.iterdir())]
+            found += [p.relative_to(store).as_posix() for p in sorted(base.rglob("*"))
+                      if not p.is_dir() or p.parent != base]  # sessions/<xx>/ are folders
     return found
 
 

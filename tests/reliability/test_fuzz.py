@@ -146,7 +146,7 @@ def test_arbitrary_content_survives_a_save_byte_for_byte(store: Path, size: str,
         session = mm.load_memory(sid)
         assert session is not None
         assert session.interactions[-1].messages[0].content == content
-        on_disk = parse_bytes((store / session_path(sid)).read_bytes(), "x.md")
+        on_disk = parse_bytes((store / session_path(sid, fanout=True)).read_bytes(), "x.md")
         assert on_disk.interactions[-1].messages[0].content == content
 
     tried = _run(size, max(EXAMPLES // 10, 50), save, CONTENT,
@@ -161,7 +161,7 @@ def test_a_hand_edit_of_any_text_is_adopted_or_refused_never_lost(
         store: Path, size: str, figures: dict[str, Any]) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "first", "ok")
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
 
     def edit(text: str) -> None:
         if "\r" in text:  # the store's .gitattributes normalises line ends: not a loss
@@ -172,12 +172,12 @@ def test_a_hand_edit_of_any_text_is_adopted_or_refused_never_lost(
         try:
             mm.save_interaction("s", "after the edit", "ok")
         except ParseError as exc:
-            assert all(d.path == "sessions/s.md" and d.line >= 1 for d in exc.diagnostics)
+            assert all(d.path == "sessions/a0/s.md" and d.line >= 1 for d in exc.diagnostics)
             assert path.read_bytes() == written  # a file that does not parse is never touched
         except (ValidationError, InvalidSessionId):
             assert path.read_bytes() == written
         # put a good file back for the next example
-        mm.repository.git("checkout", "--", "sessions/s.md")
+        mm.repository.git("checkout", "--", "sessions/a0/s.md")
 
     lines = st.lists(st.one_of(st.sampled_from(NASTY), TEXT), max_size=12).map("\n".join)
     prefix = render(mm.load_memory("s") or Session(id="s", created=_now(), last_active=_now()))
@@ -207,8 +207,8 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: s
         except (InvalidSessionId, ValidationError) as exc:
             refused[type(exc).__name__] += 1
             return
-        target = (store / session_path(session_id)).resolve()
-        assert target.parent == sessions_dir  # inside sessions/, no traversal
+        target = (store / session_path(session_id, fanout=True)).resolve()
+        assert target.parent.parent == sessions_dir  # inside sessions/<xx>/, no traversal
         assert files.setdefault(target, session_id) == session_id  # no two ids share a file
         loaded = mm.load_memory(session_id)
         assert loaded is not None and loaded.id == session_id
@@ -223,7 +223,7 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: s
     assert set(mm.session_ids()) == set(files.values())
     assert git(store, "status", "--porcelain") == ""
     assert not [p for p in store.iterdir() if p.name not in (".git", "sessions", "README.md",
-                                                            ".gitattributes")]
+                                                            ".gitattributes", ".gitmem-layout")]
     figures.update(examples=tried, ids_stored=len(files), ids_refused=sum(refused.values()))
     mm.close()
 
@@ -291,7 +291,7 @@ def test_a_10_mb_message_is_saved_without_memory_blow_up(store: Path,
     assert grown_mb < 25 * size / 1e6, result
     assert git(store, "rev-parse", "HEAD").strip() == result["sha"]
     assert git(store, "status", "--porcelain") == ""
-    assert (store / "sessions" / "big.md").stat().st_size > size
+    assert (store / "sessions" / "95" / "big.md").stat().st_size > size
     figures.update(message_mb=size / 1e6, peak_rss_growth_mb=round(grown_mb),
                    peak_rss_mb=round(result["peak_kb"] / 1024), save_s=result["save_s"])
 

@@ -122,7 +122,7 @@ def test_opening_the_store_finishes_a_dead_writers_save(store: Path) -> None:
     # the branch, file and index are right; git's locks name the dead writer
     assert git(store, "status", "--porcelain") == ""
     assert (store / ".git" / "index.lock").read_text().startswith("gitmem pid=")
-    assert git(store, "add", "sessions/s.md", check=False) == ""  # git refuses meanwhile
+    assert git(store, "add", "sessions/a0/s.md", check=False) == ""  # git refuses meanwhile
     # a read-only call is enough: opening the store clears the dead writer's locks
     reader = MemoryManager(store)
     session = reader.load_memory("s")
@@ -130,7 +130,7 @@ def test_opening_the_store_finishes_a_dead_writers_save(store: Path) -> None:
     assert not (store / ".git" / "index.lock").exists()
     assert not (store / ".git" / "refs" / "heads" / "main.lock").exists()
     assert git(store, "status", "--porcelain") == ""
-    assert "second" in (store / "sessions" / "s.md").read_text()
+    assert "second" in (store / "sessions" / "a0" / "s.md").read_text()
     reader.close()
 
 
@@ -140,12 +140,12 @@ def test_opening_the_store_undoes_a_dead_writers_unfinished_save(store: Path) ->
     mm.close()
     _killed_save(store, "_write_index:before:1")
     # the new file is in place, not staged, the branch did not move
-    assert git(store, "status", "--porcelain") == " M sessions/s.md\n"
+    assert git(store, "status", "--porcelain") == " M sessions/a0/s.md\n"
     reader = MemoryManager(store)
     session = reader.load_memory("s")
     assert session is not None and len(session.interactions) == 1
     assert git(store, "status", "--porcelain") == ""
-    assert "second" not in (store / "sessions" / "s.md").read_text()
+    assert "second" not in (store / "sessions" / "a0" / "s.md").read_text()
     reader.close()
 
 

@@ -175,7 +175,7 @@ def test_rollback_restore_and_revert_redact_what_they_bring_back(store: Path) ->
     mm = MemoryManager(store)
 
     def head_file() -> str:
-        return git(store, "show", "HEAD:sessions/s.md")
+        return git(store, "show", "HEAD:sessions/a0/s.md")
 
     sha = mm.rollback("s", to=str(first))
     assert sha is not None and key not in head_file()
@@ -187,7 +187,7 @@ def test_rollback_restore_and_revert_redact_what_they_bring_back(store: Path) ->
     mm.delete_session("s")
     mm.revert(deleted)  # brings back the version the deletion removed
     assert key not in head_file() and "[REDACTED:github-token]" in head_file()
-    assert key not in (store / "sessions" / "s.md").read_text()
+    assert key not in (store / "sessions" / "a0" / "s.md").read_text()
     assert git(store, "status", "--porcelain") == ""
     mm.close()
 
@@ -201,7 +201,7 @@ def test_old_content_with_a_secret_in_an_id_is_refused(store: Path) -> None:
     leaky.close()
     mm = MemoryManager(store)
     head = git(store, "rev-parse", "HEAD")
-    with pytest.raises(SecretRefused, match=r"sessions/s\.md: the interaction id"):
+    with pytest.raises(SecretRefused, match=r"sessions/a0/s\.md: the interaction id"):
         mm.restore_session("s", rev=str(first))
     code, output = _run(store, "rollback", "s", "--to", str(first))
     assert code == 1 and "holds a secret (aws-access-key" in output and key not in output
@@ -233,7 +233,7 @@ def test_sync_redacts_a_merge_and_reports_a_fast_forward(tmp_path: Path) -> None
     a.save_interaction("shared", "meanwhile", "here")
     merged = a.sync()
     assert merged.action == "merge"
-    head = git(tmp_path / "a", "show", "HEAD:sessions/leak.md")
+    head = git(tmp_path / "a", "show", "HEAD:sessions/06/leak.md")
     assert keys[0] not in head and keys[1] not in head
     assert "github-token=2" in trailers(tmp_path / "a")["Gitmem-Redacted"]
     assert git(tmp_path / "a", "status", "--porcelain") == ""
@@ -250,7 +250,7 @@ def test_the_merge_notes_sync_reports_are_redacted(tmp_path: Path) -> None:
     b = MemoryManager.clone(remote.as_uri(), tmp_path / "b", agent="bob")
     key = make_secret("github-token", random.Random(8))
     for store, text in ((tmp_path / "b", f"hello from b {key}"), (tmp_path / "a", "hello from a")):
-        path = store / "sessions" / "shared.md"  # both sides edit the turn: a merge note
+        path = store / "sessions" / "d1" / "shared.md"  # both sides edit the turn: a merge note
         path.write_text(path.read_text().replace("> hello\n", f"> {text}\n"))
         git(store, "commit", "-qam", "hand edit")
     git(tmp_path / "b", "push", "-q", "origin", "main")

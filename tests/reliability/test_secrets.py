@@ -299,7 +299,7 @@ def test_a_hand_edit_with_a_secret_is_redacted_before_it_is_recorded(store: Path
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "hello", "hi")
     key = make_secret("github-token", random.Random(5))
-    path = store / "sessions" / "s.md"
+    path = store / "sessions" / "a0" / "s.md"
     path.write_text(path.read_text().replace("> hello", f"> hello, use {key}"))
     mm.save_interaction("s", "next", "ok")
     edit = git(store, "log", "--format=%H", "--grep=Record hand edit").split()[0]
@@ -344,7 +344,7 @@ def test_redaction_can_be_turned_off_but_sizes_still_hold(store: Path) -> None:
     mm.secret_config = SecretConfig(redact=False)
     key = make_secret("openai-key", random.Random(2))
     mm.save_interaction("s", key, "ok")
-    assert key in (store / "sessions" / "s.md").read_text()
+    assert key in (store / "sessions" / "a0" / "s.md").read_text()
     assert [f.kind for f in mm.scan_history()] == ["openai-key", "openai-key"]  # file, subject
     git(store, "config", "gitmem.secrets.redact", "true")
     assert MemoryManager(store).secret_config.redact

@@ -46,24 +46,25 @@ def test_sessions_folder_symlinked_outside(store: Path, outside: Path) -> None:
 def test_session_file_symlinked_outside(store: Path, outside: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "first", "ok")
-    target = store / "sessions" / "s.md"
+    target = store / "sessions" / "a0" / "s.md"
     target.unlink()
     target.symlink_to(outside / "victim.md")
     _refused(mm, store, lambda: mm.save_interaction("s", "second", "ok"))
     _refused(mm, store, lambda: mm.delete_session("s"))
     _untouched(outside)
     problems = mm.check()  # reported, and nothing is read through the link
-    assert [(p.path, p.line) for p in problems] == [("sessions/s.md", 1)]
+    assert [(p.path, p.line) for p in problems] == [("sessions/a0/s.md", 1)]
     assert "symlink" in problems[0].problem
 
 
 def test_session_file_symlinked_to_another_session(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("a", "alpha", "ok")
-    (store / "sessions" / "b.md").symlink_to("a.md")
-    before = (store / "sessions" / "a.md").read_bytes()
+    (store / "sessions" / "e9").mkdir()
+    (store / "sessions" / "e9" / "b.md").symlink_to("../86/a.md")
+    before = (store / "sessions" / "86" / "a.md").read_bytes()
     _refused(mm, store, lambda: mm.save_interaction("b", "beta", "ok"))
-    assert (store / "sessions" / "a.md").read_bytes() == before
+    assert (store / "sessions" / "86" / "a.md").read_bytes() == before
 
 
 def test_archive_folder_symlinked_outside(store: Path, outside: Path) -> None:
@@ -95,9 +96,10 @@ def test_a_symlink_committed_in_history_is_not_written_through(store: Path,
     """A remote can carry a symlink (mode 120000); a clone checks it out as a link."""
     mm = MemoryManager.init(store)
     mm.save_interaction("plain", "x", "y")
-    link = store / "sessions" / "evil.md"
+    link = store / "sessions" / "b6" / "evil.md"
+    link.parent.mkdir()
     link.symlink_to(outside / "victim.md")
-    git(store, "add", "sessions/evil.md")
+    git(store, "add", "sessions/b6/evil.md")
     git(store, "commit", "-qm", "a link")
     with pytest.raises(GitmemError):
         mm.load_memory("evil")  # the link's text is not a session: ParseError
