@@ -40,6 +40,7 @@ from gitmem import MemoryManager
 from gitmem.format import parse as markdown
 from gitmem.format import render as rendering
 from gitmem.format import turns
+from gitmem.format.paths import session_path
 from gitmem.models import Interaction, Message, Session
 from gitmem.store.repository import Housekeeping
 from gitmem.sync.merge import merge_texts
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     versions = [r.sha for r in mm.history("mid")]
     rng = random.Random(7)
     pairs = rng.sample(range(len(versions) - 1), min(n, len(versions) - 1))
-    raw = [git(base, "show", f"{versions[i]}:sessions/mid.md") for i in pairs]
+    raw = [git(base, "show", f"{versions[i]}:sessions/f2/mid.md") for i in pairs]
     full = [_timed(lambda d=d: markdown.parse_lenient(d.decode(), "mid.md", shortcut=False))
             for d in raw]
     rows.append((f"full parse of one mid version ({mid_n}+ turns)", full, "", ""))
@@ -174,20 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("diff('mid', v, v+1, text=False), every cache empty", emptied, "", ""))
     mm = _forget()
     revs = rng.sample(versions, min(n, len(versions)))
-    rows.append(("git show rev:sessions/mid.md",
-                 [_timed(lambda r=r: git(base, "show", f"{r}:sessions/mid.md")) for r in revs],
+    rows.append(("git show rev:sessions/f2/mid.md",
+                 [_timed(lambda r=r: git(base, "show", f"{r}:sessions/f2/mid.md")) for r in revs],
                  "", ""))
     mm.load_memory("mid")  # a live manager has read the session once
     rows.append(("at(rev).load_memory('mid'), each revision once",
                  [_timed(lambda r=r: mm.at(r).load_memory("mid")) for r in revs], "5",
-                 "git show rev:sessions/mid.md"))
+                 "git show rev:sessions/f2/mid.md"))
 
     # --- history ---------------------------------------------------------------------------
-    rows.append(("git log --format=%H -- sessions/big.md",
-                 [_timed(lambda: git(base, "log", "--format=%H", "--", "sessions/big.md"))
+    rows.append(("git log --format=%H -- sessions/95/big.md",
+                 [_timed(lambda: git(base, "log", "--format=%H", "--", "sessions/95/big.md"))
                   for _ in range(n)], "", ""))
     rows.append(("history('big')", [_timed(lambda: mm.history("big")) for _ in range(n)], "",
-                 "git log --format=%H -- sessions/big.md"))
+                 "git log --format=%H -- sessions/95/big.md"))
     rows.append(("history('mid', changes=True)",
                  [_timed(lambda: mm.history("mid", changes=True)) for _ in range(max(3, n // 4))],
                  "", ""))
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     # --- merge -----------------------------------------------------------------------------
     files: dict[str, list[Path]] = {}
     for sid in ("small", "big"):
-        data = (base / "sessions" / f"{sid}.md").read_bytes()
+        data = (base / session_path(sid, fanout=True)).read_bytes()
         versions3 = [data]
         for side in ("ours", "theirs"):
             versions3.append(data + f"\n### 2030-01-01T00:00:00+00:00 {{#{side}}}\n**User**:\n"
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                  "gitmem merge-file small (process)"))
 
     medians = {name: _ms(samples) for name, samples, _, _ in rows}
-    size = (base / "sessions" / "big.md").stat().st_size
+    size = (base / "sessions" / "95" / "big.md").stat().st_size
     print(f"\nhuge-session benchmark: big {big_n} turns ({size / 1e6:.1f} MB), mid {mid_n} "
           f"turns + {len(versions)} revisions; {n} samples per row (fewer for cold rows); "
           f"store built in {built:.1f} s; load average {load_before[0]:.1f} before, "

@@ -97,7 +97,7 @@ def test_new_store_saves_write_a_small_split_index_git_reads(store: Path) -> Non
     link = _link(store)
     assert link is not None and link[:20].hex() in {n.split(".")[1] for n in _shared(store)}
     _clean(store)
-    assert len(git(store, "ls-files").split()) == 14  # README, .gitattributes, 12 sessions
+    assert len(git(store, "ls-files").split()) == 15  # README, attributes, layout, 12 files
 
 
 def test_git_split_index_with_every_kind_of_change_is_read_and_edited(store: Path) -> None:
@@ -109,9 +109,9 @@ def test_git_split_index_with_every_kind_of_change_is_read_and_edited(store: Pat
     git(store, "config", "splitIndex.maxPercentChange", "100")
     git(store, "update-index", "--split-index")
     (store / "notes.txt").write_text("mine\n")
-    (store / "sessions" / "s1.md").write_text("edited by a person\n")
-    git(store, "add", "notes.txt", "sessions/s1.md")
-    git(store, "rm", "-q", "--cached", "sessions/s2.md")
+    (store / "sessions" / "64" / "s1.md").write_text("edited by a person\n")
+    git(store, "add", "notes.txt", "sessions/64/s1.md")
+    git(store, "rm", "-q", "--cached", "sessions/42/s2.md")
     link = _link(store)
     assert link is not None and len(link) > 20
     deleted, end = ewah.decode(link, 20)
@@ -122,13 +122,13 @@ def test_git_split_index_with_every_kind_of_change_is_read_and_edited(store: Pat
     mm.save_interaction("new", "q", "a")
     assert _ours(store) == _gits(store)
     status = git(store, "status", "--porcelain").splitlines()
-    assert sorted(status) == sorted(["A  notes.txt", "D  sessions/s2.md", "M  sessions/s1.md",
-                                     "?? sessions/s2.md"])
+    assert sorted(status) == sorted(["A  notes.txt", "D  sessions/42/s2.md", "M  sessions/64/s1.md",
+                                     "?? sessions/42/"])
     git(store, "commit", "-qm", "person")  # the person's commit keeps gitmem's saves
-    assert "q2" in git(store, "show", "HEAD:sessions/s3.md")
+    assert "q2" in git(store, "show", "HEAD:sessions/dd/s3.md")
     assert git(store, "show", "HEAD:notes.txt") == "mine\n"
     mm.save_interaction("s4", "q3", "a3")
-    git(store, "add", "sessions/s2.md")
+    git(store, "add", "sessions/42/s2.md")
     git(store, "commit", "-qm", "back")
     _clean(store)
     mm.close()
@@ -212,9 +212,9 @@ def test_missing_shared_index_is_a_clear_error_then_rebuilt(store: Path) -> None
     mm = MemoryManager(store, agent="t")  # another process: only the files to go by
     with pytest.raises(RepositoryError, match=r"sharedindex\.[0-9a-f]{40} is missing"):
         mm.save_interaction("a", "q2", "a2")
-    assert "q2" not in (store / "sessions" / "a.md").read_text()  # nothing half-written
+    assert "q2" not in (store / "sessions" / "86" / "a.md").read_text()  # nothing half-written
     mm.save_interaction("a", "q3", "a3")  # the next call rebuilds the index from HEAD
-    assert "q3" in git(store, "show", "HEAD:sessions/a.md")
+    assert "q3" in git(store, "show", "HEAD:sessions/86/a.md")
     _clean(store)
     mm.close()
 
