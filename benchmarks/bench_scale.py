@@ -67,9 +67,11 @@ def _index_files(git_dir: Path) -> dict[str, tuple[int, int]]:
 
 
 def _written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> int:
-    # a file counts as written when it is new or its modification time changed
+    # the index counts when its modification time changed, a shared index only when it is
+    # new: gitmem touches the one in use so that git's expiry keeps it, without writing it
     return sum(size for name, (mtime, size) in after.items()
-               if before.get(name, (None, 0))[0] != mtime)
+               if (name == "index" and before.get(name, (None, 0))[0] != mtime)
+               or (name != "index" and name not in before))
 
 
 class Sampler:
