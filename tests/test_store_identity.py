@@ -61,6 +61,7 @@ def test_init_here_adopts_a_repository_on_purpose(code: Path,
     assert (code / "main.py").exists()
     mm = MemoryManager(code)
     mm.save_interaction("s", "hello", "hi")
+    assert git(code, "ls-files", "sessions").split() == ["sessions/a0/s.md"]  # fans out
     assert git(code, "rev-list", "--count", "HEAD").strip() == "3"
     assert git(code, "status", "--porcelain") == ""
     MemoryManager.init(code, adopt=True)  # adopting twice adds nothing

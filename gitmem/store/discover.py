@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.errors import NotAStore, RepositoryError
+from gitmem.format.paths import LAYOUT_FILE, SESSIONS_DIR, layout_text
 from gitmem.store.git import run_git
 from gitmem.store.repository import GITATTRIBUTES, Repository
 
@@ -81,7 +82,8 @@ def store_problem(repo: Repository) -> tuple[str, str] | None:
 
 def adopt(repo: Repository) -> None:
     """Make an existing repository a store on purpose: one commit adding the gitmem merge
-    attributes to its ``.gitattributes`` (kept otherwise as it is)."""
+    attributes to its ``.gitattributes`` (kept otherwise as it is) and, unless it already
+    has a ``sessions/`` folder, the fan-out layout file every new store gets."""
     with repo.transaction() as txn:
 
         def write() -> None:
@@ -91,6 +93,8 @@ def adopt(repo: Repository) -> None:
             if current and not current.endswith(b"\n"):
                 current += b"\n"
             txn.write(".gitattributes", current + GITATTRIBUTES.encode())
+            if txn.read(LAYOUT_FILE) is None and repo.entry(SESSIONS_DIR, txn.head()) is None:
+                txn.write(LAYOUT_FILE, layout_text())  # no session files yet: fan out
             txn.commit("Adopt this repository as a gitmem store", trailers={"Gitmem-Op": "init"})
 
         txn.rebuilding(write)  # a person's edit of .gitattributes meanwhile is kept
