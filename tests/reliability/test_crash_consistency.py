@@ -3,6 +3,8 @@ git stays consistent, and the next writer recovers the lock and saves at once.""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
 import subprocess
@@ -76,6 +78,20 @@ def _present(reader: MemoryManager) -> Counter[str]:
     return found
 
 
+def _git_locks(git_dir: Path) -> list[str]:
+    """The lock files left in ``git_dir`` (gitmem's own write lock aside), with their start.
+
+    A ``git gc`` the killed writer started can still be running and remove folders and locks
+    while they are listed: what vanishes meanwhile was not left behind."""
+    found = []
+    for folder, _dirs, files in os.walk(git_dir):
+        for name in files:
+            if name.endswith(".lock") and name != "write.lock":
+                with contextlib.suppress(FileNotFoundError):
+                    found.append(f"{name}: {(Path(folder) / name).read_bytes()[:60]!r}")
+    return found
+
+
 @dataclass
 class Checker:
     """Checks a store after each kill; keeps what it verified once (files that parse, a
@@ -93,8 +109,7 @@ class Checker:
         # first as the dead writer left it, read with git only: gitmem would repair it
         lock_text = (store / ".git" / "gitmem" / "write.lock").read_bytes()
         journal_left = b'"files"' in lock_text
-        stale_locks = [f"{p.name}: {p.read_bytes()[:60]!r}"
-                       for p in (store / ".git").rglob("*.lock") if p.name != "write.lock"]
+        stale_locks = _git_locks(store / ".git")
         assert check_working_files(store, self.verified) == []
         # objects and refs are whole at once; the index can be half-rewritten if the kill
         # hit its in-place write, and then the next gitmem call rebuilds it
