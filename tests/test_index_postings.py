@@ -7,7 +7,15 @@ from pathlib import Path
 
 from gitmem.models import Interaction, Message, Session
 from gitmem.search.index import Index
-from gitmem.search.postings import TAIL_MAX, pack, posting_key, split_key, unpack
+from gitmem.search.postings import (
+    TAIL_MAX,
+    Block,
+    impact,
+    pack,
+    posting_key,
+    split_key,
+    unpack,
+)
 
 _T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -42,7 +50,7 @@ def _blocks(index: Index, term: str) -> tuple[int, int]:
     """How many postings of ``term`` its main block and its tail hold (the stored rows)."""
     tid = index._db.execute("SELECT tid FROM terms WHERE term=?", (term,)).fetchone()[0]
     sizes = dict(index._db.execute(
-        "SELECT id - ?, length(data) / 8 FROM postings WHERE id IN (?, ?)", (2 * tid, 2 * tid, 2 * tid + 1)
+        "SELECT id - ?, n FROM postings WHERE id IN (?, ?)", (2 * tid, 2 * tid, 2 * tid + 1)
     ).fetchall())  # fmt: skip
     return sizes.get(0, 0), sizes.get(1, 0)
 
@@ -57,8 +65,32 @@ def test_keys_round_trip_through_a_blob_in_order() -> None:
     assert [split_key(k) for k in keys] == [
         (21_999, 4_000_000_000, 1), (17, 3, 3), (17, 2, 3), (0, 1, 65_535)
     ]
-    # a head cut mid-posting (substr of the BLOB) keeps whole postings only
+    # a head cut mid-posting keeps whole postings only
     assert list(unpack(data[:13])) == keys[:1]
+
+
+def test_a_main_block_keeps_ids_and_tfs_in_five_bytes_and_its_head_decodes() -> None:
+    keys = [posting_key(9, doc, tf) for doc, tf in [(70_000, 3), (5, 1), (4, 200)]]
+    n, data = Block.of_keys(keys).encode()
+    assert (n, len(data)) == (3, 15)  # 4 bytes an id, 1 a tf
+    whole = Block.decode(n, len(data), data[:12], data[12:])
+    assert (list(whole.docs), list(whole.tfs)) == ([70_000, 5, 4], [3, 1, 200])
+    head = Block.decode(n, len(data), data[:8], data[12:14])  # what a query reads first
+    assert (list(head.docs), list(head.tfs)) == ([70_000, 5], [3, 1])
+    n, data = Block.of_keys([posting_key(9, 1, 300)]).encode()
+    assert len(data) == 6 and list(Block.decode(n, len(data), data[:4], data[4:]).tfs) == [300]
+
+
+def test_tail_postings_merge_into_a_block_at_their_impact() -> None:
+    norms = [0.0, 1.0, 2.0, 0.5, 1.0, 3.0]  # by document id
+    ranked = sorted((posting_key(impact(tf, norms[doc]), doc, tf)
+                     for doc, tf in [(1, 1), (2, 1), (3, 2), (4, 5), (5, 1)]), reverse=True)
+    main = Block.of_keys(ranked[::2])
+    merged = main.merged(ranked[1::2], norms, 10)
+    assert list(merged.docs) == [split_key(k)[1] for k in ranked]
+    assert list(main.merged(ranked[1::2], norms, 2).docs) == [split_key(k)[1] for k in ranked[:2]]
+    assert list(merged.without({3, 5}).docs) == [split_key(k)[1] for k in ranked
+                                                 if split_key(k)[1] not in (3, 5)]
 
 
 def test_postings_come_best_first_and_a_head_is_the_best(tmp_path: Path) -> None:

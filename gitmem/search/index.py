@@ -30,16 +30,11 @@ from pathlib import Path
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
 from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
-from gitmem.search.postings import PostingTable, posting_key
+from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
-
-# Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
-# and document length, so they only decide which postings of a common term are read first.
-IMPACT_K1 = 1.2
-IMPACT_B = 0.75
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]
@@ -246,10 +241,7 @@ class Index(PostingTable):
         self._delete_docs(list(old.values()))
         self._insert_docs(skey, fresh)
 
-    @staticmethod
-    def _impact(tf: int, norm: float) -> int:
-        # an integer keeps the postings small and makes the key exactly reproducible
-        return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
+    _impact = staticmethod(impact)
 
     def _write_postings(self, postings: NewPostings, df: Counter[int],
                         speakers: list[str], *, fresh: bool = False) -> None:
@@ -347,23 +339,23 @@ class Index(PostingTable):
         if self._bulk is not None:
             self._flush()
         n_docs, total = self._doc_counts()
-        keys: defaultdict[int, set[int]] = defaultdict(set)
+        gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, norm, speaker in self._db.execute(
-                f"SELECT id, terms, dl, norm, speaker FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker in self._db.execute(
+                f"SELECT id, terms, dl, speaker FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
-                for tid, tf in Counter(unpack_terms(doc_terms)).items():
-                    keys[tid].add(posting_key(self._impact(tf, norm), doc_id, tf))
+                for tid in set(unpack_terms(doc_terms)):
+                    gone[tid].add(doc_id)
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
-        self._drop_postings(keys)
+        self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
         self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
                              [(count, tid) for tid, count in df.items()])

@@ -27,14 +27,26 @@ from gitmem.errors import IndexCorrupted
 from gitmem.search.sessionrows import SessionTable
 
 MAIN, TAIL = 0, 1
-# a tail longer than this is merged into the term's main block
-TAIL_MAX = 256
+# a tail longer than this is merged into the term's main block (a reader places each tail
+# posting in the head by binary search: a short tail keeps that cheap)
+TAIL_MAX = 64
 _TF_MAX = 0xFFFF  # a tf that does not fit 16 bits is stored as this (no turn gets there)
 _DOC_BITS = 0xFFFFFFFF
 
+# Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
+# and document length, so they only decide which postings of a common term are read first.
+IMPACT_K1 = 1.2
+IMPACT_B = 0.75
+
+
+def impact(tf: int, norm: float) -> int:
+    """A posting's precomputed impact (below 22,000: fits 16 bits); ``norm`` is the
+    document's length normalisation when it was indexed (kept in ``docs.norm``)."""
+    return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
+
 
 def posting_key(impact: int, doc: int, tf: int) -> int:
-    """One posting as the integer blocks hold (impacts are below 22,000: see index.py)."""
+    """One posting as one integer; larger keys come first in a block."""
     return impact << 48 | doc << 16 | min(tf, _TF_MAX)
 
 
@@ -43,32 +55,96 @@ def split_key(key: int) -> tuple[int, int, int]:
     return key >> 48, (key >> 16) & _DOC_BITS, key & 0xFFFF
 
 
-def pack(keys: Iterable[int]) -> bytes:
-    """Postings (already in block order) as a BLOB: 8 bytes each, little-endian."""
-    block = array("Q", keys)
+def _little(block: array[int]) -> array[int]:
     if sys.byteorder == "big":
         block.byteswap()
-    return block.tobytes()
-
-
-def unpack(data: bytes | None) -> array[int]:
-    """The postings of a BLOB :func:`pack` wrote (a cut-off head is cut to whole postings)."""
-    block = array("Q")
-    if data:
-        block.frombytes(data[: len(data) - len(data) % 8])
-        if sys.byteorder == "big":
-            block.byteswap()
     return block
 
 
-def merge(block: Iterable[int], new: Iterable[int]) -> array[int]:
-    """A block with more postings added, best first."""
-    return array("Q", sorted([*block, *new], reverse=True))
+def pack(keys: Iterable[int]) -> bytes:
+    """Tail postings (keys, already in block order) as a BLOB: 8 bytes each."""
+    return _little(array("Q", keys)).tobytes()
 
 
-def remove(block: array[int], gone: set[int]) -> array[int]:
-    """A block without these postings."""
-    return array("Q", [key for key in block if key not in gone])
+def unpack(data: bytes | None) -> array[int]:
+    """The keys of a BLOB :func:`pack` wrote."""
+    block = array("Q")
+    if data:
+        block.frombytes(data[: len(data) - len(data) % 8])
+    return _little(block)
+
+
+class Block:
+    """A main block: document ids and term frequencies, best first (the impacts are left
+    out, 5 bytes a posting: they follow from tf and the document's ``norm``)."""
+
+    __slots__ = ("docs", "tfs")
+
+    def __init__(self, docs: array[int], tfs: array[int]) -> None:
+        self.docs, self.tfs = docs, tfs
+
+    @classmethod
+    def of_keys(cls, keys: Sequence[int]) -> Block:
+        """A block of posting keys sorted best first."""
+        return cls(array("I", [(k >> 16) & _DOC_BITS for k in keys]),
+                   array("H", [k & 0xFFFF for k in keys]))
+
+    def encode(self) -> tuple[int, bytes]:
+        """(count, BLOB): the ids as 4 bytes each, then the tfs as 1 byte each (2 when one
+        of them does not fit a byte)."""
+        tfs = array("B" if not self.tfs or max(self.tfs) < 256 else "H", self.tfs)
+        return len(self.docs), _little(array("I", self.docs)).tobytes() + _little(tfs).tobytes()
+
+    @classmethod
+    def decode(cls, n: int, size: int, docs: bytes, tfs: bytes) -> Block:
+        """A block (or its head) of ``n`` postings in a BLOB of ``size`` bytes, from the
+        start of its id part and of its tf part (either may be cut short)."""
+        ids = array("I")
+        ids.frombytes(docs[: len(docs) - len(docs) % 4])
+        width = (size - 4 * n) // n if n else 1
+        counts = array("B" if width == 1 else "H")
+        counts.frombytes(tfs[: min(len(ids), len(tfs) // width) * width])
+        del ids[len(counts):]
+        # blocks hold tfs as "H" in memory (merges mix the two widths)
+        return cls(_little(ids), array("H", counts) if width == 1 else _little(counts))
+
+    def __len__(self) -> int:
+        return len(self.docs)
+
+    def key(self, at: int, norms: Sequence[float]) -> int:
+        """The posting key at a place (its impact recomputed from the document's norm)."""
+        doc, tf = self.docs[at], self.tfs[at]
+        return posting_key(impact(tf, norms[doc]), doc, tf)
+
+    def merged(self, tail: Sequence[int], norms: Sequence[float], limit: int) -> Block:
+        """This block with tail postings (keys, best first) put in their places, cut to
+        ``limit``; only O(len(tail) * log(len(self))) impacts are recomputed."""
+        docs, tfs = array("I"), array("H")
+        done = 0
+        for key in tail:
+            lo, hi = done, len(self.docs)
+            while lo < hi:  # the first place whose key is smaller than this one
+                mid = (lo + hi) // 2
+                if self.key(mid, norms) > key:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            docs.extend(self.docs[done:lo])
+            tfs.extend(self.tfs[done:lo])
+            done = lo
+            docs.append((key >> 16) & _DOC_BITS)
+            tfs.append(key & 0xFFFF)
+            if len(docs) >= limit:
+                break
+        docs.extend(self.docs[done : done + max(limit - len(docs), 0)])
+        tfs.extend(self.tfs[done : done + max(limit - len(tfs), 0)])
+        return Block(docs[:limit], tfs[:limit])
+
+    def without(self, gone: set[int]) -> Block:
+        """This block without the postings of these documents."""
+        keep = [at for at, doc in enumerate(self.docs) if doc not in gone]
+        return Block(array("I", [self.docs[at] for at in keep]),
+                     array("H", [self.tfs[at] for at in keep]))
 
 
 class DocPlaces:
@@ -81,19 +157,21 @@ class DocPlaces:
         self.skey = array("i")
         self.pos = array("i")
         self.kind = array("b")
+        self.norm = array("d")
 
     def add(self, rows: Iterable[Sequence[int]]) -> None:
-        """Append rows (id, dl, skey, pos, kind) with ids at or above :meth:`size`."""
-        dl, skey, pos, kind = self.dl, self.skey, self.pos, self.kind
-        for doc, length, session, place, what in rows:
+        """Append rows (id, dl, skey, pos, kind, norm) with ids at or above :meth:`size`."""
+        dl, skey, pos, kind, norm = self.dl, self.skey, self.pos, self.kind, self.norm
+        for doc, length, session, place, what, scale in rows:
             gap = doc - len(dl)
             if gap > 0:  # ids of deleted documents: never looked up
-                for column in (dl, skey, pos, kind):
+                for column in (dl, skey, pos, kind, norm):
                     column.extend([0] * gap)
             dl.append(length)
             skey.append(session)
             pos.append(place)
             kind.append(what)
+            norm.append(scale)
 
     @property
     def size(self) -> int:
@@ -109,60 +187,78 @@ class PostingTable(SessionTable):
 
     # --- blocks -----------------------------------------------------------------------
 
-    def _block(self, tid: int, part: int) -> array[int]:
-        row = self._db.execute("SELECT data FROM postings WHERE id=?", (tid * 2 + part,))
-        found = row.fetchone()
-        return unpack(None if found is None else found[0])
+    def _main(self, tid: int) -> Block:
+        found = self._db.execute("SELECT n, data FROM postings WHERE id=?", (tid * 2,)).fetchone()
+        if found is None:
+            return Block(array("I"), array("H"))
+        n, data = int(found[0]), bytes(found[1])
+        return Block.decode(n, len(data), data[: 4 * n], data[4 * n :])
 
-    def _store(self, tid: int, part: int, block: array[int]) -> None:
+    def _tail(self, tid: int) -> array[int]:
+        found = self._db.execute("SELECT data FROM postings WHERE id=?", (tid * 2 + 1,))
+        row = found.fetchone()
+        return unpack(None if row is None else row[0])
+
+    def _store_main(self, tid: int, block: Block) -> None:
         if block:
-            self._db.execute("INSERT OR REPLACE INTO postings VALUES(?, ?)",
-                             (tid * 2 + part, pack(block)))
+            self._db.execute("INSERT OR REPLACE INTO postings VALUES(?, ?, ?)",
+                             (tid * 2, *block.encode()))
         else:
-            self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2 + part,))
+            self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2,))
+
+    def _store_tail(self, tid: int, tail: Sequence[int]) -> None:
+        if tail:
+            self._db.execute("INSERT OR REPLACE INTO postings VALUES(?, ?, ?)",
+                             (tid * 2 + 1, len(tail), pack(tail)))
+        else:
+            self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2 + 1,))
 
     def _add_postings(self, new: Mapping[int, Iterable[int]], *, fresh: bool = False) -> None:
-        """Add postings by term id: to the tails, or (``fresh``: a rebuild into empty
-        tables) straight into new main blocks, one row per term."""
+        """Add postings (keys) by term id: to the tails, or (``fresh``: a rebuild into
+        empty tables) straight into new main blocks, one row per term."""
         if fresh:
             self._db.executemany(
-                "INSERT INTO postings VALUES(?, ?)",
-                ((tid * 2, pack(sorted(keys, reverse=True))) for tid, keys in new.items()),
-            )
+                "INSERT INTO postings VALUES(?, ?, ?)",
+                ((tid * 2, *Block.of_keys(sorted(keys, reverse=True)).encode())
+                 for tid, keys in new.items()),
+            )  # fmt: skip
             return
         for tid, keys in new.items():
-            tail = merge(self._block(tid, TAIL), keys)
+            tail = sorted([*self._tail(tid), *keys], reverse=True)
             if len(tail) > TAIL_MAX:
-                self._store(tid, MAIN, merge(self._block(tid, MAIN), tail))
-                tail = array("Q")
-            self._store(tid, TAIL, tail)
+                main = self._main(tid)
+                norms = self._refresh_places().norm
+                self._store_main(tid, main.merged(tail, norms, len(main) + len(tail)))
+                tail = []
+            self._store_tail(tid, tail)
 
     def _drop_postings(self, gone: Mapping[int, set[int]]) -> None:
-        """Remove postings (by term id) from whichever block holds them."""
-        for tid, keys in gone.items():
-            for part in (TAIL, MAIN):
-                block = self._block(tid, part)
-                kept = remove(block, keys)
-                if len(kept) != len(block):
-                    self._store(tid, part, kept)
+        """Remove the postings of these documents (by term id) from the blocks."""
+        for tid, docs in gone.items():
+            tail = self._tail(tid)
+            kept = [key for key in tail if (key >> 16) & _DOC_BITS not in docs]
+            if len(kept) != len(tail):
+                self._store_tail(tid, kept)
+            if len(tail) - len(kept) < len(docs):  # not all of them were in the tail
+                main = self._main(tid)
+                rest = main.without(docs)
+                if len(rest) != len(main):
+                    self._store_main(tid, rest)
 
     # --- reading ----------------------------------------------------------------------
 
-    def _refresh_places(self, upto: int) -> DocPlaces:
-        """The document places, read again when a rebuild started a new epoch and
-        extended when ``upto`` lies past what is loaded (documents added since)."""
+    def _refresh_places(self) -> DocPlaces:
+        """The document places, read again when a rebuild started a new epoch, and
+        extended by the documents added since they were last read."""
         epoch = self.get_meta("doc_epoch")
         places = self._places
         if epoch != places.epoch:
             places = self._places = DocPlaces()
             places.epoch = epoch
-        if upto >= places.size:
-            places.add(self._db.execute(
-                "SELECT id, dl, skey, pos, kind FROM docs WHERE id >= ? ORDER BY id",
-                (places.size,),
-            ))
-            if upto >= places.size:
-                raise IndexCorrupted(f"a posting names document {upto}, which the index lacks")
+        places.add(self._db.execute(
+            "SELECT id, dl, skey, pos, kind, norm FROM docs WHERE id >= ? ORDER BY id",
+            (places.size,),
+        ))  # fmt: skip
         return places
 
     def _forget_places(self) -> None:
@@ -173,22 +269,27 @@ class PostingTable(SessionTable):
         ``term``, highest impact first."""
         with self._lock:
             row = self._db.execute("SELECT tid FROM terms WHERE term=?", (term,)).fetchone()
-            if row is None:
+            if row is None or limit <= 0:
                 return []
             tid = int(row[0])
+            # only the head of a long main block is read: ids and tfs are two runs
             head = self._db.execute(
-                "SELECT substr(data, 1, ?) FROM postings WHERE id=?", (limit * 8, tid * 2)
+                "SELECT n, length(data), substr(data, 1, ?1 * 4), substr(data, n * 4 + 1, ?1 * 2)"
+                " FROM postings WHERE id=?2",
+                (limit, tid * 2),
             ).fetchone()
-            keys = unpack(None if head is None else head[0])
-            tail = self._block(tid, TAIL)
-            if tail:
-                keys = merge(keys, tail)[:limit]
-            if not keys:
-                return []
-            docs = [(key >> 16) & _DOC_BITS for key in keys]
-            places = self._refresh_places(max(docs))
-            dl, skey, pos, kind = places.dl, places.skey, places.pos, places.kind
-            return [
-                (doc, key & 0xFFFF, dl[doc], skey[doc], pos[doc], kind[doc])
-                for doc, key in zip(docs, keys, strict=True)
-            ]
+            block = (Block(array("I"), array("H")) if head is None
+                     else Block.decode(int(head[0]), int(head[1]), head[2], head[3]))
+            tail = self._tail(tid)
+            places = self._refresh_places()
+            try:
+                if tail:
+                    block = block.merged(tail, places.norm, limit)
+                dl, skey, pos, kind = places.dl, places.skey, places.pos, places.kind
+                return [
+                    (doc, tf, dl[doc], skey[doc], pos[doc], kind[doc])
+                    for doc, tf in zip(block.docs, block.tfs, strict=True)
+                ]
+            except IndexError:
+                raise IndexCorrupted(f"a posting of {term!r} names a document the index"
+                                     " does not have") from None
