@@ -60,7 +60,7 @@ class Fts5Index(Index):
         super().__init__(path)
         self._db.executescript(_FTS)
 
-    def _write_postings(self, postings, df, speakers, *, fresh=False):  # type: ignore[no-untyped-def]
+    def _write_postings(self, postings, speakers, *, fresh=False):  # type: ignore[no-untyped-def]
         # postings and term counts live in FTS5: index the new documents' terms there (and
         # leave no blocks to write: a rebuild hands over the postings it collects)
         docs = sorted({(key >> 16) & 0xFFFFFFFF for keys in postings.values() for key in keys})

@@ -50,7 +50,6 @@ class _Bulk:
     (8 bytes a posting in memory: ~21 MB for 100,000 interactions)."""
 
     postings: NewPostings = field(default_factory=_new_postings)
-    df: Counter[int] = field(default_factory=Counter)
     speakers: list[str] = field(default_factory=list)
     next_doc: int = 0  # the next document id (0: not known yet)
     counts: tuple[int, int] | None = None  # (documents, total length), written at a flush
@@ -243,17 +242,17 @@ class Index(PostingTable):
 
     _impact = staticmethod(impact)
 
-    def _write_postings(self, postings: NewPostings, df: Counter[int],
-                        speakers: list[str], *, fresh: bool = False) -> None:
+    def _write_postings(self, postings: NewPostings, speakers: list[str], *,
+                        fresh: bool = False) -> None:
         bulk = self._bulk
         if bulk is not None:
-            bulk.df.update(df)
             bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
             return
         self._add_postings(postings, fresh=fresh)
         self._count_speakers(speakers, 1)
+        # a term's new postings are its new documents: one each
         self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?",
-                             [(n, tid) for tid, n in df.items()])
+                             [(len(keys), tid) for tid, keys in postings.items()])
 
     def _flush(self) -> None:
         """Write what bulk mode holds back (its cached counts stay valid)."""
@@ -262,7 +261,7 @@ class Index(PostingTable):
             return
         try:
             if bulk.postings:
-                self._write_postings(bulk.postings, bulk.df, bulk.speakers,
+                self._write_postings(bulk.postings, bulk.speakers,
                                      fresh=bulk.fresh and not bulk.written)
                 bulk.written = True
             if bulk.counts is not None:
@@ -270,7 +269,7 @@ class Index(PostingTable):
             if bulk.next_doc:
                 self.set_meta("next_doc", str(bulk.next_doc))
         finally:
-            bulk.postings, bulk.df, bulk.speakers = _new_postings(), Counter(), []
+            bulk.postings, bulk.speakers = _new_postings(), []
             self._bulk = bulk
 
     def _doc_counts(self) -> tuple[int, int]:
@@ -310,7 +309,6 @@ class Index(PostingTable):
         total += sum(len(t) for t in analysed)
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
-        df: Counter[int] = Counter()
         rows = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
@@ -328,9 +326,8 @@ class Index(PostingTable):
                 postings[tid].append(
                     once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
                 )
-            df.update(counts.keys())
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        self._write_postings(postings, df, [d.speaker for d in docs])
+        self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
     def _delete_docs(self, doc_ids: Sequence[int]) -> None:
