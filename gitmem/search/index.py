@@ -322,6 +322,10 @@ class Index(PostingTable):
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
+            if len(counts) == dl:  # every term once
+                for tid in counts:
+                    postings[tid].append(once)
+                continue
             for tid, tf in counts.items():
                 postings[tid].append(
                     once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
