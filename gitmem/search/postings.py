@@ -26,6 +26,9 @@ from pathlib import Path
 from gitmem.errors import IndexCorrupted
 from gitmem.search.sessionrows import SessionTable
 
+# a posting as the ranker reads it: (doc id, tf, doc length, session key, position, kind)
+Posting = tuple[int, int, int, int, int, int]
+
 MAIN, TAIL = 0, 1
 # a tail longer than this is merged into the term's main block (a reader places each tail
 # posting in the head by binary search: a short tail keeps that cheap)
@@ -264,7 +267,7 @@ class PostingTable(SessionTable):
     def _forget_places(self) -> None:
         self._places = DocPlaces()
 
-    def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
+    def postings(self, term: str, limit: int) -> list[Posting]:
         """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
         ``term``, highest impact first."""
         with self._lock:
