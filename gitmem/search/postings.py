@@ -275,15 +275,19 @@ class PostingTable(SessionTable):
             if row is None or limit <= 0:
                 return []
             tid = int(row[0])
-            # only the head of a long main block is read: ids and tfs are two runs
-            head = self._db.execute(
-                "SELECT n, length(data), substr(data, 1, ?1 * 4), substr(data, n * 4 + 1, ?1 * 2)"
-                " FROM postings WHERE id=?2",
+            # one statement, so one snapshot of both rows even while another process folds
+            # the tail into the main block; of the main block only the head is read
+            block, tail = Block(array("I"), array("H")), array("Q")
+            for part, n, size, docs, tfs, data in self._db.execute(
+                "SELECT id % 2, n, length(data), substr(data, 1, ?1 * 4),"
+                " substr(data, n * 4 + 1, ?1 * 2), CASE WHEN id % 2 = 1 THEN data END"
+                " FROM postings WHERE id IN (?2, ?2 + 1)",
                 (limit, tid * 2),
-            ).fetchone()
-            block = (Block(array("I"), array("H")) if head is None
-                     else Block.decode(int(head[0]), int(head[1]), head[2], head[3]))
-            tail = self._tail(tid)
+            ):
+                if part == MAIN:
+                    block = Block.decode(int(n), int(size), docs, tfs)
+                else:
+                    tail = unpack(data)
             places = self._refresh_places()
             try:
                 if tail:
