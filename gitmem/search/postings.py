@@ -1,19 +1,24 @@
-"""The inverted index as packed blocks: each term's postings in one BLOB, best first.
+"""The inverted index as packed blocks: each term's postings in BLOBs, best first.
 
-A posting (a document holding a term) is one 64-bit integer, ``impact << 48 | doc << 16 |
-tf``: sorting them in descending order puts the highest precomputed BM25 impact first (ties:
-the higher document id first), so a query reads only the head of a common term's list. A
-term's postings are two rows of the ``postings`` table (row id ``tid * 2 + part``): the main
-block, written whole by a rebuild, and a small tail that incremental catch-ups append to,
-folded into the main block once it passes :data:`TAIL_MAX` postings (a save then rewrites a
-few small tails, not every long list it touches). Readers merge the tail into the head.
+A posting (a document holding a term) sorts by its *key*, ``impact << 48 | doc << 16 | tf``:
+in descending order the highest precomputed BM25 impact comes first (ties: the higher
+document id), so a query reads only the head of a common term's list. A term's postings are
+two rows of the ``postings`` table (row id ``tid * 2 + part``):
+
+- the main block (:class:`Block`), written whole by a rebuild: the document ids (4 bytes
+  each) then the tfs (1 byte each, 2 if one does not fit), 5 bytes a posting; the impact is
+  left out because it follows from the tf and the document's ``norm`` (stored with the
+  document), and is recomputed only where a merge needs it;
+- the tail: at most :data:`TAIL_MAX` full 8-byte keys that incremental catch-ups append to,
+  folded into the main block when it overflows (a save rewrites a few small tails, not every
+  long list it touches). A reader places the tail's postings in the head by binary search.
 
 What every posting of a document would repeat (its length, session, position and kind) is
 looked up in :class:`DocPlaces`, an in-memory copy of those columns of the ``docs`` table.
 It stays valid because a document id is never reused within a file's *epoch*: ids come
 from a counter kept in the meta table, and only a rebuild (``clear``) starts a new epoch.
-This replaced one SQLite row of ~25 bytes per posting: 8 bytes per posting now, and a
-rebuild inserts one row per term.
+This replaced one SQLite row of ~25 bytes per posting, and a rebuild inserts one row per
+term instead of one per posting.
 """
 
 from __future__ import annotations
