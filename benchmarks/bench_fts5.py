@@ -7,8 +7,9 @@
 Both variants hold the same documents table (text, analysed terms, session, position); they
 differ in the inverted index the ranker reads:
 
-  own    gitmem's ``postings`` table: one row per (term, document), ordered by a precomputed
-         BM25 impact, so the ranker reads only the best postings of a common word
+  own    gitmem's ``postings`` table: each term's postings packed in one BLOB (5 bytes a
+         posting, plus a short tail of recent ones), ordered by a precomputed BM25 impact,
+         so the ranker reads only the best postings of a common word
   fts5   a contentless FTS5 table over the documents' analysed terms (``detail=full``; the
          terms stay in the documents table, as an external-content table would read them:
          the inverted index FTS5 builds is the same either way).
@@ -39,6 +40,7 @@ import bench_search
 
 from gitmem import MemoryManager
 from gitmem.search import catchup
+from gitmem.search import index as index_module
 from gitmem.search.index import Index
 from gitmem.store.repository import Housekeeping
 
@@ -59,9 +61,11 @@ class Fts5Index(Index):
         super().__init__(path)
         self._db.executescript(_FTS)
 
-    def _write_postings(self, postings, df, speakers):  # type: ignore[no-untyped-def]
-        # postings and term counts live in FTS5: index the new documents' terms there
-        docs = sorted({p[2] for p in postings})
+    def _write_postings(self, postings, speakers, *, fresh=False):  # type: ignore[no-untyped-def]
+        # postings and term counts live in FTS5: index the new documents' terms there (and
+        # leave no blocks to write: a rebuild hands over the postings it collects)
+        docs = sorted({(key >> 16) & 0xFFFFFFFF for keys in postings.values() for key in keys})
+        postings.clear()
         rows = []
         for at in range(0, len(docs), 500):
             chunk = docs[at : at + 500]
@@ -181,7 +185,8 @@ def main() -> None:
     rows = []
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for name, variant in (("own postings", Index), ("fts5 (detail=full)", Fts5Index)):
-        catchup.Index = variant  # type: ignore[attr-defined,misc]
+        # the store's index file is opened by index.open_file: patch its module too
+        catchup.Index = index_module.Index = variant  # type: ignore[attr-defined,misc]
         (store / ".git" / "gitmem" / "index.sqlite").unlink(missing_ok=True)
         rows.append(_measure(name, store, queries, sessions))
         if args.locomo:

@@ -4,7 +4,8 @@ The Markdown files in git are the truth; this index only makes search fast. It h
 document per interaction and per summary (text, analysed terms, session, speaker,
 timestamp) plus each session's tags, project, participants, links and metadata, and an
 inverted index ``term id -> (document, tf)`` ordered by a precomputed BM25 impact so that
-very common terms can be read partially, best documents first (ids: :mod:`.vocab`).
+very common terms can be read partially, best documents first (ids: :mod:`.vocab`; the
+packed blocks that hold it: :mod:`.postings`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
@@ -18,43 +19,43 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections import Counter
+from array import array
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
 from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
+from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
+from gitmem.search.postings import Posting as Posting  # re-exported (its old home)
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
-from gitmem.search.sessionrows import SessionTable, join_values
+from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms
 
-# Precomputed impacts use these BM25 constants; the ranker recomputes exact scores from tf
-# and document length, so they only decide which postings of a common term are read first.
-IMPACT_K1 = 1.2
-IMPACT_B = 0.75
+# new postings by term id (keys: see postings.py)
+NewPostings = defaultdict[int, "array[int]"]
 
-# (term id, impact, doc, tf, doc length, session key, position, kind)
-Posting = tuple[int, int, int, int, int, int, int, int]
 
-# postings collected in bulk mode before they are sorted and written (~50 MB of tuples)
-_BULK_POSTINGS = 300_000
+def _new_postings() -> NewPostings:
+    return defaultdict(partial(array, "Q"))
 
 
 @dataclass
 class _Bulk:
-    """What a rebuild holds back: sorted postings go in much faster than one by one."""
+    """What a rebuild holds back: each term's postings, written as one block at the end
+    (8 bytes a posting in memory: ~21 MB for 100,000 interactions)."""
 
-    postings: list[Posting] = field(default_factory=list)
-    df: Counter[int] = field(default_factory=Counter)
+    postings: NewPostings = field(default_factory=_new_postings)
     speakers: list[str] = field(default_factory=list)
     next_doc: int = 0  # the next document id (0: not known yet)
     counts: tuple[int, int] | None = None  # (documents, total length), written at a flush
     fresh: bool = False  # the tables were cleared in this transaction: nothing to replace
+    written: bool = False  # blocks were written in this transaction: merge into them
 
 
 KIND_INTERACTION = 0
@@ -125,7 +126,7 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index(SessionTable):
+class Index(PostingTable):
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
     Thread-safe: one connection guarded by a lock. Write methods must run inside
@@ -163,6 +164,7 @@ class Index(SessionTable):
                 self._db.execute("ROLLBACK")
                 self._stats = None
                 self._forget_terms()  # it may hold ids handed out in this transaction
+                self._forget_places()  # and documents that were never committed
                 raise
             finally:
                 if bulk:
@@ -179,6 +181,10 @@ class Index(SessionTable):
 
     def clear(self) -> None:
         super().clear()
+        # document ids start again: places cached by any process are void
+        epoch = int(self.get_meta("doc_epoch") or 0) + 1
+        self.set_meta("doc_epoch", str(epoch))
+        self.set_meta("next_doc", None)
         if self._bulk is not None:
             # nothing to find or replace until the end: the session index is built then
             self._db.execute("DROP INDEX IF EXISTS docs_session")
@@ -235,25 +241,19 @@ class Index(SessionTable):
         self._delete_docs(list(old.values()))
         self._insert_docs(skey, fresh)
 
-    @staticmethod
-    def _impact(tf: int, norm: float) -> int:
-        # an integer keeps the postings small and makes the key exactly reproducible
-        return round(10_000 * tf * (IMPACT_K1 + 1) / (tf + norm))
+    _impact = staticmethod(impact)
 
-    def _write_postings(self, postings: list[Posting], df: Counter[int],
-                        speakers: list[str]) -> None:
+    def _write_postings(self, postings: NewPostings, speakers: list[str], *,
+                        fresh: bool = False) -> None:
         bulk = self._bulk
         if bulk is not None:
-            bulk.postings.extend(postings)
-            bulk.df.update(df)
-            bulk.speakers.extend(speakers)
-            if len(bulk.postings) > _BULK_POSTINGS:
-                self._flush()
+            bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
             return
-        self._db.executemany("INSERT OR REPLACE INTO postings VALUES(?,?,?,?,?,?,?,?)", postings)
+        self._add_postings(postings, fresh=fresh)
         self._count_speakers(speakers, 1)
+        # a term's new postings are its new documents: one each
         self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?",
-                             [(n, tid) for tid, n in df.items()])
+                             [(len(keys), tid) for tid, keys in postings.items()])
 
     def _flush(self) -> None:
         """Write what bulk mode holds back (its cached counts stay valid)."""
@@ -262,12 +262,15 @@ class Index(SessionTable):
             return
         try:
             if bulk.postings:
-                bulk.postings.sort()
-                self._write_postings(bulk.postings, bulk.df, bulk.speakers)
+                self._write_postings(bulk.postings, bulk.speakers,
+                                     fresh=bulk.fresh and not bulk.written)
+                bulk.written = True
             if bulk.counts is not None:
                 self._set_counts(*bulk.counts)
+            if bulk.next_doc:
+                self.set_meta("next_doc", str(bulk.next_doc))
         finally:
-            bulk.postings, bulk.df, bulk.speakers = [], Counter(), []
+            bulk.postings, bulk.speakers = _new_postings(), []
             self._bulk = bulk
 
     def _doc_counts(self) -> tuple[int, int]:
@@ -283,13 +286,19 @@ class Index(SessionTable):
             self._bulk.counts = (n_docs, total)
 
     def _next_doc_id(self, count: int) -> int:
+        # ids are never reused within an epoch (see postings.py): a counter, not MAX(id)
         bulk = self._bulk
         if bulk is not None and bulk.next_doc:
             first = bulk.next_doc
         else:
-            first = int(self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0])
+            kept = self.get_meta("next_doc")
+            first = int(kept) if kept else int(
+                self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0]
+            )
         if bulk is not None:
             bulk.next_doc = first + count
+        else:
+            self.set_meta("next_doc", str(first + count))
         return first
 
     def _insert_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
@@ -300,8 +309,7 @@ class Index(SessionTable):
         n_docs += len(docs)
         total += sum(len(t) for t in analysed)
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
-        postings: list[Posting] = []
-        df: Counter[int] = Counter()
+        postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
@@ -313,15 +321,18 @@ class Index(SessionTable):
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
                          pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
             counts = Counter(tids)
-            once = impact(1, norm)  # most terms occur once in a turn: compute that once
-            postings.extend(
-                (tid, once if tf == 1 else impact(tf, norm), doc_id, tf, dl, skey, doc.pos,
-                 doc.kind)
-                for tid, tf in counts.items()
-            )  # fmt: skip
-            df.update(counts.keys())
+            # most terms occur once in a turn: that key is computed once per document
+            once = posting_key(impact(1, norm), doc_id, 1)
+            if len(counts) == dl:  # every term once
+                for tid in counts:
+                    postings[tid].append(once)
+                continue
+            for tid, tf in counts.items():
+                postings[tid].append(
+                    once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
+                )
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        self._write_postings(postings, df, [d.speaker for d in docs])
+        self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
     def _delete_docs(self, doc_ids: Sequence[int]) -> None:
@@ -330,23 +341,23 @@ class Index(SessionTable):
         if self._bulk is not None:
             self._flush()
         n_docs, total = self._doc_counts()
-        keys: list[tuple[int, int, int]] = []
+        gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, norm, speaker in self._db.execute(
-                f"SELECT id, terms, dl, norm, speaker FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker in self._db.execute(
+                f"SELECT id, terms, dl, speaker FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
                 n_docs -= 1
                 total -= dl
-                for tid, tf in Counter(unpack_terms(doc_terms)).items():
-                    keys.append((tid, self._impact(tf, norm), doc_id))
+                for tid in set(unpack_terms(doc_terms)):
+                    gone[tid].add(doc_id)
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
-        self._db.executemany("DELETE FROM postings WHERE tid=? AND impact=? AND doc=?", keys)
+        self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
         self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
                              [(count, tid) for tid, count in df.items()])
@@ -382,16 +393,6 @@ class Index(SessionTable):
                 n_docs, total = self._counts()
                 self._stats = (n_docs, total / n_docs if n_docs else 0.0)
             return self._stats
-
-    def postings(self, term: str, limit: int) -> list[tuple[int, int, int, int, int, int]]:
-        """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
-        ``term``, highest impact first."""
-        with self._lock:
-            return self._db.execute(
-                "SELECT doc, tf, dl, skey, pos, kind FROM postings"
-                " WHERE tid=(SELECT tid FROM terms WHERE term=?) ORDER BY impact DESC LIMIT ?",
-                (term, limit),
-            ).fetchall()
 
     def speakers(self) -> dict[str, int]:
         """Speaker name -> how many documents they speak in (cached until the next write)."""

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "7"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
-# would be spilled to the WAL and written again at each flush of sorted postings
+# would be spilled to the WAL and written again
 CACHE_KIB = 32 * 1024
 BULK_CACHE_KIB = 256 * 1024
 
@@ -37,10 +37,8 @@ CREATE TABLE IF NOT EXISTS docs(
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
     terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
-CREATE TABLE IF NOT EXISTS postings(
-    tid INTEGER NOT NULL, impact INTEGER NOT NULL, doc INTEGER NOT NULL, tf INTEGER NOT NULL,
-    dl INTEGER NOT NULL, skey INTEGER NOT NULL, pos INTEGER NOT NULL, kind INTEGER NOT NULL,
-    PRIMARY KEY(tid, impact, doc)) WITHOUT ROWID;
+-- a term's packed postings: id = term id * 2 + part (0 main block, 1 tail; see postings.py)
+CREATE TABLE IF NOT EXISTS postings(id INTEGER PRIMARY KEY, n INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
@@ -66,6 +64,9 @@ class IndexFile:
             self.path, check_same_thread=False, isolation_level=None, timeout=30.0
         )
         try:
+            # 16 KiB pages: less slack around the documents and the long postings BLOBs
+            # (only a new, empty file takes it; the layout version makes old files new)
+            db.execute("PRAGMA page_size=16384")
             if self.path != ":memory:":
                 db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

@@ -51,7 +51,10 @@ class SessionTable(Vocabulary):
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
-        self._session_cache: tuple[int, dict[int, SessionRow]] = (-1, {})
+        # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
+        self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = (
+            (-1, None), {}
+        )
 
     def _session_row(self, r: Sequence[Any]) -> SessionRow:
         return SessionRow(
@@ -72,8 +75,9 @@ class SessionTable(Vocabulary):
         """Session rows by session key (cached until the next write)."""
         out: dict[int, SessionRow] = {}
         with self._lock:
-            if self._session_cache[0] != self.generation:
-                self._session_cache = (self.generation, {})
+            stamp = (self.generation, self.get_meta("doc_epoch"))
+            if self._session_cache[0] != stamp:
+                self._session_cache = (stamp, {})
             cache = self._session_cache[1]
             keys = []
             for skey in dict.fromkeys(skeys):

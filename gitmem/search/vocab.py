@@ -68,7 +68,10 @@ class Vocabulary(IndexFile):
     def _term_ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
         """The ids of these documents' terms, adding the new terms (write transaction)."""
         tids = self._tids
-        new = [t for ts in analysed for t in ts if t not in tids]  # usually none
+        try:
+            return [[tids[t] for t in ts] for ts in analysed]
+        except KeyError:  # new terms (rare once a store has some history): add them
+            new = [t for ts in analysed for t in ts if t not in tids]
         if new:
             new = list(dict.fromkeys(new))
             first = len(self._names)
