@@ -27,14 +27,15 @@ import argparse
 import os
 import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from timing import median_p95_ms as _ms
+from timing import timed as _timed
 
 from gitmem import MemoryManager
 from gitmem.format import parse as markdown
@@ -48,18 +49,6 @@ from gitmem.sync.merge import merge_texts
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 Row = tuple[str, list[float], str, str]  # name, samples, target, comparator row
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return statistics.median(ordered) * 1000, p95 * 1000
-
-
-def _timed(fn: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    fn()
-    return time.perf_counter() - started
 
 
 def _session(sid: str, count: int) -> Session:

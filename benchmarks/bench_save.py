@@ -25,17 +25,13 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from timing import median_p95_ms as _ms
+
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return statistics.median(ordered) * 1000, p95 * 1000
 
 
 def build_store(path: Path, sessions: int, chunk: int) -> float:

@@ -25,6 +25,8 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from timing import median_p95_ms as _ms
+
 from gitmem import MemoryManager
 from gitmem.store.repository import Housekeeping
 
@@ -114,12 +116,6 @@ def _session_file(path: Path, session_id: str) -> str:
     out = subprocess.run(["git", "ls-files", "--", f"*/{session_id}.md"], cwd=path,
                          capture_output=True, text=True, check=True).stdout.split()
     return out[0]
-
-
-def _ms(samples: list[float]) -> tuple[float, float]:
-    ordered = sorted(samples)
-    return (statistics.median(ordered) * 1000,
-            ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000)
 
 
 def main(argv: list[str] | None = None) -> int:

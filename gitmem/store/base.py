@@ -277,17 +277,24 @@ class StoreBase(GitCommands):
         found = self.entry(path, commit)
         return None if found is None else self.blob(found[1])
 
-    def list_dir(self, folder: str, commit: str | None = None) -> dict[str, str]:
-        """File name -> blob id of the files directly inside ``folder`` at ``commit``."""
+    def folder_tree(self, folder: str, commit: str | None = None) -> Tree | None:
+        """The tree of ``folder`` at ``commit`` (default HEAD), or None when there is none."""
         rev = commit or self.head()
         if rev is None:
-            return {}
+            return None
         tree = self.tree(self.commit_tree(rev))
         for part in folder.strip("/").split("/"):
             found = tree.entries.get(part.encode())
             if found is None or found[0] != MODE_TREE:
-                return {}
+                return None
             tree = self.tree(found[1].hex())
+        return tree
+
+    def list_dir(self, folder: str, commit: str | None = None) -> dict[str, str]:
+        """File name -> blob id of the files directly inside ``folder`` at ``commit``."""
+        tree = self.folder_tree(folder, commit)
+        if tree is None:
+            return {}
         return {
             name.decode("utf-8", "surrogateescape"): sha.hex()
             for name, (mode, sha) in tree.entries.items()

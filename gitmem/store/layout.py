@@ -61,15 +61,9 @@ def locate(repo: StoreBase, session_id: str, namespace: str | None = None,
 
 def session_files(repo: StoreBase, folder: str, commit: str | None = None) -> dict[str, str]:
     """Path -> blob id of the files in ``folder`` and in its fan-out sub-folders."""
-    rev = commit or repo.head()
-    if rev is None:
+    tree = repo.folder_tree(folder, commit)
+    if tree is None:
         return {}
-    tree = repo.tree(repo.commit_tree(rev))
-    for part in folder.strip("/").split("/"):
-        found = tree.entries.get(part.encode())
-        if found is None or found[0] != MODE_TREE:
-            return {}
-        tree = repo.tree(found[1].hex())
     out: dict[str, str] = {}
     for raw, (mode, sha) in tree.entries.items():
         name = raw.decode("utf-8", "surrogateescape")
