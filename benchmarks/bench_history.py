@@ -31,13 +31,19 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from timing import median_p95_ms as _ms
+from timing import print_comparison
 from timing import timed as _timed
 
 from gitmem import MemoryManager
 from gitmem.format import parse as markdown
+from gitmem.format.paths import session_path
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def _path(session_id: str) -> str:
+    return session_path(session_id, fanout=True)  # the store is made new: it fans out
 
 
 def build_store(path: Path, sessions: int, commits: int, big: int, mid: int) -> float:
@@ -122,14 +128,14 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("history('big') before the cache exists (git log)", uncached, "",
                  "git log -- big"))
     rows.append(("git log --format=%H -- sessions/big.md",
-                 [_timed(lambda: git(base, "log", "--format=%H", "--", "sessions/big.md"))
+                 [_timed(lambda: git(base, "log", "--format=%H", "--", _path("big")))
                   for _ in range(n)], "", ""))
     small = [f"session_{rng.randrange(sessions):05d}" for _ in range(n)]
     rows.append(("history(small session)", [_timed(lambda s=s: mm.history(s)) for s in small],
                  "", "git log -- small"))
     rows.append(("git log --format=%H -- small session",
                  [_timed(lambda s=s: git(base, "log", "--format=%H", "--",
-                                         f"sessions/{s}.md")) for s in small], "", ""))
+                                         _path(s))) for s in small], "", ""))
     rows.append(("history(limit=100), store-wide",
                  [_timed(lambda: mm.history(limit=100)) for _ in range(n)], "", ""))
 
@@ -138,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("diff('big', v, v+1, text=False), cold",
                  [_timed(lambda i=i: mm.diff("big", versions[i + 1], versions[i], text=False))
                   for i in pairs], "10", "markdown.parse x1"))
-    raw = [git(base, "show", f"{versions[i]}:sessions/big.md") for i in pairs]
+    raw = [git(base, "show", f"{versions[i]}:{_path('big')}") for i in pairs]
     rows.append(("markdown.parse of one such version",
                  [_timed(lambda d=d: markdown.parse_bytes(d, "big.md")) for d in raw], "", ""))
     rows.append(("diff('big', v, v+1) + unified text, warm",
@@ -158,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                  [_timed(lambda v=v, s=s: v.load_memory(s)) for v, s in readers], "5",
                  "git show rev:path"))
     rows.append(("git show rev:sessions/<small>.md",
-                 [_timed(lambda r=r, s=s: git(base, "show", f"{r}:sessions/{s}.md"))
+                 [_timed(lambda r=r, s=s: git(base, "show", f"{r}:{_path(s)}"))
                   for r, (_, s) in zip(revs, readers, strict=True)], "", ""))
     rows.append(("at(rev) (resolving a full sha)",
                  [_timed(lambda r=r: mm.at(r)) for r in revs], "", ""))
@@ -185,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                   for s, _ in small_targets], "", ""))
 
     def git_rollback(target: str) -> None:
-        git(clone, "restore", f"--source={target}", "--staged", "--worktree", "sessions/big.md")
+        git(clone, "restore", f"--source={target}", "--staged", "--worktree", _path("big"))
         git(clone, "commit", "-q", "--allow-empty", "-m", f"roll back to {target}")
 
     rows.append(("git restore --source + git commit (clone)",
@@ -207,16 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nhistory benchmark: {sessions} sessions, {total} commits ('big': "
           f"{len(versions)} commits, {big_turns} turns at HEAD; 'mid': {len(mid_versions)} "
           f"commits), {n} samples per row\n")
-    print("| operation | median ms | p95 ms | target ms | comparator | comparator median ms "
-          "| median / comparator |")
-    print("|---|---|---|---|---|---|---|")
-    for name, _samples, target, comparator in rows:
-        median, p95 = medians[name]
-        other = medians.get(comparators.get(comparator, ""))
-        ratio = f"{median / other[0]:.2f}x" if other else ""
-        shown = f"{other[0]:.2f}" if other else ""
-        print(f"| {name} | {median:.2f} | {p95:.2f} | {target} | {comparator} | {shown} "
-              f"| {ratio} |")
+    print_comparison([(name, target, comp, comparators.get(comp, ""))
+                      for name, _s, target, comp in rows], medians, target="target ms")
     print(f"\nbuilding the per-file history cache (housekeeping; all {total} commits): "
           f"{cache_build * 1000:.0f} ms")
     if build:

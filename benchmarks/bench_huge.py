@@ -35,6 +35,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from timing import median_p95_ms as _ms
+from timing import print_comparison
 from timing import timed as _timed
 
 from gitmem import MemoryManager
@@ -239,16 +240,7 @@ def main(argv: list[str] | None = None) -> int:
           f"turns + {len(versions)} revisions; {n} samples per row (fewer for cold rows); "
           f"store built in {built:.1f} s; load average {load_before[0]:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)\n")
-    print("| operation | median ms | p95 ms | target | comparator | comparator median ms "
-          "| median / comparator |")
-    print("|---|---|---|---|---|---|---|")
-    for name, _samples, target, comparator in rows:
-        median, p95 = medians[name]
-        other = medians.get(comparator)
-        ratio = f"{median / other[0]:.2f}x" if other else ""
-        shown = f"{other[0]:.2f}" if other else ""
-        print(f"| {name} | {median:.2f} | {p95:.2f} | {target} | {comparator} | {shown} "
-              f"| {ratio} |")
+    print_comparison([(name, target, comp, comp) for name, _s, target, comp in rows], medians)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
