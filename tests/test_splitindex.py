@@ -193,7 +193,7 @@ def test_existing_store_switches_to_split_past_the_threshold(
         mm.save_interaction(f"s{n}", "q", "a")
     assert _link(store) is not None
     assert git(store, "config", "core.splitIndex").strip() == "true"
-    assert git(store, "config", "splitIndex.sharedIndexExpire").strip() == "5.minutes.ago"
+    assert git(store, "config", "splitIndex.sharedIndexExpire").strip() == "30.seconds.ago"
     _clean(store)
     mm.close()
 

@@ -45,9 +45,10 @@ DEFAULT_MAX_PERCENT = 20
 
 # what gitmem sets splitIndex.sharedIndexExpire to when it turns the split index on (and
 # the person has not set it): git's 2 weeks would keep GBs of old 9 MB shared indexes of a
-# busy 100,000-session store; readers need one for milliseconds (read the main index, then
-# the shared one), and temporary indexes live while index.lock is held, when none rotates
-STORE_EXPIRE = "5.minutes.ago"
+# busy 100,000-session store, and 5 minutes still kept 234 MB of them after a bulk import;
+# readers need one for milliseconds (read the main index, then the shared one), and
+# temporary indexes live while index.lock is held, when none rotates
+STORE_EXPIRE = "30.seconds.ago"
 
 DEFAULT_EXPIRE_SECONDS = 14 * 24 * 3600
 
