@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
+from gitmem.format.head import read_head
 from gitmem.format.labels import (
     COLONS,
     ESCAPED,
@@ -164,6 +165,8 @@ class _Reader:
         shortcut = skeleton(self.src) if self.fast else None
         if shortcut is not None:
             self.src, self.runs = shortcut
+            if (session := read_head(*shortcut)) is not None:  # exactly render's form
+                return session
         blocks = [b for b in top_level_blocks(self.src) if b.kind != "blank_line"]
         rest = blocks[1:]
         if blocks and blocks[0].kind == "heading1":
