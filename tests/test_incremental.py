@@ -261,3 +261,16 @@ def test_a_save_renders_only_the_new_turn(monkeypatch: pytest.MonkeyPatch) -> No
     assert calls == ["hello"]  # 200 turns' texts were reused, not formatted again
     assert text == first + "\n### 2025-01-01T00:00:00+00:00 {#new}\n**User**:\n> hello\n"
     assert parse(text) == longer
+
+
+def test_a_one_off_read_uses_the_turn_cache_but_adds_nothing() -> None:
+    session = _long_session(30)
+    text = render(session)
+    turns.CACHE.clear()
+    assert parse_lenient(text, "f.md", remember=False) == (session, [])
+    assert turns.CACHE._size == 0  # an index rebuild reads 100,000 turns once: none kept
+    parse(text)
+    kept = turns.CACHE._size
+    assert kept > 0
+    assert parse_lenient(text, "f.md", remember=False) == (session, [])
+    assert turns.CACHE._size == kept

@@ -125,9 +125,12 @@ def read_turn(text: str) -> Interaction | None:
         return None
 
 
-def skeleton(src: str) -> tuple[str, list[list[Interaction]]] | None:
+def skeleton(src: str, *, remember: bool = True) -> tuple[str, list[list[Interaction]]] | None:
     """``src`` with each run of turn blocks in render's form replaced by a placeholder
     heading ``### <PLACEHOLDER><n>``, and the interactions of run ``n``.
+
+    ``remember=False`` looks turns up in the cache but adds none (a reader of every file
+    once, such as an index rebuild, would only churn it).
 
     Returns None where nothing would be saved, or the file cannot take the shortcut: it
     holds the placeholder character or a lone carriage return, or a block has a problem
@@ -178,7 +181,7 @@ def skeleton(src: str) -> tuple[str, list[list[Interaction]]] | None:
             last = turn is not None
         out += [src[done:start], "\n#".join(kept), "\n"]
         done = end
-    if fresh:
+    if fresh and remember:
         CACHE.put_many(fresh)
     if not runs:
         return None
