@@ -9,8 +9,9 @@ line) is read without mistune, by :func:`read_turn`, which does what the parser'
 conversation code does with such a block; its ``Interaction`` is cached under the block's text
 (an LRU bounded by characters), so the same turn in the next revision, in ``at()`` of an older
 commit, in a diff or in a merge costs one dictionary look-up. Each run of such blocks is
-replaced by one placeholder heading; mistune parses what is left (title, metadata, summary,
-any turn a person wrote differently).
+replaced by one placeholder heading; what is left (title, metadata, summary, any turn a
+person wrote differently) is read by :mod:`gitmem.format.head` when it is exactly in render's
+form, else by mistune.
 
 Why this is exactly a full parse: a placeholder stands where a turn heading stood, at the
 start of a line after a blank line, so everything around it parses the same; the only blocks
