@@ -85,9 +85,10 @@ def is_cjk(ch: str) -> bool:
 def normalize(text: str) -> str:
     """NFKC, case-folded text with curly apostrophes made straight and contractions dropped."""
     if text.isascii():  # NFKC and the apostrophe table change nothing in ASCII
-        return _CONTRACTION.sub("", text.lower())
-    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold()
-    return _CONTRACTION.sub("", text)
+        text = text.lower()
+    else:
+        text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES).casefold()
+    return _CONTRACTION.sub("", text) if "'" in text else text  # most text has none
 
 
 def strip_controls(text: str) -> str:
@@ -118,9 +119,32 @@ def words(text: str) -> list[str]:
     ]  # fmt: skip
 
 
+# per stopword set: ASCII word -> its term ("" when it is dropped), bounded
+_ASCII_TERMS: dict[frozenset[str], dict[str, str]] = {}
+
+
+def _ascii_terms(text: str, skip: frozenset[str]) -> list[str]:
+    """``_terms`` of normalised ASCII text: one dictionary look-up per word once it is known
+    (the hot path of an index rebuild)."""
+    known = _ASCII_TERMS.get(skip)
+    if known is None or len(known) > 200_000:
+        known = _ASCII_TERMS[skip] = {}
+    pieces = _ASCII_PIECE.findall(text)
+    found = list(map(known.get, pieces))
+    if None in found:
+        for at, piece in enumerate(pieces):
+            if found[at] is None:
+                keep = piece not in skip and (len(piece) > 1 or piece.isdigit())
+                found[at] = known[piece] = stem(piece) if keep else ""
+    return [term for term in found if term]
+
+
 def _terms(text: str, skip: frozenset[str]) -> list[str]:
+    text = normalize(text)
+    if text.isascii():
+        return _ascii_terms(text, skip)
     out: list[str] = []
-    for piece, cjk in _pieces(normalize(text)):
+    for piece, cjk in _pieces(text):
         if cjk:
             out.extend(ch for ch in piece if ch not in CJK_STOP_CHARS)
             out.extend(piece[at : at + 2] for at in range(len(piece) - 1))

@@ -101,6 +101,83 @@ def test_incremental_parse_equals_full_parse_when_a_turn_changes(
     assert fast[0] == session
 
 
+HEAD_LINES = [
+    "", "- **Tags**: a,b", "- **Tags**: a, b ", "- **Tags**:", "- **Project**: *p*",
+    "- **k**: \\\\*x\\\\*", "- **k**: [[a]]", "- **k**：v", "- **Links**: [[a]], b",
+    "- **Links**: [[]]", "- **Created**: 2024", "- **Created**: 2024-01-01T00:00:00",
+    "- **Created**: 2024-01-01 00:00:00+00:00", "- **Session ID**: other", "- **会话ID**: s",
+    "- **标签**: 甲, 乙", "- **参与角色**: 甲", "- **Participants**: A, A", "- **x**: `code`",
+    "- **x**: <b>", "- **tags**: x", "* **k**: v", "- **k** : v", "- **k**: v\\u{0007}",
+    "# Session: s", "# 会话: s", "# Session:s", "## Metadata", "## 元数据", "## Summary",
+    "## 关键信息摘要",
+    "**Generated**: 2024-01-01T00:00:00+00:00",
+    "**Generated** (escaped): 2024-01-01T00:00:00+00:00",
+    "**创建于**: 2024-01-01T00:00:00+00:00", "**Model**: m", "**Model**:", "**Covers**: a, a",
+    "**Covers**:", "**Key facts**:", "**Keywords**:", "**关键事实**:", "> ", ">", "> \\u{0007}",
+    "> \\\\", "text", "> *x*",
+]  # fmt: skip
+
+
+@st.composite
+def head_edited(draw: st.DrawFn) -> str:
+    """A rendered session (with a turn) edited only in its head or summary."""
+    session = draw(sessions())
+    turn = Interaction(id="zz", timestamp=datetime(2024, 5, 1, tzinfo=UTC),
+                       messages=[Message(speaker="User", content="hi")])
+    if not session.interactions:
+        session = session.model_copy(update={"interactions": [turn]})
+    lines = render(session).split("\n")
+    first = next(n for n, line in enumerate(lines) if line.startswith("### "))
+    last = max(n for n, line in enumerate(lines) if line.startswith("### ")) + 1
+    while last < len(lines) and not lines[last].startswith("## "):
+        last += 1
+    places = [*range(first - 1), *range(last, len(lines) + 1)]
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.sampled_from(places))
+        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        if op == "insert":
+            lines.insert(at, draw(st.sampled_from(HEAD_LINES)))
+        elif at < len(lines) and op == "delete":
+            del lines[at]
+        elif at < len(lines):
+            lines[at] = draw(st.sampled_from(HEAD_LINES))
+        places = [n for n in places if n <= len(lines)]
+    return "\n".join(lines)
+
+
+@PROPERTY
+@given(head_edited())
+def test_head_read_without_mistune_equals_full_parse_after_head_edits(text: str) -> None:
+    turns.CACHE.clear()
+    fast, full = _both(text)
+    assert fast == full
+
+
+@PROPERTY
+@given(sessions())
+def test_a_file_in_render_form_never_reaches_mistune(session: Session) -> None:
+    turn = Interaction(id="zz", timestamp=datetime(2024, 5, 1, tzinfo=UTC),
+                       messages=[Message(speaker="User", content="hi")])
+    if not session.interactions:
+        session = session.model_copy(update={"interactions": [turn]})
+    text = render(session)
+    seen: list[str] = []
+    real = parse_module.top_level_blocks
+
+    def spy(src: str) -> list[object]:  # the real block parser still runs
+        seen.append(src)
+        return real(src)  # type: ignore[return-value]
+
+    parse_module.top_level_blocks = spy  # type: ignore[assignment]
+    try:
+        fast = parse_lenient(text, "f.md")
+    finally:
+        parse_module.top_level_blocks = real
+    assert fast == (session, [])
+    assert seen == []  # title, metadata and summary were read with string operations
+    assert fast == parse_lenient(text, "f.md", shortcut=False)
+
+
 def _long_session(count: int) -> Session:
     start = datetime(2024, 1, 1, tzinfo=UTC)
     interactions = [
@@ -129,7 +206,7 @@ def test_a_new_revision_hands_mistune_only_what_changed(monkeypatch: pytest.Monk
     monkeypatch.setattr(parse_module, "top_level_blocks", measure)
     back = parse(text)
     assert back.interactions[-1] == turn and len(back.interactions) == 301
-    assert seen and max(seen) < len(text) / 20  # the 301 turns never reached mistune
+    assert max(seen, default=0) < len(text) / 20  # the 301 turns never reached mistune
 
 
 def test_a_hand_edit_in_the_middle_is_reported_at_its_line() -> None:
@@ -185,3 +262,16 @@ def test_a_save_renders_only_the_new_turn(monkeypatch: pytest.MonkeyPatch) -> No
     assert calls == ["hello"]  # 200 turns' texts were reused, not formatted again
     assert text == first + "\n### 2025-01-01T00:00:00+00:00 {#new}\n**User**:\n> hello\n"
     assert parse(text) == longer
+
+
+def test_a_one_off_read_uses_the_turn_cache_but_adds_nothing() -> None:
+    session = _long_session(30)
+    text = render(session)
+    turns.CACHE.clear()
+    assert parse_lenient(text, "f.md", remember=False) == (session, [])
+    assert turns.CACHE._size == 0  # an index rebuild reads 100,000 turns once: none kept
+    parse(text)
+    kept = turns.CACHE._size
+    assert kept > 0
+    assert parse_lenient(text, "f.md", remember=False) == (session, [])
+    assert turns.CACHE._size == kept

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
+import gitmem.text as text_module
 from gitmem.models import Interaction, Message, Session, StructuredSummary, Summary
 from gitmem.search.index import Index
 from gitmem.search.rank import Ranker, snippet
@@ -111,3 +113,14 @@ def test_token_estimate_uses_the_analysers_cjk_range() -> None:
     assert EstimateCounter().count("\U00020000\U00020001\U00020002\U00020003") == 6
     assert EstimateCounter().count("装饰器装") == 6
 
+
+
+@given(st.text(alphabet="abcdefgiklmnorstuy'’ 0123456789.,-", max_size=80))
+def test_ascii_terms_read_from_the_word_table_match_the_general_path(text: str) -> None:
+    folded = unicodedata.normalize("NFKC", text).translate(text_module._APOSTROPHES).casefold()
+    folded = text_module._CONTRACTION.sub("", folded)
+    assert text_module.normalize(text) == folded
+    expected = [text_module.stem(p) for p, _ in text_module._pieces(folded)
+                if p not in text_module.STOPWORDS and (len(p) > 1 or p.isdigit())]  # fmt: skip
+    assert terms(text) == expected
+    assert terms(text) == expected  # again, now every word is in the table

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
+from gitmem.format.head import read_head
 from gitmem.format.labels import (
     COLONS,
     ESCAPED,
@@ -71,7 +72,7 @@ def parse(text: str, path: str = "<memory>", *, lenient: bool = False) -> Sessio
 
 
 def parse_lenient(
-    text: str, path: str = "<memory>", *, shortcut: bool = True
+    text: str, path: str = "<memory>", *, shortcut: bool = True, remember: bool = True
 ) -> tuple[Session | None, list[Diagnostic]]:
     """Parse as much of a session file as possible.
 
@@ -83,13 +84,14 @@ def parse_lenient(
         path: Name used in diagnostics.
         shortcut: Reuse turns read before (:mod:`gitmem.format.turns`); the result is the
             same either way, False only times or checks the full parse.
+        remember: Keep the turns read for the next parse (False: a one-off read).
 
     Returns:
         The session (None if not even its id and times could be read) and the diagnostics,
         in line order, empty when the file is clean.
     """
     for fast in (True, False) if shortcut else (False,):
-        reader, failed = _Reader(path, fast=fast), False
+        reader, failed = _Reader(path, fast=fast, remember=remember), False
         try:
             session = reader.read(text)
         except Exception as exc:  # a parser bug must not escape as anything but a diagnostic
@@ -129,9 +131,9 @@ class _Turn:
 class _Reader:
     """One parse: walks the top-level blocks section by section, collecting diagnostics."""
 
-    def __init__(self, path: str, *, fast: bool = False) -> None:
+    def __init__(self, path: str, *, fast: bool = False, remember: bool = True) -> None:
         self.path = path
-        self.fast = fast
+        self.fast, self.remember = fast, remember
         self.runs: list[list[Interaction]] | None = None  # format.turns' placeholders
         self.diagnostics: list[Diagnostic] = []
         self.last_line = 1
@@ -161,9 +163,11 @@ class _Reader:
         self.src = text.replace("\r\n", "\n").removeprefix("\ufeff")
         if not self.src.endswith("\n"):
             self.src += "\n"
-        shortcut = skeleton(self.src) if self.fast else None
+        shortcut = skeleton(self.src, remember=self.remember) if self.fast else None
         if shortcut is not None:
             self.src, self.runs = shortcut
+            if (session := read_head(*shortcut)) is not None:  # exactly render's form
+                return session
         blocks = [b for b in top_level_blocks(self.src) if b.kind != "blank_line"]
         rest = blocks[1:]
         if blocks and blocks[0].kind == "heading1":

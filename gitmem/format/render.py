@@ -33,6 +33,17 @@ def render(session: Session) -> str:
         The file text (LF line endings, ending in one newline). ``parse`` of it gives back an
         equal ``Session``, and the same session always renders to the same text.
     """
+    parts = [head(session), _conversation(session.interactions), tail(session)]
+    parts = [part for part in parts if part]
+    last = parts[-1]
+    while last.endswith("\n\n"):  # no blank lines at the end (every part has a text line)
+        last = last[:-1]
+    parts[-1] = last
+    return "".join(parts)
+
+
+def head(session: Session) -> str:
+    """The file's text before the first turn: title, metadata and the conversation heading."""
     lab = LABELS[session.language]
     out = [f"# {lab['title']}: {session.id}", "", f"## {lab['metadata']}"]
     items = [
@@ -47,33 +58,32 @@ def render(session: Session) -> str:
     out += [f"- **{key}**: {value}" for key, value in items if value]
     out += [f"- **{k}**: {v}" if v else f"- **{k}**:" for k, v in session.extra.items()]
     out += ["", f"## {lab['conversation']}", ""]
-    parts = ["\n".join(out) + "\n", _conversation(session.interactions)]
-    out = []
+    return "\n".join(out) + "\n"
+
+
+def tail(session: Session) -> str:
+    """The summary section after the turns ("" without a summary)."""
     summary = session.summary
-    if summary is not None:
-        flag, text = _maybe_escape(summary.text)
-        out += [
-            f"## {lab['summary']}",
-            f"**{lab['generated']}**{flag}: {summary.generated.isoformat()}",
-        ]
-        if summary.model is not None:
-            out.append(f"**{lab['model']}**: {summary.model}")
-        if summary.covers:
-            out.append(f"**{lab['covers']}**: {', '.join(summary.covers)}")
-        out.append("")
-        out += [f"> {line}" if line else ">" for line in text.split("\n")]
-        for label, entries in ((lab["facts"], summary.facts), (lab["keywords"], summary.keywords)):
-            if entries:
-                flag, body = _maybe_escape("\n".join(entries))
-                out += ["", f"**{label}**{flag}:"]
-                out += [f"> {line}" if line else ">" for line in body.split("\n")]
-    parts.append("\n".join(out) + "\n" if out else "")
-    parts = [part for part in parts if part]
-    last = parts[-1]
-    while last.endswith("\n\n"):  # no blank lines at the end (every part has a text line)
-        last = last[:-1]
-    parts[-1] = last
-    return "".join(parts)
+    if summary is None:
+        return ""
+    lab = LABELS[session.language]
+    flag, text = _maybe_escape(summary.text)
+    out = [
+        f"## {lab['summary']}",
+        f"**{lab['generated']}**{flag}: {summary.generated.isoformat()}",
+    ]
+    if summary.model is not None:
+        out.append(f"**{lab['model']}**: {summary.model}")
+    if summary.covers:
+        out.append(f"**{lab['covers']}**: {', '.join(summary.covers)}")
+    out.append("")
+    out += [f"> {line}" if line else ">" for line in text.split("\n")]
+    for label, entries in ((lab["facts"], summary.facts), (lab["keywords"], summary.keywords)):
+        if entries:
+            flag, body = _maybe_escape("\n".join(entries))
+            out += ["", f"**{label}**{flag}:"]
+            out += [f"> {line}" if line else ">" for line in body.split("\n")]
+    return "\n".join(out) + "\n"
 
 
 def clear_cache() -> None:

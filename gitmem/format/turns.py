@@ -9,8 +9,9 @@ line) is read without mistune, by :func:`read_turn`, which does what the parser'
 conversation code does with such a block; its ``Interaction`` is cached under the block's text
 (an LRU bounded by characters), so the same turn in the next revision, in ``at()`` of an older
 commit, in a diff or in a merge costs one dictionary look-up. Each run of such blocks is
-replaced by one placeholder heading; mistune parses what is left (title, metadata, summary,
-any turn a person wrote differently).
+replaced by one placeholder heading; what is left (title, metadata, summary, any turn a
+person wrote differently) is read by :mod:`gitmem.format.head` when it is exactly in render's
+form, else by mistune.
 
 Why this is exactly a full parse: a placeholder stands where a turn heading stood, at the
 start of a line after a blank line, so everything around it parses the same; the only blocks
@@ -125,9 +126,12 @@ def read_turn(text: str) -> Interaction | None:
         return None
 
 
-def skeleton(src: str) -> tuple[str, list[list[Interaction]]] | None:
+def skeleton(src: str, *, remember: bool = True) -> tuple[str, list[list[Interaction]]] | None:
     """``src`` with each run of turn blocks in render's form replaced by a placeholder
     heading ``### <PLACEHOLDER><n>``, and the interactions of run ``n``.
+
+    ``remember=False`` looks turns up in the cache but adds none (a reader of every file
+    once, such as an index rebuild, would only churn it).
 
     Returns None where nothing would be saved, or the file cannot take the shortcut: it
     holds the placeholder character or a lone carriage return, or a block has a problem
@@ -178,7 +182,7 @@ def skeleton(src: str) -> tuple[str, list[list[Interaction]]] | None:
             last = turn is not None
         out += [src[done:start], "\n#".join(kept), "\n"]
         done = end
-    if fresh:
+    if fresh and remember:
         CACHE.put_many(fresh)
     if not runs:
         return None

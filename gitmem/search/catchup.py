@@ -286,7 +286,7 @@ def _read(path: str, content: bytes | str) -> Session | str:
     if isinstance(content, str):
         return content
     text = content.decode("utf-8", "replace")
-    session, diagnostics = parse_lenient(text, path)
+    session, diagnostics = parse_lenient(text, path, remember=False)  # read once: not cached
     if session is None:
         return "; ".join(str(d) for d in diagnostics) or "unreadable"
     return session
