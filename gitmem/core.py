@@ -82,6 +82,7 @@ class SessionCore(GuardMethods):
         agent: str = "gitmem",
         email: str | None = None,
         model: str | None = None,
+        via: str | None = None,
         language: Language = "en",
         namespace: str | None = None,
         housekeeping: Housekeeping | None = None,
@@ -96,6 +97,7 @@ class SessionCore(GuardMethods):
             agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
             email: the author email (default ``<agent>@gitmem.local``).
             model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
+            via: the front end the writes come through (``Gitmem-Via`` trailer, e.g. ``mcp``).
             language: labels for new session files, ``"en"`` or ``"zh"``.
             namespace: keep this manager's sessions apart from other namespaces.
             housekeeping: when to pack loose objects in the background.
@@ -108,6 +110,7 @@ class SessionCore(GuardMethods):
         identity = agent_identity(agent, email)
         self.agent = identity.name
         self.model = model
+        self.via = via
         self.language: Language = language
         if init:  # the first commit is written before the store's settings can be read
             identity = Identity(redact(identity.name, label=True)[0],
@@ -326,6 +329,8 @@ class SessionCore(GuardMethods):
         trailers["Gitmem-Agent"] = self.agent
         if self.model:
             trailers["Gitmem-Model"] = self.model
+        if self.via:
+            trailers["Gitmem-Via"] = self.via
         for key, value in extra.items():
             trailers["Gitmem-" + key.replace("_", "-").title()] = value
         return trailers

@@ -1,0 +1,74 @@
+"""Server commands: ``gitmem mcp`` (the Model Context Protocol server)."""
+
+from __future__ import annotations
+
+import click
+
+from gitmem.cli.base import Context, cli, pass_ctx
+from gitmem.errors import GitmemError
+from gitmem.manager import MemoryManager
+from gitmem.store.discover import find_store
+
+
+class _MissingExtra(GitmemError):
+    """An optional dependency of a command is not installed."""
+
+
+@cli.command()
+@click.option("--transport", type=click.Choice(["stdio", "streamable-http"]), default="stdio",
+              show_default=True, help="stdio for a client that starts gitmem; "
+              "streamable-http to serve several clients.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (HTTP). Any other than loopback needs --token.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on (HTTP); 0 picks a free one (printed on stderr).")
+@click.option("--path", "url_path", default="/mcp", show_default=True,
+              help="URL path of the endpoint (HTTP).")
+@click.option("--token", envvar="GITMEM_MCP_TOKEN", default=None,
+              help="Bearer token every HTTP request must carry (env GITMEM_MCP_TOKEN).")
+@click.option("--allow-host", "extra_hosts", multiple=True, metavar="NAME",
+              help="Also accept this Host header (the name clients use; repeatable).")
+@click.option("--stateless", is_flag=True, help="No MCP sessions over HTTP (each request "
+              "stands alone).")
+@click.option("--read-only", is_flag=True, help="Expose only the tools that read.")
+@click.option("--allow-undo", is_flag=True, help="Also expose revert, rollback and undo_agent.")
+@click.option("--max-bytes", default=1024 * 1024, show_default=True,
+              type=click.IntRange(1, 64 * 1024 * 1024), help="Largest turn one save accepts.")
+@click.option("--init", "init", is_flag=True, help="Create the store if it does not exist.")
+@click.option("--nanobot-plugin", "plugin_dir", metavar="DIR",
+              type=click.Path(file_okay=False), default=None,
+              help="Write a nanobot plugin bundle for this store to DIR and exit.")
+@pass_ctx
+def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token: str | None,
+        extra_hosts: tuple[str, ...], stateless: bool, read_only: bool, allow_undo: bool,
+        max_bytes: int, init: bool, plugin_dir: str | None) -> None:
+    """Serve the store to MCP clients (nanobot, Claude Desktop, Cursor...).
+
+    Every write is a commit whose agent is the client's name (else --agent), with a
+    ``Gitmem-Via: mcp`` trailer. Needs the mcp extra: pip install 'gitmem-store[mcp]'.
+    """
+    path = ctx.repo or find_store(".")
+    if plugin_dir is not None:
+        from gitmem.mcp.plugin import write_plugin
+
+        for written in write_plugin(plugin_dir, store=path, agent=ctx.agent):
+            click.echo(f"wrote {written}")
+        return
+    try:
+        from gitmem.mcp.run import RunOptions, run
+        from gitmem.mcp.server import ServerOptions
+    except ImportError as exc:
+        raise _MissingExtra(
+            f"gitmem mcp needs the mcp package ({exc}); install it with "
+            "pip install 'gitmem-store[mcp]'"
+        ) from None
+    if init:
+        MemoryManager(path, init=True, agent=ctx.agent).close()
+    if not url_path.startswith("/"):
+        raise click.BadParameter("give a path starting with '/'", param_hint="--path")
+    run(RunOptions(
+        path=path, agent=ctx.agent, model=ctx.model, transport=transport, host=host,
+        port=port, url_path=url_path, token=token or None, extra_hosts=extra_hosts,
+        stateless=stateless,
+        server=ServerOptions(read_only=read_only, allow_undo=allow_undo, max_bytes=max_bytes),
+    ))  # fmt: skip

@@ -1,0 +1,128 @@
+"""Serving gitmem over HTTP: the bind policy, the bearer token and the uvicorn server.
+
+Shared by the HTTP front ends (``gitmem mcp --transport streamable-http`` now, the web
+dashboard later) so they refuse the same things: a server binds to 127.0.0.1 unless told
+otherwise, and one that listens on any other address must be given a token, which every
+request then has to carry (``Authorization: Bearer <token>``). The only module that imports
+uvicorn. The socket is bound here, before the server starts, so ``--port 0`` can print the
+port the system chose and a test can connect to it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import socket
+import sys
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from gitmem.errors import ValidationError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+DEFAULT_HOST = "127.0.0.1"
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+# a token shorter than this is refused: it would be guessed
+TOKEN_MIN = 16
+
+
+def is_loopback(host: str) -> bool:
+    """True if ``host`` only ever reaches this machine (127.0.0.0/8, ::1, ``localhost``)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None, *, what: str, env: str) -> None:
+    """Refuse a non-loopback bind without a token, and a token too short to be one."""
+    if token is not None and len(token) < TOKEN_MIN:
+        raise ValidationError(
+            f"{what}: the token is {len(token)} characters long; give at least {TOKEN_MIN} "
+            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+        )
+    if not is_loopback(host) and not token:
+        raise ValidationError(
+            f"{what}: binding to {host!r} lets other machines connect; give a token with "
+            f"--token or {env} (clients then send 'Authorization: Bearer <token>'), or bind "
+            f"to {DEFAULT_HOST}"
+        )
+
+
+def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """``Host`` header values a server bound to ``host`` accepts (against DNS rebinding)."""
+    names = [*LOOPBACK_NAMES, *([] if host in ("0.0.0.0", "::") else [host]), *extra]
+    found: list[str] = []
+    for name in dict.fromkeys(names):
+        shown = f"[{name}]" if ":" in name and not name.startswith("[") else name
+        found += [shown, f"{shown}:{port}", f"{shown}:*"]
+    return list(dict.fromkeys(found))
+
+
+def allowed_origins(hosts: list[str]) -> list[str]:
+    """Browser ``Origin`` values matching the allowed hosts (http and https)."""
+    return [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+
+
+class BearerToken:
+    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``.
+
+    Lifespan and other non-HTTP scopes pass through, so the wrapped app still starts up.
+    The comparison takes the same time whatever the given token is.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"authorization":
+                given = bytes(value)
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>'"})
+        await send({"type": "http.response.start", "status": 401, "headers": [
+            (b"content-type", b"application/json"),
+            (b"www-authenticate", b'Bearer realm="gitmem"'),
+        ]})  # fmt: skip
+        await send({"type": "http.response.body", "body": body.encode()})
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: one the system picks)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ValidationError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(app: ASGIApp, sock: socket.socket, *, banner: str = "") -> None:
+    """Run ``app`` on the bound socket until interrupted; ``banner`` goes to stderr first
+    (with the real port when 0 was asked)."""
+    import uvicorn
+
+    if banner:
+        print(banner.format(port=sock.getsockname()[1]), file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    await uvicorn.Server(config).serve(sockets=[sock])
