@@ -4,7 +4,8 @@ Every import counts, also under ``TYPE_CHECKING`` and inside functions (DESIGN.m
 layout"). The layers, lowest first:
 
     errors -> models -> text -> format -> store -> guard -> core
-           -> {history, search, summary, sync} -> manager -> aio -> importers -> {cli, mcp, web}
+           -> {history, search, summary, sync, facts} -> manager -> aio -> importers -> serving
+           -> {mcp, web} -> cli
 
 A module may import its own layer's package and anything lower; the feature packages of one
 layer never import each other.
@@ -35,7 +36,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("aio",),
     ("importers",),
     ("serving",),
-    ("cli", "mcp", "web"),
+    ("mcp", "web"),
+    ("cli",),  # the gitmem command also starts the servers
     ("__init__", "__main__"),
 ]
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
