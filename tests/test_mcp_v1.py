@@ -27,6 +27,8 @@ pytestmark = pytest.mark.skipif(sdk.MAJOR != 2, reason="this run already uses mc
 
 
 def _mcp_version(python: str) -> str:
+    if not Path(python).exists():
+        return ""
     done = subprocess.run(
         [python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
         capture_output=True, text=True, check=False,
