@@ -24,6 +24,7 @@ bundle again changes nothing and keeps nanobot's activation. This module does no
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -199,10 +200,8 @@ def _write_all(todo: list[tuple[Path, bytes, int]]) -> None:
         for target in placed:
             target.unlink(missing_ok=True)
         for folder in reversed(made_dirs):
-            try:
+            with contextlib.suppress(OSError):  # not empty: someone else's now
                 folder.rmdir()
-            except OSError:
-                pass
         where = exc.filename or current
         raise PluginError(f"{where}: cannot be written ({exc.strerror or exc}); nothing was "
                           "written") from None
