@@ -131,8 +131,8 @@ def run_nanobot(python: Path, env: dict[str, str], tmp_path: Path, config: dict[
     config_path.write_text(json.dumps(config, indent=2))
     (tmp_path / "calls.json").write_text(json.dumps(calls))
     (tmp_path / "driver.py").write_text(DRIVER)
-    args = [str(python), str(tmp_path / "driver.py"), str(config_path), str(tmp_path / "calls.json")]
-    done = subprocess.run([*args, *(["--plugin"] if plugin else [])], cwd=tmp_path, env=env,
+    args = [str(python), "driver.py", str(config_path), "calls.json", *(["--plugin"] * plugin)]
+    done = subprocess.run(args, cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)

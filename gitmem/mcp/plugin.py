@@ -25,6 +25,7 @@ bundle again changes nothing and keeps nanobot's activation. This module does no
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -35,7 +36,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gitmem import __version__
 from gitmem.errors import ConflictError, GitmemError
 from gitmem.manager import MemoryManager
 
@@ -68,7 +68,7 @@ def bundle_files(*, store: str | os.PathLike[str], agent: str,
     manifest = {
         "$schema": PLUGIN_SCHEMA,
         "name": NAME,
-        "version": __version__,
+        **_version(),
         "description": f"Long-term conversation memory: every exchange worth keeping is a "
                        f"commit in the gitmem store at {store}.",
         "license": "MIT",
@@ -136,6 +136,14 @@ def write_plugin(folder: str | Path, *, store: str | Path, agent: str) -> list[P
             todo.append((target, data, mode))  # same text, lost its executable bit
     _write_all(todo)
     return [root / name for name in files]
+
+
+def _version() -> dict[str, str]:
+    """The manifest's optional ``version``: the installed distribution's, if it is installed."""
+    try:
+        return {"version": importlib.metadata.version("gitmem-store")}
+    except importlib.metadata.PackageNotFoundError:
+        return {}
 
 
 def _json(value: Any) -> bytes:
