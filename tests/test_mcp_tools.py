@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tests.conftest import git
-from tests.mcp_client import is_error, resource_text, stdio_session, structured, text_of
-
 from gitmem.format.paths import session_path
 from gitmem.manager import MemoryManager
+from tests.conftest import git
+from tests.mcp_client import is_error, resource_text, stdio_session, structured, text_of
 
 READS = {"search", "get_context", "load_session", "list_sessions", "history", "diff", "blame"}
 WRITES = {"save_interaction", "summarize"}
@@ -205,6 +204,12 @@ def test_a_nameless_client_writes_as_the_agent_option(store: Path) -> None:
             assert trailer(store, "Gitmem-Via") == ["mcp"]
             assert author(store) == "cli-agent"
             assert_clean(store)
+        # a name no trailer can carry as given is cleaned (or replaced), never injected
+        async with stdio_session(store, client="evil\nGitmem-Op: revert") as session:
+            await ok(session, "save_interaction", {"session": "s", "user": "hello"})
+        assert trailer(store, "Gitmem-Op") == ["save"]
+        (agent,) = trailer(store, "Gitmem-Agent")
+        assert "\n" not in author(store) and agent == author(store)
 
     run(main())
 
