@@ -283,6 +283,10 @@ def test_the_read_tools_answer_from_the_store(store: Path) -> None:
             assert [r["id"] for r in dana["sessions"]] == ["work"]
             project = await ok(session, "list_sessions", {"project": "learning"})
             assert [r["id"] for r in project["sessions"]] == ["s1"]
+            later = await ok(session, "list_sessions", {"since": "2999-01-01"})
+            assert later["total"] == 0 and later["sessions"] == []
+            earlier = await ok(session, "list_sessions", {"until": "2999-01-01T00:00:00+00:00"})
+            assert earlier["total"] == 3
             one = await ok(session, "list_sessions", {"limit": 1})
             assert len(one["sessions"]) == 1 and one["total"] == 3
             assert one["sessions"][0]["id"] == "work"  # the most recently active first
@@ -312,6 +316,7 @@ def test_the_read_tools_answer_from_the_store(store: Path) -> None:
             assert [c["sha"] for c in mine["commits"]] == shas[::-1]
             theirs = await ok(session, "history", {"agent": "other"})
             assert [c["agent"] for c in theirs["commits"]] == ["other"]
+            assert (await ok(session, "history", {"since": "2999-01-01"}))["commits"] == []
             saves = await ok(session, "history", {"op": "save", "limit": 2})
             assert len(saves["commits"]) == 2
             assert all(c["op"] == "save" for c in saves["commits"])
