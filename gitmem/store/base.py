@@ -174,7 +174,9 @@ class StoreBase(GitCommands):
 
     def _read_object(self, hexsha: str, kind: str) -> bytes:
         # one cat-file pipe per repository: a request and its whole answer under one lock,
-        # or two threads take each other's answers (or wait forever)
+        # or two threads take each other's answers (or wait forever); a forked child reads
+        # before its first transaction (locating its session), so it takes its own pipe here
+        self._check_fork()
         with self._odb_lock:
             try:
                 stream = self._git.odb.stream(bytes.fromhex(hexsha))
@@ -187,6 +189,7 @@ class StoreBase(GitCommands):
 
     def has_object(self, hexsha: str, kind: str) -> bool:
         """True if the object database holds ``hexsha`` as an object of type ``kind``."""
+        self._check_fork()
         try:
             with self._odb_lock:
                 info = self._git.odb.info(bytes.fromhex(hexsha))

@@ -50,6 +50,29 @@ def test_children_forked_from_an_open_manager_are_serialised(store: Path) -> Non
     _FORKED = None
 
 
+def _forked_reader() -> None:
+    assert _FORKED is not None
+    assert _FORKED.load_memory("shared") is not None
+    # the read took the child's own cat-file pipes: the parent's are shared with every
+    # sibling, and two children reading through them take each other's answers (or hang)
+    sys.exit(0 if _FORKED.repository._pid == os.getpid() else 3)
+
+
+def test_a_forked_child_reads_through_its_own_git_pipes(store: Path) -> None:
+    global _FORKED
+    _FORKED = MemoryManager.init(store)
+    _FORKED.save_interaction("shared", "parent", "ok")
+    assert _FORKED.load_memory("shared") is not None  # the parent's pipes are open
+    _FORKED._sessions.clear()  # the child must read the objects, not the caches
+    _FORKED.repository._trees.clear()
+    child = multiprocessing.get_context("fork").Process(target=_forked_reader)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    _FORKED.close()
+    _FORKED = None
+
+
 def _dead_pid() -> int:
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
