@@ -8,9 +8,11 @@ identical copies of it, one per path, so no path pays for another's commits:
   stdio        ``gitmem mcp`` as a subprocess, the ``mcp`` client over stdin/stdout
   HTTP         ``gitmem mcp --transport streamable-http`` on 127.0.0.1, one client
 The calls are interleaved (a save on each path to the same random session, then a search on
-each path for the same query), so machine noise falls on every path alike. Reported: p50 and
-p95 per path, the overhead p50(mcp) - p50(in-process) against the issue's targets (+3 ms
-stdio, +5 ms HTTP) and the ratio. Then ``--clients`` HTTP clients save ``--client-saves``
+each path for the same query, then a ``ping`` on each transport), so machine noise falls on
+every path alike. Reported: p50 and p95 per path, the overhead p50(mcp) - p50(in-process)
+against the issue's targets (+3 ms stdio, +5 ms HTTP), the ratio, and how much of the
+overhead is left once the transport's own round trip (the ping: SDK client and server, no
+tool, no gitmem) is taken off. Then ``--clients`` HTTP clients save ``--client-saves``
 turns each at once to the HTTP store: every turn must be in its session afterwards (none
 lost), with the total time and saves/s. ``GITMEM_MCP_PROFILE=DIR`` makes each server write
 a cProfile of itself to DIR when it stops.
@@ -131,6 +133,7 @@ async def latency(stores: dict[str, Path], url: str, calls: int, sessions: int,
     """Interleaved save and search calls on each path; seconds per call, by row name."""
     times: dict[str, list[float]] = {f"{op} {path}": [] for op in ("save_interaction", "search")
                                      for path in PATHS}
+    times.update({f"ping {path}": [] for path in PATHS[1:]})
     mm = MemoryManager(stores["in-process"], agent="bench")
     async with stdio_session(stores["stdio"]) as stdio, http_session(url, "bench-http") as web:
         clients = {"stdio": stdio, "HTTP": web}
@@ -171,6 +174,11 @@ async def latency(stores: dict[str, Path], url: str, calls: int, sessions: int,
                 took = await search(path, query)
                 if n >= 0:
                     times[f"search {path}"].append(took)
+            for path in PATHS[1:]:  # the protocol's round trip alone: no tool, no gitmem
+                started = time.perf_counter()
+                await clients[path].send_ping()
+                if n >= 0:
+                    times[f"ping {path}"].append(time.perf_counter() - started)
     mm.close()
     return times
 
@@ -256,19 +264,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nMCP benchmark: {args.sessions:,} sessions, {args.calls} timed calls per op and "
           f"path (interleaved), mcp client and server in separate processes\n")
     print("| call | p50 ms | p95 ms | overhead p50 - in-process ms | target | met | "
-          "p50 / in-process |")
-    print("|---|---|---|---|---|---|---|")
+          "p50 / in-process | overhead - ping p50 ms |")
+    print("|---|---|---|---|---|---|---|---|")
     for op in ("save_interaction", "search"):
         own = medians[f"{op} in-process"][0]
         for path in PATHS:
             median, p95 = medians[f"{op} {path}"]
             if path == "in-process":
-                print(f"| {op} in-process | {median:.2f} | {p95:.2f} | | | | 1.00x |")
+                print(f"| {op} in-process | {median:.2f} | {p95:.2f} | | | | 1.00x | |")
                 continue
             over = median - own
             goal = TARGETS[path]
             print(f"| {op} {path} | {median:.2f} | {p95:.2f} | {over:+.2f} | +{goal:.0f} | "
-                  f"{'yes' if over <= goal else 'NO'} | {median / own:.2f}x |")
+                  f"{'yes' if over <= goal else 'NO'} | {median / own:.2f}x | "
+                  f"{over - medians[f'ping {path}'][0]:+.2f} |")
+    for path in PATHS[1:]:
+        median, p95 = medians[f"ping {path}"]
+        print(f"| ping {path} (round trip, no tool) | {median:.2f} | {p95:.2f} | | | | | |")
     total = args.clients * args.client_saves
     own_rate = 1000 / medians["save_interaction in-process"][0]
     print("\n| concurrent HTTP saves | clients x saves | answered | commits added | "
