@@ -7,6 +7,7 @@ import click
 from gitmem.cli.base import Context, cli, pass_ctx
 from gitmem.errors import GitmemError
 from gitmem.manager import MemoryManager
+from gitmem.serving import check_bind
 from gitmem.store.discover import find_store
 
 
@@ -62,6 +63,8 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
             f"gitmem mcp needs the mcp package ({exc}); install it with "
             "pip install 'gitmem-store[mcp]'"
         ) from None
+    if transport != "stdio":  # a refused bind creates nothing, not even the --init store
+        check_bind(host, token or None, what="gitmem mcp", env="GITMEM_MCP_TOKEN")
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
     if not url_path.startswith("/"):

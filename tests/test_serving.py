@@ -1,0 +1,111 @@
+"""``gitmem.serving``: the bind policy, the Host list and the bearer-token middleware, called
+directly (the subprocess tests in test_mcp_http.py cover them through ``gitmem mcp``)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import Any
+
+import pytest
+
+from gitmem.errors import GitmemError, ValidationError
+from gitmem.serving import (
+    BearerToken,
+    allowed_hosts,
+    allowed_origins,
+    bind,
+    check_bind,
+    is_loopback,
+)
+
+TOKEN = "0123456789abcdef-token"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "LocalHost", "::1",
+                                  "[::1]"])
+def test_loopback_addresses(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "10.0.0.1", "example.com",
+                                  "localhost.example.com", ""])
+def test_other_addresses_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_check_bind() -> None:
+    check_bind("127.0.0.1", None, what="x", env="E")
+    check_bind("0.0.0.0", TOKEN, what="x", env="E")
+    with pytest.raises(ValidationError, match=r"x: binding to '0.0.0.0'.*--token or E"):
+        check_bind("0.0.0.0", None, what="x", env="E")
+    with pytest.raises(ValidationError, match=r"binding to '::'"):
+        check_bind("::", None, what="x", env="E")
+    # a short token is refused on loopback too: it would be the one guard on a shared host
+    with pytest.raises(ValidationError, match="the token is 15 characters long"):
+        check_bind("127.0.0.1", "x" * 15, what="x", env="E")
+
+
+def test_allowed_hosts_name_the_port_and_never_the_wildcard_address() -> None:
+    hosts = allowed_hosts("0.0.0.0", 8123, ("memory.example",))
+    assert {"127.0.0.1:8123", "localhost:8123", "[::1]:8123", "memory.example",
+            "memory.example:8123"} <= set(hosts)
+    assert not any(h.startswith("0.0.0.0") for h in hosts)
+    assert "192.0.2.10:8123" in allowed_hosts("192.0.2.10", 8123)
+    assert "[fd00::2]:8123" in allowed_hosts("fd00::2", 8123)
+    assert len(hosts) == len(set(hosts))
+    origins = allowed_origins(["localhost:8123"])
+    assert origins == ["http://localhost:8123", "https://localhost:8123"]
+
+
+def _call(app: BearerToken, scope: dict[str, Any]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    asyncio.run(app(scope, receive, send))
+    return sent
+
+
+def test_bearer_token_middleware() -> None:
+    reached: list[str] = []
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["type"])
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    app = BearerToken(inner, TOKEN)
+    assert _call(app, {"type": "lifespan"}) == [] and reached == ["lifespan"]
+    for given in (None, b"Bearer wrong", TOKEN.encode(), f"Bearer {TOKEN} ".encode(),
+                  f"bearer {TOKEN}".encode()):
+        headers = [] if given is None else [(b"authorization", given)]
+        sent = _call(app, {"type": "http", "headers": headers})
+        assert sent[0]["status"] == 401, given
+        assert (b"www-authenticate", b'Bearer realm="gitmem"') in sent[0]["headers"]
+        assert b"Authorization: Bearer" in sent[1]["body"]
+    assert reached == ["lifespan"]
+    sent = _call(app, {"type": "http", "headers": [(b"Authorization",
+                                                    f"Bearer {TOKEN}".encode())]})
+    assert sent[0]["status"] == 200 and reached == ["lifespan", "http"]
+
+
+def test_bind_reports_a_taken_port() -> None:
+    taken = bind("127.0.0.1", 0)
+    try:
+        port = taken.getsockname()[1]
+        with pytest.raises(GitmemError, match=rf"cannot listen on 127.0.0.1:{port}: "):
+            # SO_REUSEADDR does not let a second socket listen on a port in LISTEN state
+            bind("127.0.0.1", port)
+    finally:
+        taken.close()
+    free = bind("127.0.0.1", 0)
+    try:
+        assert free.getsockname()[1] > 0
+        assert free.type == socket.SOCK_STREAM
+    finally:
+        free.close()
