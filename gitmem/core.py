@@ -160,6 +160,22 @@ class SessionCore(GuardMethods):
     def _after_save(self, session_id: str) -> None:
         """A save committed a turn to ``session_id`` (not inside a batch); must not raise."""
 
+    def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
+        """Within the block, this thread's commits name ``agent`` (author and ``Gitmem-Agent``):
+        one manager writing for several agents, e.g. the MCP server's clients. A name no
+        commit can carry raises ValidationError here, before the block."""
+        return self._acting(agent_identity(agent))
+
+    @contextlib.contextmanager
+    def _acting(self, identity: Identity) -> Iterator[None]:
+        before = getattr(self._local, "agent", None)
+        self._local.agent = identity.name
+        try:
+            with self._repo.acting_as(identity):
+                yield
+        finally:
+            self._local.agent = before
+
     def _in_batch(self) -> bool:
         return getattr(self._local, "batch", None) is not None
 
@@ -326,7 +342,7 @@ class SessionCore(GuardMethods):
                 trailers["Gitmem-Session"] = ", ".join(unique)
         else:
             trailers["Gitmem-Sessions"] = str(len(unique))
-        trailers["Gitmem-Agent"] = self.agent
+        trailers["Gitmem-Agent"] = getattr(self._local, "agent", None) or self.agent
         if self.model:
             trailers["Gitmem-Model"] = self.model
         if self.via:

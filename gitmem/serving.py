@@ -57,9 +57,24 @@ def check_bind(host: str, token: str | None, *, what: str, env: str) -> None:
         )
 
 
+def machine_names() -> list[str]:
+    """This machine's host name, full name and addresses: how other machines reach a server
+    bound to every interface."""
+    names = [socket.gethostname(), socket.getfqdn()]
+    try:
+        found = socket.getaddrinfo(socket.gethostname(), None, proto=socket.IPPROTO_TCP)
+    except OSError:  # a host name that does not resolve: the names only
+        found = []
+    names += [str(info[4][0]) for info in found]
+    return [n for n in dict.fromkeys(names) if n and not is_loopback(n)]
+
+
 def allowed_hosts(host: str, port: int, extra: tuple[str, ...] = ()) -> list[str]:
-    """``Host`` header values a server bound to ``host`` accepts (against DNS rebinding)."""
-    names = [*LOOPBACK_NAMES, *([] if host in ("0.0.0.0", "::") else [host]), *extra]
+    """``Host`` header values a server bound to ``host`` accepts (against DNS rebinding):
+    loopback, the bound address (for every interface: this machine's names and addresses),
+    and ``extra`` (names a proxy or DNS gives the server)."""
+    bound = machine_names() if host in ("0.0.0.0", "::") else [host]
+    names = [*LOOPBACK_NAMES, *bound, *extra]
     found: list[str] = []
     for name in dict.fromkeys(names):
         shown = f"[{name}]" if ":" in name and not name.startswith("[") else name

@@ -293,3 +293,34 @@ def test_check_reports_a_symlinked_session_file(mm: MemoryManager, store: Path,
     problems = mm.check()
     assert [(p.path, p.line) for p in problems] == [("sessions/4f/link.md", 1)]
     assert "symlink" in problems[0].problem
+
+
+def test_acting_as_names_each_threads_commits_and_nothing_else(mm: MemoryManager,
+                                                               store: Path) -> None:
+    mm.via = "mcp"
+    barrier = threading.Barrier(3)
+
+    def write(agent: str) -> None:
+        barrier.wait()
+        for n in range(5):
+            with mm.acting_as(agent):
+                mm.save_interaction(f"s-{agent}", f"from {agent} {n}", "ok")
+
+    threads = [threading.Thread(target=write, args=(a,)) for a in ("alice-bot", "bob-bot")]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    mm.save_interaction("s-owner", "from the owner", "ok")  # outside acting_as, meanwhile
+    for thread in threads:
+        thread.join()
+    log = git(store, "log", "--format=%an|%(trailers:key=Gitmem-Agent,valueonly,separator=)|"
+                             "%(trailers:key=Gitmem-Session,valueonly,separator=)|"
+                             "%(trailers:key=Gitmem-Via,valueonly,separator=)", "-n", "11")
+    rows = [line.split("|") for line in log.splitlines()]
+    assert len(rows) == 11
+    for author, agent, session, via in rows:
+        expected = session.removeprefix("s-") if session != "s-owner" else "tester"
+        assert (author, agent, via) == (expected, expected, "mcp")
+    with pytest.raises(ValidationError, match="agent name"):
+        mm.acting_as("")
+    assert mm.agent == "tester" and mm.repository.identity.name == "tester"

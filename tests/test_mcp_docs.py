@@ -14,7 +14,6 @@ pytest.importorskip("mcp")
 
 from gitmem.manager import MemoryManager
 from gitmem.mcp.server import ServerOptions, build_server
-from gitmem.mcp.tools import ManagerPool
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
 
@@ -38,12 +37,9 @@ def _schema(tool: Any) -> dict[str, Any]:
 
 def _tools(tmp_path: Path, **options: bool) -> dict[str, Any]:
     MemoryManager.init(tmp_path / "store").close()
-    pool = ManagerPool(tmp_path / "store", agent="docs", model=None)
-    try:
-        server = build_server(pool, ServerOptions(**options))
+    with MemoryManager(tmp_path / "store", agent="docs", via="mcp") as mm:
+        server = build_server(mm, ServerOptions(**options))
         return {t.name: t for t in asyncio.run(server.list_tools())}
-    finally:
-        pool.close()
 
 
 def test_every_tool_and_argument_is_documented_and_no_more(tmp_path: Path) -> None:

@@ -52,6 +52,8 @@ def test_allowed_hosts_name_the_port_and_never_the_wildcard_address() -> None:
             "memory.example:8123"} <= set(hosts)
     assert not any(h.startswith("0.0.0.0") for h in hosts)
     assert "192.0.2.10:8123" in allowed_hosts("192.0.2.10", 8123)
+    # bound to every interface: this machine's own name is how other machines reach it
+    assert f"{socket.gethostname()}:8123" in hosts
     assert "[fd00::2]:8123" in allowed_hosts("fd00::2", 8123)
     assert len(hosts) == len(set(hosts))
     origins = allowed_origins(["localhost:8123"])

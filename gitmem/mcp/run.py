@@ -13,9 +13,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gitmem.manager import MemoryManager
 from gitmem.mcp import sdk
 from gitmem.mcp.server import ServerOptions, build_server
-from gitmem.mcp.tools import ManagerPool
 from gitmem.serving import BearerToken, allowed_hosts, allowed_origins, bind, check_bind, serve
 
 TOKEN_ENV = "GITMEM_MCP_TOKEN"
@@ -51,9 +51,10 @@ def run(options: RunOptions) -> None:
         http = sdk.HttpOptions(host=options.host, port=port, path=options.url_path,
                                hosts=hosts, origins=allowed_origins(hosts),
                                stateless=options.stateless)  # fmt: skip
-    pool = ManagerPool(options.path, agent=options.agent, model=options.model)
+    # one manager for every client: each write runs as its client's agent (acting_as)
+    mm = MemoryManager(options.path, agent=options.agent, model=options.model, via="mcp")
     try:
-        server = build_server(pool, options.server, http)
+        server = build_server(mm, options.server, http)
         if http is None or sock is None:
             sdk.run_stdio(server)
             return
@@ -61,13 +62,13 @@ def run(options: RunOptions) -> None:
         if options.token:
             app = BearerToken(app, options.token)
         shown = f"[{options.host}]" if ":" in options.host else options.host
-        banner = (f"gitmem mcp: serving {pool.path} at http://{shown}:{{port}}{http.path} "
+        banner = (f"gitmem mcp: serving {mm.path} at http://{shown}:{{port}}{http.path} "
                   f"(streamable HTTP, mcp {sdk.MAJOR}.x)")
         _serve_until_stopped(serve(app, sock, banner=banner))
     finally:
         if sock is not None:
             sock.close()
-        pool.close()
+        mm.close()
 
 
 def _interrupted(_signum: int, _frame: FrameType | None) -> None:

@@ -12,6 +12,7 @@ adds revert, rollback and undo_agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Callable
@@ -20,11 +21,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from gitmem.errors import GitmemError
+from gitmem.errors import GitmemError, ValidationError
 from gitmem.manager import MemoryManager
 from gitmem.mcp import sdk, tools
 from gitmem.mcp.sdk import CallToolResult, Context
-from gitmem.mcp.tools import Answer, ManagerPool
+from gitmem.mcp.tools import Answer
 
 log = logging.getLogger("gitmem.mcp")
 
@@ -69,16 +70,20 @@ class ServerOptions:
 class _Runner:
     """Runs a tool's work in a worker thread and shapes the answer or the error."""
 
-    def __init__(self, pool: ManagerPool) -> None:
-        self.pool = pool
+    def __init__(self, mm: MemoryManager) -> None:
+        self.mm = mm
 
     async def __call__(self, ctx: Any, work: Callable[[MemoryManager], Answer], *,
                        write: bool = False) -> CallToolResult:
         client = sdk.client_name(ctx) if write else None
 
         def run() -> Answer:
-            manager = self.pool.writer(client) if write else self.pool.default
-            return work(manager)
+            acting: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+            if client is not None:
+                with contextlib.suppress(ValidationError):  # a name no commit can carry
+                    acting = self.mm.acting_as(client)
+            with acting:
+                return work(self.mm)
 
         try:
             answer = await asyncio.to_thread(run)
@@ -93,17 +98,18 @@ class _Runner:
         return sdk.tool_result(answer.text, answer.data)
 
 
-def build_server(pool: ManagerPool, options: ServerOptions,
+def build_server(mm: MemoryManager, options: ServerOptions,
                  http: sdk.HttpOptions | None = None) -> Any:
-    """An MCP server (of the installed SDK major) over ``pool``'s store."""
+    """An MCP server (of the installed SDK major) over ``mm``'s store: give ``mm`` the
+    ``via="mcp"`` its commits should carry, and the ``agent`` of clients without a name."""
     server = sdk.new_server("gitmem", INSTRUCTIONS, http)
-    run = _Runner(pool)
+    run = _Runner(mm)
     _add_reads(server, run)
     if not options.read_only:
         _add_writes(server, run, options)
         if options.allow_undo:
             _add_undo(server, run)
-    _add_resources(server, pool)
+    _add_resources(server, mm)
     return server
 
 
@@ -287,10 +293,10 @@ def _add_undo(server: Any, run: _Runner) -> None:
                      read_only=False, destructive=True)
 
 
-def _add_resources(server: Any, pool: ManagerPool) -> None:
+def _add_resources(server: Any, mm: MemoryManager) -> None:
     async def read(work: Callable[[MemoryManager], str]) -> str:
         try:
-            return await asyncio.to_thread(work, pool.default)
+            return await asyncio.to_thread(work, mm)
         except GitmemError as exc:
             raise sdk.resource_error(str(exc)) from None
 

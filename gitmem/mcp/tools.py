@@ -1,18 +1,15 @@
 """What each MCP tool does, as plain functions over ``MemoryManager`` (no SDK in sight).
 
 Every tool returns an :class:`Answer`: a short text a model reads and the same facts as a
-JSON-ready dict (the tool's structured content). Writes go through the manager of the
-calling client's agent name (:class:`ManagerPool`), so each commit says who made it and
-``Gitmem-Via: mcp``; the server layer (``server.py``) maps these functions to tools and
-turns a ``GitmemError`` into a tool error.
+JSON-ready dict (the tool's structured content). The server layer (``server.py``) maps
+these functions to tools, runs writes as the calling client's agent (so each commit says who
+made it, and ``Gitmem-Via: mcp``) and turns a ``GitmemError`` into a tool error.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from gitmem.errors import SessionNotFound, ValidationError
@@ -21,8 +18,6 @@ from gitmem.guard.inputs import fresh_interaction_id
 from gitmem.manager import MemoryManager
 from gitmem.models import Revision, Session
 
-# distinct client names that get their own manager; later ones write as the default agent
-POOL_MAX = 64
 # the default cap on the text of one save (the HTTP transport also caps a request at 4 MiB)
 MAX_SAVE_BYTES = 1024 * 1024
 # a diff's unified text is cut here: the structured part says what changed
@@ -35,44 +30,6 @@ class Answer:
 
     text: str
     data: dict[str, Any]
-
-
-class ManagerPool:
-    """One ``MemoryManager`` per agent name, all on the same store, created on first use.
-
-    The managers share nothing but the repository on disk: the store's write lock orders
-    their commits as it orders those of separate processes.
-    """
-
-    def __init__(self, path: str | Path, *, agent: str, model: str | None,
-                 via: str = "mcp") -> None:
-        self.agent, self.model, self.via = agent, model, via
-        self.default = MemoryManager(path, agent=agent, model=model, via=via)
-        self.path = self.default.path
-        self._managers: dict[str, MemoryManager] = {agent: self.default}
-        self._lock = threading.Lock()
-
-    def writer(self, client: str | None) -> MemoryManager:
-        """The manager whose commits name ``client`` (else the default agent) as author."""
-        name = client or self.agent
-        with self._lock:
-            found = self._managers.get(name)
-            if found is not None:
-                return found
-            if len(self._managers) >= POOL_MAX:
-                return self.default
-            try:
-                made = MemoryManager(self.path, agent=name, model=self.model, via=self.via)
-            except ValidationError:  # a client name no commit can carry: write as ourselves
-                return self.default
-            self._managers[name] = made
-            return made
-
-    def close(self) -> None:
-        with self._lock:
-            for manager in self._managers.values():
-                manager.close()
-            self._managers.clear()
 
 
 def _when(value: str | None, name: str) -> datetime | None:

@@ -111,7 +111,8 @@ class StoreBase(GitCommands):
         with contextlib.suppress(OSError):  # a read-only store can still be read
             (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
         self._pid = os.getpid()
-        self.identity = identity or Identity()
+        self._identity = identity or Identity()
+        self._acting = threading.local()  # a thread's own author while acting_as() runs
         self.housekeeping = housekeeping or Housekeeping()
         self.lock_timeout = lock_timeout
         self._thread_lock = _process_lock(str(self.git_dir))
@@ -334,6 +335,26 @@ class StoreBase(GitCommands):
 
         walk(self.commit_tree(old) if old else None, self.commit_tree(new) if new else None, "")
         return out
+
+    @property
+    def identity(self) -> Identity:
+        """The author of this thread's commits: the store's, or the one ``acting_as`` set."""
+        acting: Identity | None = getattr(self._acting, "identity", None)
+        return acting or self._identity
+
+    @identity.setter
+    def identity(self, value: Identity) -> None:
+        self._identity = value
+
+    @contextlib.contextmanager
+    def acting_as(self, identity: Identity) -> Iterator[None]:
+        """Within the block, this thread's commits are authored by ``identity``."""
+        before = getattr(self._acting, "identity", None)
+        self._acting.identity = identity
+        try:
+            yield
+        finally:
+            self._acting.identity = before
 
     def _check_fork(self) -> None:
         # a forked child shares its parent's open lock file, so flock would not keep the
