@@ -11,11 +11,12 @@ Settings assigned here (``amm.secret_config = ...``) are set on the wrapped mana
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import os
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -38,6 +39,19 @@ T = TypeVar("T")
 _BATCH: contextvars.ContextVar[tuple[MemoryManager, ThreadPoolExecutor] | None] = (
     contextvars.ContextVar("gitmem_async_batch", default=None)
 )
+# the agent this context writes as (``amm.acting_as``): (the manager, the agent name)
+_ACTING: contextvars.ContextVar[tuple[MemoryManager, str] | None] = contextvars.ContextVar(
+    "gitmem_async_acting", default=None
+)
+
+
+@contextlib.contextmanager
+def _acting(manager: MemoryManager, agent: str) -> Iterator[None]:
+    token = _ACTING.set((manager, agent))
+    try:
+        yield
+    finally:
+        _ACTING.reset(token)
 
 
 class _Setting(Generic[T]):
@@ -225,7 +239,24 @@ class AsyncMemoryManager:
         """
         return AsyncBatch(self, message)
 
-    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    def acting_as(self, agent: str) -> AbstractContextManager[None]:
+        """Within the ``with`` block (and the tasks it starts), every call writes as ``agent``:
+        the call enters ``MemoryManager.acting_as`` in its worker thread. A name no commit can
+        carry raises ValidationError here."""
+        self.manager.acting_as(agent)  # checks the name now, as the manager does
+        return _acting(self.manager, agent)
+
+    async def _run(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        fn = call
+        acting = _ACTING.get()
+        if acting is not None and acting[0] is self.manager:
+            manager, agent = acting
+
+            def as_agent(*args: P.args, **kwargs: P.kwargs) -> T:
+                with manager.acting_as(agent):
+                    return call(*args, **kwargs)
+
+            fn = as_agent
         bound = _BATCH.get()
         if bound is not None and bound[0] is self.manager:
             loop = asyncio.get_running_loop()

@@ -17,7 +17,7 @@ from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 # not coroutines on purpose: a context manager, and constructors that open the store
-NOT_COROUTINES = {"batch", "init"}
+NOT_COROUTINES = {"acting_as", "batch", "init"}
 
 
 def _public_methods() -> list[str]:
@@ -158,3 +158,18 @@ def test_a_task_started_outside_the_batch_waits_and_commits_on_its_own(store: Pa
     assert changed == ["sessions/fc/inside.md"]
     assert git(store, "show", "--name-only", "--format=", outside_commit).split() == [
         "sessions/45/outside.md"]
+
+
+def test_acting_as_reaches_the_worker_threads_of_its_block_only(store: Path) -> None:
+    async def main() -> None:
+        async with AsyncMemoryManager.init(store, agent="owner") as amm:
+            with amm.acting_as("alice-bot"):
+                await asyncio.gather(*(amm.save_interaction(f"s{n}", "q", "a")
+                                       for n in range(3)))  # fmt: skip
+            await amm.save_interaction("s-owner", "q", "a")
+            with pytest.raises(ValidationError, match="agent name"):
+                amm.acting_as(" ")
+
+    asyncio.run(main())
+    log = git(store, "log", "--format=%an %(trailers:key=Gitmem-Agent,valueonly,separator=)")
+    assert log.splitlines()[:4] == ["owner owner"] + ["alice-bot alice-bot"] * 3
