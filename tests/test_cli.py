@@ -119,3 +119,15 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
             command = command.commands[part]
         assert command.help, f"gitmem {name} has no help text"
         assert f"gitmem {name}" in readme, f"README does not mention `gitmem {name}`"
+
+
+def test_mcp_without_the_mcp_extra_says_what_to_install(store: Path) -> None:
+    # as if the mcp package were not installed: importing it fails
+    script = ("import sys; sys.modules['mcp'] = None; from gitmem.cli import main; "
+              f"sys.argv = ['gitmem', '--repo', {str(store)!r}, 'mcp', '--init']; main()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    assert done.returncode == 1
+    assert "pip install 'gitmem-store[mcp]'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not store.exists()  # nothing made: not even the --init store

@@ -55,7 +55,9 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
         for written in write_plugin(plugin_dir, store=path, agent=ctx.agent):
             click.echo(f"wrote {written}")
         return
-    try:
+    if not url_path.startswith("/"):
+        raise click.BadParameter("give a path starting with '/'", param_hint="--path")
+    try:  # imported here: the mcp extra is optional, and every other command starts faster
         from gitmem.mcp.run import RunOptions, run
         from gitmem.mcp.server import ServerOptions
     except ImportError as exc:
@@ -67,8 +69,6 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
         check_bind(host, token or None, what="gitmem mcp", env="GITMEM_MCP_TOKEN")
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
-    if not url_path.startswith("/"):
-        raise click.BadParameter("give a path starting with '/'", param_hint="--path")
     run(RunOptions(
         path=path, agent=ctx.agent, model=ctx.model, transport=transport, host=host,
         port=port, url_path=url_path, token=token or None, extra_hosts=extra_hosts,

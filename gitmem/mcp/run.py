@@ -80,7 +80,7 @@ def _serve_until_stopped(serving: Coroutine[Any, Any, None]) -> None:
 
     uvicorn shuts down gracefully on either signal and then raises it again for the previous
     handler: Ctrl-C would end as click's "Aborted!" (exit 1) and SIGTERM would kill the
-    process before the managers are closed (background housekeeping cut short). Both become
+    process before the manager is closed (background housekeeping cut short). Both become
     a KeyboardInterrupt here, so ``run`` closes the store and returns.
     """
     if threading.current_thread() is not threading.main_thread():
