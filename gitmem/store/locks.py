@@ -73,6 +73,69 @@ def owner_text(raw: bytes) -> str:
     return f"pid {fields.get('pid', '?')} on {fields.get('host', '?')}, for {age:.0f}s"
 
 
+def _git_gc_running(pidfile: Path, host: str) -> bool:
+    """True if ``gc.pid`` names a gc that runs, as git judges it: written in the last 12
+    hours by a process on another host, or by one alive on this host."""
+    try:
+        stat = pidfile.stat()
+        pid_text, _, locking_host = pidfile.read_text(errors="replace").partition(" ")
+        pid = int(pid_text)
+    except (OSError, ValueError):
+        return False
+    if time.time() - stat.st_mtime > 12 * 3600:
+        return False
+    if locking_host.strip() != host:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def git_gc_lock(git_dir: Path) -> Iterator[bool]:
+    """Hold git's own gc lock (``gc.pid``, taken the way ``git gc`` takes it); yields False
+    when a ``git gc`` runs (or its lock file is being written).
+
+    Two repacks at once lose objects: one deletes a pack the other has listed and is
+    reading from. While it is held, a person's ``git gc`` says "gc is already running"
+    and the auto gc of their ``git commit`` skips; and gitmem does not repack beside theirs.
+    """
+    pidfile = git_dir / "gc.pid"
+    lock = git_dir / "gc.pid.lock"
+    host = socket.gethostname()
+    mine = f"{os.getpid()} {host}"
+    try:
+        handle = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError:
+        yield False
+        return
+    taken = False
+    try:
+        with os.fdopen(handle, "w") as out:
+            if not _git_gc_running(pidfile, host):
+                out.write(mine)
+                taken = True
+        if taken:
+            os.replace(lock, pidfile)
+    except OSError:
+        taken = False
+    if not taken:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # ours: the pid never reached gc.pid
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(OSError):
+            if pidfile.read_text() == mine:
+                pidfile.unlink()
+
+
 class LockingLayer(RevisionsLayer):
     """The write lock, the journal slot in the lock file, and git lock files."""
 

@@ -27,6 +27,7 @@ from gitmem.store.base import Housekeeping as Housekeeping  # importable from he
 from gitmem.store.base import Identity
 from gitmem.store.git import run_git
 from gitmem.store.gitindex import Index
+from gitmem.store.locks import git_gc_lock
 from gitmem.store.objects import commit_body
 from gitmem.store.transaction import Transaction, TransactionLayer, signature
 from gitmem.store.worktree import split_config
@@ -208,17 +209,26 @@ class Repository(TransactionLayer):
         whose pack is written but whose branch has not moved yet, say) go to a cruft pack,
         never deleted here: pruning stays ``git gc``'s, after its expiry. One process at a
         time packs (``.git/gitmem/housekeeping.lock``); another that finds it busy skips.
+        The repacks hold git's own gc lock (``gc.pid``), so a ``git gc`` (a person's, or the
+        auto gc of their ``git commit``) never runs beside them: two repacks at once can
+        delete a pack the other is still reading.
         """
         # a failure is left for next time: housekeeping only saves space and time
         with self._housekeeping_lock() as mine:
             if not mine:
                 return
-            self._merge_packs()
-            # not detached: it runs under the housekeeping lock, not beside the next run
+            with git_gc_lock(self.git_dir) as ours:
+                if not ours:  # a `git gc` runs: it does this work
+                    return
+                self._merge_packs()
+            # not detached: it runs under the housekeeping lock, not beside the next run;
+            # it takes git's gc lock itself
             run_git(self.root, "-c", "gc.packRefs=false", "-c", "gc.autoDetach=false", "gc",
                     "--auto", "--quiet", ok=None)  # fmt: skip
-            run_git(self.root, "commit-graph", "write", "--reachable", "--split",
-                    "--changed-paths", ok=None)  # fmt: skip
+            with git_gc_lock(self.git_dir) as ours:
+                if ours:
+                    run_git(self.root, "commit-graph", "write", "--reachable", "--split",
+                            "--changed-paths", ok=None)  # fmt: skip
         with contextlib.suppress(RepositoryError):
             self.index_history()
 
@@ -226,8 +236,11 @@ class Repository(TransactionLayer):
         """Only the packing part of :meth:`pack` (what housekeeping runs when saves wrote
         many bytes before 100 commits)."""
         with self._housekeeping_lock() as mine:
-            if mine:
-                self._merge_packs()
+            if not mine:
+                return
+            with git_gc_lock(self.git_dir) as ours:
+                if ours:
+                    self._merge_packs()
 
     def _merge_packs(self) -> None:
         run_git(self.root, "repack", "-d", "-q", "--geometric=2", ok=None)

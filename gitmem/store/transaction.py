@@ -334,7 +334,10 @@ class TransactionLayer(RecoveryLayer):
         folder.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
         self._prepared.append(tmp)  # removed if the write fails
-        for data, suffix in ((pack, ".pack"), (index, ".idx")):  # .idx last: it publishes
+        # .idx first: git reads a pack once both files are there, but `git repack -d` (a
+        # person's gc, or the auto gc of their `git commit`) lists packs by their .pack and
+        # deletes them after; a .pack alone would be listed, never read, and deleted
+        for data, suffix in ((index, ".idx"), (pack, ".pack")):
             with naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
