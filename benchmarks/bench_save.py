@@ -51,7 +51,14 @@ def build_store(path: Path, sessions: int, chunk: int) -> float:
 
 def object_bytes(path: Path) -> int:
     """Bytes of every file under .git/objects (loose objects and packs)."""
-    return sum(f.stat().st_size for f in (path / ".git" / "objects").rglob("*") if f.is_file())
+    total = 0
+    for item in (path / ".git" / "objects").rglob("*"):
+        try:  # background housekeeping may replace packs while this walks
+            if item.is_file():
+                total += item.stat().st_size
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def time_gitmem(

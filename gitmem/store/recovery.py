@@ -37,6 +37,9 @@ from gitmem.store.worktree import WorktreeLayer
 log = logging.getLogger("gitmem")
 
 
+# the first line of the .keep a save holds while it writes its pack (see flush_objects)
+KEEP_MARK = b"gitmem: a save is writing this pack"
+
 class RecoveryLayer(WorktreeLayer):
     """Crash recovery for ``Repository`` (see the module docs)."""
 
@@ -71,16 +74,21 @@ class RecoveryLayer(WorktreeLayer):
             self._thread_lock.release()
 
     def _stale_temps(self) -> list[Path]:
-        """Temp files a dead writer left (a live one keeps them for milliseconds)."""
-        try:
-            names = list((self.state_dir / "tmp").iterdir())
-        except OSError:
-            return []
+        """Temp files a dead writer left (a live one keeps them for milliseconds), and the
+        .keep of a pack it was writing (else git would never repack that pack)."""
+        names: list[Path] = []
+        with contextlib.suppress(OSError):
+            names += (self.state_dir / "tmp").iterdir()
+        with contextlib.suppress(OSError):
+            names += (p for p in (self.git_dir / "objects" / "pack").iterdir()
+                      if p.suffix == ".keep")  # fmt: skip
         cutoff = time.time() - 60
         stale = []
         for item in names:
             ours = item.name.endswith(".tmp") or item.name.startswith("pack-")
             with contextlib.suppress(OSError):
+                if item.suffix == ".keep":
+                    ours = item.read_bytes().startswith(KEEP_MARK)
                 if ours and item.lstat().st_mtime < cutoff:
                     stale.append(item)
         return stale

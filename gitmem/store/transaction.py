@@ -55,7 +55,7 @@ from gitmem.store.objects import (
     loose_object,
     object_id,
 )
-from gitmem.store.recovery import RecoveryLayer
+from gitmem.store.recovery import KEEP_MARK, RecoveryLayer
 
 T = TypeVar("T")
 
@@ -334,15 +334,30 @@ class TransactionLayer(RecoveryLayer):
         folder.mkdir(parents=True, exist_ok=True)
         tmp = self.state_dir / "tmp" / f"pack-{os.getpid()}-{threading.get_ident()}"
         self._prepared.append(tmp)  # removed if the write fails
-        # .idx first: git reads a pack once both files are there, but `git repack -d` (a
-        # person's gc, or the auto gc of their `git commit`) lists packs by their .pack and
-        # deletes them after; a .pack alone would be listed, never read, and deleted
-        for data, suffix in ((index, ".idx"), (pack, ".pack")):
+        # git's protocol for a pack on its way in (index-pack --keep): a .keep first, then
+        # the .pack, the .idx last (it publishes), then the .keep goes. `git repack -d` (a
+        # person's gc, or their `git commit`'s auto gc) lists packs by their .pack and
+        # deletes them after, so a .pack not yet readable would go with the save's commit
+        # in it; `git gc` deletes an .idx without its .pack as garbage, so .idx first fails too
+        keep: Path | None = None
+        try:
+            fd = os.open(folder / f"pack-{name}.keep", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:  # the same pack being written again: that keep holds it
+            pass
+        else:
+            keep = folder / f"pack-{name}.keep"
+            self._prepared.append(keep)
+            os.write(fd, KEEP_MARK + f" pid={os.getpid()}\n".encode())
+            os.close(fd)
+        for data, suffix in ((pack, ".pack"), (index, ".idx")):
             with naming(tmp), open(tmp, "wb") as handle:
                 handle.write(data)
             os.chmod(tmp, 0o444)
             os.replace(tmp, folder / f"pack-{name}{suffix}")
         self._prepared.remove(tmp)
+        if keep is not None:
+            self._prepared.remove(keep)
+            keep.unlink()
         self._bytes_since_gc += len(pack)
         self._packs_since_gc += 1
 
