@@ -40,6 +40,7 @@ log = logging.getLogger("gitmem")
 # the first line of the .keep a save holds while it writes its pack (see flush_objects)
 KEEP_MARK = b"gitmem: a save is writing this pack"
 
+
 class RecoveryLayer(WorktreeLayer):
     """Crash recovery for ``Repository`` (see the module docs)."""
 

@@ -15,6 +15,7 @@ import pytest
 
 from gitmem.errors import LockTimeout
 from gitmem.manager import MemoryManager
+from gitmem.store.recovery import KEEP_MARK
 from gitmem.store.repository import Housekeeping, Repository
 from tests.conftest import git
 from tests.reliability.conftest import ROOT, fsck_problems
@@ -197,6 +198,14 @@ def test_temp_files_of_a_dead_writer_are_swept(store: Path) -> None:
         os.utime(item, (old, old))
     fresh = tmp / "99999-2-0.tmp"  # young: might belong to a live writer elsewhere
     fresh.write_bytes(b"in use")
+    packs = store / ".git" / "objects" / "pack"
+    # the .keep of a pack a killed save was writing (git would never repack that pack),
+    # and one a person keeps on purpose
+    ours, theirs = packs / f"pack-{'1' * 40}.keep", packs / f"pack-{'2' * 40}.keep"
+    ours.write_bytes(KEEP_MARK + b" pid=99999\n")
+    theirs.write_bytes(b"keep: the release of 2024\n")
+    for item in (ours, theirs):
+        os.utime(item, (time.time() - 3600,) * 2)
     Repository(store).close()
-    assert not any(item.exists() for item in leftovers)
-    assert fresh.exists()
+    assert not any(item.exists() for item in [*leftovers, ours])
+    assert fresh.exists() and theirs.exists()
