@@ -294,8 +294,10 @@ class SessionCore(GuardMethods):
     # --- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def batch(self, message: str = "Batch of memory changes") -> Iterator[BatchResult]:
-        """Group every write inside the block into one commit (e.g. an import).
+    def batch(self, message: str = "Batch of memory changes", *,
+              trailers: Mapping[str, str] | None = None) -> Iterator[BatchResult]:
+        """Group every write inside the block into one commit (e.g. an import), with
+        ``trailers`` added to gitmem's own (e.g. ``Gitmem-Source``).
 
         The write lock is held for the whole block; an exception drops all its changes.
         """
@@ -313,7 +315,8 @@ class SessionCore(GuardMethods):
             def commit() -> None:
                 op = "batch" if len(set(current.ops)) != 1 else current.ops[0]
                 base, names = txn.head(), self._names.pending(txn)
-                result.commit = txn.commit(message, trailers=self._trailers(op, current.touched))
+                all_trailers = {**self._trailers(op, current.touched), **(trailers or {})}
+                result.commit = txn.commit(message, trailers=all_trailers)
                 self._names.advance(base, result.commit, names)
 
             # a person's commit to the same files: the changes are made again on top of it

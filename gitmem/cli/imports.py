@@ -1,0 +1,114 @@
+"""``gitmem import ...`` and ``gitmem export ...``: other tools' memory in and out.
+
+Every importer shares the options and the report made here: ``--dry-run`` (say what would
+change, write nothing), ``--json`` (one document: sessions, turns added, skipped,
+conflicts, commit), ``--watch`` (import again whenever the source changes), and a progress
+line on stderr for long imports (never with ``--json``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from gitmem.cli.base import Context, cli, emit, pass_ctx
+from gitmem.importers import locomo
+from gitmem.importers.engine import ImportResult, Meter
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# the progress line is redrawn at most this often (seconds)
+REDRAW_S = 0.2
+
+
+@cli.group("import")
+def import_() -> None:
+    """Import memory from other tools (nanobot, OpenClaw, chat exports, LoCoMo)."""
+
+
+@cli.group("export")
+def export() -> None:
+    """Write a session out in another tool's format."""
+
+
+def dry_run_option(func: F) -> F:
+    """``--dry-run``: report what the import would change and write nothing."""
+    return click.option("--dry-run", is_flag=True,
+                        help="Say what would change; write nothing.")(func)  # fmt: skip
+
+
+class ProgressLine:
+    """A one-line progress display on stderr: bytes read (of the total when known),
+    sessions and turns so far. Silent with ``--json``; redrawn in place on a terminal,
+    printed every few seconds otherwise (logs)."""
+
+    def __init__(self, ctx: Context, meter: Meter, label: str) -> None:
+        self.quiet = ctx.json
+        self.meter = meter
+        self.label = label
+        self.tty = sys.stderr.isatty()
+        self.shown = 0.0
+        self.every = REDRAW_S if self.tty else 5.0
+        self.drawn = False
+
+    def __call__(self, result: ImportResult) -> None:
+        now = time.monotonic()
+        if self.quiet or now - self.shown < self.every:
+            return
+        self.shown = now
+        done, total = self.meter.done, self.meter.total
+        if total:
+            filled = min(30, 30 * done // total)
+            bar = f"[{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}% "
+        else:
+            bar = f"{done / 1e6:.1f} MB "
+        text = (f"{self.label}: {bar}{len(result.sessions)} sessions, "
+                f"{len(result.added)} new turns")  # fmt: skip
+        click.echo(("\r" + text) if self.tty else text, err=True, nl=not self.tty)
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn and self.tty:
+            click.echo("", err=True)
+
+
+def report(ctx: Context, result: ImportResult, source: str) -> None:
+    """Print an import's result: the JSON document, or a line plus any conflicts."""
+    if result.differing and not ctx.json:
+        click.echo(f"kept {len(result.differing)} stored turn(s) that differ from {source} "
+                   "(session, interaction):\n  "
+                   + "\n  ".join(f"{s} {i}" for s, i in result.differing), err=True)
+    emit(ctx, result.to_dict(), result.describe)
+
+
+def run_reported(ctx: Context, label: str, source: str,
+                 work: Callable[[Meter, Callable[[ImportResult], None]], ImportResult]
+                 ) -> ImportResult:
+    """Run ``work(meter, progress)`` with a progress line, then print its report."""
+    meter = Meter()
+    line = ProgressLine(ctx, meter, label)
+    try:
+        result = work(meter, line)
+    finally:
+        line.close()
+    report(ctx, result, source)
+    return result
+
+
+@import_.command("locomo")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
+@dry_run_option
+@pass_ctx
+def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool) -> None:
+    """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
+    mm = ctx.manager()
+    result = locomo.import_locomo(
+        mm, file, convs=convs, dry_run=dry_run,
+        progress=None if ctx.json else (lambda text: click.echo(text, err=True)),
+    )  # fmt: skip
+    report(ctx, result, file)
