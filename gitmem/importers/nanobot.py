@@ -131,7 +131,8 @@ def _is_workspace(folder: Path) -> bool:
 
 
 def _add_workspace(workspace: Path, found: Layout) -> None:
-    found.workspaces.append(workspace)
+    if _is_workspace(workspace) or any((workspace / n).is_file() for n in MEMORY_FILES):
+        found.workspaces.append(workspace)
     legacy = sorted((workspace / "sessions").glob("*.jsonl"))
     if legacy:
         found.session_files += legacy
