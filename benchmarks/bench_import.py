@@ -31,9 +31,12 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-WORDS = ("invoice ledger postgres docker pagination cursor deploy review budget meeting "
-         "travel Lisbon Berlin family birthday hiking recipe garden guitar concert sprint "
-         "migration index query latency cache token summary memory schedule reminder").split()
+WORDS = (
+    "invoice", "ledger", "postgres", "docker", "pagination", "cursor", "deploy", "review",
+    "budget", "meeting", "travel", "Lisbon", "Berlin", "family", "birthday", "hiking", "recipe",
+    "garden", "guitar", "concert", "sprint", "migration", "index", "query", "latency", "cache",
+    "token", "summary", "memory", "schedule", "reminder",
+)
 
 WORKSPACE_ID = "0123456789abcdef0123456789abcdef"
 
@@ -58,11 +61,10 @@ def write_session(folder: Path, key: str, turns: int, rng: random.Random, start:
         lines.append(json.dumps({"role": "user", "content": sentence(rng, rng.randint(8, 30)),
                                  "timestamp": when.isoformat()}))
         if n % 9 == 4:
+            call = {"id": f"c{n}", "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.md"}'}}
             lines.append(json.dumps({"role": "assistant", "content": "Let me look.",
-                                     "tool_calls": [{"id": f"c{n}", "type": "function",
-                                                     "function": {"name": "read_file",
-                                                                  "arguments": '{"path": "a.md"}'}}],
-                                     "timestamp": when.isoformat()}))  # fmt: skip
+                                     "tool_calls": [call], "timestamp": when.isoformat()}))
             lines.append(json.dumps({"role": "tool", "tool_call_id": f"c{n}", "name": "read_file",
                                      "content": sentence(rng, 40), "timestamp": when.isoformat()}))
         lines.append(json.dumps({"role": "assistant", "content": sentence(rng, rng.randint(15, 60)),
@@ -160,9 +162,10 @@ def main() -> None:
                 ("re-import (no change)", statistics.median(again),
                  turns / statistics.median(again)),
                 ("read-json (floor)", statistics.median(reads), turns / statistics.median(reads))]
+        mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"\n{size / 1e6:.1f} MB nanobot home, {turns} turns, {args.runs} runs "
               f"(median); peak RSS of an import {statistics.median(peaks):.0f} MB "
-              f"(this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)\n")
+              f"(this process: {mine:.0f} MB)\n")
         print("| what | median s | turns/s | import time / this |")
         print("|---|---|---|---|")
         for name, seconds, per in rows:

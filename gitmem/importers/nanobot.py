@@ -36,7 +36,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -45,6 +45,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import ValidationError
 from gitmem.importers.engine import (
+    PART_CHARS,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -595,9 +596,11 @@ def import_nanobot(
     keys: Collection[str] | None = None,
     dry_run: bool = False,
     meter: Meter | None = None,
-    progress: Any = None,
+    progress: Callable[[ImportResult], None] | None = None,
+    part_chars: int = PART_CHARS,
 ) -> ImportResult:
-    """Import a nanobot workspace or home into ``mm`` as one commit (see the module text).
+    """Import a nanobot workspace or home into ``mm`` as one commit (see the module text;
+    a huge one goes in parts, see :func:`~gitmem.importers.engine.run_import`).
 
     ``keys`` limits it to those session keys (live capture imports one session at a time);
     ``tz`` names the zone of nanobot's naive timestamps (default: this machine's).
@@ -607,6 +610,13 @@ def import_nanobot(
     layout = find_layout(path)
     if meter is not None:
         meter.total = sum(p.stat().st_size for p in layout.session_files)
-    sessions = read_all(layout, tz=zone(tz), tools=tools, keys=keys, meter=meter)
-    return run_import(mm, sessions, source=layout.source, dry_run=dry_run, progress=progress,
+    where = zone(tz)
+
+    def sessions() -> Iterator[Session]:
+        if meter is not None:
+            meter.done = 0  # a huge import reads the files again
+        return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
+
+    return run_import(mm, sessions(), source=layout.source, dry_run=dry_run, progress=progress,
+                      reread=sessions, part_chars=part_chars,
                       subject=f"Import nanobot memory from {Path(path).expanduser().name}")
