@@ -112,3 +112,24 @@ def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool) -> 
         progress=None if ctx.json else (lambda text: click.echo(text, err=True)),
     )  # fmt: skip
     report(ctx, result, file)
+
+
+@import_.command("openclaw")
+@click.argument("workspace", required=False, type=click.Path(file_okay=False))
+@click.option("--agents-dir", type=click.Path(file_okay=False),
+              help="Where <agentId>/sessions/ live (default: beside the workspace, "
+                   "else ~/.openclaw/agents).")
+@click.option("--tz", "zone", help="Zone for naive times and daily-log dates "
+                                   "(default: the local zone).")
+@dry_run_option
+@pass_ctx
+def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
+                    zone: str | None, dry_run: bool) -> None:
+    """Import OpenClaw: MEMORY.md versions, daily logs and agent session transcripts."""
+    from gitmem.importers import openclaw
+
+    mm = ctx.manager()
+    run_reported(ctx, "openclaw", workspace or "OpenClaw",
+                 lambda meter, progress: openclaw.import_openclaw(
+                     mm, workspace, agents_dir=agents_dir, tz=zone, dry_run=dry_run,
+                     meter=meter, progress=progress))  # fmt: skip
