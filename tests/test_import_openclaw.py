@@ -216,8 +216,12 @@ def test_hostile_names_stay_inside_sessions(mm: MemoryManager, home: Path, store
     weird = home / "agents" / "..x\u202e"
     (weird / "sessions").mkdir(parents=True)
     (weird / "sessions" / "s.jsonl").write_text(json.dumps(header) + "\n" + json.dumps(turn) + "\n")
+    outside = home.parent / "outside.jsonl"
+    outside.write_text(json.dumps(header) + "\n" + json.dumps(turn) + "\n")
+    (sessions / "link.jsonl").symlink_to(outside)  # a link could point anywhere: not read
     result = import_openclaw(mm, home / "workspace", tz="UTC")
     assert len(result.sessions) == 10
+    assert not any(sid.endswith(":link") for sid in result.sessions)
     files = set(git(store, "ls-files", "-z").split("\0")) - {
         "", ".gitattributes", ".gitmem-layout", "README.md"}
     assert len(files) >= 10

@@ -423,8 +423,11 @@ class _Turns:
             iid = stable_id("oc", self.session_id, self.first.isoformat(), opener)
             if iid not in self.seen:
                 self.seen.add(iid)
+                # the speakers are this module's own valid labels: skip their validation,
+                # which costs more than the rest of reading a turn
                 self.turns.append(Interaction(id=iid, timestamp=self.first, messages=[
-                    Message(speaker=s, content=c) for s, c in self.parts]))  # fmt: skip
+                    Message.model_construct(speaker=s, content=c)
+                    for s, c in self.parts]))  # fmt: skip
         self.parts, self.first, self.open = [], None, False
 
     def finish(self) -> list[Interaction]:
