@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from gitmem.cli.base import Context, cli, emit, pass_ctx
-from gitmem.importers import locomo, nanobot
+from gitmem.importers import locomo, nanobot, openclaw
 from gitmem.importers.engine import ImportResult, Meter
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -132,3 +132,22 @@ def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run:
     mode: nanobot.Tools = "full" if tools == "full" else "summary"
     run_reported(ctx, "nanobot", path, lambda meter, progress: nanobot.import_nanobot(
         mm, path, tz=tz, tools=mode, dry_run=dry_run, meter=meter, progress=progress))
+
+
+@import_.command("openclaw")
+@click.argument("workspace", required=False, type=click.Path(file_okay=False))
+@click.option("--agents-dir", type=click.Path(file_okay=False),
+              help="Where <agentId>/sessions/ live (default: beside the workspace, "
+                   "else ~/.openclaw/agents).")
+@click.option("--tz", "zone", help="Zone for naive times and daily-log dates "
+                                   "(default: the local zone).")
+@dry_run_option
+@pass_ctx
+def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
+                    zone: str | None, dry_run: bool) -> None:
+    """Import OpenClaw: MEMORY.md versions, daily logs and agent session transcripts."""
+    mm = ctx.manager()
+    run_reported(ctx, "openclaw", workspace or "OpenClaw",
+                 lambda meter, progress: openclaw.import_openclaw(
+                     mm, workspace, agents_dir=agents_dir, tz=zone, dry_run=dry_run,
+                     meter=meter, progress=progress))  # fmt: skip
