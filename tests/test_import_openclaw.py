@@ -284,3 +284,17 @@ def test_split_entries_uses_the_markdown_structure() -> None:
     assert entries[1].text == "## 08:00 One\n\n- a\n\n```\n## fenced\n```"
     assert [e.text for e in split_entries("- a\n- b\n\npara\r\n")] == ["- a\n- b", "para"]
     assert split_entries("\n\n") == []
+
+
+def test_a_huge_import_goes_in_parts_with_the_same_result(mm: MemoryManager, home: Path,
+                                                          store: Path, tmp_path: Path) -> None:
+    before = _commits(store)
+    parted = import_openclaw(mm, home / "workspace", tz="UTC", part_chars=50)
+    assert len(parted.commits) > 1 and _commits(store) == before + len(parted.commits)
+    whole_mm = MemoryManager(tmp_path / "whole", init=True)
+    whole = import_openclaw(whole_mm, home / "workspace", tz="UTC")
+    assert sorted(parted.sessions) == sorted(whole.sessions)
+    for sid in whole.sessions:
+        one, other = mm.load_memory(sid), whole_mm.load_memory(sid)
+        assert one is not None and other is not None
+        assert one.interactions == other.interactions and one.summary == other.summary

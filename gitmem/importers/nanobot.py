@@ -41,7 +41,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import ValidationError
 from gitmem.importers.engine import (
@@ -52,6 +51,7 @@ from gitmem.importers.engine import (
     run_import,
     safe_session_id,
     stable_id,
+    time_zone,
 )
 from gitmem.importers.nanobot_memory import (
     HISTORY_SESSION,
@@ -88,18 +88,6 @@ class Layout:
     @property
     def source(self) -> str:
         return "nanobot " + (", ".join(sorted(self.layouts)) or "(empty)")
-
-
-def zone(name: str | None) -> tzinfo | None:
-    """The time zone nanobot's naive timestamps are in: ``name`` (IANA, e.g.
-    ``Europe/Berlin``) or None for this machine's local zone."""
-    if not name:
-        return None
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError(f"--tz {name!r} is not a known time zone (e.g. Europe/Berlin, UTC)"
-                              ) from None
 
 
 def find_layout(path: str | os.PathLike[str]) -> Layout:
@@ -461,7 +449,7 @@ def import_nanobot(
     layout = find_layout(path)
     if meter is not None:
         meter.total = sum(p.stat().st_size for p in layout.session_files)
-    where = zone(tz)
+    where = time_zone(tz)
 
     def sessions() -> Iterator[Session]:
         if meter is not None:

@@ -68,11 +68,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import ValidationError
 from gitmem.format.blocks import split_entries
 from gitmem.importers.engine import (
+    PART_CHARS,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -80,6 +80,7 @@ from gitmem.importers.engine import (
     run_import,
     safe_session_id,
     stable_id,
+    time_zone,
 )
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, Message, Session, Summary
@@ -107,12 +108,9 @@ def resolve_tz(tz: str | tzinfo | None) -> tzinfo:
     """A zone name, a ``tzinfo``, or None for the local zone."""
     if isinstance(tz, tzinfo):
         return tz
-    if tz:
-        try:
-            return ZoneInfo(tz)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValidationError(f"--tz {tz!r}: not a time zone name "
-                                  "(e.g. Europe/Lisbon, UTC)") from None  # fmt: skip
+    named = time_zone(tz)
+    if named is not None:
+        return named
     local = datetime.now().astimezone().tzinfo
     return local if local is not None else UTC
 
@@ -126,8 +124,10 @@ def import_openclaw(
     dry_run: bool = False,
     meter: Meter | None = None,
     progress: Callable[[ImportResult], None] | None = None,
+    part_chars: int = PART_CHARS,
 ) -> ImportResult:
-    """Import an OpenClaw workspace and its agents' transcripts into ``mm`` as one commit.
+    """Import an OpenClaw workspace and its agents' transcripts into ``mm`` as one commit
+    (a huge one in parts: see :func:`~gitmem.importers.engine.run_import`).
 
     Args:
         mm: the store.
@@ -162,9 +162,14 @@ def import_openclaw(
     reader = _Reader(mm, resolve_tz(tz), meter or Meter())
     files = reader.plan(space if has_space else None, agents)
     reader.meter.total = sum(_size(path) for _kind, path, _agent in files)
-    return run_import(mm, reader.sessions(files), source=SOURCE, dry_run=dry_run,
-                      subject=f"Import OpenClaw {space if has_space else agents}",
-                      progress=progress)  # fmt: skip
+
+    def sessions() -> Iterator[Session]:
+        reader.meter.done = 0  # a huge import reads the files again
+        return reader.sessions(files)
+
+    return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, reread=sessions,
+                      part_chars=part_chars, progress=progress,
+                      subject=f"Import OpenClaw {space if has_space else agents}")
 
 
 def _size(path: Path) -> int:
