@@ -8,7 +8,9 @@ Reads, told apart by content (never by the file name):
   object) per line. ``content`` may be a string, null (an assistant message that only calls
   tools) or a list of parts (``text``; ``image_url`` becomes ``[image: url]``; any other part
   ``[<type>]``). Each tool call becomes a line ``[tool: name {args}]`` of the assistant's
-  message; a tool result is a message of the speaker ``tool``.
+  message; a tool result is a message of the speaker ``Tool``. Roles become speakers as
+  ``gitmem save`` names them (``User``, ``Assistant``, ``System``); a user message's
+  ``name`` is its speaker.
 - ChatGPT's ``conversations.json``: a list of ``{title, create_time, update_time, mapping,
   current_node, conversation_id | id}``, where ``mapping`` is a tree of ``{message, parent,
   children}`` nodes. The branch the person saw last is imported: from ``current_node`` up
@@ -25,12 +27,14 @@ through :func:`~gitmem.importers.engine.safe_session_id`. The title goes to the 
 ``title``, the tag is ``chat`` or ``chatgpt``. A turn is a user message and the messages up
 to the next one; messages before the first user message (a system prompt) form their own
 turn. A turn's id hashes the session key, the time the file gives the turn (if any), its
-messages and how many identical turns came before it, so two "ok" turns stay distinct and
-an unchanged file gives the same ids again. A turn's time is the first message time the
-file gives (``created`` / ``create_time`` / ``timestamp``: epoch seconds, or ISO with naive
-times in ``tz``); otherwise the conversation's time (else the file's mtime) plus one second
-per turn, to keep the order. Such a derived time is not the source's, so a re-import keeps
-the stored time of a turn it already has (a touched or appended file causes no conflicts).
+opening message and how many turns opened the same way before it, so two "ok" turns stay
+distinct, an unchanged file gives the same ids again, and a turn whose reply changed in the
+file (a regenerated answer) is reported as differing rather than stored twice. A turn's
+time is the first message time the file gives (``created`` / ``create_time`` /
+``timestamp``: epoch seconds, or ISO with naive times in ``tz``); otherwise the
+conversation's time (else the file's mtime) plus one second per turn, to keep the order.
+Such a derived time is not the source's, so a re-import keeps the stored time of a turn it
+already has (a touched or appended file causes no conflicts).
 
 Big files stream: JSONL line by line, a JSON array element by element
 (:mod:`gitmem.importers.jsonstream`); memory holds one conversation at a time.
@@ -345,8 +349,9 @@ def _session(where: str, session_id: str, tag: str, items: list[_Item],
     for at, turn in enumerate(turns):
         given = next((item.when for item in turn if item.when is not None), None)
         when = given or base + timedelta(seconds=at)
-        parts = (given.isoformat() if given else "",
-                 *(text for item in turn for text in (item.speaker, item.content)))  # fmt: skip
+        # a turn is known by its opening message (the prompt) and the time the file gives
+        # it: a reply that changed since is then reported, not imported as a second turn
+        parts = (given.isoformat() if given else "", turn[0].speaker, turn[0].content)
         occurrence = seen.get(parts, 0)
         seen[parts] = occurrence + 1
         turn_id = stable_id(tag, session_id, str(occurrence), *parts)
@@ -392,7 +397,7 @@ def _openai_items(where: str, messages: list[Any], zone: tzinfo | None) -> list[
         if not content:
             continue  # an empty message (e.g. a null content without calls) says nothing
         name = message.get("name")
-        speaker = role
+        speaker = _speaker(role)
         if role == "user" and isinstance(name, str) and _label(name):
             speaker = name
         items.append(_Item(role, speaker, content, _message_time(where, here, message, zone)))
@@ -405,6 +410,11 @@ def _role(where: str, here: str, role: Any) -> str:
         raise ImportFormatError(where, f"{here}: \"role\" must be a name such as user or "
                                        f"assistant, found {found}")  # fmt: skip
     return role.strip().lower() if role.strip().lower() in ROLES else role.strip()
+
+
+def _speaker(role: str) -> str:
+    """A role as gitmem names speakers (``User``, ``Assistant``, as ``save`` does)."""
+    return role.capitalize() if role in ROLES else role
 
 
 def _label(text: str) -> bool:
@@ -481,7 +491,8 @@ def _chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> lis
         if role == "assistant" and content and recipient not in (None, "", "all"):
             content = f"[tool: {recipient} {content}]"
         if content:
-            items.append(_Item(role, role, content, _message_time(where, here, message, zone)))
+            items.append(_Item(role, _speaker(role), content,
+                               _message_time(where, here, message, zone)))
     return items
 
 

@@ -46,11 +46,11 @@ class JsonStream:
     """A cursor over the JSON text of a binary file handle, reading it in chunks."""
 
     def __init__(self, path: str, handle: IO[bytes], meter: Meter | None = None,
-                 chunk: int = CHUNK) -> None:  # fmt: skip
+                 chunk: int | None = None) -> None:  # fmt: skip
         self.path = path
         self.handle = handle
         self.meter = meter
-        self.chunk = chunk
+        self.chunk = chunk or CHUNK
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.buf = ""
         self.pos = 0
@@ -111,7 +111,9 @@ class JsonStream:
                 found, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 if self._cut_short(exc):
-                    want = 2 * len(self.buf)  # grow geometrically: a big value decodes O(n)
+                    # the value so far read again with twice as much: a big value is
+                    # decoded O(n) times in all, and the buffer stays about its size
+                    want = 2 * (len(self.buf) - self.pos)
                     self._fill(want)
                     continue
                 raise ImportFormatError(self.where(exc.pos), exc.msg) from None
