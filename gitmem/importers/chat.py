@@ -37,7 +37,8 @@ Such a derived time is not the source's, so a re-import keeps the stored time of
 already has (a touched or appended file causes no conflicts).
 
 Big files stream: JSONL line by line, a JSON array element by element
-(:mod:`gitmem.importers.jsonstream`); memory holds one conversation at a time.
+(:mod:`gitmem.importers.jsonstream`); memory holds one conversation at a time. How one
+conversation's messages are read is :mod:`gitmem.importers.chatmessages`.
 :func:`export_chat` gives a session back as a messages array (``gitmem export chat``).
 """
 
@@ -45,15 +46,23 @@ from __future__ import annotations
 
 import json
 import os
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import IO, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import SessionNotFound, ValidationError
+from gitmem.importers.chatmessages import (
+    ROLES,
+    Item,
+    chatgpt_items,
+    conversation_time,
+    openai_items,
+    shape,
+    time_zone,
+    title_of,
+)
 from gitmem.importers.engine import (
     ImportFormatError,
     ImportResult,
@@ -73,7 +82,6 @@ from gitmem.models import (
     Message,
     ModelValidationError,
     Session,
-    check_label,
     describe_errors,
 )
 
@@ -82,17 +90,6 @@ SOURCE = "chat"
 EXPECTED = ("expected OpenAI chat messages (a JSON array of {role, content}), a conversation "
             "object with \"messages\", JSONL with one conversation per line, or ChatGPT's "
             "conversations.json (a list of conversations with \"mapping\")")  # fmt: skip
-
-# roles a messages array names as they are; any other speaker is a "user" with that name
-ROLES = ("user", "assistant", "system", "tool", "developer", "function")
-
-# keys a message or conversation may give its time under, in order of preference
-_TIME_KEYS = ("created", "create_time", "timestamp", "created_at")
-
-# epoch values above this are taken as milliseconds (it is the year 5138 in seconds)
-_MILLIS = 1e11
-
-_DROP = ("Cc", "Cs", "Zl", "Zp")
 
 
 @dataclass(frozen=True)
@@ -111,14 +108,6 @@ class Conversation:
     derived: frozenset[str]
     timed: bool
     line: int
-
-
-@dataclass
-class _Item:
-    role: str
-    speaker: str
-    content: str
-    when: datetime | None
 
 
 @dataclass(frozen=True)
@@ -153,7 +142,7 @@ def read_chat(path: str | Path, *, session: str | None = None, tz: str | tzinfo 
     zone of naive ISO times (default: this machine's); ``meter`` counts the bytes read.
     Raises :class:`ImportFormatError` (``file:line``) on anything it cannot read.
     """
-    zone = _zone(tz)
+    zone = time_zone(tz)
     name = str(path)
     try:
         handle = open(path, "rb")  # noqa: SIM115  (closed below; the generator owns it)
@@ -259,7 +248,7 @@ def _json_values(path: str, stream: JsonStream) -> Iterator[_Raw]:
             else:
                 raise ImportFormatError(f"{path}:{event.line}",
                                         "expected a chat message {role, content} like the "
-                                        f"array's first element, found {_shape(event.value)}")
+                                        f"array's first element, found {shape(event.value)}")
         elif messages is not None:  # the end of an array of messages
             yield _Raw("openai", start, {"messages": messages})
             messages = None
@@ -288,15 +277,7 @@ def _one(path: str, line: int, value: Any) -> _Raw:
             return _Raw("chatgpt", line, value)
         if isinstance(value.get("messages"), list):
             return _Raw("openai", line, value)
-    raise ImportFormatError(f"{path}:{line}", f"{EXPECTED}; found {_shape(value)}")
-
-
-def _shape(value: Any) -> str:
-    if isinstance(value, dict):
-        keys = ", ".join(repr(k) for k in list(value)[:5])
-        return f"an object with keys {keys}" if keys else "an empty object"
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+    raise ImportFormatError(f"{path}:{line}", f"{EXPECTED}; found {shape(value)}")
 
 
 # --- converting ---------------------------------------------------------------------------
@@ -316,10 +297,10 @@ def _convert(reader: _Reader, raw: _Raw) -> Conversation | None:
     tag = raw.kind
     if raw.kind == "chatgpt":
         key = data.get("conversation_id") or data.get("id")
-        items = _chatgpt_items(where, data, reader.zone)
+        items = chatgpt_items(where, data, reader.zone)
     else:
         key = data.get("id")
-        items = _openai_items(where, data["messages"], reader.zone)
+        items = openai_items(where, data["messages"], reader.zone)
         tag = SOURCE
     if reader.session is not None:
         session_id = safe_session_id(reader.session)
@@ -327,16 +308,16 @@ def _convert(reader: _Reader, raw: _Raw) -> Conversation | None:
         session_id = safe_session_id(f"{tag}:{key}")
     else:
         session_id = safe_session_id(f"{SOURCE}:{reader.stem}-{reader.count}")
-    created = _conversation_time(where, data, ("created", "create_time"), reader.zone)
-    updated = _conversation_time(where, data, ("updated", "update_time"), reader.zone)
+    created = conversation_time(where, data, ("created", "create_time"), reader.zone)
+    updated = conversation_time(where, data, ("updated", "update_time"), reader.zone)
     return _session(where, session_id, tag, items, created, updated, reader.mtime,
-                    _title(data.get("title")), raw.line)  # fmt: skip
+                    title_of(data.get("title")), raw.line)  # fmt: skip
 
 
-def _session(where: str, session_id: str, tag: str, items: list[_Item],
+def _session(where: str, session_id: str, tag: str, items: list[Item],
              created: datetime | None, updated: datetime | None, mtime: datetime,
              title: str | None, line: int) -> Conversation | None:  # fmt: skip
-    turns: list[list[_Item]] = []
+    turns: list[list[Item]] = []
     for item in items:
         if item.role == "user" or not turns:
             turns.append([item])
@@ -378,236 +359,6 @@ def _session(where: str, session_id: str, tag: str, items: list[_Item],
     return Conversation(session, frozenset(derived), created is not None, line)
 
 
-def _openai_items(where: str, messages: list[Any], zone: tzinfo | None) -> list[_Item]:
-    items: list[_Item] = []
-    for at, message in enumerate(messages, 1):
-        here = f"message {at}"
-        if not isinstance(message, dict):
-            raise ImportFormatError(where, f"{here}: expected an object {{role, content}}, "
-                                           f"found {_shape(message)}")  # fmt: skip
-        role = _role(where, here, message.get("role"))
-        lines = [_openai_content(where, here, message.get("content"))]
-        calls = message.get("tool_calls") or []
-        if not isinstance(calls, list):
-            raise ImportFormatError(where, f"{here}: tool_calls must be an array")
-        if isinstance(message.get("function_call"), dict):  # the older single-call form
-            calls = [*calls, {"function": message["function_call"]}]
-        lines += [_tool_call(where, here, call) for call in calls]
-        content = "\n".join(line for line in lines if line)
-        if not content:
-            continue  # an empty message (e.g. a null content without calls) says nothing
-        name = message.get("name")
-        speaker = _speaker(role)
-        if role == "user" and isinstance(name, str) and _label(name):
-            speaker = name
-        items.append(_Item(role, speaker, content, _message_time(where, here, message, zone)))
-    return items
-
-
-def _role(where: str, here: str, role: Any) -> str:
-    if not isinstance(role, str) or not _label(role.strip()):
-        found = repr(role[:40]) if isinstance(role, str) else _shape(role)
-        raise ImportFormatError(where, f"{here}: \"role\" must be a name such as user or "
-                                       f"assistant, found {found}")  # fmt: skip
-    return role.strip().lower() if role.strip().lower() in ROLES else role.strip()
-
-
-def _speaker(role: str) -> str:
-    """A role as gitmem names speakers (``User``, ``Assistant``, as ``save`` does)."""
-    return role.capitalize() if role in ROLES else role
-
-
-def _label(text: str) -> bool:
-    try:
-        check_label(text, "speaker")
-    except ValueError:
-        return False
-    return len(text) <= 100
-
-
-def _openai_content(where: str, here: str, content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ImportFormatError(where, f"{here}: content must be a string, null or a list "
-                                       f"of parts, found {_shape(content)}")  # fmt: skip
-    out: list[str] = []
-    for part in content:
-        if isinstance(part, str):
-            out.append(part)
-        elif not isinstance(part, dict):
-            raise ImportFormatError(where, f"{here}: a content part is {_shape(part)}")
-        elif part.get("type") in ("text", "input_text", "output_text"):
-            out.append(str(part.get("text") or ""))
-        elif part.get("type") == "image_url":
-            image = part.get("image_url")
-            url = image.get("url") if isinstance(image, dict) else image
-            out.append(f"[image: {_short_url(str(url or ''))}]")
-        elif part.get("type") == "refusal":
-            out.append(str(part.get("refusal") or ""))
-        else:
-            out.append(f"[{part.get('type') or 'part'}]")
-    return "\n".join(text for text in out if text)
-
-
-def _short_url(url: str) -> str:
-    # an inline image (data: URL) would put megabytes of base64 into the memory
-    if url.startswith("data:"):
-        head = url.split(",", 1)[0]
-        return f"{head} ({len(url)} characters)"
-    return url
-
-
-def _tool_call(where: str, here: str, call: Any) -> str:
-    if not isinstance(call, dict):
-        raise ImportFormatError(where, f"{here}: a tool call is {_shape(call)}")
-    given = call.get("function")
-    function: dict[str, Any] = given if isinstance(given, dict) else {}
-    name = function.get("name") or call.get("name") or call.get("type") or "tool"
-    args = function.get("arguments", call.get("arguments"))
-    if args is not None and not isinstance(args, str):
-        args = json.dumps(args, ensure_ascii=False, sort_keys=True)
-    return f"[tool: {name} {args}]" if args else f"[tool: {name}]"
-
-
-def _chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> list[_Item]:
-    mapping: dict[str, Any] = data["mapping"]
-    items: list[_Item] = []
-    for node_id in _branch(where, mapping, data.get("current_node")):
-        node = mapping[node_id]
-        message = node.get("message") if isinstance(node, dict) else None
-        if not isinstance(message, dict):
-            continue
-        metadata = message.get("metadata") or {}
-        if isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation"):
-            continue
-        here = f"node {node_id!r}"
-        author = message.get("author") or {}
-        role = _role(where, here, author.get("role") if isinstance(author, dict) else None)
-        content = _chatgpt_content(message.get("content"))
-        recipient = message.get("recipient")
-        if role == "assistant" and content and recipient not in (None, "", "all"):
-            content = f"[tool: {recipient} {content}]"
-        if content:
-            items.append(_Item(role, _speaker(role), content,
-                               _message_time(where, here, message, zone)))
-    return items
-
-
-def _branch(where: str, mapping: dict[str, Any], current: Any) -> list[str]:
-    """The node ids from the root to ``current`` (the branch shown last)."""
-    if current is None:
-        roots = [key for key, node in mapping.items()
-                 if isinstance(node, dict) and node.get("parent") in (None, "")]  # fmt: skip
-        if not roots:
-            return []
-        current = roots[0]
-        while True:  # no current node: follow the newest (last) child down
-            children = mapping[current].get("children") or []
-            children = [c for c in children if c in mapping]
-            if not children:
-                break
-            current = children[-1]
-    path: list[str] = []
-    seen: set[str] = set()
-    while current not in (None, ""):
-        if not isinstance(current, str) or current not in mapping:
-            raise ImportFormatError(where, f"node {current!r} is not in the mapping")
-        if current in seen:
-            raise ImportFormatError(where, f"node {current!r} is its own ancestor")
-        seen.add(current)
-        path.append(current)
-        node = mapping[current]
-        current = node.get("parent") if isinstance(node, dict) else None
-    path.reverse()
-    return path
-
-
-def _chatgpt_content(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, dict):
-        return ""
-    parts = content.get("parts")
-    if isinstance(parts, list):
-        out: list[str] = []
-        for part in parts:
-            if isinstance(part, str):
-                out.append(part)
-            elif isinstance(part, dict):
-                kind = str(part.get("content_type") or "part")
-                pointer = part.get("asset_pointer")
-                if "image" in kind and pointer:
-                    out.append(f"[image: {pointer}]")
-                elif isinstance(part.get("text"), str):
-                    out.append(part["text"])
-                else:
-                    out.append(f"[{kind}]")
-        return "\n".join(text for text in out if text)
-    for key in ("text", "result"):
-        if isinstance(content.get(key), str):
-            return str(content[key])
-    named = content.get("content_type")
-    return f"[{named}]" if isinstance(named, str) and named else ""
-
-
-# --- times --------------------------------------------------------------------------------
-
-
-def _zone(tz: str | tzinfo | None) -> tzinfo | None:
-    if tz is None or isinstance(tz, tzinfo):
-        return tz
-    try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError(f"--tz {tz!r}: not a time zone name such as Europe/Berlin "
-                              "or UTC") from None  # fmt: skip
-
-
-def _message_time(where: str, here: str, message: dict[str, Any], zone: tzinfo | None
-                  ) -> datetime | None:
-    for key in _TIME_KEYS:
-        if message.get(key) is not None:
-            return _when(where, f"{here}: {key}", message[key], zone)
-    return None
-
-
-def _conversation_time(where: str, data: dict[str, Any], keys: tuple[str, ...],
-                       zone: tzinfo | None) -> datetime | None:  # fmt: skip
-    for key in keys:
-        if data.get(key) is not None:
-            return _when(where, key, data[key], zone)
-    return None
-
-
-def _when(where: str, what: str, value: Any, zone: tzinfo | None) -> datetime:
-    """Epoch seconds (milliseconds when huge) or an ISO date-time, in whole seconds; a
-    naive one is in ``zone`` (None: this machine's zone)."""
-    try:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            seconds = value / 1000 if abs(value) > _MILLIS else value
-            return datetime.fromtimestamp(int(seconds), UTC)
-        if isinstance(value, str):
-            stamp = datetime.fromisoformat(value.strip()).replace(microsecond=0)
-            if stamp.tzinfo is None:
-                stamp = stamp.replace(tzinfo=zone) if zone else stamp.astimezone()
-            return stamp
-    except (ValueError, OverflowError, OSError):
-        pass
-    shown = repr(value) if len(repr(value)) <= 40 else "a long value"
-    raise ImportFormatError(where, f"{what} {shown} is not epoch seconds or an ISO date-time")
-
-
-def _title(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return None
-    text = " ".join("".join(ch for ch in value if unicodedata.category(ch) not in _DROP
-                            or ch.isspace()).split())  # fmt: skip
-    return text[:200].strip() or None
-
-
 # --- the store ----------------------------------------------------------------------------
 
 
@@ -631,9 +382,18 @@ def import_chat(
     ``progress(result so far)`` is called after each conversation.
     """
 
+    stored: set[str] | None = None
+
     def sessions() -> Iterator[Session]:
+        nonlocal stored
         for found in read_chat(path, session=session, tz=tz, meter=meter):
-            yield _keep_stored_times(mm, found)
+            if found.derived:
+                if stored is None:  # one listing, not a lookup per conversation
+                    stored = set(mm.session_ids())
+                if found.session.id in stored:
+                    yield _keep_stored_times(mm, found)
+                    continue
+            yield found.session
 
     return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, progress=progress,
                       subject=f"Import chat transcripts from {Path(path).name}")  # fmt: skip

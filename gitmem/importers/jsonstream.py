@@ -20,8 +20,8 @@ from typing import IO, Any, Literal
 
 from gitmem.importers.engine import ImportFormatError, Meter
 
-# bytes read at a time; the buffer holds one value plus about this much
-CHUNK = 1 << 20
+# bytes read at a time (256 KiB); the buffer holds one value plus about this much
+CHUNK = 1 << 18
 
 # an error this far (characters) before the end of the buffer cannot be a value cut short
 # by the chunk boundary (a literal, number or escape is shorter), so it is reported at once
