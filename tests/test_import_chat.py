@@ -138,23 +138,31 @@ def chatgpt_conversation() -> dict[str, Any]:
         message = None if role is None else {
             "id": nid, "author": {"role": role, "name": None, "metadata": {}},
             "create_time": at or None, "content": {"content_type": "text", "parts": parts},
-            "status": "finished_successfully", "recipient": "all", "metadata": {}, **extra}
+            "status": "finished_successfully", "recipient": "all", "metadata": {},
+            "weight": 1.0, **extra}
         return {"id": nid, "message": message, "parent": parent, "children": children}
 
     nodes = [
         node("root", None, ["sys"], None),
         node("sys", "root", ["u1"], "system", [""],
              metadata={"is_visually_hidden_from_conversation": True}),
-        node("u1", "sys", ["a1"], "user", ["Plan a trip to Lisbon"], 1706745600.5),
-        node("a1", "u1", ["u2old", "u2new"], "assistant", ["Sure: 3 days."], 1706745610),
+        node("u1", "sys", ["ctx"], "user", ["Plan a trip to Lisbon"], 1706745600.5),
+        node("a1", "ctx", ["u2old", "u2new"], "assistant", ["Sure: 3 days."], 1706745610),
+        node("ctx", "u1", ["a1"], "assistant", ["remembered: likes trains"], 1706745605,
+             weight=0.0),
         node("u2old", "a1", ["a2old"], "user", ["Add Porto"], 1706745700),
         node("a2old", "u2old", [], "assistant", ["Porto added."], 1706745710),
         node("u2new", "a1", ["a2new"], "user", [
             "Add Sintra, see map", {"content_type": "image_asset_pointer",
                                     "asset_pointer": "file-service://file-abc", "width": 5}],
              1706745800),
-        node("a2new", "u2new", [], "assistant", ["Sintra added."], 1706745810),
+        node("code", "u2new", ["out"], "assistant", None, 1706745805, recipient="python"),
+        node("out", "code", ["a2new"], "tool", None, 1706745806),
+        node("a2new", "out", [], "assistant", ["Sintra added."], 1706745810),
     ]  # fmt: skip
+    nodes[-3]["message"]["content"] = {"content_type": "code", "language": "python",
+                                       "text": "km = 25"}
+    nodes[-2]["message"]["content"] = {"content_type": "execution_output", "text": "25"}
     return {"title": "Lisbon trip", "create_time": 1706745600.1, "update_time": 1706745810,
             "mapping": {n["id"]: n for n in nodes}, "current_node": "a2new",
             "conversation_id": "6f1d-lisbon", "id": "6f1d-lisbon"}  # fmt: skip
@@ -168,14 +176,21 @@ def test_chatgpt_export_follows_the_branch_shown_last(repo: Path, tmp_path: Path
     assert turns(mm, "chatgpt:6f1d-lisbon") == [
         [("User", "Plan a trip to Lisbon"), ("Assistant", "Sure: 3 days.")],
         [("User", "Add Sintra, see map\n[image: file-service://file-abc]"),
+         ("Assistant", "[tool: python km = 25]"), ("Tool", "25"),
          ("Assistant", "Sintra added.")],
-    ]  # the hidden system node and the edited-away branch are not there
+    ]  # the hidden nodes and the edited-away branch are not there
     session = mm.load_memory("chatgpt:6f1d-lisbon")
     assert session is not None
     assert session.tags == ["chatgpt"] and session.extra == {"title": "Lisbon trip"}
     assert [t.timestamp.isoformat() for t in session.interactions] == [
         "2024-02-01T00:00:00+00:00", "2024-02-01T00:03:20+00:00"]
     assert "Porto" not in git(repo, "show", "HEAD")
+    # without current_node the newest branch (the last child at each step) is taken
+    bare = chatgpt_conversation()
+    del bare["current_node"]
+    bare["conversation_id"] = bare["id"] = "no-current"
+    run(repo, "import", "chat", str(write(tmp_path / "bare.json", [bare])))
+    assert turns(mm, "chatgpt:no-current") == turns(mm, "chatgpt:6f1d-lisbon")
 
 
 def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ Reads, told apart by content (never by the file name):
   current_node, conversation_id | id}``, where ``mapping`` is a tree of ``{message, parent,
   children}`` nodes. The branch the person saw last is imported: from ``current_node`` up
   through ``parent`` to the root (without ``current_node``: from the root along the last
-  child). Hidden nodes (``metadata.is_visually_hidden_from_conversation``) and empty ones
-  are skipped; ``content.parts`` are joined (an image part becomes ``[image: pointer]``), an
-  assistant message addressed to a tool (``recipient`` other than ``all``) becomes
-  ``[tool: recipient text]``.
+  child). Hidden nodes (``metadata.is_visually_hidden_from_conversation``, ``weight`` 0)
+  and empty ones are skipped; ``content.parts`` are joined (an image part becomes
+  ``[image: pointer]``), an assistant message addressed to a tool (``recipient`` other
+  than ``all``) becomes ``[tool: recipient text]``.
 
 Each conversation is one session: ``--session ID`` when the file holds exactly one (a file
 with more is refused rather than guessed at), else ``chat:<id>`` / ``chatgpt:<conversation

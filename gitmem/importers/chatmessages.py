@@ -155,6 +155,8 @@ def chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> list
         metadata = message.get("metadata") or {}
         if isinstance(metadata, dict) and metadata.get("is_visually_hidden_from_conversation"):
             continue
+        if message.get("weight") == 0:  # ChatGPT does not show a message of weight 0
+            continue
         here = f"node {node_id!r}"
         author = message.get("author") or {}
         role = _role(where, here, author.get("role") if isinstance(author, dict) else None)
