@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -252,8 +253,6 @@ def test_touching_a_file_without_times_is_no_change(repo: Path, tmp_path: Path) 
     source = write(tmp_path / "talk.json", MESSAGES)
     run(repo, "import", "chat", str(source))
     head = git(repo, "rev-parse", "HEAD")
-    import os
-
     os.utime(source, (1_000_000_000, 1_000_000_000))  # turn times came from the mtime
     out = run(repo, "--json", "import", "chat", str(source))
     assert json.loads(out.output)["conflicts"] == []

@@ -382,10 +382,9 @@ def import_chat(
     ``progress(result so far)`` is called after each conversation.
     """
 
-    stored: set[str] | None = None
-
     def sessions() -> Iterator[Session]:
-        nonlocal stored
+        # a generator function, so the file can be read again (a huge import in parts)
+        stored: set[str] | None = None
         for found in read_chat(path, session=session, tz=tz, meter=meter):
             if found.derived:
                 if stored is None:  # one listing, not a lookup per conversation
