@@ -365,11 +365,13 @@ class SessionCore(GuardMethods):
         body: str = "",
     ) -> str | None:
         """Read-modify-write one session under the lock; one commit unless in a batch."""
-        path = self._path(session_id)
         batch: _Batch | None = getattr(self._local, "batch", None)
         if batch is not None:
+            # the batch holds the lock: its head is the branch's (no ref file read per save)
+            path = self._path(session_id, batch.txn.head())
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
+        path = self._path(session_id)
         with self._repo.transaction() as txn:
 
             def write() -> str | None:

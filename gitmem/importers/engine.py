@@ -307,8 +307,9 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
     size, more = 0, False
     try:
         with mm.batch(subject, trailers=trailers) as done:
+            base = mm.head()  # the batch holds the write lock: the branch stays here
             for imported in sessions:
-                _merge_one(mm, imported, result)
+                _merge_one(mm, imported, result, base)
                 if imported.id not in result.sessions:
                     result.sessions.append(imported.id)
                 if progress is not None:
@@ -331,8 +332,10 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
     return more
 
 
-def _merge_one(mm: MemoryManager, imported: Session, result: ImportResult) -> None:
-    archived = mm.load_archive(imported.id)  # a summary may have moved turns there
+def _merge_one(mm: MemoryManager, imported: Session, result: ImportResult,
+               base: str | None) -> None:
+    # a summary may have moved turns to the archive part
+    archived = mm.load_archive(imported.id, commit=base) if base else None
     elsewhere = {t.id for t in archived.interactions} if archived else set()
 
     def same(stored: Interaction, given: Interaction) -> bool:
