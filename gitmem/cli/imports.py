@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from gitmem.cli.base import Context, cli, emit, pass_ctx
-from gitmem.importers import locomo
+from gitmem.importers import locomo, nanobot
 from gitmem.importers.engine import ImportResult, Meter
 from gitmem.importers.watch import watch as watch_files
 
@@ -55,7 +55,7 @@ class ProgressLine:
         self.meter = meter
         self.label = label
         self.tty = sys.stderr.isatty()
-        self.shown = 0.0
+        self.shown = time.monotonic()  # a short import draws nothing
         self.every = REDRAW_S if self.tty else 5.0
         self.drawn = False
 
@@ -188,3 +188,23 @@ def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool, wat
         progress=None if ctx.json else (lambda text: click.echo(text, err=True)),
     )  # fmt: skip
     report(ctx, result, file)
+
+
+@import_.command("nanobot")
+@click.argument("path", required=False, default="~/.nanobot",
+                type=click.Path(exists=False, file_okay=False))
+@click.option("--tz", help="Zone of nanobot's naive timestamps, e.g. Europe/Berlin "
+              "(default: this machine's).")
+@click.option("--tools", type=click.Choice(["summary", "full"]), default="summary",
+              show_default=True,
+              help="Tool calls as one line in the assistant's message, or also the results "
+                   "as a 'tool' speaker.")
+@dry_run_option
+@pass_ctx
+def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool) -> None:
+    """Import nanobot's memory: sessions, summaries, MEMORY.md/USER.md/SOUL.md versions
+    and history, from a WORKSPACE or a NANOBOT_HOME (default ~/.nanobot)."""
+    mm = ctx.manager()
+    mode: nanobot.Tools = "full" if tools == "full" else "summary"
+    run_reported(ctx, "nanobot", path, lambda meter, progress: nanobot.import_nanobot(
+        mm, path, tz=tz, tools=mode, dry_run=dry_run, meter=meter, progress=progress))

@@ -92,12 +92,15 @@ class Merged:
         differing: ids of turns the store has with other content than the file; the
             stored version is kept.
         summary: True when the imported summary replaced (or became) the stored one.
+        extended: ids of stored turns the source has since given more messages (a reply
+            written after the last import); they now hold the new messages too.
     """
 
     session: Session
     added: tuple[str, ...] = ()
     differing: tuple[str, ...] = ()
     summary: bool = False
+    extended: tuple[str, ...] = ()
 
 
 def merge_session(stored: Session | None, imported: Session, *,
@@ -108,7 +111,8 @@ def merge_session(stored: Session | None, imported: Session, *,
     Turns are matched by id: an imported turn the store lacks (neither in ``stored`` nor
     among ``elsewhere``, e.g. the ids a summary moved to the archive part) is appended in
     file order; a stored turn is kept as it is, and listed in ``differing`` when ``same``
-    (default: equal timestamp and messages) says the file has it otherwise. Participants
+    (default: equal timestamp and messages) says the file has it otherwise, unless the
+    file only has more messages after the stored ones (``extended``). Participants
     and tags are joined, the project is kept if set, the time span is widened, the
     source's metadata keys are set. The imported summary is taken when the store has none,
     or when the stored one came from the same model and is older (the source summarised
@@ -121,17 +125,22 @@ def merge_session(stored: Session | None, imported: Session, *,
     have = {turn.id: turn for turn in stored.interactions}
     added: list[Interaction] = []
     differing: list[str] = []
+    grown: dict[str, Interaction] = {}
     for turn in imported.interactions:
         kept = have.get(turn.id)
         if kept is None:
             if turn.id not in elsewhere:
                 added.append(turn)
                 have[turn.id] = turn
-        elif not equal(kept, turn):
+        elif equal(kept, turn):
+            continue
+        elif _grew(kept, turn, equal):
+            grown[turn.id] = turn  # the source added replies to a turn: nothing is lost
+        else:
             differing.append(turn.id)
     update: dict[str, Any] = {}
-    if added:
-        update["interactions"] = [*stored.interactions, *added]
+    if added or grown:
+        update["interactions"] = [grown.get(t.id, t) for t in stored.interactions] + added
     for name in ("participants", "tags", "links"):
         joined = list(dict.fromkeys([*getattr(stored, name), *getattr(imported, name)]))
         if joined != getattr(stored, name):
@@ -148,7 +157,16 @@ def merge_session(stored: Session | None, imported: Session, *,
     if _newer_summary(stored.summary, imported.summary):
         update["summary"] = imported.summary
     session = stored.model_copy(update=update) if update else stored
-    return Merged(session, tuple(t.id for t in added), tuple(differing), "summary" in update)
+    return Merged(session, tuple(t.id for t in added), tuple(differing), "summary" in update,
+                  tuple(grown))
+
+
+def _grew(kept: Interaction, turn: Interaction,
+          equal: Callable[[Interaction, Interaction], bool]) -> bool:
+    """True when ``turn`` is ``kept`` with more messages after it (a reply that came later)."""
+    if len(turn.messages) <= len(kept.messages):
+        return False
+    return equal(kept, turn.model_copy(update={"messages": turn.messages[:len(kept.messages)]}))
 
 
 def _newer_summary(stored: Summary | None, imported: Summary | None) -> bool:
@@ -172,6 +190,7 @@ class ImportResult(Result):
     added: list[tuple[str, str]] = []  # noqa: RUF012
     differing: list[tuple[str, str]] = []  # noqa: RUF012
     summaries: list[str] = []  # noqa: RUF012
+    extended: list[tuple[str, str]] = []  # noqa: RUF012
     skipped: int = 0
     commit: str | None = None
     dry_run: bool = False
@@ -182,6 +201,7 @@ class ImportResult(Result):
                 "dry_run": self.dry_run, "turns_added": len(self.added),
                 "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
                 "skipped": self.skipped, "summaries": self.summaries,
+                "extended": [{"session_id": s, "interaction_id": i} for s, i in self.extended],
                 "conflicts": [{"session_id": s, "interaction_id": i}
                               for s, i in self.differing]}  # fmt: skip
 
@@ -189,6 +209,8 @@ class ImportResult(Result):
         """One line for people: what changed, or that nothing did."""
         what = (f"{len(self.sessions)} session(s), {len(self.added)} new turn(s), "
                 f"{self.skipped} already stored")  # fmt: skip
+        if self.extended:
+            what += f", {len(self.extended)} turn(s) with new replies"
         if self.summaries:
             what += f", {len(self.summaries)} summary(ies)"
         if self.differing:
@@ -251,7 +273,8 @@ def _merge_one(mm: MemoryManager, imported: Session, result: ImportResult) -> No
         merged = merge_session(current, imported, elsewhere=elsewhere, same=same)
         result.added += [(imported.id, iid) for iid in merged.added]
         result.differing += [(imported.id, iid) for iid in merged.differing]
-        result.skipped += len(imported.interactions) - len(merged.added)
+        result.extended += [(imported.id, iid) for iid in merged.extended]
+        result.skipped += len(imported.interactions) - len(merged.added) - len(merged.extended)
         if merged.summary and imported.id not in result.summaries:
             result.summaries.append(imported.id)
         return merged.session
