@@ -18,6 +18,8 @@ commit short.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import logging
 import os
 import threading
@@ -25,7 +27,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from gitmem.importers.engine import ImportResult
+from gitmem.importers import nanobot
+from gitmem.importers.engine import ImportResult, run_import
+from gitmem.importers.watch import Snapshot, snapshot
 from gitmem.manager import MemoryManager
 
 log = logging.getLogger("gitmem.capture")
@@ -103,3 +107,36 @@ class Capture:
                 self._warned.add((session_id, turn))
                 log.warning("gitmem: kept stored turn %s of %s, which differs from the file",
                             turn, session_id)  # fmt: skip
+
+
+def nanobot_importer(workspace: str | os.PathLike[str], sessions: str | os.PathLike[str] | None,
+                     *, tools: nanobot.Tools = "summary") -> Importer:
+    """What a :class:`Capture` runs for nanobot: the named sessions, read by the batch
+    importer's own code (same ids), plus the workspace's memory files and history when they
+    (or nanobot's git repository of them) changed since the last capture.
+
+    ``sessions`` is the folder nanobot's session manager writes (it knows; the batch
+    importer would guess it from the workspace); None means find it as the batch import does.
+    """
+    root = Path(workspace)
+    memory = [root / name for name in (*nanobot.MEMORY_FILES, "memory/history.jsonl",
+                                       "memory/HISTORY.md", ".git/HEAD", ".git/refs",
+                                       ".git/packed-refs")]  # fmt: skip
+    seen: list[Snapshot | None] = [None]
+
+    def run(mm: MemoryManager, keys: Sequence[str]) -> ImportResult:
+        if sessions is None:
+            layout = nanobot.find_layout(root)
+        else:
+            layout = nanobot.Layout(workspaces=[root], layouts={">=0.3.5"},
+                                    session_files=sorted(Path(sessions).glob("*.jsonl")))
+        now = snapshot(memory)  # before reading: a change while importing shows next time
+        parts = [nanobot.read_all(layout, tools=tools, keys=keys)]
+        if now != seen[0]:
+            parts.append(nanobot.read_all(dataclasses.replace(layout, session_files=[])))
+        result = run_import(mm, itertools.chain.from_iterable(parts), source=layout.source,
+                            subject=f"Capture nanobot session {', '.join(keys)}")
+        seen[0] = now
+        return result
+
+    return run
