@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -236,6 +238,28 @@ def test_stop_during_an_import_lets_it_commit(
     git(store, "fsck", "--no-progress")
 
 
+def test_a_failing_roots_callable_keeps_the_last_answer(
+        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "a.jsonl").write_text(line(1))
+    calls = [0]
+
+    def roots() -> list[Path]:
+        calls[0] += 1
+        if calls[0] > 2:  # e.g. the workspace is being moved: finding it fails
+            raise OSError("the workspace is gone")
+        return [source]
+
+    w = Watcher(mm, source, roots=roots)
+    wait_for(lambda: w.results, "the initial import")
+    w.idle_polls()
+    with (source / "a.jsonl").open("a") as handle:
+        handle.write(line(2))
+    wait_for(lambda: len(w.results) == 2, "the import of the new line")
+    assert w.close() == 2 and not w.errors
+
+
 def test_snapshot_skips_dot_entries_inside_a_root(tmp_path: Path) -> None:
     (tmp_path / "w" / ".git").mkdir(parents=True)
     (tmp_path / "w" / ".git" / "HEAD").write_text("x")
@@ -347,4 +371,39 @@ def test_cli_watch_imports_changes_and_stops_on_ctrl_c(store: Path, tmp_path: Pa
         assert lines[1].startswith("imported 2 session(s), 2 new turn(s), 2 already stored")
     assert "stopped watching locomo after 2 import(s)" in err.read_text()
     assert "Traceback" not in err.read_text()
+    assert git(store, "status", "--porcelain") == ""
+
+
+FIXTURE = ROOT / "tests" / "data" / "nanobot" / "nanobot-fixture.tar.gz"
+
+
+def test_cli_watch_follows_a_nanobot_home(store: Path, tmp_path: Path) -> None:
+    with tarfile.open(FIXTURE) as archive:
+        archive.extractall(tmp_path / "fixture", filter="data")
+    home = tmp_path / "home"
+    shutil.copytree(tmp_path / "fixture" / "v0.3.5" / "home" / ".nanobot", home, symlinks=True)
+    [session] = [p for p in (home / "sessions").glob("*/*.jsonl")
+                 if '"telegram:8812345"' in p.read_text().splitlines()[0]]
+    MemoryManager.init(store).close()
+    err = tmp_path / "err.txt"
+    args = [sys.executable, "-m", "gitmem", "--repo", str(store), "import", "nanobot", str(home),
+            "--watch", "--interval", "0.1"]
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
+    try:
+        wait_for(lambda: len(commits(store)) == 2, "the first import's commit")
+        with session.open("a") as handle:  # nanobot saves a new turn
+            for role, text in (("user", "And my brother?"), ("assistant", "Rui, in Lisbon.")):
+                handle.write(json.dumps({"role": role, "content": text,
+                                         "timestamp": "2026-05-02T10:00:00"}) + "\n")
+        wait_for(lambda: len(commits(store)) == 3, "the import of the new turn")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(WAIT_S) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    added = git(store, "show", "--format=", "--unified=0", "HEAD")
+    assert "> And my brother?" in added and "> Rui, in Lisbon." in added
+    assert "stopped watching nanobot after 2 import(s)" in err.read_text()
     assert git(store, "status", "--porcelain") == ""

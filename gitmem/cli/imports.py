@@ -124,27 +124,23 @@ def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], 
 
     Prints one report per import that changed something (with ``--json`` one JSON document
     per line), an import's error on stderr (with ``--json`` as an error document line) and
-    goes on, and a final line on stderr when stopped. The progress line is drawn for the
-    first import only, which may be long.
+    goes on, and a final line on stderr when stopped.
     """
     shown = [os.fspath(path) for path in roots()]
     where = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
     click.echo(f"watching {label} ({where}) every {interval:g}s (Ctrl-C to stop)", err=True)
-    first = [True]
 
     def once() -> ImportResult:
         meter = Meter()
-        line = ProgressLine(ctx, meter, label)
-        if not first[0]:
-            line.quiet = True
-        first[0] = False
+        line = ProgressLine(ctx, meter, label)  # draws only for a long import
         try:
             return run(meter, line)
         finally:
             line.close()
 
     def on_result(result: ImportResult) -> None:
-        if result.commit is None and not (result.dry_run and (result.added or result.summaries)):
+        would = result.dry_run and (result.added or result.extended or result.summaries)
+        if result.commit is None and not would:
             return
         if ctx.json:
             click.echo(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
@@ -159,7 +155,7 @@ def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], 
             click.echo(f"Error: {exc} (trying again when the files change)", err=True)
 
     count = watch_files(roots, once, interval=interval, debounce=min(0.5, interval),
-                  on_result=on_result, on_error=on_error)  # fmt: skip
+                        on_result=on_result, on_error=on_error)  # fmt: skip
     click.echo(f"stopped watching {label} after {count} import(s)", err=True)
     return count
 
@@ -200,11 +196,21 @@ def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool, wat
               help="Tool calls as one line in the assistant's message, or also the results "
                    "as a 'tool' speaker.")
 @dry_run_option
+@watch_option
 @pass_ctx
-def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool) -> None:
+def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool,
+                   watch: bool, interval: float) -> None:
     """Import nanobot's memory: sessions, summaries, MEMORY.md/USER.md/SOUL.md versions
     and history, from a WORKSPACE or a NANOBOT_HOME (default ~/.nanobot)."""
     mm = ctx.manager()
     mode: nanobot.Tools = "full" if tools == "full" else "summary"
-    run_reported(ctx, "nanobot", path, lambda meter, progress: nanobot.import_nanobot(
-        mm, path, tz=tz, tools=mode, dry_run=dry_run, meter=meter, progress=progress))
+
+    def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
+        return nanobot.import_nanobot(mm, path, tz=tz, tools=mode, dry_run=dry_run,
+                                      meter=meter, progress=progress)  # fmt: skip
+
+    if watch:
+        run_watching(ctx, "nanobot", lambda: nanobot.watched_paths(path), work,
+                     interval=interval)  # fmt: skip
+        return
+    run_reported(ctx, "nanobot", path, work)

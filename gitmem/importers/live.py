@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gitmem.errors import GitmemError
 from gitmem.importers import nanobot
 from gitmem.importers.engine import ImportResult, run_import
 from gitmem.importers.watch import Snapshot, snapshot
@@ -94,7 +95,12 @@ class Capture:
                 self._mm = MemoryManager(self.store, init=True, agent=self.agent, via=self.via)
             self.imports += 1
             result = self.importer(self._mm, [key])
-        except Exception:
+        except (GitmemError, OSError) as exc:  # the message says what and where
+            self.failures += 1
+            log.error("gitmem: importing session %r into %s failed; the next saved turn tries "
+                      "again: %s", key, self.store, exc)  # fmt: skip
+            return
+        except Exception:  # a bug: keep the traceback
             self.failures += 1
             log.exception("gitmem: importing session %r into %s failed; the next saved turn "
                           "tries again", key, self.store)  # fmt: skip

@@ -86,7 +86,7 @@ def watch(
 
     Args:
         roots: the files and folders to watch, asked again at every poll (a session folder
-            may appear later).
+            may appear later); if asking fails, the last answer stands.
         run: one import; its result goes to ``on_result``.
         interval: seconds between two polls while nothing is changing.
         debounce: seconds the files must stay unchanged before a change is imported.
@@ -120,7 +120,16 @@ def _loop(roots: Callable[[], Iterable[Path]], run: Callable[[], ImportResult],
           interval: float, debounce: float, stop: threading.Event,
           on_result: Callable[[ImportResult], None] | None,
           on_error: Callable[[Exception], None] | None, busy: _Busy) -> int:
-    seen = snapshot(roots())
+    last_roots: list[Path] = []
+
+    def current_roots() -> list[Path]:
+        # a source folder that vanishes for a moment must not end the watch
+        nonlocal last_roots
+        with contextlib.suppress(Exception):
+            last_roots = list(roots())
+        return last_roots
+
+    seen = snapshot(current_roots())
     quiet_since = time.monotonic()
     imported: Snapshot | None = None  # what the last import started from
     while not (stop.is_set() or busy.asked):
@@ -133,7 +142,7 @@ def _loop(roots: Callable[[], Iterable[Path]], run: Callable[[], ImportResult],
                 break
         pending = seen != imported
         stop.wait(max(MIN_POLL_S, min(interval, debounce) if pending else interval))
-        current = snapshot(roots())
+        current = snapshot(current_roots())
         if current != seen:
             seen, quiet_since = current, time.monotonic()
     return busy.count
