@@ -283,3 +283,25 @@ def test_watched_paths_cover_sessions_and_memory(home: Path) -> None:
     watched = nanobot.watched_paths(home)
     assert session_file(home, TELEGRAM).parent in watched
     assert home / "workspace" / "memory" / "MEMORY.md" in watched
+
+
+def test_a_huge_import_is_checked_first_then_committed_in_parts(
+        mm: MemoryManager, home: Path, store: Path) -> None:
+    head = git(store, "rev-parse", "HEAD").strip()
+    path = session_file(home, "cli:direct")
+    with open(path, "a") as handle:
+        handle.write("{not json\n")
+    # parts of ~100 characters: the first batch stops early, the check pass finds the line
+    with pytest.raises(ImportFormatError, match=f"{path}:6"):
+        nanobot.import_nanobot(mm, home, part_chars=100)
+    assert git(store, "rev-parse", "HEAD").strip() == head
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+    result = nanobot.import_nanobot(mm, home, part_chars=100)
+    assert len(result.commits) > 1 and result.commit == result.commits[-1]
+    assert git(store, "rev-list", "--count", f"{head}..HEAD").strip() == str(len(result.commits))
+    assert "Gitmem-Import-Part: 2" in git(store, "log", "--format=%(trailers)")
+    one = MemoryManager(store.parent / "one", init=True)
+    whole = nanobot.import_nanobot(one, home)
+    for sid in whole.sessions:
+        assert loaded(mm, sid).interactions == loaded(one, sid).interactions
+    assert nanobot.import_nanobot(mm, home, part_chars=100).commits == []

@@ -193,11 +193,13 @@ class ImportResult(Result):
     extended: list[tuple[str, str]] = []  # noqa: RUF012
     skipped: int = 0
     commit: str | None = None
+    commits: list[str] = []  # noqa: RUF012  (more than one when a huge import went in parts)
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """What ``gitmem import ... --json`` prints."""
         return {"source": self.source, "sessions": self.sessions, "commit": self.commit,
+                "commits": self.commits,
                 "dry_run": self.dry_run, "turns_added": len(self.added),
                 "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
                 "skipped": self.skipped, "summaries": self.summaries,
@@ -218,14 +220,23 @@ class ImportResult(Result):
         if self.dry_run:
             return f"would import {what} (dry run, nothing written)"
         tail = f" in {self.commit[:12]}" if self.commit else " (nothing changed, no commit)"
+        if len(self.commits) > 1:
+            tail = f" in {len(self.commits)} commits (parts), the last {self.commits[-1][:12]}"
         return f"imported {what}{tail}"
 
 
-Progress = Callable[[int, int], None]
+# an import whose messages hold more characters than this is committed in parts of about
+# this size (each a commit), after a first pass has checked the whole input: what a batch
+# holds in memory grows with its size, and a 1 GB export must not need gigabytes
+PART_CHARS = 64_000_000
 
 
 class _DryRun(Exception):
     """Raised inside the batch so that a dry run leaves the store as it was."""
+
+
+class _TooBig(Exception):
+    """Raised inside the first batch when the input is too big for one: it goes in parts."""
 
 
 def run_import(
@@ -236,6 +247,8 @@ def run_import(
     subject: str,
     dry_run: bool = False,
     progress: Callable[[ImportResult], None] | None = None,
+    reread: Callable[[], Iterable[Session]] | None = None,
+    part_chars: int = PART_CHARS,
 ) -> ImportResult:
     """Merge ``sessions`` into ``mm`` as one commit (``Gitmem-Op: import``,
     ``Gitmem-Source: source``) and say what changed.
@@ -244,22 +257,64 @@ def run_import(
     :class:`ImportFormatError`) drops the whole import. A session id may come more than
     once (e.g. one per source file): each part merges into what the earlier ones left.
     ``progress(result so far)`` is called after each session.
+
+    Huge inputs: when the messages hold more than ``part_chars`` characters and ``reread``
+    can read the input again, the input is first read through once to check it (a
+    malformed line still changes nothing), then committed in parts of about
+    ``part_chars`` (``Gitmem-Import-Part: n``), so memory stays flat however big the input.
     """
     result = ImportResult(source=source, dry_run=dry_run)
+    limit = part_chars if reread is not None else None
     try:
-        with mm.batch(subject, trailers={"Gitmem-Source": source}) as done:
+        _one_batch(mm, iter(sessions), result, subject, source, dry_run, progress, limit)
+    except _TooBig:
+        assert reread is not None
+        for _session in reread():
+            pass  # the whole input is read once first: an error in it writes nothing
+        result = ImportResult(source=source, dry_run=dry_run)
+        remaining = iter(reread())
+        part = 1
+        while _one_batch(mm, remaining, result, f"{subject} (part {part})", source, dry_run,
+                         progress, part_chars, part):  # fmt: skip
+            part += 1
+    return result
+
+
+def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportResult,
+               subject: str, source: str, dry_run: bool,
+               progress: Callable[[ImportResult], None] | None, limit: int | None,
+               part: int | None = None) -> bool:
+    """Merge sessions from ``sessions`` into one commit; with ``part``, stop after about
+    ``limit`` characters and return True when more are left (without ``part``, going over
+    ``limit`` raises _TooBig and writes nothing)."""
+    trailers = {"Gitmem-Source": source}
+    if part is not None:
+        trailers["Gitmem-Import-Part"] = str(part)
+    size, more = 0, False
+    try:
+        with mm.batch(subject, trailers=trailers) as done:
             for imported in sessions:
                 _merge_one(mm, imported, result)
                 if imported.id not in result.sessions:
                     result.sessions.append(imported.id)
                 if progress is not None:
                     progress(result)
+                if limit is not None:
+                    size += sum(len(m.content) for t in imported.interactions
+                                for m in t.messages)  # fmt: skip
+                    if size > limit:
+                        if part is None:
+                            raise _TooBig
+                        more = True
+                        break
             if dry_run:
                 raise _DryRun
-        result.commit = done.commit
+        if done.commit is not None:
+            result.commit = done.commit
+            result.commits.append(done.commit)
     except _DryRun:
         pass
-    return result
+    return more
 
 
 def _merge_one(mm: MemoryManager, imported: Session, result: ImportResult) -> None:

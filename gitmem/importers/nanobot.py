@@ -36,7 +36,7 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 from pathlib import Path
@@ -45,6 +45,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import ValidationError
 from gitmem.importers.engine import (
+    PART_CHARS,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -240,20 +241,17 @@ def read_session(path: Path, *, tz: tzinfo | None = None, tools: Tools = "summar
     head: dict[str, Any] = {}
     turns: list[_Turn] = []
     speakers: dict[str, None] = {}
+    meter_at = 0
     position = 0  # messages seen, as nanobot counts them for its archive boundary
+    name = str(path)
     with open(path, "rb") as handle:
-        for number, line in numbered_lines(str(path), handle):
-            if meter is not None:
-                meter.done += len(line.encode("utf-8", "surrogatepass"))
-            if not line.strip():
+        for number, raw in enumerate(handle, 1):
+            if meter is not None and not number % 4096:
+                meter.done += handle.tell() - meter_at
+                meter_at = handle.tell()
+            if not raw.strip():
                 continue
-            where = f"{path}:{number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ImportFormatError(where, f"not JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ImportFormatError(where, "expected a JSON object")
+            record = _record(raw, name, number)
             kind = record.get("_type")
             if kind == "metadata":
                 head = record
@@ -261,21 +259,40 @@ def read_session(path: Path, *, tz: tzinfo | None = None, tools: Tools = "summar
             if kind is not None:
                 continue  # provider_state and other private records
             position += 1
-            if _hidden(record):
+            if not _MARK_KEYS.isdisjoint(record) and _hidden(record):
                 continue
-            messages = _messages(record, tools, where)
+            messages = _messages(record, tools, f"{name}:{number}")
             if not messages:
                 continue
-            role = record.get("role")
-            if role == "user" or not turns:
+            if not turns or record.get("role") == "user":
                 stamp = record.get("timestamp") or head.get("updated_at") or ""
-                turns.append(_Turn(str(stamp), clock(stamp, where), []))
-            turns[-1].messages += messages
-            turns[-1].end = position
-            speakers.update(dict.fromkeys(m.speaker for m in messages))
+                turns.append(_Turn(str(stamp), clock(stamp, f"{name}:{number}"), []))
+            turn = turns[-1]
+            turn.messages += messages
+            turn.end = position
+            for message in messages:
+                speakers.setdefault(message.speaker)
+        if meter is not None:
+            meter.done += handle.tell() - meter_at
     key = head.get("key") if isinstance(head.get("key"), str) else None
     key = key or _key_from_name(path.stem)
     return _session(key, head, turns, list(speakers), clock, f"{path}:1")
+
+
+_MARK_KEYS = frozenset(("_command", *_HIDDEN_MARKS))
+
+
+def _record(raw: bytes, name: str, number: int) -> dict[str, Any]:
+    """One JSONL line as an object, or ImportFormatError naming ``name:number``."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(f"{name}:{number}", f"not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(f"{name}:{number}", f"not JSON ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise ImportFormatError(f"{name}:{number}", "expected a JSON object")
+    return record
 
 
 def _hidden(record: dict[str, Any]) -> bool:
@@ -305,14 +322,17 @@ def _messages(record: dict[str, Any], tools: Tools, where: str) -> list[Message]
             return []
         name = record.get("name")
         label = f"[result: {name}]\n" if isinstance(name, str) and name else ""
-        return [Message(speaker="tool", content=label + text)]
+        return [_message("tool", label + text)]
     if role == "assistant":
         calls = [_tool_line(call, where) for call in record.get("tool_calls") or []]
         text = "\n".join([t for t in (text, *calls) if t])
     if not text.strip():
         return []
-    return [Message(speaker=role if role in ("user", "assistant", "system") else "user",
-                    content=text)]  # fmt: skip
+    return [_message(role if role in ("user", "assistant", "system") else "user", text)]
+
+
+def _message(speaker: str, content: str) -> Message:
+    return Message(speaker=speaker, content=content)
 
 
 def _content(value: object, where: str) -> str:
@@ -576,9 +596,11 @@ def import_nanobot(
     keys: Collection[str] | None = None,
     dry_run: bool = False,
     meter: Meter | None = None,
-    progress: Any = None,
+    progress: Callable[[ImportResult], None] | None = None,
+    part_chars: int = PART_CHARS,
 ) -> ImportResult:
-    """Import a nanobot workspace or home into ``mm`` as one commit (see the module text).
+    """Import a nanobot workspace or home into ``mm`` as one commit (see the module text;
+    a huge one goes in parts, see :func:`~gitmem.importers.engine.run_import`).
 
     ``keys`` limits it to those session keys (live capture imports one session at a time);
     ``tz`` names the zone of nanobot's naive timestamps (default: this machine's).
@@ -588,6 +610,13 @@ def import_nanobot(
     layout = find_layout(path)
     if meter is not None:
         meter.total = sum(p.stat().st_size for p in layout.session_files)
-    sessions = read_all(layout, tz=zone(tz), tools=tools, keys=keys, meter=meter)
-    return run_import(mm, sessions, source=layout.source, dry_run=dry_run, progress=progress,
+    where = zone(tz)
+
+    def sessions() -> Iterator[Session]:
+        if meter is not None:
+            meter.done = 0  # a huge import reads the files again
+        return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
+
+    return run_import(mm, sessions(), source=layout.source, dry_run=dry_run, progress=progress,
+                      reread=sessions, part_chars=part_chars,
                       subject=f"Import nanobot memory from {Path(path).expanduser().name}")
