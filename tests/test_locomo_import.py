@@ -165,7 +165,8 @@ def test_reimport_keeps_hand_saved_turns_and_reports_changed_ones(locomo_file: P
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     assert report["conflicts"] == [{"session_id": "conv-a-session_1", "interaction_id": "D1:2"}]
-    assert report["turns_added"] == 1 and report["commit"] == git(store, "rev-parse", "HEAD").strip()
+    assert report["turns_added"] == 1
+    assert report["commit"] == git(store, "rev-parse", "HEAD").strip()
     session = mm.load_memory("conv-a-session_1")
     assert session is not None
     assert [i.id for i in session.interactions] == ["D1:1", "D1:2", "D1:3", "hand-1", "D1:4"]

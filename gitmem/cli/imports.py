@@ -18,15 +18,16 @@ from typing import Any, TypeVar
 
 import click
 
-from gitmem.cli.base import Context, cli, emit, pass_ctx
-from gitmem.importers import locomo, nanobot
+from gitmem.cli.base import Context, cli, emit, pass_ctx, rev_option
+from gitmem.importers import chat, locomo, nanobot, openclaw
 from gitmem.importers.engine import ImportResult, Meter
 from gitmem.importers.watch import watch as watch_files
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# the progress line is redrawn at most this often (seconds)
+# the progress line is redrawn at most this often (seconds): on a terminal, in a log
 REDRAW_S = 0.2
+LOG_EVERY_S = 5.0
 
 
 @cli.group("import")
@@ -56,7 +57,7 @@ class ProgressLine:
         self.label = label
         self.tty = sys.stderr.isatty()
         self.shown = time.monotonic()  # a short import draws nothing
-        self.every = REDRAW_S if self.tty else 5.0
+        self.every = REDRAW_S if self.tty else LOG_EVERY_S
         self.drawn = False
 
     def __call__(self, result: ImportResult) -> None:
@@ -214,3 +215,66 @@ def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run:
                      interval=interval)  # fmt: skip
         return
     run_reported(ctx, "nanobot", path, work)
+
+
+@import_.command("openclaw")
+@click.argument("workspace", required=False, type=click.Path(file_okay=False))
+@click.option("--agents-dir", type=click.Path(file_okay=False),
+              help="Where <agentId>/sessions/ live (default: beside the workspace, "
+                   "else ~/.openclaw/agents).")
+@click.option("--tz", "zone", help="Zone for naive times and daily-log dates "
+                                   "(default: the local zone).")
+@dry_run_option
+@pass_ctx
+def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
+                    zone: str | None, dry_run: bool) -> None:
+    """Import OpenClaw: MEMORY.md versions, daily logs and agent session transcripts."""
+    mm = ctx.manager()
+    run_reported(ctx, "openclaw", workspace or "OpenClaw",
+                 lambda meter, progress: openclaw.import_openclaw(
+                     mm, workspace, agents_dir=agents_dir, tz=zone, dry_run=dry_run,
+                     meter=meter, progress=progress))  # fmt: skip
+
+
+@import_.command("chat")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--session", "session_id", metavar="ID",
+              help="Session id for a file that holds one conversation "
+                   "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<n>).")
+@click.option("--tz", metavar="ZONE",
+              help="Time zone of naive ISO times, e.g. Europe/Berlin (default: this machine's).")
+@dry_run_option
+@pass_ctx
+def import_chat(ctx: Context, file: str, session_id: str | None, tz: str | None,
+                dry_run: bool) -> None:
+    """Import chat transcripts: OpenAI messages arrays (JSON or JSONL) or ChatGPT's
+    conversations.json, one session per conversation."""
+    mm = ctx.manager()
+    run_reported(ctx, "chat", file, lambda meter, progress: chat.import_chat(
+        mm, file, session=session_id, tz=tz, dry_run=dry_run, meter=meter, progress=progress))
+
+
+@export.command("chat")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Write to this file instead of stdout.")
+@click.option("--jsonl", is_flag=True,
+              help="The messages array on one line (append to a JSONL file).")
+@click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
+@pass_ctx
+def export_chat(ctx: Context, session_id: str, output: str | None, jsonl: bool,
+                at: str | None) -> None:
+    """Write a session as an OpenAI Chat Completions messages array (JSON)."""
+    mm = ctx.manager()
+    with rev_option(at, "--at", mm.secret_config):
+        messages = chat.export_chat(mm, session_id, commit=mm.resolve(at) if at else None)
+    if jsonl:
+        text = json.dumps(messages, ensure_ascii=False, separators=(",", ":")) + "\n"
+    else:
+        text = json.dumps(messages, ensure_ascii=False, indent=2) + "\n"
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    Path(output).write_text(text, encoding="utf-8")
+    emit(ctx, {"session_id": session_id, "output": output, "messages": len(messages)},
+         lambda: f"wrote {len(messages)} message(s) of {session_id} to {output}")

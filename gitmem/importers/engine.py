@@ -22,7 +22,9 @@ import hashlib
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gitmem.errors import GitmemError, ValidationError
 from gitmem.format.paths import MAX_NAME_BYTES, encode_id, portability_problem
@@ -40,6 +42,18 @@ class ImportFormatError(ValidationError):
     def __init__(self, where: str, problem: str) -> None:
         super().__init__(f"{where}: {problem}")
         self.where = where
+
+
+def time_zone(name: str | None) -> tzinfo | None:
+    """The zone an importer reads naive timestamps in: ``name`` (IANA, e.g.
+    ``Europe/Berlin``, or ``UTC``), or None for this machine's local zone."""
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(f"--tz {name!r} is not a known time zone (e.g. Europe/Berlin, UTC)"
+                              ) from None
 
 
 def stable_id(prefix: str, *parts: str) -> str:

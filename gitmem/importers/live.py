@@ -30,6 +30,7 @@ from pathlib import Path
 from gitmem.errors import GitmemError
 from gitmem.importers import nanobot
 from gitmem.importers.engine import ImportResult, run_import
+from gitmem.importers.nanobot_memory import MEMORY_FILES
 from gitmem.importers.watch import Snapshot, snapshot
 from gitmem.manager import MemoryManager
 
@@ -125,7 +126,7 @@ def nanobot_importer(workspace: str | os.PathLike[str], sessions: str | os.PathL
     importer would guess it from the workspace); None means find it as the batch import does.
     """
     root = Path(workspace)
-    memory = [root / name for name in (*nanobot.MEMORY_FILES, "memory/history.jsonl",
+    memory = [root / name for name in (*MEMORY_FILES, "memory/history.jsonl",
                                        "memory/HISTORY.md", ".git/HEAD", ".git/refs",
                                        ".git/packed-refs")]  # fmt: skip
     seen: list[Snapshot | None] = [None]
