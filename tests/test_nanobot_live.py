@@ -187,6 +187,7 @@ def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: P
     store = tmp_path / "nanobot" / "gitmem"  # the default: beside nanobot's config.json
     [capture] = out["captures"]
     assert capture == {"store": str(store), "imports": 4, "failures": 0}, stderr[-3000:]
+    assert f"gitmem: capturing nanobot's turns into {store}" in stderr  # in nanobot's log
     # one commit per persisted turn, in order
     made = commits(store)
     assert [c.split(" | ")[:2] for c in made] == [
@@ -225,3 +226,10 @@ def test_a_store_that_cannot_be_written_never_stops_nanobot(
     assert capture["store"] == str(blocked) and capture["failures"] == 4
     assert "importing session 'telegram:8812345'" in stderr and str(blocked) in stderr
     assert blocked.read_text() == "a file where the store should be"
+
+
+def test_capture_can_be_switched_off(nanobot_python: Path, tmp_path: Path,
+                                     llm: FakeServer) -> None:
+    out, _ = run_nanobot(nanobot_python, tmp_path, llm, env={"GITMEM_NANOBOT_CAPTURE": "0"})
+    assert out["replies"][0] == "Noted: your sister Ana lives in Porto."
+    assert out["captures"] == [] and not (tmp_path / "nanobot" / "gitmem").exists()

@@ -80,8 +80,22 @@ def attach(ctx: Any) -> Capture | None:
 
     bus.subscribe(turn_persisted, SessionTurnPersisted)
     _captures[bus] = capture
+    _show_log()
     log.info("gitmem: capturing nanobot's turns into %s", capture.store)
     return capture
+
+
+def _show_log() -> None:
+    """Send the capture's log lines to stderr, where nanobot's own log goes, unless the
+    process has set up Python logging itself (nanobot logs with loguru, which leaves it
+    alone, and Python alone would drop the info lines)."""
+    if log.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-8s | %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 class GitmemCapture(Tool):  # type: ignore[misc]  # nanobot ships no type information
