@@ -121,11 +121,11 @@ def test_a_failed_import_is_logged_not_raised_and_the_next_turn_brings_it(
     path = session_file(home, TELEGRAM)
     good = path.read_text()
     path.write_text(good + '{"role": "user", "content": "half')  # a broken file
-    with caplog.at_level(logging.ERROR, logger="gitmem.capture"):
+    with caplog.at_level(logging.ERROR, logger="gitmem.importers.live"):
         capture.persisted(TELEGRAM)  # does not raise
         capture.flush(WAIT_S)
     assert capture.failures == 1
-    [record] = [r for r in caplog.records if r.name == "gitmem.capture"]
+    [record] = [r for r in caplog.records if r.name == "gitmem.importers.live"]
     message = record.getMessage()
     broken = len(good.splitlines()) + 1
     assert TELEGRAM in message and "next saved turn" in message and f"{path}:{broken}:" in message

@@ -34,7 +34,7 @@ from gitmem.importers.nanobot_memory import MEMORY_FILES
 from gitmem.importers.watch import Snapshot, snapshot
 from gitmem.manager import MemoryManager
 
-log = logging.getLogger("gitmem.capture")
+log = logging.getLogger("gitmem.importers.live")
 
 Importer = Callable[[MemoryManager, Sequence[str]], ImportResult]
 

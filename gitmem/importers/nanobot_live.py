@@ -29,7 +29,7 @@ from nanobot.agent.tools.base import Tool
 
 from gitmem.importers.live import Capture, nanobot_importer
 
-log = logging.getLogger("gitmem.capture")
+log = logging.getLogger("gitmem.importers.live")  # the capture's one logger
 
 # nanobot-ai versions whose bus publishes SessionTurnPersisted (also the `nanobot` extra's pin)
 SUPPORTED = ">=0.3.5,<0.4"
