@@ -9,9 +9,10 @@ line on stderr for long imports (never with ``--json``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ import click
 from gitmem.cli.base import Context, cli, emit, pass_ctx, rev_option
 from gitmem.importers import chat, locomo, nanobot, openclaw
 from gitmem.importers.engine import ImportResult, Meter
+from gitmem.importers.watch import watch as watch_files
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,14 +104,82 @@ def run_reported(ctx: Context, label: str, source: str,
     return result
 
 
+# --- --watch: import again whenever the source changes (gitmem.importers.watch) -------------
+
+Work = Callable[[Meter, Callable[[ImportResult], None]], ImportResult]
+
+
+def watch_option(func: F) -> F:
+    """``--watch`` and ``--interval SECONDS``: keep importing as the source changes."""
+    func = click.option("--interval", type=click.FloatRange(min=0.05), default=1.0,
+                        show_default=True, metavar="SECONDS",
+                        help="With --watch: seconds between two looks at the files.")(func)
+    return click.option("--watch", is_flag=True,
+                        help="Keep importing as the files change, until Ctrl-C.")(func)
+
+
+def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], run: Work,
+                 *, interval: float = 1.0) -> int:
+    """Import with ``run`` (as :func:`run_reported`'s ``work``) now and after every settled
+    change under ``roots()``, until Ctrl-C; return how many imports ran.
+
+    Prints one report per import that changed something (with ``--json`` one JSON document
+    per line), an import's error on stderr (with ``--json`` as an error document line) and
+    goes on, and a final line on stderr when stopped.
+    """
+    shown = [os.fspath(path) for path in roots()]
+    where = ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    click.echo(f"watching {label} ({where}) every {interval:g}s (Ctrl-C to stop)", err=True)
+
+    def once() -> ImportResult:
+        meter = Meter()
+        line = ProgressLine(ctx, meter, label)  # draws only for a long import
+        try:
+            return run(meter, line)
+        finally:
+            line.close()
+
+    def on_result(result: ImportResult) -> None:
+        would = result.dry_run and (result.added or result.extended or result.summaries)
+        if result.commit is None and not would:
+            return
+        if ctx.json:
+            click.echo(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        else:
+            report(ctx, result, label)
+
+    def on_error(exc: Exception) -> None:
+        if ctx.json:
+            click.echo(json.dumps({"error": str(exc), "kind": type(exc).__name__},
+                                  ensure_ascii=False))  # fmt: skip
+        else:
+            click.echo(f"Error: {exc} (trying again when the files change)", err=True)
+
+    count = watch_files(roots, once, interval=interval, debounce=min(0.5, interval),
+                        on_result=on_result, on_error=on_error)  # fmt: skip
+    click.echo(f"stopped watching {label} after {count} import(s)", err=True)
+    return count
+
+
+# --- end of --watch ---------------------------------------------------------------------------
+
+
 @import_.command("locomo")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
 @dry_run_option
+@watch_option
 @pass_ctx
-def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool) -> None:
+def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool, watch: bool,
+                  interval: float) -> None:
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
+    if watch:
+        run_watching(ctx, "locomo", lambda: [Path(file)],
+                     lambda meter, progress: locomo.import_locomo(mm, file, convs=convs,
+                                                                  dry_run=dry_run),
+                     interval=interval)  # fmt: skip
+        return
     result = locomo.import_locomo(
         mm, file, convs=convs, dry_run=dry_run,
         progress=None if ctx.json else (lambda text: click.echo(text, err=True)),
@@ -127,14 +197,24 @@ def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool) -> 
               help="Tool calls as one line in the assistant's message, or also the results "
                    "as a 'tool' speaker.")
 @dry_run_option
+@watch_option
 @pass_ctx
-def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool) -> None:
+def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool,
+                   watch: bool, interval: float) -> None:
     """Import nanobot's memory: sessions, summaries, MEMORY.md/USER.md/SOUL.md versions
     and history, from a WORKSPACE or a NANOBOT_HOME (default ~/.nanobot)."""
     mm = ctx.manager()
     mode: nanobot.Tools = "full" if tools == "full" else "summary"
-    run_reported(ctx, "nanobot", path, lambda meter, progress: nanobot.import_nanobot(
-        mm, path, tz=tz, tools=mode, dry_run=dry_run, meter=meter, progress=progress))
+
+    def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
+        return nanobot.import_nanobot(mm, path, tz=tz, tools=mode, dry_run=dry_run,
+                                      meter=meter, progress=progress)  # fmt: skip
+
+    if watch:
+        run_watching(ctx, "nanobot", lambda: nanobot.watched_paths(path), work,
+                     interval=interval)  # fmt: skip
+        return
+    run_reported(ctx, "nanobot", path, work)
 
 
 @import_.command("openclaw")
