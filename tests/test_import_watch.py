@@ -407,3 +407,55 @@ def test_cli_watch_follows_a_nanobot_home(store: Path, tmp_path: Path) -> None:
     assert "> And my brother?" in added and "> Rui, in Lisbon." in added
     assert "stopped watching nanobot after 2 import(s)" in err.read_text()
     assert git(store, "status", "--porcelain") == ""
+
+
+def _watch_until_two_imports(store: Path, tmp_path: Path, command: list[str],
+                             change: Callable[[], None]) -> str:
+    """Run ``gitmem import ... --watch``, make ``change`` after its first import, wait for the
+    second, stop it with Ctrl-C; the stderr text."""
+    MemoryManager.init(store).close()
+    err = tmp_path / "err.txt"
+    args = [sys.executable, "-m", "gitmem", "--repo", str(store), "import", *command,
+            "--watch", "--interval", "0.1"]
+    with err.open("w") as stderr:
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
+    try:
+        wait_for(lambda: len(commits(store)) == 2, "the first import's commit")
+        change()
+        wait_for(lambda: len(commits(store)) == 3, "the import of the change")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(WAIT_S) == 0, err.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert git(store, "status", "--porcelain") == ""
+    return err.read_text()
+
+
+def test_cli_watch_follows_an_openclaw_workspace(store: Path, tmp_path: Path) -> None:
+    home = tmp_path / "openclaw"
+    shutil.copytree(ROOT / "tests" / "data" / "openclaw", home)
+    memory = home / "workspace" / "MEMORY.md"
+
+    def rewrite() -> None:  # the agent rewrites its curated memory
+        memory.write_text(memory.read_text() + "\n- Prefers tea over coffee.\n")
+
+    err = _watch_until_two_imports(store, tmp_path, ["openclaw", str(home / "workspace")],
+                                   rewrite)
+    assert "stopped watching openclaw after 2 import(s)" in err
+    assert "Prefers tea over coffee" in git(store, "show", "--format=", "HEAD")
+
+
+def test_cli_watch_follows_a_chat_file(store: Path, tmp_path: Path) -> None:
+    source = tmp_path / "runs.jsonl"
+    first = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    source.write_text(json.dumps({"id": "a", "messages": first}) + "\n")
+
+    def append() -> None:
+        with source.open("a") as handle:
+            handle.write(json.dumps({"id": "b", "messages": first}) + "\n")
+
+    err = _watch_until_two_imports(store, tmp_path, ["chat", str(source)], append)
+    assert "stopped watching chat after 2 import(s)" in err
+    assert MemoryManager(store).session_ids() == ["chat:a", "chat:b"]

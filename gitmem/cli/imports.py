@@ -225,15 +225,22 @@ def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run:
 @click.option("--tz", "zone", help="Zone for naive times and daily-log dates "
                                    "(default: the local zone).")
 @dry_run_option
+@watch_option
 @pass_ctx
 def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
-                    zone: str | None, dry_run: bool) -> None:
+                    zone: str | None, dry_run: bool, watch: bool, interval: float) -> None:
     """Import OpenClaw: MEMORY.md versions, daily logs and agent session transcripts."""
     mm = ctx.manager()
-    run_reported(ctx, "openclaw", workspace or "OpenClaw",
-                 lambda meter, progress: openclaw.import_openclaw(
-                     mm, workspace, agents_dir=agents_dir, tz=zone, dry_run=dry_run,
-                     meter=meter, progress=progress))  # fmt: skip
+
+    def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
+        return openclaw.import_openclaw(mm, workspace, agents_dir=agents_dir, tz=zone,
+                                        dry_run=dry_run, meter=meter, progress=progress)
+
+    if watch:
+        run_watching(ctx, "openclaw", lambda: openclaw.watched_paths(workspace, agents_dir),
+                     work, interval=interval)
+    else:
+        run_reported(ctx, "openclaw", workspace or "OpenClaw", work)
 
 
 @import_.command("chat")
@@ -244,14 +251,22 @@ def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
 @click.option("--tz", metavar="ZONE",
               help="Time zone of naive ISO times, e.g. Europe/Berlin (default: this machine's).")
 @dry_run_option
+@watch_option
 @pass_ctx
 def import_chat(ctx: Context, file: str, session_id: str | None, tz: str | None,
-                dry_run: bool) -> None:
+                dry_run: bool, watch: bool, interval: float) -> None:
     """Import chat transcripts: OpenAI messages arrays (JSON or JSONL) or ChatGPT's
     conversations.json, one session per conversation."""
     mm = ctx.manager()
-    run_reported(ctx, "chat", file, lambda meter, progress: chat.import_chat(
-        mm, file, session=session_id, tz=tz, dry_run=dry_run, meter=meter, progress=progress))
+
+    def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
+        return chat.import_chat(mm, file, session=session_id, tz=tz, dry_run=dry_run,
+                                meter=meter, progress=progress)
+
+    if watch:
+        run_watching(ctx, "chat", lambda: [Path(file)], work, interval=interval)
+    else:
+        run_reported(ctx, "chat", file, work)
 
 
 @export.command("chat")

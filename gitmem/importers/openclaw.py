@@ -115,6 +115,38 @@ def resolve_tz(tz: str | tzinfo | None) -> tzinfo:
     return local if local is not None else UTC
 
 
+def locate(workspace: str | Path | None = None, agents_dir: str | Path | None = None
+           ) -> tuple[Path, Path | None]:
+    """The workspace and the agents folder an import reads (defaults as OpenClaw's).
+
+    Raises:
+        ValidationError: a folder given does not exist, or neither was found.
+    """
+    home = default_home()
+    space = Path(workspace).expanduser() if workspace is not None else home / "workspace"
+    agents: Path | None
+    if agents_dir is not None:
+        agents = Path(agents_dir).expanduser()
+        if not agents.is_dir():
+            raise ValidationError(f"--agents-dir {agents}: no such folder")
+    else:
+        found = [p for p in (space.parent / "agents", home / "agents") if p.is_dir()]
+        agents = found[0] if found else None
+    if workspace is not None and not space.is_dir():
+        raise ValidationError(f"{space}: no such OpenClaw workspace folder")
+    if not space.is_dir() and agents is None:
+        raise ValidationError(f"{space}: no OpenClaw workspace or agents folder found; "
+                              "give the workspace path or --agents-dir")  # fmt: skip
+    return space, agents
+
+
+def watched_paths(workspace: str | Path | None = None, agents_dir: str | Path | None = None
+                  ) -> list[Path]:
+    """The folders an import reads (for ``--watch``)."""
+    space, agents = locate(workspace, agents_dir)
+    return [p for p in (space, agents) if p is not None and p.is_dir()]
+
+
 def import_openclaw(
     mm: MemoryManager,
     workspace: str | Path | None = None,
@@ -143,22 +175,8 @@ def import_openclaw(
         ImportFormatError: a file is not what OpenClaw writes (names ``file:line``).
         ValidationError: neither a workspace nor an agents folder was found.
     """
-    home = default_home()
-    space = Path(workspace).expanduser() if workspace is not None else home / "workspace"
-    agents: Path | None
-    if agents_dir is not None:
-        agents = Path(agents_dir).expanduser()
-        if not agents.is_dir():
-            raise ValidationError(f"--agents-dir {agents}: no such folder")
-    else:
-        found = [p for p in (space.parent / "agents", home / "agents") if p.is_dir()]
-        agents = found[0] if found else None
+    space, agents = locate(workspace, agents_dir)
     has_space = space.is_dir()
-    if workspace is not None and not has_space:
-        raise ValidationError(f"{space}: no such OpenClaw workspace folder")
-    if not has_space and agents is None:
-        raise ValidationError(f"{space}: no OpenClaw workspace or agents folder found; "
-                              "give the workspace path or --agents-dir")  # fmt: skip
     reader = _Reader(mm, resolve_tz(tz), meter or Meter())
     files = reader.plan(space if has_space else None, agents)
     reader.meter.total = sum(_size(path) for _kind, path, _agent in files)
