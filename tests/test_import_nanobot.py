@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -17,26 +16,19 @@ from gitmem.importers.engine import ImportFormatError
 from gitmem.manager import MemoryManager
 from gitmem.models import Session
 from tests.conftest import git
-
-FIXTURE = Path(__file__).parent / "data" / "nanobot" / "nanobot-fixture.tar.gz"
+from tests.nanobot_env import copy_home, unpack
 
 TELEGRAM = "telegram:8812345"
 
 
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("nanobot-fixture")
-    with tarfile.open(FIXTURE) as archive:
-        archive.extractall(folder, filter="data")
-    return folder
+    return unpack(tmp_path_factory.mktemp("nanobot-fixture"))
 
 
 @pytest.fixture
 def home(unpacked: Path, tmp_path: Path) -> Path:
-    """A private copy of the 0.3.5 nanobot home (tests change it)."""
-    target = tmp_path / "nanobot-home"
-    shutil.copytree(unpacked / "v0.3.5" / "home" / ".nanobot", target, symlinks=True)
-    return target
+    return copy_home(unpacked, tmp_path / "nanobot-home")
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -35,6 +34,7 @@ from gitmem.importers.engine import (
 from gitmem.importers.watch import snapshot, watch
 from gitmem.models import Interaction, Message, Session
 from tests.conftest import git
+from tests.nanobot_env import copy_home, unpack
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 60.0  # generous: the machine is shared
@@ -374,14 +374,8 @@ def test_cli_watch_imports_changes_and_stops_on_ctrl_c(store: Path, tmp_path: Pa
     assert git(store, "status", "--porcelain") == ""
 
 
-FIXTURE = ROOT / "tests" / "data" / "nanobot" / "nanobot-fixture.tar.gz"
-
-
 def test_cli_watch_follows_a_nanobot_home(store: Path, tmp_path: Path) -> None:
-    with tarfile.open(FIXTURE) as archive:
-        archive.extractall(tmp_path / "fixture", filter="data")
-    home = tmp_path / "home"
-    shutil.copytree(tmp_path / "fixture" / "v0.3.5" / "home" / ".nanobot", home, symlinks=True)
+    home = copy_home(unpack(tmp_path / "fixture"), tmp_path / "home")
     [session] = [p for p in (home / "sessions").glob("*/*.jsonl")
                  if '"telegram:8812345"' in p.read_text().splitlines()[0]]
     MemoryManager.init(store).close()

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tarfile
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,25 +20,20 @@ from gitmem.importers.engine import ImportResult
 from gitmem.importers.live import Capture, nanobot_importer
 from gitmem.manager import MemoryManager
 from tests.conftest import git
+from tests.nanobot_env import copy_home, unpack
 
-FIXTURE = Path(__file__).parent / "data" / "nanobot" / "nanobot-fixture.tar.gz"
 TELEGRAM = "telegram:8812345"
 WAIT_S = 60.0
 
 
 @pytest.fixture(scope="module")
 def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("nanobot-fixture")
-    with tarfile.open(FIXTURE) as archive:
-        archive.extractall(folder, filter="data")
-    return folder
+    return unpack(tmp_path_factory.mktemp("nanobot-fixture"))
 
 
 @pytest.fixture
 def home(unpacked: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "nanobot-home"
-    shutil.copytree(unpacked / "v0.3.5" / "home" / ".nanobot", target, symlinks=True)
-    return target
+    return copy_home(unpacked, tmp_path / "nanobot-home")
 
 
 def session_file(home: Path, key: str) -> Path:

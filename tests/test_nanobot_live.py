@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,13 +26,10 @@ import pytest
 
 from tests.conftest import git
 from tests.fake_openai import FakeServer, Reply, start
+from tests.nanobot_env import ROOT, python_with
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
-           "ConnectTimeoutError", "No matching distribution found for nanobot-ai",
-           "Could not find a version that satisfies the requirement nanobot-ai")
 
 # Runs with nanobot's interpreter: its SDK facade over the real AgentLoop, which loads tools
 # (and so the plugin) through its own ToolLoader. After each turn it waits until the capture
@@ -72,21 +68,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 def nanobot_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An interpreter with this gitmem and its nanobot extra: GITMEM_NANOBOT_PYTHON, else a
     new venv (which also checks that the extra's pin resolves)."""
-    given = os.environ.get("GITMEM_NANOBOT_PYTHON")
-    if given:
-        return Path(given)
-    folder = tmp_path_factory.mktemp("nanobot-live-venv")
-    venv.create(folder, with_pip=True)
-    python = folder / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "-e", f"{ROOT}[nanobot]"],
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
-    if done.returncode != 0:
-        output = done.stdout + done.stderr
-        if any(sign in output for sign in OFFLINE):
-            pytest.skip(f"the package index is unreachable: {output.strip().splitlines()[-1]}")
-        raise AssertionError(f"pip install .[nanobot] failed:\n{output[-3000:]}")
-    return python
+    return python_with(tmp_path_factory, "nanobot-live-venv", "-e", f"{ROOT}[nanobot]")
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:

@@ -19,6 +19,7 @@ stays inside the store and two keys never share a session.
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -367,6 +368,19 @@ def same_turn(mm: MemoryManager, stored: Interaction, imported: Interaction) -> 
         ):
             return False
     return True
+
+
+def json_object(line: str | bytes, where: str) -> dict[str, Any]:
+    """One JSONL line as an object, or ImportFormatError naming ``where`` (file:line)."""
+    try:
+        record = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(where, f"not UTF-8 ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(where, f"not JSON ({exc.msg})") from None
+    if not isinstance(record, dict):
+        raise ImportFormatError(where, "expected a JSON object")
+    return record
 
 
 def numbered_lines(path: str, handle: Iterable[bytes]) -> Iterator[tuple[int, str]]:

@@ -48,6 +48,7 @@ from gitmem.importers.engine import (
     ImportFormatError,
     ImportResult,
     Meter,
+    json_object,
     run_import,
     safe_session_id,
     stable_id,
@@ -213,7 +214,7 @@ def read_session(path: Path, *, tz: tzinfo | None = None, tools: Tools = "summar
                 meter_at = handle.tell()
             if not raw.strip():
                 continue
-            record = _record(raw, name, number)
+            record = json_object(raw, f"{name}:{number}")
             kind = record.get("_type")
             if kind == "metadata":
                 head = record
@@ -242,19 +243,6 @@ def read_session(path: Path, *, tz: tzinfo | None = None, tools: Tools = "summar
 
 
 _MARK_KEYS = frozenset(("_command", *_HIDDEN_MARKS))
-
-
-def _record(raw: bytes, name: str, number: int) -> dict[str, Any]:
-    """One JSONL line as an object, or ImportFormatError naming ``name:number``."""
-    try:
-        record = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"{name}:{number}", f"not UTF-8 ({exc.reason})") from None
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(f"{name}:{number}", f"not JSON ({exc.msg})") from None
-    if not isinstance(record, dict):
-        raise ImportFormatError(f"{name}:{number}", "expected a JSON object")
-    return record
 
 
 def _hidden(record: dict[str, Any]) -> bool:

@@ -9,12 +9,17 @@ becomes another, an interaction per entry.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from gitmem.importers.engine import ImportFormatError, Meter, numbered_lines, stable_id
+from gitmem.importers.engine import (
+    ImportFormatError,
+    Meter,
+    json_object,
+    numbered_lines,
+    stable_id,
+)
 from gitmem.models import Interaction, Message, Session
 from gitmem.store.foreign import file_versions, is_repository
 
@@ -124,11 +129,8 @@ def history_session(workspace: Path, session_id: str = HISTORY_SESSION,
 
 
 def _history_entry(line: str, where: str) -> tuple[str, str, str]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(where, f"not JSON ({exc.msg})") from None
-    if not isinstance(record, dict) or not isinstance(record.get("content"), str):
+    record = json_object(line, where)
+    if not isinstance(record.get("content"), str):
         raise ImportFormatError(where, "expected an object with 'content' text")
     stamp = str(record.get("timestamp") or "")
     text = record["content"]

@@ -76,6 +76,7 @@ from gitmem.importers.engine import (
     ImportFormatError,
     ImportResult,
     Meter,
+    json_object,
     numbered_lines,
     run_import,
     safe_session_id,
@@ -343,11 +344,8 @@ class _Reader:
                 if not line.strip():
                     continue
                 where = f"{path}:{number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ImportFormatError(where, f"not JSON ({exc.msg})") from None
-                if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                record = json_object(line, where)
+                if not isinstance(record.get("type"), str):
                     raise ImportFormatError(where, "expected an object with a \"type\"")
                 builder.add(record, where)
         turns = builder.finish()
