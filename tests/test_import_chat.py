@@ -396,3 +396,20 @@ def test_reading_keeps_memory_flat(tmp_path: Path, jsonl: bool,
     _peak(small)  # first use builds validators and caches: not what is measured
     ratio = _peak(big) / _peak(small)
     assert ratio < 1.6, ratio  # four times the file, about the same peak
+
+
+def test_a_huge_file_is_checked_first_then_committed_in_parts(store: Path, tmp_path: Path) -> None:
+    lines = [json.dumps({"id": f"c{n}", "messages": MESSAGES}) for n in range(6)]
+    path = tmp_path / "many.jsonl"
+    path.write_text("\n".join([*lines, "{broken"]) + "\n")
+    mm = MemoryManager(store, init=True)
+    head = git(store, "rev-parse", "HEAD")
+    with pytest.raises(ImportFormatError, match=f"{path}:7"):
+        chat.import_chat(mm, path, part_size=100)
+    assert git(store, "rev-parse", "HEAD") == head  # the check pass found it: nothing written
+    path.write_text("\n".join(lines) + "\n")
+    result = chat.import_chat(mm, path, part_size=100)
+    assert len(result.commits) > 1
+    assert "Gitmem-Import-Part: 2" in git(store, "log", "--format=%(trailers)")
+    assert sorted(mm.session_ids()) == sorted(f"chat:c{n}" for n in range(6))
+    assert chat.import_chat(mm, path, part_size=100).commits == []

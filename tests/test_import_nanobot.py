@@ -285,10 +285,10 @@ def test_a_huge_import_is_checked_first_then_committed_in_parts(
         handle.write("{not json\n")
     # parts of ~100 characters: the first batch stops early, the check pass finds the line
     with pytest.raises(ImportFormatError, match=f"{path}:6"):
-        nanobot.import_nanobot(mm, home, part_chars=100)
+        nanobot.import_nanobot(mm, home, part_size=100)
     assert git(store, "rev-parse", "HEAD").strip() == head
     path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
-    result = nanobot.import_nanobot(mm, home, part_chars=100)
+    result = nanobot.import_nanobot(mm, home, part_size=100)
     assert len(result.commits) > 1 and result.commit == result.commits[-1]
     assert git(store, "rev-list", "--count", f"{head}..HEAD").strip() == str(len(result.commits))
     assert "Gitmem-Import-Part: 2" in git(store, "log", "--format=%(trailers)")
@@ -296,4 +296,4 @@ def test_a_huge_import_is_checked_first_then_committed_in_parts(
     whole = nanobot.import_nanobot(one, home)
     for sid in whole.sessions:
         assert loaded(mm, sid).interactions == loaded(one, sid).interactions
-    assert nanobot.import_nanobot(mm, home, part_chars=100).commits == []
+    assert nanobot.import_nanobot(mm, home, part_size=100).commits == []

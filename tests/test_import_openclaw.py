@@ -289,7 +289,7 @@ def test_split_entries_uses_the_markdown_structure() -> None:
 def test_a_huge_import_goes_in_parts_with_the_same_result(mm: MemoryManager, home: Path,
                                                           store: Path, tmp_path: Path) -> None:
     before = _commits(store)
-    parted = import_openclaw(mm, home / "workspace", tz="UTC", part_chars=50)
+    parted = import_openclaw(mm, home / "workspace", tz="UTC", part_size=50)
     assert len(parted.commits) > 1 and _commits(store) == before + len(parted.commits)
     whole_mm = MemoryManager(tmp_path / "whole", init=True)
     whole = import_openclaw(whole_mm, home / "workspace", tz="UTC")

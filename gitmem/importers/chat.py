@@ -64,7 +64,7 @@ from gitmem.importers.chatmessages import (
     title_of,
 )
 from gitmem.importers.engine import (
-    PART_CHARS,
+    PART_SIZE,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -372,7 +372,7 @@ def import_chat(
     dry_run: bool = False,
     meter: Meter | None = None,
     progress: Callable[[ImportResult], None] | None = None,
-    part_chars: int = PART_CHARS,
+    part_size: int = PART_SIZE,
 ) -> ImportResult:
     """Import a chat transcript file (see the module docstring for the formats) into ``mm``
     as one commit (``Gitmem-Op: import``, ``Gitmem-Source: chat``; a huge file goes in
@@ -398,7 +398,7 @@ def import_chat(
             yield found.session
 
     return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, progress=progress,
-                      reread=sessions, part_chars=part_chars,
+                      reread=sessions, size=_size(path), part_size=part_size,
                       subject=f"Import chat transcripts from {Path(path).name}")  # fmt: skip
 
 
@@ -442,3 +442,10 @@ def _as_message(message: Message) -> dict[str, str]:
     if name in ASSISTANT_SPEAKERS or name in SYSTEM_SPEAKERS or name in USER_SPEAKERS:
         return {"role": message.role, "content": message.content}
     return {"role": "user", "name": message.speaker, "content": message.content}
+
+
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0  # read_chat says what is wrong with it

@@ -240,18 +240,14 @@ class ImportResult(Result):
         return f"imported {what}{tail}"
 
 
-# an import whose messages hold more characters than this is committed in parts of about
-# this size (each a commit), after a first pass has checked the whole input: what a batch
-# holds in memory grows with its size, and a 1 GB export must not need gigabytes
-PART_CHARS = 64_000_000
+# an input bigger than this (bytes) is checked in a first pass, then committed in parts of
+# about this many characters of messages (each a commit): what a batch holds in memory grows
+# with its size (about 7 times the input), and a 1 GB export must not need gigabytes
+PART_SIZE = 128_000_000
 
 
 class _DryRun(Exception):
     """Raised inside the batch so that a dry run leaves the store as it was."""
-
-
-class _TooBig(Exception):
-    """Raised inside the first batch when the input is too big for one: it goes in parts."""
 
 
 def run_import(
@@ -263,7 +259,8 @@ def run_import(
     dry_run: bool = False,
     progress: Callable[[ImportResult], None] | None = None,
     reread: Callable[[], Iterable[Session]] | None = None,
-    part_chars: int = PART_CHARS,
+    size: int = 0,
+    part_size: int = PART_SIZE,
 ) -> ImportResult:
     """Merge ``sessions`` into ``mm`` as one commit (``Gitmem-Op: import``,
     ``Gitmem-Source: source``) and say what changed.
@@ -273,25 +270,22 @@ def run_import(
     once (e.g. one per source file): each part merges into what the earlier ones left.
     ``progress(result so far)`` is called after each session.
 
-    Huge inputs: when the messages hold more than ``part_chars`` characters and ``reread``
-    can read the input again, the input is first read through once to check it (a
-    malformed line still changes nothing), then committed in parts of about
-    ``part_chars`` (``Gitmem-Import-Part: n``), so memory stays flat however big the input.
+    Huge inputs: when the input is over ``part_size`` bytes (``size``) and ``reread`` can
+    read it again, it is first read through once to check it (a malformed line still
+    changes nothing), then committed in parts of about ``part_size`` characters of messages
+    (``Gitmem-Import-Part: n``), so memory stays flat however big the input.
     """
     result = ImportResult(source=source, dry_run=dry_run)
-    limit = part_chars if reread is not None else None
-    try:
-        _one_batch(mm, iter(sessions), result, subject, source, dry_run, progress, limit)
-    except _TooBig:
-        assert reread is not None
-        for _session in reread():
-            pass  # the whole input is read once first: an error in it writes nothing
-        result = ImportResult(source=source, dry_run=dry_run)
-        remaining = iter(reread())
-        part = 1
-        while _one_batch(mm, remaining, result, f"{subject} (part {part})", source, dry_run,
-                         progress, part_chars, part):  # fmt: skip
-            part += 1
+    if reread is None or size <= part_size:
+        _one_batch(mm, iter(sessions), result, subject, source, dry_run, progress, None)
+        return result
+    for _session in reread():
+        pass  # the whole input is read once first: an error in it writes nothing
+    remaining = iter(reread())
+    part = 1
+    while _one_batch(mm, remaining, result, f"{subject} (part {part})", source, dry_run,
+                     progress, part_size, part):  # fmt: skip
+        part += 1
     return result
 
 
@@ -299,9 +293,8 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
                subject: str, source: str, dry_run: bool,
                progress: Callable[[ImportResult], None] | None, limit: int | None,
                part: int | None = None) -> bool:
-    """Merge sessions from ``sessions`` into one commit; with ``part``, stop after about
-    ``limit`` characters and return True when more are left (without ``part``, going over
-    ``limit`` raises _TooBig and writes nothing)."""
+    """Merge sessions from ``sessions`` into one commit; with ``limit``, stop after about
+    that many characters of messages and return True when more are left."""
     trailers = {"Gitmem-Source": source}
     if part is not None:
         trailers["Gitmem-Import-Part"] = str(part)
@@ -319,8 +312,6 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
                     size += sum(len(m.content) for t in imported.interactions
                                 for m in t.messages)  # fmt: skip
                     if size > limit:
-                        if part is None:
-                            raise _TooBig
                         more = True
                         break
             if dry_run:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from gitmem.errors import ValidationError
 from gitmem.importers.engine import (
-    PART_CHARS,
+    PART_SIZE,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -424,7 +424,7 @@ def import_nanobot(
     dry_run: bool = False,
     meter: Meter | None = None,
     progress: Callable[[ImportResult], None] | None = None,
-    part_chars: int = PART_CHARS,
+    part_size: int = PART_SIZE,
 ) -> ImportResult:
     """Import a nanobot workspace or home into ``mm`` as one commit (see the module text;
     a huge one goes in parts, see :func:`~gitmem.importers.engine.run_import`).
@@ -435,8 +435,9 @@ def import_nanobot(
     if tools not in ("summary", "full"):
         raise ValidationError(f"--tools {tools!r}: use 'summary' or 'full'")
     layout = find_layout(path)
+    size = sum(p.stat().st_size for p in layout.session_files)
     if meter is not None:
-        meter.total = sum(p.stat().st_size for p in layout.session_files)
+        meter.total = size
     where = time_zone(tz)
 
     def sessions() -> Iterator[Session]:
@@ -445,5 +446,5 @@ def import_nanobot(
         return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
 
     return run_import(mm, sessions(), source=layout.source, dry_run=dry_run, progress=progress,
-                      reread=sessions, part_chars=part_chars,
+                      reread=sessions, size=size, part_size=part_size,
                       subject=f"Import nanobot memory from {Path(path).expanduser().name}")

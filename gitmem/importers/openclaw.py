@@ -72,7 +72,7 @@ from typing import Any
 from gitmem.errors import ValidationError
 from gitmem.format.blocks import split_entries
 from gitmem.importers.engine import (
-    PART_CHARS,
+    PART_SIZE,
     ImportFormatError,
     ImportResult,
     Meter,
@@ -157,7 +157,7 @@ def import_openclaw(
     dry_run: bool = False,
     meter: Meter | None = None,
     progress: Callable[[ImportResult], None] | None = None,
-    part_chars: int = PART_CHARS,
+    part_size: int = PART_SIZE,
 ) -> ImportResult:
     """Import an OpenClaw workspace and its agents' transcripts into ``mm`` as one commit
     (a huge one in parts: see :func:`~gitmem.importers.engine.run_import`).
@@ -187,7 +187,7 @@ def import_openclaw(
         return reader.sessions(files)
 
     return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, reread=sessions,
-                      part_chars=part_chars, progress=progress,
+                      size=reader.meter.total, part_size=part_size, progress=progress,
                       subject=f"Import OpenClaw {space if has_space else agents}")
 
 
