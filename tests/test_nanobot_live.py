@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from gitmem import MemoryManager
 from tests.conftest import git
 from tests.fake_openai import FakeServer, Reply, start
 from tests.nanobot_env import ROOT, python_with
@@ -128,7 +129,7 @@ TURNS = [("telegram:8812345", "My sister Ana lives in Porto"),
 def run_nanobot(python: Path, tmp_path: Path, llm: FakeServer, *,
                 env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
     data = tmp_path / "nanobot"  # nanobot's data folder: config.json, sessions/
-    data.mkdir(exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True)
     config = {"agents": {"defaults": {"workspace": str(data / "workspace"),
                                       "model": "fake-model", "provider": "custom"}},
               "providers": {"custom": {"apiKey": "sk-test", "apiBase": llm.base_url}}}
@@ -162,6 +163,8 @@ def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: P
     workspace = tmp_path / "nanobot" / "workspace"
     workspace.mkdir(parents=True)
     (workspace / "USER.md").write_text("# User\n\nName: Alice. Sister: Ana (Porto).\n")
+    # opting in as the docs say: the store where the plugin looks
+    MemoryManager.init(tmp_path / "nanobot" / "gitmem").close()
     out, stderr = run_nanobot(nanobot_python, tmp_path, llm)
     assert out["replies"][:2] == ["Noted: your sister Ana lives in Porto.",
                                   "USER.md keeps what I know about you."]
@@ -210,8 +213,18 @@ def test_a_store_that_cannot_be_written_never_stops_nanobot(
     assert blocked.read_text() == "a file where the store should be"
 
 
-def test_capture_can_be_switched_off(nanobot_python: Path, tmp_path: Path,
-                                     llm: FakeServer) -> None:
-    out, _ = run_nanobot(nanobot_python, tmp_path, llm, env={"GITMEM_NANOBOT_CAPTURE": "0"})
+def test_capture_is_opt_in_and_can_be_switched_off(nanobot_python: Path, tmp_path: Path,
+                                                   llm: FakeServer) -> None:
+    # installed but never asked for (no store, no setting): nothing is written
+    out, _ = run_nanobot(nanobot_python, tmp_path / "plain", llm)
     assert out["replies"][0] == "Noted: your sister Ana lives in Porto."
-    assert out["captures"] == [] and not (tmp_path / "nanobot" / "gitmem").exists()
+    assert out["captures"] == [] and not (tmp_path / "plain" / "nanobot" / "gitmem").exists()
+    # asked for with the switch: the store is made on the first turn
+    out, _ = run_nanobot(nanobot_python, tmp_path / "on", llm,
+                         env={"GITMEM_NANOBOT_CAPTURE": "1"})
+    assert out["captures"][0]["imports"] == 4
+    assert (tmp_path / "on" / "nanobot" / "gitmem" / ".git").is_dir()
+    # a store exists, and the switch says off
+    MemoryManager.init(tmp_path / "off" / "nanobot" / "gitmem").close()
+    out, _ = run_nanobot(nanobot_python, tmp_path / "off", llm, env={"GITMEM_NANOBOT_CAPTURE": "0"})
+    assert out["captures"] == []

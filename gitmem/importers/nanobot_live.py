@@ -12,9 +12,11 @@ import runs on the capture's worker thread, and a failure is logged, never raise
 nanobot.
 
 The store is ``$GITMEM_REPO``, else ``gitmem/`` in nanobot's data folder (the folder of its
-``config.json``, ``~/.nanobot`` by default), created on first use. ``GITMEM_NANOBOT_CAPTURE=0``
-turns the capture off. This is the only module that imports ``nanobot`` (the ``nanobot``
-extra); docs/nanobot.md is the user's guide.
+``config.json``, ``~/.nanobot`` by default). Capturing is opt-in, since an entry point cannot
+wait for an extra: it runs when that store exists (``gitmem init ~/.nanobot/gitmem``), when
+``GITMEM_REPO`` is set, or with ``GITMEM_NANOBOT_CAPTURE=1`` (the store is then created on
+first use); ``GITMEM_NANOBOT_CAPTURE=0`` turns it off. This is the only module that imports
+``nanobot`` (the ``nanobot`` extra); docs/nanobot.md is the user's guide.
 """
 
 from __future__ import annotations
@@ -59,20 +61,28 @@ def attach(ctx: Any) -> Capture | None:
     """Subscribe a capture to ``ctx.bus`` (once per bus); None when there is nothing to
     capture (no bus, capture switched off, a nanobot without ``SessionTurnPersisted``)."""
     bus = getattr(ctx, "bus", None)
-    if bus is None or os.environ.get(SWITCH_ENV, "").strip().lower() in ("0", "off", "no",
-                                                                          "false"):
+    switch = os.environ.get(SWITCH_ENV, "").strip().lower()
+    if bus is None or switch in ("0", "off", "no", "false"):
         return None
     if bus in _captures:
         return _captures[bus]
+    found = getattr(getattr(ctx, "sessions", None), "sessions_dir", None)
+    sessions = Path(found) if found is not None else None
+    store = store_path(sessions)
+    # opt in: installing gitmem beside nanobot (e.g. for `gitmem mcp`) must not start
+    # writing a store nobody asked for
+    if switch not in ("1", "on", "yes", "true") and not os.environ.get(STORE_ENV, "").strip() \
+            and not store.exists():
+        log.debug("gitmem: live capture is off: no store at %s (`gitmem init %s`, "
+                  "GITMEM_REPO or GITMEM_NANOBOT_CAPTURE=1 turn it on)", store, store)
+        return None
     try:
         from nanobot.bus.runtime_events import SessionTurnPersisted
     except ImportError:
         log.warning("gitmem: this nanobot has no SessionTurnPersisted event; live capture "
                     "needs nanobot-ai%s (batch imports work: gitmem import nanobot)", SUPPORTED)
         return None
-    found = getattr(getattr(ctx, "sessions", None), "sessions_dir", None)
-    sessions = Path(found) if found is not None else None
-    capture = Capture(store_path(sessions), nanobot_importer(Path(ctx.workspace), sessions),
+    capture = Capture(store, nanobot_importer(Path(ctx.workspace), sessions),
                       agent="nanobot", via="nanobot-plugin")  # fmt: skip
 
     def turn_persisted(event: Any) -> None:
