@@ -16,7 +16,7 @@ import contextvars
 import functools
 import os
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -134,9 +134,11 @@ def _opened_as(
 class AsyncBatch:
     """What ``amm.batch(...)`` returns: ``async with`` it to group writes into one commit."""
 
-    def __init__(self, amm: AsyncMemoryManager, message: str) -> None:
+    def __init__(self, amm: AsyncMemoryManager, message: str,
+                 trailers: Mapping[str, str] | None = None) -> None:
         self._amm = amm
         self._message = message
+        self._trailers = trailers
         self._pool: ThreadPoolExecutor | None = None
         self._cm: AbstractContextManager[BatchResult] | None = None
         self._token: contextvars.Token[tuple[MemoryManager, ThreadPoolExecutor] | None] | None
@@ -148,7 +150,7 @@ class AsyncBatch:
         self._amm._refuse_loop_batch()
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(1, thread_name_prefix="gitmem-batch")
-        cm = self._amm.manager.batch(self._message)
+        cm = self._amm.manager.batch(self._message, trailers=self._trailers)
         try:
             result = await loop.run_in_executor(pool, cm.__enter__)
         except BaseException:
@@ -232,12 +234,14 @@ class AsyncMemoryManager:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def batch(self, message: str = "Batch of memory changes") -> AsyncBatch:
-        """Group every write made inside ``async with amm.batch(...) as b`` into one commit.
+    def batch(self, message: str = "Batch of memory changes", *,
+              trailers: Mapping[str, str] | None = None) -> AsyncBatch:
+        """Group every write made inside ``async with amm.batch(...) as b`` into one commit
+        (with ``trailers`` added to gitmem's own).
 
         ``b.commit`` is set when the block ends; an exception drops all its changes.
         """
-        return AsyncBatch(self, message)
+        return AsyncBatch(self, message, trailers)
 
     def acting_as(self, agent: str) -> AbstractContextManager[None]:
         """Within the ``with`` block (and the tasks it starts), every call writes as ``agent``:

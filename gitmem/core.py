@@ -294,8 +294,10 @@ class SessionCore(GuardMethods):
     # --- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def batch(self, message: str = "Batch of memory changes") -> Iterator[BatchResult]:
-        """Group every write inside the block into one commit (e.g. an import).
+    def batch(self, message: str = "Batch of memory changes", *,
+              trailers: Mapping[str, str] | None = None) -> Iterator[BatchResult]:
+        """Group every write inside the block into one commit (e.g. an import), with
+        ``trailers`` added to gitmem's own (e.g. ``Gitmem-Source``).
 
         The write lock is held for the whole block; an exception drops all its changes.
         """
@@ -313,7 +315,8 @@ class SessionCore(GuardMethods):
             def commit() -> None:
                 op = "batch" if len(set(current.ops)) != 1 else current.ops[0]
                 base, names = txn.head(), self._names.pending(txn)
-                result.commit = txn.commit(message, trailers=self._trailers(op, current.touched))
+                all_trailers = {**self._trailers(op, current.touched), **(trailers or {})}
+                result.commit = txn.commit(message, trailers=all_trailers)
                 self._names.advance(base, result.commit, names)
 
             # a person's commit to the same files: the changes are made again on top of it
@@ -362,11 +365,13 @@ class SessionCore(GuardMethods):
         body: str = "",
     ) -> str | None:
         """Read-modify-write one session under the lock; one commit unless in a batch."""
-        path = self._path(session_id)
         batch: _Batch | None = getattr(self._local, "batch", None)
         if batch is not None:
+            # the batch holds the lock: its head is the branch's (no ref file read per save)
+            path = self._path(session_id, batch.txn.head())
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
+        path = self._path(session_id)
         with self._repo.transaction() as txn:
 
             def write() -> str | None:

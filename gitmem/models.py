@@ -8,7 +8,6 @@ parsed back unchanged (see ``gitmem.format``).
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
@@ -71,18 +70,32 @@ RESERVED_METADATA_KEYS = frozenset(
 )
 
 
+# Unicode categories Cc (C0, DEL, C1), Cs (surrogates), Zl and Zp, as one scan
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def _has_control(text: str) -> bool:
-    return any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in text)
+    return _CONTROL.search(text) is not None
+
+
+# labels already found valid: the same few speaker names come on every message
+_GOOD_LABELS: set[str] = set()
+GOOD_LABELS_MAX = 4096
 
 
 def check_label(value: str, what: str) -> str:
     """Validate a one-line label (speaker name, tag, metadata key or value)."""
+    if value in _GOOD_LABELS:
+        return value
     if not value or value != value.strip():
         raise ValueError(f"{what} must be non-empty without leading/trailing spaces: {value!r}")
-    if _has_control(value) or any(ch in _LABEL_FORBIDDEN for ch in value):
+    if _has_control(value) or not _LABEL_FORBIDDEN.isdisjoint(value):
         raise ValueError(
             f"{what} may not contain control characters or any of * ` \\ [ ] < > |: {value!r}"
         )
+    if len(_GOOD_LABELS) >= GOOD_LABELS_MAX:
+        _GOOD_LABELS.clear()
+    _GOOD_LABELS.add(value)
     return value
 
 

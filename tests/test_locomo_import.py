@@ -96,7 +96,7 @@ def test_import_through_the_cli(locomo_file: Path, store: Path) -> None:
     out = runner.invoke(cli, ["--repo", str(store), "import", "locomo", str(locomo_file),
                               "--convs", "0"])  # fmt: skip
     assert out.exit_code == 0, out.output
-    assert "imported 2 sessions" in out.output
+    assert "imported 2 session(s)" in out.output
     assert git(store, "status", "--porcelain") == ""
     assert "Gitmem-Op: import" in git(store, "log", "-1", "--format=%(trailers)")
     mm = MemoryManager(store)
@@ -164,8 +164,9 @@ def test_reimport_keeps_hand_saved_turns_and_reports_changed_ones(locomo_file: P
                               str(locomo_file), "--convs", "0"])  # fmt: skip
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
-    assert report["differing"] == [{"session_id": "conv-a-session_1", "interaction_id": "D1:2"}]
-    assert report["added"] == 1 and report["commit"] == git(store, "rev-parse", "HEAD").strip()
+    assert report["conflicts"] == [{"session_id": "conv-a-session_1", "interaction_id": "D1:2"}]
+    assert report["turns_added"] == 1
+    assert report["commit"] == git(store, "rev-parse", "HEAD").strip()
     session = mm.load_memory("conv-a-session_1")
     assert session is not None
     assert [i.id for i in session.interactions] == ["D1:1", "D1:2", "D1:3", "hand-1", "D1:4"]

@@ -20,7 +20,6 @@ import os
 import secrets
 import shlex
 import subprocess
-import venv
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +28,10 @@ import pytest
 from gitmem import MemoryManager
 from tests.conftest import git
 from tests.mcp_client import http_server
+from tests.nanobot_env import ROOT, python_with
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
-# what pip says when the package index cannot be reached (the only reason to skip)
-OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
-           "ConnectTimeoutError", "No matching distribution found for nanobot-ai",
-           "Could not find a version that satisfies the requirement nanobot-ai")
 
 # Runs with nanobot's interpreter: nanobot's own loader, MCP provider and tool registry.
 DRIVER = r'''
@@ -92,21 +87,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2], "--plugin" in sys.argv))
 @pytest.fixture(scope="module")
 def nanobot_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An interpreter with nanobot-ai and this gitmem: GITMEM_NANOBOT_PYTHON, else a new venv."""
-    given = os.environ.get("GITMEM_NANOBOT_PYTHON")
-    if given:
-        return Path(given)
-    folder = tmp_path_factory.mktemp("nanobot-venv")
-    venv.create(folder, with_pip=True)
-    python = folder / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           "nanobot-ai", "-e", str(ROOT)],
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
-    if done.returncode != 0:
-        output = done.stdout + done.stderr
-        if any(sign in output for sign in OFFLINE):
-            pytest.skip(f"the package index is unreachable: {output.strip().splitlines()[-1]}")
-        raise AssertionError(f"pip install nanobot-ai failed:\n{output[-3000:]}")
-    return python
+    return python_with(tmp_path_factory, "nanobot-venv", "nanobot-ai", "-e", str(ROOT))
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ option handling. Importing this package registers every command on ``cli``.
 
 from __future__ import annotations
 
-from gitmem.cli import history, search, serve, sessions, sharing, summaries
+from gitmem.cli import history, imports, search, serve, sessions, sharing, summaries
 from gitmem.cli.base import cli
 
 
@@ -15,4 +15,6 @@ def main() -> None:
     cli(prog_name="gitmem")
 
 
-__all__ = ["cli", "history", "main", "search", "serve", "sessions", "sharing", "summaries"]
+__all__ = [
+    "cli", "history", "imports", "main", "search", "serve", "sessions", "sharing", "summaries",
+]

@@ -124,33 +124,6 @@ def reindex(ctx: Context) -> None:
     ))  # fmt: skip
 
 
-@cli.group("import")
-def import_() -> None:
-    """Import conversations from other formats."""
-
-
-@import_.command("locomo")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--convs", help="Only these conversations, e.g. 0-2 or 0,3 (default: all).")
-@pass_ctx
-def import_locomo(ctx: Context, file: str, convs: str | None) -> None:
-    """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
-    mm = ctx.manager()
-    quiet = ctx.json
-    result = locomo.import_locomo(
-        mm, file, convs=convs,
-        progress=None if quiet else (lambda text: click.echo(text, err=True)),
-    )  # fmt: skip
-    differing = [f"{sid} {iid}" for sid, iid in result.differing]
-    if differing and not quiet:
-        click.echo(f"kept {len(differing)} stored turn(s) that differ from {file} "
-                   "(session, interaction):\n  " + "\n  ".join(differing), err=True)
-    emit(ctx, result.to_dict(),
-          lambda: f"imported {len(result.sessions)} sessions from {file}: "
-          f"{len(result.added)} new turns"
-          + ("" if result.commit else " (nothing changed, no commit)"))
-
-
 @cli.group()
 def bench() -> None:
     """Benchmarks that go through a real store."""

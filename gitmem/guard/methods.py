@@ -51,7 +51,7 @@ from gitmem.guard.redact import (
     with_redacted_trailer,
 )
 from gitmem.guard.scan import SecretFinding, scan_repository
-from gitmem.guard.secrets import SecretConfig, redact
+from gitmem.guard.secrets import SecretConfig, redact, redacted_label
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.store.layout import fanout_at, session_files
 from gitmem.store.repository import Repository
@@ -269,17 +269,18 @@ class GuardMethods:
                     config)
         messages: list[Message] = []
         for at, message in enumerate(turn.messages):
-            self._check_size(message.content,
-                             f"session {session_id!r}, interaction {turn.id!r}, message {at}")
+            if len(message.content) * 4 > self.max_message_bytes:  # else it cannot be over
+                self._check_size(message.content,
+                                 f"session {session_id!r}, interaction {turn.id!r}, message {at}")
             if config.redact:
                 update: dict[str, str] = {}
                 text, found = redact(message.content, config)
                 if found:
                     counts.update(found)
                     update["content"] = text
-                speaker, found = redact(message.speaker, config, label=True)
-                if found:
-                    counts.update(found)
+                speaker, kinds = redacted_label(message.speaker, config)
+                if kinds:
+                    counts.update(kinds)
                     update["speaker"] = speaker
                 if update:
                     message = message.model_copy(update=update)
@@ -372,3 +373,4 @@ class GuardMethods:
         To purge one, see ``docs/reliability.md`` (section "Secrets already in history").
         """
         return scan_repository(self._repo, config or self.secret_config)
+

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from gitmem.store.config import parse_bool
 
@@ -203,6 +204,21 @@ class SecretConfig:
                      for p in self.all_patterns)
 
     @cached_property
+    def _hinted(self) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
+        """(hint, the patterns it wakes) for each distinct hint, and the patterns that
+        have no hint (they always run)."""
+        wakes: dict[str, list[int]] = {}
+        for at, pattern in enumerate(self.all_patterns):
+            for hint in pattern.hints:
+                wakes.setdefault(hint, []).append(at)
+        always = tuple(at for at, p in enumerate(self.all_patterns) if not p.hints)
+        return tuple((h, tuple(ats)) for h, ats in wakes.items()), always
+
+    @cached_property
+    def _labels(self) -> dict[str, tuple[str, Counter[str]]]:
+        return {}  # redacted_label's memo: the same few speaker names come on every message
+
+    @cached_property
     def _allowed(self) -> re.Pattern[str] | None:
         return re.compile("|".join(f"(?:{a})" for a in self.allow)) if self.allow else None
 
@@ -257,14 +273,18 @@ def find_secrets(text: str, config: SecretConfig = DEFAULT_CONFIG) -> Iterator[F
     """Every secret in ``text``, in order, none overlapping (where two kinds match at the
     same place, the one listed first wins)."""
     lowered = text.lower()
+    hinted, always = config._hinted
+    # each distinct hint is looked for once; a pattern runs when one of its hints is there
+    chosen = [at for hint, ats in hinted if hint in lowered for at in ats]
+    if not chosen and not always:
+        return  # most names, ids and sentences: nothing can match
     compiled = config._compiled
     if len(lowered) != len(text):  # a few non-ASCII letters change length when lowered
         compiled, lowered = config._unlowered, text
-    live: list[_Live] = []
-    for at, pattern in enumerate(config.all_patterns):
-        if not pattern.hints or any(hint in lowered for hint in pattern.hints):
-            live.append(_Live(at, pattern.kind, compiled[at],
-                              lowered if pattern.lowered else text))
+    patterns = config.all_patterns
+    live = [_Live(at, patterns[at].kind, compiled[at],
+                  lowered if patterns[at].lowered else text)
+            for at in sorted({*chosen, *always})]
     found = sorted((m.start(), item.at, m, item) for item in live
                    for m in item.regex.finditer(item.subject))
     allowed = config._allowed
@@ -287,17 +307,14 @@ def find_secrets(text: str, config: SecretConfig = DEFAULT_CONFIG) -> Iterator[F
         yield Finding(kind, start, end, line, mask(secret))
 
 
-@dataclass(frozen=True)
-class _Live:
-    """A pattern that runs on this text: its place, kind, expression and the text it reads."""
+class _Live(NamedTuple):
+    """A pattern that runs on this text: its place, kind, expression and the text it reads
+    (a tuple: made for every text scanned, and ordered by place)."""
 
     at: int
     kind: str
     regex: re.Pattern[str]
     subject: str
-
-    def __lt__(self, other: _Live) -> bool:
-        return self.at < other.at
 
 
 def _specific_kind(start: int, end: int, live: list[_Live]) -> str | None:
@@ -332,3 +349,20 @@ def redact(text: str, config: SecretConfig = DEFAULT_CONFIG, *, label: bool = Fa
 def trailer_value(counts: Mapping[str, int]) -> str:
     """``openai-key=1, aws-access-key=2``: what the ``Gitmem-Redacted`` trailer says."""
     return ", ".join(f"{kind}={n}" for kind, n in sorted(counts.items()))
+
+
+# speaker names remembered per config; past this many, the memo starts over
+LABEL_MEMO = 4096
+
+
+def redacted_label(label: str, config: SecretConfig = DEFAULT_CONFIG
+                   ) -> tuple[str, Counter[str]]:
+    """:func:`redact` of a one-line label (a speaker name), remembered: the same few names
+    come back on every message of an import. Do not change the Counter it returns."""
+    memo = config._labels
+    found = memo.get(label)
+    if found is None:
+        if len(memo) >= LABEL_MEMO:
+            memo.clear()
+        found = memo[label] = redact(label, config, label=True)
+    return found

@@ -8,8 +8,8 @@ and each turn an interaction whose id is its ``dia_id``; image turns keep their 
 the top k hits) and session recall S@k (share of its evidence sessions among the first k
 distinct sessions of the hit list), per question category and overall.
 
-Importing is additive (:func:`merge_session`): importing a file again adds only the turns a
-session lacks, keeps every turn the store has (also turns saved by hand in between), and
+Importing is additive (``gitmem.importers.engine``): importing a file again adds only the
+turns a session lacks, keeps every turn the store has (also turns saved by hand in between), and
 reports a turn whose stored text differs from the file instead of overwriting it.
 :func:`import_locomo` drives that through a ``MemoryManager`` (one commit);
 :func:`bench_locomo` scores ``search`` on fresh stores (``gitmem bench locomo``).
@@ -21,7 +21,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,16 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from gitmem.errors import ValidationError
-from gitmem.guard.secrets import redact
+from gitmem.importers.engine import ImportResult, run_import
 from gitmem.manager import MemoryManager
-from gitmem.models import (
-    Interaction,
-    Message,
-    ModelValidationError,
-    Result,
-    Session,
-    describe_errors,
-)
+from gitmem.models import Interaction, Message, ModelValidationError, Session, describe_errors
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -181,63 +174,6 @@ def _conversation(sample: dict[str, Any], at: int) -> Conversation:
     return Conversation(sample_id, sessions, questions)
 
 
-@dataclass(frozen=True)
-class Merged:
-    """An imported session merged into the stored one (see :func:`merge_session`).
-
-    Attributes:
-        session: the result; the stored ``Session`` object itself when nothing changes.
-        added: ids of the imported turns the store did not have.
-        differing: ids of turns the store has with other content than the file; the
-            stored version is kept.
-    """
-
-    session: Session
-    added: tuple[str, ...] = ()
-    differing: tuple[str, ...] = ()
-
-
-def merge_session(stored: Session | None, imported: Session, *,
-                  elsewhere: Collection[str] = (),
-                  same: Callable[[Interaction, Interaction], bool] | None = None) -> Merged:
-    """``imported`` added to ``stored`` without losing anything ``stored`` has.
-
-    Turns are matched by id: an imported turn the store lacks (neither in ``stored`` nor
-    among ``elsewhere``, e.g. the ids a summary moved to the archive part) is appended in
-    file order; a stored turn is kept as it is, and listed in ``differing`` when ``same``
-    (default: equal timestamp and messages) says the file has it otherwise. Participants
-    and tags are joined, the project is kept if set, the time span is widened.
-    """
-    if stored is None:
-        return Merged(imported, tuple(t.id for t in imported.interactions))
-    equal = same or (lambda a, b: a.timestamp == b.timestamp and a.messages == b.messages)
-    have = {turn.id: turn for turn in stored.interactions}
-    added: list[Interaction] = []
-    differing: list[str] = []
-    for turn in imported.interactions:
-        kept = have.get(turn.id)
-        if kept is None:
-            if turn.id not in elsewhere:
-                added.append(turn)
-        elif not equal(kept, turn):
-            differing.append(turn.id)
-    update: dict[str, Any] = {}
-    if added:
-        update["interactions"] = [*stored.interactions, *added]
-    for name in ("participants", "tags"):
-        joined = list(dict.fromkeys([*getattr(stored, name), *getattr(imported, name)]))
-        if joined != getattr(stored, name):
-            update[name] = joined
-    if stored.project is None and imported.project is not None:
-        update["project"] = imported.project
-    if imported.created < stored.created:
-        update["created"] = imported.created
-    if imported.last_active > stored.last_active:
-        update["last_active"] = imported.last_active
-    session = stored.model_copy(update=update) if update else stored
-    return Merged(session, tuple(t.id for t in added), tuple(differing))
-
-
 _RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
 
 
@@ -321,85 +257,39 @@ Searcher = Callable[[Conversation, Question], Sequence[tuple[str, str]]]
 # --- driving a store ----------------------------------------------------------------------
 
 
-class ImportResult(Result):
-    """What an import did: the session ids it touched (in file order), the turns it
-    ``added`` and the stored turns that ``differing`` from the file were kept as stored
-    (both as (session id, interaction id) pairs); ``commit`` is None when nothing changed."""
-
-    sessions: list[str] = []  # noqa: RUF012  (pydantic copies it for each instance)
-    added: list[tuple[str, str]] = []  # noqa: RUF012
-    differing: list[tuple[str, str]] = []  # noqa: RUF012
-    commit: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """What ``gitmem import locomo --json`` prints."""
-        return {"sessions": self.sessions, "commit": self.commit, "added": len(self.added),
-                "differing": [{"session_id": s, "interaction_id": i}
-                              for s, i in self.differing]}  # fmt: skip
-
-
 def import_locomo(
     mm: MemoryManager,
     path: str | Path,
     *,
     convs: str | None = None,
+    dry_run: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> ImportResult:
     """Import a LoCoMo JSON file into ``mm`` as one commit: each session becomes a gitmem
     session ``<sample_id>-session_<N>`` with the turns' ``dia_id`` as interaction ids.
 
-    Importing is additive and idempotent: only turns a session lacks are added, turns
-    already stored (also ones saved by hand since) are kept, and importing an unchanged
-    file again makes no commit. A stored turn whose text differs from the file is kept
-    as stored and listed in ``result.differing``. ``progress(text)`` is told after each
-    conversation.
+    Importing is additive and idempotent (see :func:`~gitmem.importers.engine.run_import`):
+    only turns a session lacks are added, turns already stored (also ones saved by hand
+    since) are kept, and importing an unchanged file again makes no commit. A stored turn
+    whose text differs from the file is kept as stored and listed in ``result.differing``.
+    ``progress(text)`` is told after each conversation.
     """
     conversations = load(path)
     chosen = [conversations[i] for i in parse_range(convs, len(conversations))]
-    result = ImportResult()
-    turns = 0
-    with mm.batch(f"Import LoCoMo {Path(path).name}") as done:
+
+    def sessions() -> Iterator[Session]:
+        turns = count = 0
         for number, conv in enumerate(chosen, 1):
             for session in conv.sessions:
-                _import_session(mm, session, result)
-                result.sessions.append(session.id)
+                yield session
+                count += 1
                 turns += len(session.interactions)
             if progress is not None:
                 progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
-                         f"{len(result.sessions)} sessions, {turns} turns so far")  # fmt: skip
-    result.commit = done.commit
-    return result
+                         f"{count} sessions, {turns} turns so far")  # fmt: skip
 
-
-def _import_session(mm: MemoryManager, imported: Session, result: ImportResult) -> None:
-    archived = mm.load_archive(imported.id)  # a summary may have moved turns there
-    elsewhere = {t.id for t in archived.interactions} if archived else set()
-
-    def same(stored: Interaction, given: Interaction) -> bool:
-        return _same_turn(mm, stored, given)
-
-    def change(current: Session | None) -> Session | None:
-        merged = merge_session(current, imported, elsewhere=elsewhere, same=same)
-        result.added += [(imported.id, iid) for iid in merged.added]
-        result.differing += [(imported.id, iid) for iid in merged.differing]
-        return merged.session
-
-    mm.change_session(imported.id, change, op="import", subject=f"Import {imported.id}")
-
-
-def _same_turn(mm: MemoryManager, stored: Interaction, imported: Interaction) -> bool:
-    """Equal, counting a secret the file has as the marker the store has in its place."""
-    if stored.timestamp != imported.timestamp or len(stored.messages) != len(imported.messages):
-        return False
-    config = mm.secret_config
-    for kept, given in zip(stored.messages, imported.messages, strict=True):
-        if kept.speaker != given.speaker:
-            return False
-        if kept.content != given.content and (
-            not config.redact or redact(given.content, config)[0] != kept.content
-        ):
-            return False
-    return True
+    return run_import(mm, sessions(), source="locomo", dry_run=dry_run,
+                      subject=f"Import LoCoMo {Path(path).name}")
 
 
 def bench_locomo(
