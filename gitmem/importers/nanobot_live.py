@@ -28,8 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from nanobot.agent.tools.base import Tool
+from nanobot.config.paths import get_data_dir
 
 from gitmem.importers.live import Capture, nanobot_importer
+
+# nanobot 0.3.0 loads tool plugins but has no such event: the capture then says so
+try:
+    from nanobot.bus.runtime_events import SessionTurnPersisted
+except ImportError:
+    SessionTurnPersisted = None
 
 log = logging.getLogger("gitmem.importers.live")  # the capture's one logger
 
@@ -52,8 +59,6 @@ def store_path(sessions: Path | None = None) -> Path:
         return Path(given).expanduser()
     if sessions is not None:
         return sessions.parent.parent / "gitmem"
-    from nanobot.config.paths import get_data_dir
-
     return Path(get_data_dir()) / "gitmem"
 
 
@@ -76,9 +81,7 @@ def attach(ctx: Any) -> Capture | None:
         log.debug("gitmem: live capture is off: no store at %s (`gitmem init %s`, "
                   "GITMEM_REPO or GITMEM_NANOBOT_CAPTURE=1 turn it on)", store, store)
         return None
-    try:
-        from nanobot.bus.runtime_events import SessionTurnPersisted
-    except ImportError:
+    if SessionTurnPersisted is None:
         log.warning("gitmem: this nanobot has no SessionTurnPersisted event; live capture "
                     "needs nanobot-ai%s (batch imports work: gitmem import nanobot)", SUPPORTED)
         return None
