@@ -6,13 +6,14 @@ It only composes: each feature's methods class (``<feature>/methods.py``) inheri
 
 from __future__ import annotations
 
+from gitmem.facts.methods import FactMethods
 from gitmem.history.methods import HistoryMethods
 from gitmem.search.methods import SearchMethods
 from gitmem.summary.methods import SummaryMethods
 from gitmem.sync.methods import SyncMethods
 
 
-class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods):
+class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
     """Long-term conversation memory in a git repository of Markdown files.
 
     ``MemoryManager(path, init=..., agent=..., ...)`` opens a store; the constructor's
