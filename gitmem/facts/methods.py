@@ -28,17 +28,16 @@ from gitmem.format.facts import (
     MemoryFile,
     as_moment,
     derived_id,
+    memory_path,
     parse_facts,
     render_facts,
 )
-from gitmem.format.paths import encode_id
 from gitmem.guard.secrets import redact
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line, terms
 
-MEMORY_FILE = "memory/MEMORY.md"
 MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a session
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
 
@@ -121,9 +120,7 @@ class FactMethods(SessionCore):
     @property
     def facts_path(self) -> str:
         """The memory file's path in the store (per namespace)."""
-        if self.namespace is None:
-            return MEMORY_FILE
-        return f"namespaces/{encode_id(self.namespace)}/{MEMORY_FILE}"
+        return memory_path(self.namespace)
 
     # --- reading -------------------------------------------------------------------------
 

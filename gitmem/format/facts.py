@@ -45,9 +45,11 @@ from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
 from gitmem.format.labels import unescape
+from gitmem.format.paths import encode_id
 from gitmem.format.spans import Block, top_level_blocks
 from gitmem.models import ModelValidationError, _Model
 
+MEMORY_FILE = "memory/MEMORY.md"
 DEFAULT_SECTION = "Notes"
 TITLE = "Memory"
 SEP = " · "
@@ -178,6 +180,13 @@ class MemoryFile(_Model):
         rank = {name: at for at, name in enumerate(order)}
         kept.sort(key=lambda f: rank[f.section])  # stable: the order within a section stays
         return self.model_copy(update={"facts": tuple(kept), "sections": tuple(order)})
+
+
+def memory_path(namespace: str | None = None) -> str:
+    """The memory file's path in a store (each namespace has its own)."""
+    if namespace is None:
+        return MEMORY_FILE
+    return f"namespaces/{encode_id(namespace)}/{MEMORY_FILE}"
 
 
 def as_moment(value: str) -> datetime:
