@@ -499,7 +499,10 @@ def _iso(value: date | datetime | str) -> str:
         return value.isoformat()
     if isinstance(value, date):
         return value.isoformat()
-    as_moment(value)  # a clear error for anything else
+    try:
+        as_moment(value)  # a clear error for anything else
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     return value
 
 
