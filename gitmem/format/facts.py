@@ -267,13 +267,18 @@ def _escaped(text: str) -> str:
         for at, ch in enumerate(text))
 
 
+def _agent(name: str) -> str:
+    """An agent's name for ``by NAME``; one called "hand" must not read as ``by hand``."""
+    return "%68and" if name == "hand" else _encode(name)
+
+
 def fact_line(fact: Fact) -> str:
     """The list item of one fact, without a line end."""
     escaped = _needs_escape(fact.text)
     text = _escaped(fact.text) if escaped else fact.text
     sources = ", ".join(
         _encode(s.session) + ("" if s.interaction is None else "#" + _encode(s.interaction))
-        for s in fact.sources) or ("by " + _encode(fact.by) if fact.by else BY_HAND)
+        for s in fact.sources) or ("by " + _agent(fact.by) if fact.by else BY_HAND)
     parts = [f"#{fact.id} {ARROW} {sources}"]
     if fact.valid_from:
         parts.append(f"from {fact.valid_from}")
