@@ -326,6 +326,18 @@ class AsyncMemoryManager:
     sync = _Coroutine(MemoryManager.sync)
     update_metadata = _Coroutine(MemoryManager.update_metadata)
 
+    # curated facts (gitmem.facts.methods)
+    change_facts = _Coroutine(MemoryManager.change_facts)
+    fact = _Coroutine(MemoryManager.fact)
+    fact_blame = _Coroutine(MemoryManager.fact_blame)
+    fact_history = _Coroutine(MemoryManager.fact_history)
+    facts = _Coroutine(MemoryManager.facts)
+    forget = _Coroutine(MemoryManager.forget)
+    memory_file = _Coroutine(MemoryManager.memory_file)
+    remember = _Coroutine(MemoryManager.remember)
+    supersede = _Coroutine(MemoryManager.supersede)
+    update_fact = _Coroutine(MemoryManager.update_fact)
+
     @staticmethod
     async def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
         """``MemoryManager.merge_file`` in a worker thread."""
