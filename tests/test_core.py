@@ -11,6 +11,7 @@ import pytest
 
 from gitmem.core import SessionCore
 from gitmem.errors import ReadOnlyError
+from gitmem.facts.methods import FactMethods
 from gitmem.history.methods import HistoryMethods
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
@@ -36,10 +37,10 @@ def test_the_core_alone_saves_and_reads(store: Path) -> None:
 
 
 def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
-    for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods):
+    for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
         assert issubclass(feature, SessionCore)
     assert MemoryManager.__bases__ == (HistoryMethods, SearchMethods, SummaryMethods,
-                                       SyncMethods)
+                                       SyncMethods, FactMethods)
     stubbed = []
     for path in [PACKAGE / "core.py", *PACKAGE.glob("*/methods.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
