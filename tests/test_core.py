@@ -11,8 +11,8 @@ import pytest
 
 from gitmem.core import SessionCore
 from gitmem.errors import ReadOnlyError
-from gitmem.history.methods import HistoryMethods
 from gitmem.facts.methods import FactMethods
+from gitmem.history.methods import HistoryMethods
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
 from gitmem.search.methods import SearchMethods

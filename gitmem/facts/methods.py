@@ -220,6 +220,10 @@ class FactMethods(SessionCore):
                 f"fact {fact.id!r} is {size:,} bytes, over the {self.max_fact_bytes:,}-byte "
                 "limit for a fact (mm.max_fact_bytes); save long text as a session turn and "
                 "remember a sentence about it")
+        return self._redact_fact(txn, fact)
+
+    def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
+        """``fact`` with the secrets in its text and tags redacted (counted on ``txn``)."""
         config = self.secret_config
         if not config.redact:
             return fact
@@ -240,6 +244,9 @@ class FactMethods(SessionCore):
         edited = txn.hand_edit(path)
         if edited is not None:
             memory = parse_facts(edited, path)
+            redacted = memory.with_facts(self._redact_fact(txn, f) for f in memory.facts)
+            if redacted != memory:  # a pasted secret is not recorded, as in a session file
+                memory, edited = redacted, render_facts(redacted).encode("utf-8")
             txn.write(path, edited)
             txn.commit(f"Record hand edit of {path}",
                        trailers={"Gitmem-Op": "edit"}, identity=self._hand_identity(),
@@ -496,7 +503,10 @@ def _iso(value: date | datetime | str) -> str:
         return value.isoformat()
     if isinstance(value, date):
         return value.isoformat()
-    as_moment(value)  # a clear error for anything else
+    try:
+        as_moment(value)  # a clear error for anything else
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
     return value
 
 

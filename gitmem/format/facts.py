@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -198,7 +198,7 @@ def as_moment(value: str) -> datetime:
     except ValueError:
         raise ValueError(f"{value!r} is not an ISO date (YYYY-MM-DD) or date-time") from None
     return moment.replace(tzinfo=None) if moment.tzinfo is None else (
-        moment.astimezone().replace(tzinfo=None))
+        moment.astimezone(UTC).replace(tzinfo=None))  # UTC, as ``facts(as_of=)`` compares
 
 
 def section_problem(name: str) -> str | None:
@@ -276,13 +276,18 @@ def _escaped(text: str) -> str:
         for at, ch in enumerate(text))
 
 
+def _agent(name: str) -> str:
+    """An agent's name for ``by NAME``; one called "hand" must not read as ``by hand``."""
+    return "%68and" if name == "hand" else _encode(name)
+
+
 def fact_line(fact: Fact) -> str:
     """The list item of one fact, without a line end."""
     escaped = _needs_escape(fact.text)
     text = _escaped(fact.text) if escaped else fact.text
     sources = ", ".join(
         _encode(s.session) + ("" if s.interaction is None else "#" + _encode(s.interaction))
-        for s in fact.sources) or ("by " + _encode(fact.by) if fact.by else BY_HAND)
+        for s in fact.sources) or ("by " + _agent(fact.by) if fact.by else BY_HAND)
     parts = [f"#{fact.id} {ARROW} {sources}"]
     if fact.valid_from:
         parts.append(f"from {fact.valid_from}")
