@@ -45,8 +45,8 @@ def test_added_on_either_side_is_kept_after_its_predecessor() -> None:
     theirs = memory(BERLIN, fact("fb", "Speaks Dutch."), TEA, fact("fc", "Hates coffee.",
                                                                     "Preferences"))
     merged, notes = merge_memory(BASE, ours, theirs)
-    assert texts(merged) == [("f1", "Lives in Berlin."), ("fa", "Has a cat."),
-                             ("fb", "Speaks Dutch."), ("f2", "Likes green tea."),
+    assert texts(merged) == [("f1", "Lives in Berlin."), ("fb", "Speaks Dutch."),
+                             ("fa", "Has a cat."), ("f2", "Likes green tea."),
                              ("fc", "Hates coffee.")]
     assert notes == []
     # the same result whichever side merges, up to the order of the new facts

@@ -159,7 +159,7 @@ def merge_memory(
             if survivor != was:  # removed on one side, changed on the other
                 chosen[fid] = survivor
                 notes.append(FactNote("kept", fid, side="ours" if mine is None else "theirs"))
-    facts = _ordered(ours.facts, theirs_facts, chosen, copies, set(o) - set(b) - set(t))
+    facts = _ordered(ours.facts, theirs_facts, chosen, copies)
     title = _scalar("title", old.title, ours.title, theirs.title, notes)
     intro = _scalar("intro", old.intro, ours.intro, theirs.intro, notes)
     old_notes, our_notes, their_notes = (dict(m.notes) for m in (old, ours, theirs))
@@ -278,10 +278,10 @@ def _text(value: object) -> str:
 
 
 def _ordered(ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fact],
-             copies: dict[str, Fact], ours_new: set[str]) -> list[Fact]:
-    """Ours' order (each copy right after its fact), then theirs' other facts each after
-    the fact before it on their side in the same section, and after the facts ours added
-    there (or first in that section)."""
+             copies: dict[str, Fact]) -> list[Fact]:
+    """Ours' order (each copy right after its fact), then theirs' other facts each right
+    after the fact before it on their side in the same section (or first in that section):
+    a fact a revert brings back returns to its old place."""
     out: list[Fact] = []
     for fact in ours:
         if fact.id in chosen:
@@ -289,7 +289,7 @@ def _ordered(ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fac
             if fact.id in copies:
                 out.append(copies[fact.id])
     placed = {f.id for f in out}
-    skip = {f.id for f in copies.values()} | ours_new
+    skip = {f.id for f in copies.values()}
     for at, fact in enumerate(theirs):
         if fact.id not in chosen or fact.id in placed:
             continue
@@ -307,7 +307,7 @@ def _insert_at(out: list[Fact], before: Sequence[Fact], section: str, placed: se
         if earlier.id in placed and out[ids.index(earlier.id)].section == section:
             at = ids.index(earlier.id) + 1
             while at < len(out) and out[at].id in skip and out[at].section == section:
-                at += 1  # a conflicted fact's copy, and what ours added, stay next to it
+                at += 1  # a conflicted fact's copy stays right after it
             return at
     return next((n for n, f in enumerate(out) if f.section == section), len(out))
 

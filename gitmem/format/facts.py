@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
@@ -181,7 +181,7 @@ class MemoryFile(_Model):
 
 
 def as_moment(value: str) -> datetime:
-    """An ISO date or date-time as a comparable moment (a date is its start, naive UTC)."""
+    """An ISO date or date-time as a comparable moment, naive UTC (a date is its start)."""
     try:
         if len(value) == 10:
             return datetime.combine(date.fromisoformat(value), datetime.min.time())
@@ -189,7 +189,7 @@ def as_moment(value: str) -> datetime:
     except ValueError:
         raise ValueError(f"{value!r} is not an ISO date (YYYY-MM-DD) or date-time") from None
     return moment.replace(tzinfo=None) if moment.tzinfo is None else (
-        moment.astimezone().replace(tzinfo=None))
+        moment.astimezone(UTC).replace(tzinfo=None))  # naive UTC, as facts(as_of=) compares
 
 
 def section_problem(name: str) -> str | None:

@@ -1,8 +1,9 @@
 """What changed between two versions of a session: part by part, and as unified text.
 
 A session is compared part by part: interactions by id, the summary, and each metadata key;
-``undo`` works on the same parts to revert a change semantically. Pure functions over
-``Session`` models; no git, no files.
+``undo`` works on the same parts to revert a change semantically. The curated memory file
+is compared fact by fact (:func:`diff_facts`). Pure functions over the models; no git, no
+files.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
-from gitmem.models import FieldChange, MetadataValue, Session, SessionDiff
+from gitmem.format.facts import MemoryFile
+from gitmem.models import FactDiff, FieldChange, MetadataValue, Session, SessionDiff
 
 _SCALARS = ("created", "project", "language")
 
@@ -85,6 +87,19 @@ def diff_sessions(
             old=old_summary.text if old_summary else None,
             new=new_summary.text if new_summary else None,
         ),
+    )
+
+
+def diff_facts(old: MemoryFile | None, new: MemoryFile | None, path: str) -> FactDiff:
+    """The facts added, removed and changed (by id) between two versions of a memory file."""
+    before = {f.id: f for f in old.facts} if old else {}
+    after = {f.id: f for f in new.facts} if new else {}
+    return FactDiff(
+        path=path,
+        status=status_of(old, new),
+        added=[i for i in after if i not in before],
+        removed=[i for i in before if i not in after],
+        changed=[i for i, fact in after.items() if i in before and before[i] != fact],
     )
 
 

@@ -2,7 +2,8 @@
 
 :func:`plan_undo` takes back a list of commits (newest first) file by file: a file nothing
 touched since is put back exactly; a session file changed again later is undone part by part
-(:func:`gitmem.history.undo.undo`: interactions by id, the summary, metadata keys), and what
+(:func:`gitmem.history.undo.undo`: interactions by id, the summary, metadata keys), the
+curated memory file fact by fact (:func:`gitmem.history.undo.undo_facts`), and what
 cannot be undone that way is listed as a conflict. Pure logic: the caller passes the readers
 (the repository's blobs, the parse cache, the files as they are now) and writes the result.
 """
@@ -13,11 +14,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gitmem.errors import ConflictError, ParseError
+from gitmem.format.factmerge import is_facts_path
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path
 from gitmem.format.render import render
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
-from gitmem.history.undo import undo
+from gitmem.history.undo import undo, undo_facts
 from gitmem.models import Session, SessionDiff
 from gitmem.store.gitlog import LogEntry
 
@@ -38,10 +40,13 @@ class UndoPlan:
         """Raise ConflictError (naming each part) if the undo cannot be done cleanly."""
         if self.conflicts:
             listed = "\n  ".join(self.conflicts)
+            facts = any(c.startswith("memory file ") for c in self.conflicts)
             raise ConflictError(
                 f"cannot {what} cleanly in {where}; nothing was written:\n  {listed}\n"
                 "Roll the session back to a known good version instead "
                 "(`gitmem rollback SESSION --to REV`), or edit it by hand."
+                + ("\nA fact changed again later: change it with `gitmem facts edit ID` or "
+                   "forget it (`gitmem facts forget ID`) instead." if facts else "")
             )
 
     def diffs(self, owner: Callable[[str], str | None]) -> list[SessionDiff]:
@@ -95,6 +100,13 @@ def plan_undo(
                 plan.result[path] = before  # untouched since: the exact inverse
                 continue
             if now == before:
+                continue
+            if is_facts_path(path):
+                try:
+                    plan.result[path], found = undo_facts(before, after, now, path)
+                except ParseError as exc:
+                    found = [str(exc.diagnostics[0])]
+                plan.conflicts += [f"memory file {path} ({entry.sha[:12]}): {c}" for c in found]
                 continue
             sid = owner(path)
             if sid is None:
