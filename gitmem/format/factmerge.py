@@ -62,6 +62,11 @@ def is_facts_path(path: str) -> bool:
     return len(parts) == 4 and parts[0] == "namespaces" and parts[2] == MEMORY_DIR
 
 
+def own_facts_path(path: str, namespace: str | None) -> bool:
+    """Whether ``path`` is a memory file of ``namespace`` (None: the default one)."""
+    return is_facts_path(path) and path.startswith(memory_path(namespace).rsplit("/", 1)[0])
+
+
 @dataclass(frozen=True)
 class FactNote:
     """A decision of the fact merge that a person may want to check.

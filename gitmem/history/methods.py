@@ -24,8 +24,8 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.format.factmerge import is_facts_path, memory_path
-from gitmem.format.facts import MemoryFile, parse_facts
+from gitmem.format.factmerge import is_facts_path
+from gitmem.format.facts import parse_facts
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
@@ -34,19 +34,9 @@ from gitmem.format.paths import (
     session_path,
 )
 from gitmem.history.asof import StoreView
-from gitmem.history.diff import diff_facts, diff_sessions, status_of, unified_diff
+from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
-from gitmem.history.undo import fact_ids_changed
-from gitmem.models import (
-    BlameEntry,
-    Diff,
-    FactDiff,
-    Revision,
-    Session,
-    SessionDiff,
-    UndoResult,
-    as_when,
-)
+from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.layout import fanout_at
 from gitmem.store.transaction import Transaction
@@ -103,19 +93,6 @@ class HistoryMethods(SessionCore):
         """A session's file (or archive part) in both layouts: history follows a migrate."""
         make = archive_path if archive else session_path
         return [make(session_id, self.namespace, fanout=fanout) for fanout in (True, False)]
-
-    def _by_session(self, changes: Iterable[tuple[str, str | None, str | None]]
-                    ) -> dict[str, tuple[str, str | None, str | None]]:
-        """Session id -> (path, old blob, new blob) of changed session files; a file moved
-        between layouts (migrate) is one change from its old blob to its new one."""
-        found: dict[str, tuple[str, str | None, str | None]] = {}
-        for path, old, new in changes:
-            sid = id_from_path(path, self.namespace)
-            seen = found.get(sid) if sid is not None else None
-            if sid is not None:
-                found[sid] = (path, old, new) if seen is None else (
-                    path if new else seen[0], seen[1] or old, seen[2] or new)
-        return found
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
         if not self._repo.file_log(self._both(session_id), rev):
@@ -209,38 +186,15 @@ class HistoryMethods(SessionCore):
         revisions: list[Revision] = []
         for entry in entries:
             labels: dict[str, list[str]] = {}
-            moved = self._by_session((c.path, c.old, c.new) for c in entry.files)
+            moved = by_session(((c.path, c.old, c.new) for c in entry.files), self.namespace)
             for sid, (path, old, new) in moved.items():
                 if session_id in (None, sid):
                     labels[sid] = self._session_diff(sid, path, old, new, False).labels()
             if session_id is None:  # the memory file's changes, keyed by its path
-                for c in entry.files:
-                    if self._is_own_facts(c.path) and c.old != c.new:
-                        labels[c.path] = self._facts_diff(c.path, c.old, c.new, False).labels()
+                found = changed_facts(entry.files, self.namespace, self._repo.blob, False)
+                labels.update((d.path, d.labels()) for d in found)
             revisions.append(self._revision(entry, labels))
         return revisions
-
-    def _is_own_facts(self, path: str) -> bool:
-        """A curated memory file of this manager's namespace."""
-        folder = memory_path(self.namespace).rsplit("/", 1)[0] + "/"
-        return path.startswith(folder) and is_facts_path(path)
-
-    def _facts_diff(self, path: str, old: str | None, new: str | None, text: bool) -> FactDiff:
-        problems: list[str] = []
-        versions: list[MemoryFile | None] = []
-        for blob, where in ((old, "old"), (new, "new")):
-            try:
-                versions.append(None if blob is None else parse_facts(self._repo.blob(blob), path))
-            except ParseError as exc:
-                problems.append(f"{where} version does not parse: {exc.diagnostics[0]}")
-        if problems:
-            result = FactDiff(path=path, status=status_of(old, new), problems=problems)
-        else:
-            result = diff_facts(versions[0], versions[1], path)
-        if text:
-            result = result.model_copy(
-                update={"unified": unified_diff(self._text(old), self._text(new), path)})
-        return result
 
     def _parsed(self, path: str, blob: str | None, problems: list[str], where: str) -> Session:
         assert blob is not None
@@ -282,9 +236,8 @@ class HistoryMethods(SessionCore):
 
         ``b`` defaults to HEAD and ``a`` to ``b``'s parent. Each changed session comes with
         a unified diff of its Markdown (``text=False`` skips it) and a structured diff:
-        interactions added / removed / changed by id, metadata keys, the old and new summary.
-        Without a session, the memory file's changes come as facts added / removed / changed
-        by id (``Diff.facts``).
+        interactions added / removed / changed by id, metadata keys, the old and new summary;
+        without a session, the memory file's facts added / removed / changed (``Diff.facts``).
         """
         b_sha = self._repo.resolve(b) if b is not None else self._repo.head()
         if b_sha is None:
@@ -296,7 +249,7 @@ class HistoryMethods(SessionCore):
             a_sha = parents[0] if parents else None
         sessions: list[SessionDiff] = []
         files: list[str] = []
-        facts: list[FactDiff] = []
+        changed = self._repo.diff_tree(a_sha, b_sha) if session_id is None else []
         if session_id is not None:
             path = self._path(session_id, b_sha)
             old = self._repo.entry(self._path(session_id, a_sha), a_sha) if a_sha else None
@@ -310,13 +263,11 @@ class HistoryMethods(SessionCore):
                     )
                 )
         else:
-            changed = self._repo.diff_tree(a_sha, b_sha)
             files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
-            facts = [self._facts_diff(c.path, c.old, c.new, text) for c in changed
-                     if self._is_own_facts(c.path) and c.old != c.new]
-            moved = self._by_session((c.path, c.old, c.new) for c in changed)
+            moved = by_session(((c.path, c.old, c.new) for c in changed), self.namespace)
             sessions = [self._session_diff(sid, path, old, new, text)
                         for sid, (path, old, new) in sorted(moved.items()) if old != new]
+        facts = changed_facts(changed, self.namespace, self._repo.blob, text)
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files, facts=facts)
 
     def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
@@ -438,24 +389,11 @@ class HistoryMethods(SessionCore):
     def _adopt_facts_edit(self, txn: Transaction, path: str) -> None:
         """Commit a person's uncommitted edit of a memory file first (it must parse)."""
         edited = txn.hand_edit(path)
-        if edited is None or self._in_batch():
-            return
-        parse_facts(edited, path)  # a broken file is never written over
-        txn.write(path, edited)
-        txn.commit(f"Record hand edit of {path}", trailers={"Gitmem-Op": "edit"},
-                   identity=self._hand_identity(),
-                   body="A person edited this file outside gitmem; recorded before the revert.")
-
-    def _fact_trailer(self, plan: UndoPlan, changes: dict[str, bytes | None]) -> dict[str, str]:
-        """``Gitmem-Fact``: the facts an undo changed (as a fact write names them)."""
-        ids: list[str] = []
-        for path, data in changes.items():
-            if is_facts_path(path):
-                ids += fact_ids_changed(plan.original[path], data, path)
-        if not ids:
-            return {}
-        more = f" (+{len(ids) - _MAX_LISTED})" if len(ids) > _MAX_LISTED else ""
-        return {"Gitmem-Fact": ", ".join(dict.fromkeys(ids[:_MAX_LISTED])) + more}
+        if edited is not None and not self._in_batch():
+            parse_facts(edited, path)  # a broken file is never written over
+            txn.write(path, edited)
+            txn.commit(f"Record hand edit of {path}", trailers={"Gitmem-Op": "edit"},
+                       identity=self._hand_identity(), body="A person edited it outside gitmem.")
 
     def _blob_at(self, session_id: str, path: str, sha: str, hint: str) -> str:
         """The blob of the session's file at commit ``sha``, or SessionNotFound ending in
@@ -598,14 +536,13 @@ class HistoryMethods(SessionCore):
                     return None
                 sessions = self._sessions_of(changes)
                 body = f'This reverts commit {entry.sha}\n("{one_line(entry.subject, 200)}").'
-                trailers = self._trailers("revert", sessions, reverts=entry.sha)
-                trailers.update(self._fact_trailer(plan, changes))
                 return self._write(
                     txn,
                     changes,
                     f'Revert "{one_line(entry.subject, 60)}"',
                     body,
-                    trailers,
+                    self._trailers("revert", sessions, reverts=entry.sha,
+                                   **plan.fact_trailer(changes)),
                 )
 
             return txn.rebuilding(write)
@@ -670,14 +607,13 @@ class HistoryMethods(SessionCore):
                 changes = plan.changed()
                 if dry_run or not changes:
                     return result
-                trailers = self._trailers("revert", self._sessions_of(changes), **extra)
-                trailers.update(self._fact_trailer(plan, changes))
                 commit = self._write(
                     txn,
                     changes,
                     f"Undo {len(chosen)} commit(s) by {who}",
                     "This reverts, part by part:\n" + "\n".join(lines),
-                    trailers,
+                    self._trailers("revert", self._sessions_of(changes), **extra,
+                                   **plan.fact_trailer(changes)),
                 )
                 return result.model_copy(update={"commit": commit})
 

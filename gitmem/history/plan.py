@@ -19,7 +19,7 @@ from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path
 from gitmem.format.render import render
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
-from gitmem.history.undo import undo, undo_facts
+from gitmem.history.undo import fact_ids_changed, undo, undo_facts
 from gitmem.models import Session, SessionDiff
 from gitmem.store.gitlog import LogEntry
 
@@ -48,6 +48,18 @@ class UndoPlan:
                 + ("\nA fact changed again later: change it with `gitmem facts edit ID` or "
                    "forget it (`gitmem facts forget ID`) instead." if facts else "")
             )
+
+    def fact_trailer(self, changes: dict[str, bytes | None]) -> dict[str, str]:
+        """``fact=`` for the ``Gitmem-Fact`` trailer: the facts the undo changes (as a fact
+        write names them), or nothing."""
+        ids: list[str] = []
+        for path, data in changes.items():
+            if is_facts_path(path):
+                ids += fact_ids_changed(self.original[path], data, path)
+        if not ids:
+            return {}
+        more = f" (+{len(ids) - 20})" if len(ids) > 20 else ""
+        return {"fact": ", ".join(ids[:20]) + more}
 
     def diffs(self, owner: Callable[[str], str | None]) -> list[SessionDiff]:
         """How each session's files change (unified and structured)."""
