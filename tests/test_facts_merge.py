@@ -261,3 +261,36 @@ def test_plain_git_pull_merges_the_memory_file_by_fact_id(tmp_path: Path) -> Non
     assert {f.text for f in merged.facts} == {"Lives in Porto.", "Lives in Lisbon.",
                                               "Speaks Dutch.", "Plays chess on Sundays."}
     assert merged.get("home") is not None and merged.get("home").text == "Lives in Porto."  # type: ignore[union-attr]
+
+
+def test_stores_made_before_facts_merge_the_memory_file_by_fact_id(tmp_path: Path) -> None:
+    store = tmp_path / "old"
+    MemoryManager(store, init=True).close()
+    attributes = store / ".gitattributes"
+    attributes.write_text("".join(line + "\n" for line in attributes.read_text().splitlines()
+                                  if not line.startswith("memory/")))
+    git(store, "commit", "-qam", "the attributes of a store made before facts")
+    (store / ".git" / "info" / "attributes").unlink()
+    assert "unspecified" in git(store, "check-attr", "merge", "--", "memory/MEMORY.md")
+    MemoryManager(store).close()  # opening wires it locally, as it does the driver
+    assert git(store, "check-attr", "merge", "--", "memory/MEMORY.md").endswith(": gitmem\n")
+    assert git(store, "check-attr", "merge", "--", "sessions/ab/s.md").endswith(": gitmem\n")
+    fresh = tmp_path / "new"
+    MemoryManager(fresh, init=True).close()
+    assert "memory/*.md merge=gitmem" in (fresh / ".gitattributes").read_text()
+
+
+def test_the_pre_commit_hook_validates_memory_files(tmp_path: Path) -> None:
+    with MemoryManager(tmp_path / "s", init=True) as mm:
+        for path in ("memory/MEMORY.md", "namespaces/team/memory/MEMORY.md"):
+            target = mm.path / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("# Memory\n\n## User\n\n- Fine. {#ok ← by hand}\n")
+            git(mm.path, "add", path)
+            assert mm.run_hook("pre-commit") == []
+            target.write_text("# Memory\n\n## User\n\n- Broken. {#bad id}\n")
+            git(mm.path, "add", path)
+            [problem] = mm.run_hook("pre-commit")
+            assert (problem.path, problem.line) == (path, 5) and "#id" in problem.problem
+            git(mm.path, "rm", "-q", "--cached", path)
+            target.unlink()
