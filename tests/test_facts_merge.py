@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitmem import MemoryManager
 from gitmem.format.factmerge import is_facts_path, memory_path, merge_memory
@@ -294,3 +296,51 @@ def test_the_pre_commit_hook_validates_memory_files(tmp_path: Path) -> None:
             assert (problem.path, problem.line) == (path, 5) and "#id" in problem.problem
             git(mm.path, "rm", "-q", "--cached", path)
             target.unlink()
+
+
+# --- properties over random versions -------------------------------------------------------
+
+IDS = st.sampled_from(["a", "b", "c", "d", "e"])
+FACT = st.builds(
+    lambda fid, text, section, tags, confidence: Fact(
+        id=fid, text=text, section=section, tags=tags, confidence=confidence),
+    IDS, st.sampled_from(["Lives in Berlin.", "Likes tea.", "Has a cat.", "Speaks Dutch."]),
+    st.sampled_from(["User", "Preferences"]),
+    st.lists(st.sampled_from(["x", "y"]), max_size=2, unique=True).map(tuple),
+    st.one_of(st.none(), st.sampled_from([0.5, 0.9])))
+VERSION = st.lists(FACT, max_size=5, unique_by=lambda f: f.id).map(lambda fs: memory(*fs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(VERSION, VERSION)
+def test_a_side_that_changed_nothing_gives_the_other_side(base: MemoryFile,
+                                                          ours: MemoryFile) -> None:
+    assert merge_memory(base, ours, base) == (ours, [])
+    merged, notes = merge_memory(base, base, ours)
+    assert sorted(merged.facts, key=lambda f: f.id) == sorted(ours.facts, key=lambda f: f.id)
+    assert notes == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(VERSION, VERSION, VERSION)
+def test_no_change_of_either_side_is_lost(base: MemoryFile, ours: MemoryFile,
+                                          theirs: MemoryFile) -> None:
+    merged, notes = merge_memory(base, ours, theirs)
+    assert parse_facts(render_facts(merged)) == merged
+    texts_now = {f.text for f in merged.facts}
+    for side in (ours, theirs):
+        for item in side.facts:
+            was = base.get(item.id)
+            if was is None or was.text != item.text:  # an added fact, a new text: kept
+                assert item.text in texts_now, (item, notes)
+    assert len({f.id for f in merged.facts}) == len(merged.facts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(VERSION, VERSION, VERSION)
+def test_without_notes_the_sides_are_interchangeable(base: MemoryFile, ours: MemoryFile,
+                                                     theirs: MemoryFile) -> None:
+    one, notes = merge_memory(base, ours, theirs)
+    other, other_notes = merge_memory(base, theirs, ours)
+    if not notes and not other_notes:
+        assert {f.id: f for f in one.facts} == {f.id: f for f in other.facts}
