@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmem import MemoryManager
-from gitmem.format.factmerge import is_facts_path, memory_path, merge_memory
+from gitmem.format.factmerge import merge_memory
 from gitmem.format.facts import Fact, FactSource, MemoryFile, parse_facts, render_facts
+from gitmem.format.paths import is_facts_path, memory_path
 from gitmem.sync.merge import merge_texts
 from tests.conftest import git
 

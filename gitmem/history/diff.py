@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable
 from typing import Literal
 
 from gitmem.errors import ParseError
-from gitmem.format.factmerge import own_facts_path
 from gitmem.format.facts import MemoryFile, parse_facts
-from gitmem.format.paths import id_from_path
+from gitmem.format.paths import id_from_path, own_facts_path
 from gitmem.models import FactDiff, FieldChange, MetadataValue, Session, SessionDiff
 from gitmem.store.gitlog import FileChange
 

@@ -24,12 +24,12 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.format.factmerge import is_facts_path
 from gitmem.format.facts import parse_facts
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
     id_from_path,
+    is_facts_path,
     relocated,
     session_path,
 )

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from gitmem.errors import ConflictError, ParseError
-from gitmem.format.factmerge import is_facts_path
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import id_from_path
+from gitmem.format.paths import id_from_path, is_facts_path
 from gitmem.format.render import render
 from gitmem.history.diff import diff_sessions, status_of, unified_diff
 from gitmem.history.undo import fact_ids_changed, undo, undo_facts

@@ -17,10 +17,9 @@ from gitmem.errors import (
     ParseError,
     RepositoryError,
 )
-from gitmem.format.factmerge import is_facts_path
 from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import SUFFIX, decode_id, is_fanout_path, misplaced
+from gitmem.format.paths import SUFFIX, decode_id, is_facts_path, is_fanout_path, misplaced
 from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository

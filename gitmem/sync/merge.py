@@ -30,14 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import is_
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitmem.errors import ConflictError
-from gitmem.format.factmerge import FactNote, is_facts_path, merge_memory
-from gitmem.format.facts import parse_facts, render_facts
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
+
+if TYPE_CHECKING:
+    from gitmem.format.factmerge import FactNote
 
 T = TypeVar("T")
 
@@ -175,8 +176,11 @@ def merge_texts(
         ParseError: one of the versions does not parse (a person has to decide).
         ConflictError: the versions are of different sessions.
     """
-    if is_facts_path(path):
-        return merge_fact_texts(base, ours, theirs, path)
+    if path.startswith("memory/") or "/memory/" in path:  # a cheap test first: the driver
+        from gitmem.format.paths import is_facts_path  # starts once per merged session file
+
+        if is_facts_path(path):
+            return merge_fact_texts(base, ours, theirs, path)
     base_session = parse_bytes(base, f"{path} (base)") if base else None
     ours_session = parse_bytes(ours, f"{path} (ours)")
     theirs_session = parse_bytes(theirs, f"{path} (theirs)")
@@ -189,6 +193,10 @@ def merge_fact_texts(
 ) -> tuple[bytes, list[MergeNote]]:
     """Merge three versions of a memory file's bytes by fact id (ParseError if one is
     broken: a person has to decide)."""
+    # imported here: a session merge (one driver start per file) has no use for them
+    from gitmem.format.factmerge import merge_memory
+    from gitmem.format.facts import parse_facts, render_facts
+
     merged, notes = merge_memory(
         parse_facts(base, f"{path} (base)") if base else None,
         parse_facts(ours, f"{path} (ours)"),

@@ -32,8 +32,7 @@ from gitmem.errors import (
     RemoteBusy,
     RepositoryError,
 )
-from gitmem.format.factmerge import is_facts_path
-from gitmem.format.paths import decode_id, encode_id, fold_name, portability_problem
+from gitmem.format.paths import decode_id, encode_id, fold_name, is_facts_path, portability_problem
 from gitmem.guard.redact import with_redacted_trailer
 from gitmem.guard.secrets import redact as redact_text
 from gitmem.models import Result
