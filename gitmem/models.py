@@ -543,6 +543,7 @@ class UndoResult(_Model):
     commit: str | None = None
     reverted: list[Revision] = Field(default_factory=list)
     sessions: list[SessionDiff] = Field(default_factory=list)
+    facts: list[FactDiff] = Field(default_factory=list)  # the memory files, by fact id
 
 
 SummaryStatus = Literal["committed", "review", "refused", "failed"]

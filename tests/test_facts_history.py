@@ -114,6 +114,9 @@ def test_revert_where_undoes_a_consolidating_agent(mm: MemoryManager) -> None:
     kept = mm.remember("Z.", section="User")
     dry = mm.revert_where(op="consolidate")
     assert dry.dry_run and len(dry.reverted) == 2 and ids(mm) == ["c0", "d0", kept.id]
+    [facts] = dry.facts  # what the undo would do, by fact id
+    assert (facts.added, facts.removed, facts.changed) == (["home"], ["c0", "d0"], [])
+    assert "-- X. {#c0" in facts.unified
     done = mm.revert_where(op="consolidate", dry_run=False)
     assert done.commit is not None and ids(mm) == ["home", kept.id]
 

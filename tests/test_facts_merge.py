@@ -345,3 +345,20 @@ def test_without_notes_the_sides_are_interchangeable(base: MemoryFile, ours: Mem
     other, other_notes = merge_memory(base, theirs, ours)
     if not notes and not other_notes:
         assert {f.id: f for f in one.facts} == {f.id: f for f in other.facts}
+
+
+def test_sync_reports_a_fact_changed_on_both_sides_in_the_merge_commit(tmp_path: Path) -> None:
+    a, b = pair(tmp_path)
+    with a, b:
+        a.update_fact("home", "Lives in Lisbon.")
+        a.sync()
+        b.update_fact("home", "Lives in Porto.")
+        result = b.sync()
+        [note] = result.notes
+        assert (note.session_id, note.kind, note.key) == ("memory/MEMORY.md", "copied", "fact home")
+        message = git(b.path, "log", "-1", "--format=%B")
+        assert "memory/MEMORY.md: fact home was changed differently on both sides" in message
+        assert "1 memory file(s) by fact id" in message and "Gitmem-Conflicts: 1" in message
+        assert sorted(f.text for f in b.facts()) == ["Lives in Lisbon.", "Lives in Porto."]
+        a.sync()
+        assert a.memory_file() == b.memory_file()

@@ -603,7 +603,7 @@ class HistoryMethods(SessionCore):
                 plan = self._plan(txn, chosen)  # on the files as they are now
                 plan.raise_conflicts(f"undo {len(chosen)} commits", self.path)
                 result = UndoResult(dry_run=dry_run, reverted=reverted,
-                                    sessions=plan.diffs(self._owner))
+                                    sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
                 changes = plan.changed()
                 if dry_run or not changes:
                     return result

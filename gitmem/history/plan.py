@@ -17,9 +17,9 @@ from gitmem.errors import ConflictError, ParseError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path, is_facts_path
 from gitmem.format.render import render
-from gitmem.history.diff import diff_sessions, status_of, unified_diff
+from gitmem.history.diff import diff_facts_files, diff_sessions, status_of, unified_diff
 from gitmem.history.undo import fact_ids_changed, undo, undo_facts
-from gitmem.models import Session, SessionDiff
+from gitmem.models import FactDiff, Session, SessionDiff
 from gitmem.store.gitlog import LogEntry
 
 
@@ -59,6 +59,11 @@ class UndoPlan:
             return {}
         more = f" (+{len(ids) - 20})" if len(ids) > 20 else ""
         return {"fact": ", ".join(ids[:20]) + more}
+
+    def fact_diffs(self) -> list[FactDiff]:
+        """How each memory file changes, by fact id (with its unified diff)."""
+        return [diff_facts_files(path, self.original[path], data, True)
+                for path, data in self.changed().items() if is_facts_path(path)]
 
     def diffs(self, owner: Callable[[str], str | None]) -> list[SessionDiff]:
         """How each session's files change (unified and structured)."""
