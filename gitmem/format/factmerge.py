@@ -56,7 +56,8 @@ class FactNote:
             ``"note of <section>"``.
         kept: the value kept in the file.
         other: the other value (dropped for ``conflict``; in fact ``copy`` for ``copied``).
-        side: which side ``other`` came from (``"ours"`` or ``"theirs"``).
+        side: which side ``other`` came from (``"ours"`` or ``"theirs"``); for ``kept``,
+            the side whose change was kept.
         copy: ``copied``: the id theirs' version got; ``same``: the id merged into ``fact_id``.
     """
 
@@ -136,7 +137,8 @@ def merge_memory(
             assert survivor is not None
             if survivor != was:  # removed on one side, changed on the other
                 chosen[fid] = survivor
-                notes.append(FactNote("kept", fid, side="ours" if mine is None else "theirs"))
+                notes.append(FactNote("kept", fid, kept=survivor.text,
+                                      side="theirs" if mine is None else "ours"))
     facts = _ordered(ours.facts, theirs_facts, chosen, copies)
     title = _scalar("title", old.title, ours.title, theirs.title, notes)
     intro = _scalar("intro", old.intro, ours.intro, theirs.intro, notes)
