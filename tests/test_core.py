@@ -127,7 +127,8 @@ def test_result_json_forms() -> None:
         "remote": "origin", "branch": "main", "before": None, "after": None,
         "action": "up-to-date", "files": ["sessions/s.md"],
         "notes": [{"session_id": "s", "kind": "kept", "key": "sessions/s.md",
-                   "kept": "sessions/s.md", "dropped": "", "dropped_side": ""}],
+                   "kept": "sessions/s.md", "dropped": "", "dropped_side": "",
+                   "detail": ""}],
         "secrets": [], "pushed": False, "attempts": 0,
     }
     assert list(result.as_dict()) == ["remote", "branch", "before", "after", "action", "files",

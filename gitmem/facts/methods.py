@@ -28,10 +28,10 @@ from gitmem.format.facts import (
     MemoryFile,
     as_moment,
     derived_id,
-    memory_path,
     parse_facts,
     render_facts,
 )
+from gitmem.format.paths import memory_path
 from gitmem.guard.secrets import redact
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry

@@ -45,11 +45,9 @@ from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
 from gitmem.format.labels import unescape
-from gitmem.format.paths import encode_id
 from gitmem.format.spans import Block, top_level_blocks
 from gitmem.models import ModelValidationError, _Model
 
-MEMORY_FILE = "memory/MEMORY.md"
 DEFAULT_SECTION = "Notes"
 TITLE = "Memory"
 SEP = " · "
@@ -143,13 +141,13 @@ class Fact(_Model):
         return not self.sources and self.by is None
 
     def current(self, at: datetime | None = None) -> bool:
-        """True unless it was replaced or its ``valid until`` lies before ``at`` (default:
-        only the replaced and the explicitly ended facts are past)."""
+        """True unless it was replaced or its ``valid until`` is not after ``at`` (naive
+        UTC; default now): a fact valid until next month still holds today."""
         if self.replaced_by is not None:
             return False
         if self.valid_until is None:
             return True
-        return at is not None and as_moment(self.valid_until) > at
+        return as_moment(self.valid_until) > (at or datetime.now(UTC).replace(tzinfo=None))
 
     def to_dict(self) -> dict[str, Any]:
         out = self.model_dump(mode="json")
@@ -182,15 +180,8 @@ class MemoryFile(_Model):
         return self.model_copy(update={"facts": tuple(kept), "sections": tuple(order)})
 
 
-def memory_path(namespace: str | None = None) -> str:
-    """The memory file's path in a store (each namespace has its own)."""
-    if namespace is None:
-        return MEMORY_FILE
-    return f"namespaces/{encode_id(namespace)}/{MEMORY_FILE}"
-
-
 def as_moment(value: str) -> datetime:
-    """An ISO date or date-time as a comparable moment (a date is its start, naive UTC)."""
+    """An ISO date or date-time as a comparable moment, naive UTC (a date is its start)."""
     try:
         if len(value) == 10:
             return datetime.combine(date.fromisoformat(value), datetime.min.time())

@@ -33,13 +33,14 @@ from gitmem.errors import (
     SecretRefused,
     ValidationError,
 )
-from gitmem.format.facts import memory_path, parse_facts
+from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
     archive_dir,
     id_from_archive_path,
     id_from_path,
     is_fanout_path,
+    memory_path,
     misplaced,
     session_dir,
 )
