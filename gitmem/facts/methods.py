@@ -12,6 +12,7 @@ written over (ParseError with ``path:line``).
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -70,6 +71,8 @@ class _FactIndex:
 
     def __init__(self, facts: Sequence[Fact]) -> None:
         self.facts = facts
+        self.live: list[int] | None = None  # positions of the current facts
+        self.alive: frozenset[int] = frozenset()
         self.postings: dict[str, list[int]] = {}
         for at, fact in enumerate(facts):
             for term in set(terms(f"{fact.text} {' '.join(fact.tags)} {fact.section}")):
@@ -85,6 +88,30 @@ class _FactIndex:
                 scores[at] = scores.get(at, 0.0) + weight
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return [(score, self.facts[at]) for at, score in ranked if score > 0]
+
+    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
+        """Current facts (id, text, score): the query's matches best first, then the others
+        in file order with score 0; at most ``limit``."""
+        if self.live is None:  # once per file version
+            self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
+            self.alive = frozenset(self.live)
+        alive = self.alive if query.strip() else frozenset()
+        scores: dict[int, float] = {}
+        total = len(self.facts) or 1
+        for term in set(terms(query)) if alive else ():
+            hits = self.postings.get(term, ())
+            weight = math.log(1 + total / len(hits)) if hits else 0.0
+            for at in hits:
+                if at in alive:
+                    scores[at] = scores.get(at, 0.0) + weight
+        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        out = [(self.facts[at].id, self.facts[at].text, score) for at, score in best]
+        for at in self.live:
+            if len(out) >= limit:
+                break
+            if at not in scores:
+                out.append((self.facts[at].id, self.facts[at].text, 0.0))
+        return out
 
 
 def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
@@ -155,6 +182,10 @@ class FactMethods(SessionCore):
             with self._fact_lock:
                 self._fact_cache[found[1]] = (memory, index)
         return index
+
+    def _fact_candidates(self, query: str, commit: str | None, limit: int
+                         ) -> list[tuple[str, str, float]]:
+        return self._fact_index(commit).candidates(query, limit)
 
     def facts(
         self,
