@@ -170,3 +170,27 @@ def test_cli_search_kind_fact(mm: MemoryManager, store: Path) -> None:
     assert f"What you know (curated facts, each with its id in brackets):\n- Prefers green " \
            f"tea. [{tea.id}]" in result.output
     assert FACTS_HEADER in result.output
+
+
+def test_the_write_path_cache_matches_the_file_on_disk(mm: MemoryManager, store: Path) -> None:
+    """remember/supersede/forget reuse the parsed file and the rendered lines: what they
+    leave must be exactly what a fresh parse of the committed file gives."""
+    from gitmem.format.facts import parse_facts, render_facts
+
+    aws = "AKIA" + "ABCDEFGHIJKLMNOP"
+    first = mm.remember("Lives in Berlin.", section="User")
+    mm.remember("Prefers green tea.", section="Preferences", tags=["drinks"])
+    secret = mm.remember(f"The deploy key is {aws}.", section="User")
+    assert aws not in secret.text  # the guard ran on the new fact
+    assert aws not in git(store, "show", "HEAD:memory/MEMORY.md")
+    assert secret.id in git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Fact)")
+    mm.supersede(first.id, "Lives in Lisbon.")
+    mm.forget(secret.id, "not a fact")
+    mm.update_fact(first.id, "Lived in Berlin.")
+    committed = git(store, "show", "HEAD:memory/MEMORY.md")
+    fresh = parse_facts(committed.encode())
+    assert mm.memory_file() == fresh
+    assert render_facts(fresh) == committed
+    with MemoryManager(store) as other:  # another process parses it from scratch
+        assert other.memory_file() == fresh
+    assert git(store, "status", "--porcelain") == ""

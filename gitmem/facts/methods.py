@@ -29,6 +29,7 @@ from gitmem.format.facts import (
     MemoryFile,
     as_moment,
     derived_id,
+    fact_line,
     parse_facts,
     render_facts,
 )
@@ -36,6 +37,7 @@ from gitmem.format.paths import encode_id
 from gitmem.guard.secrets import redact
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
+from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line, terms
 
@@ -143,6 +145,8 @@ class FactMethods(SessionCore):
         super()._on_open()
         self._fact_cache: dict[str, tuple[MemoryFile, _FactIndex | None]] = {}
         self._fact_lock = threading.Lock()
+        # each fact's rendered line, by the identity of the (frozen) Fact object it renders
+        self._fact_lines: dict[int, tuple[Fact, str]] = {}
         self.max_fact_bytes = MAX_FACT_BYTES
 
     @property
@@ -159,12 +163,34 @@ class FactMethods(SessionCore):
             found = self._fact_cache.get(blob_id)
         if found is None:
             memory = parse_facts(self._repo.blob(blob_id), self.facts_path)
-            found = (memory, None)
-            with self._fact_lock:
-                if len(self._fact_cache) > 32:
-                    self._fact_cache.clear()
-                self._fact_cache[blob_id] = found
+            found = self._cache_memory(blob_id, memory)
         return found
+
+    def _cache_memory(self, blob_id: str, memory: MemoryFile
+                      ) -> tuple[MemoryFile, _FactIndex | None]:
+        found = (memory, None)
+        with self._fact_lock:
+            if len(self._fact_cache) > 32:
+                self._fact_cache.clear()
+            self._fact_cache[blob_id] = found
+        return found
+
+    def _render_facts(self, memory: MemoryFile) -> bytes:
+        """The file's bytes; a fact rendered before (the same object) costs a lookup, so
+        a change to one fact of a large file does not render every other one again."""
+        lines = self._fact_lines
+
+        def line(fact: Fact) -> str:
+            found = lines.get(id(fact))
+            if found is None or found[0] is not fact:
+                found = lines[id(fact)] = (fact, fact_line(fact))
+            return found[1]
+
+        with self._fact_lock:
+            data = render_facts(memory, line).encode("utf-8", "surrogatepass")
+            if len(lines) > 2 * len(memory.facts) + 256:  # keep only this version's lines
+                self._fact_lines = {id(f): lines[id(f)] for f in memory.facts}
+        return data
 
     def memory_file(self, *, commit: str | None = None) -> MemoryFile:
         """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
@@ -280,8 +306,11 @@ class FactMethods(SessionCore):
                        body="A person edited this file outside gitmem; recorded before the "
                             "next change.")
             return memory
-        data = txn.read(path)
-        return MemoryFile() if data is None else parse_facts(data, path)
+        if path in txn.pending:
+            data = txn.read(path)
+            return MemoryFile() if data is None else parse_facts(data, path)
+        found = self._repo.entry(path, txn.head())  # parsed once per version (the cache)
+        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
 
     def change_facts(
         self,
@@ -302,14 +331,19 @@ class FactMethods(SessionCore):
                 before = self._read_facts(txn)
                 after = change(before)
                 old = {f.id: f for f in before.facts}
-                guarded = [f if old.get(f.id) == f else self._guard_fact(txn, f)
-                           for f in after.facts]
-                after = after.with_facts(guarded)
+                # ``is`` first: an unchanged fact is the same object, and == is slow at scale
+                same = [(g := old.get(f.id)) is f or g == f for f in after.facts]
+                guarded = [f if kept else self._guard_fact(txn, f)
+                           for f, kept in zip(after.facts, same, strict=True)]
+                if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
+                    after = after.model_copy(update={"facts": tuple(guarded)})  # same order
                 if after == before:
                     return None
-                txn.write(self.facts_path, render_facts(after).encode("utf-8"))
+                data = self._render_facts(after)
+                txn.write(self.facts_path, data)
+                self._cache_memory(object_id("blob", data), after)
                 self._merge_attributes(txn)
-                touched = [f.id for f in after.facts if old.get(f.id) != f]
+                touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
                 gone = set(old) - {f.id for f in after.facts}
                 ids = [*touched, *sorted(gone)]
                 all_trailers = self._trailers(op, [])
