@@ -261,8 +261,12 @@ def _pick_facts(plan: ContextPlan, facts: Sequence[Known], room: int, counter: T
                 complete: bool) -> list[Piece]:
     """The facts that go first, within ``room`` tokens: all when all fit (and ``facts`` is
     every current fact), else the query's matches by rank while they fit."""
-    pieces = [Piece("fact", "system", k.line(), counter.count(k.line()) + 1, k.fact_id)
-              for k in facts]
+    if not complete:  # only the matches can be shown: the others are not even counted
+        plan.cut.extend(Piece("fact", "system", "", 0, k.fact_id, "no match for the query, "
+                              "and not every fact fits") for k in facts if k.score <= 0)
+        facts = [k for k in facts if k.score > 0]
+    pieces = [Piece("fact", "system", line, counter.count(line) + 1, k.fact_id)
+              for k in facts for line in (k.line(),)]
     whole = complete and _facts_cost(pieces, counter) <= room
     spent = _facts_cost([], counter)
     kept: list[Piece] = []
