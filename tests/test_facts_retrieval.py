@@ -194,3 +194,35 @@ def test_the_write_path_cache_matches_the_file_on_disk(mm: MemoryManager, store:
     with MemoryManager(store) as other:  # another process parses it from scratch
         assert other.memory_file() == fresh
     assert git(store, "status", "--porcelain") == ""
+
+
+def test_the_mcp_remember_and_facts_tools(store: Path) -> None:
+    from tests.mcp_client import stdio_session
+    from tests.test_mcp_tools import ok, run, trailer
+
+    MemoryManager.init(store).close()
+
+    async def main() -> None:
+        async with stdio_session(store, client="claude") as session:
+            said = await ok(session, "save_interaction", {"session": "chat",
+                                                          "user": "I moved to Lisbon."})
+            made = await ok(session, "remember", {
+                "text": "Lives in Lisbon.", "section": "User",
+                "sources": [f"chat#{said['interaction_id']}"], "tags": ["home"]})
+            fact = made["fact"]
+            assert fact["sources"] == [f"chat#{said['interaction_id']}"]
+            assert trailer(store, "Gitmem-Op") == ["remember"]
+            assert trailer(store, "Gitmem-Fact") == [fact["id"]]
+            assert trailer(store, "Gitmem-Via") == ["mcp"]
+            listed = await ok(session, "facts", {"query": "Lisbon"})
+            assert [f["id"] for f in listed["facts"]] == [fact["id"]]
+            assert (await ok(session, "facts", {"query": "Berlin"}))["facts"] == []
+            context = await ok(session, "get_context", {"session": "chat", "query": "home"})
+            first = context["messages"][0]["content"]
+            assert first.startswith("What you know") and f"[{fact['id']}]" in first
+        async with stdio_session(store, "--read-only") as session:
+            tools = {t.name for t in (await session.list_tools()).tools}
+            assert "facts" in tools and "remember" not in tools
+
+    run(main())
+    assert git(store, "status", "--porcelain") == ""
