@@ -71,13 +71,23 @@ class FactBlame:
 class _FactIndex:
     """Terms of every fact of one version of the file, for ``facts(query=...)``."""
 
-    def __init__(self, facts: Sequence[Fact]) -> None:
+    def __init__(self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
+                 ) -> None:
+        """``seen`` maps a fact's words to their terms (kept by the manager across versions,
+        so the index of a file one change away analyses only the changed facts)."""
         self.facts = facts
         self.live: list[int] | None = None  # positions of the current facts
         self.alive: frozenset[int] = frozenset()
         self.postings: dict[str, list[int]] = {}
+        known = {} if seen is None else seen
+        if len(known) > 2 * len(facts) + 1024:
+            known.clear()
         for at, fact in enumerate(facts):
-            for term in set(terms(f"{fact.text} {' '.join(fact.tags)} {fact.section}")):
+            words = f"{fact.text} {' '.join(fact.tags)} {fact.section}"
+            found = known.get(words)
+            if found is None:
+                found = known[words] = frozenset(terms(words))
+            for term in found:
                 self.postings.setdefault(term, []).append(at)
 
     def rank(self, query: str) -> list[tuple[float, Fact]]:
@@ -147,6 +157,7 @@ class FactMethods(SessionCore):
         self._fact_lock = threading.Lock()
         # each fact's rendered line, by the identity of the (frozen) Fact object it renders
         self._fact_lines: dict[int, tuple[Fact, str]] = {}
+        self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
         self.max_fact_bytes = MAX_FACT_BYTES
 
     @property
@@ -204,8 +215,8 @@ class FactMethods(SessionCore):
             return _FactIndex(())
         memory, index = self._memory_blob(found[1])
         if index is None:
-            index = _FactIndex(memory.facts)
-            with self._fact_lock:
+            with self._fact_lock:  # the terms cache is shared
+                index = _FactIndex(memory.facts, self._fact_terms)
                 self._fact_cache[found[1]] = (memory, index)
         return index
 
