@@ -172,11 +172,21 @@ def test_cli_search_kind_fact(mm: MemoryManager, store: Path) -> None:
     assert FACTS_HEADER in result.output
 
 
-def test_the_write_path_cache_matches_the_file_on_disk(mm: MemoryManager, store: Path) -> None:
-    """remember/supersede/forget reuse the parsed file and the rendered lines: what they
-    leave must be exactly what a fresh parse of the committed file gives."""
+def test_the_write_path_cache_matches_the_file_on_disk(
+        mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """remember/supersede/forget reuse the parsed file and the rendered lines (a change to a
+    file of 10,000 facts must not parse it again): what they leave must be exactly what a
+    fresh parse of the committed file gives."""
+    import gitmem.facts.methods as facts_methods
     from gitmem.format.facts import parse_facts, render_facts
 
+    parsed: list[int] = []
+
+    def counting(text: str | bytes, path: str = "memory/MEMORY.md") -> object:
+        parsed.append(len(text))
+        return parse_facts(text, path)
+
+    monkeypatch.setattr(facts_methods, "parse_facts", counting)  # a spy: the real parse runs
     aws = "AKIA" + "ABCDEFGHIJKLMNOP"
     first = mm.remember("Lives in Berlin.", section="User")
     mm.remember("Prefers green tea.", section="Preferences", tags=["drinks"])
@@ -187,6 +197,8 @@ def test_the_write_path_cache_matches_the_file_on_disk(mm: MemoryManager, store:
     mm.supersede(first.id, "Lives in Lisbon.")
     mm.forget(secret.id, "not a fact")
     mm.update_fact(first.id, "Lived in Berlin.")
+    assert mm.facts(query="Lisbon")
+    assert parsed == []  # every version was known from the write that made it
     committed = git(store, "show", "HEAD:memory/MEMORY.md")
     fresh = parse_facts(committed.encode())
     assert mm.memory_file() == fresh
