@@ -438,7 +438,7 @@ class Hit(_Model):
     score: float
     snippet: str
     commit: str | None = None
-    kind: Literal["interaction", "summary"] = "interaction"
+    kind: Literal["interaction", "summary", "fact"] = "interaction"  # fact: no session_id
     speaker: str | None = None
     timestamp: datetime | None = None
     components: dict[str, float] = Field(default_factory=dict)

@@ -12,6 +12,7 @@ written over (ParseError with ``path:line``).
 
 from __future__ import annotations
 
+import heapq
 import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +29,7 @@ from gitmem.format.facts import (
     MemoryFile,
     as_moment,
     derived_id,
+    fact_line,
     parse_facts,
     render_facts,
 )
@@ -35,6 +37,7 @@ from gitmem.format.paths import memory_path
 from gitmem.guard.secrets import redact
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
+from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line, terms
 
@@ -67,11 +70,23 @@ class FactBlame:
 class _FactIndex:
     """Terms of every fact of one version of the file, for ``facts(query=...)``."""
 
-    def __init__(self, facts: Sequence[Fact]) -> None:
+    def __init__(self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
+                 ) -> None:
+        """``seen`` maps a fact's words to their terms (kept by the manager across versions,
+        so the index of a file one change away analyses only the changed facts)."""
         self.facts = facts
+        self.live: list[int] | None = None  # positions of the current facts
+        self.alive: frozenset[int] = frozenset()
         self.postings: dict[str, list[int]] = {}
+        known = {} if seen is None else seen
+        if len(known) > 2 * len(facts) + 1024:
+            known.clear()
         for at, fact in enumerate(facts):
-            for term in set(terms(f"{fact.text} {' '.join(fact.tags)} {fact.section}")):
+            words = f"{fact.text} {' '.join(fact.tags)} {fact.section}"
+            found = known.get(words)
+            if found is None:
+                found = known[words] = frozenset(terms(words))
+            for term in found:
                 self.postings.setdefault(term, []).append(at)
 
     def rank(self, query: str) -> list[tuple[float, Fact]]:
@@ -84,6 +99,30 @@ class _FactIndex:
                 scores[at] = scores.get(at, 0.0) + weight
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return [(score, self.facts[at]) for at, score in ranked if score > 0]
+
+    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
+        """Current facts (id, text, score): the query's matches best first, then the others
+        in file order with score 0; at most ``limit``."""
+        if self.live is None:  # once per file version
+            self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
+            self.alive = frozenset(self.live)
+        alive = self.alive if query.strip() else frozenset()
+        scores: dict[int, float] = {}
+        total = len(self.facts) or 1
+        for term in set(terms(query)) if alive else ():
+            hits = self.postings.get(term, ())
+            weight = math.log(1 + total / len(hits)) if hits else 0.0
+            for at in hits:
+                if at in alive:
+                    scores[at] = scores.get(at, 0.0) + weight
+        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        out = [(self.facts[at].id, self.facts[at].text, score) for at, score in best]
+        for at in self.live:
+            if len(out) >= limit:
+                break
+            if at not in scores:
+                out.append((self.facts[at].id, self.facts[at].text, 0.0))
+        return out
 
 
 def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
@@ -115,6 +154,9 @@ class FactMethods(SessionCore):
         super()._on_open()
         self._fact_cache: dict[str, tuple[MemoryFile, _FactIndex | None]] = {}
         self._fact_lock = threading.Lock()
+        # each fact's rendered line, by the identity of the (frozen) Fact object it renders
+        self._fact_lines: dict[int, tuple[Fact, str]] = {}
+        self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
         self.max_fact_bytes = MAX_FACT_BYTES
 
     @property
@@ -129,12 +171,34 @@ class FactMethods(SessionCore):
             found = self._fact_cache.get(blob_id)
         if found is None:
             memory = parse_facts(self._repo.blob(blob_id), self.facts_path)
-            found = (memory, None)
-            with self._fact_lock:
-                if len(self._fact_cache) > 32:
-                    self._fact_cache.clear()
-                self._fact_cache[blob_id] = found
+            found = self._cache_memory(blob_id, memory)
         return found
+
+    def _cache_memory(self, blob_id: str, memory: MemoryFile
+                      ) -> tuple[MemoryFile, _FactIndex | None]:
+        found = (memory, None)
+        with self._fact_lock:
+            if len(self._fact_cache) > 32:
+                self._fact_cache.clear()
+            self._fact_cache[blob_id] = found
+        return found
+
+    def _render_facts(self, memory: MemoryFile) -> bytes:
+        """The file's bytes; a fact rendered before (the same object) costs a lookup, so
+        a change to one fact of a large file does not render every other one again."""
+        lines = self._fact_lines
+
+        def line(fact: Fact) -> str:
+            found = lines.get(id(fact))
+            if found is None or found[0] is not fact:
+                found = lines[id(fact)] = (fact, fact_line(fact))
+            return found[1]
+
+        with self._fact_lock:
+            data = render_facts(memory, line).encode("utf-8", "surrogatepass")
+            if len(lines) > 2 * len(memory.facts) + 256:  # keep only this version's lines
+                self._fact_lines = {id(f): lines[id(f)] for f in memory.facts}
+        return data
 
     def memory_file(self, *, commit: str | None = None) -> MemoryFile:
         """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
@@ -148,10 +212,14 @@ class FactMethods(SessionCore):
             return _FactIndex(())
         memory, index = self._memory_blob(found[1])
         if index is None:
-            index = _FactIndex(memory.facts)
-            with self._fact_lock:
+            with self._fact_lock:  # the terms cache is shared
+                index = _FactIndex(memory.facts, self._fact_terms)
                 self._fact_cache[found[1]] = (memory, index)
         return index
+
+    def _fact_candidates(self, query: str, commit: str | None, limit: int
+                         ) -> list[tuple[str, str, float]]:
+        return self._fact_index(commit).candidates(query, limit)
 
     def facts(
         self,
@@ -253,8 +321,11 @@ class FactMethods(SessionCore):
                        body="A person edited this file outside gitmem; recorded before the "
                             "next change.")
             return memory
-        data = txn.read(path)
-        return MemoryFile() if data is None else parse_facts(data, path)
+        if path in txn.pending:
+            data = txn.read(path)
+            return MemoryFile() if data is None else parse_facts(data, path)
+        found = self._repo.entry(path, txn.head())  # parsed once per version (the cache)
+        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
 
     def change_facts(
         self,
@@ -275,14 +346,19 @@ class FactMethods(SessionCore):
                 before = self._read_facts(txn)
                 after = change(before)
                 old = {f.id: f for f in before.facts}
-                guarded = [f if old.get(f.id) == f else self._guard_fact(txn, f)
-                           for f in after.facts]
-                after = after.with_facts(guarded)
+                # ``is`` first: an unchanged fact is the same object, and == is slow at scale
+                same = [(g := old.get(f.id)) is f or g == f for f in after.facts]
+                guarded = [f if kept else self._guard_fact(txn, f)
+                           for f, kept in zip(after.facts, same, strict=True)]
+                if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
+                    after = after.model_copy(update={"facts": tuple(guarded)})  # same order
                 if after == before:
                     return None
-                txn.write(self.facts_path, render_facts(after).encode("utf-8"))
+                data = self._render_facts(after)
+                txn.write(self.facts_path, data)
+                self._cache_memory(object_id("blob", data), after)
                 self._merge_attributes(txn)
-                touched = [f.id for f in after.facts if old.get(f.id) != f]
+                touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
                 gone = set(old) - {f.id for f in after.facts}
                 ids = [*touched, *sorted(gone)]
                 all_trailers = self._trailers(op, [])

@@ -37,7 +37,7 @@ Rules that make the round trip hold:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -295,8 +295,9 @@ def fact_line(fact: Fact) -> str:
     return f"- {text} {{{SEP.join(parts)}}}"
 
 
-def render_facts(memory: MemoryFile) -> str:
-    """The file's text (LF line ends, one trailing newline)."""
+def render_facts(memory: MemoryFile, line: Callable[[Fact], str] = fact_line) -> str:
+    """The file's text (LF line ends, one trailing newline); ``line`` renders one fact
+    (a caller may pass a cached :func:`fact_line`)."""
     out = [f"# {memory.title}\n"]
     if memory.intro:
         out.append(f"\n{memory.intro}\n")
@@ -311,7 +312,7 @@ def render_facts(memory: MemoryFile) -> str:
             out.append(f"\n{notes[section]}\n")
         facts = by_section.get(section, [])
         if facts:
-            out.append("\n" + "".join(fact_line(f) + "\n" for f in facts))
+            out.append("\n" + "".join(line(f) + "\n" for f in facts))
     return "".join(out)
 
 
