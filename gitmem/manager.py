@@ -6,6 +6,7 @@ It only composes: each feature's methods class (``<feature>/methods.py``) inheri
 
 from __future__ import annotations
 
+from gitmem.facts.consolidation import ConsolidationMethods
 from gitmem.facts.methods import FactMethods
 from gitmem.history.methods import HistoryMethods
 from gitmem.search.methods import SearchMethods
@@ -13,7 +14,8 @@ from gitmem.summary.methods import SummaryMethods
 from gitmem.sync.methods import SyncMethods
 
 
-class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
+class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods,
+                    ConsolidationMethods, FactMethods):
     """Long-term conversation memory in a git repository of Markdown files.
 
     ``MemoryManager(path, init=..., agent=..., ...)`` opens a store; the constructor's
