@@ -310,9 +310,10 @@ class ConsolidationMethods(FactMethods):
             if trigger is None and config.idle is not None:
                 recent = self._repo.log(limit=2)
                 moment = as_when(now, "now")
-                if moment is not None and recent and moment - recent[0].time >= config.idle:
-                    trigger = "idle"
-                elif len(recent) == 2 and recent[0].time - recent[1].time >= config.idle:
+                # quiet until ``now``, or before the newest commit (the save that woke it)
+                gap = (moment - recent[0].time if moment is not None and recent else
+                       recent[0].time - recent[1].time if len(recent) == 2 else None)
+                if gap is not None and gap >= config.idle:
                     trigger = "idle"
             if trigger is None:
                 return None

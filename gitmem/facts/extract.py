@@ -113,9 +113,9 @@ def section_for(text: str, speaker: str | None) -> str:
     """Where a fact goes: a named person's own section; ``User`` for the user's first-person
     statements; ``Preferences`` / ``Projects`` by simple cues; else ``Notes``."""
     label = (speaker or "").strip()
-    if label and label.lower() not in USER_LABELS and label.lower() not in ASSISTANT_LABELS:
-        if section_problem(label) is None:
-            return label  # several people talk: a fact without its person would be ambiguous
+    if label and label.lower() not in USER_LABELS | ASSISTANT_LABELS and (
+            section_problem(label) is None):
+        return label  # several people talk: a fact without its person would be ambiguous
     if _PREFERENCE.search(text):
         return "Preferences"
     if _PROJECT.search(text):

@@ -492,7 +492,8 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
     client = LLMSummarizer(config).client
     messages: list[Any] = [{"role": "system", "content": system},
                            {"role": "user", "content": user}]
-    for extra in ({"response_format": {"type": "json_object"}}, {}):
+    modes: list[dict[str, Any]] = [{"response_format": {"type": "json_object"}}, {}]
+    for extra in modes:
         try:
             reply = client.chat.completions.create(
                 model=config.model, messages=messages, temperature=config.temperature,
