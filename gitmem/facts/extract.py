@@ -38,9 +38,18 @@ _PROJECT = re.compile(
     r"milestone|sprint)\b|项目", re.IGNORECASE)
 # a leading interjection or greeting: "Wow, ", "Hey Mel! ", "Thanks, Caroline. "
 _LEAD = re.compile(
-    r"^(?:(?:oh|wow|yeah|yes|yep|well|so|haha|hey|hi|hello|thanks|thank you|aw+|ah|omg|ok|"
+    r"^(?:(?:oh|wow|whoa|woah|yeah|yes|yep|yup|well|so|and|but|btw|by the way|anyway|"
+    r"unfortunately|haha|hey|hi|hello|thanks|thank you|aw+|ah|omg|ok|"
     r"okay|hmm|gosh|absolutely|totally|definitely|cool|great|awesome|nice|sure|right|true|"
     r"congrats|congratulations)\b[\s,!.:;-]*)+", re.IGNORECASE)
+# where a sentence turns to a new clause with its own subject: "..., and it was great"
+_CLAUSE = re.compile(
+    r"(?:,\s*|\s+)(?:and|but|so|because|which)\s+(?=(?:it|it's|that|that's|this|i|i'm|i've|"
+    r"we|we're|they|they're|he|she|you|you're)\b)|\s+[-–—]+\s+|;\s+|(?<=\w)[:]\s+",
+    re.IGNORECASE)
+# words that add emphasis, not information
+_FILLER = re.compile(r"\b(?:really|super|just|actually|totally|truly|honestly|absolutely|"
+                     r"definitely|literally|basically|pretty much)\s+", re.IGNORECASE)
 _CHATTY = re.compile(
     r"^(?:that'?s|it'?s|you'?re|you|how|what|glad|good|great|sounds|so happy|"
     r"keep it up|can't wait|take care|bye|see you)\b", re.IGNORECASE)
@@ -85,13 +94,15 @@ def cost(text: str) -> int:
     return total + FACT_OVERHEAD
 
 
-def has_specifics(text: str) -> bool:
-    """Names (a capitalised word not opening a sentence), digits, dates or CJK text."""
+def has_specifics(text: str, people: frozenset[str] = frozenset()) -> bool:
+    """Names (a capitalised word not opening a sentence, other than the speakers' own
+    ``people``, who are named in every other line), digits, dates or CJK text."""
     if any(ch.isdigit() for ch in text) or dates(text) or any(is_cjk(ch) for ch in text):
         return True
     for sentence in split_sentences(text) or [text]:
         tokens = re.findall(r"[A-Za-z][\w'-]*", sentence)
-        if any(t[0].isupper() and t != "I" and not t.startswith("I'") for t in tokens[1:]):
+        if any(t[0].isupper() and t != "I" and not t.startswith("I'")
+               and t.lower().split("'")[0] not in people for t in tokens[1:]):
             return True
     return False
 
@@ -168,7 +179,7 @@ class Extractor:
             return 0.0
         rare = sum(self.idf.get(t, math.log(len(self.idf) + 2)) for t in found)
         score = rare / math.sqrt(len(found) + 4)  # dense sentences beat long ones
-        if has_specifics(text):
+        if has_specifics(text, skip):
             score *= 1.3
         if _FIRST_PERSON.search(text):
             score *= 1.15
@@ -207,11 +218,30 @@ class Extractor:
                                      score, "turn", (1, at)))
         return out
 
+    def compress(self, sentence: str, skip: frozenset[str]) -> str:
+        """The sentence without its emphasis words and without the clauses that add no
+        specific word ("..., and it was so much fun")."""
+        text = _FILLER.sub("", sentence)
+        parts = [p.strip(" ,") for p in _CLAUSE.split(text) if p and p.strip(" ,")]
+        if len(parts) > 1:
+            weights = [self._rare(p, skip) for p in parts]
+            best = max(weights)
+            kept = [p for p, w in zip(parts, weights, strict=True) if w >= 0.35 * best]
+            text = "; ".join(kept)
+        text = text.strip()
+        if text and text[-1] not in ".!?":
+            text += "."
+        return text[:1].upper() + text[1:]
+
+    def _rare(self, text: str, skip: frozenset[str]) -> float:
+        return sum(self.idf.get(t, 5.0) for t in dict.fromkeys(topic_terms(text))
+                   if t not in skip)
+
     def _sentences(self, content: str, speakers: Sequence[str], skip: frozenset[str]
                    ) -> list[tuple[float, str]]:
         scored = []
         for raw in split_sentences(content):
-            sentence = trim(raw, speakers)
+            sentence = self.compress(trim(raw, speakers), skip)
             if len(sentence) < 12 or sentence.endswith("?") or _CHATTY.match(sentence):
                 continue
             score = self._score(sentence, skip)
