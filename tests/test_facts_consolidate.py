@@ -112,15 +112,25 @@ def test_offline_consolidation_commits_with_sources_and_keeps_hand_facts(
 
 
 def test_summary_key_facts_are_consolidated_with_their_turn(mm: MemoryManager) -> None:
-    mm.save_interaction("s1", "We are planning the trip.", "OK", interaction_id="t1")
-    mm.save_interaction("s1", "The flight to Tokyo leaves on 3 May.", "Noted", interaction_id="t2")
-    mm.summarize("s1", offline=True)
-    since = mm.head()
-    session = mm.load_memory("s1")
-    assert session is not None and session.summary is not None
-    result = mm.consolidate(apply=False, since="2000-01-01")
-    assert result.status == "proposed" and mm.head() == since
-    assert any(str(c.sources[0]) == "s1#t2" for c in result.changes)
+    from datetime import UTC, datetime
+
+    from gitmem.models import Session, Summary
+
+    when = datetime(2024, 4, 1, tzinfo=UTC)
+    turns = [_turn("t1", "Sounds lovely, thanks!"),
+             _turn("t2", "The flight to Tokyo leaves on 3 May, and Ken comes along.")]
+    mm.put_session(Session(id="s1", created=when, last_active=when, interactions=turns,
+                           summary=Summary(text="Holiday plans.", generated=when,
+                                           covers=["t1", "t2"],
+                                           facts=["Flies to Tokyo on 3 May with Ken",
+                                                  "Likes holidays"])))
+    head = mm.head()
+    result = mm.consolidate(apply=False)
+    assert result.status == "proposed" and mm.head() == head  # nothing written
+    found = {c.text: [str(s) for s in c.sources] for c in result.changes}
+    assert found["Flies to Tokyo on 3 May with Ken"] == ["s1#t2"]  # the turn it came from
+    assert "Likes holidays" not in found  # no name, number or date: not kept offline
+    assert len(result.changes) == 1  # the turn says the same: a duplicate
 
 
 # --- the LLM -------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from gitmem.facts.consolidate import (
 )
 from gitmem.facts.extract import KeyFact, NewTurn, extract
 from gitmem.facts.methods import FactMethods
-from gitmem.format.facts import parse_facts, render_facts
+from gitmem.format.facts import MemoryFile, parse_facts, render_facts
 from gitmem.format.paths import id_from_path
 from gitmem.models import Session, as_when
 from gitmem.store.gitlog import LogEntry, looks_like_date
@@ -159,9 +159,8 @@ class ConsolidationMethods(FactMethods):
                 if asked is not None:
                     engine = asked[1]
                     changes, rejected = parse_proposal(asked[0], memory)
-            except (GitmemError, Unusable) as exc:
-                fallback = f"LLM {engine if engine != OFFLINE else ''}: {exc}".replace(
-                    "LLM : ", "LLM: ")
+            except (GitmemError, Unusable) as exc:  # the call failed, or its answer did
+                fallback = f"LLM {exc}" if engine == OFFLINE else f"LLM {engine}: {exc}"
                 changes, engine = None, OFFLINE
         if changes is None:
             picked = extract(memory.facts, key_facts, turns, budget or config.budget)
@@ -202,7 +201,7 @@ class ConsolidationMethods(FactMethods):
             result.status = "review"
             return result
 
-        def change(current: Any) -> Any:
+        def change(current: MemoryFile) -> MemoryFile:
             return apply_changes(current, changes, today=today, agent=agent)[0]
 
         result.commit = self.change_facts(change, op="consolidate", subject=subject, body=body,
@@ -221,7 +220,7 @@ class ConsolidationMethods(FactMethods):
                        for ch in self.namespace)
         return f"gitmem/review-facts-ns/{part}"
 
-    def _hold_facts(self, memory: Any, after: Any, subject: str, body: str,
+    def _hold_facts(self, memory: MemoryFile, after: MemoryFile, subject: str, body: str,
                     trailers: dict[str, str], report: str) -> tuple[str, str]:
         branch = self.review_facts_branch()
         with self._repo.transaction() as txn:
@@ -324,7 +323,7 @@ class ConsolidationMethods(FactMethods):
                                  rejected=[f"{type(exc).__name__}: {exc}"])
 
 
-def _file(mm: FactMethods, path: str, commit: str) -> Any:
+def _file(mm: FactMethods, path: str, commit: str) -> MemoryFile:
     data = mm.repository.read(path, commit)
     return parse_facts(data or b"# Memory\n", path)
 

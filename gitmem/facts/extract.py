@@ -30,6 +30,11 @@ FACT_OVERHEAD = 18
 _IMAGE = re.compile(r"\s*\[image: [^\]]*\]")
 _FIRST_PERSON = re.compile(
     r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|our|we're|we've|me)\b|我", re.IGNORECASE)
+# a statement about the speaker: "I am", "I have", "my ..."
+_ABOUT_ME = re.compile(
+    r"\b(?:I am|I'm|I have|I've|I had|I was|my|we have|we've|our)\b|"
+    r"\b(?:I|we)\s+(?!think|guess|hope|wish|feel|mean|know|bet|agree|can't wait|love that)"
+    r"[a-z]+", re.IGNORECASE)
 _PREFERENCE = re.compile(
     r"\b(?:prefer|prefers|favou?rite|like to|love to|enjoy|enjoys|hate|dislike|can't stand|"
     r"allergic|vegan|vegetarian)\b|喜欢|偏好|讨厌", re.IGNORECASE)
@@ -117,7 +122,7 @@ def similar(a: frozenset[str], b: frozenset[str]) -> bool:
     if not a or not b:
         return False
     shared = len(a & b)
-    return shared / min(len(a), len(b)) >= 0.8 or shared / len(a | b) >= 0.6
+    return shared / min(len(a), len(b)) >= 0.75 or shared / len(a | b) >= 0.6
 
 
 def section_for(text: str, speaker: str | None) -> str:
@@ -244,6 +249,8 @@ class Extractor:
             sentence = self.compress(trim(raw, speakers), skip)
             if len(sentence) < 12 or sentence.endswith("?") or _CHATTY.match(sentence):
                 continue
+            if not has_specifics(sentence, skip) and not _ABOUT_ME.search(sentence):
+                continue  # nothing that names, counts, dates or says who the speaker is
             score = self._score(sentence, skip)
             if score > 0:
                 scored.append((score, sentence))
