@@ -351,3 +351,29 @@ def test_cli_consolidate_dry_run_and_json(mm: MemoryManager, store: Path,
         f"s1#{mm.load_memory('s1').interactions[0].id}"]  # type: ignore[union-attr]
     none = runner.invoke(facts_cli, ["--repo", str(store), "facts", "review", "show"])
     assert none.exit_code == 1 and "no consolidation is waiting" in none.output
+
+
+def test_a_bullet_written_into_the_file_by_hand_survives(mm: MemoryManager, store: Path) -> None:
+    mm.remember("Has a cat named Tom", section="User", source="s0")
+    path = store / "memory" / "MEMORY.md"
+    path.write_text(path.read_text() + "- Allergic to peanuts\n")  # not committed
+    mm.save_interaction("s1", "My sister Clara studies physics at ETH Zurich.", "Nice")
+    result = mm.consolidate(offline=True)
+    assert result.status == "committed"
+    texts = [f.text for f in mm.facts()]
+    assert "Allergic to peanuts" in texts and "Has a cat named Tom" in texts
+    assert "My sister Clara studies physics at ETH Zurich." in texts
+    log = git(store, "log", "-3", "--format=%s")
+    assert "Record hand edit of memory/MEMORY.md" in log
+    assert git(store, "status", "--porcelain") == ""
+
+
+def test_idle_trigger(mm: MemoryManager, store: Path) -> None:
+    git(store, "config", "gitmem.facts.idle", "2h")
+    mm2 = MemoryManager(store)
+    mm2.save_interaction("a", "My cousin Rita lives in Porto since 2015.", "ok")
+    assert mm2.facts() == []  # the save came right after the one before
+    assert mm2.maybe_consolidate(now="2000-01-01T00:00:00") is None  # not quiet yet
+    result = mm2.maybe_consolidate(now="2999-01-01T00:00:00")
+    assert result is not None and result.status == "committed"
+    assert "Gitmem-Trigger: idle" in git(store, "log", "-1", "--format=%B")
