@@ -27,7 +27,7 @@ __all__ = ["llm_server"]
 
 @pytest.fixture
 def mm(store: Path) -> MemoryManager:
-    return MemoryManager.init(store, agent="tester")
+    return MemoryManager.init(store, agent="tester", model="chat-model")
 
 
 def _turn(tid: str, text: str, speaker: str = "User") -> Interaction:
@@ -107,6 +107,7 @@ def test_offline_consolidation_commits_with_sources_and_keeps_hand_facts(
     assert "+- My daughter Lena" in result.diff
     message = git(store, "log", "-1", "--format=%B")
     assert "Gitmem-Op: consolidate" in message and "Gitmem-Engine: offline" in message
+    assert "Gitmem-Model: gitmem-offline" in message
     assert git(store, "status", "--porcelain") == ""
     assert mm.consolidate().status == "unchanged"  # since the last consolidation: nothing new
 

@@ -46,6 +46,7 @@ from gitmem.text import one_line, split_sentences
 log = logging.getLogger("gitmem.facts")
 
 REVIEW_REF = "refs/heads/gitmem/review-facts"
+OFFLINE_MODEL = "gitmem-offline"
 
 OnLoss = Literal["review", "refuse"]
 
@@ -183,8 +184,8 @@ class ConsolidationMethods(FactMethods):
         assert result.loss is not None
         trailers = {"Gitmem-Engine": "offline" if engine == OFFLINE else "llm",
                     "Gitmem-Trigger": trigger}
-        if engine != OFFLINE:
-            trailers["Gitmem-Model"] = engine
+        # which model wrote these facts (blame shows it): never the manager's own model
+        trailers["Gitmem-Model"] = engine if engine != OFFLINE else OFFLINE_MODEL
         if fallback:
             trailers["Gitmem-Fallback"] = one_line(self._safe_text(fallback), 200)
         body = "\n".join([c.describe() for c in changes[:50]]
