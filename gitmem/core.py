@@ -98,10 +98,9 @@ class SessionCore(GuardMethods):
             namespace: keep this manager's sessions apart from other namespaces.
             housekeeping: when to pack loose objects in the background.
             lock_timeout: seconds to wait for the store's write lock before giving up.
-            adopt: with ``init``, make an existing git repository that is not a store one on
-                purpose (a commit adding the gitmem merge attributes); without it such a
-                repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
-                repository that is not a store when opened without ``init``.
+            adopt: with ``init``, make an existing git repository that is not a store one (a
+                commit adding the merge attributes); else such a repository is refused
+                (:class:`~gitmem.errors.NotAStore`), as without ``init``.
         """
         identity = agent_identity(agent, email)
         self.agent = identity.name
@@ -161,6 +160,11 @@ class SessionCore(GuardMethods):
         """Current facts as (id, text, score): ``query``'s matches best first, then the rest in
         file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
         return []
+
+    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
+        """Ask the configured LLM for a JSON answer: (content, model), or None when no LLM
+        is configured (the summary feature answers; raises GitmemError when the call fails)."""
+        return None
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
         """Within the block, this thread's commits name ``agent`` (author and ``Gitmem-Agent``):

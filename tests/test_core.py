@@ -11,6 +11,7 @@ import pytest
 
 from gitmem.core import SessionCore
 from gitmem.errors import ReadOnlyError
+from gitmem.facts.consolidation import ConsolidationMethods
 from gitmem.facts.methods import FactMethods
 from gitmem.history.methods import HistoryMethods
 from gitmem.manager import MemoryManager
@@ -39,8 +40,9 @@ def test_the_core_alone_saves_and_reads(store: Path) -> None:
 def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
     for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
         assert issubclass(feature, SessionCore)
+    assert issubclass(ConsolidationMethods, FactMethods)
     assert MemoryManager.__bases__ == (HistoryMethods, SearchMethods, SummaryMethods,
-                                       SyncMethods, FactMethods)
+                                       SyncMethods, ConsolidationMethods)
     stubbed = []
     for path in [PACKAGE / "core.py", *PACKAGE.glob("*/methods.py")]:
         for node in ast.walk(ast.parse(path.read_text())):

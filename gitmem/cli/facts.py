@@ -14,6 +14,7 @@ import click
 
 from gitmem.cli.base import Context, emit, parse_when, pass_ctx, rev_option
 from gitmem.cli.base import cli as root
+from gitmem.cli.consolidate import consolidate_command, review_command
 from gitmem.errors import FactNotFound, ParseError
 from gitmem.facts.methods import FactBlame
 from gitmem.format.facts import DEFAULT_SECTION, Fact
@@ -27,6 +28,10 @@ SHORT = 12  # characters of a commit id shown to a person
 @root.group()
 def facts() -> None:
     """Curated facts with provenance in memory/MEMORY.md (see docs/facts.md)."""
+
+
+facts.add_command(consolidate_command)
+facts.add_command(review_command)
 
 
 # --- views ---------------------------------------------------------------------------------
