@@ -202,8 +202,8 @@ class Extractor:
         out: list[Candidate] = []
         for at, fact in enumerate(key_facts):
             text = " ".join(fact.text.split())
-            if not text or not has_specifics(text):
-                continue  # offline keeps facts with names, numbers or dates only
+            if not text or not has_specifics(text) or text.endswith("?"):
+                continue  # offline keeps statements with names, numbers or dates only
             source = _best_source(fact, text, by_id)
             out.append(Candidate(text, section_for(text, None), (source,),
                                  self._score(text, skip) * 1.5 + 1.0, "summary", (0, at)))
