@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_search import Corpus  # a sibling script: the same synthetic corpus
+from bench_search import Corpus, synthetic_store  # a sibling script: the same corpus
 from timing import median_p95_ms, print_comparison, timed
 
 from gitmem import MemoryManager
@@ -119,19 +119,8 @@ def bench_context(store: Path, corpus: Corpus, sessions: int, turns: int, facts:
                   queries: int, medians: dict[str, tuple[float, float]]
                   ) -> list[tuple[str, str, str, str]]:
     built = store.exists()
-    mm = MemoryManager.init(store, agent="bench", housekeeping=Housekeeping(enabled=False))
-    texts: list[str] = []
-    ids: list[str] = []
     start = time.perf_counter()
-    for first in range(0, sessions, 500):
-        chunk = [corpus.session(n, turns) for n in range(first, min(first + 500, sessions))]
-        if not built:
-            with mm.batch(f"Synthetic sessions {first}-{first + len(chunk) - 1}"):
-                for session in chunk:
-                    mm.put_session(session)
-        for session in chunk:
-            texts.extend(item.text for item in session.interactions)
-            ids.extend(session.id for _ in session.interactions)
+    mm, texts, ids = synthetic_store(store, corpus, sessions, turns)
     if not mm.memory_file().facts:
         fill(mm, fact_texts(corpus, facts))
     print(f"context store: {sessions:,} sessions, {len(texts):,} interactions, "

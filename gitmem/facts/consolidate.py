@@ -14,7 +14,6 @@ nothing: the methods class commits.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from gitmem.errors import ConfigError
 from gitmem.facts.extract import KeyFact, NewTurn
 from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource, MemoryFile, derived_id
 from gitmem.store.config import is_off, parse_bool, parse_choice, parse_float, parse_int
-from gitmem.text import one_line
+from gitmem.text import json_in, one_line
 
 OPS = ("add", "update", "supersede", "forget")
 Op = Literal["add", "update", "supersede", "forget"]
@@ -227,20 +226,10 @@ def prompt(existing: Sequence[Fact], key_facts: Sequence[KeyFact], turns: Sequen
 
 
 def _json(text: str) -> Any:
-    stripped = text.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
-    if fence:
-        stripped = fence.group(1)
     try:
-        return json.loads(stripped)
+        return json_in(text)
     except ValueError:
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if 0 <= start < end:
-            try:
-                return json.loads(stripped[start:end + 1])
-            except ValueError:
-                pass
-    raise Unusable("the answer is not valid JSON")
+        raise Unusable("the answer is not valid JSON") from None
 
 
 def _sources(raw: Any) -> tuple[FactSource, ...]:

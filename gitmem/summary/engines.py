@@ -32,6 +32,7 @@ from gitmem.summary.extractive import (
     EXTRACTIVE_MODEL,
     Extractor,
 )
+from gitmem.text import json_in
 
 if TYPE_CHECKING:
     import openai  # imported when first used: it takes ~0.4 s, too slow for every CLI call
@@ -264,20 +265,10 @@ def _transcript(turns: Sequence[Interaction]) -> list[str]:
 
 
 def _json_object(text: str) -> Any:
-    stripped = text.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
-    if fence:
-        stripped = fence.group(1)
     try:
-        return json.loads(stripped)
+        return json_in(text)
     except ValueError:
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if 0 <= start < end:
-            try:
-                return json.loads(stripped[start : end + 1])
-            except ValueError:
-                pass
-    raise _Unusable("the answer is not valid JSON")
+        raise _Unusable("the answer is not valid JSON") from None
 
 
 def _from_text(text: str) -> StructuredSummary:
