@@ -131,6 +131,26 @@ def _parse_all(mm: MemoryManager) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+
+def synthetic_store(store: Path, corpus: Corpus, sessions: int, turns: int
+                    ) -> tuple[MemoryManager, list[str], list[str]]:
+    """Open (or first write, 500 sessions a commit) a store of the corpus's sessions; returns
+    it with every interaction's text and its session id, in order."""
+    built = store.exists()
+    mm = MemoryManager.init(store, agent="bench", housekeeping=Housekeeping(enabled=False))
+    texts: list[str] = []
+    ids: list[str] = []
+    for first in range(0, sessions, 500):
+        chunk = [corpus.session(n, turns) for n in range(first, min(first + 500, sessions))]
+        if not built:
+            with mm.batch(f"Synthetic sessions {first}-{first + len(chunk) - 1}"):
+                for session in chunk:
+                    mm.put_session(session)
+        for session in chunk:
+            texts.extend(item.text for item in session.interactions)
+            ids.extend(session.id for _ in session.interactions)
+    return mm, texts, ids
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
@@ -145,20 +165,8 @@ def main() -> None:
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     store = base / "store"
     built = store.exists()
-    mm = MemoryManager.init(store, agent="bench", housekeeping=Housekeeping(enabled=False))
-    texts: list[str] = []
-    ids: list[str] = []
     start = time.perf_counter()
-    for first in range(0, sessions, 500):
-        chunk = [corpus.session(n, args.turns) for n in range(first, min(first + 500, sessions))]
-        if not built:
-            with mm.batch(f"Synthetic sessions {first}-{first + len(chunk) - 1}"):
-                for session in chunk:
-                    mm.put_session(session)
-        for session in chunk:
-            for item in session.interactions:
-                texts.append(item.text)
-                ids.append(session.id)
+    mm, texts, ids = synthetic_store(store, corpus, sessions, args.turns)
     interactions = len(texts)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"store: {sessions} sessions, {interactions} interactions at {store}"

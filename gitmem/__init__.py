@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import (
     ConflictError,
+    FactNotFound,
     GitmemError,
     InvalidSessionId,
     LockTimeout,
@@ -20,11 +21,15 @@ from gitmem.oldpaths import install as _install_old_paths
 
 if TYPE_CHECKING:
     from gitmem.aio import AsyncMemoryManager
+    from gitmem.format.facts import Fact, FactSource
     from gitmem.manager import MemoryManager
 
 __all__ = [
     "AsyncMemoryManager",
     "ConflictError",
+    "Fact",
+    "FactNotFound",
+    "FactSource",
     "GitmemError",
     "Hit",
     "Interaction",
@@ -55,6 +60,10 @@ def __getattr__(name: str) -> Any:
         from gitmem.manager import MemoryManager
 
         return MemoryManager
+    if name in ("Fact", "FactSource"):
+        from gitmem.format import facts
+
+        return getattr(facts, name)
     if name == "AsyncMemoryManager":
         from gitmem.aio import AsyncMemoryManager
 

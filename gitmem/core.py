@@ -21,11 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from gitmem.errors import (
-    ParseError,
-    SessionNotFound,
-    ValidationError,
-)
+from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path, session_dir
 from gitmem.format.render import render
@@ -102,10 +98,9 @@ class SessionCore(GuardMethods):
             namespace: keep this manager's sessions apart from other namespaces.
             housekeeping: when to pack loose objects in the background.
             lock_timeout: seconds to wait for the store's write lock before giving up.
-            adopt: with ``init``, make an existing git repository that is not a store one on
-                purpose (a commit adding the gitmem merge attributes); without it such a
-                repository is refused (:class:`~gitmem.errors.NotAStore`), as is any
-                repository that is not a store when opened without ``init``.
+            adopt: with ``init``, make an existing git repository that is not a store one (a
+                commit adding the merge attributes); else such a repository is refused
+                (:class:`~gitmem.errors.NotAStore`), as without ``init``.
         """
         identity = agent_identity(agent, email)
         self.agent = identity.name
@@ -159,6 +154,17 @@ class SessionCore(GuardMethods):
 
     def _after_save(self, session_id: str) -> None:
         """A save committed a turn to ``session_id`` (not inside a batch); must not raise."""
+
+    def _fact_candidates(self, query: str, commit: str | None, limit: int
+                         ) -> list[tuple[str, str, float]]:
+        """Current facts as (id, text, score): ``query``'s matches best first, then the rest in
+        file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
+        return []
+
+    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
+        """Ask the configured LLM for a JSON answer: (content, model), or None when no LLM
+        is configured (the summary feature answers; raises GitmemError when the call fails)."""
+        return None
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
         """Within the block, this thread's commits name ``agent`` (author and ``Gitmem-Agent``):
@@ -215,8 +221,8 @@ class SessionCore(GuardMethods):
     ) -> Session | None:
         """The session as committed at HEAD (or ``commit``), or None if there is none.
 
-        ``include_archive`` puts back the turns that summaries moved to the archive part.
-        Raises ParseError (with ``path:line`` diagnostics) if the committed file is broken.
+        ``include_archive`` puts back the turns summaries moved to the archive part; raises
+        ParseError (``path:line``) if the committed file is broken.
         """
         path = self._path(session_id, commit)
         found = self._repo.entry(path, commit)
@@ -226,8 +232,7 @@ class SessionCore(GuardMethods):
         return session
 
     def load_archive(self, session_id: str, *, commit: str | None = None) -> Session | None:
-        """The archive part of a session at HEAD (or ``commit``): the turns its summaries
-        moved out of the session file (archive mode), or None if it has none."""
+        """The archive part of a session at HEAD (or ``commit``), or None if it has none."""
         path = self._path(session_id, commit, archive=True)
         found = self._repo.entry(path, commit)
         return None if found is None else self._parse_blob(path, found[1])
@@ -260,10 +265,9 @@ class SessionCore(GuardMethods):
     ) -> list[Session]:
         """Sessions matching every filter given, most recently active first.
 
-        ``tags`` must all be present; ``since``/``until`` bound the last-active time (a
-        ``datetime``, naive means UTC, or an ISO date string; anything else: ValidationError);
-        ``metadata`` matches custom keys exactly. Files that do not parse are left out
-        (``check()`` reports them).
+        ``tags`` must all be present; ``since``/``until`` (datetime, naive = UTC, or ISO date)
+        bound the last-active time; ``metadata`` matches custom keys exactly. Files that do
+        not parse are left out (``check()`` reports them).
         """
         wanted_tags = set(tags)
         low, high = as_when(since, "since"), as_when(until, "until")

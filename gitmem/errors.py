@@ -63,6 +63,13 @@ class LockTimeout(RepositoryError):
     """Another writer held the store's lock for too long."""
 
 
+class FactNotFound(GitmemError, KeyError):
+    """No fact with that id is in the memory file (at that revision)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ConflictError(GitmemError):
     """A change cannot be applied without overwriting something else (e.g. a hand edit)."""
 

@@ -438,7 +438,7 @@ class Hit(_Model):
     score: float
     snippet: str
     commit: str | None = None
-    kind: Literal["interaction", "summary"] = "interaction"
+    kind: Literal["interaction", "summary", "fact"] = "interaction"  # fact: no session_id
     speaker: str | None = None
     timestamp: datetime | None = None
     components: dict[str, float] = Field(default_factory=dict)
@@ -487,18 +487,39 @@ class SessionDiff(_Model):
         return out
 
 
+class FactDiff(_Model):
+    """How a curated memory file differs between two revisions, by fact id."""
+
+    path: str
+    status: Literal["added", "removed", "modified"]
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+    unified: str = ""
+    problems: list[str] = Field(default_factory=list)
+
+    def labels(self) -> list[str]:
+        """Short human descriptions of each change ("added fact f1a2b3c")."""
+        return ([f"added fact {i}" for i in self.added]
+                + [f"removed fact {i}" for i in self.removed]
+                + [f"changed fact {i}" for i in self.changed] + self.problems)
+
+
 class Diff(_Model):
-    """Differences between revisions ``a`` and ``b`` (one session or the whole store)."""
+    """Differences between revisions ``a`` and ``b`` (one session or the whole store);
+    ``files`` lists the changed files that are not sessions, ``facts`` the memory files
+    among them by fact id."""
 
     a: str | None
     b: str
     sessions: list[SessionDiff] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    facts: list[FactDiff] = Field(default_factory=list)
 
     @property
     def unified(self) -> str:
-        """The unified diff of every changed session file, like ``git diff``."""
-        return "".join(s.unified for s in self.sessions)
+        """The unified diff of every changed session (and memory) file, like ``git diff``."""
+        return "".join(s.unified for s in self.sessions) + "".join(f.unified for f in self.facts)
 
 
 class BlameEntry(_Model):
@@ -522,6 +543,7 @@ class UndoResult(_Model):
     commit: str | None = None
     reverted: list[Revision] = Field(default_factory=list)
     sessions: list[SessionDiff] = Field(default_factory=list)
+    facts: list[FactDiff] = Field(default_factory=list)  # the memory files, by fact id
 
 
 SummaryStatus = Literal["committed", "review", "refused", "failed"]

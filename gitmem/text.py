@@ -19,10 +19,12 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Collection
 from functools import lru_cache
+from typing import Any
 
 # Function words that carry no topic. Question words are in it because a question's
 # "what did ... when" says nothing about which memory holds the answer.
@@ -421,3 +423,19 @@ def dates(text: str) -> list[tuple[int | None, int | None, int | None]]:
             taken.append((match.start(), match.end()))
             found.append((parts["y"], parts["m"], parts["d"]))
     return found
+
+
+def json_in(text: str) -> Any:
+    """The JSON value in a model's answer: the whole text, a fenced ```json block, or the
+    outermost ``{...}`` in prose around it. Raises ValueError when there is none."""
+    stripped = text.strip()
+    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
+    if fence:
+        stripped = fence.group(1)
+    try:
+        return json.loads(stripped)
+    except ValueError:
+        start, end = stripped.find("{"), stripped.rfind("}")
+        if 0 <= start < end:
+            return json.loads(stripped[start : end + 1])
+        raise

@@ -11,6 +11,8 @@ import pytest
 
 from gitmem.core import SessionCore
 from gitmem.errors import ReadOnlyError
+from gitmem.facts.consolidation import ConsolidationMethods
+from gitmem.facts.methods import FactMethods
 from gitmem.history.methods import HistoryMethods
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
@@ -36,10 +38,11 @@ def test_the_core_alone_saves_and_reads(store: Path) -> None:
 
 
 def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
-    for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods):
+    for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
         assert issubclass(feature, SessionCore)
+    assert issubclass(ConsolidationMethods, FactMethods)
     assert MemoryManager.__bases__ == (HistoryMethods, SearchMethods, SummaryMethods,
-                                       SyncMethods)
+                                       SyncMethods, ConsolidationMethods)
     stubbed = []
     for path in [PACKAGE / "core.py", *PACKAGE.glob("*/methods.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -126,7 +129,8 @@ def test_result_json_forms() -> None:
         "remote": "origin", "branch": "main", "before": None, "after": None,
         "action": "up-to-date", "files": ["sessions/s.md"],
         "notes": [{"session_id": "s", "kind": "kept", "key": "sessions/s.md",
-                   "kept": "sessions/s.md", "dropped": "", "dropped_side": ""}],
+                   "kept": "sessions/s.md", "dropped": "", "dropped_side": "",
+                   "detail": ""}],
         "secrets": [], "pushed": False, "attempts": 0,
     }
     assert list(result.as_dict()) == ["remote", "branch", "before", "after", "action", "files",

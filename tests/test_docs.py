@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 UPGRADING = DOCS / "upgrading.md"
 TABLE_BEGIN, TABLE_END = "<!-- moved:begin", "<!-- moved:end -->"
 
-CONFIG_SECTIONS = ("summary", "llm", "secrets")
+CONFIG_SECTIONS = ("summary", "llm", "secrets", "facts")
 SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}
 
 
@@ -156,6 +156,7 @@ def resolve(path: str) -> object:
 def config_problem(section: str, key: str) -> str | None:
     """Why the code does not accept `gitmem.<section>.<key>`, or None if it does."""
     from gitmem.errors import ConfigError
+    from gitmem.facts.consolidate import FactsConfig
     from gitmem.guard.secrets import SecretConfig
     from gitmem.summary.engines import llm_budget
     from gitmem.summary.triggers import SummaryConfig
@@ -166,6 +167,8 @@ def config_problem(section: str, key: str) -> str | None:
             SummaryConfig.from_git({full: "x"})
         elif section == "llm":
             llm_budget({}, {full: "x"})
+        elif section == "facts":
+            FactsConfig.from_git({full: "x"})
         else:
             SecretConfig.from_git([(full, "kind=x")])
     except (ConfigError, ValueError) as exc:

@@ -26,6 +26,7 @@ NOT_ON_A_CLEAN_MERGE = (
     "click", "git", "gitdb", "sqlite3", "openai", "rapidfuzz", "subprocess", "gitmem.cli",
     "gitmem.manager", "gitmem.core", "gitmem.store.repository", "gitmem.store.git",
     "gitmem.guard.secrets", "gitmem.search", "gitmem.summary",
+    "gitmem.format.facts", "gitmem.format.factmerge", "gitmem.format.paths",  # nor facts
 )  # fmt: skip
 
 

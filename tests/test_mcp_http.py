@@ -276,7 +276,7 @@ def test_read_only_over_http_exposes_only_reads(store: Path) -> None:
         async with http_session(url, client="reader") as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
             assert names == {"search", "get_context", "load_session", "list_sessions",
-                             "history", "diff", "blame"}
+                             "history", "diff", "blame", "facts"}
             called = await session.call_tool("save_interaction", {
                 "session": "kept", "user": "sneaky", "assistant": "no"})
             assert is_error(called)

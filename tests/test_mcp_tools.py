@@ -21,8 +21,9 @@ from gitmem.manager import MemoryManager
 from tests.conftest import git
 from tests.mcp_client import is_error, resource_text, stdio_session, structured, text_of
 
-READS = {"search", "get_context", "load_session", "list_sessions", "history", "diff", "blame"}
-WRITES = {"save_interaction", "summarize"}
+READS = {"search", "get_context", "load_session", "list_sessions", "history", "diff", "blame",
+         "facts"}
+WRITES = {"save_interaction", "summarize", "remember"}
 UNDO = {"revert", "rollback", "undo_agent"}
 # each tool's argument names: a contract with the agents' configurations (enabledTools, skills)
 ARGS = {
@@ -37,6 +38,8 @@ ARGS = {
     "diff": {"session", "a", "b"},
     "blame": {"session", "at"},
     "summarize": {"session", "offline"},
+    "remember": {"text", "section", "sources", "tags"},
+    "facts": {"query", "section", "at", "include_past", "limit"},
     "revert": {"commit"},
     "rollback": {"session", "to"},
     "undo_agent": {"since", "agent", "model", "until", "op", "dry_run"},
@@ -44,7 +47,7 @@ ARGS = {
 REQUIRED = {"save_interaction": {"session"}, "search": {"query"},
             "get_context": {"session", "query"}, "load_session": {"session"},
             "blame": {"session"}, "summarize": {"session"}, "revert": {"commit"},
-            "rollback": {"session", "to"}, "undo_agent": {"since"}}
+            "rollback": {"session", "to"}, "undo_agent": {"since"}, "remember": {"text"}}
 
 
 def made(store: Path) -> Path:

@@ -6,7 +6,7 @@ option handling. Importing this package registers every command on ``cli``.
 
 from __future__ import annotations
 
-from gitmem.cli import history, imports, search, serve, sessions, sharing, summaries
+from gitmem.cli import facts, history, imports, search, serve, sessions, sharing, summaries
 from gitmem.cli.base import cli
 
 
@@ -16,5 +16,6 @@ def main() -> None:
 
 
 __all__ = [
-    "cli", "history", "imports", "main", "search", "serve", "sessions", "sharing", "summaries",
+    "cli", "facts", "history", "imports", "main", "search", "serve", "sessions", "sharing",
+    "summaries",
 ]

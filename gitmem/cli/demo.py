@@ -85,7 +85,20 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         echo(f"  summary commit {sha[:12]} by {summarized.summary.model}:")
         echo("\n".join("  | " + line for line in summarized.summary.text.splitlines()))
 
-        echo("\n== 6. Undo the summary commit; the turns saved after it stay")
+        echo("\n== 6. Curated facts: what the agent knows across sessions, with provenance")
+        person = mm.remember("Prefers short books, under 200 pages.", section="Preferences",
+                             source=("python-asyncio", loaded.interactions[2].id))
+        learned = mm.consolidate(offline=True)
+        echo(f"  remember -> fact {person.id}; consolidate offline -> {learned.status}, "
+             f"{len(learned.changes)} facts added from turns and summaries")
+        memory = (mm.path / mm.facts_path).read_text(encoding="utf-8")
+        echo("\n".join("  | " + line for line in memory.splitlines()[:12]))
+        context = mm.retrieve_context("python-asyncio", "which book should I read?",
+                                      max_tokens=300)
+        echo("  retrieve_context opens with: "
+             f"{context[0]['content'].splitlines()[0]!r}" if context else "  (no context)")
+
+        echo("\n== 7. Undo the summary commit; the turns saved after it stay")
         mm.save_interaction("python-asyncio", "Is there an audiobook?", "Not that I know of.",
                             timestamp=_START + timedelta(minutes=30))
         undo = mm.revert(sha)
@@ -100,11 +113,11 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         for rev in mm.history("python-asyncio", limit=3):
             echo(f"  {rev.sha[:12]} {rev.op or '-':10} {rev.subject}")
 
-        echo("\n== 7. Validate every file (gitmem check)")
+        echo("\n== 8. Validate every file (gitmem check)")
         problems = mm.check()
         echo("  " + ("\n  ".join(str(p) for p in problems) if problems else "all files clean"))
 
-        echo("\n== 8. The audit trail is git itself")
+        echo("\n== 9. The audit trail is git itself")
         log = mm.repository.git("log", "--format=%h %an: %s%n    %(trailers:separator=; )")
         echo("\n".join("  " + line for line in log.splitlines()))
         status = mm.repository.git("status", "--porcelain")

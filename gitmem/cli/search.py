@@ -25,16 +25,19 @@ from gitmem.importers import locomo
 @click.option("--until", help="Only turns at or before this ISO date/time.")
 @click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
 @click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
+@click.option("--kind", type=click.Choice(["session", "fact", "any"]), default="session",
+              show_default=True,
+              help="Search the sessions, the curated facts (memory/MEMORY.md), or both.")
 @pass_ctx
 def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
            participant: str | None, sessions: tuple[str, ...], since: str | None,
-           until: str | None, links: bool, explain: bool) -> None:
+           until: str | None, links: bool, explain: bool, kind: str) -> None:
     """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
     mm = ctx.manager()
     hits = mm.search(
         query, k, tags=tags, project=project, participant=participant,
         session=sessions or None, **parse_period(since, until, mm.secret_config),
-        include_links=links, explain=explain,
+        include_links=links, explain=explain, kind=kind,
     )  # fmt: skip
 
     def text() -> str:

@@ -47,7 +47,7 @@ def session_summary(session: Session) -> dict[str, Any]:
 
 def hit_line(rank: int, hit: Hit) -> str:
     """A search hit: rank, score, where it is, then its snippet."""
-    where = [hit.session_id]
+    where = [hit.session_id] if hit.kind != "fact" else ["fact"]
     where.append(hit.interaction_id or "summary")
     if hit.timestamp is not None:
         where.append(hit.timestamp.date().isoformat())

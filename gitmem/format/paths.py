@@ -253,3 +253,32 @@ def relocated(path: str, fanout: bool, namespace: str | None = None) -> str:
     if session_id is not None:
         return archive_path(session_id, namespace, fanout=fanout)
     return path
+
+
+# the curated memory file (facts), beside the sessions: one per namespace
+MEMORY_DIR = "memory"
+
+MEMORY_FILE = f"{MEMORY_DIR}/MEMORY.md"
+
+
+def memory_path(namespace: str | None = None) -> str:
+    """The memory file's path in the store (``namespaces/<ns>/memory/MEMORY.md`` for one)."""
+    if namespace is None:
+        return MEMORY_FILE
+    return f"namespaces/{encode_id(namespace)}/{MEMORY_FILE}"
+
+
+def is_facts_path(path: str) -> bool:
+    """Whether ``path`` is a curated memory file: ``memory/*.md`` or
+    ``namespaces/<ns>/memory/*.md`` (what ``.gitattributes`` gives ``merge=gitmem``)."""
+    parts = path.split("/")
+    if not parts[-1].endswith(SUFFIX) or len(parts[-1]) == len(SUFFIX):
+        return False
+    if len(parts) == 2:
+        return parts[0] == MEMORY_DIR
+    return len(parts) == 4 and parts[0] == "namespaces" and parts[2] == MEMORY_DIR
+
+
+def own_facts_path(path: str, namespace: str | None) -> bool:
+    """Whether ``path`` is a memory file of ``namespace`` (None: the default one)."""
+    return is_facts_path(path) and path.startswith(memory_path(namespace).rsplit("/", 1)[0] + "/")

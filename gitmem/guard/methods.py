@@ -33,12 +33,14 @@ from gitmem.errors import (
     SecretRefused,
     ValidationError,
 )
+from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
     archive_dir,
     id_from_archive_path,
     id_from_path,
     is_fanout_path,
+    memory_path,
     misplaced,
     session_dir,
 )
@@ -360,7 +362,25 @@ class GuardMethods:
                         f"(expected {expected!r})",
                     )
                 )
+        problems.extend(self._check_memory_file(commit))
         return problems
+
+    def _check_memory_file(self, commit: str | None) -> list[Diagnostic]:
+        """The curated memory file's problems (committed, or the hand edit in the tree)."""
+        path = memory_path(self.namespace)
+        try:
+            found = self._repo.working_blob(path) if commit is None else None
+        except (RepositoryError, ParseError) as exc:
+            return exc.diagnostics if isinstance(exc, ParseError) else [Diagnostic(path, 1,
+                                                                                   str(exc))]
+        raw = found[0] if found is not None else self._repo.read(path, commit)
+        if raw is None:
+            return []
+        try:
+            parse_facts(raw, path)
+        except ParseError as exc:
+            return exc.diagnostics
+        return []
 
     # --- secrets already in history -------------------------------------------------------
 

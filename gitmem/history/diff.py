@@ -1,16 +1,22 @@
 """What changed between two versions of a session: part by part, and as unified text.
 
 A session is compared part by part: interactions by id, the summary, and each metadata key;
-``undo`` works on the same parts to revert a change semantically. Pure functions over
-``Session`` models; no git, no files.
+``undo`` works on the same parts to revert a change semantically. The curated memory file
+is compared fact by fact (:func:`diff_facts`). Pure functions over the models; no git, no
+files.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable, Iterable
 from typing import Literal
 
-from gitmem.models import FieldChange, MetadataValue, Session, SessionDiff
+from gitmem.errors import ParseError
+from gitmem.format.facts import MemoryFile, parse_facts
+from gitmem.format.paths import id_from_path, own_facts_path
+from gitmem.models import FactDiff, FieldChange, MetadataValue, Session, SessionDiff
+from gitmem.store.gitlog import FileChange
 
 _SCALARS = ("created", "project", "language")
 
@@ -86,6 +92,64 @@ def diff_sessions(
             new=new_summary.text if new_summary else None,
         ),
     )
+
+
+def diff_facts(old: MemoryFile | None, new: MemoryFile | None, path: str) -> FactDiff:
+    """The facts added, removed and changed (by id) between two versions of a memory file."""
+    before = {f.id: f for f in old.facts} if old else {}
+    after = {f.id: f for f in new.facts} if new else {}
+    return FactDiff(
+        path=path,
+        status=status_of(old, new),
+        added=[i for i in after if i not in before],
+        removed=[i for i in before if i not in after],
+        changed=[i for i, fact in after.items() if i in before and before[i] != fact],
+    )
+
+
+def by_session(changes: Iterable[tuple[str, str | None, str | None]], namespace: str | None
+               ) -> dict[str, tuple[str, str | None, str | None]]:
+    """Session id -> (path, old blob, new blob) of changed session files; a file moved
+    between layouts (migrate) is one change from its old blob to its new one."""
+    found: dict[str, tuple[str, str | None, str | None]] = {}
+    for path, old, new in changes:
+        sid = id_from_path(path, namespace)
+        seen = found.get(sid) if sid is not None else None
+        if sid is not None:
+            found[sid] = (path, old, new) if seen is None else (
+                path if new else seen[0], seen[1] or old, seen[2] or new)
+    return found
+
+
+def changed_facts(changes: Iterable[FileChange], namespace: str | None,
+                  read: Callable[[str], bytes], text: bool) -> list[FactDiff]:
+    """The fact diffs of the memory files of ``namespace`` among ``changes`` (``read``
+    turns a blob id into its bytes)."""
+    def get(blob: str | None) -> bytes | None:
+        return None if blob is None else read(blob)
+
+    return [diff_facts_files(c.path, get(c.old), get(c.new), text)
+            for c in changes if own_facts_path(c.path, namespace) and c.old != c.new]
+
+
+def diff_facts_files(path: str, old: bytes | None, new: bytes | None, text: bool) -> FactDiff:
+    """:func:`diff_facts` of two versions of a memory file's bytes (None: absent), with a
+    unified diff if ``text``; a version that does not parse is named in ``problems``."""
+    problems: list[str] = []
+    versions: list[MemoryFile | None] = []
+    for data, where in ((old, "old"), (new, "new")):
+        try:
+            versions.append(None if data is None else parse_facts(data, path))
+        except ParseError as exc:
+            problems.append(f"{where} version does not parse: {exc.diagnostics[0]}")
+    if problems:
+        result = FactDiff(path=path, status=status_of(old, new), problems=problems)
+    else:
+        result = diff_facts(versions[0], versions[1], path)
+    if not text:
+        return result
+    shown = [None if d is None else d.decode("utf-8", "replace") for d in (old, new)]
+    return result.model_copy(update={"unified": unified_diff(shown[0], shown[1], path)})
 
 
 def _lines(text: str) -> list[str]:

@@ -4,8 +4,8 @@
 :mod:`gitmem.history.plan` and the read-only view of ``at()`` is :mod:`gitmem.history.asof`.
 Nothing here rewrites history: rollback, revert and restore are new commits made through
 the repository's transaction, each with ``Gitmem-Op`` and trailers naming what it undid.
-Reverts work part by part (interactions by id, the summary, metadata keys), so later turns
-in the same file do not block them.
+Reverts work part by part (interactions by id, the summary, metadata keys; the curated
+memory file fact by fact), so later turns and facts in the same file do not block them.
 """
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
+from gitmem.format.facts import parse_facts
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
     id_from_path,
+    is_facts_path,
     relocated,
     session_path,
 )
 from gitmem.history.asof import StoreView
-from gitmem.history.diff import diff_sessions, status_of, unified_diff
+from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
@@ -91,19 +93,6 @@ class HistoryMethods(SessionCore):
         """A session's file (or archive part) in both layouts: history follows a migrate."""
         make = archive_path if archive else session_path
         return [make(session_id, self.namespace, fanout=fanout) for fanout in (True, False)]
-
-    def _by_session(self, changes: Iterable[tuple[str, str | None, str | None]]
-                    ) -> dict[str, tuple[str, str | None, str | None]]:
-        """Session id -> (path, old blob, new blob) of changed session files; a file moved
-        between layouts (migrate) is one change from its old blob to its new one."""
-        found: dict[str, tuple[str, str | None, str | None]] = {}
-        for path, old, new in changes:
-            sid = id_from_path(path, self.namespace)
-            seen = found.get(sid) if sid is not None else None
-            if sid is not None:
-                found[sid] = (path, old, new) if seen is None else (
-                    path if new else seen[0], seen[1] or old, seen[2] or new)
-        return found
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
         if not self._repo.file_log(self._both(session_id), rev):
@@ -197,10 +186,13 @@ class HistoryMethods(SessionCore):
         revisions: list[Revision] = []
         for entry in entries:
             labels: dict[str, list[str]] = {}
-            moved = self._by_session((c.path, c.old, c.new) for c in entry.files)
+            moved = by_session(((c.path, c.old, c.new) for c in entry.files), self.namespace)
             for sid, (path, old, new) in moved.items():
                 if session_id in (None, sid):
                     labels[sid] = self._session_diff(sid, path, old, new, False).labels()
+            if session_id is None:  # the memory file's changes, keyed by its path
+                found = changed_facts(entry.files, self.namespace, self._repo.blob, False)
+                labels.update((d.path, d.labels()) for d in found)
             revisions.append(self._revision(entry, labels))
         return revisions
 
@@ -244,7 +236,8 @@ class HistoryMethods(SessionCore):
 
         ``b`` defaults to HEAD and ``a`` to ``b``'s parent. Each changed session comes with
         a unified diff of its Markdown (``text=False`` skips it) and a structured diff:
-        interactions added / removed / changed by id, metadata keys, the old and new summary.
+        interactions added / removed / changed by id, metadata keys, the old and new summary;
+        without a session, the memory file's facts added / removed / changed (``Diff.facts``).
         """
         b_sha = self._repo.resolve(b) if b is not None else self._repo.head()
         if b_sha is None:
@@ -256,6 +249,7 @@ class HistoryMethods(SessionCore):
             a_sha = parents[0] if parents else None
         sessions: list[SessionDiff] = []
         files: list[str] = []
+        changed = self._repo.diff_tree(a_sha, b_sha) if session_id is None else []
         if session_id is not None:
             path = self._path(session_id, b_sha)
             old = self._repo.entry(self._path(session_id, a_sha), a_sha) if a_sha else None
@@ -269,12 +263,12 @@ class HistoryMethods(SessionCore):
                     )
                 )
         else:
-            changed = self._repo.diff_tree(a_sha, b_sha)
             files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
-            moved = self._by_session((c.path, c.old, c.new) for c in changed)
+            moved = by_session(((c.path, c.old, c.new) for c in changed), self.namespace)
             sessions = [self._session_diff(sid, path, old, new, text)
                         for sid, (path, old, new) in sorted(moved.items()) if old != new]
-        return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files)
+        facts = changed_facts(changed, self.namespace, self._repo.blob, text)
+        return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files, facts=facts)
 
     def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
         """Interactions (archive part first) and summary of one version of a session."""
@@ -381,6 +375,8 @@ class HistoryMethods(SessionCore):
         for path in changes:
             if self._owner(path) is not None:
                 self._adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
+            elif is_facts_path(path):
+                self._adopt_facts_edit(txn, path)
         # old content comes back: its secrets are redacted like new ones (or it is refused)
         changes, _ = self._guard_files(txn, changes)
         for path, data in changes.items():
@@ -389,6 +385,15 @@ class HistoryMethods(SessionCore):
             else:
                 txn.write(path, data)
         return txn.commit(subject, body=body, trailers=trailers)
+
+    def _adopt_facts_edit(self, txn: Transaction, path: str) -> None:
+        """Commit a person's uncommitted edit of a memory file first (it must parse)."""
+        edited = txn.hand_edit(path)
+        if edited is not None and not self._in_batch():
+            parse_facts(edited, path)  # a broken file is never written over
+            txn.write(path, edited)
+            txn.commit(f"Record hand edit of {path}", trailers={"Gitmem-Op": "edit"},
+                       identity=self._hand_identity(), body="A person edited it outside gitmem.")
 
     def _blob_at(self, session_id: str, path: str, sha: str, hint: str) -> str:
         """The blob of the session's file at commit ``sha``, or SessionNotFound ending in
@@ -536,7 +541,8 @@ class HistoryMethods(SessionCore):
                     changes,
                     f'Revert "{one_line(entry.subject, 60)}"',
                     body,
-                    self._trailers("revert", sessions, reverts=entry.sha),
+                    self._trailers("revert", sessions, reverts=entry.sha,
+                                   **plan.fact_trailer(changes)),
                 )
 
             return txn.rebuilding(write)
@@ -597,7 +603,7 @@ class HistoryMethods(SessionCore):
                 plan = self._plan(txn, chosen)  # on the files as they are now
                 plan.raise_conflicts(f"undo {len(chosen)} commits", self.path)
                 result = UndoResult(dry_run=dry_run, reverted=reverted,
-                                    sessions=plan.diffs(self._owner))
+                                    sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
                 changes = plan.changed()
                 if dry_run or not changes:
                     return result
@@ -606,7 +612,8 @@ class HistoryMethods(SessionCore):
                     changes,
                     f"Undo {len(chosen)} commit(s) by {who}",
                     "This reverts, part by part:\n" + "\n".join(lines),
-                    self._trailers("revert", self._sessions_of(changes), **extra),
+                    self._trailers("revert", self._sessions_of(changes), **extra,
+                                   **plan.fact_trailer(changes)),
                 )
                 return result.model_copy(update={"commit": commit})
 

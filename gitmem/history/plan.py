@@ -2,7 +2,8 @@
 
 :func:`plan_undo` takes back a list of commits (newest first) file by file: a file nothing
 touched since is put back exactly; a session file changed again later is undone part by part
-(:func:`gitmem.history.undo.undo`: interactions by id, the summary, metadata keys), and what
+(:func:`gitmem.history.undo.undo`: interactions by id, the summary, metadata keys), the
+curated memory file fact by fact (:func:`gitmem.history.undo.undo_facts`), and what
 cannot be undone that way is listed as a conflict. Pure logic: the caller passes the readers
 (the repository's blobs, the parse cache, the files as they are now) and writes the result.
 """
@@ -14,11 +15,11 @@ from dataclasses import dataclass, field
 
 from gitmem.errors import ConflictError, ParseError
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import id_from_path
+from gitmem.format.paths import id_from_path, is_facts_path
 from gitmem.format.render import render
-from gitmem.history.diff import diff_sessions, status_of, unified_diff
-from gitmem.history.undo import undo
-from gitmem.models import Session, SessionDiff
+from gitmem.history.diff import diff_facts_files, diff_sessions, status_of, unified_diff
+from gitmem.history.undo import fact_ids_changed, undo, undo_facts
+from gitmem.models import FactDiff, Session, SessionDiff
 from gitmem.store.gitlog import LogEntry
 
 
@@ -38,11 +39,31 @@ class UndoPlan:
         """Raise ConflictError (naming each part) if the undo cannot be done cleanly."""
         if self.conflicts:
             listed = "\n  ".join(self.conflicts)
+            facts = any(c.startswith("memory file ") for c in self.conflicts)
             raise ConflictError(
                 f"cannot {what} cleanly in {where}; nothing was written:\n  {listed}\n"
                 "Roll the session back to a known good version instead "
                 "(`gitmem rollback SESSION --to REV`), or edit it by hand."
+                + ("\nA fact changed again later: change it with `gitmem facts edit ID` or "
+                   "forget it (`gitmem facts forget ID`) instead." if facts else "")
             )
+
+    def fact_trailer(self, changes: dict[str, bytes | None]) -> dict[str, str]:
+        """``fact=`` for the ``Gitmem-Fact`` trailer: the facts the undo changes (as a fact
+        write names them), or nothing."""
+        ids: list[str] = []
+        for path, data in changes.items():
+            if is_facts_path(path):
+                ids += fact_ids_changed(self.original[path], data, path)
+        if not ids:
+            return {}
+        more = f" (+{len(ids) - 20})" if len(ids) > 20 else ""
+        return {"fact": ", ".join(ids[:20]) + more}
+
+    def fact_diffs(self) -> list[FactDiff]:
+        """How each memory file changes, by fact id (with its unified diff)."""
+        return [diff_facts_files(path, self.original[path], data, True)
+                for path, data in self.changed().items() if is_facts_path(path)]
 
     def diffs(self, owner: Callable[[str], str | None]) -> list[SessionDiff]:
         """How each session's files change (unified and structured)."""
@@ -95,6 +116,13 @@ def plan_undo(
                 plan.result[path] = before  # untouched since: the exact inverse
                 continue
             if now == before:
+                continue
+            if is_facts_path(path):
+                try:
+                    plan.result[path], found = undo_facts(before, after, now, path)
+                except ParseError as exc:
+                    found = [str(exc.diagnostics[0])]
+                plan.conflicts += [f"memory file {path} ({entry.sha[:12]}): {c}" for c in found]
                 continue
             sid = owner(path)
             if sid is None:

@@ -1,10 +1,14 @@
-"""Undoing a change to a session semantically: by interaction id, summary and metadata key."""
+"""Undoing a change semantically: a session by interaction id, summary and metadata key; the
+curated memory file by fact id (:func:`undo_facts`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitmem.errors import ParseError
+from gitmem.format.factmerge import merge_memory
+from gitmem.format.facts import MemoryFile, parse_facts, render_facts
 from gitmem.history.diff import _FIELDS, _SCALARS, _SETS
 from gitmem.models import Session
 
@@ -129,3 +133,56 @@ def _undo_interactions(
                 break
         result.insert(place, old[iid])
     return result
+
+
+def undo_facts(
+    before: bytes | None, after: bytes | None, current: bytes | None, path: str
+) -> tuple[bytes | None, list[str]]:
+    """Undo the change ``before`` -> ``after`` of a memory file on its ``current`` version,
+    fact by fact: the three-way fact merge of the current file with ``before`` against
+    ``after``. Facts the change added go, facts it removed come back, facts it changed get
+    their old version; facts added or changed since stay. A fact the change touched that a
+    later commit changed (or removed) again is a conflict, as is the intro or a section's
+    note changed on both. Returns the new content (None: no file) and the conflicts.
+
+    Raises:
+        ParseError: one of the versions does not parse (``path:line``).
+    """
+    if current is None:
+        if before is None or after is None:
+            return before if after is None else None, []
+        return None, ["the memory file was deleted by a later commit"]
+    versions = [MemoryFile() if data is None else parse_facts(data, path)
+                for data in (before, after, current)]
+    old, new, now = versions
+    merged, notes = merge_memory(new, now, old)
+    conflicts = []
+    for note in notes:
+        if note.kind == "same":
+            continue
+        if not note.fact_id:
+            conflicts.append(f"the {note.field} was changed again by a later commit")
+        elif note.kind == "kept":
+            gone = now.get(note.fact_id) is None
+            conflicts.append(f"fact {note.fact_id!r} was {'deleted' if gone else 'changed'} "
+                             "by a later commit")
+        else:
+            what = f" ({note.field})" if note.kind == "conflict" else ""
+            conflicts.append(f"fact {note.fact_id!r}{what} was changed again by a later commit")
+    if conflicts:
+        return current, conflicts
+    if before is None and not (merged.facts or merged.intro or merged.notes):
+        return None, []  # undoing the file's creation left nothing in it
+    return render_facts(merged).encode("utf-8"), []
+
+
+def fact_ids_changed(old: bytes | None, new: bytes | None, path: str) -> list[str]:
+    """Ids of the facts that differ between two versions of a memory file (added, removed
+    or changed), in the new file's order, then the removed ones."""
+    try:
+        a, b = (MemoryFile() if d is None else parse_facts(d, path) for d in (old, new))
+    except ParseError:  # a broken version names no facts
+        return []
+    was = {f.id: f for f in a.facts}
+    now = {f.id for f in b.facts}
+    return [f.id for f in b.facts if was.get(f.id) != f] + [i for i in was if i not in now]

@@ -38,6 +38,7 @@ change can be traced and undone.
 - Before answering something that may depend on earlier conversations, call search (or
   get_context for a ready-made, token-bounded context for the current session).
 - history, diff and blame say who changed what and when; load_session reads a whole session.
+- remember keeps a lasting fact (with the session and turn it came from); facts lists them.
 """
 
 # argument types with the descriptions a model reads in the input schema
@@ -192,6 +193,20 @@ def _add_reads(server: Any, run: _Runner) -> None:
     async def blame(ctx: Context, session: SessionId, at: Rev = None) -> CallToolResult:
         return await run(ctx, lambda mm: tools.blame(mm, session, at))
 
+    async def facts(
+        ctx: Context,
+        query: Annotated[str | None, Field(description="Only facts about these words, best "
+                                                       "match first.")] = None,
+        section: Annotated[str | None, Field(description="Only this section, e.g. "
+                                                         "'User'.")] = None,
+        at: Rev = None,
+        include_past: Annotated[bool, Field(description="Also facts that were replaced or "
+                                                        "ended.")] = False,
+        limit: Annotated[int, Field(ge=1, le=1000, description="At most this many.")] = 50,
+    ) -> CallToolResult:
+        return await run(ctx, lambda mm: tools.facts(mm, query, section, at, include_past,
+                                                     limit))
+
     for fn, title, text in (
         (search, "Search memory", "Find stored conversation turns and summaries relevant to a "
          "query (keyword + fuzzy, any language), best first; each hit names its session, turn "
@@ -210,6 +225,9 @@ def _add_reads(server: Any, run: _Runner) -> None:
          "revisions: turns added/removed/changed, summary and metadata changes."),
         (blame, "Blame a session", "Who (commit, agent, model) last changed each turn and the "
          "summary of a session."),
+        (facts, "Curated facts", "What you know across sessions: the curated facts of the "
+         "memory file (memory/MEMORY.md), each with its id and where it came from; with a "
+         "query, the matching ones best first."),
     ):
         sdk.add_tool(server, fn, name=fn.__name__, title=title, description=text,
                      read_only=True)
@@ -242,6 +260,23 @@ def _add_writes(server: Any, run: _Runner, options: ServerOptions) -> None:
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.summarize(mm, session, offline), write=True)
 
+    async def remember(
+        ctx: Context,
+        text: Annotated[str, Field(min_length=1, max_length=8192, description="The fact, one "
+                                   "sentence, e.g. 'Lives in Lisbon.'")],
+        section: Annotated[str | None, Field(description="Its heading, e.g. 'User', "
+                                                         "'Preferences'.")] = None,
+        sources: Annotated[list[str] | None, Field(
+            description="Where you learned it: 'session' or 'session#interaction_id'.")] = None,
+        tags: Annotated[list[str] | None, Field(description="Labels for the fact.")] = None,
+    ) -> CallToolResult:
+        return await run(ctx, lambda mm: tools.remember(mm, text, section, sources, tags),
+                         write=True)
+
+    sdk.add_tool(server, remember, name="remember", title="Remember a fact",
+                 description="Add a lasting fact about the user or the project to the curated "
+                 "memory file, with where you learned it, as one git commit. It comes first "
+                 "in every get_context.", read_only=False)  # fmt: skip
     sdk.add_tool(server, save_interaction, name="save_interaction", title="Save a turn",
                  description="Save one conversation turn (the user's message and your reply, "
                  "or messages from any speakers) to a session, as one git commit. Call it "

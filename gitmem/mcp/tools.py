@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from gitmem.errors import SessionNotFound, ValidationError
+from gitmem.format.facts import DEFAULT_SECTION
 from gitmem.format.render import render
 from gitmem.guard.inputs import fresh_interaction_id
 from gitmem.manager import MemoryManager
@@ -80,6 +81,15 @@ def save_interaction(mm: MemoryManager, session: str, user: str | None, assistan
                            tags=tags or (), metadata=metadata)  # fmt: skip
     data = {"session": session, "interaction_id": iid, "commit": sha}
     return Answer(f"saved turn {iid} to session {session!r} (commit {_short(sha)})", data)
+
+
+def remember(mm: MemoryManager, text: str, section: str | None, sources: list[str] | None,
+             tags: list[str] | None) -> Answer:
+    """One curated fact added to the memory file as one commit."""
+    fact = mm.remember(text, section=section or DEFAULT_SECTION, source=sources or None,
+                       tags=tags or ())
+    return Answer(f"remembered [{fact.id}] under {fact.section!r}: {fact.text}",
+                  {"fact": fact.to_dict()})
 
 
 def summarize(mm: MemoryManager, session: str, offline: bool) -> Answer:
@@ -182,6 +192,14 @@ def search(mm: MemoryManager, query: str, k: int, tags: list[str] | None,
     if not rows:
         lines = ["no relevant memories", *(f"note: {n}" for n in hits.notes)]
     return Answer("\n".join(lines), {"query": query, "hits": rows, "notes": list(hits.notes)})
+
+
+def facts(mm: MemoryManager, query: str | None, section: str | None, at: str | None,
+          include_past: bool, limit: int) -> Answer:
+    found = mm.facts(section, query if query and query.strip() else None,
+                     commit=_commit(mm, at), include_past=include_past, limit=limit)
+    lines = [f"- {f.text} [{f.id}]" + ("" if f.current() else " (past)") for f in found]
+    return Answer("\n".join(lines) or "no facts", {"facts": [f.to_dict() for f in found]})
 
 
 def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k: int,

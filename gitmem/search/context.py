@@ -1,12 +1,15 @@
 """Context assembly: chat messages for the ``openai`` client, never over a token budget.
 
-The messages come in a fixed order: the current session's summary (a system message),
+The messages come in a fixed order: what the agent knows (the curated facts, one system
+message "What you know", each fact with its id), the current session's summary (a system message),
 its most recent turns as they were spoken (user/assistant roles; other speakers keep
 their name in front), then one system message with the memories retrieved from other
 sessions, each line naming its source session, turn and date. When the budget is tight,
 room is given out in priority order: summary, the newest turn, more recent turns (up to
 ``recent_share`` of the budget), then memories by rank; whatever does not fit is listed
-as cut, with the reason, for ``--explain``.
+as cut, with the reason, for ``--explain``. The facts come before all of that but get at
+most ``facts_share`` of the budget: the query's matches, best first, and when every current
+fact fits in that share the others too (a small file is shown whole, a large one by rank).
 
 Token counting is pluggable (:class:`TokenCounter`): a built-in estimate by default, or
 ``tiktoken`` when it is installed and its encoding file is already on disk.
@@ -55,6 +58,19 @@ class Memory:
         return f"- [{' · '.join(where)}] " + " ".join(self.text.split())
 
 
+@dataclass(frozen=True)
+class Known:
+    """A curated fact to place first in the context (score 0: not a match for the query)."""
+
+    fact_id: str
+    text: str
+    score: float
+
+    def line(self) -> str:
+        """The fact as one bullet ending with its id."""
+        return f"- {' '.join(self.text.split())} [{self.fact_id}]"
+
+
 @dataclass
 class Piece:
     """One candidate part of the context with its cost and fate."""
@@ -97,6 +113,7 @@ class ContextPlan:
 
 
 MEMORY_HEADER = "Relevant memories from other conversations (most relevant first):"
+FACTS_HEADER = "What you know (curated facts, each with its id in brackets):"
 
 
 def _speaker_content(speaker: str, role: str, content: str) -> str:
@@ -128,10 +145,16 @@ def assemble(
     recent_turns: int = 8,
     recent_share: float = 0.5,
     summary_share: float = 0.25,
+    facts: Sequence[Known] = (),
+    facts_share: float = 0.3,
+    facts_complete: bool = True,
 ) -> ContextPlan:
-    """Fit the current session and the memories into ``max_tokens`` (see module docs)."""
+    """Fit the facts, the current session and the memories into ``max_tokens`` (see module
+    docs); ``facts_complete`` says ``facts`` holds every current fact."""
     plan = ContextPlan(max_tokens, counter.name)
-    left = max_tokens
+    known = _pick_facts(plan, facts, min(int(max_tokens * facts_share), max_tokens),
+                        counter, facts_complete)
+    left = max_tokens - (_facts_cost(known, counter) if known else 0)
 
     def take(piece: Piece) -> bool:
         nonlocal left
@@ -203,6 +226,9 @@ def assemble(
 
     def render() -> list[dict[str, str]]:
         messages = []
+        if known:
+            body = FACTS_HEADER + "\n" + "\n".join(p.content for p in known)
+            messages.append({"role": "system", "content": body})
         if summary_piece is not None and summary_piece in plan.included:
             messages.append({"role": "system", "content": summary_piece.content})
         messages.extend({"role": p.role, "content": p.content} for p in recent)
@@ -217,11 +243,42 @@ def assemble(
     plan.messages = render()
     plan.used = measure(plan.messages)
     # a tokenizer may count joined text differently from its parts: drop until it fits
-    while plan.used > max_tokens and (chosen or recent):
-        victim = chosen.pop() if chosen else recent.pop(0)
+    while plan.used > max_tokens and (chosen or known or recent):
+        victim = chosen.pop() if chosen else known.pop() if known else recent.pop(0)
         plan.included.remove(victim)
         victim.reason = "over budget"
         plan.cut.append(victim)
         plan.messages = render()
         plan.used = measure(plan.messages)
     return plan
+
+
+def _facts_cost(pieces: Sequence[Piece], counter: TokenCounter) -> int:
+    return counter.count(FACTS_HEADER) + MESSAGE_OVERHEAD + sum(p.tokens for p in pieces)
+
+
+def _pick_facts(plan: ContextPlan, facts: Sequence[Known], room: int, counter: TokenCounter,
+                complete: bool) -> list[Piece]:
+    """The facts that go first, within ``room`` tokens: all when all fit (and ``facts`` is
+    every current fact), else the query's matches by rank while they fit."""
+    if not complete:  # only the matches can be shown: the others are not even counted
+        plan.cut.extend(Piece("fact", "system", "", 0, k.fact_id, "no match for the query, "
+                              "and not every fact fits") for k in facts if k.score <= 0)
+        facts = [k for k in facts if k.score > 0]
+    pieces = [Piece("fact", "system", line, counter.count(line) + 1, k.fact_id)
+              for k in facts for line in (k.line(),)]
+    whole = complete and _facts_cost(pieces, counter) <= room
+    spent = _facts_cost([], counter)
+    kept: list[Piece] = []
+    for fact, piece in zip(facts, pieces, strict=True):
+        if not whole and fact.score <= 0:
+            piece.reason = "no match for the query, and not every fact fits"
+        elif spent + piece.tokens > room:
+            piece.reason = "over the facts' share of the budget"
+        else:
+            spent += piece.tokens
+            kept.append(piece)
+            plan.included.append(piece)
+            continue
+        plan.cut.append(piece)
+    return kept

@@ -19,7 +19,7 @@ from gitmem.core import SessionCore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.models import Hit, as_when
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
-from gitmem.search.context import Memory, assemble
+from gitmem.search.context import Known, Memory, assemble
 from gitmem.search.index import KIND_SUMMARY, Index
 from gitmem.search.rank import (
     SHOWN_CANDIDATES,
@@ -39,6 +39,11 @@ EXPLAIN_ROWS = SHOWN_CANDIDATES
 
 # a memory longer than this goes into the context shortened
 MEMORY_CHARS = 1200
+
+# the curated facts' share of a context's budget, and how many are weighed at most
+FACTS_SHARE = 0.3
+MAX_FACTS = 500
+SEARCH_KINDS = (None, "session", "fact", "any")
 
 
 class Hits(list[Hit]):
@@ -207,6 +212,7 @@ class SearchMethods(SessionCore):
         include_links: bool = False,
         explain: bool = False,
         commit: str | None = None,
+        kind: str | None = None,
     ) -> Hits:
         """The stored interactions and summaries that best answer ``query``, best first.
 
@@ -224,17 +230,35 @@ class SearchMethods(SessionCore):
             explain: attach ``hits.explanation``: query terms, expansion, every candidate
                 with its score components and why it was kept or dropped.
             commit: search the store as of this commit instead of HEAD.
+            kind: ``None`` or ``"session"`` (interactions and summaries), ``"fact"`` (the
+                curated facts of the memory file: a fact's hit has ``kind="fact"``, an
+                empty ``session_id`` and the fact's id as ``interaction_id``; the session
+                filters do not apply) or ``"any"`` (matching facts first, at most half of
+                ``k``, then interactions and summaries up to ``k``).
 
         Returns:
             ``Hits`` (a list of ``Hit``); empty when nothing scores above the minimum,
             with ``hits.notes`` saying why.
 
         Raises:
-            ValidationError: for an empty query or k < 1.
+            ValidationError: for an empty query, k < 1 or an unknown kind.
         """
+        if kind not in SEARCH_KINDS:
+            raise ValidationError(f"kind {kind!r} is not one of session, fact, any")
+        facts: list[Hit] = []
+        fact_notes: list[str] = []
+        if kind in ("fact", "any"):
+            if not isinstance(query, str) or not query.strip():
+                raise ValidationError("the search query is empty: give the words to look for")
+            if k < 1:
+                raise ValidationError(f"k must be at least 1, not {k}")
+            facts, fact_notes = self._fact_hits(query, k if kind == "fact" else (k + 1) // 2,
+                                                commit)
+            if kind == "fact":
+                return Hits(facts, fact_notes or ([] if facts else ["no fact matches"]))
         filters = self._filters(tags, project, participant, session, since, until)
         ranking, info = self._rank(query, k, filters, commit)
-        hits = Hits(ranking.hits, ranking.notes)
+        hits = Hits([*facts, *ranking.hits[:k - len(facts)]], fact_notes + ranking.notes)
         if include_links and hits:
             hits.extend(self._linked(ranking, commit))
         if explain:
@@ -242,6 +266,17 @@ class SearchMethods(SessionCore):
             hits.explanation = _explain_ranking(ranking, self.rank_config, filters, kept)
             hits.explanation["index"] = info
         return hits
+
+    def _fact_hits(self, query: str, k: int, commit: str | None) -> tuple[list[Hit], list[str]]:
+        """The facts that match ``query`` as hits, best first (a broken file: a note)."""
+        try:
+            found = self._fact_candidates(query, commit, k)
+        except ParseError as exc:
+            return [], [f"the facts were left out: {exc}"]
+        at = commit or self.head()
+        return [Hit(session_id="", interaction_id=fact_id, score=round(score, 6), snippet=text,
+                    commit=at, kind="fact", components={"fact": round(score, 4)})
+                for fact_id, text, score in found if score > 0], []
 
     def _linked(self, ranking: Ranking, commit: str | None) -> list[Hit]:
         """Summaries of sessions linked from the hits' sessions (or their text)."""
@@ -290,15 +325,21 @@ class SearchMethods(SessionCore):
         token_counter: TokenCounter | None = None,
         explain: bool = False,
         commit: str | None = None,
+        with_facts: bool = True,
     ) -> ContextMessages:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
-        In this order: the session's summary (system), its most recent turns (user /
-        assistant), then a system message of memories retrieved for ``query`` from
-        other sessions (and from earlier in this one), each naming its source. Room goes
-        first to the summary, then the newest turns, then memories by rank; the result
-        never counts more than ``max_tokens`` with the token counter in use. An empty
-        query retrieves nothing; an unknown session gives memories only.
+        In this order: what the agent knows (a system message "What you know" listing the
+        curated facts of the memory file, each ``- text [id]``: the query's matches best
+        first, and every current fact when all fit; at most ``FACTS_SHARE`` of the budget;
+        ``with_facts=False`` leaves them out), the session's summary (system), its most
+        recent turns (user / assistant), then a system message of memories retrieved for
+        ``query`` from other sessions (and from earlier in this one), each naming its
+        source. Room goes first to the facts (their share), the summary, then the newest
+        turns, then memories by rank; the result never counts more than ``max_tokens`` with
+        the token counter in use. An empty query retrieves no memories (the facts still
+        come, when all fit); an unknown session gives facts and memories only. A memory
+        file that does not parse leaves the facts out, with a note in the explanation.
 
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
@@ -334,7 +375,10 @@ class SearchMethods(SessionCore):
                                        hit.timestamp, text, hit.score, same))
                 if len(memories) >= k:
                     break
-        plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns)
+        known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
+            [], True)
+        plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
+                        facts=known, facts_share=FACTS_SHARE, facts_complete=complete)
         refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
         used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
         if used and commit is None:
@@ -345,6 +389,12 @@ class SearchMethods(SessionCore):
                 "session_id": session_id,
                 "session_found": session is not None,
                 "budget": plan.explanation(),
+                "facts": {
+                    "included": [p.ref for p in plan.included if p.source == "fact"],
+                    "cut": [{"id": p.ref, "reason": p.reason}
+                            for p in plan.cut if p.source == "fact"],
+                    "weighed_all": complete,
+                },
                 "search": (
                     _explain_ranking(ranking, self.rank_config, filters,
                                      {(h.session_id, h.interaction_id) for h in ranking.hits})
@@ -354,3 +404,15 @@ class SearchMethods(SessionCore):
                 "messages": list(plan.messages),
             }  # fmt: skip
         return out
+
+    def _known(self, query: str, max_tokens: int, commit: str | None, notes: list[str]
+               ) -> tuple[list[Known], bool]:
+        """The facts to weigh for the context (at most as many as could fit), and whether
+        they are every current fact; a broken memory file adds a note and gives none."""
+        limit = min(max(int(max_tokens * FACTS_SHARE) // 4, 1), MAX_FACTS)
+        try:
+            found = self._fact_candidates(query, commit, limit + 1)
+        except ParseError as exc:
+            notes.append(f"the facts were left out: {exc}")
+            return [], True
+        return [Known(*row) for row in found[:limit]], len(found) <= limit

@@ -79,6 +79,10 @@ def session_files(repo: StoreBase, folder: str, commit: str | None = None) -> di
 _LOCAL_ATTRIBUTES = (b"# gitmem: files in sub-folders merge with the gitmem driver too, also\n"
                      b"# while this clone's .gitattributes is still the flat one\n"
                      b"sessions/**/*.md merge=gitmem\narchive/**/*.md merge=gitmem\n")
+# the curated memory file merges by fact id also in stores made before it existed (their
+# .gitattributes gains the line with the first fact, maybe on one side of a merge only)
+_LOCAL_MEMORY = (b"# gitmem: the curated memory file merges by fact id\n"
+                 b"memory/*.md merge=gitmem\n")
 
 
 def ensure_local_attributes(repo: StoreBase) -> None:
@@ -88,12 +92,15 @@ def ensure_local_attributes(repo: StoreBase) -> None:
     target = repo.git_dir / "info" / "attributes"
     try:
         current = target.read_bytes() if target.exists() else b""
-        if b"sessions/**/*.md merge=gitmem" in current:
+        missing = [lines for lines, marker in ((_LOCAL_ATTRIBUTES, b"sessions/**/*.md merge="),
+                                               (_LOCAL_MEMORY, b"memory/*.md merge="))
+                   if marker not in current]
+        if not missing:
             return
         target.parent.mkdir(exist_ok=True)
         if current and not current.endswith(b"\n"):
             current += b"\n"
-        target.write_bytes(current + _LOCAL_ATTRIBUTES)
+        target.write_bytes(current + b"".join(missing))
     except OSError:
         return  # a read-only store can still be read
 

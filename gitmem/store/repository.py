@@ -42,7 +42,7 @@ Read it, diff it, blame it; edit by hand if you like (`gitmem check` validates y
 
 GITATTRIBUTES = (
     "sessions/**/*.md merge=gitmem text eol=lf\narchive/**/*.md merge=gitmem text eol=lf\n"
-    "namespaces/**/*.md merge=gitmem text eol=lf\n"
+    "namespaces/**/*.md merge=gitmem text eol=lf\nmemory/*.md merge=gitmem text eol=lf\n"
 )
 
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gitmem.errors import GitmemError
 from gitmem.models import (
     Interaction,
     ModelValidationError,
@@ -31,6 +32,7 @@ from gitmem.summary.extractive import (
     EXTRACTIVE_MODEL,
     Extractor,
 )
+from gitmem.text import json_in
 
 if TYPE_CHECKING:
     import openai  # imported when first used: it takes ~0.4 s, too slow for every CLI call
@@ -263,20 +265,10 @@ def _transcript(turns: Sequence[Interaction]) -> list[str]:
 
 
 def _json_object(text: str) -> Any:
-    stripped = text.strip()
-    fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, flags=re.DOTALL)
-    if fence:
-        stripped = fence.group(1)
     try:
-        return json.loads(stripped)
+        return json_in(text)
     except ValueError:
-        start, end = stripped.find("{"), stripped.rfind("}")
-        if 0 <= start < end:
-            try:
-                return json.loads(stripped[start : end + 1])
-            except ValueError:
-                pass
-    raise _Unusable("the answer is not valid JSON")
+        raise _Unusable("the answer is not valid JSON") from None
 
 
 def _from_text(text: str) -> StructuredSummary:
@@ -480,6 +472,48 @@ class LLMSummarizer:
 
     def _where(self) -> str:
         return str(self.client.base_url).rstrip("/")
+
+
+def ask_json(config: LLMConfig, system: str, user: str) -> str:
+    """One JSON answer (JSON mode, then JSON asked in the prompt if the server refuses the
+    mode) from the configured server, for callers other than summaries (fact
+    consolidation); raises GitmemError saying why when there is none (the key left out)."""
+    import openai
+
+    client = LLMSummarizer(config).client
+    messages: list[Any] = [{"role": "system", "content": system},
+                           {"role": "user", "content": user}]
+    modes: list[dict[str, Any]] = [{"response_format": {"type": "json_object"}}, {}]
+    for extra in modes:
+        try:
+            reply = client.chat.completions.create(
+                model=config.model, messages=messages, temperature=config.temperature,
+                max_tokens=max(config.max_tokens, 4000), **extra)
+        except (openai.BadRequestError, openai.UnprocessableEntityError):
+            if extra:
+                continue  # the server has no JSON mode: ask in the prompt only
+            raise _failed(config, "the server refused the request") from None
+        except openai.APIStatusError as exc:
+            raise _failed(config, f"HTTP {exc.status_code} ({_brief(exc)})") from None
+        except openai.APITimeoutError:
+            raise _failed(config, f"no answer within {config.timeout:g}s "
+                                  f"({_BUDGET_HINT})") from None
+        except openai.OpenAIError as exc:
+            raise _failed(config, f"{type(exc).__name__}: {_brief(exc)}") from None
+        try:
+            content = reply.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            content = None
+        if not isinstance(content, str) or not content.strip():
+            raise _failed(config, "the answer is empty")
+        return content
+    raise _failed(config, "no output mode worked")  # pragma: no cover - the loop returns
+
+
+def _failed(config: LLMConfig, reason: str) -> GitmemError:
+    if config.api_key and len(config.api_key) >= 6:
+        reason = reason.replace(config.api_key, "[REDACTED:api-key]")
+    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: {reason}")
 
 
 def _brief(exc: BaseException) -> str:

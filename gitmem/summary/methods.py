@@ -43,6 +43,7 @@ from gitmem.summary.engines import (
     LLMConfig,
     Summarizer,
     SummaryResult,
+    ask_json,
     default_summarizer,
     llm_budget,
 )
@@ -147,6 +148,14 @@ class SummaryMethods(SessionCore):
         when no LLM is configured (offline)."""
         config = self.summary_config
         return config.llm or LLMConfig.from_env(git=self._llm_git)
+
+    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
+        """The configured LLM's JSON answer and model (fact consolidation asks through
+        this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
+        config = None if self.summary_config.offline else self.llm_config()
+        if config is None:
+            return super()._ask_json(system, user)
+        return ask_json(config, system, user), config.model
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
         if given is not None:

@@ -74,7 +74,7 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     secrets, warning = store_secrets()
     messages = [warning] if warning else []
     for note in notes:
-        line = f"gitmem: {path}: {note.describe()}"
+        line = f"gitmem: {path}: {note.describe()}"  # a memory file's note names no session
         if note.kind in ("summary", "conflict"):
             where = "MERGE_HEAD" if note.dropped_side == "theirs" else "HEAD"
             line += f" (the dropped version: git show {where}:{path})"

@@ -17,8 +17,9 @@ from gitmem.errors import (
     ParseError,
     RepositoryError,
 )
+from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import SUFFIX, decode_id, is_fanout_path, misplaced
+from gitmem.format.paths import SUFFIX, decode_id, is_facts_path, is_fanout_path, misplaced
 from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository
@@ -151,13 +152,19 @@ def validate_memory_file(data: bytes, path: str) -> list[Diagnostic]:
     """Every ``path:line`` problem of one memory file's content (empty when it is clean).
 
     Checks for merge conflict markers, parses with the Markdown AST parser and checks that
-    the session id matches the file name.
+    the session id matches the file name (a curated memory file is parsed as one).
     """
     problems = [
         Diagnostic(path, number, "unresolved merge conflict marker")
         for number, line in enumerate(data.split(b"\n"), 1)
         if (line + b"\n").decode("utf-8", "replace").startswith(_MARKERS)
     ]
+    if is_facts_path(path.replace(os.sep, "/")):  # the curated memory file, not a session
+        try:
+            parse_facts(data, path)
+        except ParseError as exc:
+            problems += exc.diagnostics
+        return sorted(problems, key=lambda d: d.line)
     expected, bad_name = _expected_id(path)
     if bad_name:
         problems.append(Diagnostic(path, 1, bad_name))

@@ -17,6 +17,9 @@ functions: no files, no git. The rules (what a person reading the README is told
 * **Summary**: changed on one side, that side's; rewritten on both, the newer (by generated
   time) is kept and the other is recorded in full so that it can be restored.
 
+The curated memory file (``memory/*.md``, per namespace too) is merged by fact id instead
+(:func:`gitmem.format.factmerge.merge_memory`); its notes name the file and the fact.
+
 The outcome never depends on which side is "ours" except for the order of turns that one
 side moved; conflict markers are never written into a memory file.
 """
@@ -27,14 +30,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import is_
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitmem.errors import ConflictError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
 
+if TYPE_CHECKING:
+    from gitmem.format.factmerge import FactNote
+
 T = TypeVar("T")
+
+# notes a person should look at: a value dropped, or two versions of a fact kept
+CONFLICT_KINDS = ("conflict", "summary", "copied")
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,15 @@ class MergeNote:
     Attributes:
         session_id: the session the note is about.
         kind: ``"conflict"`` (a scalar or a turn changed differently on both sides),
-            ``"summary"`` (both rewrote the summary) or ``"kept"`` (a deletion lost to an edit).
-        key: the metadata key, ``"summary"`` or ``"interaction <id>"``.
+            ``"summary"`` (both rewrote the summary) or ``"kept"`` (a deletion lost to an edit);
+            for a memory file also ``"copied"`` (a fact's text changed on both sides: both
+            kept) and ``"same"`` (one fact added on both sides).
+        key: the metadata key, ``"summary"`` or ``"interaction <id>"`` (``"fact <id>"``).
         kept: the value kept in the file (text).
         dropped: the value that was not kept (text, in full, so it can be restored).
         dropped_side: ``"ours"`` or ``"theirs"``: which version holds the dropped value.
+        detail: the whole description, for a memory file's note (``session_id`` is then
+            the file's path).
     """
 
     session_id: str
@@ -57,9 +70,12 @@ class MergeNote:
     kept: str
     dropped: str
     dropped_side: str = ""
+    detail: str = ""
 
     def describe(self) -> str:
         """One readable line (the dropped text is shown shortened)."""
+        if self.detail:
+            return self.detail
         # imported here: git starts the merge driver once per file, and compiling the text
         # analyser's patterns would add ~8 ms to every start for this one message
         from gitmem.text import one_line
@@ -91,7 +107,7 @@ class MergeResult:
     @property
     def conflicts(self) -> list[MergeNote]:
         """Notes where both sides changed the same value differently."""
-        return [n for n in self.notes if n.kind in ("conflict", "summary")]
+        return [n for n in self.notes if n.kind in CONFLICT_KINDS]
 
 
 def merge_sessions(base: Session | None, ours: Session, theirs: Session) -> MergeResult:
@@ -150,7 +166,8 @@ def merge_sessions(base: Session | None, ours: Session, theirs: Session) -> Merg
 def merge_texts(
     base: bytes | None, ours: bytes, theirs: bytes, path: str
 ) -> tuple[bytes, list[MergeNote]]:
-    """Merge three versions of a session file's bytes (``base`` None or empty: no ancestor).
+    """Merge three versions of a session file's bytes (``base`` None or empty: no ancestor);
+    a curated memory file (:func:`~gitmem.format.factmerge.is_facts_path`) by fact id.
 
     Returns:
         The rendered merged file and the merge notes.
@@ -159,11 +176,39 @@ def merge_texts(
         ParseError: one of the versions does not parse (a person has to decide).
         ConflictError: the versions are of different sessions.
     """
+    if path.startswith("memory/") or "/memory/" in path:  # a cheap test first: the driver
+        from gitmem.format.paths import is_facts_path  # starts once per merged session file
+
+        if is_facts_path(path):
+            return merge_fact_texts(base, ours, theirs, path)
     base_session = parse_bytes(base, f"{path} (base)") if base else None
     ours_session = parse_bytes(ours, f"{path} (ours)")
     theirs_session = parse_bytes(theirs, f"{path} (theirs)")
     result = merge_sessions(base_session, ours_session, theirs_session)
     return render(result.session).encode("utf-8"), result.notes
+
+
+def merge_fact_texts(
+    base: bytes | None, ours: bytes, theirs: bytes, path: str
+) -> tuple[bytes, list[MergeNote]]:
+    """Merge three versions of a memory file's bytes by fact id (ParseError if one is
+    broken: a person has to decide)."""
+    # imported here: a session merge (one driver start per file) has no use for them
+    from gitmem.format.factmerge import merge_memory
+    from gitmem.format.facts import parse_facts, render_facts
+
+    merged, notes = merge_memory(
+        parse_facts(base, f"{path} (base)") if base else None,
+        parse_facts(ours, f"{path} (ours)"),
+        parse_facts(theirs, f"{path} (theirs)"),
+    )
+    return render_facts(merged).encode("utf-8"), [fact_note(path, n) for n in notes]
+
+
+def fact_note(path: str, note: FactNote) -> MergeNote:
+    """A fact merge's note as the merge driver and ``sync`` report notes."""
+    return MergeNote(session_id=path, kind=note.kind, key=note.subject, kept=note.kept,
+                     dropped=note.other, dropped_side=note.side, detail=note.describe())
 
 
 def _text(value: object) -> str:

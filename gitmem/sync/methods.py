@@ -32,7 +32,7 @@ from gitmem.errors import (
     RemoteBusy,
     RepositoryError,
 )
-from gitmem.format.paths import decode_id, encode_id, fold_name, portability_problem
+from gitmem.format.paths import decode_id, encode_id, fold_name, is_facts_path, portability_problem
 from gitmem.guard.redact import with_redacted_trailer
 from gitmem.guard.secrets import redact as redact_text
 from gitmem.models import Result
@@ -61,7 +61,7 @@ from gitmem.sync.hooks import (
     validate_memory_file,
     validate_paths,
 )
-from gitmem.sync.merge import MergeNote, merge_texts
+from gitmem.sync.merge import CONFLICT_KINDS, MergeNote, merge_texts
 from gitmem.sync.remotes import Remote, Remotes, clone, sync_hint
 
 C = TypeVar("C", bound="SyncMethods")
@@ -76,7 +76,7 @@ class SyncResult(Result):
         before: the local commit before.
         after: the local commit after.
         action: ``"up-to-date"``, ``"fast-forward"``, ``"merge"`` or ``"empty-remote"``.
-        files: memory (session) files the merge or fast-forward changed here.
+        files: memory files (sessions, curated facts) the merge or fast-forward changed here.
         notes: decisions of the semantic merge (conflicts resolved, summaries kept).
         secrets: secrets that came in from the remote and could not be redacted: in the
             files a fast-forward brought (no commit is made to redact them) or in a merged
@@ -309,7 +309,7 @@ class SyncMethods(SessionCore):
             # nothing is committed here, so nothing can be redacted: say what came in
             result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
             result.action = "fast-forward"
-            result.files += [p for p in changed if is_memory_file(p)]
+            result.files += [p for p in changed if is_memory_file(p) or is_facts_path(p)]
             return
         if fanout_at(repo, ours) != fanout_at(repo, theirs):
             raise ConflictError(layout_mismatch(str(repo.root), label, fanout_at(repo, ours)))
@@ -324,7 +324,7 @@ class SyncMethods(SessionCore):
             txn.redacted = {}
         repo.commit_changes(changes, message, base=ours, merge_parents=[theirs])
         result.action = "merge"
-        result.files += [p for p in changes if is_memory_file(p)]
+        result.files += [p for p in changes if is_memory_file(p) or is_facts_path(p)]
         result.notes += [self._redacted_note(note) for note in notes]
 
     def _redacted_note(self, note: MergeNote) -> MergeNote:
@@ -334,7 +334,8 @@ class SyncMethods(SessionCore):
         if not config.redact:
             return note
         return MergeNote(**{**vars(note), "kept": redact_text(note.kept, config)[0],
-                            "dropped": redact_text(note.dropped, config)[0]})
+                            "dropped": redact_text(note.dropped, config)[0],
+                            "detail": redact_text(note.detail, config)[0]})
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)
@@ -377,7 +378,7 @@ class SyncMethods(SessionCore):
                                        kept=path, dropped=""))
                 continue
             base_data = repo.blob(old[1]) if old else None
-            if is_memory_file(path):
+            if is_memory_file(path) or is_facts_path(path):  # sessions by meaning, facts by id
                 try:
                     data, file_notes = merge_texts(
                         base_data, repo.blob(here[1]), repo.blob(new[1]), path
@@ -415,12 +416,15 @@ class SyncMethods(SessionCore):
         notes: list[MergeNote],
         changes: dict[str, bytes | None],
     ) -> str:
-        sessions = sorted({n.session_id for n in notes} | {_session_of(p) for p in merged})
+        sessions = sorted({n.session_id for n in notes if not n.detail}
+                          | {_session_of(p) for p in merged if not is_facts_path(p)})
+        facts = [p for p in merged if is_facts_path(p)]
         lines = [f"Merged {theirs[:12]} from {label} into {ours[:12]}: {len(changes)} file(s) "
-                 f"changed, {len(merged)} session file(s) merged by meaning."]  # fmt: skip
+                 f"changed, {len(merged) - len(facts)} session file(s) merged by meaning"
+                 + (f", {len(facts)} memory file(s) by fact id." if facts else ".")]
         for note in notes:
             lines.append("")
-            lines.append("- " + note.describe())
+            lines.append("- " + (f"{note.session_id}: " if note.detail else "") + note.describe())
             if note.kind in ("summary", "conflict"):
                 where = theirs if note.dropped_side == "theirs" else ours
                 lines.append(f"  The dropped version is in {where[:12]}; in full:")
@@ -431,7 +435,7 @@ class SyncMethods(SessionCore):
         else:
             trailers["Gitmem-Sessions"] = str(len(sessions))
         trailers["Gitmem-Agent"] = self.agent
-        conflicts = [n for n in notes if n.kind in ("summary", "conflict")]
+        conflicts = [n for n in notes if n.kind in CONFLICT_KINDS]
         if conflicts:
             trailers["Gitmem-Conflicts"] = str(len(conflicts))
         trailers["Gitmem-Merged"] = theirs
@@ -474,7 +478,8 @@ class SyncMethods(SessionCore):
         if args:
             return validate_paths(args)
         problems: list[Diagnostic] = []
-        for path, data in staged_files(self.repository, is_memory_file):
+        staged = staged_files(self.repository, lambda p: is_memory_file(p) or is_facts_path(p))
+        for path, data in staged:
             problems += validate_memory_file(data, path)
         return problems
 

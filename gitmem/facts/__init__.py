@@ -1,0 +1,1 @@
+"""Curated long-term memory: facts with provenance in ``memory/MEMORY.md``."""

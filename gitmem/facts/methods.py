@@ -1,0 +1,605 @@
+"""Curated long-term memory for ``MemoryManager``: facts with provenance in ``memory/MEMORY.md``.
+
+Sessions hold what was said; the memory file holds what the agent knows across sessions
+("lives in Berlin", "prefers tea"), one fact per bullet, each with a stable id and the
+turns it came from (:mod:`gitmem.format.facts` is the file format). Every change is one
+commit with ``Gitmem-Op: remember | update-fact | forget | supersede`` and
+``Gitmem-Fact: <ids>``, so ``gitmem facts blame`` can say which agent and model wrote each
+fact, and a revert undoes one change by fact id. A person may edit the file by hand: the
+edit is committed before gitmem's next write, and a file that no longer parses is never
+written over (ParseError with ``path:line``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+from gitmem.core import SessionCore
+from gitmem.errors import FactNotFound, ParseError, ValidationError
+from gitmem.format.facts import (
+    DEFAULT_SECTION,
+    Fact,
+    FactSource,
+    MemoryFile,
+    as_moment,
+    derived_id,
+    fact_line,
+    parse_facts,
+    render_facts,
+)
+from gitmem.format.paths import memory_path
+from gitmem.guard.secrets import redact
+from gitmem.models import as_when
+from gitmem.store.gitlog import LogEntry
+from gitmem.store.objects import object_id
+from gitmem.store.transaction import Transaction
+from gitmem.text import one_line, terms
+
+MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a session
+MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
+
+SourceLike = tuple[str, str | None] | str | FactSource
+
+
+@dataclass(frozen=True)
+class FactBlame:
+    """Who last wrote a fact: the commit, its agent and model, and the operation."""
+
+    fact: Fact
+    commit: str
+    author: str
+    agent: str | None
+    model: str | None
+    op: str | None
+    when: datetime
+    subject: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.fact.id, "text": self.fact.text, "section": self.fact.section,
+                "commit": self.commit, "author": self.author, "agent": self.agent,
+                "model": self.model, "op": self.op, "when": self.when.isoformat(),
+                "subject": self.subject}
+
+
+class _FactIndex:
+    """Terms of every fact of one version of the file, for ``facts(query=...)``."""
+
+    def __init__(self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
+                 ) -> None:
+        """``seen`` maps a fact's words to their terms (kept by the manager across versions,
+        so the index of a file one change away analyses only the changed facts)."""
+        self.facts = facts
+        self.live: list[int] | None = None  # positions of the current facts
+        self.alive: frozenset[int] = frozenset()
+        self.postings: dict[str, list[int]] = {}
+        known = {} if seen is None else seen
+        if len(known) > 2 * len(facts) + 1024:
+            known.clear()
+        for at, fact in enumerate(facts):
+            words = f"{fact.text} {' '.join(fact.tags)} {fact.section}"
+            found = known.get(words)
+            if found is None:
+                found = known[words] = frozenset(terms(words))
+            for term in found:
+                self.postings.setdefault(term, []).append(at)
+
+    def rank(self, query: str) -> list[tuple[float, Fact]]:
+        scores: dict[int, float] = {}
+        total = len(self.facts) or 1
+        for term in set(terms(query)):
+            hits = self.postings.get(term, ())
+            weight = math.log(1 + total / len(hits)) if hits else 0.0
+            for at in hits:
+                scores[at] = scores.get(at, 0.0) + weight
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        return [(score, self.facts[at]) for at, score in ranked if score > 0]
+
+    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
+        """Current facts (id, text, score): the query's matches best first, then the others
+        in file order with score 0; at most ``limit``."""
+        if self.live is None:  # once per file version
+            self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
+            self.alive = frozenset(self.live)
+        alive = self.alive if query.strip() else frozenset()
+        scores: dict[int, float] = {}
+        total = len(self.facts) or 1
+        for term in set(terms(query)) if alive else ():
+            hits = self.postings.get(term, ())
+            weight = math.log(1 + total / len(hits)) if hits else 0.0
+            for at in hits:
+                if at in alive:
+                    scores[at] = scores.get(at, 0.0) + weight
+        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        out = [(self.facts[at].id, self.facts[at].text, score) for at, score in best]
+        for at in self.live:
+            if len(out) >= limit:
+                break
+            if at not in scores:
+                out.append((self.facts[at].id, self.facts[at].text, 0.0))
+        return out
+
+
+def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
+    """``("s1", "i3")``, ``"s1#i3"``, ``"s1"``, a FactSource or a list of them."""
+    if source is None:
+        return ()
+    if isinstance(source, (str, FactSource)) or (
+            isinstance(source, tuple) and len(source) == 2
+            and isinstance(source[0], str) and (source[1] is None or isinstance(source[1], str))):
+        items: list[Any] = [source]
+    else:
+        items = list(source)
+    out = []
+    for item in items:
+        if isinstance(item, FactSource):
+            out.append(item)
+        elif isinstance(item, str):
+            session, _, turn = item.partition("#")
+            out.append(FactSource(session=session, interaction=turn or None))
+        else:
+            out.append(FactSource(session=item[0], interaction=item[1]))
+    return tuple(out)
+
+
+class FactMethods(SessionCore):
+    """Curated facts: remember, update, forget, supersede, list, blame (see module docs)."""
+
+    def _on_open(self) -> None:
+        super()._on_open()
+        self._fact_cache: dict[str, tuple[MemoryFile, _FactIndex | None]] = {}
+        self._fact_lock = threading.Lock()
+        # each fact's rendered line, by the identity of the (frozen) Fact object it renders
+        self._fact_lines: dict[int, tuple[Fact, str]] = {}
+        self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
+        self.max_fact_bytes = MAX_FACT_BYTES
+
+    @property
+    def facts_path(self) -> str:
+        """The memory file's path in the store (per namespace)."""
+        return memory_path(self.namespace)
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _memory_blob(self, blob_id: str) -> tuple[MemoryFile, _FactIndex | None]:
+        with self._fact_lock:
+            found = self._fact_cache.get(blob_id)
+        if found is None:
+            memory = parse_facts(self._repo.blob(blob_id), self.facts_path)
+            found = self._cache_memory(blob_id, memory)
+        return found
+
+    def _cache_memory(self, blob_id: str, memory: MemoryFile
+                      ) -> tuple[MemoryFile, _FactIndex | None]:
+        found = (memory, None)
+        with self._fact_lock:
+            if len(self._fact_cache) > 32:
+                self._fact_cache.clear()
+            self._fact_cache[blob_id] = found
+        return found
+
+    def _render_facts(self, memory: MemoryFile) -> bytes:
+        """The file's bytes; a fact rendered before (the same object) costs a lookup, so
+        a change to one fact of a large file does not render every other one again."""
+        lines = self._fact_lines
+
+        def line(fact: Fact) -> str:
+            found = lines.get(id(fact))
+            if found is None or found[0] is not fact:
+                found = lines[id(fact)] = (fact, fact_line(fact))
+            return found[1]
+
+        with self._fact_lock:
+            data = render_facts(memory, line).encode("utf-8", "surrogatepass")
+            if len(lines) > 2 * len(memory.facts) + 256:  # keep only this version's lines
+                self._fact_lines = {id(f): lines[id(f)] for f in memory.facts}
+        return data
+
+    def memory_file(self, *, commit: str | None = None) -> MemoryFile:
+        """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
+        Raises ParseError (``path:line``) if the committed file is broken."""
+        found = self._repo.entry(self.facts_path, commit)
+        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
+
+    def _fact_index(self, commit: str | None) -> _FactIndex:
+        found = self._repo.entry(self.facts_path, commit)
+        if found is None:
+            return _FactIndex(())
+        memory, index = self._memory_blob(found[1])
+        if index is None:
+            with self._fact_lock:  # the terms cache is shared
+                index = _FactIndex(memory.facts, self._fact_terms)
+                self._fact_cache[found[1]] = (memory, index)
+        return index
+
+    def _fact_candidates(self, query: str, commit: str | None, limit: int
+                         ) -> list[tuple[str, str, float]]:
+        return self._fact_index(commit).candidates(query, limit)
+
+    def facts(
+        self,
+        section: str | None = None,
+        query: str | None = None,
+        *,
+        as_of: datetime | str | None = None,
+        commit: str | None = None,
+        tags: Iterable[str] = (),
+        include_past: bool = False,
+        limit: int | None = None,
+    ) -> list[Fact]:
+        """The facts, in file order (with ``query``: best match first, matches only).
+
+        Args:
+            section: only this section.
+            query: rank by the words (stemmed, CJK-aware) they share with the query.
+            as_of: the memory as it was at that moment (a datetime or ISO date): the file
+                of the last commit before it, and only the facts valid then.
+            commit: read the file at this commit (``mm.at(rev).facts()`` sets it).
+            tags: only facts with all of these tags.
+            include_past: also facts that were replaced or whose ``valid until`` passed.
+            limit: at most this many.
+        """
+        moment = None
+        if as_of is not None:
+            moment = as_when(as_of, "as_of")
+            assert moment is not None
+            commit = self._repo.resolve(moment)
+        index = self._fact_index(commit)
+        picked: Iterable[Fact]
+        picked = index.facts if query is None else [f for _, f in index.rank(query)]
+        wanted = set(tags)
+        at = None if moment is None else moment.astimezone(UTC).replace(tzinfo=None)
+        out = []
+        for fact in picked:
+            if section is not None and fact.section != section:
+                continue
+            if wanted and not wanted <= set(fact.tags):
+                continue
+            if not include_past and not fact.current(at):
+                continue
+            if at is not None and fact.valid_from and as_moment(fact.valid_from) > at:
+                continue
+            out.append(fact)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def fact(self, fact_id: str, *, commit: str | None = None) -> Fact:
+        """One fact by id (current or past); FactNotFound if the file has none."""
+        found = self.memory_file(commit=commit).get(fact_id)
+        if found is None:
+            where = "" if commit is None else f" at {commit[:12]}"
+            raise FactNotFound(f"no fact {fact_id!r} in {self.facts_path}{where} "
+                               "(see `gitmem facts list --all`)")
+        return found
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _guard_fact(self, txn: Transaction, fact: Fact) -> Fact:
+        """A new or changed fact, size-checked and with its secrets redacted."""
+        size = len(fact.text.encode("utf-8", "surrogatepass"))
+        if size > self.max_fact_bytes:
+            raise ValidationError(
+                f"fact {fact.id!r} is {size:,} bytes, over the {self.max_fact_bytes:,}-byte "
+                "limit for a fact (mm.max_fact_bytes); save long text as a session turn and "
+                "remember a sentence about it")
+        return self._redact_fact(txn, fact)
+
+    def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
+        """``fact`` with the secrets in its text and tags redacted (counted on ``txn``)."""
+        config = self.secret_config
+        if not config.redact:
+            return fact
+        text, counts = redact(fact.text, config)
+        tags = [redact(t, config, label=True) for t in fact.tags]
+        for _, found in tags:
+            counts += found
+        if not counts:
+            return fact
+        for kind, n in counts.items():
+            txn.redacted[kind] = txn.redacted.get(kind, 0) + n
+        return fact.model_copy(update={"text": text, "tags": tuple(t for t, _ in tags)})
+
+    def _read_facts(self, txn: Transaction) -> MemoryFile:
+        """The file as the lock holder sees it; a person's uncommitted edit is committed
+        first (it must parse: a broken file is never written over)."""
+        path = self.facts_path
+        edited = txn.hand_edit(path)
+        if edited is not None:
+            memory = parse_facts(edited, path)
+            redacted = memory.with_facts(self._redact_fact(txn, f) for f in memory.facts)
+            if redacted != memory:  # a pasted secret is not recorded, as in a session file
+                memory, edited = redacted, render_facts(redacted).encode("utf-8")
+            txn.write(path, edited)
+            txn.commit(f"Record hand edit of {path}",
+                       trailers={"Gitmem-Op": "edit"}, identity=self._hand_identity(),
+                       body="A person edited this file outside gitmem; recorded before the "
+                            "next change.")
+            return memory
+        if path in txn.pending:
+            data = txn.read(path)
+            return MemoryFile() if data is None else parse_facts(data, path)
+        found = self._repo.entry(path, txn.head())  # parsed once per version (the cache)
+        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
+
+    def change_facts(
+        self,
+        change: Callable[[MemoryFile], MemoryFile],
+        *,
+        op: str,
+        subject: str,
+        body: str = "",
+        trailers: dict[str, str] | None = None,
+    ) -> str | None:
+        """Read-modify-write the memory file as one commit (``Gitmem-Op: op``); returns the
+        commit id, or None when ``change`` changed nothing. Facts that are new or changed
+        are guarded (size, secrets); ``Gitmem-Fact`` lists their ids and the removed ones."""
+        self._no_batch("a change to the facts")
+        with self._repo.transaction() as txn:
+
+            def write() -> str | None:
+                before = self._read_facts(txn)
+                after = change(before)
+                old = {f.id: f for f in before.facts}
+                # ``is`` first: an unchanged fact is the same object, and == is slow at scale
+                same = [(g := old.get(f.id)) is f or g == f for f in after.facts]
+                guarded = [f if kept else self._guard_fact(txn, f)
+                           for f, kept in zip(after.facts, same, strict=True)]
+                if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
+                    after = after.model_copy(update={"facts": tuple(guarded)})  # same order
+                if after == before:
+                    return None
+                data = self._render_facts(after)
+                txn.write(self.facts_path, data)
+                self._cache_memory(object_id("blob", data), after)
+                self._merge_attributes(txn)
+                touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
+                gone = set(old) - {f.id for f in after.facts}
+                ids = [*touched, *sorted(gone)]
+                all_trailers = self._trailers(op, [])
+                if ids:
+                    all_trailers["Gitmem-Fact"] = ", ".join(ids[:20]) + (
+                        f" (+{len(ids) - 20})" if len(ids) > 20 else "")
+                all_trailers.update(trailers or {})
+                return txn.commit(self._safe_text(subject), body=body, trailers=all_trailers)
+
+            return txn.rebuilding(write)
+
+    def _merge_attributes(self, txn: Transaction) -> None:
+        """Stores made before facts existed merge ``memory/*.md`` by fact id too."""
+        current = txn.read(".gitattributes") or b""
+        if MERGE_ATTRIBUTE.split(b" ")[0] + b" merge=gitmem" not in current:
+            if current and not current.endswith(b"\n"):
+                current += b"\n"
+            txn.write(".gitattributes", current + MERGE_ATTRIBUTE)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        section: str = DEFAULT_SECTION,
+        source: SourceLike | Iterable[SourceLike] | None = None,
+        tags: Iterable[str] = (),
+        valid_from: date | datetime | str | None = None,
+        valid_until: date | datetime | str | None = None,
+        confidence: float | None = None,
+        fact_id: str | None = None,
+        by_hand: bool = False,
+    ) -> Fact:
+        """Add a fact to ``section`` as one commit and return it (with its new id).
+
+        ``source`` is where it was learned: ``(session, interaction)``, ``"session#turn"``,
+        ``"session"`` or a list of them. Without one the fact says which agent wrote it, or
+        with ``by_hand`` that a person did (the CLI's ``facts add``). The same text in the
+        same section is not added twice: the existing fact gains the new sources instead.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError("a fact needs text (got an empty one)")
+        sources = as_sources(source)
+        by = None if sources or by_hand else self._writer()
+        made: list[Fact] = []
+
+        def change(memory: MemoryFile) -> MemoryFile:
+            same = next((f for f in memory.facts if f.text == text and f.section == section
+                         and f.current()), None)
+            if same is not None and fact_id is None:
+                more = tuple(dict.fromkeys([*same.sources, *sources]))
+                updated = same.model_copy(update={"sources": more})
+                made.append(updated)
+                return memory.with_facts(updated if f is same else f for f in memory.facts)
+            taken = {f.id for f in memory.facts}
+            if fact_id is not None and fact_id in taken:
+                raise ValidationError(f"fact id {fact_id!r} is taken in {self.facts_path}")
+            fact = _new_fact(fact_id or derived_id(text, taken), text, section, sources, tags,
+                             valid_from, valid_until, confidence, by)
+            made.append(fact)
+            return memory.with_facts([*memory.facts, fact])
+
+        self.change_facts(change, op="remember",
+                          subject=f"Remember: {one_line(text, 60)}")
+        return self.fact(made[-1].id)
+
+    def update_fact(
+        self,
+        fact_id: str,
+        text: str | None = None,
+        *,
+        section: str | None = None,
+        tags: Iterable[str] | None = None,
+        valid_from: date | datetime | str | None = None,
+        valid_until: date | datetime | str | None = None,
+        confidence: float | None = None,
+        source: SourceLike | Iterable[SourceLike] | None = None,
+    ) -> Fact:
+        """Change a fact in place (its id stays) as one commit; FactNotFound if unknown."""
+        update: dict[str, Any] = {}
+        if text is not None:
+            if not text.strip():
+                raise ValidationError(f"fact {fact_id!r}: the new text is empty")
+            update["text"] = text
+        if section is not None:
+            update["section"] = section
+        if tags is not None:
+            update["tags"] = tuple(tags)
+        if valid_from is not None:
+            update["valid_from"] = _iso(valid_from)
+        if valid_until is not None:
+            update["valid_until"] = _iso(valid_until)
+        if confidence is not None:
+            update["confidence"] = confidence
+        extra = as_sources(source)
+
+        def change(memory: MemoryFile) -> MemoryFile:
+            old = self._require(memory, fact_id)
+            fields = {**old.model_dump(), **update}
+            fields["sources"] = tuple(dict.fromkeys([*old.sources, *extra]))
+            new = _checked(fields)
+            return memory.with_facts(new if f is old else f for f in memory.facts)
+
+        self.change_facts(change, op="update-fact",
+                          subject=f"Update fact {fact_id}: {one_line(text or '', 50)}".rstrip(": "))
+        return self.fact(fact_id)
+
+    def forget(self, fact_id: str, reason: str = "") -> str:
+        """Remove a fact as one commit (``Gitmem-Reason``); history keeps it. Returns the
+        commit id; FactNotFound if there is no such fact."""
+
+        def change(memory: MemoryFile) -> MemoryFile:
+            old = self._require(memory, fact_id)
+            return memory.with_facts(f for f in memory.facts if f is not old)
+
+        trailers = {"Gitmem-Reason": one_line(reason, 200)} if reason.strip() else {}
+        sha = self.change_facts(change, op="forget", subject=f"Forget fact {fact_id}",
+                                body=reason.strip(), trailers=trailers)
+        assert sha is not None  # removing a fact always changes the file
+        return sha
+
+    def supersede(
+        self,
+        old_id: str,
+        new: str,
+        *,
+        reason: str = "",
+        source: SourceLike | Iterable[SourceLike] | None = None,
+        when: date | datetime | str | None = None,
+    ) -> Fact:
+        """Replace fact ``old_id`` by ``new`` (an existing fact's id, or the new text), as
+        one commit: the old fact stays in the file, ``valid until`` ``when`` (default today)
+        and ``replaced by`` the new one. Returns the new fact."""
+        until = _iso(when or datetime.now(UTC).date())
+        made: list[str] = []
+
+        def change(memory: MemoryFile) -> MemoryFile:
+            old = self._require(memory, old_id)
+            if old.replaced_by is not None:
+                raise ValidationError(f"fact {old_id!r} was already replaced by "
+                                      f"{old.replaced_by!r}")
+            target = memory.get(new)
+            facts = list(memory.facts)
+            if target is None:
+                sources = as_sources(source)
+                target = _new_fact(derived_id(new, {f.id for f in facts}), new, old.section,
+                                   sources, old.tags, until, None, None,
+                                   None if sources else self._writer())
+                facts.insert(facts.index(old) + 1, target)
+            elif target.id == old.id:
+                raise ValidationError(f"fact {old_id!r} cannot supersede itself")
+            made.append(target.id)
+            ended = old.model_copy(update={"valid_until": old.valid_until or until,
+                                           "replaced_by": target.id})
+            return memory.with_facts(ended if f is old else f for f in facts)
+
+        trailers = {"Gitmem-Reason": one_line(reason, 200)} if reason.strip() else {}
+        self.change_facts(change, op="supersede", body=reason.strip(), trailers=trailers,
+                          subject=f"Supersede fact {old_id}: {one_line(new, 50)}")
+        return self.fact(made[-1])
+
+    def _writer(self) -> str:
+        return str(getattr(self._local, "agent", None) or self.agent)
+
+    def _require(self, memory: MemoryFile, fact_id: str) -> Fact:
+        found = memory.get(fact_id)
+        if found is None:
+            raise FactNotFound(f"no fact {fact_id!r} in {self.facts_path} "
+                               "(see `gitmem facts list --all`)")
+        return found
+
+    # --- who wrote what ------------------------------------------------------------------
+
+    def fact_history(self, *, commit: str | None = None) -> list[LogEntry]:
+        """The commits that changed the memory file, newest first."""
+        return self._repo.file_log([self.facts_path], commit)
+
+    def fact_blame(self, *, commit: str | None = None) -> list[FactBlame]:
+        """For each fact of the file at HEAD (or ``commit``), the commit that last changed
+        it: its author, ``Gitmem-Agent``, ``Gitmem-Model`` and ``Gitmem-Op``."""
+        current = self.memory_file(commit=commit).facts
+        wanted = {f.id: f for f in current}
+        out: dict[str, FactBlame] = {}
+        entries = self.fact_history(commit=commit)
+        for at, entry in enumerate(entries):  # newest first: a fact is blamed where it
+            if not wanted:                    # last took its present form
+                break
+            older = entries[at + 1] if at + 1 < len(entries) else None
+            before = self._version(older)
+            for fact_id in list(wanted):
+                if before.get(fact_id) != wanted[fact_id]:
+                    out[fact_id] = _blame(wanted.pop(fact_id), entry)
+        return [out[f.id] for f in current if f.id in out]
+
+    def _version(self, entry: LogEntry | None) -> MemoryFile:
+        if entry is None:
+            return MemoryFile()
+        try:
+            return self.memory_file(commit=entry.sha)
+        except ParseError:
+            return MemoryFile()  # a broken version: what came after it is blamed on its fix
+
+
+def _blame(fact: Fact, entry: LogEntry) -> FactBlame:
+    trailers = entry.trailers
+    return FactBlame(fact=fact, commit=entry.sha, author=entry.author,
+                     agent=_last(trailers, "Gitmem-Agent"), model=_last(trailers, "Gitmem-Model"),
+                     op=_last(trailers, "Gitmem-Op"),
+                     when=entry.time, subject=entry.subject)
+
+
+def _last(trailers: dict[str, list[str]], key: str) -> str | None:
+    values = trailers.get(key)
+    return values[-1] if values else None
+
+
+def _iso(value: date | datetime | str) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    try:
+        as_moment(value)  # a clear error for anything else
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
+    return value
+
+
+def _checked(fields: dict[str, Any]) -> Fact:
+    try:
+        return Fact(**fields)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise ValidationError(f"fact {fields.get('id')!r}: {exc}") from None
+
+
+def _new_fact(fact_id: str, text: str, section: str, sources: tuple[FactSource, ...],
+              tags: Iterable[str], valid_from: date | datetime | str | None,
+              valid_until: date | datetime | str | None, confidence: float | None,
+              by: str | None = None) -> Fact:
+    return _checked({
+        "id": fact_id, "text": text, "section": section, "sources": sources, "by": by,
+        "tags": tuple(tags), "confidence": confidence,
+        "valid_from": None if valid_from is None else _iso(valid_from),
+        "valid_until": None if valid_until is None else _iso(valid_until),
+    })
