@@ -48,6 +48,6 @@ def client(mm: MemoryManager, **options: object) -> TestClient:
 
 def csrf_of(page: str) -> str:
     """The CSRF token in a rendered page's forms."""
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    found = re.search(r'name="csrf(?:-token)?" (?:value|content)="([^"]+)"', page)
     assert found, "the page has no CSRF field"
     return found.group(1)

@@ -189,8 +189,8 @@ class Guard:
             return None
         if hmac.compare_digest(jar.get(AUTH_COOKIE, ""), self.security.auth_cookie()):
             return None
-        if scope["method"] in SAFE_METHODS and _query_token(scope) is not None:
-            return None  # checked (and logged in) by the caller
+        if scope["method"] in SAFE_METHODS and self.security.token_ok(_query_token(scope) or ""):
+            return None  # the caller logs this browser in
         if scope["method"] in SAFE_METHODS:
             wanted = scope["path"] + (f"?{scope['query_string'].decode()}"
                                       if scope.get("query_string") else "")
