@@ -158,7 +158,7 @@ def _graph(request: Request) -> tuple[Drawing, str | None]:
     if focus is not None and focus not in graph.links and focus not in graph.missing:
         if mm.load_memory(focus) is None:
             raise SessionNotFound(f"no session {focus!r}: see the sessions list")
-    return drawing(graph, focus), focus
+    return drawing(graph, focus, MAX_NODES), focus
 
 
 def links_page(request: Request) -> Response:
