@@ -301,7 +301,7 @@ def test_facts_search_section_past_and_as_of(mm: MemoryManager) -> None:
     current = web.get("/facts").text
     assert current.count('data-test="fact"') == 1 and "short books" not in current
     past = web.get("/facts?past=1").text
-    assert past.count('data-test="fact"') == 2 and f'replaced by <a href="#fact-' in past
+    assert past.count('data-test="fact"') == 2 and 'replaced by <a href="#fact-' in past
     then = web.get(f"/facts?at={before}").text
     assert "short books" in then and "long books" not in then
     assert web.get("/facts?section=Nowhere").text.count('data-test="fact"') == 0

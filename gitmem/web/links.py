@@ -155,9 +155,9 @@ def _graph(request: Request) -> tuple[Drawing, str | None]:
     mm = manager(request)
     focus = param(request, "session") or None
     graph = mm.link_graph()
-    if focus is not None and focus not in graph.links and focus not in graph.missing:
-        if mm.load_memory(focus) is None:
-            raise SessionNotFound(f"no session {focus!r}: see the sessions list")
+    linked = focus is None or focus in graph.links or focus in graph.missing
+    if not linked and focus is not None and mm.load_memory(focus) is None:
+        raise SessionNotFound(f"no session {focus!r}: see the sessions list")
     return drawing(graph, focus, MAX_NODES), focus
 
 

@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from gitmem.errors import SessionNotFound, ValidationError
 from gitmem.models import BlameEntry, Revision, as_when
-from gitmem.web.pages import manager, param, paging, render
+from gitmem.web.pages import manager, paging, param, render
 
 # revisions offered by the "as of" picker
 REVISIONS_SHOWN = 50
