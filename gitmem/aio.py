@@ -280,6 +280,7 @@ class AsyncMemoryManager:
     # every other public method, as a coroutine with the manager's own typed parameters
     at = _Coroutine(MemoryManager.at)
     blame = _Coroutine(MemoryManager.blame)
+    browse_sessions = _Coroutine(MemoryManager.browse_sessions)
     change_facts = _Coroutine(MemoryManager.change_facts)
     change_session = _Coroutine(MemoryManager.change_session)
     check = _Coroutine(MemoryManager.check)
@@ -297,6 +298,7 @@ class AsyncMemoryManager:
     head = _Coroutine(MemoryManager.head)
     history = _Coroutine(MemoryManager.history)
     install_hooks = _Coroutine(MemoryManager.install_hooks)
+    link_graph = _Coroutine(MemoryManager.link_graph)
     list_sessions = _Coroutine(MemoryManager.list_sessions)
     llm_config = _Coroutine(MemoryManager.llm_config)
     load_archive = _Coroutine(MemoryManager.load_archive)
