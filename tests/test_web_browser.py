@@ -408,8 +408,9 @@ def test_revert_a_summary_through_the_ui(page: Page, site: Site) -> None:
 
 def test_hostile_content_renders_as_text(page: Page, site: Site) -> None:
     _open(page, site, "/sessions/hostile", "hostile")
-    assert "pwned" not in page.title()
-    assert page.evaluate("document.title") == page.title()
+    # the onerror handler and the script would both have set the title to "pwned"
+    title = page.title()
+    assert "hostile" in title and "pwned" not in title, title
     assert page.locator("main script").count() == 0
     assert page.locator("main img").count() == 0  # not even an inert one
     assert page.locator("main [onerror]").count() == 0
@@ -443,9 +444,9 @@ def test_login_page_error_page_and_static_css(page: Page, site: Site) -> None:
     response = page.goto("/static/style.css")
     assert response is not None and response.status == 200
     assert response.headers["content-type"].startswith("text/css")
-    page.goto("/login")
-    answer = page.context.request.get("/login")
-    assert "script-src 'none'" in answer.headers["content-security-policy"]
+    response = page.goto("/login")
+    assert response is not None
+    assert "script-src 'none'" in response.headers["content-security-policy"]
     # the stylesheet applied: the header is laid out by style.css, not the browser default
     assert page.evaluate("getComputedStyle(document.body).margin") != "8px"
 
