@@ -181,9 +181,8 @@ def page(context: BrowserContext, site: Site) -> Iterator[Page]:
     site.console.clear()
 
     def note(message: ConsoleMessage) -> None:
-        # the browser asks for /favicon.ico by itself; the dashboard has none (a 404)
-        if message.type == "error" and not message.location.get("url", "").endswith(
-                "/favicon.ico"):
+        # every page names its icon, so the browser never asks for a missing /favicon.ico
+        if message.type == "error":
             site.console.append(message.text)
 
     opened.on("console", note)
