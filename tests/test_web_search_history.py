@@ -331,3 +331,17 @@ def test_an_unknown_sha_is_404_naming_it_and_the_root_commit_works(mm: MemoryMan
     page = web.get(f"/commits/{root}")
     assert page.status_code == 200 and "the store's first commit" in page.text
     assert not _all(page.text, "revert-link")
+
+
+def test_a_commit_of_many_sessions_details_the_first_and_lists_the_rest(store: Path) -> None:
+    mm = MemoryManager(store, init=True, agent="importer")
+    with mm.batch("Import 25 sessions"):
+        for n in range(25):
+            mm.save_interaction(f"imported-{n:02d}", f"question {n}", f"answer {n}",
+                                START + timedelta(minutes=n))
+    page = client(mm).get(f"/commits/{mm.head()}").text
+    detailed = re.findall(r'<section class="session-diff" data-test="session-diff">', page)
+    assert len(detailed) == 20 and len(_section(page, "turn-added")) == 20
+    brief = re.findall(r'<tr data-test="session-diff"><td><a href="([^"]+)">', page)
+    assert [unquote(h.replace("&amp;", "&")).rsplit("=", 1)[1] for h in brief] == [
+        f"imported-{n:02d}" for n in range(20, 25)]

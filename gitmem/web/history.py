@@ -25,6 +25,9 @@ from gitmem.models import Diff, Interaction, Revision, Session, SessionDiff
 from gitmem.web.pages import manager, param, render
 
 PAGE_SIZE = 50
+# a commit changing more sessions (an import) shows the others as one line each: loading
+# and rendering every turn of 500 sessions would take seconds
+DETAILED = 20
 DONE = {"revert": "Reverted", "rollback": "Rolled back", "undo": "Undone"}
 FILTERS = ("session", "op", "agent", "model", "since", "until")
 _TRAILER = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9-]{0,63})\s*[:=]\s*(.*\S)\s*")
@@ -145,7 +148,8 @@ def commit_page(request: Request) -> Response:
     return render(request, "commit.html", {
         "title": f"Commit {sha[:12]}", "sha": sha, "rev": revision, "diff": diff,
         "body": message_body(revision), "session_id": session_id, "unified": unified,
-        "sessions": [session_view(mm, diff, change) for change in diff.sessions],
+        "sessions": [session_view(mm, diff, change) for change in diff.sessions[:DETAILED]],
+        "brief": diff.sessions[DETAILED:],
         "facts": facts, "notice": DONE.get(done),
         "toggle": _toggle(request, unified),
     })  # fmt: skip

@@ -89,9 +89,9 @@ def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int
     hits = manager(request).search(q, k, explain=True, kind=kind or None, **filters)
     explanation = hits.explanation or {}
     wanted = set(explanation.get("terms", {}))
+    # one line of text per candidate: the hits above already show their bars
     candidates = [
-        {**row, "components": components(row["components"]),
-         "snippet": highlight(row["snippet"], wanted)}
+        {**row, "components": " · ".join(f"{k} {v:g}" for k, v in row["components"].items())}
         for row in explanation.get("candidates", [])
     ]  # fmt: skip
     return {"hits": [_hit_row(h, wanted) for h in hits], "notes": hits.notes,
