@@ -11,6 +11,7 @@ content can never become HTML).
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -34,6 +35,8 @@ MAX_TOKENS = 200_000
 MAX_MARKS = 40
 
 _WORD_CHAR = re.compile(r"[^\W_]")
+# loading tiktoken's encoding costs more than a page: once per process
+_counter = cache(default_counter)
 
 
 def many(request: Request, name: str) -> list[str]:
@@ -105,7 +108,7 @@ def _context(request: Request, session_id: str, q: str, filters: dict[str, Any]
     wide = {key: filters[key] for key in ("tags", "project", "participant")}
     messages = mm.retrieve_context(session_id, q, max_tokens, explain=True, **wide)
     explanation = messages.explanation or {}
-    counter = mm.token_counter or default_counter()
+    counter = mm.token_counter or _counter()
     budget = explanation.get("budget", {})
     return {
         "session_id": session_id,
