@@ -345,3 +345,11 @@ def test_a_commit_of_many_sessions_details_the_first_and_lists_the_rest(store: P
     brief = re.findall(r'<tr data-test="session-diff"><td><a href="([^"]+)">', page)
     assert [unquote(h.replace("&amp;", "&")).rsplit("=", 1)[1] for h in brief] == [
         f"imported-{n:02d}" for n in range(20, 25)]
+
+
+def test_a_bad_date_filter_is_a_400_page_naming_the_field(mm: MemoryManager) -> None:
+    web = client(mm)
+    for url in ("/history", "/search"):
+        page = web.get(url, params={"q": "books", "since": "last tuesday"})
+        assert page.status_code == 400, url
+        assert "since" in page.text and "last tuesday" in page.text
