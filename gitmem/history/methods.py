@@ -547,6 +547,21 @@ class HistoryMethods(SessionCore):
 
             return txn.rebuilding(write)
 
+    def revert_preview(self, commit: str | datetime) -> UndoResult:
+        """What ``revert(commit)`` would change now, without writing anything (a dry run).
+
+        Returns an UndoResult with ``dry_run=True``, the commit in ``reverted`` and the
+        per-session and per-fact changes the revert would make (none if it was undone
+        already). Raises ConflictError, RevisionNotFound and ValidationError exactly as
+        ``revert`` would, so a conflict shows before anyone confirms.
+        """
+        entry = self._entry(commit)
+        with self._repo.transaction() as txn:  # read through it; it never commits
+            plan = self._plan(txn, [entry])  # on the files as they are now
+            plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
+            return UndoResult(dry_run=True, reverted=[self._revision(entry)],
+                              sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
+
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
         found = id_from_path(path, self.namespace)
