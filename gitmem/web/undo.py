@@ -54,7 +54,8 @@ def by_form(request: Request) -> Response:
     if not session_id:
         raise ValidationError("say which session to roll back: the field 'session' is empty")
     to = param(request, "to")
-    return redirect(f"/undo/rollback/{quote(session_id)}" + (f"?to={quote(to, safe='')}" if to else ""))
+    query = f"?to={quote(to, safe='')}" if to else ""
+    return redirect(f"/undo/rollback/{quote(session_id)}{query}")
 
 
 # --- revert ----------------------------------------------------------------------------------
