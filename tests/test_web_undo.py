@@ -184,6 +184,12 @@ def test_rollback_a_session(mm: MemoryManager, store: Path) -> None:
     page, answer = confirm(web, f"/undo/rollback/python-books?to={first}")
     assert hooks(page, "turn-removed") == 3
     new_commit(store, answer, "rollback")
+    init = mm.history()[-1].sha  # before the session existed: refused before confirming
+    before = mm.load_memory("python-books", commit=init)
+    too_early = web.get(f"/undo/rollback/python-books?to={init}")
+    assert before is None and too_early.status_code == 404
+    assert "did not exist at" in error_of(too_early.text)
+    assert hooks(too_early.text, "confirm-form") == 0
     assert assert_written_by_web(store, "rollback")["Gitmem-Rollback-To"] == first
     session = mm.load_memory("python-books")
     assert session is not None and len(session.interactions) == 1

@@ -113,6 +113,11 @@ def _rollback_page(request: Request, session_id: str, to: str, *, error: str = "
         "versions": mm.history(session_id, limit=50)}
     if to:
         target = mm.resolve(to)
+        if mm.load_memory(session_id, commit=target) is None:
+            context.update(target=target, sessions=[], error=error or (
+                f"session {session_id!r} did not exist at {target[:12]}: pick one of its "
+                "versions below"))
+            return render(request, "undo_preview.html", context, 404)
         head = mm.head()
         diff: Diff = mm.diff(session_id, a=head, b=target)
         context.update(target=target, diff=diff, sessions=diff.sessions)
