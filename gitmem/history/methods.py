@@ -170,17 +170,8 @@ class HistoryMethods(SessionCore):
         Raises:
             SessionNotFound: the session never existed.
         """
-        entries = self._log(
-            session_id,
-            op=op,
-            agent=agent,
-            model=model,
-            since=since,
-            until=until,
-            limit=limit,
-            commit=commit,
-            files=changes,
-        )
+        entries = self._log(session_id, op=op, agent=agent, model=model, since=since,
+                            until=until, limit=limit, commit=commit, files=changes)
         if not changes:
             return [self._revision(e) for e in entries]
         revisions: list[Revision] = []
@@ -548,13 +539,8 @@ class HistoryMethods(SessionCore):
             return txn.rebuilding(write)
 
     def revert_preview(self, commit: str | datetime) -> UndoResult:
-        """What ``revert(commit)`` would change now, without writing anything (a dry run).
-
-        Returns an UndoResult with ``dry_run=True``, the commit in ``reverted`` and the
-        per-session and per-fact changes the revert would make (none if it was undone
-        already). Raises ConflictError, RevisionNotFound and ValidationError exactly as
-        ``revert`` would, so a conflict shows before anyone confirms.
-        """
+        """What ``revert(commit)`` would change now (per session and fact; none if undone
+        already), writing nothing. Raises as ``revert`` would: a conflict shows up front."""
         entry = self._entry(commit)
         with self._repo.transaction() as txn:  # read through it; it never commits
             plan = self._plan(txn, [entry])  # on the files as they are now
@@ -595,11 +581,8 @@ class HistoryMethods(SessionCore):
         entries = self._log(
             None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
-        chosen = [
-            e
-            for e in entries
-            if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
-        ]
+        chosen = [e for e in entries
+                  if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE]
         reverted = [self._revision(e) for e in chosen]
         if not chosen:
             return UndoResult(dry_run=dry_run)
