@@ -531,16 +531,21 @@ class HistoryMethods(SessionCore):
                     return None
                 sessions = self._sessions_of(changes)
                 body = f'This reverts commit {entry.sha}\n("{one_line(entry.subject, 200)}").'
-                return self._write(
-                    txn,
-                    changes,
-                    f'Revert "{one_line(entry.subject, 60)}"',
-                    body,
-                    self._trailers("revert", sessions, reverts=entry.sha,
-                                   **plan.fact_trailer(changes)),
-                )
+                return self._write(txn, changes, f'Revert "{one_line(entry.subject, 60)}"', body,
+                                   self._trailers("revert", sessions, reverts=entry.sha,
+                                                  **plan.fact_trailer(changes)))
 
             return txn.rebuilding(write)
+
+    def revert_preview(self, commit: str | datetime) -> UndoResult:
+        """What ``revert(commit)`` would change now (per session and fact; none if undone
+        already), writing nothing. Raises as ``revert`` would: a conflict shows up front."""
+        entry = self._entry(commit)
+        with self._repo.transaction() as txn:  # read through it; it never commits
+            plan = self._plan(txn, [entry])  # on the files as they are now
+            plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
+            return UndoResult(dry_run=True, reverted=[self._revision(entry)],
+                              sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
 
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
@@ -575,11 +580,8 @@ class HistoryMethods(SessionCore):
         entries = self._log(
             None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
-        chosen = [
-            e
-            for e in entries
-            if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
-        ]
+        chosen = [e for e in entries
+                  if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE]
         reverted = [self._revision(e) for e in chosen]
         if not chosen:
             return UndoResult(dry_run=dry_run)
