@@ -268,7 +268,9 @@ def test_the_layout_is_deterministic_and_inside_the_picture() -> None:
     links.layout.cache_clear()
     again = links.drawing(graph)
     assert [(n.id, n.x, n.y) for n in first.nodes] == [(n.id, n.x, n.y) for n in again.nodes]
-    assert all(links.MARGIN <= n.x <= links.SIZE - links.MARGIN for n in first.nodes)
+    low, high = links.MARGIN - 1e-6, first.size - links.MARGIN + 1e-6
+    assert all(low <= n.x <= high and low <= n.y <= high for n in first.nodes)
+    assert first.width > first.size  # room for the labels right of the nodes
     spots = {(round(n.x), round(n.y)) for n in first.nodes}
     assert len(spots) == len(first.nodes)  # no two nodes on one spot
 

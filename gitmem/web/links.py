@@ -26,8 +26,9 @@ from gitmem.web.pages import manager, param, render
 
 MAX_NODES = 300
 HOPS = 2
-SIZE = 900.0  # the drawing's width and height (its viewBox)
-MARGIN = 60.0
+SIZE = 900.0  # the largest drawing's height (its viewBox); small graphs get less
+MARGIN = 40.0
+LABEL_ROOM = 180.0  # to the right of the drawing: a label starts right of its node
 # the layout's work is about iterations times nodes squared: this many pair steps at most
 LAYOUT_BUDGET = 1_500_000
 
@@ -53,6 +54,7 @@ class Drawing:
     nodes: list[Node] = field(default_factory=list)
     edges: list[tuple[Node, Node]] = field(default_factory=list)
     size: float = SIZE
+    width: float = SIZE + LABEL_ROOM
     dropped: int = 0  # nodes left out by the cap
     total: int = 0  # nodes before the cap
 
@@ -106,9 +108,11 @@ def layout(nodes: tuple[str, ...], edges: tuple[tuple[int, int], ...]
             pos[i][0] += mx / d * step_len
             pos[i][1] += my / d * step_len
         temperature = 0.1 * (1 - (step + 1) / steps) + 0.002
+    # one scale for both axes (a graph keeps its shape), centred in [0, 1]
     xs, ys = [p[0] for p in pos], [p[1] for p in pos]
-    wx, wy = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
-    return tuple(((p[0] - min(xs)) / wx, (p[1] - min(ys)) / wy) for p in pos)
+    span = max(max(xs) - min(xs), max(ys) - min(ys)) or 1.0
+    cx, cy = (max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2
+    return tuple((0.5 + (p[0] - cx) / span, 0.5 + (p[1] - cy) / span) for p in pos)
 
 
 def _neighbours(graph: LinkGraph) -> dict[str, set[str]]:
@@ -143,12 +147,15 @@ def drawing(graph: LinkGraph, focus: str | None = None, cap: int = MAX_NODES) ->
                     for a in kept for b in around.get(a, ()) if b in at})
     spots = layout(tuple(kept), tuple(pairs))
     missing = set(graph.missing)
-    inner = SIZE - 2 * MARGIN
+    # a few nodes in a small picture: two linked sessions are not drawn a page apart
+    size = min(SIZE, 2 * MARGIN + 90 * math.sqrt(len(kept)))
+    inner = size - 2 * MARGIN
     nodes = [Node(node, MARGIN + x * inner, MARGIN + y * inner, len(around.get(node, ())),
                   node in missing, node == focus)
              for node, (x, y) in zip(kept, spots, strict=True)]
     edges = [(nodes[a], nodes[b]) for a, b in pairs]
-    return Drawing(nodes, edges, SIZE, max(0, len(ranked) - cap), len(ranked))
+    return Drawing(nodes, edges, size, size + LABEL_ROOM, max(0, len(ranked) - cap),
+                   len(ranked))
 
 
 def _graph(request: Request) -> tuple[Drawing, str | None]:
