@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,17 @@ def test_gitmem_web_refuses_an_open_bind_without_a_token(mm: MemoryManager) -> N
     assert "GITMEM_WEB_TOKEN" in done.stderr and "0.0.0.0" in done.stderr
     short = run_cli("--repo", str(mm.path), "web", "--host", "0.0.0.0", "--token", "abc")
     assert short.returncode != 0 and "at least 16" in short.stderr
+
+
+def test_every_template_and_asset_ships_in_the_package() -> None:
+    """A non-editable install carries only what package-data names: every file the pages
+    load must match one of its patterns."""
+    root = Path(__file__).resolve().parent.parent
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["gitmem"]
+    web = root / "gitmem" / "web"
+    files = [p.relative_to(root / "gitmem").as_posix()
+             for folder in ("templates", "static") for p in (web / folder).iterdir()]
+    assert files
+    left_out = [f for f in files if not any(fnmatch(f, pattern) for pattern in patterns)]
+    assert not left_out, f"not in package-data: {left_out}"
