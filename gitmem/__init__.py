@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gitmem.aio import AsyncMemoryManager
     from gitmem.format.facts import Fact, FactSource
     from gitmem.manager import MemoryManager
+    from gitmem.search.browse import LinkGraph, SessionListing, SessionPage
 
 __all__ = [
     "AsyncMemoryManager",
@@ -34,6 +35,7 @@ __all__ = [
     "Hit",
     "Interaction",
     "InvalidSessionId",
+    "LinkGraph",
     "LockTimeout",
     "MemoryManager",
     "Message",
@@ -44,7 +46,9 @@ __all__ = [
     "RevisionNotFound",
     "SecretRefused",
     "Session",
+    "SessionListing",
     "SessionNotFound",
+    "SessionPage",
     "Summary",
     "ValidationError",
 ]
@@ -64,6 +68,10 @@ def __getattr__(name: str) -> Any:
         from gitmem.format import facts
 
         return getattr(facts, name)
+    if name in ("LinkGraph", "SessionListing", "SessionPage"):
+        from gitmem.search import browse
+
+        return getattr(browse, name)
     if name == "AsyncMemoryManager":
         from gitmem.aio import AsyncMemoryManager
 

@@ -280,6 +280,7 @@ class AsyncMemoryManager:
     # every other public method, as a coroutine with the manager's own typed parameters
     at = _Coroutine(MemoryManager.at)
     blame = _Coroutine(MemoryManager.blame)
+    browse_sessions = _Coroutine(MemoryManager.browse_sessions)
     change_facts = _Coroutine(MemoryManager.change_facts)
     change_session = _Coroutine(MemoryManager.change_session)
     check = _Coroutine(MemoryManager.check)
@@ -297,6 +298,7 @@ class AsyncMemoryManager:
     head = _Coroutine(MemoryManager.head)
     history = _Coroutine(MemoryManager.history)
     install_hooks = _Coroutine(MemoryManager.install_hooks)
+    link_graph = _Coroutine(MemoryManager.link_graph)
     list_sessions = _Coroutine(MemoryManager.list_sessions)
     llm_config = _Coroutine(MemoryManager.llm_config)
     load_archive = _Coroutine(MemoryManager.load_archive)
@@ -318,6 +320,7 @@ class AsyncMemoryManager:
     retrieve_context = _Coroutine(MemoryManager.retrieve_context)
     revert = _Coroutine(MemoryManager.revert)
     revert_where = _Coroutine(MemoryManager.revert_where)
+    revert_preview = _Coroutine(MemoryManager.revert_preview)
     review_accept = _Coroutine(MemoryManager.review_accept)
     review_branch = _Coroutine(MemoryManager.review_branch)
     review_facts_accept = _Coroutine(MemoryManager.review_facts_accept)

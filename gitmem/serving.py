@@ -10,12 +10,17 @@ port the system chose and a test can connect to it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
+import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from types import FrameType
 from typing import Any
 
 from gitmem.errors import ValidationError
@@ -141,3 +146,26 @@ async def serve(app: ASGIApp, sock: socket.socket, *, banner: str = "") -> None:
         print(banner.format(port=sock.getsockname()[1]), file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def _interrupted(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def serve_until_stopped(serving: Coroutine[Any, Any, None]) -> None:
+    """Run the HTTP server until SIGINT or SIGTERM, then return normally (exit code 0).
+
+    uvicorn shuts down gracefully on either signal and then raises it again for the previous
+    handler: Ctrl-C would end as click's "Aborted!" (exit 1) and SIGTERM would kill the
+    process before the manager is closed (background housekeeping cut short). Both become
+    a KeyboardInterrupt here, so ``run`` closes the store and returns.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        asyncio.run(serving)
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serving)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

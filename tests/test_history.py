@@ -589,3 +589,16 @@ def test_history_cache_follows_rewritten_history_and_plain_git_commits(
     assert len(mm.history("s")) == 2
     assert mm.repository.index_history() == head(store)
     assert len(mm.history("s")) == 2
+
+
+def test_a_trailer_quoted_in_many_bodies_does_not_hide_the_real_one(store: Path) -> None:
+    """history(agent=..., limit=1) asks git for a few commits only; commits that merely quote
+    the trailer in their body must not crowd out the one that carries it."""
+    mm = MemoryManager(store, init=True, agent="bob")
+    mm.save_interaction("s", "hello", "hi")
+    for n in range(40):
+        git(store, "commit", "-q", "--allow-empty", "-m", f"note {n}", "-m",
+            "Gitmem-Agent: bob", "-m", "quoted above, not a trailer")
+    found = mm.history(agent="bob", limit=1)
+    assert [r.op for r in found] == ["save"]
+    assert len(mm.history(agent="bob")) == 1

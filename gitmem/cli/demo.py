@@ -123,3 +123,4 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         status = mm.repository.git("status", "--porcelain")
         echo(f"\n  git status --porcelain: {status or 'clean'}")
     echo("\n== done")
+    echo(f"  see it in a browser: gitmem --repo {path} web   (needs the web extra)")

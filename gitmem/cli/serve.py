@@ -1,4 +1,5 @@
-"""Server commands: ``gitmem mcp`` (the Model Context Protocol server)."""
+"""Server commands: ``gitmem mcp`` (the Model Context Protocol server) and ``gitmem web``
+(the dashboard)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,38 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
         stateless=stateless,
         server=ServerOptions(read_only=read_only, allow_undo=allow_undo, max_bytes=max_bytes),
     ))  # fmt: skip
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Any other than loopback needs --token.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on; 0 picks a free one (printed on stderr).")
+@click.option("--token", envvar="GITMEM_WEB_TOKEN", default=None,
+              help="Token a browser logs in with, or a script sends as 'Authorization: "
+              "Bearer <token>' (env GITMEM_WEB_TOKEN).")
+@click.option("--allow-host", "extra_hosts", multiple=True, metavar="NAME",
+              help="Also accept this Host header (the name browsers use; repeatable).")
+@click.option("--read-only", is_flag=True, help="Show only: no undo, no review actions.")
+@click.option("--init", "init", is_flag=True, help="Create the store if it does not exist.")
+@pass_ctx
+def web(ctx: Context, host: str, port: int, token: str | None, extra_hosts: tuple[str, ...],
+        read_only: bool, init: bool) -> None:
+    """Serve the web dashboard: sessions, search, history, diff, blame, undo, links, facts.
+
+    Binds 127.0.0.1 by default. Writes (undo, review) are commits by --agent with a
+    ``Gitmem-Via: web`` trailer. Needs the web extra: pip install 'gitmem-store[web]'.
+    """
+    path = ctx.repo or find_store(".")
+    try:  # imported here: the web extra is optional, and every other command starts faster
+        from gitmem.web.run import WebRunOptions, run
+    except ImportError as exc:
+        raise _MissingExtra(
+            f"gitmem web needs starlette, jinja2 and uvicorn ({exc}); install them with "
+            "pip install 'gitmem-store[web]'"
+        ) from None
+    check_bind(host, token or None, what="gitmem web", env="GITMEM_WEB_TOKEN")
+    if init:
+        MemoryManager(path, init=True, agent=ctx.agent).close()
+    run(WebRunOptions(path=path, agent=ctx.agent, model=ctx.model, host=host, port=port,
+                      token=token or None, extra_hosts=extra_hosts, read_only=read_only))

@@ -11,7 +11,7 @@ memory file fact by fact), so later turns and facts in the same file do not bloc
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -113,6 +113,7 @@ class HistoryMethods(SessionCore):
         limit: int | None = None,
         commit: str | None = None,
         files: bool = False,
+        trailers: Mapping[str, str] | None = None,
     ) -> list[LogEntry]:
         if limit is not None and limit < 1:
             raise ValidationError(f"limit must be a positive number, not {limit}")
@@ -122,7 +123,7 @@ class HistoryMethods(SessionCore):
             key: value
             for key, value in (("Gitmem-Op", op), ("Gitmem-Agent", agent), ("Gitmem-Model", model))
             if value
-        }
+        } | dict(trailers or {})
         if session_id is None:
             return self._repo.log(
                 rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
@@ -152,6 +153,7 @@ class HistoryMethods(SessionCore):
         limit: int | None = None,
         changes: bool = False,
         commit: str | None = None,
+        trailers: Mapping[str, str] | None = None,
     ) -> list[Revision]:
         """The commits that changed a session (or, without one, the whole store), newest first.
 
@@ -166,21 +168,14 @@ class HistoryMethods(SessionCore):
             changes: also work out which interactions, summary and metadata each commit
                 changed (``Revision.changes``); this parses every version, so it is slower.
             commit: start from this revision instead of HEAD.
+            trailers: only commits with each of these trailer values ({"Gitmem-Via": "web"}).
 
         Raises:
             SessionNotFound: the session never existed.
         """
-        entries = self._log(
-            session_id,
-            op=op,
-            agent=agent,
-            model=model,
-            since=since,
-            until=until,
-            limit=limit,
-            commit=commit,
-            files=changes,
-        )
+        entries = self._log(session_id, op=op, agent=agent, model=model, since=since,
+                            until=until, limit=limit, commit=commit, files=changes,
+                            trailers=trailers)
         if not changes:
             return [self._revision(e) for e in entries]
         revisions: list[Revision] = []
@@ -536,16 +531,21 @@ class HistoryMethods(SessionCore):
                     return None
                 sessions = self._sessions_of(changes)
                 body = f'This reverts commit {entry.sha}\n("{one_line(entry.subject, 200)}").'
-                return self._write(
-                    txn,
-                    changes,
-                    f'Revert "{one_line(entry.subject, 60)}"',
-                    body,
-                    self._trailers("revert", sessions, reverts=entry.sha,
-                                   **plan.fact_trailer(changes)),
-                )
+                return self._write(txn, changes, f'Revert "{one_line(entry.subject, 60)}"', body,
+                                   self._trailers("revert", sessions, reverts=entry.sha,
+                                                  **plan.fact_trailer(changes)))
 
             return txn.rebuilding(write)
+
+    def revert_preview(self, commit: str | datetime) -> UndoResult:
+        """What ``revert(commit)`` would change now (per session and fact; none if undone
+        already), writing nothing. Raises as ``revert`` would: a conflict shows up front."""
+        entry = self._entry(commit)
+        with self._repo.transaction() as txn:  # read through it; it never commits
+            plan = self._plan(txn, [entry])  # on the files as they are now
+            plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
+            return UndoResult(dry_run=True, reverted=[self._revision(entry)],
+                              sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
 
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
@@ -580,11 +580,8 @@ class HistoryMethods(SessionCore):
         entries = self._log(
             None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
-        chosen = [
-            e
-            for e in entries
-            if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
-        ]
+        chosen = [e for e in entries
+                  if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE]
         reverted = [self._revision(e) for e in chosen]
         if not chosen:
             return UndoResult(dry_run=dry_run)

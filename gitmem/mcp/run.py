@@ -3,20 +3,21 @@ streamable HTTP (several clients, behind the bind policy and token of ``gitmem.s
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
-import threading
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from gitmem.manager import MemoryManager
 from gitmem.mcp import sdk
 from gitmem.mcp.server import ServerOptions, build_server
-from gitmem.serving import BearerToken, allowed_hosts, allowed_origins, bind, check_bind, serve
+from gitmem.serving import (
+    BearerToken,
+    allowed_hosts,
+    allowed_origins,
+    bind,
+    check_bind,
+    serve,
+    serve_until_stopped,
+)
 
 TOKEN_ENV = "GITMEM_MCP_TOKEN"
 
@@ -64,31 +65,8 @@ def run(options: RunOptions) -> None:
         shown = f"[{options.host}]" if ":" in options.host else options.host
         banner = (f"gitmem mcp: serving {mm.path} at http://{shown}:{{port}}{http.path} "
                   f"(streamable HTTP, mcp {sdk.MAJOR}.x)")
-        _serve_until_stopped(serve(app, sock, banner=banner))
+        serve_until_stopped(serve(app, sock, banner=banner))
     finally:
         if sock is not None:
             sock.close()
         mm.close()
-
-
-def _interrupted(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
-def _serve_until_stopped(serving: Coroutine[Any, Any, None]) -> None:
-    """Run the HTTP server until SIGINT or SIGTERM, then return normally (exit code 0).
-
-    uvicorn shuts down gracefully on either signal and then raises it again for the previous
-    handler: Ctrl-C would end as click's "Aborted!" (exit 1) and SIGTERM would kill the
-    process before the manager is closed (background housekeeping cut short). Both become
-    a KeyboardInterrupt here, so ``run`` closes the store and returns.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        asyncio.run(serving)
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupted)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serving)
-    finally:
-        signal.signal(signal.SIGTERM, previous)

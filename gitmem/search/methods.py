@@ -8,7 +8,6 @@ unusable, rebuilds it and answers.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -17,7 +16,9 @@ from typing import Any
 
 from gitmem.core import SessionCore
 from gitmem.errors import ParseError, ValidationError
+from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
+from gitmem.search.browse import PREVIEW_CHARS, WIKI_LINK, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Known, Memory, assemble
 from gitmem.search.index import KIND_SUMMARY, Index
@@ -31,8 +32,6 @@ from gitmem.search.rank import (
     snippet,
 )
 from gitmem.search.tokens import TokenCounter, default_counter
-
-_LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
 
 # how many explain rows a search shows
 EXPLAIN_ROWS = SHOWN_CANDIDATES
@@ -287,7 +286,7 @@ class SearchMethods(SessionCore):
             cand: Candidate | None = by_ref.get((hit.session_id, hit.interaction_id))
             if cand is None:
                 continue
-            targets = list(cand.session.links) + _LINK.findall(cand.doc.text)
+            targets = list(cand.session.links) + WIKI_LINK.findall(cand.doc.text)
             for target in targets:
                 target = target.strip()
                 if target and target not in present:
@@ -306,6 +305,77 @@ class SearchMethods(SessionCore):
                         components={"link": 0.5},
                     ))  # fmt: skip
             return out
+
+        return self._store_index().run(work, commit=commit)
+
+    # --- browsing --------------------------------------------------------------------
+
+    def browse_sessions(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        participant: str | None = None,
+        project: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        commit: str | None = None,
+    ) -> SessionPage:
+        """One page of the sessions matching every filter, most recently active first,
+        with how many match in all: fast on a large store (no file is parsed).
+
+        Answered from the search index, which catches up with the store first (saves by
+        other processes, a pull, a hand commit), as ``search`` does. The filters are those
+        of ``list_sessions`` (``tags`` all present; ``since``/``until``, a datetime, naive
+        meaning UTC, or an ISO date, bound the last-active time), except that a
+        participant's case does not matter; the order is ``list_sessions``' too. A session
+        is listed once, its turn count includes the turns a summary moved to the archive,
+        and its summary comes shortened to one line. A file that does not parse is left
+        out (``check()`` reports it).
+
+        Args:
+            offset: how many matching sessions to skip (0: the first page).
+            limit: at most this many sessions on the page.
+            commit: list the store as of this commit instead of HEAD (slower: that
+                commit's files are read).
+
+        Raises:
+            ValidationError: a bad date, a negative offset or a limit below 1.
+        """
+        low, high = _stamp(since, "since"), _stamp(until, "until")
+        if offset < 0:
+            raise ValidationError(f"offset must be 0 or more, not {offset}")
+        if limit < 1:
+            raise ValidationError(f"limit must be at least 1, not {limit}")
+        folder = session_dir(self.namespace) + "/"
+
+        def work(index: Index) -> SessionPage:
+            total, rows = index.browse(
+                folder, tags=tuple(tags), participants=() if not participant else (participant,),
+                project=project or None, active_since=low.timestamp() if low else None,
+                active_until=high.timestamp() if high else None, offset=offset, limit=limit)
+            turns = index.turn_counts([row.session_id for row in rows])
+            summaries = index.summary_texts([row.skey for row in rows], 2 * PREVIEW_CHARS)
+            return SessionPage(
+                sessions=[listing(row, turns.get(row.session_id, 0), summaries.get(row.skey))
+                          for row in rows],
+                total=total, offset=offset, limit=limit, commit=index.get_meta("commit"))
+
+        return self._store_index().run(work, commit=commit)
+
+    def link_graph(self, *, commit: str | None = None) -> LinkGraph:
+        """Which sessions link to which: the ``links`` of their metadata and the
+        ``[[session-id]]`` wiki links in their turns and summaries (from the search index,
+        caught up first), with the targets that are no session of the store.
+
+        ``commit``: the links as of that commit instead of HEAD.
+        """
+        folder = session_dir(self.namespace) + "/"
+
+        def work(index: Index) -> LinkGraph:
+            return graph(index.metadata_links(folder), index.texts_with("[["),
+                         index.session_ids_in(folder), index.get_meta("commit"))
 
         return self._store_index().run(work, commit=commit)
 

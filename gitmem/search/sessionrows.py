@@ -3,7 +3,9 @@
 One row per session file (a session's main file and its archive part are two rows of the
 same session id): path, blob, commit, dates, project, and tags, participants and links
 each kept as one separated column. :class:`gitmem.search.index.Index` writes them (with a
-session's documents); this layer reads them, caching rows by key until the next write.
+session's documents); this layer reads them, caching rows by key until the next write. It
+also answers the dashboard's browsing (a page of sessions out of 10,000 without parsing a
+file; the links between sessions) from the same rows.
 """
 
 from __future__ import annotations
@@ -44,6 +46,24 @@ def join_values(items: Iterable[str]) -> str:
 
 def split_values(value: str) -> tuple[str, ...]:
     return tuple(item for item in value.split(_SEP) if item)
+
+
+def _labels(tags: Sequence[str], participants: Sequence[str], project: str | None
+            ) -> tuple[list[str], list[object]]:
+    """SQL conditions (and their arguments) for sessions with all these tags and
+    participants (a participant's case does not matter) and this project."""
+    where: list[str] = []
+    args: list[object] = []
+    for tag in tags:
+        where.append("instr(tags, ?) > 0")
+        args.append(_SEP + tag + _SEP)
+    for name in participants:
+        where.append("instr(lower(participants), ?) > 0")
+        args.append((_SEP + name + _SEP).lower())
+    if project is not None:
+        where.append("project = ?")
+        args.append(project)
+    return where, args
 
 
 class SessionTable(Vocabulary):
@@ -118,20 +138,10 @@ class SessionTable(Vocabulary):
         created_until: float | None = None,
     ) -> set[int]:
         """Keys of sessions matching every given condition (tags and participants: all)."""
-        where: list[str] = []
-        args: list[object] = []
+        where, args = _labels(tags, participants, project)
         if session_ids:
             where.append(f"session_id IN ({','.join('?' * len(session_ids))})")
             args.extend(session_ids)
-        for tag in tags:
-            where.append("instr(tags, ?) > 0")
-            args.append(_SEP + tag + _SEP)
-        for name in participants:
-            where.append("instr(lower(participants), ?) > 0")
-            args.append((_SEP + name + _SEP).lower())
-        if project is not None:
-            where.append("project = ?")
-            args.append(project)
         if active_since is not None:
             where.append("last_active >= ?")
             args.append(active_since)
@@ -149,3 +159,96 @@ class SessionTable(Vocabulary):
                 str(p): (str(s), str(b))
                 for s, p, b in self._db.execute("SELECT session_id, path, blob FROM sessions")
             }
+
+    # --- browsing: pages of sessions, and the links between them -----------------------
+
+    def browse(
+        self,
+        folder: str,
+        *,
+        tags: Sequence[str] = (),
+        participants: Sequence[str] = (),
+        project: str | None = None,
+        active_since: float | None = None,
+        active_until: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[int, list[SessionRow]]:
+        """How many session files under ``folder`` (the main files: an archive part is a
+        second row of its session) match every condition, and the rows of one page of
+        them, most recently active first (then by id, descending)."""
+        where, args = _labels(tags, participants, project)
+        where.append("substr(path, 1, ?) = ?")
+        args.extend((len(folder), folder))
+        if active_since is not None:
+            where.append("last_active >= ?")
+            args.append(active_since)
+        if active_until is not None:
+            where.append("last_active <= ?")
+            args.append(active_until)
+        condition = " WHERE " + " AND ".join(where)
+        with self._lock:
+            total = int(self._db.execute(
+                "SELECT COUNT(*) FROM sessions" + condition, args).fetchone()[0])
+            rows = self._db.execute(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions{condition}"
+                " ORDER BY last_active DESC, session_id DESC LIMIT ? OFFSET ?",
+                [*args, limit, offset],
+            ).fetchall()
+        return total, [self._session_row(r) for r in rows]
+
+    def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """How many interactions each of these sessions holds (its file and its archive
+        part together; a turn in both counts once)."""
+        out: dict[str, int] = {}
+        with self._lock:
+            for at in range(0, len(session_ids), 500):
+                chunk = list(session_ids[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                for sid, count in self._db.execute(
+                    "SELECT s.session_id, COUNT(DISTINCT d.iid) FROM sessions s"
+                    " JOIN docs d ON d.skey = s.skey AND d.kind = 0"
+                    f" WHERE s.session_id IN ({marks}) GROUP BY s.session_id", chunk,
+                ):
+                    out[str(sid)] = int(count)
+        return out
+
+    def summary_texts(self, skeys: Sequence[int], chars: int) -> dict[int, str]:
+        """The first ``chars`` characters of the summary of each of these session rows
+        that has one."""
+        out: dict[int, str] = {}
+        with self._lock:
+            for at in range(0, len(skeys), 500):
+                chunk = list(skeys[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                for skey, text in self._db.execute(
+                    f"SELECT skey, substr(summary_text, 1, ?) FROM sessions WHERE skey IN"
+                    f" ({marks}) AND summary_text IS NOT NULL", [chars, *chunk],
+                ):
+                    out[int(skey)] = str(text)
+        return out
+
+    def session_ids_in(self, folder: str) -> set[str]:
+        """The ids of the sessions whose main file is under ``folder``."""
+        with self._lock:
+            return {str(r[0]) for r in self._db.execute(
+                "SELECT session_id FROM sessions WHERE substr(path, 1, ?) = ?",
+                (len(folder), folder))}
+
+    def metadata_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(session id, links) of every session under ``folder`` whose metadata links to
+        another session."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT session_id, links FROM sessions WHERE substr(path, 1, ?) = ?"
+                " AND links != ?", (len(folder), folder, join_values(()))).fetchall()
+        return [(str(sid), split_values(str(links))) for sid, links in rows]
+
+    def texts_with(self, marker: str) -> list[tuple[str, str]]:
+        """(session id, text) of every interaction and summary whose text holds
+        ``marker`` (a session's archive part counts as that session)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.session_id, d.text FROM docs d JOIN sessions s ON s.skey = d.skey"
+                " WHERE instr(d.text, ?) > 0", (marker,)).fetchall()
+        return [(str(sid), str(text)) for sid, text in rows]

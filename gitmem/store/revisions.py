@@ -149,17 +149,27 @@ class RevisionsLayer(StoreBase):
             args.append(f"--grep=^{ere_escape(key)}: {ere_escape(value)}$")
         if trailers:
             args += ["--extended-regexp", "--all-match"]
-        if limit is not None and not trailers:
-            args.append(f"--max-count={max(0, limit)}")
-        args += ["--end-of-options", start, "--"]
-        if paths:
-            args += [f":(literal){p}" for p in paths]
-        _, out = self.run_git(*args)
+        tail = ["--end-of-options", start, "--", *(f":(literal){p}" for p in paths or ())]
+        # git's --grep also matches a trailer line quoted in a message body, which the exact
+        # check below drops: ask for some more than the limit, and for all only if too few
+        # exact matches were among a full batch
+        cap = None if limit is None else max(0, limit) * (2 if trailers else 1) + (
+            16 if trailers else 0)
+        _, out = self.run_git(*args, *([f"--max-count={cap}"] if cap is not None else []),
+                              *tail)
         entries = parse_log(out)
         if trailers:
-            entries = [
-                e for e in entries if all(v in e.trailers.get(k, ()) for k, v in trailers.items())
-            ]
+            wanted = trailers
+
+            def exact(found: list[LogEntry]) -> list[LogEntry]:
+                return [e for e in found
+                        if all(v in e.trailers.get(k, ()) for k, v in wanted.items())]
+
+            matched = exact(entries)
+            if cap is not None and len(entries) >= cap and len(matched) < max(0, limit or 0):
+                _, out = self.run_git(*args, *tail)
+                matched = exact(parse_log(out))
+            entries = matched
         if since is not None:
             entries = [e for e in entries if e.time >= as_aware(since)]
         if until is not None:

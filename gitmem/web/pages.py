@@ -1,0 +1,111 @@
+"""What every page module shares: the manager, the form, rendering and paging.
+
+Page code is a thin layer over :class:`~gitmem.manager.MemoryManager`: it reads query
+parameters, calls the manager, and renders a template. Endpoints are plain functions:
+Starlette runs them in its thread pool, so a slow git call never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from gitmem.errors import ValidationError
+from gitmem.manager import MemoryManager
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+
+
+def manager(request: Request) -> MemoryManager:
+    """The store this server shows."""
+    found: MemoryManager = request.app.state.manager
+    return found
+
+
+def form(request: Request) -> dict[str, str]:
+    """The fields of a POSTed form, CSRF-checked by :class:`gitmem.web.security.Guard`."""
+    fields: dict[str, str] = request.scope.get("state", {}).get("form", {})
+    return fields
+
+
+def param(request: Request, name: str, default: str = "") -> str:
+    """A query parameter, stripped ('' when absent)."""
+    return request.query_params.get(name, default).strip()
+
+
+def int_param(request: Request, name: str, default: int, low: int = 1,
+              high: int = 1_000_000) -> int:
+    """A whole-number query parameter within [low, high], or a ValidationError naming it."""
+    raw = param(request, name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError(f"the parameter {name!r} must be a whole number, not "
+                              f"{raw[:40]!r}") from None
+    if not low <= value <= high:
+        raise ValidationError(f"the parameter {name!r} must be between {low} and {high}, "
+                              f"not {value}")
+    return value
+
+
+def render(request: Request, template: str, context: Mapping[str, Any],
+           status: int = 200) -> HTMLResponse:
+    """``template`` rendered with ``context`` plus what every page needs (request, CSRF
+    token, the store)."""
+    templates = request.app.state.templates
+    full = {"csrf": request.scope.get("state", {}).get("csrf", ""),
+            "store": manager(request), "options": request.app.state.options, **context}
+    response: HTMLResponse = templates.TemplateResponse(request, template, full,
+                                                        status_code=status)
+    return response
+
+
+def redirect(url: str) -> RedirectResponse:
+    """After a POST: see the result with a GET (the browser's back button never re-posts)."""
+    return RedirectResponse(url, status_code=303)
+
+
+@dataclass
+class Paging:
+    """A page of a longer list: ``page`` (1-based), its size and the total when known."""
+
+    page: int
+    size: int
+    total: int | None = None
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.size
+
+    @property
+    def pages(self) -> int | None:
+        return None if self.total is None else max(1, -(-self.total // self.size))
+
+    def link(self, request: Request, page: int) -> str:
+        """This page's URL with ``page`` changed, every other parameter kept."""
+        kept = [(k, v) for k, v in request.query_params.multi_items() if k != "page"]
+        return f"{request.url.path}?{urlencode([*kept, ('page', str(page))])}"
+
+
+def paging(request: Request, total: int | None = None) -> Paging:
+    """The page asked for by ``?page=`` and ``?size=``."""
+    return Paging(int_param(request, "page", 1), int_param(request, "size", PAGE_SIZE, 1,
+                                                             MAX_PAGE_SIZE), total)
+
+
+def when(value: datetime | float | None) -> str:
+    """A time as people read it in a list: ``2026-11-30 14:02`` (UTC)."""
+    if value is None:
+        return ""
+    if not isinstance(value, datetime):
+        value = datetime.fromtimestamp(value, UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")

@@ -1,0 +1,94 @@
+"""The sessions list (``/sessions``) and one session (``/sessions/{id}``).
+
+The list is one page of :meth:`~gitmem.search.methods.SearchMethods.browse_sessions`
+(answered from the search index, so 10,000 sessions stay fast). A session shows its
+metadata, summary and turns, rendered by the ``md`` filter (memory content is untrusted:
+raw HTML shows as text); ``?blame=1`` adds who wrote each turn, ``?at=REV`` shows the
+session as of a revision (a sha or an ISO date) with a link to roll it back there.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gitmem.errors import SessionNotFound, ValidationError
+from gitmem.models import BlameEntry, Revision, as_when
+from gitmem.web.pages import manager, paging, param, render
+
+# revisions offered by the "as of" picker
+REVISIONS_SHOWN = 50
+
+
+def _until(raw: str) -> str | None:
+    """The ``until`` filter: a plain date means the end of that day."""
+    if not raw:
+        return None
+    if len(raw) == 10:
+        try:
+            day = date.fromisoformat(raw)
+        except ValueError:
+            raise ValidationError(f"until: {raw!r} is not an ISO date or date-time "
+                                  "(e.g. 2024-04-15)") from None
+        return (day + timedelta(days=1)).isoformat() + "T00:00:00+00:00"
+    as_when(raw, "until")  # a clear error naming the field
+    return raw
+
+
+def sessions_page(request: Request) -> Response:
+    mm = manager(request)
+    filters = {name: param(request, name)
+               for name in ("tag", "participant", "project", "since", "until")}
+    pages = paging(request)
+    until = _until(filters["until"])
+    found = mm.browse_sessions(
+        tags=[t for t in (x.strip() for x in filters["tag"].split(",")) if t],
+        participant=filters["participant"] or None, project=filters["project"] or None,
+        since=filters["since"] or None, until=until, offset=pages.offset, limit=pages.size)
+    pages.total = found.total
+    return render(request, "sessions.html", {
+        "title": "Sessions", "filters": filters, "found": found, "paging": pages,
+        "prev": pages.link(request, pages.page - 1) if pages.page > 1 else None,
+        "next": pages.link(request, pages.page + 1)
+        if pages.pages is not None and pages.page < pages.pages else None,
+    })  # fmt: skip
+
+
+def _revisions(request: Request, session_id: str) -> list[Revision]:
+    return manager(request).history(session_id=session_id, limit=REVISIONS_SHOWN)
+
+
+def session_page(request: Request) -> Response:
+    mm = manager(request)
+    session_id: str = request.path_params["session_id"]
+    at = param(request, "at")
+    blamed = param(request, "blame") == "1"
+    commit = mm.resolve(at) if at else None
+    session = mm.load_memory(session_id, commit=commit, include_archive=True)
+    if session is None:
+        where = f" at {commit[:12]}" if commit else ""
+        raise SessionNotFound(f"no session {session_id!r}{where}: see the sessions list")
+    archived = mm.load_archive(session_id, commit=commit)
+    blame: dict[str, BlameEntry] = {}
+    if blamed:
+        for entry in mm.blame(session_id, commit=commit):
+            blame[entry.interaction_id or ""] = entry  # "" is the summary
+    revisions = _revisions(request, session_id)
+    context: dict[str, Any] = {
+        "title": f"Session {session_id}", "session": session, "session_id": session_id,
+        "at": at, "commit": commit, "blamed": blamed, "blame": blame,
+        "revisions": revisions, "archived": {t.id for t in archived.interactions}
+        if archived else set(),
+        "head": mm.head(),
+    }  # fmt: skip
+    return render(request, "session.html", context)
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/sessions", sessions_page, name="sessions"),
+    Route("/sessions/{session_id:path}", session_page, name="session"),
+]
