@@ -348,11 +348,45 @@ def _step5(word: str) -> str:
     return word
 
 
+# Irregular forms -> base word, so "met" finds "meet" and "went" finds "go" (Porter only
+# strips suffixes). Forms that are common nouns too (rose, wound, ground, left, lead, lay,
+# bound) are left out: the noun would match the verb.
+_IRREGULAR_TEXT = """
+    arose:arise arisen:arise awoke:awake awoken:awake beaten:beat became:become began:begin
+    begun:begin bent:bend bit:bite bitten:bite bled:bleed blew:blow blown:blow broke:break
+    broken:break bred:breed brought:bring built:build burnt:burn bought:buy caught:catch
+    chose:choose chosen:choose clung:cling came:come crept:creep dealt:deal dug:dig drew:draw
+    drawn:draw dreamt:dream drank:drink drunk:drink drove:drive driven:drive ate:eat
+    eaten:eat fed:feed felt:feel fought:fight found:find fled:flee flew:fly flown:fly
+    forbade:forbid forbidden:forbid forgot:forget forgotten:forget forgave:forgive
+    forgiven:forgive froze:freeze frozen:freeze gotten:get gave:give given:give went:go
+    gone:go grew:grow grown:grow hung:hang heard:hear hid:hide hidden:hide held:hold
+    kept:keep knelt:kneel knew:know known:know leant:lean leapt:leap learnt:learn lent:lend
+    lost:lose meant:mean met:meet paid:pay proven:prove rode:ride ridden:ride rang:ring
+    rung:ring risen:rise ran:run saw:see seen:see sought:seek sold:sell sent:send
+    shook:shake shaken:shake shone:shine shot:shoot shown:show shrank:shrink shrunk:shrink
+    sang:sing sung:sing sank:sink sunk:sink sat:sit slept:sleep slid:slide spoke:speak
+    spoken:speak sped:speed spent:spend spun:spin spat:spit sprang:spring sprung:spring
+    stood:stand stole:steal stolen:steal stuck:stick stung:sting struck:strike swore:swear
+    sworn:swear swept:sweep swam:swim swum:swim swung:swing took:take taken:take
+    taught:teach tore:tear torn:tear told:tell thought:think threw:throw thrown:throw
+    understood:understand woke:wake woken:wake wore:wear worn:wear wove:weave woven:weave
+    wept:weep wrote:write written:write withdrew:withdraw withdrawn:withdraw
+    overcame:overcome underwent:undergo undergone:undergo undertook:undertake
+    undertaken:undertake mistook:mistake mistaken:mistake children:child women:woman
+    men:man feet:foot teeth:tooth mice:mouse geese:goose wives:wife knives:knife
+"""
+
+IRREGULAR = dict(pair.split(":") for pair in _IRREGULAR_TEXT.split())
+
+
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Porter stem of a lower-case word; words of one or two letters stay as they are."""
+    """The Porter stem of a lower-case word (of its base form when it is an irregular one,
+    :data:`IRREGULAR`); words of one or two letters stay as they are."""
     if len(word) <= 2 or not word.isascii() or not word.isalpha():
         return word
+    word = IRREGULAR.get(word, word)
     word = _step1(word)
     word = _replace(word, _STEP2, 0)
     word = _replace(word, _STEP3, 0)

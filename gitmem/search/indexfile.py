@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
 # would be spilled to the WAL and written again

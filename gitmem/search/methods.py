@@ -91,6 +91,7 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
         "terms": {t: round(w, 3) for t, w in ranking.terms.items()},
         "corrections": ranking.corrections,
         "expansion": {t: round(w, 3) for t, w in ranking.expansion.items()},
+        "hop_terms": sorted(ranking.hop_terms),
         "filters": {k: v for k, v in {
             "tags": list(filters.tags), "project": filters.project,
             "participants": list(filters.participants), "sessions": list(filters.sessions),

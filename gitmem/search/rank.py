@@ -9,9 +9,14 @@ from the inverted index; each gets a score built from named components so that
   query;
 - ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
   relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
-- ``speaker``: the query names who said it;
+- ``speaker``: the query names who said it (a fixed lift plus a share of the turn's own
+  score, so the speaker's weak turns do not bury the other person's strong one);
 - ``context``: the neighbouring turns of the same session match too (answers often sit one
   turn after the question that prompted them);
+- ``answer``: the turn right before ends in a question and is one of the best matches: this
+  turn is most likely its answer, even when it repeats none of the question's words;
+- ``hop``: a second round (multi-hop): the rarest terms of the best first-round documents
+  (names, places, things) find turns of other sessions about the same entities;
 - ``session``: the turn's session as a whole matches (best turn of the session);
 - ``summary``: the session's summary matches, lifting all of its turns;
 - ``fuzzy``: rapidfuzz ``token_set_ratio`` of the stopword-free query and memory words, for
@@ -57,12 +62,17 @@ class RankConfig:
     # first-round documents considered for the final scoring (plus neighbours, dated turns)
     rescore_pool: int = 300
     speaker_weight: float = 1.0
+    # plus this share of the turn's own score: a lift that grows with the match, so a
+    # named speaker's weak turn cannot outvote the other person's strong one by itself
+    speaker_share: float = 0.2
     prf_docs: int = 3
     prf_terms: int = 10
     prf_weight: float = 0.2
     # postings read per expansion term (scaled down for common words like postings_limit)
     prf_postings: int = 300
     neighbour_weight: float = 0.5
+    # a turn right after one of the best turns that ends in a question: the answer to it
+    answer_weight: float = 0.35
     # the neighbours of this many best first-round turns become candidates themselves
     neighbour_pool: int = 20
     session_weight: float = 0.3
@@ -77,6 +87,12 @@ class RankConfig:
     temporal_half_life_days: float = 7.0
     # a query naming a date with a year also gets the turns of that time as candidates
     date_pool: int = 30
+    # second round (multi-hop): the rarest terms of the best first-round turns find the
+    # other sessions that talk about the same people, places and things
+    hop_weight: float = 0.1
+    hop_docs: int = 3
+    hop_terms: int = 4
+    hop_max_df: int = 20
     decay_weight: float = 0.1
     half_life_days: float = 180.0
     activation_weight: float = 0.05
@@ -126,6 +142,7 @@ class Ranking:
     hits: list[Hit]
     candidates: list[Candidate]
     below_min: int = 0
+    hop_terms: dict[str, float] = field(default_factory=dict)  # the second round's terms
     notes: list[str] = field(default_factory=list)
 
 
@@ -319,6 +336,10 @@ class Ranker:
         first = {i: v / ideal for i, v in base.items()}
         for i, v in extra.items():
             first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
+        hop, ranking.hop_terms = self._second_round(first, weights, idf, n_docs, avgdl,
+                                                    allowed, scan, where)
+        for i, v in hop.items():
+            first[i] = first.get(i, 0.0) + v
 
         # what the first round says about each turn's neighbours, session and summary
         at_place: dict[tuple[int, int], float] = {}
@@ -348,11 +369,15 @@ class Ranker:
         consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
         consider |= self._dated(text, allowed, where)
         nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
+        asking = self._asking(ordered[: cfg.neighbour_pool], where) if cfg.answer_weight else set()
+        aw = cfg.answer_weight
 
         def pre_score(doc_id: int) -> float:
             skey, pos, kind = where[doc_id]
             value = first.get(doc_id, 0.0) + sw * session_of(skey)
             if kind == KIND_INTERACTION:
+                if (skey, pos - 1) in asking:
+                    value += aw * at_place.get((skey, pos - 1), 0.0)
                 value += nw * max(at_place.get((skey, pos - 1), 0.0),
                                   at_place.get((skey, pos + 1), 0.0))
                 value += uw * summary_score.get(skey, 0.0)
@@ -366,7 +391,11 @@ class Ranker:
                 "keyword": base.get(doc_id, 0.0) / ideal,
                 "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
             }
+            if doc_id in hop:
+                comp["hop"] = hop[doc_id]
             if kind == KIND_INTERACTION:
+                if (skey, pos - 1) in asking:
+                    comp["answer"] = aw * at_place.get((skey, pos - 1), 0.0)
                 if nw:
                     comp["context"] = nw * max(
                         at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
@@ -390,6 +419,47 @@ class Ranker:
         ranking.candidates = candidates
         ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
         return ranking
+
+    def _second_round(
+        self, first: dict[int, float], weights: dict[str, float], idf: dict[str, float],
+        n_docs: int, avgdl: float, allowed: set[int] | None, scan: dict[int, DocRow] | None,
+        where: dict[int, tuple[int, int, int]],
+    ) -> tuple[dict[int, float], dict[str, float]]:
+        """Multi-hop: the turns of OTHER sessions that share the rarest terms (names,
+        places, things) of the best first-round documents, with their weighted scores; and
+        those terms. Evidence of one question is often spread over sessions that only the
+        entities tie together."""
+        cfg = self.config
+        if not (cfg.hop_weight and cfg.hop_docs and first):
+            return {}, {}
+        top = [i for i, _ in heapq.nlargest(cfg.hop_docs, first.items(), key=_second)]
+        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top,
+                                                                                  text=False)
+        own = {i: set(row.terms.split()) - weights.keys() for i, row in rows.items()}
+        df = self.index.df(set().union(*own.values()))
+        chosen: dict[str, float] = {}
+        for found in own.values():
+            rare = sorted((t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df),
+                          key=lambda t: (df[t], t))
+            for term in rare[: cfg.hop_terms]:
+                chosen[term] = 1.0
+                idf.setdefault(term, self._idf(df[term], n_docs))
+        if not chosen:
+            return {}, {}
+        scores = self._bm25(chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where,
+                            floor=cfg.prf_postings // 2)
+        ideal = sum(idf[t] for t in chosen) * (cfg.k1 + 1) or 1.0
+        sources = {where[i][0] for i in top}
+        return {
+            i: cfg.hop_weight * v / ideal for i, v in scores.items() if where[i][0] not in sources
+        }, chosen  # fmt: skip
+
+    def _asking(self, best: list[int], where: dict[int, tuple[int, int, int]]
+                ) -> set[tuple[int, int]]:
+        """The places of those of the best first-round turns that end in a question: the
+        turn after one is where its answer usually is."""
+        texts = self.index.texts(i for i in best if where[i][2] == KIND_INTERACTION)
+        return {where[i][:2] for i, text in texts.items() if text.rstrip().endswith("?")}
 
     def _neighbours(self, best: list[int], where: dict[int, tuple[int, int, int]],
                     scan: dict[int, DocRow] | None) -> set[int]:
@@ -497,7 +567,7 @@ class Ranker:
                 if asked:
                     comp["speaker"] = cfg.speaker_weight * sum(
                         weights[t] * idf[t] for t in asked
-                    ) * (cfg.k1 + 1) / ideal
+                    ) * (cfg.k1 + 1) / ideal + cfg.speaker_share * additive
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
