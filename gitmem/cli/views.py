@@ -56,8 +56,8 @@ def hit_line(rank: int, hit: Hit) -> str:
     return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
 
 
-COMPONENTS = ("keyword", "expansion", "speaker", "context", "session", "summary", "fuzzy",
-               "temporal", "decay", "activation")  # fmt: skip
+COMPONENTS = ("keyword", "expansion", "hop", "speaker", "context", "answer", "session", "summary",
+              "fuzzy", "temporal", "decay", "activation")  # fmt: skip
 
 
 def explain_search(info: dict[str, Any]) -> list[str]:
@@ -71,6 +71,9 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     if info["expansion"]:
         lines.append("expansion (from the best first-round turns): " + ", ".join(
             f"{t} ({w})" for t, w in info["expansion"].items()))  # fmt: skip
+    if info.get("hop_terms"):
+        lines.append("second round (rarest terms of the best turns, other sessions): "
+                     + ", ".join(info["hop_terms"]))
     if info["filters"]:
         lines.append(f"filters: {json.dumps(info['filters'], ensure_ascii=False)}")
     index = info.get("index") or {}
@@ -80,8 +83,8 @@ def explain_search(info: dict[str, Any]) -> list[str]:
         f"min_score {info['min_score']}"
     )
     lines.append(
-        "score = (keyword + expansion + speaker + context + session + summary + fuzzy"
-        " + temporal) x decay x activation"
+        "score = (keyword + expansion + hop + speaker + context + answer + session + summary"
+        " + fuzzy + temporal) x decay x activation"
     )
     rows = info["candidates"]
     used = [c for c in COMPONENTS if any(c in r["components"] for r in rows)]
