@@ -166,3 +166,23 @@ def test_the_speaker_lift_grows_with_the_turns_own_match() -> None:
     flat = Ranker(index, RankConfig(speaker_share=0.0)).rank("What did Mia see at the lighthouse?")
     flat_strong = next(h for h in flat.hits if h.interaction_id == "t0").components["speaker"]
     assert strong["speaker"] > flat_strong
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def test_odd_queries_give_clear_answers_and_write_nothing(store: Path) -> None:
+    mm = MemoryManager.init(store, agent="tester")
+    mm.save_interaction("trip", "We went to Lisbon and met my old teacher there.", "Nice!")
+    head = git(store, "rev-parse", "HEAD")
+    # a script no memory uses: an empty list that says why
+    thai = mm.search("ครูเก่าของฉันอยู่ที่ลิสบอน", explain=True)
+    assert list(thai) == [] and any("no query term" in n for n in thai.notes)
+    # 100 KB of words, the real ones first: the cut is said, the hit still comes
+    huge = mm.search("Lisbon teacher " + "meeting " * 12_500, explain=True)
+    assert huge and huge[0].session_id == "trip"
+    assert any("only the first" in n for n in huge.notes)
+    # a query of words that each occur everywhere or nowhere still ranks without error
+    assert mm.search("went met", k=2)[0].session_id == "trip"
+    assert git(store, "rev-parse", "HEAD") == head
+    assert git(store, "status", "--porcelain") == ""
