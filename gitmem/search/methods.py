@@ -465,9 +465,10 @@ class SearchMethods(SessionCore):
             ranking, info = self._rank(query, k + len(recent), filters, commit)
             memories = _memories(ranking, session_id, recent, k)
             if rerank:  # the lexical memories stand whenever the model fails
-                pool = memories if rerank_candidates <= k else _memories(self._rank(
-                    query, rerank_candidates + len(recent), filters, commit)[0],
-                    session_id, recent, rerank_candidates)
+                wide = rerank_candidates + len(recent)
+                pool = memories[:rerank_candidates] if rerank_candidates <= k else _memories(
+                    self._rank(query, wide, filters, commit)[0], session_id, recent,
+                    rerank_candidates)
                 reranked = rerank_memories(self._ask_json, query, memories, pool, k)
                 memories = reranked.memories
                 if reranked.fallback:
