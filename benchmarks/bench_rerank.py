@@ -11,7 +11,9 @@ Rows, each over the same queries:
                     the HTTP call through the ``openai`` client, parsing, mapping back
   rerank fallback   ``rerank=True`` with the server answering HTTP 500 (no retries)
   model (server)    the fake server's own handling time per request (the model's share)
-gitmem's overhead = rerank - lexical - model. Absolute times drift on a shared machine: read
+  raw client        ``client.chat.completions.create`` alone on the same server: the openai +
+                    loopback HTTP floor (on Linux often ~40 ms of delayed ACK, not gitmem)
+gitmem's overhead = rerank - lexical - raw client. Absolute times drift on a shared machine: read
 the ratios, measured in the same run.
 """
 
@@ -33,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_search import Corpus, synthetic_store
 from timing import median_p95_ms, print_comparison, timed
 
+from gitmem.summary.engines import LLMConfig, LLMSummarizer
 from tests.fake_openai import FakeServer, Reply, completion, error, start
 
 REF = re.compile(r"^\[([^\]]+)\] \(session ", re.M)
@@ -66,7 +69,15 @@ def main() -> None:
     mm.retrieve_context(*queries[0])  # open the index
 
     samples: dict[str, list[float]] = {"lexical": [], "rerank": [], "rerank fallback": [],
-                                       "model (server)": []}
+                                       "model (server)": [], "raw client": []}
+    client = LLMSummarizer(LLMConfig(model="fake", base_url=fake.base_url,
+                                     max_retries=0)).client
+
+    def raw() -> object:
+        return client.chat.completions.create(
+            model="fake", messages=[{"role": "system", "content": "s"},
+                                   {"role": "user", "content": "[t1] (session s)"}],
+            response_format={"type": "json_object"})
     fallbacks: list[str | None] = []
     for session, query in queries:
         def lexical(session: str = session, query: str = query) -> object:
@@ -77,11 +88,13 @@ def main() -> None:
             fallbacks.append((out.explanation or {})["rerank"]["fallback"])
 
         samples["lexical"].append(timed(lexical))
+        samples["raw client"].append(timed(raw))
         fake.server_seconds.clear()
         samples["rerank"].append(timed(rerank))
         samples["model (server)"].append(sum(fake.server_seconds))
         fake.script.append(lambda request: error(500, "down"))
         samples["rerank fallback"].append(timed(rerank))
+        fake.script.clear()  # not asked when the query found no candidate
     server.shutdown()
     mm.close()
     medians = {name: median_p95_ms(values) for name, values in samples.items() if values}
@@ -90,10 +103,11 @@ def main() -> None:
         ("rerank", "-", "lexical", "lexical"),
         ("rerank fallback", "-", "lexical", "lexical"),
         ("model (server)", "-", "-", ""),
+        ("raw client", "-", "-", ""),
     ], medians)
-    overhead = [r - lx - m for r, lx, m in zip(samples["rerank"], samples["lexical"],
-                                               samples["model (server)"], strict=True)]
-    print(f"\ngitmem's rerank overhead (rerank - lexical - server time): median "
+    overhead = [r - lx - c for r, lx, c in zip(samples["rerank"], samples["lexical"],
+                                               samples["raw client"], strict=True)]
+    print(f"\ngitmem's rerank overhead (rerank - lexical - raw client, per query): median "
           f"{statistics.median(overhead) * 1000:.2f} ms")
     print(f"fell back: {sum(f is not None for f in fallbacks[0::2])} of {len(queries)} with "
           f"the server answering (no candidates, or a failure), "
