@@ -66,14 +66,20 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
               help="Memories to retrieve at most.")
 @click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
               help="Recent turns of the session to include at most.")
+@click.option("--rerank", is_flag=True,
+              help="Let the configured LLM choose and condense the memories from the top "
+                   "--candidates (lexical order if it fails).")
+@click.option("--candidates", default=20, show_default=True, type=click.IntRange(1, 200),
+              help="Lexical candidates the reranker chooses from.")
 @click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
 @pass_ctx
 def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
-            explain: bool) -> None:
+            rerank: bool, candidates: int, explain: bool) -> None:
     """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
     mm = ctx.manager()
     messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent, explain=explain)
+                                   recent_turns=recent, explain=explain, rerank=rerank,
+                                   rerank_candidates=candidates)
 
     def text() -> str:
         lines: list[str] = []
@@ -81,6 +87,9 @@ def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, 
         if info is not None:
             if info["search"] is not None:
                 lines.extend(views.explain_search(info["search"]))
+                lines.append("")
+            if info.get("rerank") is not None:
+                lines.extend(views.explain_rerank(info["rerank"]))
                 lines.append("")
             budget = info["budget"]
             lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "

@@ -100,6 +100,21 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def explain_rerank(info: dict[str, Any]) -> list[str]:
+    """What the LLM reranker was asked, what it chose and why, or why it fell back."""
+    lines = [f"rerank by {info['model'] or '(no model)'}: asked {len(info['asked'])} "
+             f"candidates: {', '.join(info['asked']) or '(none)'}"]
+    if info["fallback"]:
+        lines.append(f"  fell back to the lexical order: {info['fallback']}")
+    for at, row in enumerate(info["chosen"], 1):
+        lines.append(f"{at:>3}  {row['ref']}  ({row['chars']} of {row['original_chars']} "
+                     f"chars)  {row['why'] or '(no reason given)'}")
+    if info["invalid"]:
+        lines.append("  ids the model cited that were not candidates (dropped): "
+                     + ", ".join(repr(i) for i in info["invalid"]))
+    return lines
+
+
 def sync_text(result: SyncResult, verb: str) -> str:
     """What a push, pull or sync did."""
     moved = (

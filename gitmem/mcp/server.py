@@ -161,9 +161,12 @@ def _add_reads(server: Any, run: _Runner) -> None:
         k: Annotated[int, Field(ge=0, le=200, description="Memories to retrieve.")] = 8,
         recent: Annotated[int, Field(ge=0, le=1000, description="Recent turns to "
                                                                 "include.")] = 8,
+        rerank: Annotated[bool, Field(description="Let the configured LLM choose and condense "
+                                                  "the memories (lexical order if it "
+                                                  "fails).")] = False,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.get_context(mm, session, query, max_tokens, k,
-                                                           recent))
+                                                           recent, rerank))
 
     async def history(
         ctx: Context,

@@ -203,9 +203,9 @@ def facts(mm: MemoryManager, query: str | None, section: str | None, at: str | N
 
 
 def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k: int,
-                recent: int) -> Answer:
+                recent: int, rerank: bool = False) -> Answer:
     messages = mm.retrieve_context(session, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent)  # fmt: skip
+                                   recent_turns=recent, rerank=rerank)  # fmt: skip
     listed = [dict(m) for m in messages]
     text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in listed)
     return Answer(text or "(no context)", {"session": session, "messages": listed})

@@ -31,6 +31,8 @@ from gitmem.search.rank import (
     Ranking,
     snippet,
 )
+from gitmem.search.rerank import Reranked
+from gitmem.search.rerank import rerank as rerank_memories
 from gitmem.search.tokens import TokenCounter, default_counter
 
 # how many explain rows a search shows
@@ -104,6 +106,25 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
         "candidates": rows,
         "notes": ranking.notes,
     }  # fmt: skip
+
+
+def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -> list[Memory]:
+    """The ranking's hits as context memories, at most ``limit``: not the current session's
+    recent turns nor its own summary (those are in the context already)."""
+    by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
+    memories: list[Memory] = []
+    for hit in ranking.hits:
+        same = hit.session_id == session_id
+        if same and (hit.interaction_id in recent or hit.kind == "summary"):
+            continue
+        text = by_ref[(hit.session_id, hit.interaction_id)].doc.text
+        if len(text) > MEMORY_CHARS:
+            text = text[:MEMORY_CHARS] + "…"
+        memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
+                               hit.timestamp, text, hit.score, same))
+        if len(memories) >= limit:
+            break
+    return memories
 
 
 class SearchMethods(SessionCore):
@@ -397,6 +418,8 @@ class SearchMethods(SessionCore):
         explain: bool = False,
         commit: str | None = None,
         with_facts: bool = True,
+        rerank: bool = False,
+        rerank_candidates: int = 20,
     ) -> ContextMessages:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
@@ -412,6 +435,11 @@ class SearchMethods(SessionCore):
         come, when all fit); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
 
+        ``rerank=True`` asks the configured chat model to choose (at most ``k``) and condense
+        the memories from the top ``rerank_candidates`` lexical ones (see
+        :mod:`gitmem.search.rerank`); on any failure of the model the lexical memories stand,
+        with a note.
+
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
             ``explain=True`` its ``explanation`` shows the search, the budget and what was
@@ -419,6 +447,8 @@ class SearchMethods(SessionCore):
         """
         if max_tokens < 1:
             raise ValidationError(f"max_tokens must be at least 1, not {max_tokens}")
+        if rerank and rerank_candidates < 1:
+            raise ValidationError(f"rerank_candidates must be at least 1, not {rerank_candidates}")
         counter = token_counter or self.token_counter or default_counter()
         notes: list[str] = []
         try:
@@ -431,21 +461,19 @@ class SearchMethods(SessionCore):
         ranking: Ranking | None = None
         info: dict[str, Any] = {}
         filters = self._filters(tags, project, participant, None, None, None)
+        reranked: Reranked | None = None
         if query.strip():
             ranking, info = self._rank(query, k + len(recent), filters, commit)
-            by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
-            for hit in ranking.hits:
-                same = hit.session_id == session_id
-                if same and (hit.interaction_id in recent or hit.kind == "summary"):
-                    continue
-                cand = by_ref[(hit.session_id, hit.interaction_id)]
-                text = cand.doc.text
-                if len(text) > MEMORY_CHARS:
-                    text = text[:MEMORY_CHARS] + "…"
-                memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
-                                       hit.timestamp, text, hit.score, same))
-                if len(memories) >= k:
-                    break
+            memories = _memories(ranking, session_id, recent, k)
+            if rerank:  # the lexical memories stand whenever the model fails
+                wide = rerank_candidates + len(recent)
+                pool = memories[:rerank_candidates] if rerank_candidates <= k else _memories(
+                    self._rank(query, wide, filters, commit)[0], session_id, recent,
+                    rerank_candidates)
+                reranked = rerank_memories(self._ask_json, query, memories, pool, k)
+                memories = reranked.memories
+                if reranked.fallback:
+                    notes.append(f"rerank fell back to the lexical order: {reranked.fallback}")
         known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
             [], True)
         plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
@@ -472,6 +500,7 @@ class SearchMethods(SessionCore):
                     | {"index": info} if ranking is not None else None
                 ),
                 "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
+                "rerank": reranked.explanation() if reranked else None,
                 "messages": list(plan.messages),
             }  # fmt: skip
         return out

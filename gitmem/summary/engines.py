@@ -11,6 +11,7 @@ result, which the summary commit records. Nothing here writes to the store.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -474,13 +475,20 @@ class LLMSummarizer:
         return str(self.client.base_url).rstrip("/")
 
 
+@functools.lru_cache(maxsize=4)
+def _shared_client(config: LLMConfig) -> openai.OpenAI:
+    """One client per configuration for ``ask_json``: building one (connection pool, TLS
+    context) costs tens of ms, more than a local model's answer to a rerank."""
+    return LLMSummarizer(config).client
+
+
 def ask_json(config: LLMConfig, system: str, user: str) -> str:
     """One JSON answer (JSON mode, then JSON asked in the prompt if the server refuses the
     mode) from the configured server, for callers other than summaries (fact
     consolidation); raises GitmemError saying why when there is none (the key left out)."""
     import openai
 
-    client = LLMSummarizer(config).client
+    client = _shared_client(config)
     messages: list[Any] = [{"role": "system", "content": system},
                            {"role": "user", "content": user}]
     modes: list[dict[str, Any]] = [{"response_format": {"type": "json_object"}}, {}]
