@@ -65,6 +65,11 @@ def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Seque
                   for t in out_links.get(source, []) if t != source]
         found += [(s, "in", {"from": s, "to": source, "direction": "in"})
                   for s in in_links.get(source, []) if s != source]
+    # a link between two hits' sessions is seen from both ends: keep it once
+    once: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {}
+    for item in found:
+        once.setdefault((item[2]["from"], item[2]["to"]), item)
+    found = list(once.values())
     wanted: dict[str, tuple[float, set[str]]] = {}  # linked session -> (lead score, ways)
     for linked, direction, edge in found:
         if linked in lead:

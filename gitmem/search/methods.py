@@ -67,6 +67,10 @@ def _stamp(value: datetime | str | None, name: str) -> datetime | None:
     return as_when(value, name)
 
 
+def _shorten(text: str) -> str:
+    return text if len(text) <= MEMORY_CHARS else text[:MEMORY_CHARS] + "…"
+
+
 def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
                      kept: set[tuple[str, str | None]]) -> dict[str, Any]:
     rows = []
@@ -377,6 +381,7 @@ class SearchMethods(SessionCore):
         explain: bool = False,
         commit: str | None = None,
         with_facts: bool = True,
+        include_links: bool = False,
     ) -> ContextMessages:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
@@ -391,6 +396,8 @@ class SearchMethods(SessionCore):
         the token counter in use. An empty query retrieves no memories (the facts still
         come, when all fit); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
+        ``include_links`` adds, after the ranked memories, those of the sessions linked to
+        or from theirs (as ``search(include_links=True)``; not the current session's own).
 
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
@@ -409,6 +416,7 @@ class SearchMethods(SessionCore):
         recent = {i.id for i in session.interactions[-recent_turns:]} if session else set()
         memories: list[Memory] = []
         ranking: Ranking | None = None
+        followed: Followed | None = None
         info: dict[str, Any] = {}
         filters = self._filters(tags, project, participant, None, None, None)
         if query.strip():
@@ -419,13 +427,16 @@ class SearchMethods(SessionCore):
                 if same and (hit.interaction_id in recent or hit.kind == "summary"):
                     continue
                 cand = by_ref[(hit.session_id, hit.interaction_id)]
-                text = cand.doc.text
-                if len(text) > MEMORY_CHARS:
-                    text = text[:MEMORY_CHARS] + "…"
                 memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
-                                       hit.timestamp, text, hit.score, same))
+                                       hit.timestamp, _shorten(cand.doc.text), hit.score, same))
                 if len(memories) >= k:
                     break
+            if include_links:
+                followed = self._follow(ranking, ranking.hits, k, commit)
+                memories += [Memory(h.session_id, h.interaction_id, h.kind, h.timestamp,
+                                    _shorten(item.text), h.score)
+                             for item in followed.linked if (h := item.hit).session_id
+                             != session_id]
         known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
             [], True)
         plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
@@ -451,6 +462,7 @@ class SearchMethods(SessionCore):
                                      {(h.session_id, h.interaction_id) for h in ranking.hits})
                     | {"index": info} if ranking is not None else None
                 ),
+                "links": followed.edges if followed is not None else None,
                 "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
                 "messages": list(plan.messages),
             }  # fmt: skip
