@@ -113,15 +113,21 @@ def _pull(index: Index, config: RankConfig, first: Ranking,
     if bare:
         ranking = Ranker(index, config).rank(first.query, TURNS_PER_SESSION * len(bare) * 4,
                                              Filters(sessions=tuple(bare)), head=head)
-        texts = {(c.session.session_id, c.doc.iid): c.doc.text for c in ranking.candidates}
+        # a turn that holds none of the query's terms (lifted only by its neighbours or
+        # its session) is no match of its own
+        wanted_terms = set(ranking.terms) | set(ranking.expansion)
+        texts = {(c.session.session_id, c.doc.iid): c.doc.text for c in ranking.candidates
+                 if wanted_terms.intersection(c.doc.terms.split())}
         for sid in bare:
             score, ways = wanted[sid]
-            best = [h for h in ranking.hits if h.session_id == sid][:TURNS_PER_SESSION]
+            best = [h for h in ranking.hits
+                    if h.session_id == sid and (sid, h.interaction_id) in texts]
+            best = best[:TURNS_PER_SESSION]
             out[sid] = ("turn" if best else "nothing matched", [
                 Linked(h.model_copy(update={
                     "score": round(score * LINK_WEIGHT, 6),
                     "components": _marks(ways) | {"match": round(h.score, 4)},
-                }), texts.get((sid, h.interaction_id), h.snippet))
+                }), texts[(sid, h.interaction_id)])
                 for h in best
             ])  # fmt: skip
     return out
