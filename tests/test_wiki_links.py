@@ -118,7 +118,8 @@ def test_the_web_store_gives_the_same_graph_as_before(tmp_path: Path) -> None:
 
 def _linked_store(store: Path) -> MemoryManager:
     mm = MemoryManager.init(store)
-    mm.put_session(_session("main", ["the storage layer plan, see [[design]]"]))
+    mm.put_session(_session("main", ["the storage layer plan, see [[design]]"],
+                            links=["ghost"]))
     mm.put_session(_session("design", ["we talked a lot"],
                             summary="SQLite holds the derived index."))
     mm.put_session(_session("notes", ["lunch was good", "the storage layer is slow",
@@ -140,8 +141,14 @@ def test_include_links_follows_links_out_and_in(store: Path) -> None:
     # in: notes links to main and has no summary: its best turn for the query comes
     assert back.components["link_in"] == 1.0 and back.interaction_id == "t1"
     assert back.score < ranked.score
+    one = mm.search("storage layer", k=1, include_links=True, session="main", explain=True)
+    assert [h.session_id for h in one] == ["main", "design"]
+    assert one.explanation is not None
+    assert [e["pulled"] for e in one.explanation["links"]] == [
+        "no such session", "summary", "over the limit", "over the limit"]
     assert hits.explanation is not None
     assert hits.explanation["links"] == [
+        {"from": "main", "to": "ghost", "direction": "out", "pulled": "no such session"},
         {"from": "main", "to": "design", "direction": "out", "pulled": "summary"},
         {"from": "notes", "to": "main", "direction": "in", "pulled": "turn"},
         {"from": "cooking", "to": "main", "direction": "in", "pulled": "nothing matched"},

@@ -70,10 +70,13 @@ def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Seque
     for item in found:
         once.setdefault((item[2]["from"], item[2]["to"]), item)
     found = list(once.values())
+    exists = index.present(list({item[0] for item in found}))
     wanted: dict[str, tuple[float, set[str]]] = {}  # linked session -> (lead score, ways)
     for linked, direction, edge in found:
         if linked in lead:
             edge["pulled"] = "already a hit"
+        elif linked not in exists:
+            edge["pulled"] = "no such session"
         elif linked not in wanted and len(wanted) >= limit:
             edge["pulled"] = "over the limit"
         else:
@@ -82,8 +85,9 @@ def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Seque
             wanted[linked] = (max(score, lead_score), ways | {direction})
     pulled = _pull(index, config, ranking, wanted, head)
     for linked, _direction, edge in found:
-        edge.setdefault("pulled", pulled.get(linked, ("no such session", []))[0])
-    return Followed([item for sid in wanted for item in pulled.get(sid, ("", []))[1]],
+        if "pulled" not in edge:
+            edge["pulled"] = pulled[linked][0]
+    return Followed([item for sid in wanted for item in pulled[sid][1]],
                     [edge for _, _, edge in found])
 
 
@@ -95,8 +99,6 @@ def _pull(index: Index, config: RankConfig, first: Ranking,
     bare: list[str] = []  # sessions without a summary
     for sid, (score, ways) in wanted.items():
         rows = {row.skey: row for row in index.sessions_by_id(sid)}
-        if not rows:
-            continue
         docs = index.session_docs(rows, kind=KIND_SUMMARY)
         if not docs:
             bare.append(sid)

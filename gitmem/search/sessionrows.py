@@ -248,6 +248,18 @@ class SessionTable(Vocabulary):
         return [(str(sid), split_values(str(meta)) + split_values(str(text)))
                 for sid, meta, text in rows]
 
+    def present(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these session ids the index holds."""
+        out: set[str] = set()
+        with self._lock:
+            for at in range(0, len(session_ids), 500):
+                chunk = list(session_ids[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                out.update(str(r[0]) for r in self._db.execute(
+                    f"SELECT DISTINCT session_id FROM sessions WHERE session_id IN ({marks})",
+                    chunk))
+        return out
+
     def links_from(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
         """The sessions each of these sessions links to (metadata, then text; each once)."""
         out: dict[str, dict[str, None]] = {}
@@ -266,20 +278,19 @@ class SessionTable(Vocabulary):
 
     def links_to(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
         """The sessions that link to each of these sessions (their metadata or their text),
-        by session id: one scan of the session rows."""
-        wanted = list(dict.fromkeys(session_ids))[:200]  # a bound on the scan's conditions
-        if not wanted:
-            return {}
-        where = " OR ".join(["instr(links, ?) > 0 OR instr(text_links, ?) > 0"] * len(wanted))
-        args = [join_values((sid,)) for sid in wanted for _ in (0, 1)]
+        by session id: one scan of the session rows per 100 ids."""
+        wanted = list(dict.fromkeys(session_ids))
         out: dict[str, dict[str, None]] = {}
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT session_id, links, text_links FROM sessions WHERE {where} ORDER BY skey",
-                args).fetchall()
-        for source, meta, text in rows:
-            targets = set(split_values(str(meta))) | set(split_values(str(text)))
-            for sid in wanted:
-                if sid in targets:
+        for at in range(0, len(wanted), 100):
+            chunk = wanted[at : at + 100]
+            where = " OR ".join(["instr(links, ?) > 0 OR instr(text_links, ?) > 0"] * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT session_id, links, text_links FROM sessions WHERE {where}"
+                    " ORDER BY skey", [join_values((sid,)) for sid in chunk for _ in (0, 1)],
+                ).fetchall()
+            for source, meta, text in rows:
+                targets = set(split_values(str(meta))) | set(split_values(str(text)))
+                for sid in targets.intersection(chunk):
                     out.setdefault(sid, {})[str(source)] = None
         return {sid: list(sources) for sid, sources in out.items()}
