@@ -359,8 +359,9 @@ class SearchMethods(SessionCore):
         folder = session_dir(self.namespace) + "/"
 
         def work(index: Index) -> LinkGraph:
-            return graph(index.session_links(folder), index.session_ids_in(folder),
-                         index.get_meta("commit"))
+            links = index.session_links(folder)
+            targets = list({target for _, found in links for target in found})
+            return graph(links, index.present(targets), index.get_meta("commit"))
 
         return self._store_index().run(work, commit=commit)
 
