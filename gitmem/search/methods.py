@@ -32,6 +32,7 @@ from gitmem.search.rank import (
     snippet,
 )
 from gitmem.search.tokens import TokenCounter, default_counter
+from gitmem.text import one_line
 
 # how many explain rows a search shows
 EXPLAIN_ROWS = SHOWN_CANDIDATES
@@ -65,10 +66,6 @@ class ContextMessages(list[dict[str, str]]):
 
 def _stamp(value: datetime | str | None, name: str) -> datetime | None:
     return as_when(value, name)
-
-
-def _shorten(text: str) -> str:
-    return text if len(text) <= MEMORY_CHARS else text[:MEMORY_CHARS] + "…"
 
 
 def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
@@ -428,14 +425,17 @@ class SearchMethods(SessionCore):
                 if same and (hit.interaction_id in recent or hit.kind == "summary"):
                     continue
                 cand = by_ref[(hit.session_id, hit.interaction_id)]
+                text = cand.doc.text
+                if len(text) > MEMORY_CHARS:
+                    text = text[:MEMORY_CHARS] + "…"
                 memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
-                                       hit.timestamp, _shorten(cand.doc.text), hit.score, same))
+                                       hit.timestamp, text, hit.score, same))
                 if len(memories) >= k:
                     break
             if include_links:
                 followed = self._follow(ranking, ranking.hits, k, commit)
                 memories += [Memory(h.session_id, h.interaction_id, h.kind, h.timestamp,
-                                    _shorten(item.text), h.score)
+                                    one_line(item.text, MEMORY_CHARS), h.score)
                              for item in followed.linked if (h := item.hit).session_id
                              != session_id]
         known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
