@@ -15,6 +15,8 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
   :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
   :func:`dates` (the dates a text names) and :func:`is_cjk`.
 - :func:`one_line`: text folded onto one shortened line, for commit subjects and messages.
+- :func:`wiki_links` and :func:`link_targets`: the one rule for ``[[session-id]]`` links
+  (in text, outside code; and in a ``links`` metadata value).
 """
 
 from __future__ import annotations
@@ -98,6 +100,45 @@ def strip_controls(text: str) -> str:
     return "".join(
         " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
     )
+
+
+# --- wiki links ---------------------------------------------------------------------------
+
+# what may stand between [[ and ]]: the index, the ranker's link following, the metadata
+# parser and the HTML renderer all use this, so they agree on what a link is
+WIKI_TARGET = r"[^\[\]\n]{1,240}"
+WIKI_LINK = re.compile(rf"\[\[({WIKI_TARGET})\]\]")
+# code is quoted text, not a link (the renderer shows [[x]] in code as written, too):
+# fenced blocks (``` or ~~~, to the closing fence or the end) and inline `spans`
+_CODE = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[`~]*[ \t]*$|\Z)|(`+)(?!`).+?(?<!`)\2(?!`)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def wiki_links(text: str) -> list[str]:
+    """The targets of the ``[[session-id]]`` links in ``text``, trimmed, each once, in order;
+    a link inside a code span or a fenced code block does not count."""
+    if "[[" not in text:  # most text has no link: skip the code scan
+        return []
+    if "`" in text or "~~~" in text:
+        text = _CODE.sub(" ", text)
+    return list(dict.fromkeys(t for t in (m.strip() for m in WIKI_LINK.findall(text)) if t))
+
+
+def link_targets(value: str | Collection[str]) -> list[str]:
+    """A ``links`` metadata value as session ids: ``"a, b"``, ``"[[a]], [[b]]"`` or a list
+    of either form (``[[x]]`` becomes ``x``); what is not a link is kept as written, so
+    that the model's check can name it."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        item = item.strip() if isinstance(item, str) else item
+        if isinstance(item, str) and item.startswith("[[") and item.endswith("]]"):
+            item = item[2:-2].strip()
+        if item not in out:
+            out.append(item)
+    return out
 
 
 _ASCII_PIECE = re.compile(r"[A-Za-z0-9]+")

@@ -23,7 +23,8 @@ from gitmem.importers import locomo
 @click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
 @click.option("--since", help="Only turns at or after this ISO date/time.")
 @click.option("--until", help="Only turns at or before this ISO date/time.")
-@click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
+@click.option("--links", is_flag=True,
+              help="Add sessions linked to or from the hits' (summary or best turns).")
 @click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
 @click.option("--kind", type=click.Choice(["session", "fact", "any"]), default="session",
               show_default=True,
@@ -66,6 +67,8 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
               help="Memories to retrieve at most.")
 @click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
               help="Recent turns of the session to include at most.")
+@click.option("--links", is_flag=True,
+              help="Add memories of sessions linked to or from the retrieved ones'.")
 @click.option("--rerank", is_flag=True,
               help="Let the configured LLM choose and condense the memories from the top "
                    "--candidates (lexical order if it fails).")
@@ -74,19 +77,19 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
 @click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
 @pass_ctx
 def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
-            rerank: bool, candidates: int, explain: bool) -> None:
+            links: bool, rerank: bool, candidates: int, explain: bool) -> None:
     """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
     mm = ctx.manager()
     messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent, explain=explain, rerank=rerank,
-                                   rerank_candidates=candidates)
+                                   recent_turns=recent, explain=explain, include_links=links,
+                                   rerank=rerank, rerank_candidates=candidates)
 
     def text() -> str:
         lines: list[str] = []
         info = messages.explanation
         if info is not None:
             if info["search"] is not None:
-                lines.extend(views.explain_search(info["search"]))
+                lines.extend(views.explain_search(info["search"] | {"links": info["links"]}))
                 lines.append("")
             if info.get("rerank") is not None:
                 lines.extend(views.explain_rerank(info["rerank"]))

@@ -53,6 +53,11 @@ def hit_line(rank: int, hit: Hit) -> str:
         where.append(hit.timestamp.date().isoformat())
     if hit.speaker:
         where.append(hit.speaker)
+    # pulled in by include_links, after the ranked hits
+    ways = [name for key, name in (("link_out", "linked from a hit"),
+                                   ("link_in", "links to a hit")) if key in hit.components]
+    if ways:
+        where.append(" & ".join(ways))
     return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
 
 
@@ -96,6 +101,12 @@ def explain_search(info: dict[str, Any]) -> list[str]:
             f"{r['rank']:>3} {r['score']:7.3f}  {r['status']:<15}{cells}  "
             f"{r['session_id']} · {r['interaction_id'] or 'summary'}"
         )
+    links = info.get("links")
+    if links is not None:  # search --links: every link of the hits' sessions, both ways
+        lines.append("links (out: a hit's session links to it; in: it links to a hit's"
+                     " session):" if links else "links: the hits' sessions have none")
+        lines.extend(f"  {e['direction']:<3} {e['from']} -> {e['to']}: {e['pulled']}"
+                     for e in links)
     lines.extend(f"note: {n}" for n in info["notes"])
     return lines
 

@@ -147,8 +147,10 @@ def _add_reads(server: Any, run: _Runner) -> None:
                                                              "speaker takes part.")] = None,
         sessions: Annotated[list[str] | None, Field(description="Only these sessions.")] = None,
         since: When = None, until: When = None,
-        include_links: Annotated[bool, Field(description="Add summaries of sessions the hits "
-                                                         "link to.")] = False,
+        include_links: Annotated[bool, Field(description=(
+            "Also add the sessions linked to or from the hits' sessions (links or [[id]]): "
+            "their summaries, or their best-matching turns; marked link_out / link_in."
+        ))] = False,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.search(
             mm, query, k, tags, project, participant, sessions, since, until, include_links))

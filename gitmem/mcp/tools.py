@@ -185,10 +185,13 @@ def search(mm: MemoryManager, query: str, k: int, tags: list[str] | None,
     rows = [{"session": h.session_id, "interaction_id": h.interaction_id,
              "score": h.score, "snippet": h.snippet, "commit": h.commit, "kind": h.kind,
              "speaker": h.speaker,
-             "timestamp": h.timestamp.isoformat() if h.timestamp else None}
+             "timestamp": h.timestamp.isoformat() if h.timestamp else None,
+             # include_links: "out" (a hit's session links to it), "in" (it links to one)
+             "link": "+".join(w for w in ("out", "in") if f"link_{w}" in h.components) or None}
             for h in hits]  # fmt: skip
     lines = [f"{at}. [{r['session']} {r['interaction_id'] or 'summary'}] "
-             f"({r['score']:.3f}) {r['snippet']}" for at, r in enumerate(rows, 1)]
+             f"({r['score']:.3f}){f' (link {w})' if (w := r['link']) else ''} {r['snippet']}"
+             for at, r in enumerate(rows, 1)]
     if not rows:
         lines = ["no relevant memories", *(f"note: {n}" for n in hits.notes)]
     return Answer("\n".join(lines), {"query": query, "hits": rows, "notes": list(hits.notes)})

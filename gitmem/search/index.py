@@ -2,9 +2,10 @@
 
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
-timestamp) plus each session's tags, project, participants, links and metadata, and an
-inverted index ``term id -> (document, tf)`` ordered by a precomputed BM25 impact so that
-very common terms can be read partially, best documents first (ids: :mod:`.vocab`; the
+timestamp) plus each session's tags, project, participants, links (its metadata's and the
+``[[id]]`` ones in its text) and metadata, and an inverted index ``term id -> (document,
+tf)`` ordered by a precomputed BM25 impact so that very common terms can be read
+partially, best documents first (ids: :mod:`.vocab`; the
 packed blocks that hold it: :mod:`.postings`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
@@ -35,7 +36,7 @@ from gitmem.search.postings import Posting as Posting  # re-exported (its old ho
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
-from gitmem.text import terms
+from gitmem.text import terms, wiki_links
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]
@@ -201,17 +202,21 @@ class Index(PostingTable):
             None if self._bulk is not None and self._bulk.fresh
             else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
         )  # fmt: skip
+        docs = session_documents(session)
+        # the [[id]] links in this file's turns and summary, kept with its row so that the
+        # link graph and link following never read the texts again
+        written = dict.fromkeys(link for doc in docs for link in wiki_links(doc.text))
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
             session.project, join_values(session.tags), join_values(session.participants),
             join_values(session.links), json.dumps(session.extra, ensure_ascii=False),
-            session.summary.text if session.summary else None,
+            session.summary.text if session.summary else None, join_values(written),
         )  # fmt: skip
         if row is None:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
-                " project, tags, participants, links, extra, summary_text)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                " project, tags, participants, links, extra, summary_text, text_links)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (session.id, *values),
             )
             skey = int(cursor.lastrowid or 0)
@@ -219,11 +224,11 @@ class Index(PostingTable):
             skey = int(row[0])
             self._db.execute(
                 "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
-                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?"
-                " WHERE skey=?",
+                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
+                " text_links=? WHERE skey=?",
                 (*values, skey),
             )
-        self._put_docs(skey, session_documents(session))
+        self._put_docs(skey, docs)
 
     def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         # a document whose content and position are unchanged stays; anything else is

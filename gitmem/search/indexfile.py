@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions(
     skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
     blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
     tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
-    summary_text TEXT);
+    summary_text TEXT, text_links TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,

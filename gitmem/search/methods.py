@@ -11,20 +11,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from gitmem.core import SessionCore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
-from gitmem.search.browse import PREVIEW_CHARS, WIKI_LINK, LinkGraph, SessionPage, graph, listing
+from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Known, Memory, assemble
 from gitmem.search.index import KIND_SUMMARY, Index
+from gitmem.search.linked import Followed, follow_links
 from gitmem.search.rank import (
     SHOWN_CANDIDATES,
-    Candidate,
     Filters,
     RankConfig,
     Ranker,
@@ -34,6 +34,7 @@ from gitmem.search.rank import (
 from gitmem.search.rerank import Reranked
 from gitmem.search.rerank import rerank as rerank_memories
 from gitmem.search.tokens import TokenCounter, default_counter
+from gitmem.text import one_line
 
 # how many explain rows a search shows
 EXPLAIN_ROWS = SHOWN_CANDIDATES
@@ -246,8 +247,10 @@ class SearchMethods(SessionCore):
             session: only this session (or these sessions).
             since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
             until: only turns at or before this time.
-            include_links: also return the summaries of sessions that the hits' sessions
-                link to (``[[other-session]]``), after the hits.
+            include_links: after the hits, add the sessions linked to or from the hits'
+                sessions (metadata ``links`` or ``[[id]]`` in their text): each one's
+                summary or, without one, its best turns for the query (see
+                :mod:`gitmem.search.linked`; with ``explain``, ``explanation["links"]``).
             explain: attach ``hits.explanation``: query terms, expansion, every candidate
                 with its score components and why it was kept or dropped.
             commit: search the store as of this commit instead of HEAD.
@@ -280,12 +283,15 @@ class SearchMethods(SessionCore):
         filters = self._filters(tags, project, participant, session, since, until)
         ranking, info = self._rank(query, k, filters, commit)
         hits = Hits([*facts, *ranking.hits[:k - len(facts)]], fact_notes + ranking.notes)
-        if include_links and hits:
-            hits.extend(self._linked(ranking, commit))
+        followed = self._follow(ranking, hits, k, commit) if include_links and hits else None
+        if followed is not None:
+            hits.extend(item.hit for item in followed.linked)
         if explain:
             kept = {(h.session_id, h.interaction_id) for h in ranking.hits}
             hits.explanation = _explain_ranking(ranking, self.rank_config, filters, kept)
             hits.explanation["index"] = info
+            if followed is not None:
+                hits.explanation["links"] = followed.edges
         return hits
 
     def _fact_hits(self, query: str, k: int, commit: str | None) -> tuple[list[Hit], list[str]]:
@@ -299,36 +305,12 @@ class SearchMethods(SessionCore):
                     commit=at, kind="fact", components={"fact": round(score, 4)})
                 for fact_id, text, score in found if score > 0], []
 
-    def _linked(self, ranking: Ranking, commit: str | None) -> list[Hit]:
-        """Summaries of sessions linked from the hits' sessions (or their text)."""
-        present = {h.session_id for h in ranking.hits}
-        by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
-        wanted: dict[str, float] = {}
-        for hit in ranking.hits:
-            cand: Candidate | None = by_ref.get((hit.session_id, hit.interaction_id))
-            if cand is None:
-                continue
-            targets = list(cand.session.links) + WIKI_LINK.findall(cand.doc.text)
-            for target in targets:
-                target = target.strip()
-                if target and target not in present:
-                    wanted[target] = max(wanted.get(target, 0.0), hit.score)
-
-        def work(index: Index) -> list[Hit]:
-            out: list[Hit] = []
-            for target, score in wanted.items():
-                rows = {row.skey: row for row in index.sessions_by_id(target)}
-                for doc in index.session_docs(rows, kind=KIND_SUMMARY):
-                    row = rows[doc.skey]
-                    out.append(Hit(
-                        session_id=target, interaction_id=None, score=round(score * 0.5, 6),
-                        snippet=snippet(doc.text, ranking.terms), commit=row.commit,
-                        kind="summary", timestamp=datetime.fromtimestamp(doc.ts, UTC),
-                        components={"link": 0.5},
-                    ))  # fmt: skip
-            return out
-
-        return self._store_index().run(work, commit=commit)
+    def _follow(self, ranking: Ranking, hits: Sequence[Hit], limit: int,
+                commit: str | None) -> Followed:
+        """The memories linked to or from the sessions of ``hits`` (gitmem.search.linked)."""
+        config = self.rank_config
+        return self._store_index().run(lambda index: follow_links(
+            index, config, ranking, hits, limit, index.get_meta("commit")), commit=commit)
 
     # --- browsing --------------------------------------------------------------------
 
@@ -388,7 +370,7 @@ class SearchMethods(SessionCore):
 
     def link_graph(self, *, commit: str | None = None) -> LinkGraph:
         """Which sessions link to which: the ``links`` of their metadata and the
-        ``[[session-id]]`` wiki links in their turns and summaries (from the search index,
+        ``[[session-id]]`` wiki links in their turns and summaries (kept by the search index,
         caught up first), with the targets that are no session of the store.
 
         ``commit``: the links as of that commit instead of HEAD.
@@ -396,8 +378,9 @@ class SearchMethods(SessionCore):
         folder = session_dir(self.namespace) + "/"
 
         def work(index: Index) -> LinkGraph:
-            return graph(index.metadata_links(folder), index.texts_with("[["),
-                         index.session_ids_in(folder), index.get_meta("commit"))
+            links = index.session_links(folder)
+            targets = list({target for _, found in links for target in found})
+            return graph(links, index.present(targets), index.get_meta("commit"))
 
         return self._store_index().run(work, commit=commit)
 
@@ -420,6 +403,7 @@ class SearchMethods(SessionCore):
         with_facts: bool = True,
         rerank: bool = False,
         rerank_candidates: int = 20,
+        include_links: bool = False,
     ) -> ContextMessages:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
@@ -434,6 +418,8 @@ class SearchMethods(SessionCore):
         the token counter in use. An empty query retrieves no memories (the facts still
         come, when all fit); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
+        ``include_links`` adds, after the ranked memories, those of the sessions linked to
+        or from theirs (as ``search(include_links=True)``; not the current session's own).
 
         ``rerank=True`` asks the configured chat model to choose (at most ``k``) and condense
         the memories from the top ``rerank_candidates`` lexical ones (see
@@ -459,6 +445,7 @@ class SearchMethods(SessionCore):
         recent = {i.id for i in session.interactions[-recent_turns:]} if session else set()
         memories: list[Memory] = []
         ranking: Ranking | None = None
+        followed: Followed | None = None
         info: dict[str, Any] = {}
         filters = self._filters(tags, project, participant, None, None, None)
         reranked: Reranked | None = None
@@ -474,6 +461,12 @@ class SearchMethods(SessionCore):
                 memories = reranked.memories
                 if reranked.fallback:
                     notes.append(f"rerank fell back to the lexical order: {reranked.fallback}")
+            if include_links:
+                followed = self._follow(ranking, ranking.hits, k, commit)
+                memories += [Memory(h.session_id, h.interaction_id, h.kind, h.timestamp,
+                                    one_line(item.text, MEMORY_CHARS), h.score)
+                             for item in followed.linked if (h := item.hit).session_id
+                             != session_id]
         known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
             [], True)
         plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
@@ -499,6 +492,7 @@ class SearchMethods(SessionCore):
                                      {(h.session_id, h.interaction_id) for h in ranking.hits})
                     | {"index": info} if ranking is not None else None
                 ),
+                "links": followed.edges if followed is not None else None,
                 "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
                 "rerank": reranked.explanation() if reranked else None,
                 "messages": list(plan.messages),
