@@ -35,7 +35,7 @@ from gitmem.search.postings import Posting as Posting  # re-exported (its old ho
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
-from gitmem.text import terms
+from gitmem.text import EVENT_SPAN_DAYS, event_spans, terms
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]
@@ -76,9 +76,12 @@ class Doc:
 
 @dataclass(frozen=True)
 class DocInput(Doc):
-    """One searchable unit handed to the index, with the text its terms are cut from."""
+    """One searchable unit handed to the index, with the text its terms are cut from and
+    the time spans it talks about (epoch seconds, [start, end); derived from the text and
+    timestamp, so the hash leaves them out)."""
 
     body: str
+    events: tuple[tuple[float, float], ...] = ()
 
     @property
     def hash(self) -> int:
@@ -96,6 +99,13 @@ class DocRow(Doc):
     packed: bytes = field(repr=False)  # its term ids (see vocab.py)
     dl: int
     vocab: Vocabulary = field(repr=False, compare=False)
+    event_data: bytes | None = field(default=None, repr=False)  # see pack_events
+
+    @cached_property
+    def events(self) -> tuple[tuple[float, float], ...]:
+        """The time spans the document talks about ("yesterday", "on 7 May"), as epoch
+        seconds [start, end); most documents have none."""
+        return unpack_events(self.event_data)
 
     @cached_property
     def terms(self) -> str:
@@ -107,15 +117,31 @@ def _stamp(value: datetime) -> float:
     return value.timestamp()
 
 
+def pack_events(events: Sequence[tuple[float, float]]) -> bytes | None:
+    """Event spans as a BLOB of doubles (None when there are none: most documents)."""
+    return array("d", [t for span in events for t in span]).tobytes() if events else None
+
+
+def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
+    if not data:
+        return ()
+    values = array("d")
+    values.frombytes(data)
+    return tuple(zip(values[::2], values[1::2], strict=True))
+
+
 def session_documents(session: Session) -> list[DocInput]:
     """The documents of a session: its interactions in order, then its summary if any."""
     docs: list[DocInput] = []
     for pos, item in enumerate(session.interactions):
         speakers = list(dict.fromkeys(m.speaker for m in item.messages))
         body = "\n".join(m.content for m in item.messages)
+        # what the turn talks about, its relative dates seen from when it was said
+        events = tuple((a.timestamp(), b.timestamp()) for a, b in
+                       event_spans(body, item.timestamp))
         docs.append(
             DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
-                     item.text, body)
+                     item.text, body, events)
         )
     if session.summary is not None and session.summary.text.strip():
         docs.append(
@@ -311,6 +337,7 @@ class Index(PostingTable):
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
+        events: list[tuple[int, float, float]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
         for doc_id, doc, tids in zip(
@@ -319,7 +346,9 @@ class Index(PostingTable):
             dl = len(tids)
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
+                         pack_terms(tids), dl, norm, doc.hash,
+                         pack_events(doc.events)))  # fmt: skip
+            events.extend((doc_id, lo, hi) for lo, hi in doc.events)
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -331,7 +360,9 @@ class Index(PostingTable):
                 postings[tid].append(
                     once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
                 )
-        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if events:
+            self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
@@ -357,6 +388,7 @@ class Index(PostingTable):
                     gone[tid].add(doc_id)
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
+            self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
         self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
         self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
@@ -425,10 +457,26 @@ class Index(PostingTable):
         return out
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self)
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
                 for r in self._db.execute(sql, args)]
 
-    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
+    # DocRow's order
+    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl, events"
+
+    def event_docs(self, lo: float, hi: float, limit: int) -> dict[int, tuple[int, int, int]]:
+        """Interactions one of whose event spans overlaps [lo, hi), narrowest spans first
+        (at most ``limit``): doc id -> (session key, position, kind)."""
+        # spans are at most EVENT_SPAN_DAYS long: the start bounds the index range read
+        since = lo - EVENT_SPAN_DAYS * 86400.0
+        out: dict[int, tuple[int, int, int]] = {}
+        with self._lock:
+            for doc_id, skey, pos, kind in self._db.execute(
+                "SELECT d.id, d.skey, d.pos, d.kind FROM events e JOIN docs d ON d.id = e.id"
+                " WHERE e.lo >= ? AND e.lo < ? AND e.hi > ? ORDER BY e.hi - e.lo, d.id LIMIT ?",
+                (since, hi, lo, limit),
+            ):
+                out[int(doc_id)] = (int(skey), int(pos), int(kind))
+        return out
 
     def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
         """The documents with these ids (``text=False`` leaves their text empty)."""
