@@ -76,12 +76,13 @@ class Doc:
 
 @dataclass(frozen=True)
 class DocInput(Doc):
-    """One searchable unit handed to the index, with the text its terms are cut from and
-    the time spans it talks about (epoch seconds, [start, end); derived from the text and
-    timestamp, so the hash leaves them out)."""
+    """One searchable unit handed to the index, with the text its terms are cut from and,
+    for a turn, the time it was said in its own zone (relative dates such as "yesterday"
+    in the text are seen from it; derived from text and timestamp, so the hash leaves it
+    out)."""
 
     body: str
-    events: tuple[tuple[float, float], ...] = ()
+    anchor: datetime | None = None
 
     @property
     def hash(self) -> int:
@@ -136,12 +137,9 @@ def session_documents(session: Session) -> list[DocInput]:
     for pos, item in enumerate(session.interactions):
         speakers = list(dict.fromkeys(m.speaker for m in item.messages))
         body = "\n".join(m.content for m in item.messages)
-        # what the turn talks about, its relative dates seen from when it was said
-        events = tuple((a.timestamp(), b.timestamp()) for a, b in
-                       event_spans(body, item.timestamp))
         docs.append(
             DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
-                     item.text, body, events)
+                     item.text, body, item.timestamp)
         )
     if session.summary is not None and session.summary.text.strip():
         docs.append(
@@ -340,15 +338,19 @@ class Index(PostingTable):
         events: list[tuple[int, float, float]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
-        for doc_id, doc, tids in zip(
-            range(first, first + len(docs)), docs, self._term_ids(analysed), strict=True
+        for doc_id, doc, tids, words in zip(
+            range(first, first + len(docs)), docs, self._term_ids(analysed), analysed,
+            strict=True,
         ):
             dl = len(tids)
+            # what a turn talks about: its dates, relative ones seen from when it was said
+            spans = () if doc.anchor is None else tuple(
+                (a.timestamp(), b.timestamp()) for a, b in event_spans(doc.body, doc.anchor, words)
+            )  # fmt: skip
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         pack_terms(tids), dl, norm, doc.hash,
-                         pack_events(doc.events)))  # fmt: skip
-            events.extend((doc_id, lo, hi) for lo, hi in doc.events)
+                         pack_terms(tids), dl, norm, doc.hash, pack_events(spans)))  # fmt: skip
+            events.extend((doc_id, lo, hi) for lo, hi in spans)
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
