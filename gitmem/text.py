@@ -14,6 +14,9 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
 - :func:`words` (unstemmed, for fuzzy matching and display), :func:`name_terms` (speakers),
   :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
   :func:`dates` (the dates a text names) and :func:`is_cjk`.
+- :func:`relative_spans` ("yesterday", "last week", 上个月 seen from when the text was written)
+  and :func:`event_spans` (those plus the dates a memory names): the time spans a memory is
+  about, resolved when it is indexed.
 - :func:`one_line`: text folded onto one shortened line, for commit subjects and messages.
 """
 
