@@ -560,24 +560,33 @@ def relative_spans(text: str, anchor: datetime) -> list[Span]:
         anchor = anchor.replace(tzinfo=UTC)
     out: list[Span] = []
     for match in _RELATIVE.finditer(text):
-        day, which, unit, count, n_unit, way, in_count, in_unit, cjk = match.groups()
-        if day:
-            name = " ".join(day.lower().split())
-            shift = {"the day before yesterday": -2, "the day after tomorrow": 2,
-                     "tomorrow": 1}.get(name, -1)  # fmt: skip
-            out.append(_unit_span(anchor, "day", shift, shift))
-        elif which:
-            out.append(_which(anchor, which, unit.lower()))
-        elif count or in_count:
-            amount = (count or in_count).lower().split()[-1]
-            if amount == "of":
-                amount = "couple"
-            low, high = _COUNT_WORDS.get(amount) or (int(amount), int(amount))
-            sign = -1 if way and way.lower() == "ago" else 1
-            out.append(_unit_span(anchor, (n_unit or in_unit).lower(), sign * low, sign * high))
-        elif cjk:
-            out.append(_cjk_span(anchor, cjk))
+        try:
+            out.append(_relative_span(anchor, *match.groups()))
+        except (ValueError, OverflowError):  # before year 1 or after 9999
+            continue
     return out
+
+
+def _relative_span(anchor: datetime, day: str | None, which: str | None, unit: str | None,
+                   count: str | None, n_unit: str | None, way: str | None,
+                   in_count: str | None, in_unit: str | None, cjk: str | None) -> Span:
+    """The span of one match of :data:`_RELATIVE` (its groups, in order)."""
+    if day:
+        name = " ".join(day.lower().split())
+        shift = {"the day before yesterday": -2, "the day after tomorrow": 2,
+                 "tomorrow": 1}.get(name, -1)  # fmt: skip
+        return _unit_span(anchor, "day", shift, shift)
+    if which and unit:
+        return _which(anchor, which, unit.lower())
+    amount_text, unit_text = (count, n_unit) if count else (in_count, in_unit)
+    if amount_text and unit_text:
+        amount = amount_text.lower().split()[-1]
+        if amount == "of":
+            amount = "couple"
+        low, high = _COUNT_WORDS.get(amount) or (int(amount), int(amount))
+        sign = -1 if way and way.lower() == "ago" else 1
+        return _unit_span(anchor, unit_text.lower(), sign * low, sign * high)
+    return _cjk_span(anchor, cjk or "")
 
 
 def date_span(year: int | None, month: int | None, day: int | None, anchor: datetime) -> Span:
@@ -610,7 +619,11 @@ def event_spans(text: str, anchor: datetime, text_terms: Collection[str] | None 
     if anchor.tzinfo is None:
         anchor = anchor.replace(tzinfo=UTC)
     found = relative_spans(text, anchor)
-    found.extend(date_span(y, m, d, anchor) for y, m, d in dates(text))
+    for year, month, day in dates(text):
+        try:
+            found.append(date_span(year, month, day, anchor))
+        except (ValueError, OverflowError):  # "in December" said in the year 9999
+            continue
     longest = timedelta(days=EVENT_SPAN_DAYS)
     return list(dict.fromkeys(s for s in found if s[1] - s[0] <= longest))[:limit]
 

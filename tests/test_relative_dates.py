@@ -94,6 +94,14 @@ def test_days_are_the_anchors_own_days() -> None:
     assert start == datetime(2023, 5, 9, tzinfo=UTC)
 
 
+def test_phrases_past_the_calendars_ends_are_left_out() -> None:
+    last = datetime(9999, 12, 31, 12, tzinfo=UTC)
+    assert _days(relative_spans("tomorrow, next year, yesterday", last)) == [
+        ("9999-12-30", "9999-12-31")]
+    assert relative_spans("yesterday, last year, a week ago", datetime(1, 1, 1, tzinfo=UTC)) == []
+    assert event_spans("in December, yesterday", last)[1:] == []
+
+
 def test_event_spans_add_named_dates_and_leave_out_vague_ones() -> None:
     text = "On 7 May 2023 I ran, in June I swim, and a few years ago I hiked. Yesterday too."
     assert _days(event_spans(text, WED)) == [
