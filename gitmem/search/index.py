@@ -29,13 +29,14 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
+from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
 from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
 from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
 from gitmem.search.postings import Posting as Posting  # re-exported (its old home)
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
-from gitmem.text import EVENT_SPAN_DAYS, event_spans, terms
+from gitmem.text import terms
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]

@@ -35,8 +35,9 @@ from operator import itemgetter
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
+from gitmem.search.events import relative_spans
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
-from gitmem.text import dates, find_term, name_terms, relative_spans, strip_controls, terms
+from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
