@@ -12,7 +12,7 @@ from gitmem import MemoryManager
 from gitmem.models import Interaction, Message, Session
 from gitmem.search.events import event_spans, relative_spans
 from gitmem.search.index import Index
-from gitmem.search.rank import Ranker
+from gitmem.search.rank import Ranker, closeness
 
 WED = datetime(2023, 5, 10, 15, 30, tzinfo=UTC)  # a Wednesday
 SUN = datetime(2023, 5, 14, 9, 0, tzinfo=UTC)
@@ -206,3 +206,13 @@ def test_a_relative_date_in_the_query_is_seen_from_now() -> None:
     assert by_session["d"].components["temporal"] == pytest.approx(0.3)
     assert [h.session_id for h in ranking.hits][:2] in (["a", "c"], ["c", "a"])
     index.close()
+
+
+def test_a_broad_event_span_counts_for_its_share_of_the_date_asked() -> None:
+    may = (_stamp(date(2023, 5, 1)), _stamp(date(2023, 6, 1)))  # "last month", said in June
+    june20 = _stamp(date(2023, 6, 20))
+    assert closeness([(2023, 5, 7)], june20, 7.0, events=[may]) == pytest.approx(1 / 31)
+    assert closeness([(2023, 5, None)], june20, 7.0, events=[may]) == 1.0
+    assert closeness([(2023, 5, 7)], june20, 7.0) < 0.2  # six weeks off
+    day = (_stamp(date(2023, 5, 7)), _stamp(date(2023, 5, 8)))
+    assert closeness([(2023, 5, 7)], june20, 7.0, events=[may, day]) == 1.0

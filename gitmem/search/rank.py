@@ -152,9 +152,10 @@ def _window(year: int | None, month: int | None, day: int | None, at: datetime
 def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
               half_life_days: float, *, events: Sequence[tuple[float, float]] = (),
               spans: Sequence[tuple[float, float]] = ()) -> float:
-    """1 when ``ts`` or one of the document's ``events`` spans (epoch seconds [start, end))
-    meets one of the named dates or query ``spans`` (epoch seconds), halving per
-    ``half_life_days`` off. A named date's missing parts come from the time it is held
+    """1 when ``ts`` falls inside one of the named dates or query ``spans`` (epoch seconds
+    [start, end)), halving per ``half_life_days`` off. One of the document's ``events``
+    spans counts too: the share of it inside (a turn about "last month" is only partly
+    about one day of it). A named date's missing parts come from the time it is held
     against ("in June": June of that year)."""
     best = 0.0
     for lo, hi in ((ts, ts), *events):
@@ -162,9 +163,11 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
         windows = [(s.timestamp(), e.timestamp())
                    for s, e in (_window(y, m, d, at) for y, m, d in named)]
         for start, end in (*windows, *spans):
-            # a point (the timestamp) is in [start, end); a span meets it when they overlap
-            if start <= lo < end or (lo < end and start < hi):
+            if start <= lo < end and hi <= end:
                 return 1.0
+            if lo < end and start < hi:  # an event span partly inside
+                best = max(best, (min(hi, end) - max(lo, start)) / (hi - lo))
+                continue
             off = start - hi if hi <= start else lo - end
             best = max(best, 0.5 ** (off / 86400 / half_life_days))
     return best
