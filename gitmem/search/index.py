@@ -30,6 +30,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
+from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
 from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
 from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
 from gitmem.search.postings import Posting as Posting  # re-exported (its old home)
@@ -77,9 +78,13 @@ class Doc:
 
 @dataclass(frozen=True)
 class DocInput(Doc):
-    """One searchable unit handed to the index, with the text its terms are cut from."""
+    """One searchable unit handed to the index, with the text its terms are cut from and,
+    for a turn, the time it was said in its own zone (relative dates such as "yesterday"
+    in the text are seen from it; derived from text and timestamp, so the hash leaves it
+    out)."""
 
     body: str
+    anchor: datetime | None = None
 
     @property
     def hash(self) -> int:
@@ -97,6 +102,13 @@ class DocRow(Doc):
     packed: bytes = field(repr=False)  # its term ids (see vocab.py)
     dl: int
     vocab: Vocabulary = field(repr=False, compare=False)
+    event_data: bytes | None = field(default=None, repr=False)  # see pack_events
+
+    @cached_property
+    def events(self) -> tuple[tuple[float, float], ...]:
+        """The time spans the document talks about ("yesterday", "on 7 May"), as epoch
+        seconds [start, end); most documents have none."""
+        return unpack_events(self.event_data)
 
     @cached_property
     def terms(self) -> str:
@@ -108,6 +120,19 @@ def _stamp(value: datetime) -> float:
     return value.timestamp()
 
 
+def pack_events(events: Sequence[tuple[float, float]]) -> bytes | None:
+    """Event spans as a BLOB of doubles (None when there are none: most documents)."""
+    return array("d", [t for span in events for t in span]).tobytes() if events else None
+
+
+def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
+    if not data:
+        return ()
+    values = array("d")
+    values.frombytes(data)
+    return tuple(zip(values[::2], values[1::2], strict=True))
+
+
 def session_documents(session: Session) -> list[DocInput]:
     """The documents of a session: its interactions in order, then its summary if any."""
     docs: list[DocInput] = []
@@ -116,7 +141,7 @@ def session_documents(session: Session) -> list[DocInput]:
         body = "\n".join(m.content for m in item.messages)
         docs.append(
             DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
-                     item.text, body)
+                     item.text, body, item.timestamp)
         )
     if session.summary is not None and session.summary.text.strip():
         docs.append(
@@ -316,15 +341,22 @@ class Index(PostingTable):
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
+        events: list[tuple[int, float, float]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
-        for doc_id, doc, tids in zip(
-            range(first, first + len(docs)), docs, self._term_ids(analysed), strict=True
+        for doc_id, doc, tids, words in zip(
+            range(first, first + len(docs)), docs, self._term_ids(analysed), analysed,
+            strict=True,
         ):
             dl = len(tids)
+            # what a turn talks about: its dates, relative ones seen from when it was said
+            spans = () if doc.anchor is None else tuple(
+                (a.timestamp(), b.timestamp()) for a, b in event_spans(doc.body, doc.anchor, words)
+            )  # fmt: skip
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
+                         pack_terms(tids), dl, norm, doc.hash, pack_events(spans)))  # fmt: skip
+            events.extend((doc_id, lo, hi) for lo, hi in spans)
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -336,7 +368,9 @@ class Index(PostingTable):
                 postings[tid].append(
                     once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
                 )
-        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if events:
+            self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
@@ -362,6 +396,7 @@ class Index(PostingTable):
                     gone[tid].add(doc_id)
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
+            self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
         self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
         self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
@@ -430,10 +465,26 @@ class Index(PostingTable):
         return out
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self)
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
                 for r in self._db.execute(sql, args)]
 
-    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
+    # DocRow's order
+    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl, events"
+
+    def event_docs(self, lo: float, hi: float, limit: int) -> dict[int, tuple[int, int, int]]:
+        """Interactions one of whose event spans overlaps [lo, hi), narrowest spans first
+        (at most ``limit``): doc id -> (session key, position, kind)."""
+        # spans are at most EVENT_SPAN_DAYS long: the start bounds the index range read
+        since = lo - EVENT_SPAN_DAYS * 86400.0
+        out: dict[int, tuple[int, int, int]] = {}
+        with self._lock:
+            for doc_id, skey, pos, kind in self._db.execute(
+                "SELECT d.id, d.skey, d.pos, d.kind FROM events e JOIN docs d ON d.id = e.id"
+                " WHERE e.lo >= ? AND e.lo < ? AND e.hi > ? ORDER BY e.hi - e.lo, d.id LIMIT ?",
+                (since, hi, lo, limit),
+            ):
+                out[int(doc_id)] = (int(skey), int(pos), int(kind))
+        return out
 
     def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
         """The documents with these ids (``text=False`` leaves their text empty)."""

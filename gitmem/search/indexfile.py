@@ -35,8 +35,15 @@ CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
-    terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL);
+    terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL,
+    events BLOB);
 CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
+-- the time spans a document talks about ("yesterday", "on 7 May"; also in docs.events),
+-- epoch seconds [lo, hi), to find the documents about a date a query names
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER NOT NULL, lo REAL NOT NULL, hi REAL NOT NULL, PRIMARY KEY(id, lo, hi)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_lo ON events(lo);
 -- a term's packed postings: id = term id * 2 + part (0 main block, 1 tail; see postings.py)
 CREATE TABLE IF NOT EXISTS postings(id INTEGER PRIMARY KEY, n INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df INTEGER NOT NULL);
@@ -127,7 +134,7 @@ class IndexFile:
         """Drop every document and session (access counts are kept). Terms keep their ids
         (with no documents): a term id means the same term for the file's whole life, so
         readers may keep them in memory."""
-        for table in ("sessions", "docs", "postings", "broken", "speakers"):
+        for table in ("sessions", "docs", "postings", "broken", "speakers", "events"):
             self._db.execute(f"DELETE FROM {table}")
         self._db.execute("UPDATE terms SET df = 0")
         self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")

@@ -32,14 +32,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
+from gitmem.search.events import closeness, date_span, relative_spans
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
@@ -87,6 +88,9 @@ class RankConfig:
     temporal_half_life_days: float = 7.0
     # a query naming a date with a year also gets the turns of that time as candidates
     date_pool: int = 30
+    # ... and at most this many turns that talk about that time ("yesterday" said the day
+    # after it), per date named
+    event_pool: int = 30
     # second round (multi-hop): the rarest terms of the best first-round turns find the
     # other sessions that talk about the same people, places and things
     hop_weight: float = 0.1
@@ -144,36 +148,6 @@ class Ranking:
     below_min: int = 0
     hop_terms: dict[str, float] = field(default_factory=dict)  # the second round's terms
     notes: list[str] = field(default_factory=list)
-
-
-def _window(year: int | None, month: int | None, day: int | None, at: datetime
-            ) -> tuple[datetime, datetime]:
-    """The time span a (possibly partial) date names, taking missing parts from ``at``."""
-    y = year if year is not None else at.year
-    if month is None:
-        return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
-    if day is None:
-        end = datetime(y + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
-        return datetime(y, month, 1, tzinfo=UTC), end
-    try:
-        start = datetime(y, month, day, tzinfo=UTC)
-    except ValueError:
-        start = datetime(y, month, 1, tzinfo=UTC)
-    return start, start + timedelta(days=1)
-
-
-def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
-              half_life_days: float) -> float:
-    """1 when ``ts`` falls inside one of the named dates, halving per ``half_life_days`` off."""
-    at = datetime.fromtimestamp(ts, UTC)
-    best = 0.0
-    for year, month, day in named:
-        start, end = _window(year, month, day, at)
-        if start <= at < end:
-            return 1.0
-        off = (start - at) if at < start else (at - end)
-        best = max(best, 0.5 ** (off.total_seconds() / 86400 / half_life_days))
-    return best
 
 
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
@@ -367,7 +341,7 @@ class Ranker:
         ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
-        consider |= self._dated(text, allowed, where)
+        consider |= self._dated(text, allowed, where, now)
         nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
         asking = self._asking(ordered[: cfg.neighbour_pool], where) if cfg.answer_weight else set()
         aw = cfg.answer_weight
@@ -480,25 +454,39 @@ class Ranker:
         return set(found)
 
     def _dated(self, text: str, allowed: set[int] | None,
-               where: dict[int, tuple[int, int, int]]) -> set[int]:
-        """Turns from the dates (with a year) that the query names (added to ``where``)."""
+               where: dict[int, tuple[int, int, int]], now: datetime | None = None) -> set[int]:
+        """Turns from the dates (with a year) that the query names, and turns that talk
+        about them (event spans: "yesterday" said the day after); added to ``where``.
+        Relative dates in the query ("last week") are seen from ``now``."""
         cfg = self.config
-        if not (cfg.date_pool and cfg.temporal_weight):
+        if not ((cfg.date_pool or cfg.event_pool) and cfg.temporal_weight):
             return set()
         out: set[int] = set()
-        for year, month, day in dates(text):
-            if year is None:
-                continue
-            start, end = _window(year, month, day, datetime.now(UTC))
+        windows = [
+            date_span(year, month, day, datetime.now(UTC))
+            for year, month, day in dates(text) if year is not None
+        ]  # fmt: skip
+        windows += relative_spans(text, now or datetime.now(UTC))
+        for start, end in windows:
             lo, hi = start.timestamp(), end.timestamp()
-            keys = self.index.session_keys(active_since=lo, created_until=hi)
-            if allowed is not None:
-                keys &= allowed
-            rows = [d for d in self.index.session_docs(sorted(keys)[:50], kind=KIND_INTERACTION)
-                    if lo <= d.ts < hi]
-            for d in rows[: cfg.date_pool]:
-                where.setdefault(d.id, (d.skey, d.pos, d.kind))
-                out.add(d.id)
+            if cfg.date_pool:
+                keys = self.index.session_keys(active_since=lo, created_until=hi)
+                if allowed is not None:
+                    keys &= allowed
+                rows = [d for d in self.index.session_docs(sorted(keys)[:50],
+                                                           kind=KIND_INTERACTION, text=False)
+                        if lo <= d.ts < hi]  # fmt: skip
+                for d in rows[: cfg.date_pool]:
+                    where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                    out.add(d.id)
+            if cfg.event_pool:
+                # read a few more: the filters may leave some out
+                found = self.index.event_docs(lo, hi, cfg.event_pool * (1 if allowed is None
+                                                                        else 4))
+                kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
+                for doc_id in kept[: cfg.event_pool]:
+                    where.setdefault(doc_id, found[doc_id])
+                    out.add(doc_id)
         return out
 
     def _allowed(self, filters: Filters) -> set[int]:
@@ -552,6 +540,11 @@ class Ranker:
         fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
         named_dates = dates(text) if cfg.temporal_weight else []
+        # relative dates in the query ("last week") are seen from now
+        query_spans = [
+            (a.timestamp(), b.timestamp())
+            for a, b in relative_spans(text, now or datetime.now(UTC))
+        ] if cfg.temporal_weight else []  # fmt: skip
         stamp = (now or datetime.now(UTC)).timestamp()
         lo = filters.since.timestamp() if filters.since else -math.inf
         hi = filters.until.timestamp() if filters.until else math.inf
@@ -571,9 +564,10 @@ class Ranker:
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
-            if named_dates:
+            if named_dates or query_spans:
                 comp["temporal"] = cfg.temporal_weight * closeness(
-                    named_dates, row.ts, cfg.temporal_half_life_days
+                    named_dates, row.ts, cfg.temporal_half_life_days, events=row.events,
+                    spans=query_spans,
                 )
             additive = sum(comp.values())
             decay = 1.0
