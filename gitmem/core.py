@@ -29,15 +29,7 @@ from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, wit
 from gitmem.guard.methods import GuardMethods
 from gitmem.guard.names import NewNames, agent_identity
 from gitmem.guard.secrets import redact
-from gitmem.models import (
-    BatchResult,
-    Interaction,
-    Language,
-    Message,
-    Session,
-    as_when,
-    now,
-)
+from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
 from gitmem.store.discover import open_repository
 from gitmem.store.layout import locate, session_files
 from gitmem.store.objects import object_id
@@ -161,9 +153,10 @@ class SessionCore(GuardMethods):
         file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
         return []
 
-    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
-        """Ask the configured LLM for a JSON answer: (content, model), or None when no LLM
-        is configured (the summary feature answers; raises GitmemError when the call fails)."""
+    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
+                  ) -> tuple[str, str] | None:
+        """The configured LLM's JSON answer, (content, model), or None without an LLM (summary/
+        answers; GitmemError when the call fails); ``timeout``: that many seconds, no retry."""
         return None
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:

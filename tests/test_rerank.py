@@ -180,6 +180,23 @@ def test_every_failure_of_the_model_gives_the_lexical_context_and_a_note(
     assert _state(store) == before
 
 
+def test_a_slow_model_gets_the_rerank_timeout_once_not_the_summaries_budget(
+        mm: MemoryManager, store: Path, llm_server: FakeServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    lexical = mm.retrieve_context("now", QUERY, 300, k=3)
+    before = _state(store)
+    _llm(monkeypatch, llm_server.base_url, timeout="60")
+    monkeypatch.setenv("GITMEM_LLM_RETRIES", "2")  # the summaries' budget: 60 s, three tries
+    monkeypatch.setattr("gitmem.search.methods.RERANK_TIMEOUT", 0.5)
+    llm_server.default = _sleepy(llm_server)
+    out = mm.retrieve_context("now", QUERY, 300, k=3, rerank=True, explain=True)
+    assert list(out) == list(lexical)
+    assert out.explanation is not None
+    assert "no answer within 0.5s" in out.explanation["rerank"]["fallback"]
+    assert len(llm_server.requests) == 1  # no retry
+    assert _state(store) == before
+
+
 def test_no_llm_or_no_server_gives_the_lexical_context(
         mm: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
     lexical = mm.retrieve_context("now", QUERY)

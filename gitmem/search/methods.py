@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from gitmem.core import SessionCore
@@ -31,6 +32,7 @@ from gitmem.search.rank import (
     Ranking,
     snippet,
 )
+from gitmem.search.rerank import TIMEOUT as RERANK_TIMEOUT
 from gitmem.search.rerank import Reranked
 from gitmem.search.rerank import rerank as rerank_memories
 from gitmem.search.tokens import TokenCounter, default_counter
@@ -457,7 +459,8 @@ class SearchMethods(SessionCore):
                 pool = memories[:rerank_candidates] if rerank_candidates <= k else _memories(
                     self._rank(query, wide, filters, commit)[0], session_id, recent,
                     rerank_candidates)
-                reranked = rerank_memories(self._ask_json, query, memories, pool, k)
+                reranked = rerank_memories(partial(self._ask_json, timeout=RERANK_TIMEOUT), query,
+                                            memories, pool, k)
                 memories = reranked.memories
                 if reranked.fallback:
                     notes.append(f"rerank fell back to the lexical order: {reranked.fallback}")

@@ -33,6 +33,9 @@ AskJson = Callable[[str, str], tuple[str, str] | None]
 CANDIDATE_CHARS = 700
 QUERY_CHARS = 1000
 PROMPT_CHARS = 16000
+# seconds the model gets, with no retry: context assembly is interactive, and the summaries'
+# budget (60 s, three tries) would hold an agent's turn for minutes
+TIMEOUT = 20.0
 # a reason longer than this is cut in the explanation
 WHY_CHARS = 200
 

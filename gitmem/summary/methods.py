@@ -149,12 +149,15 @@ class SummaryMethods(SessionCore):
         config = self.summary_config
         return config.llm or LLMConfig.from_env(git=self._llm_git)
 
-    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
-        """The configured LLM's JSON answer and model (fact consolidation asks through
-        this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
+    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
+                  ) -> tuple[str, str] | None:
+        """The configured LLM's JSON answer and model (fact consolidation and the reranker
+        ask through this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
         config = None if self.summary_config.offline else self.llm_config()
         if config is None:
-            return super()._ask_json(system, user)
+            return super()._ask_json(system, user, timeout=timeout)
+        if timeout is not None:
+            config = replace(config, timeout=min(config.timeout, timeout), max_retries=0)
         return ask_json(config, system, user), config.model
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
