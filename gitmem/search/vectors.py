@@ -29,6 +29,14 @@ try:
 except ImportError:  # pragma: no cover - the test and dev extras install numpy
     HAVE_NUMPY = False
 
+# above this many numbers (e.g. 13,000 vectors of 384) the matrix-vector product is bound by
+# memory bandwidth (~30 ms for 100,000 x 384 on a loaded machine): a first pass over one sign
+# bit per number (Hamming distance around the mean vector, 1/32 of the bytes) picks
+# OVERSAMPLE times the candidates asked for (at least MIN_SHORTLIST), scored exactly after
+EXACT_LIMIT = 4_000_000
+OVERSAMPLE = 20
+MIN_SHORTLIST = 1000
+
 SLOW_NOTE = ("numpy is not installed: the dense scan runs in pure Python, slow on large "
              "stores (pip install 'gitmem-store[embeddings]')")
 
@@ -95,6 +103,8 @@ class Matrix:
     data: Any  # numpy float32 (rows x dims), or a list of arrays
     pending: int  # documents without a vector
     fast: bool = True
+    bits: Any = None  # numpy uint64 (words x rows): the sign bits of the first pass
+    mean: Any = None  # the mean vector the bits are taken around
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -135,18 +145,51 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
         matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
-        return Matrix(tag, stamp, np.asarray(ids, dtype=np.int64),
-                      np.asarray(skeys, dtype=np.int64), np.asarray(stamps, dtype=np.float64),
-                      (matrix / norms).astype(np.float32), pending)
+        unit = (matrix / norms).astype(np.float32)
+        found = Matrix(tag, stamp, np.asarray(ids, dtype=np.int64),
+                       np.asarray(skeys, dtype=np.int64), np.asarray(stamps, dtype=np.float64),
+                       unit, pending)
+        if unit.size > EXACT_LIMIT and hasattr(np, "bitwise_count"):  # numpy 2
+            found.mean = unit.mean(axis=0)
+            found.bits = np.ascontiguousarray(_signs(unit, found.mean).T)
+        return found
     rows = [_unit(array("f", blob)) for blob in blobs]
     return Matrix(tag, stamp, ids, skeys, stamps, rows, pending, fast=False)
 
 
+def _signs(rows: Any, mean: Any) -> Any:
+    """One bit per number (above the mean or not), packed into uint64 words per row."""
+    packed = np.packbits(rows > mean, axis=-1)
+    pad = (-packed.shape[-1]) % 8
+    if pad:
+        packed = np.concatenate(
+            [packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view(np.uint64)
+
+
+def _dot(rows: Any, q: Any) -> Any:
+    # einsum, not BLAS: OpenBLAS hands a matrix-vector product to its threads, which on a
+    # busy machine wait for a core (measured: p50 0.5 ms, p95 25 ms for 10,000 x 384)
+    return np.einsum("ij,j->i", rows, q)
+
+
+def _shortlist(matrix: Matrix, q: Any, size: int, mask: Any) -> Any:
+    """The rows nearest ``q`` by Hamming distance of the sign bits (masked rows last)."""
+    signs = _signs(q, matrix.mean)
+    distance = np.bitwise_count(matrix.bits[0] ^ signs[0]).astype(np.uint16)
+    for word in range(1, len(signs)):
+        distance += np.bitwise_count(matrix.bits[word] ^ signs[word])
+    if mask is not None:
+        distance[~mask] = np.iinfo(np.uint16).max
+    return np.argpartition(distance, size - 1)[:size]
+
+
 def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int] | None = None,
-            lo: float = -math.inf, hi: float = math.inf, floor: float = -1.0
-            ) -> list[tuple[int, float]]:
+            lo: float = -math.inf, hi: float = math.inf, floor: float = -1.0,
+            exact: bool = False) -> list[tuple[int, float]]:
     """The ``n`` documents most similar to ``query`` (cosine, at least ``floor``), best
-    first, among those of the ``allowed`` sessions timed from ``lo`` to ``hi``."""
+    first, among those of the ``allowed`` sessions timed from ``lo`` to ``hi``. A large
+    matrix is first narrowed by sign bits (see ``EXACT_LIMIT``) unless ``exact``."""
     if not len(matrix) or n < 1:
         return []
     if not matrix.fast:
@@ -163,15 +206,26 @@ def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int]
         return found[:n]
     q = np.asarray(query, dtype=np.float32)
     q /= float(np.linalg.norm(q)) or 1.0
-    sims = matrix.data @ q
+    mask = None
     if allowed is not None or lo > -math.inf or hi < math.inf:
         mask = (matrix.ts >= lo) & (matrix.ts <= hi)
         if allowed is not None:
             mask &= np.isin(matrix.skeys, np.fromiter(allowed, dtype=np.int64))
-        sims = np.where(mask, sims, -np.inf)
+    size = max(n * OVERSAMPLE, MIN_SHORTLIST)
+    if matrix.bits is not None and not exact and size < len(matrix):
+        rows = _shortlist(matrix, q, size, mask)
+        sims = _dot(matrix.data[rows], q)
+        if mask is not None:
+            sims = np.where(mask[rows], sims, -np.inf)
+    else:
+        rows = np.arange(len(matrix))
+        sims = _dot(matrix.data, q)
+        if mask is not None:
+            sims = np.where(mask, sims, -np.inf)
     top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
-    order = top[np.lexsort((matrix.ids[top], -sims[top]))]
-    return [(int(matrix.ids[i]), float(sims[i])) for i in order if sims[i] >= floor]
+    ids = matrix.ids[rows[top]]
+    order = np.lexsort((ids, -sims[top]))
+    return [(int(ids[i]), float(sims[top][i])) for i in order if sims[top][i] >= floor]
 
 
 @dataclass
