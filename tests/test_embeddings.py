@@ -23,6 +23,7 @@ from gitmem.cli import cli
 from gitmem.errors import ConfigError, GitmemError
 from gitmem.search import vectors
 from gitmem.search.catchup import index_path
+from gitmem.search.index import Index
 from gitmem.summary.embedding import EmbedConfig, embed_texts
 from tests.conftest import git
 from tests.fake_openai import (
@@ -342,3 +343,62 @@ def test_the_embed_command_backfills(store: Path, server: FakeServer,
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["embedded"] == 1
     assert vector_rows(store) == [(f"fake-embed/{DIMS}", DIMS)]
+
+
+# --- the scan ----------------------------------------------------------------------------
+
+
+def _matrix(rows: list[list[float]], monkeypatch: pytest.MonkeyPatch) -> vectors.Matrix:
+    monkeypatch.setattr(vectors, "EXACT_LIMIT", 0)  # every matrix gets the sign-bit pass
+    index = Index(":memory:")
+    with index.writing():
+        index._db.executemany(
+            "INSERT INTO docs VALUES(?, ?, 0, ?, ?, '', ?, '', x'', 0, 1.0, ?)",
+            [(n + 1, n % 3, f"t{n}", n, float(n), n + 1) for n in range(len(rows))])
+        index._set_counts(len(rows), 0)
+    vectors.store(index, "m/5", [(n + 1, row) for n, row in enumerate(rows)])
+    return vectors.load(index, "m/5", 5)
+
+
+def test_the_sign_bit_pass_keeps_the_exact_order_of_what_it_finds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [vector_of(f"word{n % 7} word{n % 11} word{n % 13}", 5) for n in range(60)]
+    matrix = _matrix(rows, monkeypatch)
+    assert matrix.bits is not None and len(matrix) == 60
+    query = vector_of("word3 word5", 5)
+    exact = vectors.nearest(matrix, query, 5, exact=True)
+    monkeypatch.setattr(vectors, "MIN_SHORTLIST", 60)  # the shortlist holds every row
+    assert vectors.nearest(matrix, query, 5) == exact
+    monkeypatch.setattr(vectors, "MIN_SHORTLIST", 10)  # a real shortlist: fewer rows scored
+    monkeypatch.setattr(vectors, "OVERSAMPLE", 2)
+    found = vectors.nearest(matrix, query, 5)
+    by_id = dict(vectors.nearest(matrix, query, 60, exact=True))
+    assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert all(by_id[i] == pytest.approx(s) for i, s in found)
+    # filters hold in the first pass too: only session 1, only turns from t=30 on
+    kept = vectors.nearest(matrix, query, 5, allowed={1}, lo=30.0)
+    assert kept and all((i - 1) % 3 == 1 and i - 1 >= 30 for i, _ in kept)
+
+
+def test_search_with_the_sign_bit_pass_finds_the_synonym(
+        mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vectors, "EXACT_LIMIT", 0)
+    monkeypatch.setattr(vectors, "MIN_SHORTLIST", 2)
+    mm.embed_settings = config(server)
+    hits = mm.search("puppy")
+    assert mm._dense.cache.matrix is not None and mm._dense.cache.matrix.bits is not None
+    assert hits[0].session_id == "pets"
+    assert list(mm.search("puppy", tags=["vehicles"])) == []
+
+
+def test_explain_and_context_use_the_meaning_too(
+        mm: MemoryManager, server: FakeServer, store: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITMEM_EMBED_MODEL", "fake-embed")
+    monkeypatch.setenv("GITMEM_EMBED_BASE_URL", server.base_url)
+    result = CliRunner().invoke(cli, ["--repo", str(store), "search", "puppy", "--explain"])
+    assert result.exit_code == 0, result.output
+    assert "dense" in result.stdout and "reciprocal rank fusion" in result.stdout
+    mm.embed_settings = config(server)
+    context = mm.retrieve_context("cars", "puppy", 2000, recent_turns=0)
+    assert any("adopted a dog" in message["content"] for message in context)
