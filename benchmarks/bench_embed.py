@@ -142,7 +142,7 @@ def main() -> None:
                     mm.search(query)
                     samples += _time([query], mm.search)
                 warm = _stats(samples)
-            matrix = mm._dense.cache.matrix
+            matrix = mm._dense.cache.main
             overlap = []
             for vector in list(mm._dense._queries.values()):
                 if matrix is None:

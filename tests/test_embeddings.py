@@ -385,8 +385,9 @@ def test_search_with_the_sign_bit_pass_finds_the_synonym(
     monkeypatch.setattr(vectors, "EXACT_LIMIT", 0)
     monkeypatch.setattr(vectors, "MIN_SHORTLIST", 2)
     mm.embed_settings = config(server)
+    assert mm.embed_pending() == 3
     hits = mm.search("puppy")
-    assert mm._dense.cache.matrix is not None and mm._dense.cache.matrix.bits is not None
+    assert mm._dense.cache.main is not None and mm._dense.cache.main.bits is not None
     assert hits[0].session_id == "pets"
     assert list(mm.search("puppy", tags=["vehicles"])) == []
 
@@ -402,3 +403,19 @@ def test_explain_and_context_use_the_meaning_too(
     mm.embed_settings = config(server)
     context = mm.retrieve_context("cars", "puppy", 2000, recent_turns=0)
     assert any("adopted a dog" in message["content"] for message in context)
+
+
+def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(mm: MemoryManager,
+                                                              server: FakeServer) -> None:
+    mm.embed_settings = config(server)
+    mm.search("puppy")
+    loaded = mm._dense.cache.main
+    mm.save_interaction("garage", "The automobile needs new tyres", "Book the garage")
+    hits = mm.search("automobile")
+    assert mm._dense.cache.main is loaded and mm._dense.cache.delta is not None
+    assert "garage" in {h.session_id for h in hits}
+    assert inputs(server)[-2:] == [["automobile"], [
+        "User: The automobile needs new tyres\nAssistant: Book the garage"]]
+    mm.delete_session("garage")  # its row stays in the loaded vectors, and is skipped
+    assert "garage" not in {h.session_id for h in mm.search("automobile")}
+    assert not [n for n in mm.search("car").notes if "no vector" in n]

@@ -24,7 +24,7 @@ from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import Index
 from gitmem.search.rank import SHOWN_CANDIDATES, Candidate, Filters, RankConfig, Ranker, Ranking
-from gitmem.search.vectors import SLOW_NOTE, VectorCache, missing, nearest, prune, store, tag_of
+from gitmem.search.vectors import SLOW_NOTE, VectorCache, missing, prune, scan, store, tag_of
 from gitmem.text import strip_controls
 
 Embedder = Callable[[Sequence[str]], "tuple[list[list[float]], str] | None"]
@@ -116,9 +116,15 @@ class Dense:
         if any(len(v) != dims for v in vectors):
             return [f"the embedding model answered vectors of another size than the "
                     f"query's ({dims}): {pending} memories are found by keywords only"]
-        index.run(lambda idx: store(idx, query.tag, [
-            (content, v) for (_, content, _), v in zip(rows, vectors, strict=True)]))
-        left = pending - len(rows)
+        rest = None if len(rows) == limit else 0  # fewer than asked: that was all of them
+
+        def keep(idx: Index) -> None:
+            store(idx, query.tag, [(content, v) for (_, content, _), v
+                                   in zip(rows, vectors, strict=True)])
+            self.cache.add(idx, query.tag, dims, [doc_id for doc_id, _, _ in rows], rest)
+
+        index.run(keep)
+        left = pending - len(rows) if rest is None else 0
         if left > 0:
             return [f"{left} memories still have no vector (a search embeds at most {limit}):"
                     " run `gitmem embed`"]
@@ -159,12 +165,12 @@ class Dense:
              filters: Filters, k: int, head: str | None) -> None:
         """Merge the dense top-N into ``ranking`` (candidates and hits, best first)."""
         ranker = Ranker(index, config)
-        matrix = self.cache.get(index, query.tag, len(query.vector))
-        if not matrix.fast:
+        view = self.cache.get(index, query.tag, len(query.vector))
+        if not view.fast:
             ranking.notes.append(SLOW_NOTE)
         allowed = None if filters.empty else ranker._allowed(filters)
-        near = nearest(
-            matrix, query.vector, config.dense_candidates, allowed=allowed,
+        near = scan(
+            view, query.vector, config.dense_candidates, allowed=allowed,
             lo=filters.since.timestamp() if filters.since else -math.inf,
             hi=filters.until.timestamp() if filters.until else math.inf,
             floor=config.dense_min_similarity)

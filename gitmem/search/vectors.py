@@ -65,16 +65,28 @@ def missing(index: Index, tag: str, limit: int) -> list[tuple[int, int, str]]:
     return list(out.values())
 
 
+def _packed_units(vectors: Sequence[Sequence[float]]) -> list[bytes]:
+    if HAVE_NUMPY and vectors:
+        matrix = np.asarray(vectors, dtype=np.float64)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return [row.tobytes() for row in (matrix / norms).astype("<f4")]
+    return [pack(_unit(vector)) for vector in vectors]
+
+
 def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
-    """Keep these (content hash, vector) rows, one transaction (other models' go)."""
+    """Keep these (content hash, vector) rows, normalised to length 1 (the scan reads them
+    as they are), in one transaction; another model's vector of the same content goes."""
     if not rows:
         return
+    blobs = _packed_units([vector for _, vector in rows])
     with index._lock:
         index._db.execute("BEGIN IMMEDIATE")
         try:
             index._db.executemany(
                 "INSERT OR REPLACE INTO vectors VALUES(?, ?, ?, ?)",
-                [(content, tag, len(vector), pack(vector)) for content, vector in rows])
+                [(content, tag, len(vector), blob)
+                 for (content, vector), blob in zip(rows, blobs, strict=True)])
             bump = int(index.get_meta("vectors_gen") or 0) + 1
             index.set_meta("vectors_gen", str(bump))
         except BaseException:
@@ -96,7 +108,6 @@ class Matrix:
     """The stored vectors of one model, normalised, with where each document sits."""
 
     tag: str
-    stamp: tuple[object, ...]
     ids: Any  # numpy int64 array, or a list without numpy
     skeys: Any
     ts: Any
@@ -105,14 +116,10 @@ class Matrix:
     fast: bool = True
     bits: Any = None  # numpy uint64 (words x rows): the sign bits of the first pass
     mean: Any = None  # the mean vector the bits are taken around
+    ones: Any = None  # the square root of each row's number of set bits
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-def _stamp(index: Index, tag: str) -> tuple[object, ...]:
-    return (id(index), index.generation, index.get_meta("doc_epoch"),
-            index.get_meta("vectors_gen"), tag)
 
 
 def _unit(values: Sequence[float]) -> list[float]:
@@ -129,7 +136,6 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
     blobs: list[bytes] = []
     size = dims * 4
     with index._lock:
-        stamp = _stamp(index, tag)
         n_docs = index.stats()[0]
         for doc_id, skey, ts, data in index._db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
@@ -140,21 +146,23 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
             skeys.append(skey)
             stamps.append(ts)
             blobs.append(data)
-    pending = max(n_docs - len(ids), 0)
-    if fast:
-        matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        unit = (matrix / norms).astype(np.float32)
-        found = Matrix(tag, stamp, np.asarray(ids, dtype=np.int64),
-                       np.asarray(skeys, dtype=np.int64), np.asarray(stamps, dtype=np.float64),
-                       unit, pending)
-        if unit.size > EXACT_LIMIT and hasattr(np, "bitwise_count"):  # numpy 2
-            found.mean = unit.mean(axis=0)
-            found.bits = np.ascontiguousarray(_signs(unit, found.mean).T)
-        return found
-    rows = [_unit(array("f", blob)) for blob in blobs]
-    return Matrix(tag, stamp, ids, skeys, stamps, rows, pending, fast=False)
+    return _matrix(tag, dims, ids, skeys, stamps, blobs, max(n_docs - len(ids), 0), fast)
+
+
+def _matrix(tag: str, dims: int, ids: list[int], skeys: list[int], stamps: list[float],
+            blobs: list[bytes], pending: int, fast: bool) -> Matrix:
+    if not fast:
+        rows = [list(array("f", blob)) for blob in blobs]  # stored normalised
+        return Matrix(tag, ids, skeys, stamps, rows, pending, fast=False)
+    unit = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
+    found = Matrix(tag, np.asarray(ids, dtype=np.int64), np.asarray(skeys, dtype=np.int64),
+                   np.asarray(stamps, dtype=np.float64), unit, pending)
+    if unit.size > EXACT_LIMIT and hasattr(np, "bitwise_count"):  # numpy 2
+        found.mean = unit.mean(axis=0)
+        found.bits = np.ascontiguousarray(_signs(unit, found.mean).T)
+        found.ones = np.sqrt(np.maximum(
+            sum(np.bitwise_count(word) for word in found.bits), 1)).astype(np.float32)
+    return found
 
 
 def _signs(rows: Any, mean: Any) -> Any:
@@ -174,14 +182,16 @@ def _dot(rows: Any, q: Any) -> Any:
 
 
 def _shortlist(matrix: Matrix, q: Any, size: int, mask: Any) -> Any:
-    """The rows nearest ``q`` by Hamming distance of the sign bits (masked rows last)."""
+    """The rows nearest ``q`` by the cosine of the sign bits (set bits in common over the
+    root of the row's set bits: for sparse vectors too, unlike the Hamming distance)."""
     signs = _signs(q, matrix.mean)
-    distance = np.bitwise_count(matrix.bits[0] ^ signs[0]).astype(np.uint16)
+    common = np.bitwise_count(matrix.bits[0] & signs[0]).astype(np.uint16)
     for word in range(1, len(signs)):
-        distance += np.bitwise_count(matrix.bits[word] ^ signs[word])
+        common += np.bitwise_count(matrix.bits[word] & signs[word])
+    score = common / matrix.ones
     if mask is not None:
-        distance[~mask] = np.iinfo(np.uint16).max
-    return np.argpartition(distance, size - 1)[:size]
+        score[~mask] = -1.0
+    return np.argpartition(-score, size - 1)[:size]
 
 
 def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int] | None = None,
@@ -228,21 +238,107 @@ def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int]
     return [(int(ids[i]), float(sims[top][i])) for i in order if sims[top][i] >= floor]
 
 
+# documents added since the last full load are scanned beside it until there are this many
+# (or a twentieth of the loaded rows): a save then costs one small read, not a reload
+DELTA_ROWS = 2000
+
+
+@dataclass
+class View:
+    """What a scan reads: the loaded matrix and the rows added since, and how many
+    documents have no vector."""
+
+    parts: list[Matrix]
+    pending: int
+    fast: bool
+
+
+def scan(view: View, query: Sequence[float], n: int, **where: Any) -> list[tuple[int, float]]:
+    """:func:`nearest` over every part of ``view``, merged, best first."""
+    found = [pair for part in view.parts for pair in nearest(part, query, n, **where)]
+    found.sort(key=lambda pair: (-pair[1], pair[0]))
+    return found[:n]
+
+
 @dataclass
 class VectorCache:
-    """The last loaded matrix, valid until the index or its vectors change."""
+    """The vectors of one model in memory: loaded in full once, then kept up to date with
+    the documents added (a small second matrix) until the index's vectors change under it
+    (another process, a rebuild: loaded again). A deleted document's row stays until then,
+    and the caller skips ids that no longer exist."""
 
-    matrix: Matrix | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    main: Matrix | None = None
+    base: tuple[object, ...] = ()
+    generation: int = -1
+    vectors_gen: str | None = None
+    max_id: int = 0
+    pending: int = 0
+    added: list[tuple[int, int, float, bytes]] = field(default_factory=list)
+    delta: Matrix | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def get(self, index: Index, tag: str, dims: int) -> Matrix:
-        """The matrix of ``tag`` for ``index`` as it is now (loaded again when stale)."""
-        with self.lock:
-            found = self.matrix
-            if found is None or found.stamp != _stamp(index, tag):
-                found = self.matrix = load(index, tag, dims)
-            return found
+    def get(self, index: Index, tag: str, dims: int) -> View:
+        """The vectors of ``tag`` for ``index`` as it is now."""
+        with self.lock, index._lock:
+            base = (id(index), index.get_meta("doc_epoch"), tag, dims, HAVE_NUMPY)
+            stored = index.get_meta("vectors_gen")
+            if self.main is None or self.base != base or stored != self.vectors_gen:
+                self._reload(index, tag, dims, base, stored)
+            elif index.generation != self.generation:
+                self._extend(index, tag, dims)
+                if len(self.added) > max(DELTA_ROWS, len(self.main or ()) // 20):
+                    self._reload(index, tag, dims, base, stored)
+            main = self.main
+            assert main is not None
+            if self.added and self.delta is None:
+                ids, skeys, stamps, blobs = (list(column) for column in zip(*self.added,
+                                                                            strict=True))
+                self.delta = _matrix(tag, dims, ids, skeys, stamps, blobs, 0, main.fast)
+            parts = [main] if self.delta is None else [main, self.delta]
+            return View(parts, self.pending, main.fast)
+
+    def _reload(self, index: Index, tag: str, dims: int, base: tuple[object, ...],
+                stored: str | None) -> None:
+        self.main = load(index, tag, dims)
+        self.base, self.vectors_gen, self.generation = base, stored, index.generation
+        row = index._db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
+        self.max_id, self.pending = int(row[0]), self.main.pending
+        self.added, self.delta = [], None
+
+    def _extend(self, index: Index, tag: str, dims: int) -> None:
+        rows = index._db.execute(
+            "SELECT d.id, d.skey, d.ts, v.data FROM docs d LEFT JOIN vectors v"
+            " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?", (tag, self.max_id))
+        for doc_id, skey, ts, data in rows:
+            self.max_id = max(self.max_id, int(doc_id))
+            if data is None or len(data) != dims * 4:
+                self.pending += 1
+            else:
+                self.added.append((int(doc_id), int(skey), float(ts), bytes(data)))
+                self.delta = None
+        self.generation = index.generation
+
+    def add(self, index: Index, tag: str, dims: int, doc_ids: Sequence[int],
+            rest: int | None = None) -> None:
+        """This process just stored the vectors of ``doc_ids``: scan them too (without a
+        reload); ``rest``, when known, is how many documents still have none."""
+        with self.lock, index._lock:
+            if self.main is None or self.base[2:4] != (tag, dims):
+                return
+            places = index.docs(doc_ids, text=False)
+            if not places:
+                return
+            marks = ",".join("?" * len(places))
+            blobs = dict(index._db.execute(
+                f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
+                f" WHERE v.model = ? AND d.id IN ({marks})", (tag, *places)))
+            for doc_id, row in places.items():
+                if doc_id in blobs:
+                    self.added.append((doc_id, row.skey, row.ts, bytes(blobs[doc_id])))
+            self.delta = None
+            self.pending = max(self.pending - len(blobs), 0) if rest is None else rest
+            self.vectors_gen = index.get_meta("vectors_gen")
 
     def forget(self) -> None:
         with self.lock:
-            self.matrix = None
+            self.main = None
