@@ -24,7 +24,16 @@ from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import Index
 from gitmem.search.rank import SHOWN_CANDIDATES, Candidate, Filters, RankConfig, Ranker, Ranking
-from gitmem.search.vectors import SLOW_NOTE, VectorCache, missing, prune, scan, store, tag_of
+from gitmem.search.vectors import (
+    SLOW_NOTE,
+    VectorCache,
+    missing,
+    prune,
+    scan,
+    store,
+    tag_of,
+    texts_of,
+)
 from gitmem.text import strip_controls
 
 Embedder = Callable[[Sequence[str]], "tuple[list[list[float]], str] | None"]
@@ -104,10 +113,14 @@ class Dense:
         """Embed at most ``limit`` memories still without a vector (the rest wait)."""
         dims = len(query.vector)
         index = self._store_index()
-        pending = index.run(lambda idx: self.cache.get(idx, query.tag, dims).pending)
+        view = index.run(lambda idx: self.cache.get(idx, query.tag, dims))
+        pending, waiting = view.pending, view.waiting
         if not pending or limit < 1:
             return []
-        rows = index.run(lambda idx: missing(idx, query.tag, limit))
+        if waiting and len(waiting) >= pending:  # new turns since the load: no table scan
+            rows = index.run(lambda idx: texts_of(idx, waiting[:limit]))
+        else:
+            rows = index.run(lambda idx: missing(idx, query.tag, limit))
         try:
             vectors = self._vectors([text for _, _, text in rows])
         except GitmemError as exc:

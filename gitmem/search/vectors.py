@@ -74,6 +74,15 @@ def _packed_units(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     return [pack(_unit(vector)) for vector in vectors]
 
 
+def texts_of(index: Index, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+    """(doc id, hash, text) of these documents (as :func:`missing`; gone ones left out)."""
+    with index._lock:
+        marks = ",".join("?" * len(doc_ids))
+        return [(int(i), int(h), str(t)) for i, h, t in index._db.execute(
+            f"SELECT id, hash, text FROM docs WHERE id IN ({marks}) ORDER BY id",
+            list(doc_ids))]
+
+
 def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
     """Keep these (content hash, vector) rows, normalised to length 1 (the scan reads them
     as they are), in one transaction; another model's vector of the same content goes."""
@@ -251,6 +260,7 @@ class View:
     parts: list[Matrix]
     pending: int
     fast: bool
+    waiting: list[int] | None = None  # ids of documents known to have no vector
 
 
 def scan(view: View, query: Sequence[float], n: int, **where: Any) -> list[tuple[int, float]]:
@@ -274,6 +284,7 @@ class VectorCache:
     max_id: int = 0
     pending: int = 0
     added: list[tuple[int, int, float, bytes]] = field(default_factory=list)
+    waiting: list[int] | None = None  # None: not known which (only how many)
     delta: Matrix | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -295,7 +306,8 @@ class VectorCache:
                                                                             strict=True))
                 self.delta = _matrix(tag, dims, ids, skeys, stamps, blobs, 0, main.fast)
             parts = [main] if self.delta is None else [main, self.delta]
-            return View(parts, self.pending, main.fast)
+            waiting = None if self.waiting is None else list(self.waiting)
+            return View(parts, self.pending, main.fast, waiting)
 
     def _reload(self, index: Index, tag: str, dims: int, base: tuple[object, ...],
                 stored: str | None) -> None:
@@ -304,6 +316,7 @@ class VectorCache:
         row = index._db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
         self.max_id, self.pending = int(row[0]), self.main.pending
         self.added, self.delta = [], None
+        self.waiting = [] if not self.pending else None
 
     def _extend(self, index: Index, tag: str, dims: int) -> None:
         rows = index._db.execute(
@@ -313,6 +326,8 @@ class VectorCache:
             self.max_id = max(self.max_id, int(doc_id))
             if data is None or len(data) != dims * 4:
                 self.pending += 1
+                if self.waiting is not None:
+                    self.waiting.append(int(doc_id))
             else:
                 self.added.append((int(doc_id), int(skey), float(ts), bytes(data)))
                 self.delta = None
@@ -337,6 +352,10 @@ class VectorCache:
                     self.added.append((doc_id, row.skey, row.ts, bytes(blobs[doc_id])))
             self.delta = None
             self.pending = max(self.pending - len(blobs), 0) if rest is None else rest
+            if self.waiting is not None:
+                self.waiting = [i for i in self.waiting if i not in blobs]
+            if not self.pending:
+                self.waiting = []
             self.vectors_gen = index.get_meta("vectors_gen")
 
     def forget(self) -> None:
