@@ -122,7 +122,7 @@ class Dense:
         else:
             rows = index.run(lambda idx: missing(idx, query.tag, limit))
         try:
-            vectors = self._vectors([text for _, _, text in rows])
+            vectors = self._vectors([text for _, _, text in rows]) if rows else []
         except GitmemError as exc:
             return [f"{pending} memories have no vector yet and embedding them failed "
                     f"({exc}); they are found by keywords only"]

@@ -341,12 +341,10 @@ class VectorCache:
             if self.main is None or self.base[2:4] != (tag, dims):
                 return
             places = index.docs(doc_ids, text=False)
-            if not places:
-                return
             marks = ",".join("?" * len(places))
             blobs = dict(index._db.execute(
                 f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
-                f" WHERE v.model = ? AND d.id IN ({marks})", (tag, *places)))
+                f" WHERE v.model = ? AND d.id IN ({marks})", (tag, *places))) if places else {}
             for doc_id, row in places.items():
                 if doc_id in blobs:
                     self.added.append((doc_id, row.skey, row.ts, bytes(blobs[doc_id])))
