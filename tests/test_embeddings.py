@@ -390,6 +390,8 @@ def test_search_with_the_sign_bit_pass_finds_the_synonym(
     assert mm._dense.cache.main is not None and mm._dense.cache.main.bits is not None
     assert hits[0].session_id == "pets"
     assert list(mm.search("puppy", tags=["vehicles"])) == []
+    mm.rank_config = type(mm.rank_config)(dense_exact=True)
+    assert [h.interaction_id for h in mm.search("puppy")] == [h.interaction_id for h in hits]
 
 
 def test_explain_and_context_use_the_meaning_too(

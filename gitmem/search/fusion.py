@@ -186,7 +186,7 @@ class Dense:
             view, query.vector, config.dense_candidates, allowed=allowed,
             lo=filters.since.timestamp() if filters.since else -math.inf,
             hi=filters.until.timestamp() if filters.until else math.inf,
-            floor=config.dense_min_similarity)
+            floor=config.dense_min_similarity, exact=config.dense_exact)
         if not near:
             return
         cands = ranking.candidates

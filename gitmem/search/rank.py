@@ -92,6 +92,8 @@ class RankConfig:
     dense_min_similarity: float = 0.3
     # a search embeds at most this many memories still without a vector (the rest wait)
     dense_catchup: int = 128
+    # score every stored vector exactly (slower on large stores: see search/vectors.py)
+    dense_exact: bool = False
 
 
 @dataclass(frozen=True)
