@@ -13,6 +13,7 @@ only importer); without it the scan runs in pure Python, correct but slow on lar
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import threading
 from array import array
@@ -22,12 +23,14 @@ from typing import Any
 
 from gitmem.search.index import Index
 
-try:
-    import numpy as np
+# numpy is imported on first use (~0.1 s): an offline search or any other command never pays
+HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
 
-    HAVE_NUMPY = True
-except ImportError:  # pragma: no cover - the test and dev extras install numpy
-    HAVE_NUMPY = False
+
+def _numpy() -> Any:
+    import numpy
+
+    return numpy
 
 # above this many numbers (e.g. 13,000 vectors of 384) the matrix-vector product is bound by
 # memory bandwidth (~30 ms for 100,000 x 384 on a loaded machine): a first pass over one sign
@@ -69,6 +72,7 @@ def missing(index: Index, tag: str, limit: int) -> list[tuple[int, int, str]]:
 
 def _packed_units(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     if HAVE_NUMPY and vectors:
+        np = _numpy()
         matrix = np.asarray(vectors, dtype=np.float64)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
@@ -165,6 +169,7 @@ def _matrix(tag: str, dims: int, ids: list[int], skeys: list[int], stamps: list[
     if not fast:
         rows = [list(array("f", blob)) for blob in blobs]  # stored normalised
         return Matrix(tag, ids, skeys, stamps, rows, pending, fast=False)
+    np = _numpy()
     unit = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
     found = Matrix(tag, np.asarray(ids, dtype=np.int64), np.asarray(skeys, dtype=np.int64),
                    np.asarray(stamps, dtype=np.float64), unit, pending)
@@ -178,6 +183,7 @@ def _matrix(tag: str, dims: int, ids: list[int], skeys: list[int], stamps: list[
 
 def _signs(rows: Any, mean: Any) -> Any:
     """One bit per number (above the mean or not), packed into uint64 words per row."""
+    np = _numpy()
     packed = np.packbits(rows > mean, axis=-1)
     pad = (-packed.shape[-1]) % 8
     if pad:
@@ -187,6 +193,7 @@ def _signs(rows: Any, mean: Any) -> Any:
 
 
 def _dot(rows: Any, q: Any) -> Any:
+    np = _numpy()
     # einsum, not BLAS: OpenBLAS hands a matrix-vector product to its threads, which on a
     # busy machine wait for a core (measured: p50 0.5 ms, p95 25 ms for 10,000 x 384)
     return np.einsum("ij,j->i", rows, q)
@@ -195,6 +202,7 @@ def _dot(rows: Any, q: Any) -> Any:
 def _shortlist(matrix: Matrix, q: Any, size: int, mask: Any) -> Any:
     """The rows nearest ``q`` by the cosine of the sign bits (set bits in common over the
     root of the row's set bits: for sparse vectors too, unlike the Hamming distance)."""
+    np = _numpy()
     signs = _signs(q, matrix.mean)
     common = np.bitwise_count(matrix.bits[0] & signs[0]).astype(np.uint16)
     for word in range(1, len(signs)):
@@ -225,6 +233,7 @@ def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int]
                 found.append((int(doc_id), sim))
         found.sort(key=lambda pair: (-pair[1], pair[0]))
         return found[:n]
+    np = _numpy()
     q = np.asarray(query, dtype=np.float32)
     q /= float(np.linalg.norm(q)) or 1.0
     mask = None
