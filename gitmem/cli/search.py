@@ -1,4 +1,4 @@
-"""Search commands: search, context, reindex, import, bench."""
+"""Search commands: search, context, reindex, embed, import, bench."""
 
 from __future__ import annotations
 
@@ -137,6 +137,27 @@ def reindex(ctx: Context) -> None:
         f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
         + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
     ))  # fmt: skip
+
+
+@cli.command()
+@pass_ctx
+def embed(ctx: Context) -> None:
+    """Embed every memory that has no vector of the configured embedding model yet."""
+    mm = ctx.manager()
+    start = time.perf_counter()
+    with click.progressbar(length=1, label="embedding memories", file=sys.stderr,
+                           hidden=ctx.json) as bar:  # fmt: skip
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        count = mm.embed_pending(progress)
+    seconds = time.perf_counter() - start
+    config = mm.embedding_config()
+    model = config.model if config else None
+    data = {"embedded": count, "model": model, "seconds": round(seconds, 3)}
+    emit(ctx, data, lambda: f"embedded {count} memories with {model} in {seconds:.2f} s")
 
 
 @cli.group()

@@ -62,7 +62,7 @@ def hit_line(rank: int, hit: Hit) -> str:
 
 
 COMPONENTS = ("keyword", "expansion", "hop", "speaker", "context", "answer", "session", "summary",
-              "fuzzy", "temporal", "decay", "activation")  # fmt: skip
+              "fuzzy", "temporal", "decay", "activation", "dense")  # fmt: skip
 
 
 def explain_search(info: dict[str, Any]) -> list[str]:
@@ -93,6 +93,9 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     )
     rows = info["candidates"]
     used = [c for c in COMPONENTS if any(c in r["components"] for r in rows)]
+    if "dense" in used:  # optional embeddings: the order is fused (see search/fusion.py)
+        lines.append("with embeddings: score = reciprocal rank fusion of that lexical order "
+                     "and the dense order (dense = cosine similarity to the query)")
     head = f"{'#':>3} {'score':>7}  {'status':<15}" + "".join(f"{c[:8]:>9}" for c in used)
     lines.append(head + "  session · turn")
     for r in rows:

@@ -268,7 +268,8 @@ class Index(PostingTable):
             )
         }
         fresh = [doc for doc in docs if old.pop((doc.hash, doc.pos), None) is None]
-        self._delete_docs(list(old.values()))
+        # a document that only moved keeps its vector (they are stored by content)
+        self._delete_docs(list(old.values()), keep={doc.hash for doc in fresh})
         self._insert_docs(skey, fresh)
 
     _impact = staticmethod(impact)
@@ -374,7 +375,7 @@ class Index(PostingTable):
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
-    def _delete_docs(self, doc_ids: Sequence[int]) -> None:
+    def _delete_docs(self, doc_ids: Sequence[int], keep: set[int] | None = None) -> None:
         if not doc_ids:
             return
         if self._bulk is not None:
@@ -383,13 +384,15 @@ class Index(PostingTable):
         gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
+        hashes: set[int] = set()
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, speaker in self._db.execute(
-                f"SELECT id, terms, dl, speaker FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker, content in self._db.execute(
+                f"SELECT id, terms, dl, speaker, hash FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
+                hashes.add(int(content))
                 n_docs -= 1
                 total -= dl
                 for tid in set(unpack_terms(doc_terms)):
@@ -403,6 +406,7 @@ class Index(PostingTable):
                              [(count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
+        self.drop_vectors(hashes - (keep or set()))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
         counts = Counter(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
 # would be spilled to the WAL and written again
@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df
 CREATE UNIQUE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
+-- optional embeddings (vectors.py), by document content hash: a rebuild keeps them
+CREATE TABLE IF NOT EXISTS vectors(
+    hash INTEGER PRIMARY KEY, model TEXT NOT NULL, dims INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS access(
     session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
     PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
@@ -149,6 +152,14 @@ class IndexFile:
             "INSERT OR REPLACE INTO meta VALUES(?, ?)",
             [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
         )
+
+    def drop_vectors(self, hashes: Iterable[int]) -> None:
+        """Forget the stored vectors of documents that are gone (by content hash)."""
+        gone = list(set(hashes))
+        for at in range(0, len(gone), 500):
+            chunk = gone[at : at + 500]
+            self._db.execute(f"DELETE FROM vectors WHERE hash IN ({','.join('?' * len(chunk))})",
+                             chunk)
 
     # --- access counts ----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from gitmem.models import Hit, as_when
 from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Known, Memory, assemble
+from gitmem.search.fusion import Dense
 from gitmem.search.index import KIND_SUMMARY, Index
 from gitmem.search.linked import Followed, follow_links
 from gitmem.search.rank import (
@@ -143,6 +144,7 @@ class SearchMethods(SessionCore):
         self.token_counter: TokenCounter | None = None
         self._index: StoreIndex | None = None  # opened on first use
         self._index_lock = threading.Lock()
+        self._dense = Dense(self._store_index, self._embed)  # optional embeddings
 
     # --- the index -------------------------------------------------------------------
 
@@ -163,6 +165,16 @@ class SearchMethods(SessionCore):
         after each session file.
         """
         return self._store_index().reindex(progress)
+
+    def embed_pending(self, progress: ProgressCallback | None = None) -> int:
+        """Embed every memory that has no vector of the configured embedding model yet
+        (search does a few at a time by itself); returns how many were embedded.
+        ``progress(done, total)`` is called after each round of requests.
+
+        Raises:
+            GitmemError: no embedding model is configured, or the server fails.
+        """
+        return self._dense.backfill(progress)
 
     def close_index(self) -> None:
         """Close the search index files (``close()`` of the manager does not need it)."""
@@ -192,14 +204,18 @@ class SearchMethods(SessionCore):
         if k < 1:
             raise ValidationError(f"k must be at least 1, not {k}")
         config = self.rank_config
+        dense, dense_notes = self._dense.prepare(query, config, commit)
 
         def work(index: Index) -> tuple[Ranking, dict[str, Any]]:
             head = index.get_meta("commit")
             ranking = Ranker(index, config).rank(query, k, filters, head=head)
+            if dense is not None:
+                self._dense.fuse(index, ranking, dense, config, filters, k, head)
             n_docs, _ = index.stats()
             return ranking, {"commit": head, "documents": n_docs}
 
         ranking, info = self._store_index().run(work, commit=commit)
+        ranking.notes.extend(dense_notes)
         if len(query) > config.max_query_chars:
             ranking.notes.append(
                 f"query of {len(query)} characters: only the first "

@@ -104,6 +104,16 @@ class RankConfig:
     # hits scoring below this share of the best hit's score are dropped too
     relative_min: float = 0.2
     snippet_chars: int = 200
+    # embeddings (issue 17): reciprocal rank fusion of the lexical order with the dense
+    # top-N (see search/fusion.py); used only when an embedding model is configured
+    dense_weight: float = 1.0
+    rrf_k: float = 60.0
+    dense_candidates: int = 50
+    dense_min_similarity: float = 0.3
+    # a search embeds at most this many memories still without a vector (the rest wait)
+    dense_catchup: int = 128
+    # score every stored vector exactly (slower on large stores: see search/vectors.py)
+    dense_exact: bool = False
 
 
 @dataclass(frozen=True)
