@@ -353,7 +353,8 @@ def _matrix(rows: list[list[float]], monkeypatch: pytest.MonkeyPatch) -> vectors
     index = Index(":memory:")
     with index.writing():
         index._db.executemany(
-            "INSERT INTO docs VALUES(?, ?, 0, ?, ?, '', ?, '', x'', 0, 1.0, ?)",
+            "INSERT INTO docs(id, skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
+            " VALUES(?, ?, 0, ?, ?, '', ?, '', x'', 0, 1.0, ?)",
             [(n + 1, n % 3, f"t{n}", n, float(n), n + 1) for n in range(len(rows))])
         index._set_counts(len(rows), 0)
     vectors.store(index, "m/5", [(n + 1, row) for n, row in enumerate(rows)])

@@ -181,4 +181,6 @@ def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None
     emit(ctx, result, lambda: (
         locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
         f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+        + (f"; embeddings {result['embeddings']}, {result['embed_s']} s" if result["embeddings"]
+           else "; offline")
     ))  # fmt: skip
