@@ -8,32 +8,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gitmem import MemoryManager
-from gitmem.models import Interaction, Message, Session
 from gitmem.search.index import Index
 from gitmem.search.rank import RankConfig, Ranker
 from gitmem.text import IRREGULAR, stem, terms
 from tests.conftest import git
+from tests.test_retrieval import _index, _session
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
-
-
-def _session(sid: str, turns: list[tuple[str, str]], when: datetime = T0) -> Session:
-    return Session(
-        id=sid, created=when, last_active=when, participants=sorted({s for s, _ in turns}),
-        interactions=[
-            Interaction(id=f"t{n}", timestamp=when + timedelta(minutes=n),
-                        messages=[Message(speaker=speaker, content=text)])
-            for n, (speaker, text) in enumerate(turns)
-        ],
-    )  # fmt: skip
-
-
-def _index(*sessions: Session) -> Index:
-    index = Index(":memory:")
-    with index.writing():
-        for session in sessions:
-            index.put_session(session, path=session.id, blob="b-" + session.id)
-    return index
 
 
 def _order(index: Index, query: str, config: RankConfig | None = None) -> list[str]:
@@ -79,7 +60,7 @@ def _asked_and_answered() -> Index:
     noise = [
         _session(f"n{n}", [("Bo", f"Shoes {n}: the shop had shoes of every colour, {w}."),
                            ("Cy", f"Colour talk {n}: {w} is a good colour for shoes.")],
-                 T0 - timedelta(days=n + 1))
+                 when=T0 - timedelta(days=n + 1))
         for n, w in enumerate(["red", "blue", "green", "black", "white", "grey"])
     ]  # fmt: skip
     return _index(chat, *noise)
@@ -112,11 +93,11 @@ def _two_hops() -> Index:
     first = _session("s1", [("Jo", "My pottery studio is run by Moravec, a patient teacher."),
                             ("Al", "Sounds lovely.")])
     second = _session("s2", [("Jo", "Moravec showed me how to glaze a bowl in cobalt blue."),
-                             ("Al", "Cobalt is a beautiful colour.")], T0 + timedelta(days=3))
+                             ("Al", "Cobalt is a beautiful colour.")], when=T0 + timedelta(days=3))
     fillers = [
         _session(f"f{n}", [("Jo", f"Pottery day {n}: the studio was busy with {w} classes."),
                            ("Al", f"I hope the {w} class went well.")],
-                 T0 - timedelta(days=n + 1))
+                 when=T0 - timedelta(days=n + 1))
         for n, w in enumerate(["morning", "evening", "weekend", "kids", "beginner"])
     ]  # fmt: skip
     return _index(first, second, *fillers)

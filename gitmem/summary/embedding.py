@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError
 from gitmem.store.config import parse_float, parse_int, unknown_key
+from gitmem.summary.engines import brief_error, redact_key
 
 if TYPE_CHECKING:
     import openai
@@ -123,14 +124,8 @@ def _client(config: EmbedConfig) -> openai.OpenAI:
 
 
 def _failed(config: EmbedConfig, reason: str) -> GitmemError:
-    if config.api_key and len(config.api_key) >= 6:
-        reason = reason.replace(config.api_key, "[REDACTED:api-key]")
-    return GitmemError(f"embedding model {config.model} at {config.where}: {reason}")
-
-
-def _brief(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 160 else text[:157] + "..."
+    return GitmemError(f"embedding model {config.model} at {config.where}: "
+                       f"{redact_key(reason, config.api_key)}")
 
 
 def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
@@ -142,14 +137,14 @@ def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
     try:
         reply = _client(config).embeddings.create(model=config.model, input=texts, **extra)
     except openai.APIStatusError as exc:
-        raise _failed(config, f"HTTP {exc.status_code} ({_brief(exc)})") from None
+        raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
     except openai.APITimeoutError:
         raise _failed(config, f"no answer within {config.timeout:g}s (set "
                               "GITMEM_EMBED_TIMEOUT or git config gitmem.embed.timeout)") from None
     except openai.APIConnectionError as exc:
-        raise _failed(config, f"cannot reach the server ({_brief(exc)})") from None
+        raise _failed(config, f"cannot reach the server ({brief_error(exc)})") from None
     except (openai.OpenAIError, ValueError, TypeError) as exc:  # a body the client cannot read
-        raise _failed(config, f"{type(exc).__name__}: {_brief(exc)}") from None
+        raise _failed(config, f"{type(exc).__name__}: {brief_error(exc)}") from None
     data = getattr(reply, "data", None)
     if not isinstance(data, list):
         raise _failed(config, "the answer has no data list")

@@ -427,7 +427,7 @@ class LLMSummarizer:
                 content = self._ask(mode, self.messages(transcript, previous, mode))
                 parsed = self._parse(mode, content)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                reason = f"{mode}: HTTP {exc.status_code} ({_brief(exc)})"
+                reason = f"{mode}: HTTP {exc.status_code} ({brief_error(exc)})"
                 attempts.append(reason)
                 self._first_mode = index  # the server does not support this mode
                 continue
@@ -439,7 +439,7 @@ class LLMSummarizer:
                     index = modes.index("text", index)
                 continue
             except openai.APIStatusError as exc:
-                reason = f"HTTP {exc.status_code} from {self._where()} ({_brief(exc)})"
+                reason = f"HTTP {exc.status_code} from {self._where()} ({brief_error(exc)})"
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APITimeoutError:
@@ -452,11 +452,11 @@ class LLMSummarizer:
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APIConnectionError as exc:
-                reason = f"cannot reach {self._where()} ({_brief(exc)})"
+                reason = f"cannot reach {self._where()} ({brief_error(exc)})"
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.OpenAIError as exc:
-                reason = f"{type(exc).__name__}: {_brief(exc)}"
+                reason = f"{type(exc).__name__}: {brief_error(exc)}"
                 attempts.append(f"{mode}: {reason}")
                 break
             attempts.append(f"{mode}: ok in {time.perf_counter() - started:.2f}s")
@@ -502,12 +502,12 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
                 continue  # the server has no JSON mode: ask in the prompt only
             raise _failed(config, "the server refused the request") from None
         except openai.APIStatusError as exc:
-            raise _failed(config, f"HTTP {exc.status_code} ({_brief(exc)})") from None
+            raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
         except openai.APITimeoutError:
             raise _failed(config, f"no answer within {config.timeout:g}s "
                                   f"({_BUDGET_HINT})") from None
         except openai.OpenAIError as exc:
-            raise _failed(config, f"{type(exc).__name__}: {_brief(exc)}") from None
+            raise _failed(config, f"{type(exc).__name__}: {brief_error(exc)}") from None
         try:
             content = reply.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
@@ -518,13 +518,20 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
     raise _failed(config, "no output mode worked")  # pragma: no cover - the loop returns
 
 
+def redact_key(reason: str, api_key: str | None) -> str:
+    """``reason`` without the API key a server or client error may quote back."""
+    if api_key and len(api_key) >= 6:
+        reason = reason.replace(api_key, "[REDACTED:api-key]")
+    return reason
+
+
 def _failed(config: LLMConfig, reason: str) -> GitmemError:
-    if config.api_key and len(config.api_key) >= 6:
-        reason = reason.replace(config.api_key, "[REDACTED:api-key]")
-    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: {reason}")
+    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: "
+                       f"{redact_key(reason, config.api_key)}")
 
 
-def _brief(exc: BaseException) -> str:
+def brief_error(exc: BaseException) -> str:
+    """An exception's message on one line, at most 160 characters."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 160 else text[:157] + "..."
 
