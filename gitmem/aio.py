@@ -298,6 +298,8 @@ class AsyncMemoryManager:
     head = _Coroutine(MemoryManager.head)
     history = _Coroutine(MemoryManager.history)
     install_hooks = _Coroutine(MemoryManager.install_hooks)
+    embed_pending = _Coroutine(MemoryManager.embed_pending)
+    embedding_config = _Coroutine(MemoryManager.embedding_config)
     link_graph = _Coroutine(MemoryManager.link_graph)
     list_sessions = _Coroutine(MemoryManager.list_sessions)
     llm_config = _Coroutine(MemoryManager.llm_config)

@@ -4,10 +4,8 @@ Each ``<feature>/methods.py`` class inherits :class:`SessionCore`; ``gitmem.mana
 composes them. The core owns the store's state (repository, namespace, agent, the parsed
 session cache), reading sessions at a commit, the one save path (``_modify`` -> ``_apply``:
 hand-edit adoption, the guard, portable names, render, one commit with trailers), batches,
-and the hooks the features override with cooperative ``super()`` calls instead of
-importing each other: :meth:`SessionCore._on_open` (the store was opened),
-:meth:`SessionCore._before_save` (check settings before a commit) and
-:meth:`SessionCore._after_save` (a turn was committed).
+and the hooks the features override with cooperative ``super()`` calls instead of importing
+each other (``_on_open``, ``_before_save``, ``_after_save``, ``_ask_json``, ``_embed``).
 """
 
 from __future__ import annotations
@@ -29,15 +27,7 @@ from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, wit
 from gitmem.guard.methods import GuardMethods
 from gitmem.guard.names import NewNames, agent_identity
 from gitmem.guard.secrets import redact
-from gitmem.models import (
-    BatchResult,
-    Interaction,
-    Language,
-    Message,
-    Session,
-    as_when,
-    now,
-)
+from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
 from gitmem.store.discover import open_repository
 from gitmem.store.layout import locate, session_files
 from gitmem.store.objects import object_id
@@ -110,11 +100,8 @@ class SessionCore(GuardMethods):
         if init:  # the first commit is written before the store's settings can be read
             identity = Identity(redact(identity.name, label=True)[0],
                                 redact(identity.email, label=True)[0])
-        options: dict[str, Any] = {
-            "identity": identity,
-            "housekeeping": housekeeping,
-            "lock_timeout": lock_timeout,
-        }
+        options: dict[str, Any] = {"identity": identity, "housekeeping": housekeeping,
+                                   "lock_timeout": lock_timeout}
         repo = open_repository(path, init=init, adopt_it=adopt, **options)
         super().__init__(repo, namespace)  # the guard: secrets in messages and authors
         self.path = repo.root
@@ -161,15 +148,20 @@ class SessionCore(GuardMethods):
         file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
         return []
 
-    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
-        """Ask the configured LLM for a JSON answer: (content, model), or None when no LLM
-        is configured (the summary feature answers; raises GitmemError when the call fails)."""
+    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
+                  ) -> tuple[str, str] | None:
+        """The configured LLM's JSON answer, (content, model), or None without an LLM (summary/
+        answers; GitmemError when the call fails); ``timeout``: that many seconds, no retry."""
+        return None
+
+    def _embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
+        """Vectors of ``texts`` and the model's key, or None when embeddings are off (summary/
+        answers; ``[]`` asks the key only; raises GitmemError when the call fails)."""
         return None
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
-        """Within the block, this thread's commits name ``agent`` (author and ``Gitmem-Agent``):
-        one manager writing for several agents, e.g. the MCP server's clients. A name no
-        commit can carry raises ValidationError here, before the block."""
+        """Within the block, this thread's commits name ``agent`` (author, ``Gitmem-Agent``),
+        e.g. for the MCP server's clients; a name no commit can carry raises ValidationError."""
         return self._acting(agent_identity(agent))
 
     @contextlib.contextmanager

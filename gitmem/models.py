@@ -367,7 +367,7 @@ class Session(_Model):
         for item in value:
             check_value(item, "link")
             if not item or "]]" in item or "[[" in item or "," in item:
-                raise ValueError(f"link must be a session id without ',', '[[' or ']]': {item!r}")
+                raise ValueError(f"link {item!r} is not a session id: write x or [[x]]")
         return value
 
     @field_validator("project")

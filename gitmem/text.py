@@ -15,6 +15,8 @@ summarizers, the topic-shift trigger, the loss guard and the token estimate agre
   :func:`find_term` (where a term first occurs, for snippets), :func:`split_sentences`,
   :func:`dates` (the dates a text names) and :func:`is_cjk`.
 - :func:`one_line`: text folded onto one shortened line, for commit subjects and messages.
+- :func:`wiki_links` and :func:`link_targets`: the one rule for ``[[session-id]]`` links
+  (in text, outside code; and in a ``links`` metadata value).
 """
 
 from __future__ import annotations
@@ -98,6 +100,45 @@ def strip_controls(text: str) -> str:
     return "".join(
         " " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text
     )
+
+
+# --- wiki links ---------------------------------------------------------------------------
+
+# what may stand between [[ and ]]: the index, the ranker's link following, the metadata
+# parser and the HTML renderer all use this, so they agree on what a link is
+WIKI_TARGET = r"[^\[\]\n]{1,240}"
+WIKI_LINK = re.compile(rf"\[\[({WIKI_TARGET})\]\]")
+# code is quoted text, not a link (the renderer shows [[x]] in code as written, too):
+# fenced blocks (``` or ~~~, to the closing fence or the end) and inline `spans`
+_CODE = re.compile(
+    r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[`~]*[ \t]*$|\Z)|(`+)(?!`).+?(?<!`)\2(?!`)",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def wiki_links(text: str) -> list[str]:
+    """The targets of the ``[[session-id]]`` links in ``text``, trimmed, each once, in order;
+    a link inside a code span or a fenced code block does not count."""
+    if "[[" not in text:  # most text has no link: skip the code scan
+        return []
+    if "`" in text or "~~~" in text:
+        text = _CODE.sub(" ", text)
+    return list(dict.fromkeys(t for t in (m.strip() for m in WIKI_LINK.findall(text)) if t))
+
+
+def link_targets(value: str | Collection[str]) -> list[str]:
+    """A ``links`` metadata value as session ids: ``"a, b"``, ``"[[a]], [[b]]"`` or a list
+    of either form (``[[x]]`` becomes ``x``); what is not a link is kept as written, so
+    that the model's check can name it."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    out: list[str] = []
+    for item in items:
+        item = item.strip() if isinstance(item, str) else item
+        if isinstance(item, str) and item.startswith("[[") and item.endswith("]]"):
+            item = item[2:-2].strip()
+        if item not in out:
+            out.append(item)
+    return out
 
 
 _ASCII_PIECE = re.compile(r"[A-Za-z0-9]+")
@@ -348,11 +389,45 @@ def _step5(word: str) -> str:
     return word
 
 
+# Irregular forms -> base word, so "met" finds "meet" and "went" finds "go" (Porter only
+# strips suffixes). Forms that are common nouns too (rose, wound, ground, left, lead, lay,
+# bound) are left out: the noun would match the verb.
+_IRREGULAR_TEXT = """
+    arose:arise arisen:arise awoke:awake awoken:awake beaten:beat became:become began:begin
+    begun:begin bent:bend bit:bite bitten:bite bled:bleed blew:blow blown:blow broke:break
+    broken:break bred:breed brought:bring built:build burnt:burn bought:buy caught:catch
+    chose:choose chosen:choose clung:cling came:come crept:creep dealt:deal dug:dig drew:draw
+    drawn:draw dreamt:dream drank:drink drunk:drink drove:drive driven:drive ate:eat
+    eaten:eat fed:feed felt:feel fought:fight found:find fled:flee flew:fly flown:fly
+    forbade:forbid forbidden:forbid forgot:forget forgotten:forget forgave:forgive
+    forgiven:forgive froze:freeze frozen:freeze gotten:get gave:give given:give went:go
+    gone:go grew:grow grown:grow hung:hang heard:hear hid:hide hidden:hide held:hold
+    kept:keep knelt:kneel knew:know known:know leant:lean leapt:leap learnt:learn lent:lend
+    lost:lose meant:mean met:meet paid:pay proven:prove rode:ride ridden:ride rang:ring
+    rung:ring risen:rise ran:run saw:see seen:see sought:seek sold:sell sent:send
+    shook:shake shaken:shake shone:shine shot:shoot shown:show shrank:shrink shrunk:shrink
+    sang:sing sung:sing sank:sink sunk:sink sat:sit slept:sleep slid:slide spoke:speak
+    spoken:speak sped:speed spent:spend spun:spin spat:spit sprang:spring sprung:spring
+    stood:stand stole:steal stolen:steal stuck:stick stung:sting struck:strike swore:swear
+    sworn:swear swept:sweep swam:swim swum:swim swung:swing took:take taken:take
+    taught:teach tore:tear torn:tear told:tell thought:think threw:throw thrown:throw
+    understood:understand woke:wake woken:wake wore:wear worn:wear wove:weave woven:weave
+    wept:weep wrote:write written:write withdrew:withdraw withdrawn:withdraw
+    overcame:overcome underwent:undergo undergone:undergo undertook:undertake
+    undertaken:undertake mistook:mistake mistaken:mistake children:child women:woman
+    men:man feet:foot teeth:tooth mice:mouse geese:goose wives:wife knives:knife
+"""
+
+IRREGULAR = dict(pair.split(":") for pair in _IRREGULAR_TEXT.split())
+
+
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Porter stem of a lower-case word; words of one or two letters stay as they are."""
+    """The Porter stem of a lower-case word (of its base form when it is an irregular one,
+    :data:`IRREGULAR`); words of one or two letters stay as they are."""
     if len(word) <= 2 or not word.isascii() or not word.isalpha():
         return word
+    word = IRREGULAR.get(word, word)
     word = _step1(word)
     word = _replace(word, _STEP2, 0)
     word = _replace(word, _STEP3, 0)

@@ -6,8 +6,12 @@ back every request the ``openai`` client really sent.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import math
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +56,50 @@ def structured(
     """The JSON text of a good structured answer."""
     return json.dumps({"summary": summary, "key_facts": list(facts),
                        "entities": list(entities), "tags": list(tags)})
+
+
+def vector_of(text: str, dims: int, synonyms: dict[str, str] | None = None) -> list[float]:
+    """A deterministic unit vector: a hashed bag of the text's stemmed words. ``synonyms``
+    maps a word to another whose bucket it shares (planted paraphrases)."""
+    from gitmem.text import terms  # the same stemming as the index
+
+    aliases = {terms(k)[0]: terms(v)[0] for k, v in (synonyms or {}).items()}
+    vector = [0.0] * dims
+    for term in terms(text):
+        term = aliases.get(term, term)
+        digest = hashlib.blake2b(term.encode(), digest_size=8).digest()
+        vector[int.from_bytes(digest, "little") % dims] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    if not norm:  # a text with no words: one fixed bucket, never all zeros
+        vector[0], norm = 1.0, 1.0
+    return [x / norm for x in vector]
+
+
+def embeddings(vectors: Sequence[Sequence[float]], request: dict[str, Any],
+               *, model: str = "fake-embed") -> Reply:
+    """An embeddings answer with these vectors, base64 when the client asks for it."""
+    base64_wanted = request.get("encoding_format") == "base64"
+    data = []
+    for at, vector in enumerate(vectors):
+        value: Any = list(vector)
+        if base64_wanted:
+            value = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append({"object": "embedding", "index": at, "embedding": value})
+    body = {"object": "list", "data": data, "model": model,
+            "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    return 200, {}, json.dumps(body).encode()
+
+
+def embedder(dims: int = 64, synonyms: dict[str, str] | None = None) -> Handler:
+    """A handler answering ``/v1/embeddings`` with :func:`vector_of` vectors."""
+
+    def handle(request: dict[str, Any]) -> Reply:
+        texts = request.get("input") or []
+        texts = [texts] if isinstance(texts, str) else texts
+        size = int(request.get("dimensions") or dims)
+        return embeddings([vector_of(str(t), size, synonyms) for t in texts], request)
+
+    return handle
 
 
 def mode_of(request: dict[str, Any]) -> str:

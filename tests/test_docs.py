@@ -28,7 +28,7 @@ DOCS = ROOT / "docs"
 UPGRADING = DOCS / "upgrading.md"
 TABLE_BEGIN, TABLE_END = "<!-- moved:begin", "<!-- moved:end -->"
 
-CONFIG_SECTIONS = ("summary", "llm", "secrets", "facts")
+CONFIG_SECTIONS = ("summary", "llm", "secrets", "facts", "embed")
 SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}
 
 
@@ -158,6 +158,7 @@ def config_problem(section: str, key: str) -> str | None:
     from gitmem.errors import ConfigError
     from gitmem.facts.consolidate import FactsConfig
     from gitmem.guard.secrets import SecretConfig
+    from gitmem.summary.embedding import EmbedConfig
     from gitmem.summary.engines import llm_budget
     from gitmem.summary.triggers import SummaryConfig
 
@@ -169,6 +170,8 @@ def config_problem(section: str, key: str) -> str | None:
             llm_budget({}, {full: "x"})
         elif section == "facts":
             FactsConfig.from_git({full: "x"})
+        elif section == "embed":
+            EmbedConfig.from_env({}, git={full: "x"})
         else:
             SecretConfig.from_git([(full, "kind=x")])
     except (ConfigError, ValueError) as exc:

@@ -42,11 +42,11 @@ LAYERS: list[tuple[str, ...]] = [
 ]
 LAYER = {part: level for level, parts in enumerate(LAYERS) for part in parts}
 # a third-party library -> the only package (or module) that may import it
-OWNERS = {
+OWNERS: dict[str, str | tuple[str, ...]] = {
     "mistune": "gitmem.format",
     "git": "gitmem.store",
     "gitdb": "gitmem.store",
-    "openai": "gitmem.summary.engines",
+    "openai": ("gitmem.summary.engines", "gitmem.summary.embedding"),
     "rapidfuzz": "gitmem.search",
     "tiktoken": "gitmem.search.tokens",
     "click": "gitmem.cli",
@@ -55,6 +55,7 @@ OWNERS = {
     "jinja2": "gitmem.web",
     "uvicorn": "gitmem.serving",
     "nanobot": "gitmem.importers.nanobot_live",
+    "numpy": "gitmem.search.vectors",
 }
 MAX_LINES = 620  # "no module over ~600 lines"
 MAX_TOP_MODULES = 12
@@ -173,9 +174,10 @@ def test_each_library_is_imported_by_its_one_owner() -> None:
     wrong = []
     for name in MODULES:
         for line, target in _imports(name):
-            owner = OWNERS.get(target.split(".")[0])
-            if owner and name != owner and not name.startswith(owner + "."):
-                wrong.append(f"{MODULES[name]}:{line}: {target} belongs to {owner}")
+            found = OWNERS.get(target.split(".")[0])
+            owners = (found,) if isinstance(found, str) else found or ()
+            if owners and not any(name == o or name.startswith(o + ".") for o in owners):
+                wrong.append(f"{MODULES[name]}:{line}: {target} belongs to {' or '.join(owners)}")
     assert not wrong, "\n".join(wrong)
 
 

@@ -76,6 +76,33 @@ def test_load_reads_sessions_turns_and_cleans_evidence(locomo_file: Path) -> Non
     assert {q.category for q in first.questions} == {1, 4, 5}
 
 
+def test_malformed_evidence_ids_are_normalised(tmp_path: Path) -> None:
+    # upstream writes a few ids as "D:11:26" or "D30:05"; they name turns D11:26 and D30:5
+    sample = _sample("conv-m", "Ana", "Ben", [("kiln", "The kiln cracked."),
+                                               ("race", "I won the race.")])
+    sample["qa"] = [
+        {"question": "Extra colon?", "answer": "x", "evidence": ["D:1:3"], "category": 4},
+        {"question": "Leading zero?", "answer": "x", "evidence": ["D2:03"], "category": 4},
+        {"question": "Both kinds?", "answer": "x", "evidence": ["D:01:3; D2:003, d1:1"],
+         "category": 1},
+        {"question": "No such turn?", "answer": "x", "evidence": ["D:9:1", "D1:09"],
+         "category": 2},
+        {"question": "Not an id?", "answer": "x", "evidence": ["D1-3", "1:3"], "category": 2},
+    ]  # fmt: skip
+    path = tmp_path / "malformed.json"
+    path.write_text(json.dumps([sample]))
+    (conv,) = locomo.load(path)
+    assert {q.text: q.evidence for q in conv.questions} == {
+        "Extra colon?": ("D1:3",), "Leading zero?": ("D2:3",),
+        "Both kinds?": ("D1:3", "D2:3", "D1:1"),
+    }  # fmt: skip
+    assert locomo.evidence_id("D:11:26") == "D11:26"
+    assert locomo.evidence_id("D30:05") == "D30:5"
+    assert locomo.evidence_id("X1:2") == "X1:2"
+    result = locomo.bench_locomo(path, workdir=tmp_path / "stores")
+    assert result["rows"][-1]["n"] == 3
+
+
 def test_bad_files_give_clear_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

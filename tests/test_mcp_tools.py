@@ -31,7 +31,7 @@ ARGS = {
                          "timestamp"},
     "search": {"query", "k", "tags", "project", "participant", "sessions", "since", "until",
                "include_links"},
-    "get_context": {"session", "query", "max_tokens", "k", "recent"},
+    "get_context": {"session", "query", "max_tokens", "k", "recent", "rerank"},
     "load_session": {"session", "at", "last", "include_archive"},
     "list_sessions": {"tags", "participant", "project", "since", "until", "at", "limit"},
     "history": {"session", "op", "agent", "model", "since", "until", "limit", "changes"},

@@ -1,4 +1,4 @@
-"""Search commands: search, context, reindex, import, bench."""
+"""Search commands: search, context, reindex, embed, import, bench."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from gitmem.importers import locomo
 @click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
 @click.option("--since", help="Only turns at or after this ISO date/time.")
 @click.option("--until", help="Only turns at or before this ISO date/time.")
-@click.option("--links", is_flag=True, help="Add summaries of sessions the hits link to.")
+@click.option("--links", is_flag=True,
+              help="Add sessions linked to or from the hits' (summary or best turns).")
 @click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
 @click.option("--kind", type=click.Choice(["session", "fact", "any"]), default="session",
               show_default=True,
@@ -66,21 +67,32 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
               help="Memories to retrieve at most.")
 @click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
               help="Recent turns of the session to include at most.")
+@click.option("--links", is_flag=True,
+              help="Add memories of sessions linked to or from the retrieved ones'.")
+@click.option("--rerank", is_flag=True,
+              help="Let the configured LLM choose and condense the memories from the top "
+                   "--candidates (lexical order if it fails).")
+@click.option("--candidates", default=20, show_default=True, type=click.IntRange(1, 200),
+              help="Lexical candidates the reranker chooses from.")
 @click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
 @pass_ctx
 def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
-            explain: bool) -> None:
+            links: bool, rerank: bool, candidates: int, explain: bool) -> None:
     """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
     mm = ctx.manager()
     messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent, explain=explain)
+                                   recent_turns=recent, explain=explain, include_links=links,
+                                   rerank=rerank, rerank_candidates=candidates)
 
     def text() -> str:
         lines: list[str] = []
         info = messages.explanation
         if info is not None:
             if info["search"] is not None:
-                lines.extend(views.explain_search(info["search"]))
+                lines.extend(views.explain_search(info["search"] | {"links": info["links"]}))
+                lines.append("")
+            if info.get("rerank") is not None:
+                lines.extend(views.explain_rerank(info["rerank"]))
                 lines.append("")
             budget = info["budget"]
             lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
@@ -127,6 +139,27 @@ def reindex(ctx: Context) -> None:
     ))  # fmt: skip
 
 
+@cli.command()
+@pass_ctx
+def embed(ctx: Context) -> None:
+    """Embed every memory that has no vector of the configured embedding model yet."""
+    mm = ctx.manager()
+    start = time.perf_counter()
+    with click.progressbar(length=1, label="embedding memories", file=sys.stderr,
+                           hidden=ctx.json) as bar:  # fmt: skip
+
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        count = mm.embed_pending(progress)
+    seconds = time.perf_counter() - start
+    config = mm.embedding_config()
+    model = config.model if config else None
+    data = {"embedded": count, "model": model, "seconds": round(seconds, 3)}
+    emit(ctx, data, lambda: f"embedded {count} memories with {model} in {seconds:.2f} s")
+
+
 @cli.group()
 def bench() -> None:
     """Benchmarks that go through a real store."""
@@ -148,4 +181,6 @@ def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None
     emit(ctx, result, lambda: (
         locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
         f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+        + (f"; embeddings {result['embeddings']}, {result['embed_s']} s" if result["embeddings"]
+           else "; offline")
     ))  # fmt: skip

@@ -53,11 +53,16 @@ def hit_line(rank: int, hit: Hit) -> str:
         where.append(hit.timestamp.date().isoformat())
     if hit.speaker:
         where.append(hit.speaker)
+    # pulled in by include_links, after the ranked hits
+    ways = [name for key, name in (("link_out", "linked from a hit"),
+                                   ("link_in", "links to a hit")) if key in hit.components]
+    if ways:
+        where.append(" & ".join(ways))
     return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
 
 
-COMPONENTS = ("keyword", "expansion", "speaker", "context", "session", "summary", "fuzzy",
-               "temporal", "decay", "activation")  # fmt: skip
+COMPONENTS = ("keyword", "expansion", "hop", "speaker", "context", "answer", "session", "summary",
+              "fuzzy", "temporal", "decay", "activation", "dense")  # fmt: skip
 
 
 def explain_search(info: dict[str, Any]) -> list[str]:
@@ -71,6 +76,9 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     if info["expansion"]:
         lines.append("expansion (from the best first-round turns): " + ", ".join(
             f"{t} ({w})" for t, w in info["expansion"].items()))  # fmt: skip
+    if info.get("hop_terms"):
+        lines.append("second round (rarest terms of the best turns, other sessions): "
+                     + ", ".join(info["hop_terms"]))
     if info["filters"]:
         lines.append(f"filters: {json.dumps(info['filters'], ensure_ascii=False)}")
     index = info.get("index") or {}
@@ -80,11 +88,14 @@ def explain_search(info: dict[str, Any]) -> list[str]:
         f"min_score {info['min_score']}"
     )
     lines.append(
-        "score = (keyword + expansion + speaker + context + session + summary + fuzzy"
-        " + temporal) x decay x activation"
+        "score = (keyword + expansion + hop + speaker + context + answer + session + summary"
+        " + fuzzy + temporal) x decay x activation"
     )
     rows = info["candidates"]
     used = [c for c in COMPONENTS if any(c in r["components"] for r in rows)]
+    if "dense" in used:  # optional embeddings: the order is fused (see search/fusion.py)
+        lines.append("with embeddings: score = reciprocal rank fusion of that lexical order "
+                     "and the dense order (dense = cosine similarity to the query)")
     head = f"{'#':>3} {'score':>7}  {'status':<15}" + "".join(f"{c[:8]:>9}" for c in used)
     lines.append(head + "  session · turn")
     for r in rows:
@@ -93,7 +104,28 @@ def explain_search(info: dict[str, Any]) -> list[str]:
             f"{r['rank']:>3} {r['score']:7.3f}  {r['status']:<15}{cells}  "
             f"{r['session_id']} · {r['interaction_id'] or 'summary'}"
         )
+    links = info.get("links")
+    if links is not None:  # search --links: every link of the hits' sessions, both ways
+        lines.append("links (out: a hit's session links to it; in: it links to a hit's"
+                     " session):" if links else "links: the hits' sessions have none")
+        lines.extend(f"  {e['direction']:<3} {e['from']} -> {e['to']}: {e['pulled']}"
+                     for e in links)
     lines.extend(f"note: {n}" for n in info["notes"])
+    return lines
+
+
+def explain_rerank(info: dict[str, Any]) -> list[str]:
+    """What the LLM reranker was asked, what it chose and why, or why it fell back."""
+    lines = [f"rerank by {info['model'] or '(no model)'}: asked {len(info['asked'])} "
+             f"candidates: {', '.join(info['asked']) or '(none)'}"]
+    if info["fallback"]:
+        lines.append(f"  fell back to the lexical order: {info['fallback']}")
+    for at, row in enumerate(info["chosen"], 1):
+        lines.append(f"{at:>3}  {row['ref']}  ({row['chars']} of {row['original_chars']} "
+                     f"chars)  {row['why'] or '(no reason given)'}")
+    if info["invalid"]:
+        lines.append("  ids the model cited that were not candidates (dropped): "
+                     + ", ".join(repr(i) for i in info["invalid"]))
     return lines
 
 

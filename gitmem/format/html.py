@@ -19,7 +19,10 @@ import mistune
 from mistune.core import InlineState
 from mistune.inline_parser import InlineParser
 
-_WIKI_PATTERN = r"\[\[(?P<wiki_target>[^\[\]\n]{1,240})\]\]"
+from gitmem.text import WIKI_TARGET
+
+# the same rule as gitmem.text.wiki_links (mistune skips code spans and blocks, as it does)
+_WIKI_PATTERN = rf"\[\[(?P<wiki_target>{WIKI_TARGET})\]\]"
 _REL = ' rel="nofollow noopener noreferrer"'
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # schemes a link may keep; anything else (javascript:, data:, vbscript:, file:) is dropped

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from gitmem.errors import ValidationError
 from gitmem.models import Message, ModelValidationError, Session, describe_errors
+from gitmem.text import link_targets
 
 T = TypeVar("T")
 
@@ -59,7 +60,7 @@ def with_metadata(session: Session, update: dict[str, Any],
         if key == "project":
             update["project"] = value
         elif key == "links":
-            links = [value] if isinstance(value, str) else list(value)
+            links = link_targets(value)  # "[[a]], [[b]]", "a, b" or a list of either
             update["links"] = list(dict.fromkeys([*session.links, *links]))
         elif key == "tags":
             update["tags"] = list(dict.fromkeys([*update.get("tags", session.tags), *value]))

@@ -101,11 +101,25 @@ def _speaker(name: object) -> str:
     return cleaned or "unknown"
 
 
+# an evidence id as upstream writes it, also malformed: "D3:7", "D:11:26", "D30:05"
+_EVIDENCE_ID = re.compile(r"D:?0*(\d+):0*(\d+)", re.I)
+
+
+def evidence_id(part: str) -> str:
+    """The ``dia_id`` an evidence string names, normalised: ``D:11:26`` -> ``D11:26``,
+    ``D30:05`` -> ``D30:5`` (anything else is returned as it is)."""
+    match = _EVIDENCE_ID.fullmatch(part.strip())
+    return f"D{int(match[1])}:{int(match[2])}" if match else part.strip()
+
+
 def _evidence(raw: Sequence[object], known: set[str]) -> tuple[str, ...]:
+    """The turns a question's evidence names, in order; ids that name no turn are dropped."""
     found: list[str] = []
     for item in raw:
         for part in re.split(r"[;,\s]+", str(item)):
             part = part.strip()
+            if part not in known:
+                part = evidence_id(part)
             if part in known and part not in found:
                 found.append(part)
     return tuple(found)
@@ -309,7 +323,8 @@ def bench_locomo(
     conversations = load(path)
     chosen = parse_range(convs, len(conversations))
     scores = Scores()
-    timings = {"import_s": 0.0, "index_s": 0.0}
+    timings = {"import_s": 0.0, "index_s": 0.0, "embed_s": 0.0}
+    embedded: str | None = None  # the embedding model, when one is configured
     with _workdir(workdir) as base:
         for at in chosen:
             conv = conversations[at]
@@ -322,6 +337,12 @@ def bench_locomo(
             start = time.perf_counter()
             mm.reindex()
             timings["index_s"] += time.perf_counter() - start
+            embedding = mm.embedding_config()
+            if embedding is not None:  # every vector first, not a few per search
+                start = time.perf_counter()
+                mm.embed_pending()
+                timings["embed_s"] += time.perf_counter() - start
+                embedded = embedding.model
             for question in conv.questions:
                 if question.category not in CATEGORIES:
                     continue
@@ -336,6 +357,7 @@ def bench_locomo(
         "file": str(path),
         "conversations": [conversations[i].sample_id for i in chosen],
         "rows": scores.rows(),
+        "embeddings": embedded,
         **{key: round(value, 2) for key, value in timings.items()},
     }
 

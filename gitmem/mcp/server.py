@@ -147,8 +147,10 @@ def _add_reads(server: Any, run: _Runner) -> None:
                                                              "speaker takes part.")] = None,
         sessions: Annotated[list[str] | None, Field(description="Only these sessions.")] = None,
         since: When = None, until: When = None,
-        include_links: Annotated[bool, Field(description="Add summaries of sessions the hits "
-                                                         "link to.")] = False,
+        include_links: Annotated[bool, Field(description=(
+            "Also add the sessions linked to or from the hits' sessions (links or [[id]]): "
+            "their summaries, or their best-matching turns; marked link_out / link_in."
+        ))] = False,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.search(
             mm, query, k, tags, project, participant, sessions, since, until, include_links))
@@ -161,9 +163,12 @@ def _add_reads(server: Any, run: _Runner) -> None:
         k: Annotated[int, Field(ge=0, le=200, description="Memories to retrieve.")] = 8,
         recent: Annotated[int, Field(ge=0, le=1000, description="Recent turns to "
                                                                 "include.")] = 8,
+        rerank: Annotated[bool, Field(description="Let the configured LLM choose and condense "
+                                                  "the memories (lexical order if it "
+                                                  "fails).")] = False,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.get_context(mm, session, query, max_tokens, k,
-                                                           recent))
+                                                           recent, rerank))
 
     async def history(
         ctx: Context,

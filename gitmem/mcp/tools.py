@@ -185,10 +185,13 @@ def search(mm: MemoryManager, query: str, k: int, tags: list[str] | None,
     rows = [{"session": h.session_id, "interaction_id": h.interaction_id,
              "score": h.score, "snippet": h.snippet, "commit": h.commit, "kind": h.kind,
              "speaker": h.speaker,
-             "timestamp": h.timestamp.isoformat() if h.timestamp else None}
+             "timestamp": h.timestamp.isoformat() if h.timestamp else None,
+             # include_links: "out" (a hit's session links to it), "in" (it links to one)
+             "link": "+".join(w for w in ("out", "in") if f"link_{w}" in h.components) or None}
             for h in hits]  # fmt: skip
     lines = [f"{at}. [{r['session']} {r['interaction_id'] or 'summary'}] "
-             f"({r['score']:.3f}) {r['snippet']}" for at, r in enumerate(rows, 1)]
+             f"({r['score']:.3f}){f' (link {w})' if (w := r['link']) else ''} {r['snippet']}"
+             for at, r in enumerate(rows, 1)]
     if not rows:
         lines = ["no relevant memories", *(f"note: {n}" for n in hits.notes)]
     return Answer("\n".join(lines), {"query": query, "hits": rows, "notes": list(hits.notes)})
@@ -203,9 +206,9 @@ def facts(mm: MemoryManager, query: str | None, section: str | None, at: str | N
 
 
 def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k: int,
-                recent: int) -> Answer:
+                recent: int, rerank: bool = False) -> Answer:
     messages = mm.retrieve_context(session, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent)  # fmt: skip
+                                   recent_turns=recent, rerank=rerank)  # fmt: skip
     listed = [dict(m) for m in messages]
     text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in listed)
     return Answer(text or "(no context)", {"session": session, "messages": listed})

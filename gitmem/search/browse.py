@@ -8,7 +8,6 @@ queries); this module holds what they return and the pure steps between rows and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
@@ -20,8 +19,6 @@ from gitmem.text import one_line
 
 # a summary preview is at most this many characters
 PREVIEW_CHARS = 200
-
-WIKI_LINK = re.compile(r"\[\[([^\[\]\n]{1,240})\]\]")
 
 
 class SessionListing(Result):
@@ -76,19 +73,18 @@ def listing(row: SessionRow, turns: int, summary: str | None) -> SessionListing:
     )  # fmt: skip
 
 
-def graph(metadata: Iterable[tuple[str, Iterable[str]]], texts: Iterable[tuple[str, str]],
-          known: set[str], commit: str | None) -> LinkGraph:
-    """The link graph of these metadata links and texts (a session's link to itself and
-    an empty target are left out); ``known`` holds the store's session ids."""
+def graph(links: Iterable[tuple[str, Iterable[str]]], known: set[str],
+          commit: str | None) -> LinkGraph:
+    """The link graph of these (source session, its targets) pairs, several per source
+    allowed (a session's link to itself and an empty target are left out); ``known``
+    holds the store's session ids."""
     edges: dict[str, set[str]] = {}
-    for source, targets in metadata:
+    for source, targets in links:
         edges.setdefault(source, set()).update(targets)
-    for source, text in texts:
-        edges.setdefault(source, set()).update(WIKI_LINK.findall(text))
-    links: dict[str, list[str]] = {}
+    out: dict[str, list[str]] = {}
     for source, targets in sorted(edges.items()):
         kept = sorted({t.strip() for t in targets} - {"", source})
         if kept:
-            links[source] = kept
-    missing = sorted({t for ts in links.values() for t in ts} - known)
-    return LinkGraph(links=links, missing=missing, commit=commit)
+            out[source] = kept
+    missing = sorted({t for ts in out.values() for t in ts} - known)
+    return LinkGraph(links=out, missing=missing, commit=commit)

@@ -2,9 +2,10 @@
 
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
-timestamp) plus each session's tags, project, participants, links and metadata, and an
-inverted index ``term id -> (document, tf)`` ordered by a precomputed BM25 impact so that
-very common terms can be read partially, best documents first (ids: :mod:`.vocab`; the
+timestamp) plus each session's tags, project, participants, links (its metadata's and the
+``[[id]]`` ones in its text) and metadata, and an inverted index ``term id -> (document,
+tf)`` ordered by a precomputed BM25 impact so that very common terms can be read
+partially, best documents first (ids: :mod:`.vocab`; the
 packed blocks that hold it: :mod:`.postings`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
@@ -29,13 +30,14 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
+from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
 from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
 from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
 from gitmem.search.postings import Posting as Posting  # re-exported (its old home)
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import join_values
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
-from gitmem.text import terms
+from gitmem.text import terms, wiki_links
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]
@@ -76,9 +78,13 @@ class Doc:
 
 @dataclass(frozen=True)
 class DocInput(Doc):
-    """One searchable unit handed to the index, with the text its terms are cut from."""
+    """One searchable unit handed to the index, with the text its terms are cut from and,
+    for a turn, the time it was said in its own zone (relative dates such as "yesterday"
+    in the text are seen from it; derived from text and timestamp, so the hash leaves it
+    out)."""
 
     body: str
+    anchor: datetime | None = None
 
     @property
     def hash(self) -> int:
@@ -96,6 +102,13 @@ class DocRow(Doc):
     packed: bytes = field(repr=False)  # its term ids (see vocab.py)
     dl: int
     vocab: Vocabulary = field(repr=False, compare=False)
+    event_data: bytes | None = field(default=None, repr=False)  # see pack_events
+
+    @cached_property
+    def events(self) -> tuple[tuple[float, float], ...]:
+        """The time spans the document talks about ("yesterday", "on 7 May"), as epoch
+        seconds [start, end); most documents have none."""
+        return unpack_events(self.event_data)
 
     @cached_property
     def terms(self) -> str:
@@ -107,6 +120,19 @@ def _stamp(value: datetime) -> float:
     return value.timestamp()
 
 
+def pack_events(events: Sequence[tuple[float, float]]) -> bytes | None:
+    """Event spans as a BLOB of doubles (None when there are none: most documents)."""
+    return array("d", [t for span in events for t in span]).tobytes() if events else None
+
+
+def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
+    if not data:
+        return ()
+    values = array("d")
+    values.frombytes(data)
+    return tuple(zip(values[::2], values[1::2], strict=True))
+
+
 def session_documents(session: Session) -> list[DocInput]:
     """The documents of a session: its interactions in order, then its summary if any."""
     docs: list[DocInput] = []
@@ -115,7 +141,7 @@ def session_documents(session: Session) -> list[DocInput]:
         body = "\n".join(m.content for m in item.messages)
         docs.append(
             DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
-                     item.text, body)
+                     item.text, body, item.timestamp)
         )
     if session.summary is not None and session.summary.text.strip():
         docs.append(
@@ -201,17 +227,21 @@ class Index(PostingTable):
             None if self._bulk is not None and self._bulk.fresh
             else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
         )  # fmt: skip
+        docs = session_documents(session)
+        # the [[id]] links in this file's turns and summary, kept with its row so that the
+        # link graph and link following never read the texts again
+        written = dict.fromkeys(link for doc in docs for link in wiki_links(doc.text))
         values = (
             path, blob, commit, _stamp(session.created), _stamp(session.last_active),
             session.project, join_values(session.tags), join_values(session.participants),
             join_values(session.links), json.dumps(session.extra, ensure_ascii=False),
-            session.summary.text if session.summary else None,
+            session.summary.text if session.summary else None, join_values(written),
         )  # fmt: skip
         if row is None:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
-                " project, tags, participants, links, extra, summary_text)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                " project, tags, participants, links, extra, summary_text, text_links)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (session.id, *values),
             )
             skey = int(cursor.lastrowid or 0)
@@ -219,11 +249,11 @@ class Index(PostingTable):
             skey = int(row[0])
             self._db.execute(
                 "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
-                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?"
-                " WHERE skey=?",
+                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
+                " text_links=? WHERE skey=?",
                 (*values, skey),
             )
-        self._put_docs(skey, session_documents(session))
+        self._put_docs(skey, docs)
 
     def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
         # a document whose content and position are unchanged stays; anything else is
@@ -238,7 +268,8 @@ class Index(PostingTable):
             )
         }
         fresh = [doc for doc in docs if old.pop((doc.hash, doc.pos), None) is None]
-        self._delete_docs(list(old.values()))
+        # a document that only moved keeps its vector (they are stored by content)
+        self._delete_docs(list(old.values()), keep={doc.hash for doc in fresh})
         self._insert_docs(skey, fresh)
 
     _impact = staticmethod(impact)
@@ -311,15 +342,22 @@ class Index(PostingTable):
         avgdl = (total / n_docs if n_docs else 0.0) or 1.0  # every doc may be stopwords only
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
+        events: list[tuple[int, float, float]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
-        for doc_id, doc, tids in zip(
-            range(first, first + len(docs)), docs, self._term_ids(analysed), strict=True
+        for doc_id, doc, tids, words in zip(
+            range(first, first + len(docs)), docs, self._term_ids(analysed), analysed,
+            strict=True,
         ):
             dl = len(tids)
+            # what a turn talks about: its dates, relative ones seen from when it was said
+            spans = () if doc.anchor is None else tuple(
+                (a.timestamp(), b.timestamp()) for a, b in event_spans(doc.body, doc.anchor, words)
+            )  # fmt: skip
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
             rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         pack_terms(tids), dl, norm, doc.hash))  # fmt: skip
+                         pack_terms(tids), dl, norm, doc.hash, pack_events(spans)))  # fmt: skip
+            events.extend((doc_id, lo, hi) for lo, hi in spans)
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -331,11 +369,13 @@ class Index(PostingTable):
                 postings[tid].append(
                     once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
                 )
-        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if events:
+            self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
-    def _delete_docs(self, doc_ids: Sequence[int]) -> None:
+    def _delete_docs(self, doc_ids: Sequence[int], keep: set[int] | None = None) -> None:
         if not doc_ids:
             return
         if self._bulk is not None:
@@ -344,25 +384,29 @@ class Index(PostingTable):
         gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
+        hashes: set[int] = set()
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, speaker in self._db.execute(
-                f"SELECT id, terms, dl, speaker FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker, content in self._db.execute(
+                f"SELECT id, terms, dl, speaker, hash FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
+                hashes.add(int(content))
                 n_docs -= 1
                 total -= dl
                 for tid in set(unpack_terms(doc_terms)):
                     gone[tid].add(doc_id)
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
+            self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
         self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
         self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
                              [(count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
+        self.drop_vectors(hashes - (keep or set()))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
         counts = Counter(
@@ -425,10 +469,26 @@ class Index(PostingTable):
         return out
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self)
+        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
                 for r in self._db.execute(sql, args)]
 
-    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl"  # DocRow's order
+    # DocRow's order
+    _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl, events"
+
+    def event_docs(self, lo: float, hi: float, limit: int) -> dict[int, tuple[int, int, int]]:
+        """Interactions one of whose event spans overlaps [lo, hi), narrowest spans first
+        (at most ``limit``): doc id -> (session key, position, kind)."""
+        # spans are at most EVENT_SPAN_DAYS long: the start bounds the index range read
+        since = lo - EVENT_SPAN_DAYS * 86400.0
+        out: dict[int, tuple[int, int, int]] = {}
+        with self._lock:
+            for doc_id, skey, pos, kind in self._db.execute(
+                "SELECT d.id, d.skey, d.pos, d.kind FROM events e JOIN docs d ON d.id = e.id"
+                " WHERE e.lo >= ? AND e.lo < ? AND e.hi > ? ORDER BY e.hi - e.lo, d.id LIMIT ?",
+                (since, hi, lo, limit),
+            ):
+                out[int(doc_id)] = (int(skey), int(pos), int(kind))
+        return out
 
     def docs(self, doc_ids: Iterable[int], *, text: bool = True) -> dict[int, DocRow]:
         """The documents with these ids (``text=False`` leaves their text empty)."""

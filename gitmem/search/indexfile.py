@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "9"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
 # would be spilled to the WAL and written again
@@ -30,19 +30,29 @@ CREATE TABLE IF NOT EXISTS sessions(
     skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
     blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
     tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
-    summary_text TEXT);
+    summary_text TEXT, text_links TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
-    terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL);
+    terms BLOB NOT NULL, dl INTEGER NOT NULL, norm REAL NOT NULL, hash INTEGER NOT NULL,
+    events BLOB);
 CREATE INDEX IF NOT EXISTS docs_session ON docs(skey, pos, kind);
+-- the time spans a document talks about ("yesterday", "on 7 May"; also in docs.events),
+-- epoch seconds [lo, hi), to find the documents about a date a query names
+CREATE TABLE IF NOT EXISTS events(
+    id INTEGER NOT NULL, lo REAL NOT NULL, hi REAL NOT NULL, PRIMARY KEY(id, lo, hi)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_lo ON events(lo);
 -- a term's packed postings: id = term id * 2 + part (0 main block, 1 tail; see postings.py)
 CREATE TABLE IF NOT EXISTS postings(id INTEGER PRIMARY KEY, n INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
+-- optional embeddings (vectors.py), by document content hash: a rebuild keeps them
+CREATE TABLE IF NOT EXISTS vectors(
+    hash INTEGER PRIMARY KEY, model TEXT NOT NULL, dims INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS access(
     session_id TEXT NOT NULL, iid TEXT NOT NULL, count INTEGER NOT NULL, last REAL NOT NULL,
     PRIMARY KEY(session_id, iid)) WITHOUT ROWID;
@@ -127,7 +137,7 @@ class IndexFile:
         """Drop every document and session (access counts are kept). Terms keep their ids
         (with no documents): a term id means the same term for the file's whole life, so
         readers may keep them in memory."""
-        for table in ("sessions", "docs", "postings", "broken", "speakers"):
+        for table in ("sessions", "docs", "postings", "broken", "speakers", "events"):
             self._db.execute(f"DELETE FROM {table}")
         self._db.execute("UPDATE terms SET df = 0")
         self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
@@ -142,6 +152,14 @@ class IndexFile:
             "INSERT OR REPLACE INTO meta VALUES(?, ?)",
             [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
         )
+
+    def drop_vectors(self, hashes: Iterable[int]) -> None:
+        """Forget the stored vectors of documents that are gone (by content hash)."""
+        gone = list(set(hashes))
+        for at in range(0, len(gone), 500):
+            chunk = gone[at : at + 500]
+            self._db.execute(f"DELETE FROM vectors WHERE hash IN ({','.join('?' * len(chunk))})",
+                             chunk)
 
     # --- access counts ----------------------------------------------------------------
 

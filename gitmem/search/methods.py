@@ -11,27 +11,33 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from gitmem.core import SessionCore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
-from gitmem.search.browse import PREVIEW_CHARS, WIKI_LINK, LinkGraph, SessionPage, graph, listing
+from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Known, Memory, assemble
+from gitmem.search.fusion import Dense
 from gitmem.search.index import KIND_SUMMARY, Index
+from gitmem.search.linked import Followed, follow_links
 from gitmem.search.rank import (
     SHOWN_CANDIDATES,
-    Candidate,
     Filters,
     RankConfig,
     Ranker,
     Ranking,
     snippet,
 )
+from gitmem.search.rerank import TIMEOUT as RERANK_TIMEOUT
+from gitmem.search.rerank import Reranked
+from gitmem.search.rerank import rerank as rerank_memories
 from gitmem.search.tokens import TokenCounter, default_counter
+from gitmem.text import one_line
 
 # how many explain rows a search shows
 EXPLAIN_ROWS = SHOWN_CANDIDATES
@@ -91,6 +97,7 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
         "terms": {t: round(w, 3) for t, w in ranking.terms.items()},
         "corrections": ranking.corrections,
         "expansion": {t: round(w, 3) for t, w in ranking.expansion.items()},
+        "hop_terms": sorted(ranking.hop_terms),
         "filters": {k: v for k, v in {
             "tags": list(filters.tags), "project": filters.project,
             "participants": list(filters.participants), "sessions": list(filters.sessions),
@@ -103,6 +110,25 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
         "candidates": rows,
         "notes": ranking.notes,
     }  # fmt: skip
+
+
+def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -> list[Memory]:
+    """The ranking's hits as context memories, at most ``limit``: not the current session's
+    recent turns nor its own summary (those are in the context already)."""
+    by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
+    memories: list[Memory] = []
+    for hit in ranking.hits:
+        same = hit.session_id == session_id
+        if same and (hit.interaction_id in recent or hit.kind == "summary"):
+            continue
+        text = by_ref[(hit.session_id, hit.interaction_id)].doc.text
+        if len(text) > MEMORY_CHARS:
+            text = text[:MEMORY_CHARS] + "…"
+        memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
+                               hit.timestamp, text, hit.score, same))
+        if len(memories) >= limit:
+            break
+    return memories
 
 
 class SearchMethods(SessionCore):
@@ -118,6 +144,7 @@ class SearchMethods(SessionCore):
         self.token_counter: TokenCounter | None = None
         self._index: StoreIndex | None = None  # opened on first use
         self._index_lock = threading.Lock()
+        self._dense = Dense(self._store_index, self._embed)  # optional embeddings
 
     # --- the index -------------------------------------------------------------------
 
@@ -138,6 +165,16 @@ class SearchMethods(SessionCore):
         after each session file.
         """
         return self._store_index().reindex(progress)
+
+    def embed_pending(self, progress: ProgressCallback | None = None) -> int:
+        """Embed every memory that has no vector of the configured embedding model yet
+        (search does a few at a time by itself); returns how many were embedded.
+        ``progress(done, total)`` is called after each round of requests.
+
+        Raises:
+            GitmemError: no embedding model is configured, or the server fails.
+        """
+        return self._dense.backfill(progress)
 
     def close_index(self) -> None:
         """Close the search index files (``close()`` of the manager does not need it)."""
@@ -167,14 +204,18 @@ class SearchMethods(SessionCore):
         if k < 1:
             raise ValidationError(f"k must be at least 1, not {k}")
         config = self.rank_config
+        dense, dense_notes = self._dense.prepare(query, config, commit)
 
         def work(index: Index) -> tuple[Ranking, dict[str, Any]]:
             head = index.get_meta("commit")
             ranking = Ranker(index, config).rank(query, k, filters, head=head)
+            if dense is not None:
+                self._dense.fuse(index, ranking, dense, config, filters, k, head)
             n_docs, _ = index.stats()
             return ranking, {"commit": head, "documents": n_docs}
 
         ranking, info = self._store_index().run(work, commit=commit)
+        ranking.notes.extend(dense_notes)
         if len(query) > config.max_query_chars:
             ranking.notes.append(
                 f"query of {len(query)} characters: only the first "
@@ -224,8 +265,10 @@ class SearchMethods(SessionCore):
             session: only this session (or these sessions).
             since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
             until: only turns at or before this time.
-            include_links: also return the summaries of sessions that the hits' sessions
-                link to (``[[other-session]]``), after the hits.
+            include_links: after the hits, add the sessions linked to or from the hits'
+                sessions (metadata ``links`` or ``[[id]]`` in their text): each one's
+                summary or, without one, its best turns for the query (see
+                :mod:`gitmem.search.linked`; with ``explain``, ``explanation["links"]``).
             explain: attach ``hits.explanation``: query terms, expansion, every candidate
                 with its score components and why it was kept or dropped.
             commit: search the store as of this commit instead of HEAD.
@@ -258,12 +301,15 @@ class SearchMethods(SessionCore):
         filters = self._filters(tags, project, participant, session, since, until)
         ranking, info = self._rank(query, k, filters, commit)
         hits = Hits([*facts, *ranking.hits[:k - len(facts)]], fact_notes + ranking.notes)
-        if include_links and hits:
-            hits.extend(self._linked(ranking, commit))
+        followed = self._follow(ranking, hits, k, commit) if include_links and hits else None
+        if followed is not None:
+            hits.extend(item.hit for item in followed.linked)
         if explain:
             kept = {(h.session_id, h.interaction_id) for h in ranking.hits}
             hits.explanation = _explain_ranking(ranking, self.rank_config, filters, kept)
             hits.explanation["index"] = info
+            if followed is not None:
+                hits.explanation["links"] = followed.edges
         return hits
 
     def _fact_hits(self, query: str, k: int, commit: str | None) -> tuple[list[Hit], list[str]]:
@@ -277,36 +323,12 @@ class SearchMethods(SessionCore):
                     commit=at, kind="fact", components={"fact": round(score, 4)})
                 for fact_id, text, score in found if score > 0], []
 
-    def _linked(self, ranking: Ranking, commit: str | None) -> list[Hit]:
-        """Summaries of sessions linked from the hits' sessions (or their text)."""
-        present = {h.session_id for h in ranking.hits}
-        by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
-        wanted: dict[str, float] = {}
-        for hit in ranking.hits:
-            cand: Candidate | None = by_ref.get((hit.session_id, hit.interaction_id))
-            if cand is None:
-                continue
-            targets = list(cand.session.links) + WIKI_LINK.findall(cand.doc.text)
-            for target in targets:
-                target = target.strip()
-                if target and target not in present:
-                    wanted[target] = max(wanted.get(target, 0.0), hit.score)
-
-        def work(index: Index) -> list[Hit]:
-            out: list[Hit] = []
-            for target, score in wanted.items():
-                rows = {row.skey: row for row in index.sessions_by_id(target)}
-                for doc in index.session_docs(rows, kind=KIND_SUMMARY):
-                    row = rows[doc.skey]
-                    out.append(Hit(
-                        session_id=target, interaction_id=None, score=round(score * 0.5, 6),
-                        snippet=snippet(doc.text, ranking.terms), commit=row.commit,
-                        kind="summary", timestamp=datetime.fromtimestamp(doc.ts, UTC),
-                        components={"link": 0.5},
-                    ))  # fmt: skip
-            return out
-
-        return self._store_index().run(work, commit=commit)
+    def _follow(self, ranking: Ranking, hits: Sequence[Hit], limit: int,
+                commit: str | None) -> Followed:
+        """The memories linked to or from the sessions of ``hits`` (gitmem.search.linked)."""
+        config = self.rank_config
+        return self._store_index().run(lambda index: follow_links(
+            index, config, ranking, hits, limit, index.get_meta("commit")), commit=commit)
 
     # --- browsing --------------------------------------------------------------------
 
@@ -366,7 +388,7 @@ class SearchMethods(SessionCore):
 
     def link_graph(self, *, commit: str | None = None) -> LinkGraph:
         """Which sessions link to which: the ``links`` of their metadata and the
-        ``[[session-id]]`` wiki links in their turns and summaries (from the search index,
+        ``[[session-id]]`` wiki links in their turns and summaries (kept by the search index,
         caught up first), with the targets that are no session of the store.
 
         ``commit``: the links as of that commit instead of HEAD.
@@ -374,8 +396,9 @@ class SearchMethods(SessionCore):
         folder = session_dir(self.namespace) + "/"
 
         def work(index: Index) -> LinkGraph:
-            return graph(index.metadata_links(folder), index.texts_with("[["),
-                         index.session_ids_in(folder), index.get_meta("commit"))
+            links = index.session_links(folder)
+            targets = list({target for _, found in links for target in found})
+            return graph(links, index.present(targets), index.get_meta("commit"))
 
         return self._store_index().run(work, commit=commit)
 
@@ -396,6 +419,9 @@ class SearchMethods(SessionCore):
         explain: bool = False,
         commit: str | None = None,
         with_facts: bool = True,
+        rerank: bool = False,
+        rerank_candidates: int = 20,
+        include_links: bool = False,
     ) -> ContextMessages:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
@@ -410,6 +436,13 @@ class SearchMethods(SessionCore):
         the token counter in use. An empty query retrieves no memories (the facts still
         come, when all fit); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
+        ``include_links`` adds, after the ranked memories, those of the sessions linked to
+        or from theirs (as ``search(include_links=True)``; not the current session's own).
+
+        ``rerank=True`` asks the configured chat model to choose (at most ``k``) and condense
+        the memories from the top ``rerank_candidates`` lexical ones (see
+        :mod:`gitmem.search.rerank`); on any failure of the model the lexical memories stand,
+        with a note.
 
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
@@ -418,6 +451,8 @@ class SearchMethods(SessionCore):
         """
         if max_tokens < 1:
             raise ValidationError(f"max_tokens must be at least 1, not {max_tokens}")
+        if rerank and rerank_candidates < 1:
+            raise ValidationError(f"rerank_candidates must be at least 1, not {rerank_candidates}")
         counter = token_counter or self.token_counter or default_counter()
         notes: list[str] = []
         try:
@@ -428,23 +463,29 @@ class SearchMethods(SessionCore):
         recent = {i.id for i in session.interactions[-recent_turns:]} if session else set()
         memories: list[Memory] = []
         ranking: Ranking | None = None
+        followed: Followed | None = None
         info: dict[str, Any] = {}
         filters = self._filters(tags, project, participant, None, None, None)
+        reranked: Reranked | None = None
         if query.strip():
             ranking, info = self._rank(query, k + len(recent), filters, commit)
-            by_ref = {(c.session.session_id, c.doc.iid): c for c in ranking.candidates}
-            for hit in ranking.hits:
-                same = hit.session_id == session_id
-                if same and (hit.interaction_id in recent or hit.kind == "summary"):
-                    continue
-                cand = by_ref[(hit.session_id, hit.interaction_id)]
-                text = cand.doc.text
-                if len(text) > MEMORY_CHARS:
-                    text = text[:MEMORY_CHARS] + "…"
-                memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
-                                       hit.timestamp, text, hit.score, same))
-                if len(memories) >= k:
-                    break
+            memories = _memories(ranking, session_id, recent, k)
+            if rerank:  # the lexical memories stand whenever the model fails
+                wide = rerank_candidates + len(recent)
+                pool = memories[:rerank_candidates] if rerank_candidates <= k else _memories(
+                    self._rank(query, wide, filters, commit)[0], session_id, recent,
+                    rerank_candidates)
+                reranked = rerank_memories(partial(self._ask_json, timeout=RERANK_TIMEOUT), query,
+                                            memories, pool, k)
+                memories = reranked.memories
+                if reranked.fallback:
+                    notes.append(f"rerank fell back to the lexical order: {reranked.fallback}")
+            if include_links:
+                followed = self._follow(ranking, ranking.hits, k, commit)
+                memories += [Memory(h.session_id, h.interaction_id, h.kind, h.timestamp,
+                                    one_line(item.text, MEMORY_CHARS), h.score)
+                             for item in followed.linked if (h := item.hit).session_id
+                             != session_id]
         known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
             [], True)
         plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
@@ -470,7 +511,9 @@ class SearchMethods(SessionCore):
                                      {(h.session_id, h.interaction_id) for h in ranking.hits})
                     | {"index": info} if ranking is not None else None
                 ),
+                "links": followed.edges if followed is not None else None,
                 "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
+                "rerank": reranked.explanation() if reranked else None,
                 "messages": list(plan.messages),
             }  # fmt: skip
         return out

@@ -9,9 +9,14 @@ from the inverted index; each gets a score built from named components so that
   query;
 - ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
   relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
-- ``speaker``: the query names who said it;
+- ``speaker``: the query names who said it (a fixed lift plus a share of the turn's own
+  score, so the speaker's weak turns do not bury the other person's strong one);
 - ``context``: the neighbouring turns of the same session match too (answers often sit one
   turn after the question that prompted them);
+- ``answer``: the turn right before ends in a question and is one of the best matches: this
+  turn is most likely its answer, even when it repeats none of the question's words;
+- ``hop``: a second round (multi-hop): the rarest terms of the best first-round documents
+  (names, places, things) find turns of other sessions about the same entities;
 - ``session``: the turn's session as a whole matches (best turn of the session);
 - ``summary``: the session's summary matches, lifting all of its turns;
 - ``fuzzy``: rapidfuzz ``token_set_ratio`` of the stopword-free query and memory words, for
@@ -27,14 +32,15 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from operator import itemgetter
 
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
+from gitmem.search.events import closeness, date_span, relative_spans
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
@@ -57,12 +63,17 @@ class RankConfig:
     # first-round documents considered for the final scoring (plus neighbours, dated turns)
     rescore_pool: int = 300
     speaker_weight: float = 1.0
+    # plus this share of the turn's own score: a lift that grows with the match, so a
+    # named speaker's weak turn cannot outvote the other person's strong one by itself
+    speaker_share: float = 0.2
     prf_docs: int = 3
     prf_terms: int = 10
     prf_weight: float = 0.2
     # postings read per expansion term (scaled down for common words like postings_limit)
     prf_postings: int = 300
     neighbour_weight: float = 0.5
+    # a turn right after one of the best turns that ends in a question: the answer to it
+    answer_weight: float = 0.35
     # the neighbours of this many best first-round turns become candidates themselves
     neighbour_pool: int = 20
     session_weight: float = 0.3
@@ -77,6 +88,15 @@ class RankConfig:
     temporal_half_life_days: float = 7.0
     # a query naming a date with a year also gets the turns of that time as candidates
     date_pool: int = 30
+    # ... and at most this many turns that talk about that time ("yesterday" said the day
+    # after it), per date named
+    event_pool: int = 30
+    # second round (multi-hop): the rarest terms of the best first-round turns find the
+    # other sessions that talk about the same people, places and things
+    hop_weight: float = 0.1
+    hop_docs: int = 3
+    hop_terms: int = 4
+    hop_max_df: int = 20
     decay_weight: float = 0.1
     half_life_days: float = 180.0
     activation_weight: float = 0.05
@@ -84,6 +104,18 @@ class RankConfig:
     # hits scoring below this share of the best hit's score are dropped too
     relative_min: float = 0.2
     snippet_chars: int = 200
+    # embeddings (issue 17): reciprocal rank fusion of the lexical order with the dense
+    # top-N (see search/fusion.py); used only when an embedding model is configured. Fit on
+    # LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline): weight 1 and
+    # k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may earn more weight
+    dense_weight: float = 0.3
+    rrf_k: float = 5.0
+    dense_candidates: int = 50
+    dense_min_similarity: float = 0.3
+    # a search embeds at most this many memories still without a vector (the rest wait)
+    dense_catchup: int = 128
+    # score every stored vector exactly (slower on large stores: see search/vectors.py)
+    dense_exact: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,37 +158,8 @@ class Ranking:
     hits: list[Hit]
     candidates: list[Candidate]
     below_min: int = 0
+    hop_terms: dict[str, float] = field(default_factory=dict)  # the second round's terms
     notes: list[str] = field(default_factory=list)
-
-
-def _window(year: int | None, month: int | None, day: int | None, at: datetime
-            ) -> tuple[datetime, datetime]:
-    """The time span a (possibly partial) date names, taking missing parts from ``at``."""
-    y = year if year is not None else at.year
-    if month is None:
-        return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
-    if day is None:
-        end = datetime(y + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
-        return datetime(y, month, 1, tzinfo=UTC), end
-    try:
-        start = datetime(y, month, day, tzinfo=UTC)
-    except ValueError:
-        start = datetime(y, month, 1, tzinfo=UTC)
-    return start, start + timedelta(days=1)
-
-
-def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
-              half_life_days: float) -> float:
-    """1 when ``ts`` falls inside one of the named dates, halving per ``half_life_days`` off."""
-    at = datetime.fromtimestamp(ts, UTC)
-    best = 0.0
-    for year, month, day in named:
-        start, end = _window(year, month, day, at)
-        if start <= at < end:
-            return 1.0
-        off = (start - at) if at < start else (at - end)
-        best = max(best, 0.5 ** (off.total_seconds() / 86400 / half_life_days))
-    return best
 
 
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
@@ -319,6 +322,10 @@ class Ranker:
         first = {i: v / ideal for i, v in base.items()}
         for i, v in extra.items():
             first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
+        hop, ranking.hop_terms = self._second_round(first, weights, idf, n_docs, avgdl,
+                                                    allowed, scan, where)
+        for i, v in hop.items():
+            first[i] = first.get(i, 0.0) + v
 
         # what the first round says about each turn's neighbours, session and summary
         at_place: dict[tuple[int, int], float] = {}
@@ -346,13 +353,17 @@ class Ranker:
         ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
-        consider |= self._dated(text, allowed, where)
+        consider |= self._dated(text, allowed, where, now)
         nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
+        asking = self._asking(ordered[: cfg.neighbour_pool], where) if cfg.answer_weight else set()
+        aw = cfg.answer_weight
 
         def pre_score(doc_id: int) -> float:
             skey, pos, kind = where[doc_id]
             value = first.get(doc_id, 0.0) + sw * session_of(skey)
             if kind == KIND_INTERACTION:
+                if (skey, pos - 1) in asking:
+                    value += aw * at_place.get((skey, pos - 1), 0.0)
                 value += nw * max(at_place.get((skey, pos - 1), 0.0),
                                   at_place.get((skey, pos + 1), 0.0))
                 value += uw * summary_score.get(skey, 0.0)
@@ -366,7 +377,11 @@ class Ranker:
                 "keyword": base.get(doc_id, 0.0) / ideal,
                 "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
             }
+            if doc_id in hop:
+                comp["hop"] = hop[doc_id]
             if kind == KIND_INTERACTION:
+                if (skey, pos - 1) in asking:
+                    comp["answer"] = aw * at_place.get((skey, pos - 1), 0.0)
                 if nw:
                     comp["context"] = nw * max(
                         at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
@@ -391,6 +406,47 @@ class Ranker:
         ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
         return ranking
 
+    def _second_round(
+        self, first: dict[int, float], weights: dict[str, float], idf: dict[str, float],
+        n_docs: int, avgdl: float, allowed: set[int] | None, scan: dict[int, DocRow] | None,
+        where: dict[int, tuple[int, int, int]],
+    ) -> tuple[dict[int, float], dict[str, float]]:
+        """Multi-hop: the turns of OTHER sessions that share the rarest terms (names,
+        places, things) of the best first-round documents, with their weighted scores; and
+        those terms. Evidence of one question is often spread over sessions that only the
+        entities tie together."""
+        cfg = self.config
+        if not (cfg.hop_weight and cfg.hop_docs and first):
+            return {}, {}
+        top = [i for i, _ in heapq.nlargest(cfg.hop_docs, first.items(), key=_second)]
+        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top,
+                                                                                  text=False)
+        own = {i: set(row.terms.split()) - weights.keys() for i, row in rows.items()}
+        df = self.index.df(set().union(*own.values()))
+        chosen: dict[str, float] = {}
+        for found in own.values():
+            rare = sorted((t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df),
+                          key=lambda t: (df[t], t))
+            for term in rare[: cfg.hop_terms]:
+                chosen[term] = 1.0
+                idf.setdefault(term, self._idf(df[term], n_docs))
+        if not chosen:
+            return {}, {}
+        scores = self._bm25(chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where,
+                            floor=cfg.prf_postings // 2)
+        ideal = sum(idf[t] for t in chosen) * (cfg.k1 + 1) or 1.0
+        sources = {where[i][0] for i in top}
+        return {
+            i: cfg.hop_weight * v / ideal for i, v in scores.items() if where[i][0] not in sources
+        }, chosen  # fmt: skip
+
+    def _asking(self, best: list[int], where: dict[int, tuple[int, int, int]]
+                ) -> set[tuple[int, int]]:
+        """The places of those of the best first-round turns that end in a question: the
+        turn after one is where its answer usually is."""
+        texts = self.index.texts(i for i in best if where[i][2] == KIND_INTERACTION)
+        return {where[i][:2] for i, text in texts.items() if text.rstrip().endswith("?")}
+
     def _neighbours(self, best: list[int], where: dict[int, tuple[int, int, int]],
                     scan: dict[int, DocRow] | None) -> set[int]:
         """The turns next to the best first-round turns (added to ``where``)."""
@@ -410,25 +466,39 @@ class Ranker:
         return set(found)
 
     def _dated(self, text: str, allowed: set[int] | None,
-               where: dict[int, tuple[int, int, int]]) -> set[int]:
-        """Turns from the dates (with a year) that the query names (added to ``where``)."""
+               where: dict[int, tuple[int, int, int]], now: datetime | None = None) -> set[int]:
+        """Turns from the dates (with a year) that the query names, and turns that talk
+        about them (event spans: "yesterday" said the day after); added to ``where``.
+        Relative dates in the query ("last week") are seen from ``now``."""
         cfg = self.config
-        if not (cfg.date_pool and cfg.temporal_weight):
+        if not ((cfg.date_pool or cfg.event_pool) and cfg.temporal_weight):
             return set()
         out: set[int] = set()
-        for year, month, day in dates(text):
-            if year is None:
-                continue
-            start, end = _window(year, month, day, datetime.now(UTC))
+        windows = [
+            date_span(year, month, day, datetime.now(UTC))
+            for year, month, day in dates(text) if year is not None
+        ]  # fmt: skip
+        windows += relative_spans(text, now or datetime.now(UTC))
+        for start, end in windows:
             lo, hi = start.timestamp(), end.timestamp()
-            keys = self.index.session_keys(active_since=lo, created_until=hi)
-            if allowed is not None:
-                keys &= allowed
-            rows = [d for d in self.index.session_docs(sorted(keys)[:50], kind=KIND_INTERACTION)
-                    if lo <= d.ts < hi]
-            for d in rows[: cfg.date_pool]:
-                where.setdefault(d.id, (d.skey, d.pos, d.kind))
-                out.add(d.id)
+            if cfg.date_pool:
+                keys = self.index.session_keys(active_since=lo, created_until=hi)
+                if allowed is not None:
+                    keys &= allowed
+                rows = [d for d in self.index.session_docs(sorted(keys)[:50],
+                                                           kind=KIND_INTERACTION, text=False)
+                        if lo <= d.ts < hi]  # fmt: skip
+                for d in rows[: cfg.date_pool]:
+                    where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                    out.add(d.id)
+            if cfg.event_pool:
+                # read a few more: the filters may leave some out
+                found = self.index.event_docs(lo, hi, cfg.event_pool * (1 if allowed is None
+                                                                        else 4))
+                kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
+                for doc_id in kept[: cfg.event_pool]:
+                    where.setdefault(doc_id, found[doc_id])
+                    out.add(doc_id)
         return out
 
     def _allowed(self, filters: Filters) -> set[int]:
@@ -482,6 +552,11 @@ class Ranker:
         fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
         named_dates = dates(text) if cfg.temporal_weight else []
+        # relative dates in the query ("last week") are seen from now
+        query_spans = [
+            (a.timestamp(), b.timestamp())
+            for a, b in relative_spans(text, now or datetime.now(UTC))
+        ] if cfg.temporal_weight else []  # fmt: skip
         stamp = (now or datetime.now(UTC)).timestamp()
         lo = filters.since.timestamp() if filters.since else -math.inf
         hi = filters.until.timestamp() if filters.until else math.inf
@@ -497,13 +572,14 @@ class Ranker:
                 if asked:
                     comp["speaker"] = cfg.speaker_weight * sum(
                         weights[t] * idf[t] for t in asked
-                    ) * (cfg.k1 + 1) / ideal
+                    ) * (cfg.k1 + 1) / ideal + cfg.speaker_share * additive
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
-            if named_dates:
+            if named_dates or query_spans:
                 comp["temporal"] = cfg.temporal_weight * closeness(
-                    named_dates, row.ts, cfg.temporal_half_life_days
+                    named_dates, row.ts, cfg.temporal_half_life_days, events=row.events,
+                    spans=query_spans,
                 )
             additive = sum(comp.values())
             decay = 1.0

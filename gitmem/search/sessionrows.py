@@ -235,20 +235,62 @@ class SessionTable(Vocabulary):
                 "SELECT session_id FROM sessions WHERE substr(path, 1, ?) = ?",
                 (len(folder), folder))}
 
-    def metadata_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
-        """(session id, links) of every session under ``folder`` whose metadata links to
-        another session."""
+    def session_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(session id, links) of every session file under ``folder`` that links to
+        another session: its metadata ``links``, then the ``[[id]]`` links of its text
+        (a session's archive part is a second row of that session)."""
+        empty = join_values(())
         with self._lock:
             rows = self._db.execute(
-                "SELECT session_id, links FROM sessions WHERE substr(path, 1, ?) = ?"
-                " AND links != ?", (len(folder), folder, join_values(()))).fetchall()
-        return [(str(sid), split_values(str(links))) for sid, links in rows]
+                "SELECT session_id, links, text_links FROM sessions"
+                " WHERE substr(path, 1, ?) = ? AND (links != ? OR text_links NOT IN ('', ?))",
+                (len(folder), folder, empty, empty)).fetchall()
+        return [(str(sid), split_values(str(meta)) + split_values(str(text)))
+                for sid, meta, text in rows]
 
-    def texts_with(self, marker: str) -> list[tuple[str, str]]:
-        """(session id, text) of every interaction and summary whose text holds
-        ``marker`` (a session's archive part counts as that session)."""
+    def present(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these session ids the index holds."""
+        out: set[str] = set()
         with self._lock:
-            rows = self._db.execute(
-                "SELECT s.session_id, d.text FROM docs d JOIN sessions s ON s.skey = d.skey"
-                " WHERE instr(d.text, ?) > 0", (marker,)).fetchall()
-        return [(str(sid), str(text)) for sid, text in rows]
+            for at in range(0, len(session_ids), 500):
+                chunk = list(session_ids[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                out.update(str(r[0]) for r in self._db.execute(
+                    f"SELECT DISTINCT session_id FROM sessions WHERE session_id IN ({marks})",
+                    chunk))
+        return out
+
+    def links_from(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The sessions each of these sessions links to (metadata, then text; each once)."""
+        out: dict[str, dict[str, None]] = {}
+        with self._lock:
+            for at in range(0, len(session_ids), 500):
+                chunk = list(session_ids[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                for sid, meta, text in self._db.execute(
+                    f"SELECT session_id, links, text_links FROM sessions WHERE session_id IN"
+                    f" ({marks}) ORDER BY skey", chunk,
+                ):
+                    found = out.setdefault(str(sid), {})
+                    found.update(dict.fromkeys(split_values(str(meta))))
+                    found.update(dict.fromkeys(split_values(str(text))))
+        return {sid: list(targets) for sid, targets in out.items()}
+
+    def links_to(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The sessions that link to each of these sessions (their metadata or their text),
+        by session id: one scan of the session rows per 100 ids."""
+        wanted = list(dict.fromkeys(session_ids))
+        out: dict[str, dict[str, None]] = {}
+        for at in range(0, len(wanted), 100):
+            chunk = wanted[at : at + 100]
+            where = " OR ".join(["instr(links, ?) > 0 OR instr(text_links, ?) > 0"] * len(chunk))
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT session_id, links, text_links FROM sessions WHERE {where}"
+                    " ORDER BY skey", [join_values((sid,)) for sid in chunk for _ in (0, 1)],
+                ).fetchall()
+            for source, meta, text in rows:
+                targets = set(split_values(str(meta))) | set(split_values(str(text)))
+                for sid in targets.intersection(chunk):
+                    out.setdefault(sid, {})[str(source)] = None
+        return {sid: list(sources) for sid, sources in out.items()}

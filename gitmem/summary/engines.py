@@ -11,6 +11,7 @@ result, which the summary commit records. Nothing here writes to the store.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -426,7 +427,7 @@ class LLMSummarizer:
                 content = self._ask(mode, self.messages(transcript, previous, mode))
                 parsed = self._parse(mode, content)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-                reason = f"{mode}: HTTP {exc.status_code} ({_brief(exc)})"
+                reason = f"{mode}: HTTP {exc.status_code} ({brief_error(exc)})"
                 attempts.append(reason)
                 self._first_mode = index  # the server does not support this mode
                 continue
@@ -438,7 +439,7 @@ class LLMSummarizer:
                     index = modes.index("text", index)
                 continue
             except openai.APIStatusError as exc:
-                reason = f"HTTP {exc.status_code} from {self._where()} ({_brief(exc)})"
+                reason = f"HTTP {exc.status_code} from {self._where()} ({brief_error(exc)})"
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APITimeoutError:
@@ -451,11 +452,11 @@ class LLMSummarizer:
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.APIConnectionError as exc:
-                reason = f"cannot reach {self._where()} ({_brief(exc)})"
+                reason = f"cannot reach {self._where()} ({brief_error(exc)})"
                 attempts.append(f"{mode}: {reason}")
                 break
             except openai.OpenAIError as exc:
-                reason = f"{type(exc).__name__}: {_brief(exc)}"
+                reason = f"{type(exc).__name__}: {brief_error(exc)}"
                 attempts.append(f"{mode}: {reason}")
                 break
             attempts.append(f"{mode}: ok in {time.perf_counter() - started:.2f}s")
@@ -474,13 +475,20 @@ class LLMSummarizer:
         return str(self.client.base_url).rstrip("/")
 
 
+@functools.lru_cache(maxsize=4)
+def _shared_client(config: LLMConfig) -> openai.OpenAI:
+    """One client per configuration for ``ask_json``: building one (connection pool, TLS
+    context) costs tens of ms, more than a local model's answer to a rerank."""
+    return LLMSummarizer(config).client
+
+
 def ask_json(config: LLMConfig, system: str, user: str) -> str:
     """One JSON answer (JSON mode, then JSON asked in the prompt if the server refuses the
     mode) from the configured server, for callers other than summaries (fact
     consolidation); raises GitmemError saying why when there is none (the key left out)."""
     import openai
 
-    client = LLMSummarizer(config).client
+    client = _shared_client(config)
     messages: list[Any] = [{"role": "system", "content": system},
                            {"role": "user", "content": user}]
     modes: list[dict[str, Any]] = [{"response_format": {"type": "json_object"}}, {}]
@@ -494,12 +502,12 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
                 continue  # the server has no JSON mode: ask in the prompt only
             raise _failed(config, "the server refused the request") from None
         except openai.APIStatusError as exc:
-            raise _failed(config, f"HTTP {exc.status_code} ({_brief(exc)})") from None
+            raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
         except openai.APITimeoutError:
             raise _failed(config, f"no answer within {config.timeout:g}s "
                                   f"({_BUDGET_HINT})") from None
         except openai.OpenAIError as exc:
-            raise _failed(config, f"{type(exc).__name__}: {_brief(exc)}") from None
+            raise _failed(config, f"{type(exc).__name__}: {brief_error(exc)}") from None
         try:
             content = reply.choices[0].message.content
         except (AttributeError, IndexError, TypeError):
@@ -510,13 +518,20 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
     raise _failed(config, "no output mode worked")  # pragma: no cover - the loop returns
 
 
+def redact_key(reason: str, api_key: str | None) -> str:
+    """``reason`` without the API key a server or client error may quote back."""
+    if api_key and len(api_key) >= 6:
+        reason = reason.replace(api_key, "[REDACTED:api-key]")
+    return reason
+
+
 def _failed(config: LLMConfig, reason: str) -> GitmemError:
-    if config.api_key and len(config.api_key) >= 6:
-        reason = reason.replace(config.api_key, "[REDACTED:api-key]")
-    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: {reason}")
+    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: "
+                       f"{redact_key(reason, config.api_key)}")
 
 
-def _brief(exc: BaseException) -> str:
+def brief_error(exc: BaseException) -> str:
+    """An exception's message on one line, at most 160 characters."""
     text = " ".join(str(exc).split())
     return text if len(text) <= 160 else text[:157] + "..."
 

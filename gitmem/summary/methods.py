@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TypedDict, Unpack
@@ -37,6 +37,7 @@ from gitmem.format.render import render
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
+from gitmem.summary.embedding import EmbedConfig, embed_texts
 from gitmem.summary.engines import (
     IDLE,
     MANUAL,
@@ -106,6 +107,9 @@ class SummaryMethods(SessionCore):
         self._summary_config: SummaryConfig | None = None
         self._default_summarizer: Summarizer | None = None
         self._llm_git: dict[str, str] = {}
+        # set it to embed with other settings; else gitmem.embed.* / GITMEM_EMBED_* (read once)
+        self.embed_settings: EmbedConfig | None = None
+        self._embed_found: tuple[EmbedConfig | None] | None = None
 
     def _before_save(self) -> None:
         super()._before_save()
@@ -149,13 +153,38 @@ class SummaryMethods(SessionCore):
         config = self.summary_config
         return config.llm or LLMConfig.from_env(git=self._llm_git)
 
-    def _ask_json(self, system: str, user: str) -> tuple[str, str] | None:
-        """The configured LLM's JSON answer and model (fact consolidation asks through
-        this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
+    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
+                  ) -> tuple[str, str] | None:
+        """The configured LLM's JSON answer and model (fact consolidation and the reranker
+        ask through this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
         config = None if self.summary_config.offline else self.llm_config()
         if config is None:
-            return super()._ask_json(system, user)
+            return super()._ask_json(system, user, timeout=timeout)
+        if timeout is not None:
+            config = replace(config, timeout=min(config.timeout, timeout), max_retries=0)
         return ask_json(config, system, user), config.model
+
+    def embedding_config(self) -> EmbedConfig | None:
+        """The embeddings this store searches with: ``embed_settings`` if set, else the
+        ``GITMEM_EMBED_*`` variables over ``gitmem.embed.*`` git settings (read once);
+        None when no embedding model is configured (search stays lexical).
+
+        Raises:
+            ConfigError: a setting has a value gitmem cannot use.
+        """
+        if self.embed_settings is not None:
+            return self.embed_settings
+        if self._embed_found is None:
+            git = dict(self._repo.config_section("gitmem.embed"))
+            self._embed_found = (EmbedConfig.from_env(git=git),)
+        return self._embed_found[0]
+
+    def _embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
+        """Vectors from the configured embedding model (search asks through this)."""
+        config = self.embedding_config()
+        if config is None:
+            return super()._embed(texts)
+        return (embed_texts(config, texts) if texts else []), config.key
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
         if given is not None:

@@ -1,0 +1,180 @@
+"""Search speed with optional embeddings (vectors already stored) against lexical only, in one run.
+
+    python benchmarks/bench_embed.py                      # 100,000 interactions, 384 and 768 dims
+    python benchmarks/bench_embed.py --small --dims 64    # 10,000 interactions
+    python benchmarks/bench_embed.py --path /tmp/bench    # keep (and reuse) the store
+
+The store is bench_search.py's synthetic corpus. The vectors are deterministic fakes (the
+hashed bag of stemmed words of tests/fake_openai.py, the same function the loopback server
+answers queries with), written straight into the index: "vectors already stored". The query
+vector comes from that loopback server through the real ``openai`` client. Reports p50/p95 of
+
+  lexical           mm.search(query, k=10) with no embedding model (the offline default)
+  embeddings warm   the same with embeddings on, the query's vector already known (the
+                    dense scan and the fusion alone)
+  embeddings        the same with one loopback /v1/embeddings request per query (the cost
+                    a local embedding server adds on top is the model's own time)
+
+and the ratio to lexical, the one-off cost of loading the vector matrix (the first search
+after the index changed), how much of the exact dense top-50 the sign-bit first pass keeps
+(vectors.EXACT_LIMIT) and what the exact scan alone costs. Issue 17 targets: embeddings
+p50 <= 20 ms at 100,000 interactions; lexical (offline) not slower than before (compare
+with bench_search.py's search p50 on main).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from bench_search import Corpus, synthetic_store
+
+from gitmem import MemoryManager
+from gitmem.search import vectors
+from gitmem.search.index import Index
+from gitmem.summary.embedding import EmbedConfig
+from gitmem.text import terms
+from tests.fake_openai import FakeServer, embedder, start
+
+MODEL = "fake-embed"
+
+
+def _bucket(term: str, dims: int) -> int:
+    digest = hashlib.blake2b(term.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % dims
+
+
+def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
+    """Write every document's fake vector (as vector_of would make it); (count, seconds)."""
+    start = time.perf_counter()
+    tag = vectors.tag_of(MODEL, dims)
+
+    def work(index: Index) -> int:
+        index._db.execute("DELETE FROM vectors")
+        rows = vectors.missing(index, tag, 10**9)
+        for at in range(0, len(rows), 5000):
+            chunk = rows[at : at + 5000]
+            matrix = np.zeros((len(chunk), dims), dtype=np.float32)
+            for n, (_, _, text) in enumerate(chunk):
+                for term in terms(text):
+                    matrix[n, _bucket(term, dims)] += 1.0
+            matrix[matrix.sum(axis=1) == 0, 0] = 1.0
+            matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+            vectors.store(index, tag, [(content, list(map(float, row)))
+                                       for (_, content, _), row in zip(chunk, matrix,
+                                                                       strict=True)])
+        return len(rows)
+
+    count = mm._store_index().run(work)
+    return count, time.perf_counter() - start
+
+
+def _stats(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return (statistics.median(ordered) * 1000,
+            ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000)
+
+
+def _time(queries: list[str], search: Callable[[str], object]) -> list[float]:
+    samples = []
+    for query in queries:
+        t0 = time.perf_counter()
+        search(query)
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=10, help="interactions per session")
+    parser.add_argument("--small", action="store_true", help="1,000 sessions")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--dims", type=int, nargs="+", default=[384, 768])
+    parser.add_argument("--path", help="keep the store here (reused when it exists)")
+    args = parser.parse_args()
+    sessions = 1000 if args.small else args.sessions
+    corpus = Corpus()
+    base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
+    started = time.perf_counter()
+    mm, texts, _ids = synthetic_store(base / "store", corpus, sessions, args.turns)
+    mm.search("warm up")
+    print(f"store: {len(texts)} interactions, ready in {time.perf_counter() - started:.0f} s; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    queries = [corpus.query(texts[corpus.rng.randrange(len(texts))])
+               for _ in range(args.queries)]
+    fake = FakeServer()
+    server = start(fake)
+    rows = []
+    lexical_p50 = 0.0
+    try:
+        for dims in args.dims:
+            fake.default = embedder(dims)
+            mm.embed_settings = None
+            count, seconds = store_vectors(mm, dims)
+            print(f"{dims} dims: {count} vectors written in {seconds:.0f} s")
+            for query in queries[:20]:
+                mm.search(query)  # warm the lexical caches
+            lexical = _stats(_time(queries, mm.search))
+            lexical_p50 = lexical[0]
+            mm.embed_settings = EmbedConfig(model=MODEL, base_url=fake.base_url)
+            t0 = time.perf_counter()
+            mm.search(queries[0])  # loads the matrix
+            load = time.perf_counter() - t0
+            notes = mm.search(queries[1]).notes
+            assert not [n for n in notes if "unused" in n or "no vector" in n], notes
+            cold = _stats(_time(queries, mm.search))  # one HTTP request each
+            warm = _stats(_time(queries, mm.search))  # the query vectors are cached now...
+            if len(queries) > 32:  # ...but only the last 32: ask each one twice in a row
+                samples: list[float] = []
+                for query in queries:
+                    mm.search(query)
+                    samples += _time([query], mm.search)
+                warm = _stats(samples)
+            matrix = mm._dense.cache.main
+            overlap = []
+            for vector in list(mm._dense._queries.values()):
+                if matrix is None:
+                    break
+                found = {i for i, _ in vectors.nearest(matrix, vector, 50)}
+                exact = {i for i, _ in vectors.nearest(matrix, vector, 50, exact=True)}
+                overlap.append(len(found & exact) / max(len(exact), 1))
+            recall = statistics.mean(overlap) if overlap else float("nan")
+            t0 = time.perf_counter()
+            for vector in list(mm._dense._queries.values()):
+                if matrix is not None:
+                    vectors.nearest(matrix, vector, 50, exact=True)
+            exact_ms = (time.perf_counter() - t0) / max(len(overlap), 1) * 1000
+            rows.append((dims, lexical, warm, cold, load, recall, exact_ms))
+    finally:
+        fake.stopping.set()
+        server.shutdown()
+        mm.close_index()
+        mm.close()
+    print(f"\n{len(texts):,} interactions, {len(queries)} queries, k=10; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
+    print("| dims | lexical p50 / p95 | embeddings warm p50 / p95 | embeddings p50 / p95 "
+          "(with HTTP) | warm / lexical | matrix load | dense top-50 = exact | exact scan |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dims, lexical, warm, cold, load, recall, exact_ms in rows:
+        print(f"| {dims} | {lexical[0]:.1f} / {lexical[1]:.1f} ms | {warm[0]:.1f} / "
+              f"{warm[1]:.1f} ms | {cold[0]:.1f} / {cold[1]:.1f} ms | "
+              f"{warm[0] / lexical[0]:.2f}x | {load:.2f} s | {100 * recall:.1f}% | "
+              f"{exact_ms:.1f} ms |")
+    print(f"\nlexical-only (offline default) p50 {lexical_p50:.1f} ms: compare with "
+          "bench_search.py's search p50 on main, same machine")
+
+
+if __name__ == "__main__":
+    main()

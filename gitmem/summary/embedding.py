@@ -1,0 +1,190 @@
+"""Optional embeddings: the ``embeddings`` setting (:class:`EmbedConfig`) and the client
+call that turns texts into vectors (:func:`embed_texts`).
+
+Any OpenAI-compatible ``/v1/embeddings`` server works (OpenAI, Ollama, vLLM, llama.cpp, LM
+Studio). Not configured (no model) means off: gitmem then never makes a request and search
+stays lexical. This module and :mod:`gitmem.summary.engines` are the only ones that import
+``openai`` (lazily: it takes ~0.4 s). Every answer is checked (count, equal lengths, finite,
+not all zero) because a vector that is silently wrong ranks garbage without any error; a
+bad answer raises :class:`~gitmem.errors.GitmemError` naming the model, the URL and what was
+wrong. Nothing here touches the store or the index.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gitmem.errors import GitmemError
+from gitmem.store.config import parse_float, parse_int, unknown_key
+from gitmem.summary.engines import brief_error, redact_key
+
+if TYPE_CHECKING:
+    import openai
+
+# git config keys of the gitmem.embed section (git keys have no underscores)
+EMBED_KEYS = ("url", "model", "dimensions", "batch", "timeout", "retries")
+# a text longer than this is cut before it is sent (models take a few thousand tokens)
+MAX_INPUT_CHARS = 8000
+
+
+@dataclass(frozen=True)
+class EmbedConfig:
+    """How to reach an OpenAI-compatible embeddings server.
+
+    Attributes:
+        model: the embedding model (``text-embedding-3-small``, ``nomic-embed-text``, ...).
+        base_url: server URL ending in ``/v1``; None means OpenAI's own.
+        api_key: the key; local servers usually need none (a placeholder is sent).
+        dimensions: asked of the server when given (and every vector must have it).
+        batch_size: texts per request.
+        timeout: seconds per request (search waits at most this long for the query vector).
+        max_retries: retries on connection errors and 5xx (0 or 1: search must stay quick).
+        max_input_chars: each text is cut to this many characters before it is sent.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    dimensions: int | None = None
+    batch_size: int = 64
+    timeout: float = 10.0
+    max_retries: int = 0
+    max_input_chars: int = MAX_INPUT_CHARS
+
+    @property
+    def key(self) -> str:
+        """What stored vectors are tagged with: another model or size means other vectors."""
+        return self.model if self.dimensions is None else f"{self.model}@{self.dimensions}"
+
+    @property
+    def where(self) -> str:
+        return (self.base_url or "OpenAI").rstrip("/")
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, git: Mapping[str, str] | None = None
+    ) -> EmbedConfig | None:
+        """The settings from ``gitmem.embed.*`` git values (``url``, ``model``,
+        ``dimensions``, ``batch``, ``timeout``, ``retries``) with the ``GITMEM_EMBED_BASE_URL``
+        (or ``_URL``), ``_MODEL``, ``_API_KEY``, ``_DIMENSIONS``, ``_BATCH`` and ``_TIMEOUT``
+        variables on top; None (off) when no model is set. The key falls back to
+        ``OPENAI_API_KEY`` only when no URL is set (OpenAI's own server).
+
+        Raises:
+            ConfigError: a value out of range or an unknown ``gitmem.embed`` key.
+        """
+        env = os.environ if env is None else env
+        raw: dict[str, tuple[str, str]] = {}
+        for key, value in (git or {}).items():
+            name = key.rsplit(".", 1)[-1].lower().replace("-", "")
+            name = {"baseurl": "url"}.get(name, name)
+            if name not in EMBED_KEYS:
+                raise unknown_key(key, EMBED_KEYS)
+            raw[name] = (key, value.strip())
+        for name, variables in (("url", ("GITMEM_EMBED_BASE_URL", "GITMEM_EMBED_URL")),
+                                ("model", ("GITMEM_EMBED_MODEL",)),
+                                ("dimensions", ("GITMEM_EMBED_DIMENSIONS",)),
+                                ("batch", ("GITMEM_EMBED_BATCH",)),
+                                ("timeout", ("GITMEM_EMBED_TIMEOUT",)),
+                                ("retries", ("GITMEM_EMBED_RETRIES",))):
+            for variable in variables:
+                if env.get(variable, "").strip():
+                    raw[name] = (variable, env[variable].strip())
+                    break
+        model = raw.get("model", ("", ""))[1]
+        if not model:
+            return None
+        url = raw.get("url", ("", ""))[1] or None
+        api_key = env.get("GITMEM_EMBED_API_KEY", "").strip() or None
+        if api_key is None and url is None:
+            api_key = env.get("OPENAI_API_KEY", "").strip() or None
+        settings: dict[str, Any] = {"model": model, "base_url": url, "api_key": api_key}
+        if "dimensions" in raw:
+            settings["dimensions"] = parse_int(*raw["dimensions"], 1, 65536)
+        if "batch" in raw:
+            settings["batch_size"] = parse_int(*raw["batch"], 1, 2048)
+        if "timeout" in raw:
+            settings["timeout"] = parse_float(*raw["timeout"], 0.1, 600)
+        if "retries" in raw:
+            settings["max_retries"] = parse_int(*raw["retries"], 0, 1)
+        return cls(**settings)
+
+
+@functools.lru_cache(maxsize=4)
+def _client(config: EmbedConfig) -> openai.OpenAI:
+    import openai
+
+    return openai.OpenAI(api_key=config.api_key or "not-needed", base_url=config.base_url,
+                         timeout=config.timeout, max_retries=config.max_retries)
+
+
+def _failed(config: EmbedConfig, reason: str) -> GitmemError:
+    return GitmemError(f"embedding model {config.model} at {config.where}: "
+                       f"{redact_key(reason, config.api_key)}")
+
+
+def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
+    import openai
+
+    extra: dict[str, Any] = {}
+    if config.dimensions is not None:
+        extra["dimensions"] = config.dimensions
+    try:
+        reply = _client(config).embeddings.create(model=config.model, input=texts, **extra)
+    except openai.APIStatusError as exc:
+        raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
+    except openai.APITimeoutError:
+        raise _failed(config, f"no answer within {config.timeout:g}s (set "
+                              "GITMEM_EMBED_TIMEOUT or git config gitmem.embed.timeout)") from None
+    except openai.APIConnectionError as exc:
+        raise _failed(config, f"cannot reach the server ({brief_error(exc)})") from None
+    except (openai.OpenAIError, ValueError, TypeError) as exc:  # a body the client cannot read
+        raise _failed(config, f"{type(exc).__name__}: {brief_error(exc)}") from None
+    data = getattr(reply, "data", None)
+    if not isinstance(data, list):
+        raise _failed(config, "the answer has no data list")
+    if len(data) != len(texts):
+        raise _failed(config, f"{len(data)} vectors for {len(texts)} texts")
+    ordered = sorted(data, key=lambda item: getattr(item, "index", 0))
+    return [list(getattr(item, "embedding", None) or []) for item in ordered]
+
+
+def check_vectors(config: EmbedConfig, vectors: Sequence[Sequence[float]], expected: int
+                  ) -> None:
+    """Raise GitmemError unless ``vectors`` are ``expected`` usable vectors of one length
+    (the configured dimensions, when given): finite numbers, not all zero."""
+    if len(vectors) != expected:
+        raise _failed(config, f"{len(vectors)} vectors for {expected} texts")
+    want = config.dimensions or (len(vectors[0]) if vectors else 0)
+    for at, vector in enumerate(vectors):
+        if len(vector) != want or not want:
+            raise _failed(config, f"vector {at} has {len(vector)} dimensions, expected {want}")
+        if not all(isinstance(x, int | float) and math.isfinite(x) for x in vector):
+            raise _failed(config, f"vector {at} holds a value that is not a finite number")
+        if not any(vector):
+            raise _failed(config, f"vector {at} is all zeros")
+
+
+def embed_texts(config: EmbedConfig, texts: Sequence[str]) -> list[list[float]]:
+    """One vector per text, asked in batches of ``config.batch_size`` (each text cut to
+    ``max_input_chars``; an empty text is sent as one space, which servers refuse less).
+
+    Raises:
+        GitmemError: the server cannot be reached, fails, is too slow, or answers with
+            vectors that cannot be used (wrong count or size, NaN/inf, all zeros).
+    """
+    out: list[list[float]] = []
+    cut = [(t[: config.max_input_chars] or " ") for t in texts]
+    for at in range(0, len(cut), config.batch_size):
+        batch = cut[at : at + config.batch_size]
+        vectors = _request(config, batch)
+        check_vectors(config, vectors, len(batch))
+        if out and len(vectors[0]) != len(out[0]):
+            raise _failed(config, f"batches of {len(out[0])} and {len(vectors[0])} dimensions")
+        out.extend(vectors)
+    return out
