@@ -102,33 +102,46 @@ def _killed_save(store: Path, kill_at: str) -> None:
     assert done.returncode == -9, done.stderr
 
 
-def test_a_person_s_commit_does_not_take_in_a_killed_save(mm: MemoryManager,
-                                                          store: Path) -> None:
+@pytest.mark.parametrize(("kill_at", "outcome"), [
+    ("_move_ref:before:1", "finished"),  # the index staged, the branch not moved
+    ("_write_index:before:1", "undone"),  # the new file in place, not staged
+])
+def test_a_person_s_commit_does_not_take_in_a_killed_save(mm: MemoryManager, store: Path,
+                                                          kill_at: str, outcome: str) -> None:
     (store / "notes.txt").write_text("mine\n")
     git(store, "add", "notes.txt")
     git(store, "commit", "-qm", "notes")
     mm.install_hooks()
     mm.close()
     before = git(store, "rev-parse", "HEAD").strip()
-    _killed_save(store, "_move_ref:before:1")  # the index staged, the branch not moved
+    _killed_save(store, kill_at)
     (store / "notes.txt").write_text("mine, edited\n")
     # what a person does: git refuses, names the lock; they remove it and commit again
     done = commit(store, "my notes")
     assert done.returncode != 0 and "index.lock" in done.stderr
     (store / ".git" / "index.lock").unlink()
     done = commit(store, "my notes")
-    if done.returncode != 0:  # the hook finished the save first: the commit runs again
-        assert "run your commit again" in done.stderr, done.stderr
-        done = commit(store, "my notes")
+    # the hook repaired the save first and stopped this commit, which had taken it in
+    assert done.returncode == 1
+    assert f"{SESSION}:1: a gitmem save cut short" in done.stderr
+    assert ("finished as its own commit" if outcome == "finished" else "was undone") \
+        in done.stderr
+    assert "run your commit again" in done.stderr
+    done = commit(store, "my notes")
     assert done.returncode == 0, done.stderr
     mine = git(store, "rev-parse", "HEAD").strip()
     assert git(store, "diff", "--name-only", f"{mine}^", mine) == "notes.txt\n"
     assert git(store, "log", "-1", "--format=%s", mine) == "my notes\n"
+    assert git(store, "status", "--porcelain") == ""
+    assert not (store / ".git" / "refs" / "heads" / "main.lock").exists()
+    if outcome == "undone":
+        assert git(store, "rev-parse", f"{mine}^").strip() == before
+        assert "second" not in (store / SESSION).read_text()
+        return
     # the save is its own commit, with its trailers, between the two
     save = git(store, "rev-parse", f"{mine}^").strip()
     assert git(store, "rev-parse", f"{save}^").strip() == before
     trailers = git(store, "log", "-1", "--format=%(trailers:only)", save)
     assert "Gitmem-Op: save" in trailers and "Gitmem-Session: s" in trailers
     assert "second" in git(store, "show", f"{save}:{SESSION}")
-    assert git(store, "status", "--porcelain") == ""
-    assert not (store / ".git" / "refs" / "heads" / "main.lock").exists()
+    assert "second" in (store / SESSION).read_text()
