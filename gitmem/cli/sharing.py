@@ -126,7 +126,7 @@ def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
     for problem in problems:
         click.echo(str(problem), err=True)
     if problems:
-        click.echo("gitmem: commit refused: fix the memory files above (`gitmem check`)", err=True)
+        click.echo("gitmem: commit refused: see the problems above (`gitmem check`)", err=True)
         sys.exit(1)
 
 

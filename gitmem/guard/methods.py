@@ -45,6 +45,7 @@ from gitmem.format.paths import (
     session_dir,
 )
 from gitmem.format.render import render
+from gitmem.guard.drops import history_drops
 from gitmem.guard.redact import (
     _redact_into,
     _redact_metadata,
@@ -312,7 +313,9 @@ class GuardMethods:
 
     def check(self, *, commit: str | None = None) -> list[Diagnostic]:
         """Validate every session file and archive part; returns all ``path:line`` problems
-        (empty = clean). Checks the committed files and any uncommitted hand edits.
+        (empty = clean). Checks the committed files and any uncommitted hand edits, and
+        reports saved turns that a commit made outside gitmem dropped among the last 200
+        commits (see :mod:`gitmem.guard.drops`).
         """
         problems: list[Diagnostic] = []
         paths: dict[str, str | None] = {}  # path: the session id its name encodes
@@ -363,6 +366,7 @@ class GuardMethods:
                     )
                 )
         problems.extend(self._check_memory_file(commit))
+        problems.extend(history_drops(self._repo, commit))
         return problems
 
     def _check_memory_file(self, commit: str | None) -> list[Diagnostic]:

@@ -3,7 +3,8 @@
 A writer can be killed at any instruction. What it may leave behind, and what repairs it:
 
 - a journal in ``.git/gitmem/write.lock`` (written before any file, index entry or ref is
-  touched): the files it names, and their index entries, are brought to HEAD by the next
+  touched): a save that had only its branch left to move is finished (the branch moved
+  to its commit); else the files it names, and their index entries, are brought to HEAD by the next
   writer, or by the next process that opens the store when no writer holds the lock, and
   the git locks it held (``index.lock``, the branch's) are removed so git works again;
 - a half-rewritten ``.git/index`` (the index is overwritten in place; a kill can cut a
@@ -26,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from stat import S_ISREG
+from typing import Any
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store import splitindex
@@ -43,6 +45,10 @@ KEEP_MARK = b"gitmem: a save is writing this pack"
 
 class RecoveryLayer(WorktreeLayer):
     """Crash recovery for ``Repository`` (see the module docs)."""
+
+    # saves of dead writers this object repaired: (commit it finished, or None when it
+    # undid the save; the files); replaced, never appended to in place
+    recovered: list[tuple[str | None, list[str]]] = []  # noqa: RUF012
 
     def recover(self) -> bool:
         """Finish or undo a save whose writer died half-way, if no writer holds the lock.
@@ -111,6 +117,8 @@ class RecoveryLayer(WorktreeLayer):
             if owner_is_dead(lock):
                 with contextlib.suppress(FileNotFoundError):
                     lock.unlink()
+        finished = self._finish_publish(record)
+        undone = False
         head = self.head()
         wanted: dict[str, str | None] = {}
         written: dict[str, tuple[str | None, str | None]] = {}
@@ -123,23 +131,36 @@ class RecoveryLayer(WorktreeLayer):
             current_sha = current[1] if current else None
             if current_sha != want_sha and current_sha in (old, new):
                 self._write_working(path, None if want_sha is None else self.blob(want_sha))
+                undone = True
             # else: right already, or edited by a person since: leave it alone
         if self._index_torn():
             self._rebuild_index(head)
         elif wanted:
-            self._restage(wanted, written)
+            undone = self._restage(wanted, written) or undone
+        if finished is not None or undone:  # the pre-commit hook asks what was repaired
+            self.recovered = [*self.recovered, (finished, sorted(wanted))]
         self._write_lock_file(b"")
 
+    def _finish_publish(self, record: dict[str, Any]) -> str | None:
+        """Finish the dead writer's save whose only step left was moving the branch;
+        returns the commit, or None to undo the save. ``TransactionLayer`` overrides it:
+        moving the branch is its job."""
+        return None
+
     def _restage(self, wanted: dict[str, str | None],
-                 written: dict[str, tuple[str | None, str | None]]) -> None:
+                 written: dict[str, tuple[str | None, str | None]]) -> bool:
         """Point the index entries a dead writer may have left at HEAD's blobs (``wanted``);
-        an entry a person staged since (neither the old nor the new blob) stays."""
+        an entry a person staged since (neither the old nor the new blob) stays. Returns
+        whether any entry changed."""
         try:
-            self._load_index()
+            seen = self._load_index()
         except UnsupportedIndex:
             present = {p for p, sha in wanted.items() if sha is None or self.working_blob(p)}
             self._update_index_with_git({p: wanted[p] for p in present})  # git sets them
-            return
+            return True
+        if all(self._entry_hex(seen, p) == sha or self._entry_hex(seen, p) not in written[p]
+               for p, sha in wanted.items()):
+            return False  # no lock then: a `git commit` whose hook runs this holds it
         with self._holding_git_lock(self.git_dir / "index"):
             index = self._load_index()
             changed = False
@@ -160,6 +181,12 @@ class RecoveryLayer(WorktreeLayer):
                               bytes.fromhex(sha))
             if changed:
                 self._write_index(index)
+        return changed
+
+    @staticmethod
+    def _entry_hex(index: Index, path: str) -> str | None:
+        staged = index.entry_sha(path.encode())
+        return staged.hex() if staged is not None else None
 
     def _index_torn(self) -> bool:
         """True if the index is missing, fails its checksum (a write cut short) or names a

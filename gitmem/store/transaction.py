@@ -20,10 +20,11 @@ runs wholly before it (and the swap then fails: the save is rebuilt) or wholly a
 If anything fails before 5, steps 3 and 4 are undone and the save is reported not written.
 
 A writer killed in 2-6 leaves git lock files behind, naming their dead owner: git refuses
-to commit until the next gitmem call finishes or undoes the save from the journal. The index
-never stages the *old* content of a file whose new content is committed, so even a person who
-deletes the stale locks by hand cannot revert a save with an unrelated ``git commit`` (killed
-between 4 and 5 exactly, such a commit takes in the unfinished save whole instead).
+to commit until the next gitmem call finishes or undoes the save from the journal (finished,
+as its own commit, if only step 5 was left). The index never stages the *old* content of a
+file whose new content is committed, so even a person who deletes the stale locks by hand
+cannot revert a save with an unrelated ``git commit``; gitmem's pre-commit hook repairs the
+save first, so such a commit does not take in an unfinished save either.
 ``Repository`` inherits :class:`TransactionLayer`.
 """
 
@@ -32,13 +33,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from gitmem.errors import BranchMoved, ConflictError, LockTimeout, RepositoryError, UnsupportedIndex
 from gitmem.store.base import Identity as Identity  # importable from here as before
@@ -58,6 +60,8 @@ from gitmem.store.objects import (
 from gitmem.store.recovery import KEEP_MARK, RecoveryLayer
 
 T = TypeVar("T")
+
+log = logging.getLogger("gitmem")
 
 # how often a save is rebuilt on a branch that keeps moving under it before it gives up
 MAX_REBUILDS = 20
@@ -295,6 +299,39 @@ class TransactionLayer(RecoveryLayer):
             "the fast-forward; nothing was written, try again",
             base=base, tip=tip, paths=sorted(self.diff_trees(base, tip)),
         )
+
+
+    def _finish_publish(self, record: dict[str, Any]) -> str | None:
+        """Move the branch to the dead writer's commit if all that was left of its save was
+        that last step (its index entries are written, the branch is still at the old
+        commit): the save then keeps its own commit and trailers, where undoing it would
+        drop it. Returns the commit, or None when the save is undone instead."""
+        ref, old, new = record.get("ref"), record.get("old"), record.get("new")
+        files: dict[str, list[str | None]] = record.get("files") or {}
+        if not (isinstance(ref, str) and isinstance(new, str) and files):
+            return None
+        if self._read_ref(ref) != old or not self.has_object(new, "commit"):
+            return None
+        if self._index_torn():
+            return None
+        try:
+            index = self._load_index()
+        except UnsupportedIndex:
+            return None
+        for path, (_before, after) in files.items():
+            staged = index.entry_sha(path.encode())
+            if (staged.hex() if staged is not None else None) != after:
+                return None  # it died before its index write: undo it
+        message = self._read_object(new, "commit").partition(b"\n\n")[2]
+        subject = message.split(b"\n", 1)[0].decode(errors="replace")
+        with self._holding_git_lock(self.git_dir / ref):
+            if self._read_ref(ref) != old:
+                return None
+            self._append_reflogs(ref, self._reflog_line(old, new, subject))
+            self._move_ref(ref, new)
+        log.warning("%s: finished a save whose writer died before moving %s (commit %s)",
+                    self.root, ref, new[:12])
+        return new
 
 
     # --- objects, the branch and its reflog (the steps of a publish) ---------------------

@@ -20,6 +20,7 @@ from gitmem.errors import (
 from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import SUFFIX, decode_id, is_facts_path, is_fanout_path, misplaced
+from gitmem.guard.drops import is_memory_file as is_memory_file  # importable from here
 from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository
@@ -121,16 +122,6 @@ def driver_command() -> str:
     ``-m gitmem merge-file``, which still works, and opening one rewrites it to this.
     """
     return f"{shlex.quote(sys.executable)} -P -m gitmem.sync.driver %O %A %B %P"
-
-
-def is_memory_file(path: str) -> bool:
-    """Whether ``path`` is a session file or a session's archive part (the paths
-    ``.gitattributes`` gives ``merge=gitmem``)."""
-    if not path.endswith(SUFFIX):
-        return False
-    if path.startswith(("sessions/", "archive/")):
-        return path.count("/") == 1 or (path.count("/") == 2 and is_fanout_path(path))
-    return path.startswith("namespaces/")
 
 
 def _expected_id(path: str) -> tuple[str | None, str | None]:

@@ -33,6 +33,7 @@ from gitmem.errors import (
     RepositoryError,
 )
 from gitmem.format.paths import decode_id, encode_id, fold_name, is_facts_path, portability_problem
+from gitmem.guard.drops import ALLOW_ENV, staged_drops
 from gitmem.guard.redact import with_redacted_trailer
 from gitmem.guard.secrets import redact as redact_text
 from gitmem.models import Result
@@ -467,7 +468,10 @@ class SyncMethods(SessionCore):
         """Run the work of git hook ``name``; returns the problems that should stop git.
 
         ``pre-commit`` validates the staged memory files (or, given file names as the
-        pre-commit framework passes them, those files). ``post-merge`` and
+        pre-commit framework passes them, those files) and refuses saved turns they drop
+        (unless ``GITMEM_ALLOW_DROP=1``; see :mod:`gitmem.guard.drops`). A save whose
+        writer was killed is finished or undone first, and the commit stopped, so that it
+        does not take in that save under the person's name. ``post-merge`` and
         ``post-checkout`` only make sure the store is wired (the merge driver); the search
         index catches up with the new commit by itself on its next use.
         """
@@ -477,10 +481,30 @@ class SyncMethods(SessionCore):
             return []
         if args:
             return validate_paths(args)
-        problems: list[Diagnostic] = []
+        problems = self._repaired_saves()
+        if problems:  # the index git is committing may hold that save: commit anew
+            return problems
         staged = staged_files(self.repository, lambda p: is_memory_file(p) or is_facts_path(p))
         for path, data in staged:
             problems += validate_memory_file(data, path)
+        if os.environ.get(ALLOW_ENV) != "1":
+            head = self.repository.head()
+            problems += staged_drops({path: (self.repository.read(path, head) if head else None,
+                                             data) for path, data in staged})  # fmt: skip
+        return problems
+
+    def _repaired_saves(self) -> list[Diagnostic]:
+        """A save whose writer was killed, repaired now (opening the store does it, under
+        the write lock): a person's commit must not take it in under their name."""
+        self.repository.recover()
+        problems = []
+        for finished, paths in self.repository.recovered:
+            done = (f"was finished as its own commit {finished[:12]}" if finished
+                    else "was undone (it had not reached its last step)")
+            problems += [Diagnostic(path, 1, f"a gitmem save cut short (its writer was "
+                                    f"killed) {done}; your commit was stopped so that it "
+                                    "does not take that save in: run your commit again")
+                         for path in paths]  # fmt: skip
         return problems
 
     def migrate(self, *, dry_run: bool = False) -> Migration:
