@@ -152,6 +152,42 @@ def test_token_shorter_than_16_characters_is_refused(store: Path, via_env: bool)
     assert not store.exists()
 
 
+@pytest.mark.parametrize("token", [" " * 16, f" {TOKEN} "], ids=["blank", "padded"])
+def test_blank_or_padded_token_is_refused(store: Path, token: str) -> None:
+    # h11 strips a header's surrounding white space: such a server would accept nobody
+    cmd = [sys.executable, *gitmem_args(store, "--init", "--transport", "streamable-http",
+                                        "--port", "0", "--token", token)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env(), text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the refusal, or the banner of a server that started
+    finally:
+        if proc.poll() is None and "serving" in first:
+            proc.terminate()
+        proc.wait(60)
+    assert proc.returncode == 1 and "gitmem mcp: the token" in first, first
+    assert not store.exists()
+
+
+def test_the_bearer_scheme_is_case_insensitive(store: Path) -> None:
+    with http_server(store, "--init", "--token", TOKEN) as url:
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            status, body = _post(url, Authorization=f"{scheme} {TOKEN}")
+            assert status == 200 and '"serverInfo"' in body, scheme
+        assert _post(url, Authorization=f"bearer {TOKEN}x")[0] == 401
+
+        async def lower() -> None:
+            async with http_session(url, headers={"Authorization": f"bearer {TOKEN}"}
+                                    ) as session:
+                saved = await session.call_tool("save_interaction", {
+                    "session": "lower", "user": "hello", "assistant": "hi"})
+                assert not is_error(saved), text_of(saved)
+
+        asyncio.run(lower())
+    assert _log(store)[0]["session"] == "lower"
+
+
 @pytest.mark.parametrize("via_env", [False, True], ids=["--token", "GITMEM_MCP_TOKEN"])
 def test_token_guards_every_request_on_a_non_loopback_bind(store: Path, via_env: bool) -> None:
     args = ("--init", "--host", "0.0.0.0", *(() if via_env else ("--token", TOKEN)))
