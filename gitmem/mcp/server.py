@@ -158,8 +158,9 @@ def _add_reads(server: Any, run: _Runner) -> None:
     async def get_context(
         ctx: Context, session: SessionId,
         query: Annotated[str, Field(min_length=1, description="The user's new message.")],
-        max_tokens: Annotated[int, Field(ge=50, le=200_000, description="Token budget of the "
-                                                                        "whole context.")] = 2000,
+        max_tokens: Annotated[int, Field(ge=tools.CONTEXT_TOKENS_MIN, le=tools.CONTEXT_TOKENS_MAX,
+                                         description="Token budget of the whole "
+                                                     "context.")] = 2000,
         k: Annotated[int, Field(ge=0, le=200, description="Memories to retrieve.")] = 8,
         recent: Annotated[int, Field(ge=0, le=1000, description="Recent turns to "
                                                                 "include.")] = 8,
@@ -370,12 +371,12 @@ def _add_resources(server: Any, mm: MemoryManager) -> None:
         sdk.add_resource(server, fn, uri, name=name, mime_type=mime, description=text)
 
     async def recall(session: str, question: str, max_tokens: str = "2000") -> list[Any]:
-        try:
-            budget = int(max_tokens)
-        except ValueError:
-            raise ValueError(f"max_tokens: not a number: {max_tokens[:20]!r}") from None
-        context = await read(lambda mm: tools.get_context(mm, session, question, budget, 8,
-                                                          8).text)
+        try:  # the client sees gitmem's reason (a prompt's other errors reach only the log)
+            budget = tools.context_budget(max_tokens)
+            context = await asyncio.to_thread(lambda: tools.get_context(
+                mm, session, question, budget, 8, 8).text)
+        except GitmemError as exc:
+            raise sdk.prompt_error(str(exc)) from None
         text = (f"Here is what you remember of the conversation {session!r} (from gitmem):\n\n"
                 f"{context}\n\nWith that in mind: {question}")
         return [{"role": "user", "content": {"type": "text", "text": text}}]

@@ -21,6 +21,9 @@ from gitmem.models import Revision, Session
 
 # the default cap on the text of one save (the HTTP transport also caps a request at 4 MiB)
 MAX_SAVE_BYTES = 1024 * 1024
+# get_context's token budget, and the recall prompt's
+CONTEXT_TOKENS_MIN = 50
+CONTEXT_TOKENS_MAX = 200_000
 # a diff's unified text is cut here: the structured part says what changed
 MAX_UNIFIED_CHARS = 20_000
 
@@ -212,6 +215,20 @@ def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k:
     listed = [dict(m) for m in messages]
     text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in listed)
     return Answer(text or "(no context)", {"session": session, "messages": listed})
+
+
+def context_budget(value: str) -> int:
+    """A token budget given as text (a prompt's arguments are strings), within the bounds
+    of ``get_context``."""
+    try:
+        budget = int(value.strip())
+    except ValueError:
+        raise ValidationError(f"max_tokens: not a number: {value[:20]!r}") from None
+    if budget < CONTEXT_TOKENS_MIN:
+        raise ValidationError(f"max_tokens: {budget} is less than {CONTEXT_TOKENS_MIN}")
+    if budget > CONTEXT_TOKENS_MAX:
+        raise ValidationError(f"max_tokens: {budget} is more than {CONTEXT_TOKENS_MAX:,}")
+    return budget
 
 
 def _rev_row(rev: Revision) -> dict[str, Any]:
