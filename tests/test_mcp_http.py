@@ -28,6 +28,7 @@ import pytest
 
 from tests.conftest import git
 from tests.mcp_client import (
+    MAJOR,
     _env,
     gitmem_args,
     http_server,
@@ -152,22 +153,39 @@ def test_token_shorter_than_16_characters_is_refused(store: Path, via_env: bool)
     assert not store.exists()
 
 
-@pytest.mark.parametrize("token", [" " * 16, f" {TOKEN} "], ids=["blank", "padded"])
-def test_blank_or_padded_token_is_refused(store: Path, token: str) -> None:
-    # h11 strips a header's surrounding white space: such a server would accept nobody
+def _refusal(store: Path, *args: str) -> tuple[int, str]:
+    """Start ``gitmem mcp ARGS`` over HTTP: its exit code and the first line on stderr (the
+    refusal, or the banner of a server that started, which is then stopped)."""
     cmd = [sys.executable, *gitmem_args(store, "--init", "--transport", "streamable-http",
-                                        "--port", "0", "--token", token)]
+                                        "--port", "0", *args)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=_env(), text=True)
     try:
         assert proc.stderr is not None
-        first = proc.stderr.readline()  # the refusal, or the banner of a server that started
+        first = proc.stderr.readline()
     finally:
         if proc.poll() is None and "serving" in first:
             proc.terminate()
         proc.wait(60)
-    assert proc.returncode == 1 and "gitmem mcp: the token" in first, first
+    return proc.returncode, first
+
+
+@pytest.mark.parametrize("token", [" " * 16, f" {TOKEN} "], ids=["blank", "padded"])
+def test_blank_or_padded_token_is_refused(store: Path, token: str) -> None:
+    # h11 strips a header's surrounding white space: such a server would accept nobody
+    code, first = _refusal(store, "--token", token)
+    assert code == 1 and "gitmem mcp: the token" in first, first
     assert not store.exists()
+
+
+def test_max_bytes_is_capped_by_the_transport(store: Path) -> None:
+    # the SDK refuses a request body over 4 MiB: a larger --max-bytes could never be used
+    code, first = _refusal(store, "--max-bytes", str(4 * 1024 * 1024))
+    assert code != 0, first
+    assert "at most 3,145,728 bytes over streamable HTTP" in first, first
+    assert not store.exists()
+    code, first = _refusal(store, "--max-bytes", str(3 * 1024 * 1024))
+    assert "serving" in first, first
 
 
 def test_the_bearer_scheme_is_case_insensitive(store: Path) -> None:
@@ -285,13 +303,18 @@ def test_request_over_the_body_limit_is_refused_and_writes_nothing(store: Path) 
         conn.putheader("Content-Length", str(len(big)))
         conn.endheaders()
         answer = conn.getresponse()
-        assert answer.status == 413, answer.read()
+        said = answer.read().decode()
+        assert answer.status == 413, said
+        # the real limit, not only "too large"
+        assert "at most 4,194,304 bytes" in said and "--max-bytes" in said, said
         conn.close()
         assert _commits(store) == before
         # through the client: 2.x raises an MCPError from the call, 1.x's transport fails
         # the whole session with the HTTP 413
-        with pytest.raises(Exception):  # noqa: B017 - the client's error differs by major
+        with pytest.raises(Exception) as raised:  # noqa: B017 - the error differs by major
             asyncio.run(asyncio.wait_for(too_big(url), 120))
+        if MAJOR == 2:
+            assert "at most 4,194,304 bytes" in repr(raised.value), raised.value
         assert _commits(store) == before
         asyncio.run(small(url))  # the server goes on serving
     assert _commits(store) == before + 1

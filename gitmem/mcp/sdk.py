@@ -38,6 +38,10 @@ _SECURITY: Any = importlib.import_module("mcp.server.transport_security").Transp
 _exceptions = importlib.import_module("mcp.shared.exceptions")
 # a protocol error passes through a prompt's rendering as it is (2.x hides any other's text)
 _PROTOCOL_ERROR: Any = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
+# the largest request body the SDK's HTTP transport reads (413 beyond): 4 MiB in both majors
+MAX_REQUEST_BYTES: int = getattr(importlib.import_module("mcp.server.transport_security"),
+                                 "DEFAULT_MAX_REQUEST_BODY_SIZE", None) or \
+    importlib.import_module("mcp.server.streamable_http").MAXIMUM_MESSAGE_SIZE
 # the name the Python SDK's client sends when its user gave none: not an agent's name
 SDK_DEFAULT_CLIENT = "mcp"
 
