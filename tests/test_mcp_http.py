@@ -311,7 +311,7 @@ def test_request_over_the_body_limit_is_refused_and_writes_nothing(store: Path) 
         assert _commits(store) == before
         # through the client: 2.x raises an MCPError from the call, 1.x's transport fails
         # the whole session with the HTTP 413
-        with pytest.raises(Exception) as raised:  # noqa: B017 - the error differs by major
+        with pytest.raises(Exception) as raised:  # the error differs by major
             asyncio.run(asyncio.wait_for(too_big(url), 120))
         if MAJOR == 2:
             assert "at most 4,194,304 bytes" in repr(raised.value), raised.value
