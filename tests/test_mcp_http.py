@@ -22,6 +22,7 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -477,3 +478,76 @@ def test_a_client_without_a_name_writes_as_the_agent(store: Path) -> None:
         asyncio.run(go(url))
     assert _log(store)[0] == {"agent": "served-agent", "via": "mcp", "session": "anon"}
 
+
+
+# --- large sessions ------------------------------------------------------------------------
+
+
+def _joined(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turns of load_session's pages put back together (as docs/mcp.md says)."""
+    turns: list[dict[str, Any]] = []
+    for page in pages:
+        for turn in page["interactions"]:
+            messages = [dict(m) for m in turn["messages"]]
+            if turns and turns[-1]["id"] == turn["id"]:  # the next piece of a split turn
+                if messages and messages[0].pop("continues", False):
+                    turns[-1]["messages"][-1]["content"] += messages.pop(0)["content"]
+                turns[-1]["messages"] += messages
+            else:
+                turns.append({**turn, "messages": messages})
+    return turns
+
+
+def test_a_turn_near_the_cap_is_read_back_in_pages(store: Path) -> None:
+    cap = 3 * 1024 * 1024
+    line = 'line {:07d}: "quoted" \\ back\tslash, é ü 漢字 and a tab\n'
+    big = "".join(line.format(i) for i in range(cap // 50)).encode()[: cap - 4000].decode(
+        "utf-8", "ignore")
+    assert cap - 10_000 < len(big.encode()) <= cap - 2000
+
+    async def main(url: str) -> list[dict[str, Any]]:
+        async with http_session(url) as session:
+            saved = await session.call_tool("save_interaction", {
+                "session": "big", "user": big, "assistant": "noted"})
+            assert not is_error(saved), text_of(saved)
+            for i in range(3):
+                done = await session.call_tool("save_interaction", {
+                    "session": "big", "user": f"small {i}", "assistant": "ok"})
+                assert not is_error(done), text_of(done)
+            pages = []
+            cursor = None
+            while True:  # the default answer, then every next page, fits the client's limit
+                args = {"session": "big"} if cursor is None else {"session": "big",
+                                                                   "cursor": cursor}
+                got = await session.call_tool("load_session", args)
+                assert not is_error(got), text_of(got)[:500]
+                pages.append(structured(got))
+                cursor = pages[-1]["next"]
+                if cursor is None:
+                    break
+                assert f"cursor={cursor!r}" in text_of(got) or cursor in text_of(got)
+                assert len(pages) < 100
+            # a small session is one page, as before
+            small = await session.call_tool("save_interaction", {"session": "tiny",
+                                                                 "user": "hi"})
+            assert not is_error(small)
+            one = structured(await session.call_tool("load_session", {"session": "tiny"}))
+            assert one["next"] is None and len(one["interactions"]) == 1
+            # limit: at most that many turns a page
+            two = structured(await session.call_tool("load_session", {
+                "session": "big", "cursor": "1", "limit": 2}))
+            assert [t["messages"][0]["content"] for t in two["interactions"]] == [
+                "small 0", "small 1"] and two["next"] == "3"
+            bad = await session.call_tool("load_session", {"session": "big", "cursor": "x.y"})
+            assert is_error(bad) and "cursor" in text_of(bad)
+            return pages
+
+    with http_server(store, "--init", "--max-bytes", str(cap)) as url:
+        pages = asyncio.run(main(url))
+    assert len(pages) > 3
+    turns = _joined(pages)
+    assert [t["messages"][0]["content"] for t in turns[1:]] == ["small 0", "small 1",
+                                                                 "small 2"]
+    assert turns[0]["messages"][0]["content"] == big
+    assert turns[0]["messages"][1]["content"] == "noted"
+    assert all(p["total_interactions"] == 4 for p in pages)

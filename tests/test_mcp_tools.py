@@ -32,7 +32,7 @@ ARGS = {
     "search": {"query", "k", "tags", "project", "participant", "sessions", "since", "until",
                "include_links"},
     "get_context": {"session", "query", "max_tokens", "k", "recent", "rerank"},
-    "load_session": {"session", "at", "last", "include_archive"},
+    "load_session": {"session", "at", "last", "include_archive", "cursor", "limit"},
     "list_sessions": {"tags", "participant", "project", "since", "until", "at", "limit"},
     "history": {"session", "op", "agent", "model", "since", "until", "limit", "changes"},
     "diff": {"session", "a", "b"},

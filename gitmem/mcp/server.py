@@ -121,9 +121,14 @@ def _add_reads(server: Any, run: _Runner) -> None:
         last: Annotated[int | None, Field(ge=1, description="Only the last N turns.")] = None,
         include_archive: Annotated[bool, Field(
             description="Also the turns a summary moved to the archive.")] = False,
+        cursor: Annotated[str | None, Field(
+            description="The 'next' of the previous answer: the page after it (a large "
+                        "session comes in pages).", max_length=40)] = None,
+        limit: Annotated[int | None, Field(ge=1, description="At most this many turns in "
+                                                             "a page.")] = None,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.load_session(mm, session, at, last,
-                                                            include_archive))
+                                                            include_archive, cursor, limit))
 
     async def list_sessions(
         ctx: Context, tags: Tags = None,
@@ -222,7 +227,8 @@ def _add_reads(server: Any, run: _Runner) -> None:
          "its summary, the relevant memories and the recent turns, within a token budget. Use "
          "at the start of a turn to recall what matters for the user's new message."),
         (load_session, "Load a session", "A whole session (turns, summary, tags), or the "
-         "last N turns, optionally as it was at a past revision."),
+         "last N turns, optionally as it was at a past revision. A large one comes in pages: "
+         "while 'next' is set, call again with cursor=next."),
         (list_sessions, "List sessions", "Sessions, most recently active first, filtered by "
          "tag, participant, project or activity date."),
         (history, "Change history", "The audit trail, newest first: which commit, agent and "

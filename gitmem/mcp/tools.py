@@ -17,6 +17,7 @@ from gitmem.format.facts import DEFAULT_SECTION
 from gitmem.format.render import render
 from gitmem.guard.inputs import fresh_interaction_id
 from gitmem.manager import MemoryManager
+from gitmem.mcp import paging
 from gitmem.models import Revision, Session
 
 # the default cap on the text of one save (the HTTP transport also caps a request at 4 MiB)
@@ -146,11 +147,14 @@ def _session(mm: MemoryManager, session: str, at: str | None = None,
 
 
 def load_session(mm: MemoryManager, session: str, at: str | None, last: int | None,
-                 include_archive: bool) -> Answer:
+                 include_archive: bool, cursor: str | None = None,
+                 limit: int | None = None) -> Answer:
+    """The session (or its last N turns) in pages the client can read (see ``paging``)."""
     found = _session(mm, session, at, include_archive)
-    if last is not None and last < len(found.interactions):
-        found = found.model_copy(update={"interactions": found.interactions[-last:]})
-    return Answer(render(found), found.to_dict())
+    turns = found.interactions
+    if last is not None and last < len(turns):
+        turns = turns[-last:]
+    return Answer(*paging.answer(found, turns, cursor, limit))
 
 
 def session_row(session: Session) -> dict[str, Any]:
