@@ -113,7 +113,7 @@ def run(options: RunOptions) -> None:
         if http is None or sock is None:
             sdk.run_stdio(server)
             return
-        app = BodyLimit(sdk.http_app(server, http), options.server.max_bytes)
+        app: ASGIApp = BodyLimit(sdk.http_app(server, http), options.server.max_bytes)
         if options.token:
             app = BearerToken(app, options.token)
         shown = f"[{options.host}]" if ":" in options.host else options.host
