@@ -35,6 +35,7 @@ DEFAULT_HOST = "127.0.0.1"
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 # a token shorter than this is refused: it would be guessed
 TOKEN_MIN = 16
+_TOKEN_HINT = "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
 
 
 def is_loopback(host: str) -> bool:
@@ -47,19 +48,58 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None, *, what: str, env: str) -> None:
-    """Refuse a non-loopback bind without a token, and a token too short to be one."""
-    if token is not None and len(token) < TOKEN_MIN:
+def check_token(token: str, *, what: str) -> None:
+    """Refuse a token no header can carry as given, or one short enough to be guessed.
+
+    HTTP servers strip a header's surrounding white space, so a padded token would let
+    nobody in (or, compared after stripping, a blank one would let anybody in).
+    """
+    if not token.strip():
+        raise ValidationError(f"{what}: the token is blank; give a real one (e.g. "
+                              f"{_TOKEN_HINT})")
+    if token != token.strip():
+        raise ValidationError(f"{what}: the token starts or ends with white space; remove it")
+    if any(ord(c) < 32 or ord(c) == 127 for c in token):
+        raise ValidationError(f"{what}: the token holds a control character; no HTTP header "
+                              "can carry it")
+    if len(token) < TOKEN_MIN:
         raise ValidationError(
             f"{what}: the token is {len(token)} characters long; give at least {TOKEN_MIN} "
-            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+            f"(e.g. {_TOKEN_HINT})"
         )
+
+
+def check_bind(host: str, token: str | None, *, what: str, env: str) -> None:
+    """Refuse a non-loopback bind without a token, and a token unfit to be one."""
+    if token is not None:
+        check_token(token, what=what)
     if not is_loopback(host) and not token:
         raise ValidationError(
             f"{what}: binding to {host!r} lets other machines connect; give a token with "
             f"--token or {env} (clients then send 'Authorization: Bearer <token>'), or bind "
             f"to {DEFAULT_HOST}"
         )
+
+
+def bearer_credentials(value: str | bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, else None.
+
+    The scheme is case-insensitive and one or more spaces follow it (RFC 9110, 11.4).
+    """
+    if value is None:
+        return None
+    # clients send a non-ASCII token as UTF-8; undecodable bytes still compare as sent
+    text = value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
+    scheme, _, rest = text.strip(" \t").partition(" ")
+    if scheme.lower() != "bearer" or not rest.strip(" "):
+        return None
+    return rest.lstrip(" ")
+
+
+def token_matches(given: str | None, token: str) -> bool:
+    """``given`` is ``token``, compared in the same time whatever ``given`` is."""
+    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
+                                                     token.encode("utf-8", "surrogateescape"))
 
 
 def machine_names() -> list[str]:
@@ -101,17 +141,17 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = b""
+        given = None
         for name, value in scope.get("headers", ()):
             if name.lower() == b"authorization":
-                given = bytes(value)
-        if hmac.compare_digest(given, self.expected):
+                given = bearer_credentials(bytes(value))
+        if token_matches(given, self.token):
             await self.app(scope, receive, send)
             return
         body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>'"})

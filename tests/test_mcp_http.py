@@ -22,12 +22,14 @@ import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests.conftest import git
 from tests.mcp_client import (
+    MAJOR,
     _env,
     gitmem_args,
     http_server,
@@ -152,6 +154,59 @@ def test_token_shorter_than_16_characters_is_refused(store: Path, via_env: bool)
     assert not store.exists()
 
 
+def _refusal(store: Path, *args: str) -> tuple[int, str]:
+    """Start ``gitmem mcp ARGS`` over HTTP: its exit code and the first line on stderr (the
+    refusal, or the banner of a server that started, which is then stopped)."""
+    cmd = [sys.executable, *gitmem_args(store, "--init", "--transport", "streamable-http",
+                                        "--port", "0", *args)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=_env(), text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()
+    finally:
+        if proc.poll() is None and "serving" in first:
+            proc.terminate()
+        proc.wait(60)
+    return proc.returncode, first
+
+
+@pytest.mark.parametrize("token", [" " * 16, f" {TOKEN} "], ids=["blank", "padded"])
+def test_blank_or_padded_token_is_refused(store: Path, token: str) -> None:
+    # h11 strips a header's surrounding white space: such a server would accept nobody
+    code, first = _refusal(store, "--token", token)
+    assert code == 1 and "gitmem mcp: the token" in first, first
+    assert not store.exists()
+
+
+def test_max_bytes_is_capped_by_the_transport(store: Path) -> None:
+    # the SDK refuses a request body over 4 MiB: a larger --max-bytes could never be used
+    code, first = _refusal(store, "--max-bytes", str(4 * 1024 * 1024))
+    assert code != 0, first
+    assert "at most 3,145,728 bytes over streamable HTTP" in first, first
+    assert not store.exists()
+    code, first = _refusal(store, "--max-bytes", str(3 * 1024 * 1024))
+    assert "serving" in first, first
+
+
+def test_the_bearer_scheme_is_case_insensitive(store: Path) -> None:
+    with http_server(store, "--init", "--token", TOKEN) as url:
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            status, body = _post(url, Authorization=f"{scheme} {TOKEN}")
+            assert status == 200 and '"serverInfo"' in body, scheme
+        assert _post(url, Authorization=f"bearer {TOKEN}x")[0] == 401
+
+        async def lower() -> None:
+            async with http_session(url, headers={"Authorization": f"bearer {TOKEN}"}
+                                    ) as session:
+                saved = await session.call_tool("save_interaction", {
+                    "session": "lower", "user": "hello", "assistant": "hi"})
+                assert not is_error(saved), text_of(saved)
+
+        asyncio.run(lower())
+    assert _log(store)[0]["session"] == "lower"
+
+
 @pytest.mark.parametrize("via_env", [False, True], ids=["--token", "GITMEM_MCP_TOKEN"])
 def test_token_guards_every_request_on_a_non_loopback_bind(store: Path, via_env: bool) -> None:
     args = ("--init", "--host", "0.0.0.0", *(() if via_env else ("--token", TOKEN)))
@@ -249,13 +304,18 @@ def test_request_over_the_body_limit_is_refused_and_writes_nothing(store: Path) 
         conn.putheader("Content-Length", str(len(big)))
         conn.endheaders()
         answer = conn.getresponse()
-        assert answer.status == 413, answer.read()
+        said = answer.read().decode()
+        assert answer.status == 413, said
+        # the real limit, not only "too large"
+        assert "at most 4,194,304 bytes" in said and "--max-bytes" in said, said
         conn.close()
         assert _commits(store) == before
         # through the client: 2.x raises an MCPError from the call, 1.x's transport fails
         # the whole session with the HTTP 413
-        with pytest.raises(Exception):  # noqa: B017 - the client's error differs by major
+        with pytest.raises(Exception) as raised:  # the error differs by major
             asyncio.run(asyncio.wait_for(too_big(url), 120))
+        if MAJOR == 2:
+            assert "at most 4,194,304 bytes" in repr(raised.value), raised.value
         assert _commits(store) == before
         asyncio.run(small(url))  # the server goes on serving
     assert _commits(store) == before + 1
@@ -418,3 +478,76 @@ def test_a_client_without_a_name_writes_as_the_agent(store: Path) -> None:
         asyncio.run(go(url))
     assert _log(store)[0] == {"agent": "served-agent", "via": "mcp", "session": "anon"}
 
+
+
+# --- large sessions ------------------------------------------------------------------------
+
+
+def _joined(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The turns of load_session's pages put back together (as docs/mcp.md says)."""
+    turns: list[dict[str, Any]] = []
+    for page in pages:
+        for turn in page["interactions"]:
+            messages = [dict(m) for m in turn["messages"]]
+            if turns and turns[-1]["id"] == turn["id"]:  # the next piece of a split turn
+                if messages and messages[0].pop("continues", False):
+                    turns[-1]["messages"][-1]["content"] += messages.pop(0)["content"]
+                turns[-1]["messages"] += messages
+            else:
+                turns.append({**turn, "messages": messages})
+    return turns
+
+
+def test_a_turn_near_the_cap_is_read_back_in_pages(store: Path) -> None:
+    cap = 3 * 1024 * 1024
+    line = 'line {:07d}: "quoted" \\ back\tslash, é ü 漢字 and a tab\n'
+    big = "".join(line.format(i) for i in range(cap // 50)).encode()[: cap - 4000].decode(
+        "utf-8", "ignore")
+    assert cap - 10_000 < len(big.encode()) <= cap - 2000
+
+    async def main(url: str) -> list[dict[str, Any]]:
+        async with http_session(url) as session:
+            saved = await session.call_tool("save_interaction", {
+                "session": "big", "user": big, "assistant": "noted"})
+            assert not is_error(saved), text_of(saved)
+            for i in range(3):
+                done = await session.call_tool("save_interaction", {
+                    "session": "big", "user": f"small {i}", "assistant": "ok"})
+                assert not is_error(done), text_of(done)
+            pages = []
+            cursor = None
+            while True:  # the default answer, then every next page, fits the client's limit
+                args = {"session": "big"} if cursor is None else {"session": "big",
+                                                                   "cursor": cursor}
+                got = await session.call_tool("load_session", args)
+                assert not is_error(got), text_of(got)[:500]
+                pages.append(structured(got))
+                cursor = pages[-1]["next"]
+                if cursor is None:
+                    break
+                assert f"cursor={cursor!r}" in text_of(got) or cursor in text_of(got)
+                assert len(pages) < 100
+            # a small session is one page, as before
+            small = await session.call_tool("save_interaction", {"session": "tiny",
+                                                                 "user": "hi"})
+            assert not is_error(small)
+            one = structured(await session.call_tool("load_session", {"session": "tiny"}))
+            assert one["next"] is None and len(one["interactions"]) == 1
+            # limit: at most that many turns a page
+            two = structured(await session.call_tool("load_session", {
+                "session": "big", "cursor": "1", "limit": 2}))
+            assert [t["messages"][0]["content"] for t in two["interactions"]] == [
+                "small 0", "small 1"] and two["next"] == "3"
+            bad = await session.call_tool("load_session", {"session": "big", "cursor": "x.y"})
+            assert is_error(bad) and "cursor" in text_of(bad)
+            return pages
+
+    with http_server(store, "--init", "--max-bytes", str(cap)) as url:
+        pages = asyncio.run(main(url))
+    assert len(pages) > 3
+    turns = _joined(pages)
+    assert [t["messages"][0]["content"] for t in turns[1:]] == ["small 0", "small 1",
+                                                                 "small 2"]
+    assert turns[0]["messages"][0]["content"] == big
+    assert turns[0]["messages"][1]["content"] == "noted"
+    assert all(p["total_interactions"] == 4 for p in pages)

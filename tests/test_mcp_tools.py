@@ -32,7 +32,7 @@ ARGS = {
     "search": {"query", "k", "tags", "project", "participant", "sessions", "since", "until",
                "include_links"},
     "get_context": {"session", "query", "max_tokens", "k", "recent", "rerank"},
-    "load_session": {"session", "at", "last", "include_archive"},
+    "load_session": {"session", "at", "last", "include_archive", "cursor", "limit"},
     "list_sessions": {"tags", "participant", "project", "since", "until", "at", "limit"},
     "history": {"session", "op", "agent", "model", "since", "until", "limit", "changes"},
     "diff": {"session", "a", "b"},
@@ -467,5 +467,33 @@ def test_the_recall_prompt_carries_the_memory(store: Path) -> None:
             assert message.role == "user"
             assert "red Gazelle" in message.content.text
             assert "what bike do I ride?" in message.content.text
+
+    run(main())
+
+
+def test_the_recall_prompt_says_why_a_budget_is_refused(store: Path) -> None:
+    made(store)
+
+    async def refused(session: Any, budget: str) -> str:
+        try:
+            await session.get_prompt("recall", {"session": "s1", "question": "what?",
+                                                "max_tokens": budget})
+        except Exception as exc:  # each major names its error class itself
+            return str(exc)
+        raise AssertionError(f"max_tokens={budget!r} was accepted")
+
+    async def main() -> None:
+        async with stdio_session(store) as session:
+            await ok(session, "save_interaction", {"session": "s1", "user": "hi",
+                                                   "assistant": "hello"})
+            # the client is told the reason, not only that rendering failed
+            assert "max_tokens: not a number: 'lots'" in await refused(session, "lots")
+            # the same bounds as get_context's
+            assert "max_tokens: 1000000 is more than 200,000" in await refused(session,
+                                                                               "1000000")
+            assert "max_tokens: 10 is less than 50" in await refused(session, "10")
+            got = await session.get_prompt("recall", {"session": "s1", "question": "what?",
+                                                      "max_tokens": "200000"})
+            assert "hello" in got.messages[0].content.text
 
     run(main())

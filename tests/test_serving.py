@@ -46,6 +46,16 @@ def test_check_bind() -> None:
         check_bind("127.0.0.1", "x" * 15, what="x", env="E")
 
 
+@pytest.mark.parametrize("token", [" " * 16, "\t" * 20, f" {TOKEN}", f"{TOKEN}\n",
+                                   f"{TOKEN}\u00a0", f"abc\x00{TOKEN}"])
+def test_blank_padded_or_control_tokens_are_refused(token: str) -> None:
+    # a header cannot carry them: one server would accept nobody, the other a blank login
+    with pytest.raises(ValidationError, match=r"x: the token (is blank|starts or ends with "
+                                              r"white space|holds a control character)"):
+        check_bind("127.0.0.1", token, what="x", env="E")
+    check_bind("127.0.0.1", "inner space is fine ok", what="x", env="E")
+
+
 def test_allowed_hosts_name_the_port_and_never_the_wildcard_address() -> None:
     hosts = allowed_hosts("0.0.0.0", 8123, ("memory.example",))
     assert {"127.0.0.1:8123", "localhost:8123", "[::1]:8123", "memory.example",
@@ -83,17 +93,20 @@ def test_bearer_token_middleware() -> None:
 
     app = BearerToken(inner, TOKEN)
     assert _call(app, {"type": "lifespan"}) == [] and reached == ["lifespan"]
-    for given in (None, b"Bearer wrong", TOKEN.encode(), f"Bearer {TOKEN} ".encode(),
-                  f"bearer {TOKEN}".encode()):
+    for given in (None, b"Bearer wrong", TOKEN.encode(), f"Bearer {TOKEN}x".encode(),
+                  f"Basic {TOKEN}".encode(), f"Bearer{TOKEN}".encode(), b"Bearer",
+                  f"Bearer {TOKEN[:-1]}".encode()):
         headers = [] if given is None else [(b"authorization", given)]
         sent = _call(app, {"type": "http", "headers": headers})
         assert sent[0]["status"] == 401, given
         assert (b"www-authenticate", b'Bearer realm="gitmem"') in sent[0]["headers"]
         assert b"Authorization: Bearer" in sent[1]["body"]
     assert reached == ["lifespan"]
-    sent = _call(app, {"type": "http", "headers": [(b"Authorization",
-                                                    f"Bearer {TOKEN}".encode())]})
-    assert sent[0]["status"] == 200 and reached == ["lifespan", "http"]
+    # the scheme is case-insensitive and may be followed by several spaces (RFC 9110)
+    for given in (f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER  {TOKEN}", f"Bearer {TOKEN} "):
+        sent = _call(app, {"type": "http", "headers": [(b"Authorization", given.encode())]})
+        assert sent[0]["status"] == 200, given
+    assert reached == ["lifespan", "http", "http", "http", "http"]
 
 
 def test_bind_reports_a_taken_port() -> None:

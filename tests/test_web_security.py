@@ -3,9 +3,13 @@ check, the token login, and `gitmem web` refusing an open bind without a token."
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -127,6 +131,69 @@ def test_gitmem_web_refuses_an_open_bind_without_a_token(mm: MemoryManager) -> N
     assert "GITMEM_WEB_TOKEN" in done.stderr and "0.0.0.0" in done.stderr
     short = run_cli("--repo", str(mm.path), "web", "--host", "0.0.0.0", "--token", "abc")
     assert short.returncode != 0 and "at least 16" in short.stderr
+
+
+_BANNER = re.compile(r"at http://127\.0\.0\.1:(\d+)/")
+
+
+@contextlib.contextmanager
+def web_server(store: Path, token: str) -> Iterator[int]:
+    """``gitmem web --port 0 --token T`` on 127.0.0.1; yields its port."""
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "--repo", str(store), "web",
+                             "--port", "0", "--token", token],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        found = _BANNER.search(banner)
+        assert found, f"gitmem web did not start: {banner}"
+        yield int(found.group(1))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def raw_get(port: int, target: str, **headers: str) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", target, headers=headers)
+    answer = conn.getresponse()
+    answer.read()
+    conn.close()
+    return answer
+
+
+@pytest.mark.parametrize("token", [" " * 16, f"  {TOKEN}  "], ids=["blank", "padded"])
+def test_gitmem_web_refuses_a_blank_or_padded_token(mm: MemoryManager, token: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "--repo", str(mm.path), "web",
+                             "--port", "0", "--token", token],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the refusal, or the banner of a server that started
+    finally:
+        if proc.poll() is None and "serving" in first:
+            proc.terminate()
+        proc.wait(60)
+    assert proc.returncode != 0 and "gitmem web: the token" in first, first
+
+
+def test_the_token_link_never_redirects_to_another_site(mm: MemoryManager) -> None:
+    with web_server(mm.path, TOKEN) as port:
+        for target, kept in ((f"//evil.example/?token={TOKEN}", "/evil.example/"),
+                             (f"///evil.example/x?token={TOKEN}&q=1", "/evil.example/x?q=1"),
+                             (f"/facts?token={TOKEN}", "/facts")):
+            answer = raw_get(port, target)
+            assert answer.status == 303, target
+            assert answer.headers["location"] == kept, (target, answer.headers["location"])
+            assert any("gitmem_auth" in c for c in answer.headers.get_all("set-cookie") or [])
+
+
+def test_the_bearer_scheme_is_case_insensitive(mm: MemoryManager) -> None:
+    with web_server(mm.path, TOKEN) as port:
+        for auth in (f"Bearer {TOKEN}", f"bearer {TOKEN}", f"BEARER {TOKEN}"):
+            assert raw_get(port, "/sessions", Authorization=auth).status == 200, auth
+        for auth in (f"bearer {TOKEN}x", f"Basic {TOKEN}", TOKEN):
+            assert raw_get(port, "/sessions", Authorization=auth).status == 303, auth
 
 
 def test_every_template_and_asset_ships_in_the_package() -> None:

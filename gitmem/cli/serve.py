@@ -35,7 +35,8 @@ class _MissingExtra(GitmemError):
 @click.option("--read-only", is_flag=True, help="Expose only the tools that read.")
 @click.option("--allow-undo", is_flag=True, help="Also expose revert, rollback and undo_agent.")
 @click.option("--max-bytes", default=1024 * 1024, show_default=True,
-              type=click.IntRange(1, 64 * 1024 * 1024), help="Largest turn one save accepts.")
+              type=click.IntRange(1, 64 * 1024 * 1024), help="Largest turn one save accepts "
+              "(at most 3 MiB over HTTP, 64 MiB over stdio).")
 @click.option("--init", "init", is_flag=True, help="Create the store if it does not exist.")
 @click.option("--nanobot-plugin", "plugin_dir", metavar="DIR",
               type=click.Path(file_okay=False), default=None,
@@ -59,7 +60,7 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
     if not url_path.startswith("/"):
         raise click.BadParameter("give a path starting with '/'", param_hint="--path")
     try:  # imported here: the mcp extra is optional, and every other command starts faster
-        from gitmem.mcp.run import RunOptions, run
+        from gitmem.mcp.run import RunOptions, check_max_bytes, run
         from gitmem.mcp.server import ServerOptions
     except ImportError as exc:
         raise _MissingExtra(
@@ -68,6 +69,7 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
         ) from None
     if transport != "stdio":  # a refused bind creates nothing, not even the --init store
         check_bind(host, token or None, what="gitmem mcp", env="GITMEM_MCP_TOKEN")
+    check_max_bytes(transport, max_bytes)
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
     run(RunOptions(

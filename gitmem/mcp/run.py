@@ -3,14 +3,20 @@ streamable HTTP (several clients, behind the bind policy and token of ``gitmem.s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitmem.errors import ValidationError
 from gitmem.manager import MemoryManager
 from gitmem.mcp import sdk
 from gitmem.mcp.server import ServerOptions, build_server
 from gitmem.serving import (
+    ASGIApp,
     BearerToken,
+    Receive,
+    Scope,
+    Send,
     allowed_hosts,
     allowed_origins,
     bind,
@@ -20,6 +26,24 @@ from gitmem.serving import (
 )
 
 TOKEN_ENV = "GITMEM_MCP_TOKEN"
+# over stdio a turn is one line of JSON: nothing caps it but this
+STDIO_MAX_SAVE_BYTES = 64 * 1024 * 1024
+# over HTTP the whole request must fit the SDK's body limit; a quarter is left for the
+# JSON escapes of the turn's text and the envelope
+HTTP_MAX_SAVE_BYTES = sdk.MAX_REQUEST_BYTES * 3 // 4
+
+
+def check_max_bytes(transport: str, max_bytes: int) -> None:
+    """Refuse a ``--max-bytes`` the transport cannot carry: such a turn would be accepted
+    by the option and refused, opaquely, by the transport."""
+    http = transport != "stdio"
+    cap = HTTP_MAX_SAVE_BYTES if http else STDIO_MAX_SAVE_BYTES
+    if max_bytes > cap:
+        why = (f"over streamable HTTP (the MCP SDK refuses a request over "
+               f"{sdk.MAX_REQUEST_BYTES:,} bytes); stdio takes up to {STDIO_MAX_SAVE_BYTES:,}"
+               if http else "over stdio")
+        raise ValidationError(f"gitmem mcp: --max-bytes {max_bytes:,}: at most {cap:,} bytes "
+                              f"{why}")
 
 
 @dataclass
@@ -39,8 +63,38 @@ class RunOptions:
     server: ServerOptions = field(default_factory=ServerOptions)
 
 
+class BodyLimit:
+    """ASGI middleware: a request that declares a body over the SDK's limit gets a 413 with a
+    JSON-RPC error naming the limit (the SDK's own says only "Request body too large", and
+    its client shows that as a bare error). A body that does not declare its size is still
+    counted, and refused, by the SDK."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = None
+        if scope["type"] == "http":
+            for name, value in scope.get("headers", ()):
+                if name.lower() == b"content-length" and bytes(value).strip().isdigit():
+                    declared = int(value)
+        if declared is None or declared <= sdk.MAX_REQUEST_BYTES:
+            await self.app(scope, receive, send)
+            return
+        message = (f"the request is {declared:,} bytes; this server reads at most "
+                   f"{sdk.MAX_REQUEST_BYTES:,} bytes per request, and saves a turn of at most "
+                   f"{self.max_bytes:,} bytes (gitmem mcp --max-bytes)")
+        body = json.dumps({"jsonrpc": "2.0", "id": None,
+                           "error": {"code": -32600, "message": message}}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": body})
+
+
 def run(options: RunOptions) -> None:
     """Serve until the client goes away (stdio) or the process is interrupted (HTTP)."""
+    check_max_bytes(options.transport, options.server.max_bytes)
     http = None
     sock = None
     if options.transport != "stdio":
@@ -59,7 +113,7 @@ def run(options: RunOptions) -> None:
         if http is None or sock is None:
             sdk.run_stdio(server)
             return
-        app = sdk.http_app(server, http)
+        app: ASGIApp = BodyLimit(sdk.http_app(server, http), options.server.max_bytes)
         if options.token:
             app = BearerToken(app, options.token)
         shown = f"[{options.host}]" if ":" in options.host else options.host

@@ -35,6 +35,13 @@ Context: Any = _server_module.Context
 _RESOURCE_ERROR: Any = importlib.import_module(f"{_server_module.__name__}.exceptions"
                                                ).ResourceError
 _SECURITY: Any = importlib.import_module("mcp.server.transport_security").TransportSecuritySettings
+_exceptions = importlib.import_module("mcp.shared.exceptions")
+# a protocol error passes through a prompt's rendering as it is (2.x hides any other's text)
+_PROTOCOL_ERROR: Any = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
+# the largest request body the SDK's HTTP transport reads (413 beyond): 4 MiB in both majors
+MAX_REQUEST_BYTES: int = getattr(importlib.import_module("mcp.server.transport_security"),
+                                 "DEFAULT_MAX_REQUEST_BODY_SIZE", None) or \
+    importlib.import_module("mcp.server.streamable_http").MAXIMUM_MESSAGE_SIZE
 # the name the Python SDK's client sends when its user gave none: not an agent's name
 SDK_DEFAULT_CLIENT = "mcp"
 
@@ -122,6 +129,15 @@ def client_name(ctx: Any) -> str | None:
 def resource_error(message: str) -> Exception:
     """The exception a resource handler raises so the client gets ``message`` as the error."""
     error: Exception = _RESOURCE_ERROR(message)
+    return error
+
+
+def prompt_error(message: str) -> Exception:
+    """The exception a prompt raises so the client gets ``message`` (invalid params)."""
+    if MAJOR == 2:
+        error: Exception = _PROTOCOL_ERROR(types.INVALID_PARAMS, message)
+    else:  # 1.x's McpError takes the error data; its prompt errors carry the text anyway
+        error = _PROTOCOL_ERROR(types.ErrorData(code=types.INVALID_PARAMS, message=message))
     return error
 
 

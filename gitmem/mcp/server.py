@@ -121,9 +121,14 @@ def _add_reads(server: Any, run: _Runner) -> None:
         last: Annotated[int | None, Field(ge=1, description="Only the last N turns.")] = None,
         include_archive: Annotated[bool, Field(
             description="Also the turns a summary moved to the archive.")] = False,
+        cursor: Annotated[str | None, Field(
+            description="The 'next' of the previous answer: the page after it (a large "
+                        "session comes in pages).", max_length=40)] = None,
+        limit: Annotated[int | None, Field(ge=1, description="At most this many turns in "
+                                                             "a page.")] = None,
     ) -> CallToolResult:
         return await run(ctx, lambda mm: tools.load_session(mm, session, at, last,
-                                                            include_archive))
+                                                            include_archive, cursor, limit))
 
     async def list_sessions(
         ctx: Context, tags: Tags = None,
@@ -158,8 +163,9 @@ def _add_reads(server: Any, run: _Runner) -> None:
     async def get_context(
         ctx: Context, session: SessionId,
         query: Annotated[str, Field(min_length=1, description="The user's new message.")],
-        max_tokens: Annotated[int, Field(ge=50, le=200_000, description="Token budget of the "
-                                                                        "whole context.")] = 2000,
+        max_tokens: Annotated[int, Field(ge=tools.CONTEXT_TOKENS_MIN, le=tools.CONTEXT_TOKENS_MAX,
+                                         description="Token budget of the whole "
+                                                     "context.")] = 2000,
         k: Annotated[int, Field(ge=0, le=200, description="Memories to retrieve.")] = 8,
         recent: Annotated[int, Field(ge=0, le=1000, description="Recent turns to "
                                                                 "include.")] = 8,
@@ -221,7 +227,8 @@ def _add_reads(server: Any, run: _Runner) -> None:
          "its summary, the relevant memories and the recent turns, within a token budget. Use "
          "at the start of a turn to recall what matters for the user's new message."),
         (load_session, "Load a session", "A whole session (turns, summary, tags), or the "
-         "last N turns, optionally as it was at a past revision."),
+         "last N turns, optionally as it was at a past revision. A large one comes in pages: "
+         "while 'next' is set, call again with cursor=next."),
         (list_sessions, "List sessions", "Sessions, most recently active first, filtered by "
          "tag, participant, project or activity date."),
         (history, "Change history", "The audit trail, newest first: which commit, agent and "
@@ -370,12 +377,12 @@ def _add_resources(server: Any, mm: MemoryManager) -> None:
         sdk.add_resource(server, fn, uri, name=name, mime_type=mime, description=text)
 
     async def recall(session: str, question: str, max_tokens: str = "2000") -> list[Any]:
-        try:
-            budget = int(max_tokens)
-        except ValueError:
-            raise ValueError(f"max_tokens: not a number: {max_tokens[:20]!r}") from None
-        context = await read(lambda mm: tools.get_context(mm, session, question, budget, 8,
-                                                          8).text)
+        try:  # the client sees gitmem's reason (a prompt's other errors reach only the log)
+            budget = tools.context_budget(max_tokens)
+            context = await asyncio.to_thread(lambda: tools.get_context(
+                mm, session, question, budget, 8, 8).text)
+        except GitmemError as exc:
+            raise sdk.prompt_error(str(exc)) from None
         text = (f"Here is what you remember of the conversation {session!r} (from gitmem):\n\n"
                 f"{context}\n\nWith that in mind: {question}")
         return [{"role": "user", "content": {"type": "text", "text": text}}]

@@ -17,10 +17,14 @@ from gitmem.format.facts import DEFAULT_SECTION
 from gitmem.format.render import render
 from gitmem.guard.inputs import fresh_interaction_id
 from gitmem.manager import MemoryManager
+from gitmem.mcp import paging
 from gitmem.models import Revision, Session
 
 # the default cap on the text of one save (the HTTP transport also caps a request at 4 MiB)
 MAX_SAVE_BYTES = 1024 * 1024
+# get_context's token budget, and the recall prompt's
+CONTEXT_TOKENS_MIN = 50
+CONTEXT_TOKENS_MAX = 200_000
 # a diff's unified text is cut here: the structured part says what changed
 MAX_UNIFIED_CHARS = 20_000
 
@@ -143,11 +147,14 @@ def _session(mm: MemoryManager, session: str, at: str | None = None,
 
 
 def load_session(mm: MemoryManager, session: str, at: str | None, last: int | None,
-                 include_archive: bool) -> Answer:
+                 include_archive: bool, cursor: str | None = None,
+                 limit: int | None = None) -> Answer:
+    """The session (or its last N turns) in pages the client can read (see ``paging``)."""
     found = _session(mm, session, at, include_archive)
-    if last is not None and last < len(found.interactions):
-        found = found.model_copy(update={"interactions": found.interactions[-last:]})
-    return Answer(render(found), found.to_dict())
+    turns = found.interactions
+    if last is not None and last < len(turns):
+        turns = turns[-last:]
+    return Answer(*paging.answer(found, turns, cursor, limit))
 
 
 def session_row(session: Session) -> dict[str, Any]:
@@ -212,6 +219,20 @@ def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k:
     listed = [dict(m) for m in messages]
     text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in listed)
     return Answer(text or "(no context)", {"session": session, "messages": listed})
+
+
+def context_budget(value: str) -> int:
+    """A token budget given as text (a prompt's arguments are strings), within the bounds
+    of ``get_context``."""
+    try:
+        budget = int(value.strip())
+    except ValueError:
+        raise ValidationError(f"max_tokens: not a number: {value[:20]!r}") from None
+    if budget < CONTEXT_TOKENS_MIN:
+        raise ValidationError(f"max_tokens: {budget} is less than {CONTEXT_TOKENS_MIN}")
+    if budget > CONTEXT_TOKENS_MAX:
+        raise ValidationError(f"max_tokens: {budget} is more than {CONTEXT_TOKENS_MAX:,}")
+    return budget
 
 
 def _rev_row(rev: Revision) -> dict[str, Any]:

@@ -30,7 +30,15 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-from gitmem.serving import ASGIApp, Message, Receive, Scope, Send
+from gitmem.serving import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    bearer_credentials,
+    token_matches,
+)
 
 CSRF_COOKIE = "gitmem_csrf"
 AUTH_COOKIE = "gitmem_auth"
@@ -83,9 +91,8 @@ class Security:
         """The login cookie's value: proves the token was given, without holding it."""
         return self.sign("auth:" + (self.token or ""))
 
-    def token_ok(self, given: str) -> bool:
-        return self.token is not None and hmac.compare_digest(given.encode(),
-                                                              self.token.encode())
+    def token_ok(self, given: str | None) -> bool:
+        return self.token is not None and token_matches(given, self.token)
 
 
 def cookies(scope: Scope) -> dict[str, str]:
@@ -99,11 +106,16 @@ def cookies(scope: Scope) -> dict[str, str]:
     return {k: m.value for k, m in jar.items()}
 
 
-def header(scope: Scope, wanted: bytes) -> str | None:
+def raw_header(scope: Scope, wanted: bytes) -> bytes | None:
     for name, value in scope.get("headers", ()):
         if name == wanted:
-            return bytes(value).decode("latin-1")
+            return bytes(value)
     return None
+
+
+def header(scope: Scope, wanted: bytes) -> str | None:
+    value = raw_header(scope, wanted)
+    return None if value is None else value.decode("latin-1")
 
 
 def _cookie_header(name: str, value: str) -> tuple[bytes, bytes]:
@@ -184,8 +196,7 @@ class Guard:
             return None
         if scope["path"] == LOGIN_PATH:
             return None
-        bearer = header(scope, b"authorization") or ""
-        if bearer.startswith("Bearer ") and self.security.token_ok(bearer[7:]):
+        if self.security.token_ok(bearer_credentials(raw_header(scope, b"authorization"))):
             return None
         if hmac.compare_digest(jar.get(AUTH_COOKIE, ""), self.security.auth_cookie()):
             return None
@@ -216,7 +227,9 @@ def _query_token(scope: Scope) -> str | None:
 def _without_token(scope: Scope) -> str:
     kept = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
             if k != "token"]
-    return quote(scope["path"]) + (f"?{urlencode(kept)}" if kept else "")
+    # one leading slash: "//evil.example/" would send the browser to another site
+    path = "/" + scope["path"].lstrip("/")
+    return quote(path) + (f"?{urlencode(kept)}" if kept else "")
 
 
 async def _read_body(receive: Receive) -> bytes | None:
