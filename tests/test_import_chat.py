@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -413,3 +415,38 @@ def test_a_huge_file_is_checked_first_then_committed_in_parts(store: Path, tmp_p
     assert "Gitmem-Import-Part: 2" in git(store, "log", "--format=%(trailers)")
     assert sorted(mm.session_ids()) == sorted(f"chat:c{n}" for n in range(6))
     assert chat.import_chat(mm, path, part_size=100).commits == []
+
+
+def _import_within(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``gitmem import chat`` in its own process, so a walk that never ends fails the test
+    at the timeout instead of hanging the suite."""
+    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), "import",
+                           "chat", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["import", "dry-run"])
+def test_a_cycle_of_children_without_current_node_is_a_clear_error(
+        repo: Path, tmp_path: Path, extra: tuple[str, ...]) -> None:
+    conversation = chatgpt_conversation()
+    del conversation["current_node"]
+    mapping = conversation["mapping"]
+    mapping["a2new"]["children"] = ["u2new"]  # u2new -> ... -> a2new -> u2new
+    mapping["a1"]["children"] = ["u2new"]
+    path = write(tmp_path / "conversations.json", [conversation])
+    head = git(repo, "rev-parse", "HEAD")
+    done = _import_within(repo, str(path), *extra)
+    assert done.returncode == 1, done.stderr
+    assert f"{path}" in done.stderr and "is its own descendant" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_a_mapping_node_that_is_a_string_is_a_clear_error(repo: Path, tmp_path: Path) -> None:
+    conversation = chatgpt_conversation()
+    conversation["mapping"]["u2new"] = "not a node"
+    path = write(tmp_path / "conversations.json", [conversation])
+    head = git(repo, "rev-parse", "HEAD")
+    done = _import_within(repo, str(path))
+    assert done.returncode == 1, done.stderr
+    assert f"{path}:" in done.stderr and "Traceback" not in done.stderr
+    assert git(repo, "rev-parse", "HEAD") == head

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -297,3 +300,44 @@ def test_a_huge_import_is_checked_first_then_committed_in_parts(
     for sid in whole.sessions:
         assert loaded(mm, sid).interactions == loaded(one, sid).interactions
     assert nanobot.import_nanobot(mm, home, part_size=100).commits == []
+
+
+def _import_within(store: Path, source: Path) -> subprocess.CompletedProcess[str]:
+    """``gitmem import nanobot`` in its own process: a read that blocks fails the test at
+    the timeout instead of hanging the suite."""
+    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), "import",
+                           "nanobot", str(source)], capture_output=True, text=True, timeout=60)
+
+
+def test_files_that_are_not_regular_or_link_outside_are_left_out(
+        mm: MemoryManager, home: Path, store: Path, tmp_path: Path) -> None:
+    folder = session_file(home, "cli:direct").parent
+    os.mkfifo(folder / "pipe.jsonl")
+    (folder / "folder.jsonl").mkdir()
+    private = tmp_path / "private.txt"
+    private.write_text('{"key": "stolen", "role": "user", "content": "PRIVATE-DIARY-LINE"}\n'
+                       "PRIVATE-DIARY-LINE\n")
+    (folder / "linked.jsonl").symlink_to(private)
+    memory = home / "workspace" / "memory" / "MEMORY.md"
+    memory.unlink()
+    memory.symlink_to(private)
+    done = _import_within(store, home)
+    assert done.returncode == 0, done.stderr
+    for name in ("pipe.jsonl", "folder.jsonl", "linked.jsonl", "MEMORY.md"):
+        assert any(name in line and line.startswith("warning: ")
+                   for line in done.stderr.splitlines()), (name, done.stderr)
+    assert "Traceback" not in done.stderr
+    assert "PRIVATE-DIARY-LINE" not in git(store, "log", "-p", "--all")
+
+
+def test_hostile_nesting_is_a_clear_error(mm: MemoryManager, home: Path, store: Path) -> None:
+    head = git(store, "rev-parse", "HEAD")
+    path = session_file(home, "cli:direct")
+    with open(path, "a") as handle:
+        handle.write("[" * 200_000 + "\n")
+    lines = len(path.read_text().splitlines())
+    done = _import_within(store, home)
+    assert done.returncode == 1, done.stderr
+    assert f"{path}:{lines}: not JSON that can be read: nested too deeply" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert git(store, "rev-parse", "HEAD") == head

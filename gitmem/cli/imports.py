@@ -83,6 +83,8 @@ class ProgressLine:
 
 def report(ctx: Context, result: ImportResult, source: str) -> None:
     """Print an import's result: the JSON document, or a line plus any conflicts."""
+    if result.warnings and not ctx.json:
+        click.echo("\n".join(f"warning: {w}" for w in result.warnings), err=True)
     if result.differing and not ctx.json:
         click.echo(f"kept {len(result.differing)} stored turn(s) that differ from {source} "
                    "(session, interaction):\n  "

@@ -145,6 +145,10 @@ def _tool_call(where: str, here: str, call: Any) -> str:
 def chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> list[Item]:
     """The visible messages of a ChatGPT export conversation, on the branch shown last."""
     mapping: dict[str, Any] = data["mapping"]
+    for key, node in mapping.items():
+        if not isinstance(node, dict):
+            raise ImportFormatError(where, f"mapping node {key!r}: expected an object, "
+                                           f"found {shape(node)}")
     items: list[Item] = []
     for node_id in _branch(where, mapping, data.get("current_node")):
         node = mapping[node_id]
@@ -177,12 +181,19 @@ def _branch(where: str, mapping: dict[str, Any], current: Any) -> list[str]:
         if not roots:
             return []
         current = roots[0]
+        below: set[str] = {current}
         while True:  # no current node: follow the newest (last) child down
-            children = mapping[current].get("children") or []
-            children = [c for c in children if c in mapping]
+            node = mapping[current]
+            children = node.get("children") if isinstance(node, dict) else None
+            if not isinstance(children, list):
+                break
+            children = [c for c in children if isinstance(c, str) and c in mapping]
             if not children:
                 break
             current = children[-1]
+            if current in below:
+                raise ImportFormatError(where, f"node {current!r} is its own descendant")
+            below.add(current)
     path: list[str] = []
     seen: set[str] = set()
     while current not in (None, ""):

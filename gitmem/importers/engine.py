@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import stat
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import tzinfo
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -210,10 +212,12 @@ class ImportResult(Result):
     commit: str | None = None
     commits: list[str] = []  # noqa: RUF012  (more than one when a huge import went in parts)
     dry_run: bool = False
+    warnings: list[str] = []  # noqa: RUF012  (source files left out, and why)
 
     def to_dict(self) -> dict[str, Any]:
         """What ``gitmem import ... --json`` prints."""
         return {"source": self.source, "sessions": self.sessions, "commit": self.commit,
+                "warnings": self.warnings,
                 "commits": self.commits,
                 "dry_run": self.dry_run, "turns_added": len(self.added),
                 "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
@@ -261,6 +265,7 @@ def run_import(
     reread: Callable[[], Iterable[Session]] | None = None,
     size: int = 0,
     part_size: int = PART_SIZE,
+    warnings: Iterable[str] = (),
 ) -> ImportResult:
     """Merge ``sessions`` into ``mm`` as one commit (``Gitmem-Op: import``,
     ``Gitmem-Source: source``) and say what changed.
@@ -275,7 +280,7 @@ def run_import(
     changes nothing), then committed in parts of about ``part_size`` characters of messages
     (``Gitmem-Import-Part: n``), so memory stays flat however big the input.
     """
-    result = ImportResult(source=source, dry_run=dry_run)
+    result = ImportResult(source=source, dry_run=dry_run, warnings=list(warnings))
     if reread is None or size <= part_size:
         _one_batch(mm, iter(sessions), result, subject, source, dry_run, progress, None)
         return result
@@ -361,6 +366,20 @@ def same_turn(mm: MemoryManager, stored: Interaction, imported: Interaction) -> 
     return True
 
 
+def source_file_problem(path: Path, root: Path) -> str | None:
+    """Why an importer must leave ``path`` out, or None: only regular files are read (a
+    FIFO would block, a folder fails), and a link only when it stays inside ``root`` (else
+    anyone who can make a link there could have any readable file committed)."""
+    try:
+        if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
+            return f"{path}: a link to {path.resolve()}, outside {root}; left out"
+        if not stat.S_ISREG(path.stat().st_mode):
+            return f"{path}: not a regular file; left out"
+    except OSError as exc:
+        return f"{path}: cannot be read ({exc.strerror or exc}); left out"
+    return None
+
+
 def json_object(line: str | bytes, where: str) -> dict[str, Any]:
     """One JSONL line as an object, or ImportFormatError naming ``where`` (file:line)."""
     try:
@@ -369,6 +388,8 @@ def json_object(line: str | bytes, where: str) -> dict[str, Any]:
         raise ImportFormatError(where, f"not UTF-8 ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(where, f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ImportFormatError(where, "not JSON that can be read: nested too deeply") from None
     if not isinstance(record, dict):
         raise ImportFormatError(where, "expected a JSON object")
     return record

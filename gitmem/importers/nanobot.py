@@ -51,10 +51,12 @@ from gitmem.importers.engine import (
     json_object,
     run_import,
     safe_session_id,
+    source_file_problem,
     stable_id,
     time_zone,
 )
 from gitmem.importers.nanobot_memory import (
+    HISTORY_FILES,
     HISTORY_SESSION,
     MEMORY_FILES,
     MEMORY_SESSION,
@@ -85,6 +87,7 @@ class Layout:
     workspaces: list[Path] = field(default_factory=list)
     session_files: list[Path] = field(default_factory=list)
     layouts: set[str] = field(default_factory=set)
+    skipped: list[str] = field(default_factory=list)  # files left out, and why
 
     @property
     def source(self) -> str:
@@ -105,7 +108,20 @@ def find_layout(path: str | os.PathLike[str]) -> Layout:
     if not found.workspaces and not found.session_files:
         raise ValidationError(f"{root}: no nanobot workspace or sessions found (expected "
                               "memory/MEMORY.md, sessions/*.jsonl or sessions/<id>/*.jsonl)")
-    found.session_files = sorted(dict.fromkeys(found.session_files))
+    for workspace in found.workspaces:
+        for name in (*MEMORY_FILES, *HISTORY_FILES):
+            path = workspace / name
+            if path.is_symlink() or path.exists():
+                problem = source_file_problem(path, workspace)
+                found.skipped += [problem] if problem else []
+    kept: list[Path] = []
+    for file in sorted(dict.fromkeys(found.session_files)):
+        problem = source_file_problem(file, root)
+        if problem is None:
+            kept.append(file)
+        else:
+            found.skipped.append(problem)
+    found.session_files = kept
     return found
 
 
@@ -446,5 +462,5 @@ def import_nanobot(
         return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
 
     return run_import(mm, sessions(), source=layout.source, dry_run=dry_run, progress=progress,
-                      reread=sessions, size=size, part_size=part_size,
+                      reread=sessions, size=size, part_size=part_size, warnings=layout.skipped,
                       subject=f"Import nanobot memory from {Path(path).expanduser().name}")

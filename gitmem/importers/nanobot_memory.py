@@ -18,12 +18,20 @@ from gitmem.importers.engine import (
     Meter,
     json_object,
     numbered_lines,
+    source_file_problem,
     stable_id,
 )
 from gitmem.models import Interaction, Message, Session
 from gitmem.store.foreign import file_versions, is_repository
 
 MEMORY_FILES = ("memory/MEMORY.md", "USER.md", "SOUL.md")
+HISTORY_FILES = ("memory/history.jsonl", "memory/HISTORY.md")
+
+
+def readable(workspace: Path, name: str) -> bool:
+    """``workspace/name`` is a file an import may read (see ``source_file_problem``)."""
+    path = workspace / name
+    return path.is_file() and source_file_problem(path, workspace) is None
 
 MEMORY_SESSION = "nanobot:memory"
 
@@ -73,7 +81,7 @@ def memory_session(workspace: Path, session_id: str = MEMORY_SESSION,
     if not turns:
         for name in MEMORY_FILES:
             path = workspace / name
-            if not path.is_file():
+            if not readable(workspace, name):
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             when = datetime.fromtimestamp(path.stat().st_mtime).astimezone(tz)
@@ -106,14 +114,14 @@ def history_session(workspace: Path, session_id: str = HISTORY_SESSION,
     entries: list[tuple[str, str, str]] = []  # (timestamp, text, where)
     jsonl = workspace / "memory" / "history.jsonl"
     legacy = workspace / "memory" / "HISTORY.md"
-    if jsonl.is_file():
+    if readable(workspace, HISTORY_FILES[0]):
         with open(jsonl, "rb") as handle:
             for number, line in numbered_lines(str(jsonl), handle):
                 if meter is not None:
                     meter.done += len(line)
                 if line.strip():
                     entries.append(_history_entry(line, f"{jsonl}:{number}"))
-    elif legacy.is_file():
+    elif readable(workspace, HISTORY_FILES[1]):
         fallback = datetime.fromtimestamp(legacy.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
         text = legacy.read_text(encoding="utf-8", errors="replace")
         entries = [(*_entry_time(chunk, fallback), f"{legacy}:1") for chunk in _chunks(text)]
