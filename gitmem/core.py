@@ -300,7 +300,7 @@ class SessionCore(GuardMethods):
         if self._in_batch():
             raise ValidationError("batches do not nest")
         result = BatchResult()
-        with self._repo.transaction() as txn:
+        with self._repo.transaction(f"the batch {message!r}") as txn:
             current = _Batch(txn, message)
             self._local.batch = current
             try:

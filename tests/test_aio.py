@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from pathlib import Path
 
 import pytest
 
 from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.aio import AsyncMemoryManager as FromAio
-from gitmem.errors import ValidationError
+from gitmem.errors import LockTimeout, ValidationError
 from gitmem.guard.secrets import SecretConfig, SecretPattern
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
@@ -173,3 +174,27 @@ def test_acting_as_reaches_the_worker_threads_of_its_block_only(store: Path) -> 
     asyncio.run(main())
     log = git(store, "log", "--format=%an %(trailers:key=Gitmem-Agent,valueonly,separator=)")
     assert log.splitlines()[:4] == ["owner owner"] + ["alice-bot alice-bot"] * 3
+
+
+def test_a_sync_write_inside_an_async_batch_fails_instead_of_hanging(store: Path) -> None:
+    outcome: list[str] = []
+
+    async def go() -> None:
+        amm = AsyncMemoryManager(store, init=True, lock_timeout=1)
+        async with amm.batch("import things"):
+            await amm.save_interaction("a", "hi", "yo")
+            try:  # the batch's worker holds the lock and needs this loop to finish
+                amm.manager.save_interaction("b", "sync", "write")
+            except LockTimeout as exc:
+                outcome.append(str(exc))
+        loaded = await amm.load_memory("a")
+        outcome.append("saved" if loaded is not None else "lost")
+
+    worker = threading.Thread(target=asyncio.run, args=(go(),), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the synchronous write deadlocked the event loop"
+    assert len(outcome) == 2 and outcome[1] == "saved", outcome
+    assert "the batch 'import things'" in outcome[0]
+    assert MemoryManager(store).load_memory("b") is None
+    assert git(store, "status", "--porcelain") == ""

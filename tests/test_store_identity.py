@@ -174,3 +174,35 @@ def test_the_adopt_hint_quotes_the_folder_for_the_shell(tmp_path: Path) -> None:
     with pytest.raises(NotAStore) as caught:
         MemoryManager(code)
     assert f"`gitmem --repo '{code}' init --here`" in str(caught.value)
+
+
+@pytest.mark.parametrize("attributes", [
+    "# we might use merge=gitmem here one day\n*.py text eol=lf\n",
+    "*.py text eol=lf\n# merge=gitmem\n",
+    "*.md diff=markdown -merge=gitmem-like\n",
+], ids=["comment", "trailing-comment", "other-attribute"])
+def test_text_that_merely_mentions_the_driver_is_no_store(code: Path, attributes: str) -> None:
+    (code / ".gitattributes").write_text(attributes)
+    git(code, "commit", "-qam", "attributes")
+    before = _state(code)
+    with pytest.raises(NotAStore):
+        MemoryManager(code)
+    assert _state(code) == before and not (code / "sessions").exists()
+
+
+def test_an_untracked_gitattributes_is_not_trusted(code: Path) -> None:
+    (code / ".gitattributes").write_text("sessions/**/*.md merge=gitmem text eol=lf\n")
+    before = _state(code)
+    with pytest.raises(NotAStore):
+        MemoryManager(code)
+    result = CliRunner().invoke(cli, ["--repo", str(code), "save", "s", "--user", "hi"])
+    assert result.exit_code == 1 and "not a gitmem store" in result.output
+    assert _state(code) == before and not (code / "sessions").exists()
+
+
+def test_a_store_whose_attributes_carry_comments_still_opens(store: Path) -> None:
+    MemoryManager.init(store).save_interaction("s", "hi", "yo")
+    attributes = store / ".gitattributes"
+    attributes.write_text("# gitmem's merge driver\n" + attributes.read_text())
+    git(store, "commit", "-qam", "comment the attributes")
+    assert MemoryManager(store).load_memory("s") is not None

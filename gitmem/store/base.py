@@ -25,7 +25,7 @@ from pathlib import Path
 import git
 from git.exc import BadName, BadObject
 
-from gitmem.errors import RepositoryError
+from gitmem.errors import LockTimeout, RepositoryError
 from gitmem.store.git import SAFE_GIT_CONFIG, GitCommands
 from gitmem.store.gitindex import Index
 from gitmem.store.objects import MODE_TREE, Tree, find_tree_entry
@@ -71,6 +71,10 @@ def _open_objects(root: Path) -> git.Repo:
     repo = git.Repo(root)
     repo.git.set_persistent_git_options(c=list(SAFE_GIT_CONFIG))
     return repo
+
+
+# who holds each store's in-process lock, for the error of a thread that waits too long
+_HOLDERS: dict[tuple[int, str], str] = {}
 
 
 def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
@@ -355,6 +359,29 @@ class StoreBase(GitCommands):
             yield
         finally:
             self._acting.identity = before
+
+    @contextlib.contextmanager
+    def _holding_thread_lock(self, what: str) -> Iterator[None]:
+        """The in-process write lock, waited for at most ``lock_timeout`` seconds: a thread
+        that holds it may be waiting for this one (e.g. an async batch whose worker needs
+        the event loop that a synchronous write blocks)."""
+        key = (os.getpid(), str(self.git_dir))
+        if not self._thread_lock.acquire(timeout=self.lock_timeout):
+            holder = _HOLDERS.get(key, "another thread")
+            raise LockTimeout(
+                f"{self.root}: {holder} has held the write lock for over "
+                f"{self.lock_timeout:.0f}s in this process; inside `async with amm.batch()`, "
+                "write through the AsyncMemoryManager, not the synchronous manager"
+            )
+        mine = key not in _HOLDERS
+        if mine:
+            _HOLDERS[key] = f"{what} (thread {threading.current_thread().name})"
+        try:
+            yield
+        finally:
+            if mine:
+                del _HOLDERS[key]
+            self._thread_lock.release()
 
     def _check_fork(self) -> None:
         # a forked child shares its parent's open lock file, so flock would not keep the

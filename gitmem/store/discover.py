@@ -38,9 +38,19 @@ def find_store(start: str | os.PathLike[str] = ".") -> str:
     return top if done.returncode == 0 and top else os.fspath(start)
 
 
+def marks_store(attributes: bytes) -> bool:
+    """True if a ``.gitattributes`` text gives some pattern ``merge=gitmem`` (an attribute
+    line, not a comment or other text that merely contains the words)."""
+    for line in attributes.splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith(b"#") and MARKER in fields[1:]:
+            return True
+    return False
+
+
 def is_store_commit(repo: Repository, commit: str) -> bool:
     """True if ``commit``'s tree marks a gitmem store (``.gitattributes`` with the driver)."""
-    return MARKER in (repo.read(".gitattributes", commit) or b"")
+    return marks_store(repo.read(".gitattributes", commit) or b"")
 
 
 def store_problem(repo: Repository) -> tuple[str, str] | None:
@@ -49,12 +59,8 @@ def store_problem(repo: Repository) -> tuple[str, str] | None:
     head = repo.head()
     where = repo.root
     if head is not None:
-        # the checked-out file first: reading an object starts a git process (~2 ms)
-        try:
-            checked_out = (repo.root / ".gitattributes").read_bytes()
-        except OSError:
-            checked_out = b""
-        if MARKER in checked_out or is_store_commit(repo, head):
+        # the committed file only: an untracked or edited one proves nothing
+        if is_store_commit(repo, head):
             return None
         return "foreign", (
             f"{where} is not a gitmem store: it is a git repository whose checked-out commit "
@@ -88,7 +94,7 @@ def adopt(repo: Repository) -> None:
 
         def write() -> None:
             current = txn.read(".gitattributes") or b""
-            if MARKER in current:
+            if marks_store(current):
                 return
             if current and not current.endswith(b"\n"):
                 current += b"\n"

@@ -102,11 +102,12 @@ class Repository(TransactionLayer):
     # --- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self, what: str = "a write") -> Iterator[Transaction]:
         """Hold the store's write lock; changes made through the transaction are committed
-        by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends)."""
+        by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends).
+        ``what`` names the holder in the error another thread gets when it waits too long."""
         self._check_fork()
-        with self._thread_lock, self._file_lock():
+        with self._holding_thread_lock(what), self._file_lock():
             try:
                 yield Transaction(self)
             finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
+from gitmem.store.discover import is_store_commit
 from gitmem.store.git import NETWORK_TIMEOUT, GitResult, redact, run_git
 from gitmem.store.repository import Repository
 
@@ -148,8 +149,7 @@ class Remotes:
 
     def check_is_store(self, commit: str, what: str) -> None:
         """Raise RepositoryError unless ``commit`` holds a gitmem store (the merge attributes)."""
-        attributes = self.repo.read(".gitattributes", commit) or b""
-        if b"merge=gitmem" not in attributes:
+        if not is_store_commit(self.repo, commit):
             raise RepositoryError(
                 f"{what} is not a gitmem store: its branch ({commit[:12]}) has no .gitattributes "
                 "with merge=gitmem. Local memory is unchanged."
