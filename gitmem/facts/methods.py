@@ -291,19 +291,46 @@ class FactMethods(SessionCore):
         return self._redact_fact(txn, fact)
 
     def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
-        """``fact`` with the secrets in its text and tags redacted (counted on ``txn``)."""
+        """``fact`` with the secrets in its text, tags, section and sources redacted
+        (counted on ``txn``): a model or a prompt injection chooses all of them."""
         config = self.secret_config
         if not config.redact:
             return fact
         text, counts = redact(fact.text, config)
-        tags = [redact(t, config, label=True) for t in fact.tags]
-        for _, found in tags:
+
+        def label(value: str) -> str:
+            nonlocal counts
+            cleaned, found = redact(value, config, label=True)
             counts += found
+            return cleaned
+
+        tags = tuple(label(t) for t in fact.tags)
+        section = label(fact.section)
+        sources = tuple(FactSource(session=label(source.session), interaction=None
+                                   if source.interaction is None else label(source.interaction))
+                        for source in fact.sources)
         if not counts:
             return fact
         for kind, n in counts.items():
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
-        return fact.model_copy(update={"text": text, "tags": tuple(t for t, _ in tags)})
+        return fact.model_copy(update={"text": text, "tags": tags, "section": section,
+                                       "sources": sources})
+
+    def _redact_sections(self, txn: Transaction, memory: MemoryFile) -> MemoryFile:
+        """``memory`` with the secrets in its section headings redacted (counted on
+        ``txn``), also of sections that hold no fact."""
+        config = self.secret_config
+        if not config.redact:
+            return memory
+        sections: list[str] = []
+        for section in memory.sections:
+            cleaned, counts = redact(section, config, label=True)
+            for kind, n in counts.items():
+                txn.redacted[kind] = txn.redacted.get(kind, 0) + n
+            sections.append(cleaned)
+        if sections == list(memory.sections):
+            return memory
+        return memory.model_copy(update={"sections": tuple(dict.fromkeys(sections))})
 
     def _read_facts(self, txn: Transaction) -> MemoryFile:
         """The file as the lock holder sees it; a person's uncommitted edit is committed
@@ -312,7 +339,8 @@ class FactMethods(SessionCore):
         edited = txn.hand_edit(path)
         if edited is not None:
             memory = parse_facts(edited, path)
-            redacted = memory.with_facts(self._redact_fact(txn, f) for f in memory.facts)
+            redacted = self._redact_sections(txn, memory.with_facts(
+                self._redact_fact(txn, f) for f in memory.facts))
             if redacted != memory:  # a pasted secret is not recorded, as in a session file
                 memory, edited = redacted, render_facts(redacted).encode("utf-8")
             txn.write(path, edited)
@@ -352,6 +380,8 @@ class FactMethods(SessionCore):
                            for f, kept in zip(after.facts, same, strict=True)]
                 if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
                     after = after.model_copy(update={"facts": tuple(guarded)})  # same order
+                if after.sections != before.sections:  # a new heading: as a fact's section
+                    after = self._redact_sections(txn, after)
                 if after == before:
                     return None
                 data = self._render_facts(after)

@@ -109,9 +109,13 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         hints=("bearer", "authorization"),
     ),
     SecretPattern(
-        "basic-auth", r"authorization:\s*basic\s+(?P<secret>[a-z0-9+/]{8,}={0,2})",
-        lowered=True,
-        hints=("authorization",),
+        # "Basic <base64 of user:pass>" anywhere (a server may echo the header in an error);
+        # a digit, + or /, or three capitals tell base64 from a word after "basic"
+        "basic-auth",
+        r"(?i:basic)(?<![A-Za-z0-9_]basic)(?<![A-Za-z0-9_]Basic)(?<![A-Za-z0-9_]BASIC)\s+"
+        r"(?P<secret>(?=[A-Za-z]*[0-9+/]|(?:[a-z0-9+/]*[A-Z]){3})[A-Za-z0-9+/]{8,}={0,2})"
+        r"(?![A-Za-z0-9+/=])",
+        hints=("basic",),
     ),
     SecretPattern(
         "url-password",

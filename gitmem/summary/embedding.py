@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError
 from gitmem.store.config import parse_float, parse_int, unknown_key
-from gitmem.summary.engines import brief_error, redact_key
+from gitmem.summary.engines import brief_error, redact_key, refuse_credentials
 
 if TYPE_CHECKING:
     import openai
@@ -55,6 +55,9 @@ class EmbedConfig:
     timeout: float = 10.0
     max_retries: int = 0
     max_input_chars: int = MAX_INPUT_CHARS
+
+    def __post_init__(self) -> None:
+        refuse_credentials(self.base_url, "GITMEM_EMBED_BASE_URL")
 
     @property
     def key(self) -> str:

@@ -19,8 +19,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
-from gitmem.errors import GitmemError
+from gitmem.errors import ConfigError, GitmemError
 from gitmem.models import (
     Interaction,
     ModelValidationError,
@@ -168,6 +169,9 @@ class LLMConfig:
     max_bullets: int = 8
     max_input_chars: int = 48_000
     modes: tuple[str, ...] = MODES
+
+    def __post_init__(self) -> None:
+        refuse_credentials(self.base_url, "GITMEM_LLM_BASE_URL")
 
     @classmethod
     def from_env(
@@ -516,6 +520,20 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
             raise _failed(config, "the answer is empty")
         return content
     raise _failed(config, "no output mode worked")  # pragma: no cover - the loop returns
+
+
+def refuse_credentials(base_url: str | None, setting: str) -> None:
+    """Refuse a server URL with ``user:pass@``: the client would send them as a Basic
+    ``Authorization`` header, which a server's error can echo into a commit or a log."""
+    if base_url and "://" in base_url:
+        parts = urlsplit(base_url)
+        if parts.username or parts.password:
+            shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+            raise ConfigError(
+                f"{setting}: the URL {shown} carries a user name or password; gitmem never "
+                "sends credentials that way: give the key as an API key (e.g. "
+                "GITMEM_LLM_API_KEY) and the URL without them"
+            )
 
 
 def redact_key(reason: str, api_key: str | None) -> str:

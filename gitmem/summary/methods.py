@@ -34,6 +34,7 @@ from gitmem.errors import (
 )
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
+from gitmem.guard.secrets import redact
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
@@ -499,10 +500,12 @@ class SummaryMethods(SessionCore):
 
     def _hold(self, session_id: str, previous: Summary | None, summary: Summary,
               result: SummaryResult, trigger: str, report: LossReport, *, review: bool) -> None:
+        # the report quotes the model's proposed facts: never show a secret among them
+        shown = redact(report.render(), self.secret_config)[0]
         if not review:
             raise SummaryRefused(
                 f"summary of session {session_id!r} refused by the loss guard; nothing was "
-                f"written.\n{report.render()}\nRetry with another model or prompt, or set "
+                f"written.\n{shown}\nRetry with another model or prompt, or set "
                 "on_loss='review' to inspect it on a branch", session_id, report)
         branch = self.review_branch(session_id)
         with self._repo.transaction() as txn:
@@ -524,7 +527,7 @@ class SummaryMethods(SessionCore):
         raise SummaryHeldForReview(
             f"summary of session {session_id!r} drops too many facts; it was committed to "
             f"branch {branch} ({commit[:12]}) for review, not to the session.\n"
-            f"{report.render()}\nInspect it with `gitmem review show {quoted}`, then "
+            f"{shown}\nInspect it with `gitmem review show {quoted}`, then "
             f"`gitmem review accept|reject {quoted}`",
             session_id, report, commit=commit, branch=branch)
 
