@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gitmem import MemoryManager
+from gitmem.cli import cli
 from gitmem.models import Interaction, Message, Session
 from gitmem.search import catchup
 from gitmem.search.catchup import index_path
@@ -164,3 +166,27 @@ def test_a_streamed_rebuild_skips_an_unreadable_file(tmp_path: Path,
     report = mm.reindex()
     assert report.unreadable == [bad] and report.indexed == 1
     assert _ids(mm.search("penguins")) == {"good"}
+
+
+def test_search_and_context_answer_when_the_index_cannot_be_written(tmp_path: Path) -> None:
+    store = tmp_path / "memory"
+    mm = MemoryManager.init(store)
+    mm.save_interaction("trip", "We booked the night train to Vienna.", "Enjoy Vienna!")
+    mm.close()
+    state = store / ".git" / "gitmem"
+    for found in state.glob("index*.sqlite*"):
+        found.unlink()
+    # a folder where the index file goes: opening it fails as on a read-only store or a
+    # full disk (tests run as root, for whom file modes do not)
+    (state / "index.sqlite").mkdir()
+    fresh = MemoryManager(store)
+    hits = fresh.search("night train", k=3)
+    assert [h.session_id for h in hits] == ["trip"]
+    assert any("answered from the files" in note for note in hits.notes)
+    messages = fresh.retrieve_context("trip", "Vienna train", max_tokens=500)
+    assert any("Vienna" in m["content"] for m in messages)
+    out = CliRunner().invoke(cli, ["--repo", str(store), "search", "night train"])
+    assert out.exit_code == 0 and "trip" in out.output, out.output
+    out = CliRunner().invoke(cli, ["--repo", str(store), "context", "trip", "Vienna"])
+    assert out.exit_code == 0 and "Vienna" in out.output, out.output
+    assert git(store, "status", "--porcelain") == ""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TypeVar
 
-from gitmem.errors import RepositoryError
+from gitmem.errors import IndexUnavailable, RepositoryError
 from gitmem.format.parse import parse_lenient
 from gitmem.format.paths import (
     archive_dir,
@@ -69,6 +69,8 @@ class StoreIndex:
         self._lock = threading.RLock()
         self._index: Index | None = None
         self._past: dict[str, Index] = {}
+        # why the last run answered from an in-memory index, if it did
+        self.fallback: str | None = None
 
     def _current(self, full: bool = False, progress: ProgressCallback | None = None
                  ) -> tuple[Index, SyncReport]:
@@ -101,11 +103,25 @@ class StoreIndex:
         raise AssertionError("unreachable")
 
     def run(self, work: Callable[[Index], T], *, commit: str | None = None) -> T:
-        """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``)."""
+        """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``).
+
+        When the index file cannot be used (a read-only store, a full disk), ``work`` gets
+        an index of HEAD built in memory from the files instead, and :attr:`fallback`
+        says so: the index is derived, so an agent's retrieval never fails for it."""
         with self._lock:
-            if commit is not None and commit != self.repository.head():
+            head = self.repository.head()
+            if commit is not None and commit != head:
                 return work(self._at(commit))
-            return self._retrying(lambda: work(self._current()[0]))
+            try:
+                result = self._retrying(lambda: work(self._current()[0]))
+            except IndexUnavailable as exc:
+                if head is None:
+                    raise
+                self.fallback = (f"{exc}; answered from the files instead (slower until the "
+                                 "index can be written)")
+                return work(self._at(head))
+            self.fallback = None
+            return result
 
     def catch_up(self, *, full: bool = False, progress: ProgressCallback | None = None
                  ) -> SyncReport:

@@ -214,7 +214,10 @@ class SearchMethods(SessionCore):
             n_docs, _ = index.stats()
             return ranking, {"commit": head, "documents": n_docs}
 
-        ranking, info = self._store_index().run(work, commit=commit)
+        index = self._store_index()
+        ranking, info = index.run(work, commit=commit)
+        if index.fallback is not None:
+            ranking.notes.append(index.fallback)
         ranking.notes.extend(dense_notes)
         if len(query) > config.max_query_chars:
             ranking.notes.append(
