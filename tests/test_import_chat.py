@@ -450,3 +450,15 @@ def test_a_mapping_node_that_is_a_string_is_a_clear_error(repo: Path, tmp_path: 
     assert done.returncode == 1, done.stderr
     assert f"{path}:" in done.stderr and "Traceback" not in done.stderr
     assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_a_conversation_id_holding_a_secret_is_mapped_not_fatal(repo: Path,
+                                                                tmp_path: Path) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    source = write(tmp_path / "s.json", [{"id": f"deploy-{token}", "messages": MESSAGES},
+                                         {"id": "plain", "messages": MESSAGES}])
+    out = run(repo, "import", "chat", str(source))
+    assert "2 session(s)" in out.output
+    ids = MemoryManager(repo).session_ids()
+    assert len(ids) == 2 and any("REDACTED" in i and "~" in i for i in ids), ids
+    assert token not in git(repo, "log", "-p", "--all", "--format=%B")

@@ -70,14 +70,16 @@ def stable_id(prefix: str, *parts: str) -> str:
 
 
 def safe_session_id(key: str) -> str:
-    """``key`` as a session id: verbatim when the store can name a file after it, else its
-    printable part (control characters, NULs and edge spaces dropped, cut to
-    ``MAX_ID_CHARS``) and ``~`` plus a hash of the whole key, so distinct keys stay distinct.
+    """``key`` as a session id: verbatim when the store can name a file after it and it
+    holds no secret, else its printable part (secrets replaced, control characters, NULs
+    and edge spaces dropped, cut to ``MAX_ID_CHARS``) and ``~`` plus a hash of the whole
+    key, so distinct keys stay distinct and an import is never stopped by one key.
     """
-    if _storable(key):
+    shown, secrets = redact(key, label=True)  # a key holding a token: named without it
+    if not secrets and _storable(key):
         return key
     cleaned = "".join(
-        ch for ch in key if unicodedata.category(ch) not in ("Cc", "Cs", "Zl", "Zp")
+        ch for ch in shown if unicodedata.category(ch) not in ("Cc", "Cs", "Zl", "Zp")
     ).strip()
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     # keep the readable part short enough that the encoded name fits any file system
