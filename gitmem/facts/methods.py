@@ -34,7 +34,7 @@ from gitmem.format.facts import (
     render_facts,
 )
 from gitmem.format.paths import memory_path
-from gitmem.guard.secrets import redact
+from gitmem.guard.redact import redact_fact, redact_sections
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.objects import object_id
@@ -291,46 +291,22 @@ class FactMethods(SessionCore):
         return self._redact_fact(txn, fact)
 
     def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
-        """``fact`` with the secrets in its text, tags, section and sources redacted
-        (counted on ``txn``): a model or a prompt injection chooses all of them."""
-        config = self.secret_config
-        if not config.redact:
+        """``fact`` with its secrets redacted (counted on ``txn``)."""
+        if not self.secret_config.redact:
             return fact
-        text, counts = redact(fact.text, config)
-
-        def label(value: str) -> str:
-            nonlocal counts
-            cleaned, found = redact(value, config, label=True)
-            counts += found
-            return cleaned
-
-        tags = tuple(label(t) for t in fact.tags)
-        section = label(fact.section)
-        sources = tuple(FactSource(session=label(source.session), interaction=None
-                                   if source.interaction is None else label(source.interaction))
-                        for source in fact.sources)
-        if not counts:
-            return fact
+        fact, counts = redact_fact(fact, self.secret_config)
         for kind, n in counts.items():
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
-        return fact.model_copy(update={"text": text, "tags": tags, "section": section,
-                                       "sources": sources})
+        return fact
 
     def _redact_sections(self, txn: Transaction, memory: MemoryFile) -> MemoryFile:
-        """``memory`` with the secrets in its section headings redacted (counted on
-        ``txn``), also of sections that hold no fact."""
-        config = self.secret_config
-        if not config.redact:
+        """``memory`` with its section headings' secrets redacted (counted on ``txn``)."""
+        if not self.secret_config.redact:
             return memory
-        sections: list[str] = []
-        for section in memory.sections:
-            cleaned, counts = redact(section, config, label=True)
-            for kind, n in counts.items():
-                txn.redacted[kind] = txn.redacted.get(kind, 0) + n
-            sections.append(cleaned)
-        if sections == list(memory.sections):
-            return memory
-        return memory.model_copy(update={"sections": tuple(dict.fromkeys(sections))})
+        memory, counts = redact_sections(memory, self.secret_config)
+        for kind, n in counts.items():
+            txn.redacted[kind] = txn.redacted.get(kind, 0) + n
+        return memory
 
     def _read_facts(self, txn: Transaction) -> MemoryFile:
         """The file as the lock holder sees it; a person's uncommitted edit is committed

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gitmem.errors import SecretRefused
+from gitmem.format.facts import Fact, FactSource, MemoryFile
 from gitmem.guard.secrets import Finding, SecretConfig, find_secrets, redact, trailer_value
 from gitmem.models import Session
 
@@ -87,3 +88,38 @@ def _redact_metadata(updated: Session, current: Session | None, config: SecretCo
         if guarded != items:
             changes[name] = list(dict.fromkeys(guarded))
     return changes
+
+
+def redact_fact(fact: Fact, config: SecretConfig) -> tuple[Fact, Counter[str]]:
+    """``fact`` with the secrets in its text, tags, section and sources redacted (a model or
+    a prompt injection chooses all of them), and how many of each kind."""
+    text, counts = redact(fact.text, config)
+
+    def label(value: str) -> str:
+        cleaned, found = redact(value, config, label=True)
+        counts.update(found)
+        return cleaned
+
+    tags = tuple(label(t) for t in fact.tags)
+    section = label(fact.section)
+    sources = tuple(FactSource(session=label(source.session), interaction=None
+                               if source.interaction is None else label(source.interaction))
+                    for source in fact.sources)
+    if not counts:
+        return fact, counts
+    return fact.model_copy(update={"text": text, "tags": tags, "section": section,
+                                   "sources": sources}), counts
+
+
+def redact_sections(memory: MemoryFile, config: SecretConfig) -> tuple[MemoryFile, Counter[str]]:
+    """``memory`` with the secrets in its section headings redacted, also of sections that
+    hold no fact, and how many of each kind."""
+    counts: Counter[str] = Counter()
+    sections: list[str] = []
+    for section in memory.sections:
+        cleaned, found = redact(section, config, label=True)
+        counts.update(found)
+        sections.append(cleaned)
+    if not counts:
+        return memory, counts
+    return memory.model_copy(update={"sections": tuple(dict.fromkeys(sections))}), counts
