@@ -44,9 +44,11 @@ def message(role: str, text: str, at: datetime) -> str:
 
 def turn_lines(n: int) -> str:
     at = START + timedelta(minutes=n)
-    return (message("user", f"Question {n}: what did we say about topic {n % 17}?", at)
-            + message("assistant", f"Answer {n}: topic {n % 17} was about item {n}. " * 3,
-                      at + timedelta(seconds=5)))  # fmt: skip
+    return message("user", f"Question {n}: what did we say about topic {n % 17}?", at) + message(
+        "assistant",
+        f"Answer {n}: topic {n % 17} was about item {n}. " * 3,
+        at + timedelta(seconds=5),
+    )
 
 
 def make_home(folder: Path, key: str, turns: int) -> Path:
@@ -57,8 +59,14 @@ def make_home(folder: Path, key: str, turns: int) -> Path:
     sessions = folder / "sessions" / WORKSPACE_ID
     sessions.mkdir(parents=True)
     path = sessions / f"{key.replace(':', '_')}.jsonl"
-    head = {"_type": "metadata", "key": key, "created_at": START.isoformat(),
-            "updated_at": START.isoformat(), "metadata": {}, "last_archived": 0}
+    head = {
+        "_type": "metadata",
+        "key": key,
+        "created_at": START.isoformat(),
+        "updated_at": START.isoformat(),
+        "metadata": {},
+        "last_archived": 0,
+    }
     path.write_text(json.dumps(head) + "\n" + "".join(turn_lines(n) for n in range(turns)))
     return path
 
@@ -72,8 +80,9 @@ def measure(length: int, turns: int, work: Path) -> dict[str, list[float]]:
     key = "telegram:42"
     home = work / f"home-{length}"
     path = make_home(home, key, length)
-    capture = Capture(work / f"store-{length}",
-                      nanobot_importer(home / "workspace", path.parent), agent="nanobot")
+    capture = Capture(
+        work / f"store-{length}", nanobot_importer(home / "workspace", path.parent), agent="nanobot"
+    )
     capture.persisted(key)
     capture.flush()
     mm = MemoryManager(work / f"store-{length}")
@@ -108,8 +117,9 @@ def measure(length: int, turns: int, work: Path) -> dict[str, list[float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--lengths", default="10,100,1000",
-                        help="session lengths in turns, comma-separated")
+    parser.add_argument(
+        "--lengths", default="10,100,1000", help="session lengths in turns, comma-separated"
+    )
     parser.add_argument("--turns", type=int, default=20, help="timed turns per length")
     args = parser.parse_args()
     print("| session turns | path | median ms | p95 ms | x save_interaction |")
@@ -120,8 +130,10 @@ def main() -> None:
             base = statistics.median(times["save_interaction"])
             for name, values in times.items():
                 median = statistics.median(values)
-                print(f"| {length} | {name} | {median * 1e3:.1f} | "
-                      f"{percentile(values, 0.95) * 1e3:.1f} | {median / base:.1f} |")
+                print(
+                    f"| {length} | {name} | {median * 1e3:.1f} | "
+                    f"{percentile(values, 0.95) * 1e3:.1f} | {median / base:.1f} |"
+                )
     print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

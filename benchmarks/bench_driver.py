@@ -48,8 +48,9 @@ SESSION = "shared_session"
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def prepare(work: Path, turns: int) -> tuple[Path, str, dict[str, Path]]:
@@ -58,8 +59,12 @@ def prepare(work: Path, turns: int) -> tuple[Path, str, dict[str, Path]]:
     a = MemoryManager.init(work / "a", agent="alice", housekeeping=quiet)
     with a.batch("Seed the shared session"):
         for t in range(turns):
-            a.save_interaction(SESSION, f"seed question {t}", f"seed answer {t} " * 8,
-                               timestamp=START + timedelta(minutes=t))  # fmt: skip
+            a.save_interaction(
+                SESSION,
+                f"seed question {t}",
+                f"seed answer {t} " * 8,
+                timestamp=START + timedelta(minutes=t),
+            )
     subprocess.run(["git", "clone", "-q", str(work / "a"), str(work / "b")], check=True)
     b = MemoryManager(work / "b", agent="bob", housekeeping=quiet)
     base_sha = git(work / "a", "rev-parse", "HEAD").strip()
@@ -90,8 +95,9 @@ def expand(template: str, paths: dict[str, Path], ours: Path) -> str:
     return template
 
 
-def timed(argv: list[str], cwd: Path, ours: Path, original: Path,
-          check: bool) -> tuple[float, float]:
+def timed(
+    argv: list[str], cwd: Path, ours: Path, original: Path, check: bool
+) -> tuple[float, float]:
     """(wall ms, CPU ms of the child and its children) of one run on a fresh copy of ours."""
     shutil.copyfile(original, ours)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -112,8 +118,13 @@ def p95(values: list[float]) -> float:
 
 def importtime(cwd: Path, line: str, ours: Path, original: Path) -> None:
     shutil.copyfile(original, ours)
-    done = subprocess.run(["sh", "-c", line], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})  # fmt: skip
+    done = subprocess.run(
+        ["sh", "-c", line],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+    )
     rows = []  # "import time: self | cumulative | name", microseconds
     for entry in done.stderr.splitlines():
         fields = entry.removeprefix("import time:").split("|")
@@ -121,8 +132,10 @@ def importtime(cwd: Path, line: str, ours: Path, original: Path) -> None:
             rows.append((int(fields[0]), fields[2].strip()))
     gitmem = sorted(name for _, name in rows if name.startswith("gitmem"))
     print(f"\nregistered driver imports {len(rows)} modules; gitmem ones: {', '.join(gitmem)}")
-    print("slowest (self, ms):", ", ".join(f"{name} {us / 1000:.1f}"
-                                           for us, name in sorted(rows, reverse=True)[:12]))
+    print(
+        "slowest (self, ms):",
+        ", ".join(f"{name} {us / 1000:.1f}" for us, name in sorted(rows, reverse=True)[:12]),
+    )
 
 
 def main() -> None:
@@ -141,15 +154,33 @@ def main() -> None:
             "registered driver": ["sh", "-c", expand(driver, paths, ours)],
             "old registration": ["sh", "-c", expand(old, paths, ours)],
             "python -c pass": [sys.executable, "-c", "pass"],
-            "git merge-file": ["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
-                               str(ours), str(paths["O"]), str(paths["B"])],
-        }  # fmt: skip
+            "git merge-file": [
+                "git",
+                "merge-file",
+                "-L",
+                "ours",
+                "-L",
+                "base",
+                "-L",
+                "theirs",
+                str(ours),
+                str(paths["O"]),
+                str(paths["B"]),
+            ],
+        }
         if args.baseline:  # PYTHONPATH comes before the installed gitmem on sys.path
             where = shlex.quote(str(args.baseline.resolve()))
             commands["baseline"] = ["sh", "-c", f"PYTHONPATH={where} " + expand(old, paths, ours)]
-            commands = {name: commands[name] for name in (
-                "registered driver", "old registration", "baseline", "python -c pass",
-                "git merge-file")}  # fmt: skip
+            commands = {
+                name: commands[name]
+                for name in (
+                    "registered driver",
+                    "old registration",
+                    "baseline",
+                    "python -c pass",
+                    "git merge-file",
+                )
+            }
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for name, argv in commands.items():  # warm the page cache and .pyc files once
             timed(argv, store, ours, paths["A"], check=name.endswith(("driver", "registration")))
@@ -160,20 +191,25 @@ def main() -> None:
         load = os.getloadavg()
         size = paths["A"].stat().st_size
         print(f"driver: `{driver}`")
-        print(f"session file: {args.turns}+1 turns, {size} bytes; merged {len(merged)} bytes; "
-              f"{args.runs} runs each; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-              f"on {os.cpu_count()} cores\n")
+        print(
+            f"session file: {args.turns}+1 turns, {size} bytes; merged {len(merged)} bytes; "
+            f"{args.runs} runs each; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+            f"on {os.cpu_count()} cores\n"
+        )
         floor = statistics.median(wall for wall, _ in times["python -c pass"])
         text = statistics.median(wall for wall, _ in times["git merge-file"])
-        print("| command | median ms | p95 ms | CPU median ms | / python -c pass | "
-              "/ git merge-file |")
+        print(
+            "| command | median ms | p95 ms | CPU median ms | / python -c pass | / git merge-file |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for name, values in times.items():
             walls = [wall for wall, _ in values]
             med = statistics.median(walls)
             cpu = statistics.median(c for _, c in values)
-            print(f"| {name} | {med:.1f} | {p95(walls):.1f} | {cpu:.1f} | {med / floor:.2f} | "
-                  f"{med / text:.1f} |")
+            print(
+                f"| {name} | {med:.1f} | {p95(walls):.1f} | {cpu:.1f} | {med / floor:.2f} | "
+                f"{med / text:.1f} |"
+            )
         if args.importtime:
             importtime(store, expand(driver, paths, ours), ours, paths["A"])
 

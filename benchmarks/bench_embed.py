@@ -71,9 +71,14 @@ def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
                     matrix[n, _bucket(term, dims)] += 1.0
             matrix[matrix.sum(axis=1) == 0, 0] = 1.0
             matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-            vectors.store(index, tag, [(content, list(map(float, row)))
-                                       for (_, content, _), row in zip(chunk, matrix,
-                                                                       strict=True)])
+            vectors.store(
+                index,
+                tag,
+                [
+                    (content, list(map(float, row)))
+                    for (_, content, _), row in zip(chunk, matrix, strict=True)
+                ],
+            )
         return len(rows)
 
     count = mm._store_index().run(work)
@@ -82,8 +87,10 @@ def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
 
 def _stats(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
-    return (statistics.median(ordered) * 1000,
-            ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000)
+    return (
+        statistics.median(ordered) * 1000,
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000,
+    )
 
 
 def _time(queries: list[str], search: Callable[[str], object]) -> list[float]:
@@ -110,10 +117,11 @@ def main() -> None:
     started = time.perf_counter()
     mm, texts, _ids = synthetic_store(base / "store", corpus, sessions, args.turns)
     mm.search("warm up")
-    print(f"store: {len(texts)} interactions, ready in {time.perf_counter() - started:.0f} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    queries = [corpus.query(texts[corpus.rng.randrange(len(texts))])
-               for _ in range(args.queries)]
+    print(
+        f"store: {len(texts)} interactions, ready in {time.perf_counter() - started:.0f} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    queries = [corpus.query(texts[corpus.rng.randrange(len(texts))]) for _ in range(args.queries)]
     fake = FakeServer()
     server = start(fake)
     rows = []
@@ -162,18 +170,26 @@ def main() -> None:
         server.shutdown()
         mm.close_index()
         mm.close()
-    print(f"\n{len(texts):,} interactions, {len(queries)} queries, k=10; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
-    print("| dims | lexical p50 / p95 | embeddings warm p50 / p95 | embeddings p50 / p95 "
-          "(with HTTP) | warm / lexical | matrix load | dense top-50 = exact | exact scan |")
+    print(
+        f"\n{len(texts):,} interactions, {len(queries)} queries, k=10; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+    )
+    print(
+        "| dims | lexical p50 / p95 | embeddings warm p50 / p95 | embeddings p50 / p95 "
+        "(with HTTP) | warm / lexical | matrix load | dense top-50 = exact | exact scan |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for dims, lexical, warm, cold, load, recall, exact_ms in rows:
-        print(f"| {dims} | {lexical[0]:.1f} / {lexical[1]:.1f} ms | {warm[0]:.1f} / "
-              f"{warm[1]:.1f} ms | {cold[0]:.1f} / {cold[1]:.1f} ms | "
-              f"{warm[0] / lexical[0]:.2f}x | {load:.2f} s | {100 * recall:.1f}% | "
-              f"{exact_ms:.1f} ms |")
-    print(f"\nlexical-only (offline default) p50 {lexical_p50:.1f} ms: compare with "
-          "bench_search.py's search p50 on main, same machine")
+        print(
+            f"| {dims} | {lexical[0]:.1f} / {lexical[1]:.1f} ms | {warm[0]:.1f} / "
+            f"{warm[1]:.1f} ms | {cold[0]:.1f} / {cold[1]:.1f} ms | "
+            f"{warm[0] / lexical[0]:.2f}x | {load:.2f} s | {100 * recall:.1f}% | "
+            f"{exact_ms:.1f} ms |"
+        )
+    print(
+        f"\nlexical-only (offline default) p50 {lexical_p50:.1f} ms: compare with "
+        "bench_search.py's search p50 on main, same machine"
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,10 @@ def fact_texts(corpus: Corpus, count: int) -> list[str]:
 
 def fill(mm: MemoryManager, texts: list[str]) -> None:
     """Write ``texts`` as facts in one commit (the fast way to a big file)."""
-    facts = [Fact(id=f"f{n:07x}", text=text, section=f"Topic {n % 12}",
-                  sources=(), by="bench") for n, text in enumerate(texts)]
+    facts = [
+        Fact(id=f"f{n:07x}", text=text, section=f"Topic {n % 12}", sources=(), by="bench")
+        for n, text in enumerate(texts)
+    ]
 
     def change(memory: MemoryFile) -> MemoryFile:
         return memory.with_facts([*memory.facts, *facts])
@@ -57,21 +59,37 @@ def fill(mm: MemoryManager, texts: list[str]) -> None:
     mm.change_facts(change, op="remember", subject=f"Bench: {len(facts)} facts")
 
 
-def bench_writes(base: Path, corpus: Corpus, sizes: list[int], rounds: int,
-                 medians: dict[str, tuple[float, float]]) -> list[tuple[str, str, str, str]]:
+def bench_writes(
+    base: Path,
+    corpus: Corpus,
+    sizes: list[int],
+    rounds: int,
+    medians: dict[str, tuple[float, float]],
+) -> list[tuple[str, str, str, str]]:
     rows = []
     for size in sizes:
-        mm = MemoryManager.init(base / f"writes-{size}", agent="bench",
-                                housekeeping=Housekeeping(enabled=False))
+        mm = MemoryManager.init(
+            base / f"writes-{size}", agent="bench", housekeeping=Housekeeping(enabled=False)
+        )
         fill(mm, fact_texts(corpus, size))
         mm.save_interaction("warm", "warm up", "ok")
         mm.remember("Warm up the caches.")
         saves, remembers = [], []
         for n in range(rounds):  # interleaved: both see the same load
-            saves.append(timed(lambda n=n, mm=mm: mm.save_interaction(  # type: ignore[misc]
-                f"s{n % 7}", f"question {n} about tea", "an answer")))
-            remembers.append(timed(lambda n=n, mm=mm: mm.remember(  # type: ignore[misc]
-                f"New fact number {n} about green tea.", section="Bench")))
+            saves.append(
+                timed(
+                    lambda n=n, mm=mm: mm.save_interaction(  # type: ignore[misc]
+                        f"s{n % 7}", f"question {n} about tea", "an answer"
+                    )
+                )
+            )
+            remembers.append(
+                timed(
+                    lambda n=n, mm=mm: mm.remember(  # type: ignore[misc]
+                        f"New fact number {n} about green tea.", section="Bench"
+                    )
+                )
+            )
         save_name, name = f"save_interaction @ {size:,} facts", f"remember @ {size:,} facts"
         medians[save_name] = median_p95_ms(saves)
         medians[name] = median_p95_ms(remembers)
@@ -81,10 +99,10 @@ def bench_writes(base: Path, corpus: Corpus, sizes: list[int], rounds: int,
     return rows
 
 
-def bench_query(base: Path, corpus: Corpus, count: int, queries: int,
-                medians: dict[str, tuple[float, float]]) -> list[tuple[str, str, str, str]]:
-    mm = MemoryManager.init(base / "query", agent="bench",
-                            housekeeping=Housekeeping(enabled=False))
+def bench_query(
+    base: Path, corpus: Corpus, count: int, queries: int, medians: dict[str, tuple[float, float]]
+) -> list[tuple[str, str, str, str]]:
+    mm = MemoryManager.init(base / "query", agent="bench", housekeeping=Housekeeping(enabled=False))
     texts = fact_texts(corpus, count)
     fill(mm, texts)
     asked = [corpus.query(texts[corpus.rng.randrange(count)]) for _ in range(queries)]
@@ -110,22 +128,33 @@ def bench_query(base: Path, corpus: Corpus, count: int, queries: int,
     medians[f"first facts(query) after a remember @ {count:,}"] = (after * 1000, after * 1000)
     print(f"facts(query): {hits}/{len(asked)} queries found a fact")
     mm.close()
-    return [(name, "5 ms", "term scan (pre-tokenised)", scan_name), (scan_name, "", "", ""),
-            (f"first facts(query) of a new process @ {count:,}", "", "", ""),
-            (f"first facts(query) after a remember @ {count:,}", "", "", "")]
+    return [
+        (name, "5 ms", "term scan (pre-tokenised)", scan_name),
+        (scan_name, "", "", ""),
+        (f"first facts(query) of a new process @ {count:,}", "", "", ""),
+        (f"first facts(query) after a remember @ {count:,}", "", "", ""),
+    ]
 
 
-def bench_context(store: Path, corpus: Corpus, sessions: int, turns: int, facts: int,
-                  queries: int, medians: dict[str, tuple[float, float]]
-                  ) -> list[tuple[str, str, str, str]]:
+def bench_context(
+    store: Path,
+    corpus: Corpus,
+    sessions: int,
+    turns: int,
+    facts: int,
+    queries: int,
+    medians: dict[str, tuple[float, float]],
+) -> list[tuple[str, str, str, str]]:
     built = store.exists()
     start = time.perf_counter()
     mm, texts, ids = synthetic_store(store, corpus, sessions, turns)
     if not mm.memory_file().facts:
         fill(mm, fact_texts(corpus, facts))
-    print(f"context store: {sessions:,} sessions, {len(texts):,} interactions, "
-          f"{len(mm.memory_file().facts):,} facts"
-          + ("" if built else f" (built in {time.perf_counter() - start:.0f} s)"))
+    print(
+        f"context store: {sessions:,} sessions, {len(texts):,} interactions, "
+        f"{len(mm.memory_file().facts):,} facts"
+        + ("" if built else f" (built in {time.perf_counter() - start:.0f} s)")
+    )
     mm.search("warm up")
     mm.retrieve_context(ids[0], "warm up")
     rng = random.Random(3)
@@ -137,8 +166,13 @@ def bench_context(store: Path, corpus: Corpus, sessions: int, turns: int, facts:
         mm.load_memory(session_id)  # an agent asks in the session it has just used
         pair = ((with_facts, True), (without, False))
         for into, flag in pair if len(with_facts) % 2 else pair[::-1]:  # neither always first
-            into.append(timed(lambda q=query, s=session_id, f=flag:  # type: ignore[misc]
-                              mm.retrieve_context(s, q, max_tokens=2000, with_facts=f)))
+            into.append(
+                timed(
+                    lambda q=query, s=session_id, f=flag: (  # type: ignore[misc]
+                        mm.retrieve_context(s, q, max_tokens=2000, with_facts=f)
+                    )
+                )
+            )
         first = mm.retrieve_context(session_id, query, 2000)[0]["content"]
         included += first.startswith("What you know")
     n = len(texts)
@@ -153,13 +187,15 @@ def bench_context(store: Path, corpus: Corpus, sessions: int, turns: int, facts:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true",
-                        help="1,000 facts and 1,000 sessions (a quick run)")
+    parser.add_argument(
+        "--small", action="store_true", help="1,000 facts and 1,000 sessions (a quick run)"
+    )
     parser.add_argument("--facts", type=int, default=10_000, help="facts for facts(query)")
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=10, help="interactions per session")
-    parser.add_argument("--context-facts", type=int, default=1_000,
-                        help="facts in the retrieve_context store")
+    parser.add_argument(
+        "--context-facts", type=int, default=1_000, help="facts in the retrieve_context store"
+    )
     parser.add_argument("--rounds", type=int, default=40, help="remember/save pairs per size")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--path", help="keep the 100,000-interaction store here (reused)")
@@ -173,8 +209,9 @@ def main() -> None:
     medians: dict[str, tuple[float, float]] = {}
     rows = bench_writes(base, corpus, sorted({100, facts}), args.rounds, medians)
     rows += bench_query(base, corpus, facts, args.queries, medians)
-    rows += bench_context(store, corpus, sessions, args.turns, args.context_facts,
-                          args.queries // 2, medians)
+    rows += bench_context(
+        store, corpus, sessions, args.turns, args.context_facts, args.queries // 2, medians
+    )
     print()
     print_comparison(rows, medians)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")

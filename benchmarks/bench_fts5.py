@@ -71,19 +71,24 @@ class Fts5Index(Index):
             chunk = docs[at : at + 500]
             marks = ",".join("?" * len(chunk))
             rows.extend(
-                self._db.execute(f"SELECT id, terms FROM docs WHERE id IN ({marks})", chunk))
-        self._db.executemany("INSERT INTO fts(rowid, terms) VALUES(?, ?)",
-                             [(i, self.term_text(t)) for i, t in rows])
+                self._db.execute(f"SELECT id, terms FROM docs WHERE id IN ({marks})", chunk)
+            )
+        self._db.executemany(
+            "INSERT INTO fts(rowid, terms) VALUES(?, ?)", [(i, self.term_text(t)) for i, t in rows]
+        )
         self._count_speakers(speakers, 1)
 
     def _delete_docs(self, doc_ids):  # type: ignore[no-untyped-def]
         for at in range(0, len(doc_ids), 500):
             chunk = list(doc_ids[at : at + 500])
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT id, terms FROM docs WHERE id IN ({marks})",
-                                    chunk).fetchall()
-            self._db.executemany("INSERT INTO fts(fts, rowid, terms) VALUES('delete', ?, ?)",
-                                 [(i, self.term_text(t)) for i, t in rows])
+            rows = self._db.execute(
+                f"SELECT id, terms FROM docs WHERE id IN ({marks})", chunk
+            ).fetchall()
+            self._db.executemany(
+                "INSERT INTO fts(fts, rowid, terms) VALUES('delete', ?, ?)",
+                [(i, self.term_text(t)) for i, t in rows],
+            )
         super()._delete_docs(doc_ids)
 
     def clear(self) -> None:
@@ -103,8 +108,10 @@ class Fts5Index(Index):
     def vocabulary(self) -> list[str]:
         with self._lock:
             if self._vocab is None or self._vocab[0] != self.generation:
-                self._vocab = (self.generation, [r[0] for r in self._db.execute(
-                    "SELECT term FROM fts_rows")])
+                self._vocab = (
+                    self.generation,
+                    [r[0] for r in self._db.execute("SELECT term FROM fts_rows")],
+                )
             return self._vocab[1]
 
     def postings(self, term, limit):  # type: ignore[no-untyped-def]
@@ -112,7 +119,9 @@ class Fts5Index(Index):
             rows = self._db.execute(
                 "SELECT d.id, h.tf, d.dl, d.skey, d.pos, d.kind, d.norm FROM"
                 " (SELECT doc, COUNT(*) AS tf FROM fts_hits WHERE term=? GROUP BY doc) h"
-                " JOIN docs d ON d.id = h.doc", (term,)).fetchall()
+                " JOIN docs d ON d.id = h.doc",
+                (term,),
+            ).fetchall()
         rows.sort(key=lambda r: (-self._impact(r[1], r[6]), r[0]))
         return [r[:6] for r in rows[:limit]]
 
@@ -147,8 +156,14 @@ def _measure(name: str, store: Path, queries: list[str], sessions: list[str]) ->
         context.append(time.perf_counter() - t0)
     mm.close_index()
     mm.close()
-    return [name, f"{size / 1e6:.0f}", f"{size / max(text, 1):.2f}", f"{rebuild:.1f}",
-            f"{statistics.median(search) * 1000:.1f}", f"{statistics.median(context) * 1000:.1f}"]
+    return [
+        name,
+        f"{size / 1e6:.0f}",
+        f"{size / max(text, 1):.2f}",
+        f"{rebuild:.1f}",
+        f"{statistics.median(search) * 1000:.1f}",
+        f"{statistics.median(context) * 1000:.1f}",
+    ]
 
 
 def _locomo(path: str, variant: type[Index]) -> str:
@@ -174,8 +189,17 @@ def main() -> None:
     store = Path(args.path) / "store"
     corpus = bench_search.Corpus()
     if not store.exists():
-        sys.argv = [sys.argv[0], "--path", args.path, "--sessions", str(args.sessions),
-                    "--queries", "10", "--scan-queries", "1"]
+        sys.argv = [
+            sys.argv[0],
+            "--path",
+            args.path,
+            "--sessions",
+            str(args.sessions),
+            "--queries",
+            "10",
+            "--scan-queries",
+            "1",
+        ]
         bench_search.main()
     texts = [corpus.session(n, 10) for n in range(min(args.sessions, 2000))]
     rng = corpus.rng

@@ -49,14 +49,19 @@ def _path(session_id: str) -> str:
 def build_store(path: Path, sessions: int, commits: int, big: int, mid: int) -> float:
     """Build the store; returns seconds taken."""
     started = time.perf_counter()
-    mm = MemoryManager.init(path, agent="bench", model="bench-model",
-                            housekeeping=Housekeeping(enabled=False))
+    mm = MemoryManager.init(
+        path, agent="bench", model="bench-model", housekeeping=Housekeeping(enabled=False)
+    )
     chunk = 2000
     for first in range(0, sessions, chunk):
         with mm.batch(f"Import sessions {first}-{first + chunk - 1}"):
             for n in range(first, min(first + chunk, sessions)):
-                mm.save_interaction(f"session_{n:05d}", f"question {n} about topic {n % 97}",
-                                    f"answer {n}", timestamp=START + timedelta(minutes=n))
+                mm.save_interaction(
+                    f"session_{n:05d}",
+                    f"question {n} about topic {n % 97}",
+                    f"answer {n}",
+                    timestamp=START + timedelta(minutes=n),
+                )
     made = int(mm.repository.run_git("rev-list", "--count", "HEAD")[1])
     singles = max(0, commits - made)
     rng = random.Random(11)
@@ -83,8 +88,12 @@ def git(path: Path, *args: str) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="fraction of the full size (1.0: 10,000 sessions and commits)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="fraction of the full size (1.0: 10,000 sessions and commits)",
+    )
     parser.add_argument("--samples", type=int, default=30)
     parser.add_argument("--keep", type=Path, help="build the store here and keep it")
     parser.add_argument("--reuse", action="store_true", help="reuse a store built in --keep")
@@ -123,80 +132,178 @@ def main(argv: list[str] | None = None) -> int:
     versions = [r.sha for r in mm.history("big")]
     big_now = mm.load_memory("big")
     big_turns = len(big_now.interactions) if big_now else 0
-    rows.append(("history('big')", [_timed(lambda: mm.history("big")) for _ in range(n)],
-                 "50", "git log -- big"))
-    rows.append(("history('big') before the cache exists (git log)", uncached, "",
-                 "git log -- big"))
-    rows.append(("git log --format=%H -- sessions/big.md",
-                 [_timed(lambda: git(base, "log", "--format=%H", "--", _path("big")))
-                  for _ in range(n)], "", ""))
+    rows.append(
+        (
+            "history('big')",
+            [_timed(lambda: mm.history("big")) for _ in range(n)],
+            "50",
+            "git log -- big",
+        )
+    )
+    rows.append(
+        ("history('big') before the cache exists (git log)", uncached, "", "git log -- big")
+    )
+    rows.append(
+        (
+            "git log --format=%H -- sessions/big.md",
+            [_timed(lambda: git(base, "log", "--format=%H", "--", _path("big"))) for _ in range(n)],
+            "",
+            "",
+        )
+    )
     small = [f"session_{rng.randrange(sessions):05d}" for _ in range(n)]
-    rows.append(("history(small session)", [_timed(lambda s=s: mm.history(s)) for s in small],
-                 "", "git log -- small"))
-    rows.append(("git log --format=%H -- small session",
-                 [_timed(lambda s=s: git(base, "log", "--format=%H", "--",
-                                         _path(s))) for s in small], "", ""))
-    rows.append(("history(limit=100), store-wide",
-                 [_timed(lambda: mm.history(limit=100)) for _ in range(n)], "", ""))
+    rows.append(
+        (
+            "history(small session)",
+            [_timed(lambda s=s: mm.history(s)) for s in small],
+            "",
+            "git log -- small",
+        )
+    )
+    rows.append(
+        (
+            "git log --format=%H -- small session",
+            [_timed(lambda s=s: git(base, "log", "--format=%H", "--", _path(s))) for s in small],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "history(limit=100), store-wide",
+            [_timed(lambda: mm.history(limit=100)) for _ in range(n)],
+            "",
+            "",
+        )
+    )
 
     # --- structured diff of adjacent versions (cold: every pair parsed for the first time) ---
     pairs = rng.sample(range(0, len(versions) - 1, 2), min(n, (len(versions) - 1) // 2))
-    rows.append(("diff('big', v, v+1, text=False), cold",
-                 [_timed(lambda i=i: mm.diff("big", versions[i + 1], versions[i], text=False))
-                  for i in pairs], "10", "markdown.parse x1"))
+    rows.append(
+        (
+            "diff('big', v, v+1, text=False), cold",
+            [
+                _timed(lambda i=i: mm.diff("big", versions[i + 1], versions[i], text=False))
+                for i in pairs
+            ],
+            "10",
+            "markdown.parse x1",
+        )
+    )
     raw = [git(base, "show", f"{versions[i]}:{_path('big')}") for i in pairs]
-    rows.append(("markdown.parse of one such version",
-                 [_timed(lambda d=d: markdown.parse_bytes(d, "big.md")) for d in raw], "", ""))
-    rows.append(("diff('big', v, v+1) + unified text, warm",
-                 [_timed(lambda i=i: mm.diff("big", versions[i + 1], versions[i]))
-                  for i in pairs], "", ""))
+    rows.append(
+        (
+            "markdown.parse of one such version",
+            [_timed(lambda d=d: markdown.parse_bytes(d, "big.md")) for d in raw],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "diff('big', v, v+1) + unified text, warm",
+            [_timed(lambda i=i: mm.diff("big", versions[i + 1], versions[i])) for i in pairs],
+            "",
+            "",
+        )
+    )
     mid_versions = [r.sha for r in mm.history("mid")]
     mid_pairs = list(range(len(mid_versions) - 1))
-    rows.append(("diff('mid', v, v+1, text=False), cold",
-                 [_timed(lambda i=i: mm.diff("mid", mid_versions[i + 1], mid_versions[i],
-                                             text=False)) for i in mid_pairs[:n]], "10", ""))
+    rows.append(
+        (
+            "diff('mid', v, v+1, text=False), cold",
+            [
+                _timed(lambda i=i: mm.diff("mid", mid_versions[i + 1], mid_versions[i], text=False))
+                for i in mid_pairs[:n]
+            ],
+            "10",
+            "",
+        )
+    )
 
     # --- reading the past -------------------------------------------------------------------
     revs = [versions[rng.randrange(len(versions))] for _ in range(n)]
     views = [mm.at(rev) for rev in revs]
     readers = [(view, f"session_{rng.randrange(sessions):05d}") for view in views]
-    rows.append(("at(rev).load_memory(small), cold rev",
-                 [_timed(lambda v=v, s=s: v.load_memory(s)) for v, s in readers], "5",
-                 "git show rev:path"))
-    rows.append(("git show rev:sessions/<small>.md",
-                 [_timed(lambda r=r, s=s: git(base, "show", f"{r}:{_path(s)}"))
-                  for r, (_, s) in zip(revs, readers, strict=True)], "", ""))
-    rows.append(("at(rev) (resolving a full sha)",
-                 [_timed(lambda r=r: mm.at(r)) for r in revs], "", ""))
-    rows.append(("at(rev).load_memory('big'), cold",
-                 [_timed(lambda v=v: v.load_memory("big")) for v in views[: max(5, n // 3)]],
-                 "", ""))
+    rows.append(
+        (
+            "at(rev).load_memory(small), cold rev",
+            [_timed(lambda v=v, s=s: v.load_memory(s)) for v, s in readers],
+            "5",
+            "git show rev:path",
+        )
+    )
+    rows.append(
+        (
+            "git show rev:sessions/<small>.md",
+            [
+                _timed(lambda r=r, s=s: git(base, "show", f"{r}:{_path(s)}"))
+                for r, (_, s) in zip(revs, readers, strict=True)
+            ],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        ("at(rev) (resolving a full sha)", [_timed(lambda r=r: mm.at(r)) for r in revs], "", "")
+    )
+    rows.append(
+        (
+            "at(rev).load_memory('big'), cold",
+            [_timed(lambda v=v: v.load_memory("big")) for v in views[: max(5, n // 3)]],
+            "",
+            "",
+        )
+    )
 
     # --- rollback ---------------------------------------------------------------------------
     targets = [versions[rng.randrange(1, len(versions))] for _ in range(n)]
-    rows.append(("rollback('big', to=older version)",
-                 [_timed(lambda t=t: mm.rollback("big", to=t)) for t in targets], "10",
-                 "git restore + commit"))
+    rows.append(
+        (
+            "rollback('big', to=older version)",
+            [_timed(lambda t=t: mm.rollback("big", to=t)) for t in targets],
+            "10",
+            "git restore + commit",
+        )
+    )
     small_targets = []
-    for sid in small[: n]:
+    for sid in small[:n]:
         hist = mm.history(sid)
         if len(hist) > 1:
             small_targets.append((sid, hist[-1].sha))
-    rows.append(("rollback(small, to=first version)",
-                 [_timed(lambda s=s, t=t: mm.rollback(s, to=t)) for s, t in small_targets],
-                 "10", "gitmem save"))
+    rows.append(
+        (
+            "rollback(small, to=first version)",
+            [_timed(lambda s=s, t=t: mm.rollback(s, to=t)) for s, t in small_targets],
+            "10",
+            "gitmem save",
+        )
+    )
 
-    rows.append(("save_interaction(small) (same commit path)",
-                 [_timed(lambda s=s: mm.save_interaction(s, "reference", "save"))
-                  for s, _ in small_targets], "", ""))
+    rows.append(
+        (
+            "save_interaction(small) (same commit path)",
+            [
+                _timed(lambda s=s: mm.save_interaction(s, "reference", "save"))
+                for s, _ in small_targets
+            ],
+            "",
+            "",
+        )
+    )
 
     def git_rollback(target: str) -> None:
         git(clone, "restore", f"--source={target}", "--staged", "--worktree", _path("big"))
         git(clone, "commit", "-q", "--allow-empty", "-m", f"roll back to {target}")
 
-    rows.append(("git restore --source + git commit (clone)",
-                 [_timed(lambda t=t: git_rollback(t)) for t in targets[: max(5, n // 2)]],
-                 "", ""))
+    rows.append(
+        (
+            "git restore --source + git commit (clone)",
+            [_timed(lambda t=t: git_rollback(t)) for t in targets[: max(5, n // 2)]],
+            "",
+            "",
+        )
+    )
     status = git(base, "status", "--porcelain")
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=base, capture_output=True).returncode
     mm.close()
@@ -207,20 +314,29 @@ def main(argv: list[str] | None = None) -> int:
         "git log -- small": "git log --format=%H -- small session",
         "git show rev:path": "git show rev:sessions/<small>.md",
         "git restore + commit": "git restore --source + git commit (clone)",
-    "gitmem save": "save_interaction(small) (same commit path)",
+        "gitmem save": "save_interaction(small) (same commit path)",
         "markdown.parse x1": "markdown.parse of one such version",
     }
-    print(f"\nhistory benchmark: {sessions} sessions, {total} commits ('big': "
-          f"{len(versions)} commits, {big_turns} turns at HEAD; 'mid': {len(mid_versions)} "
-          f"commits), {n} samples per row\n")
-    print_comparison([(name, target, comp, comparators.get(comp, ""))
-                      for name, _s, target, comp in rows], medians, target="target ms")
-    print(f"\nbuilding the per-file history cache (housekeeping; all {total} commits): "
-          f"{cache_build * 1000:.0f} ms")
+    print(
+        f"\nhistory benchmark: {sessions} sessions, {total} commits ('big': "
+        f"{len(versions)} commits, {big_turns} turns at HEAD; 'mid': {len(mid_versions)} "
+        f"commits), {n} samples per row\n"
+    )
+    print_comparison(
+        [(name, target, comp, comparators.get(comp, "")) for name, _s, target, comp in rows],
+        medians,
+        target="target ms",
+    )
+    print(
+        f"\nbuilding the per-file history cache (housekeeping; all {total} commits): "
+        f"{cache_build * 1000:.0f} ms"
+    )
     if build:
         print(f"store build: {build:.1f} s")
-    print(f"git status --porcelain after the rollbacks: {'clean' if not status else 'DIRTY'}; "
-          f"git fsck --strict: {'clean' if fsck == 0 else 'FAILED'}")
+    print(
+        f"git status --porcelain after the rollbacks: {'clean' if not status else 'DIRTY'}; "
+        f"git fsck --strict: {'clean' if fsck == 0 else 'FAILED'}"
+    )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if not status and fsck == 0 else 1

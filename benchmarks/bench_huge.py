@@ -64,16 +64,24 @@ def _session(sid: str, count: int) -> Session:
         )
         for n in range(count)
     ]
-    return Session(id=sid, created=START, last_active=interactions[-1].timestamp,
-                   participants=["User", "Assistant"], interactions=interactions)
+    return Session(
+        id=sid,
+        created=START,
+        last_active=interactions[-1].timestamp,
+        participants=["User", "Assistant"],
+        interactions=interactions,
+    )
 
 
 def _forget(mm: MemoryManager | None = None) -> MemoryManager:
     """A new manager with empty format caches: what a new process starts from."""
     turns.CACHE.clear()
     rendering.clear_cache()
-    return mm or MemoryManager(_forget.path, agent="bench",  # type: ignore[attr-defined]
-                               housekeeping=Housekeeping(enabled=False))
+    return mm or MemoryManager(
+        _forget.path,
+        agent="bench",  # type: ignore[attr-defined]
+        housekeeping=Housekeeping(enabled=False),
+    )
 
 
 def git(path: Path, *args: str) -> bytes:
@@ -87,14 +95,20 @@ def build(path: Path, big: int, mid: int, revisions: int) -> None:
     for n in range(revisions):
         when = START + timedelta(days=400, minutes=n)
         if n % 4 == 3:  # change a turn in the middle
+
             def change(s: Session | None, n: int = n) -> Session:
                 assert s is not None
                 at = len(s.interactions) // 2 + n
                 old = s.interactions[at]
-                new = old.model_copy(update={"messages": [
-                    Message(speaker="User", content=f"edited in revision {n}")]})
-                return s.model_copy(update={"interactions": [
-                    *s.interactions[:at], new, *s.interactions[at + 1:]]})
+                new = old.model_copy(
+                    update={
+                        "messages": [Message(speaker="User", content=f"edited in revision {n}")]
+                    }
+                )
+                return s.model_copy(
+                    update={"interactions": [*s.interactions[:at], new, *s.interactions[at + 1 :]]}
+                )
+
             mm.change_session("mid", change, op="edit", subject=f"Edit a turn of mid ({n})")
         else:
             mm.save_interaction("mid", f"follow-up {n}", f"reply {n}", timestamp=when)
@@ -105,8 +119,12 @@ def build(path: Path, big: int, mid: int, revisions: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="fraction of the turn counts (1.0: 10,000 and 1,000)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=1.0,
+        help="fraction of the turn counts (1.0: 10,000 and 1,000)",
+    )
     parser.add_argument("--samples", type=int, default=20)
     args = parser.parse_args(argv)
     big_n, mid_n = max(200, int(10_000 * args.scale)), max(50, int(1_000 * args.scale))
@@ -129,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
         for sid in ("small", "big"):
             hot[sid].append(_timed(lambda s=sid, k=k: mm.save_interaction(s, f"hot {k}", "o")))
     rows.append(("save to small (10 turns), hot", hot["small"], "", ""))
-    rows.append((f"save to big ({big_n} turns), hot", hot["big"], "2x",
-                 "save to small (10 turns), hot"))
+    rows.append(
+        (f"save to big ({big_n} turns), hot", hot["big"], "2x", "save to small (10 turns), hot")
+    )
     mm.close()
     cold: dict[str, list[float]] = {"small": [], "big": []}
     for k in range(max(3, n // 4)):
@@ -140,8 +159,14 @@ def main(argv: list[str] | None = None) -> int:
             cold[sid].append(_timed(lambda s=sid, k=k, f=save: f(s, f"cold {k}", "ok")))
             fresh.close()
     rows.append(("save to small, cold (new manager, empty caches)", cold["small"], "", ""))
-    rows.append(("save to big, cold (new manager, empty caches)", cold["big"], "",
-                 "save to small, cold (new manager, empty caches)"))
+    rows.append(
+        (
+            "save to big, cold (new manager, empty caches)",
+            cold["big"],
+            "",
+            "save to small, cold (new manager, empty caches)",
+        )
+    )
 
     # --- structured diff and the past of mid ------------------------------------------------
     mm = _forget()
@@ -149,45 +174,90 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(7)
     pairs = rng.sample(range(len(versions) - 1), min(n, len(versions) - 1))
     raw = [git(base, "show", f"{versions[i]}:sessions/f2/mid.md") for i in pairs]
-    full = [_timed(lambda d=d: markdown.parse_lenient(d.decode(), "mid.md", shortcut=False))
-            for d in raw]
+    full = [
+        _timed(lambda d=d: markdown.parse_lenient(d.decode(), "mid.md", shortcut=False))
+        for d in raw
+    ]
     rows.append((f"full parse of one mid version ({mid_n}+ turns)", full, "", ""))
-    rows.append(("diff('mid', v, v+1, text=False), neighbours in random order",
-                 [_timed(lambda i=i: mm.diff("mid", versions[i + 1], versions[i], text=False))
-                  for i in pairs], "10", f"full parse of one mid version ({mid_n}+ turns)"))
+    rows.append(
+        (
+            "diff('mid', v, v+1, text=False), neighbours in random order",
+            [
+                _timed(lambda i=i: mm.diff("mid", versions[i + 1], versions[i], text=False))
+                for i in pairs
+            ],
+            "10",
+            f"full parse of one mid version ({mid_n}+ turns)",
+        )
+    )
     mm.close()
     emptied = []
     for i in pairs[: max(3, n // 4)]:
         fresh = _forget()
-        emptied.append(_timed(lambda i=i, f=fresh: f.diff("mid", versions[i + 1], versions[i],
-                                                          text=False)))
+        emptied.append(
+            _timed(lambda i=i, f=fresh: f.diff("mid", versions[i + 1], versions[i], text=False))
+        )
         fresh.close()
     rows.append(("diff('mid', v, v+1, text=False), every cache empty", emptied, "", ""))
     mm = _forget()
     revs = rng.sample(versions, min(n, len(versions)))
-    rows.append(("git show rev:sessions/f2/mid.md",
-                 [_timed(lambda r=r: git(base, "show", f"{r}:sessions/f2/mid.md")) for r in revs],
-                 "", ""))
+    rows.append(
+        (
+            "git show rev:sessions/f2/mid.md",
+            [_timed(lambda r=r: git(base, "show", f"{r}:sessions/f2/mid.md")) for r in revs],
+            "",
+            "",
+        )
+    )
     mm.load_memory("mid")  # a live manager has read the session once
-    rows.append(("at(rev).load_memory('mid'), each revision once",
-                 [_timed(lambda r=r: mm.at(r).load_memory("mid")) for r in revs], "5",
-                 "git show rev:sessions/f2/mid.md"))
+    rows.append(
+        (
+            "at(rev).load_memory('mid'), each revision once",
+            [_timed(lambda r=r: mm.at(r).load_memory("mid")) for r in revs],
+            "5",
+            "git show rev:sessions/f2/mid.md",
+        )
+    )
 
     # --- history ---------------------------------------------------------------------------
-    rows.append(("git log --format=%H -- sessions/95/big.md",
-                 [_timed(lambda: git(base, "log", "--format=%H", "--", "sessions/95/big.md"))
-                  for _ in range(n)], "", ""))
-    rows.append(("history('big')", [_timed(lambda: mm.history("big")) for _ in range(n)], "",
-                 "git log --format=%H -- sessions/95/big.md"))
-    rows.append(("history('mid', changes=True)",
-                 [_timed(lambda: mm.history("mid", changes=True)) for _ in range(max(3, n // 4))],
-                 "", ""))
+    rows.append(
+        (
+            "git log --format=%H -- sessions/95/big.md",
+            [
+                _timed(lambda: git(base, "log", "--format=%H", "--", "sessions/95/big.md"))
+                for _ in range(n)
+            ],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "history('big')",
+            [_timed(lambda: mm.history("big")) for _ in range(n)],
+            "",
+            "git log --format=%H -- sessions/95/big.md",
+        )
+    )
+    rows.append(
+        (
+            "history('mid', changes=True)",
+            [_timed(lambda: mm.history("mid", changes=True)) for _ in range(max(3, n // 4))],
+            "",
+            "",
+        )
+    )
     gitmem_cli = [sys.executable, "-m", "gitmem", "--repo", str(base)]
     logs: dict[str, list[float]] = {"small": [], "big": []}
     for _ in range(max(3, n // 4)):
         for sid in ("small", "big"):
-            logs[sid].append(_timed(lambda s=sid: subprocess.run(
-                [*gitmem_cli, "log", s], check=True, capture_output=True)))
+            logs[sid].append(
+                _timed(
+                    lambda s=sid: subprocess.run(
+                        [*gitmem_cli, "log", s], check=True, capture_output=True
+                    )
+                )
+            )
     rows.append(("gitmem log small (process)", logs["small"], "", ""))
     rows.append(("gitmem log big (process)", logs["big"], "", "gitmem log small (process)"))
     mm.close()
@@ -198,48 +268,97 @@ def main(argv: list[str] | None = None) -> int:
         data = (base / session_path(sid, fanout=True)).read_bytes()
         versions3 = [data]
         for side in ("ours", "theirs"):
-            versions3.append(data + f"\n### 2030-01-01T00:00:00+00:00 {{#{side}}}\n**User**:\n"
-                             f"> from {side}\n".encode())
+            versions3.append(
+                data
+                + f"\n### 2030-01-01T00:00:00+00:00 {{#{side}}}\n**User**:\n"
+                f"> from {side}\n".encode()
+            )
         files[sid] = []
         for name, content in zip(("base", "ours", "theirs"), versions3, strict=True):
             path = work / f"{sid}.{name}.md"
             path.write_bytes(content)
             files[sid].append(path)
     b, o, t = (p.read_bytes() for p in files["big"])
-    rows.append(("merge_texts(big), empty caches",
-                 [_timed(lambda: (_forget(mm), merge_texts(b, o, t, "big.md")))
-                  for _ in range(max(3, n // 4))], "", ""))
-    rows.append(("merge_texts(big), warm", [_timed(lambda: merge_texts(b, o, t, "big.md"))
-                                           for _ in range(n)], "", ""))
+    rows.append(
+        (
+            "merge_texts(big), empty caches",
+            [
+                _timed(lambda: (_forget(mm), merge_texts(b, o, t, "big.md")))
+                for _ in range(max(3, n // 4))
+            ],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "merge_texts(big), warm",
+            [_timed(lambda: merge_texts(b, o, t, "big.md")) for _ in range(n)],
+            "",
+            "",
+        )
+    )
 
     def merge_process(sid: str) -> None:
         scratch = work / f"{sid}.scratch.md"
         shutil.copy(files[sid][1], scratch)
-        subprocess.run([sys.executable, "-m", "gitmem", "merge-file", str(files[sid][0]),
-                        str(scratch), str(files[sid][2]), f"sessions/{sid}.md"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "gitmem",
+                "merge-file",
+                str(files[sid][0]),
+                str(scratch),
+                str(files[sid][2]),
+                f"sessions/{sid}.md",
+            ],
+            check=True,
+            capture_output=True,
+        )
 
     def git_merge(sid: str) -> None:
         scratch = work / f"{sid}.scratch.md"
         shutil.copy(files[sid][1], scratch)
-        subprocess.run(["git", "merge-file", str(scratch), str(files[sid][0]),
-                        str(files[sid][2])], capture_output=True)
+        subprocess.run(
+            ["git", "merge-file", str(scratch), str(files[sid][0]), str(files[sid][2])],
+            capture_output=True,
+        )
 
     reps = max(3, n // 4)
-    rows.append(("git merge-file (big, lines)", [_timed(lambda: git_merge("big"))
-                                                 for _ in range(reps)], "", ""))
-    rows.append(("gitmem merge-file small (process)", [_timed(lambda: merge_process("small"))
-                                                       for _ in range(reps)], "150", ""))
-    rows.append(("gitmem merge-file big (process)", [_timed(lambda: merge_process("big"))
-                                                     for _ in range(reps)], "",
-                 "gitmem merge-file small (process)"))
+    rows.append(
+        (
+            "git merge-file (big, lines)",
+            [_timed(lambda: git_merge("big")) for _ in range(reps)],
+            "",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "gitmem merge-file small (process)",
+            [_timed(lambda: merge_process("small")) for _ in range(reps)],
+            "150",
+            "",
+        )
+    )
+    rows.append(
+        (
+            "gitmem merge-file big (process)",
+            [_timed(lambda: merge_process("big")) for _ in range(reps)],
+            "",
+            "gitmem merge-file small (process)",
+        )
+    )
 
     medians = {name: _ms(samples) for name, samples, _, _ in rows}
     size = (base / "sessions" / "95" / "big.md").stat().st_size
-    print(f"\nhuge-session benchmark: big {big_n} turns ({size / 1e6:.1f} MB), mid {mid_n} "
-          f"turns + {len(versions)} revisions; {n} samples per row (fewer for cold rows); "
-          f"store built in {built:.1f} s; load average {load_before[0]:.1f} before, "
-          f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)\n")
+    print(
+        f"\nhuge-session benchmark: big {big_n} turns ({size / 1e6:.1f} MB), mid {mid_n} "
+        f"turns + {len(versions)} revisions; {n} samples per row (fewer for cold rows); "
+        f"store built in {built:.1f} s; load average {load_before[0]:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)\n"
+    )
     print_comparison([(name, target, comp, comp) for name, _s, target, comp in rows], medians)
     shutil.rmtree(work, ignore_errors=True)
     return 0

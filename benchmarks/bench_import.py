@@ -32,10 +32,37 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 WORDS = (
-    "invoice", "ledger", "postgres", "docker", "pagination", "cursor", "deploy", "review",
-    "budget", "meeting", "travel", "Lisbon", "Berlin", "family", "birthday", "hiking", "recipe",
-    "garden", "guitar", "concert", "sprint", "migration", "index", "query", "latency", "cache",
-    "token", "summary", "memory", "schedule", "reminder",
+    "invoice",
+    "ledger",
+    "postgres",
+    "docker",
+    "pagination",
+    "cursor",
+    "deploy",
+    "review",
+    "budget",
+    "meeting",
+    "travel",
+    "Lisbon",
+    "Berlin",
+    "family",
+    "birthday",
+    "hiking",
+    "recipe",
+    "garden",
+    "guitar",
+    "concert",
+    "sprint",
+    "migration",
+    "index",
+    "query",
+    "latency",
+    "cache",
+    "token",
+    "summary",
+    "memory",
+    "schedule",
+    "reminder",
 )
 
 WORKSPACE_ID = "0123456789abcdef0123456789abcdef"
@@ -45,33 +72,87 @@ def sentence(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words)).capitalize() + "."
 
 
-def write_session(folder: Path, key: str, turns: int, rng: random.Random, start: datetime
-                  ) -> int:
+def write_session(folder: Path, key: str, turns: int, rng: random.Random, start: datetime) -> int:
     """One nanobot session file; returns the number of turns written."""
     when = start
-    lines = [json.dumps({
-        "_type": "metadata", "key": key, "created_at": start.isoformat(),
-        "updated_at": (start + timedelta(minutes=turns)).isoformat(),
-        "metadata": {"_last_summary": {
-            "text": "- [permanent] " + sentence(rng, 12) + "\n- [durable] " + sentence(rng, 10),
-            "last_active": start.isoformat()}},
-        "last_archived": 0})]
+    lines = [
+        json.dumps(
+            {
+                "_type": "metadata",
+                "key": key,
+                "created_at": start.isoformat(),
+                "updated_at": (start + timedelta(minutes=turns)).isoformat(),
+                "metadata": {
+                    "_last_summary": {
+                        "text": "- [permanent] "
+                        + sentence(rng, 12)
+                        + "\n- [durable] "
+                        + sentence(rng, 10),
+                        "last_active": start.isoformat(),
+                    }
+                },
+                "last_archived": 0,
+            }
+        )
+    ]
     for n in range(turns):
         when += timedelta(seconds=37)
-        lines.append(json.dumps({"role": "user", "content": sentence(rng, rng.randint(8, 30)),
-                                 "timestamp": when.isoformat()}))
+        lines.append(
+            json.dumps(
+                {
+                    "role": "user",
+                    "content": sentence(rng, rng.randint(8, 30)),
+                    "timestamp": when.isoformat(),
+                }
+            )
+        )
         if n % 9 == 4:
-            call = {"id": f"c{n}", "type": "function",
-                    "function": {"name": "read_file", "arguments": '{"path": "a.md"}'}}
-            lines.append(json.dumps({"role": "assistant", "content": "Let me look.",
-                                     "tool_calls": [call], "timestamp": when.isoformat()}))
-            lines.append(json.dumps({"role": "tool", "tool_call_id": f"c{n}", "name": "read_file",
-                                     "content": sentence(rng, 40), "timestamp": when.isoformat()}))
-        lines.append(json.dumps({"role": "assistant", "content": sentence(rng, rng.randint(15, 60)),
-                                 "timestamp": (when + timedelta(seconds=2)).isoformat(),
-                                 "latency_ms": rng.randint(100, 900)}))
-    lines.append(json.dumps({"role": "user", "content": "Continue the active task.",
-                             "_hidden_history": True, "timestamp": when.isoformat()}))
+            call = {
+                "id": f"c{n}",
+                "type": "function",
+                "function": {"name": "read_file", "arguments": '{"path": "a.md"}'},
+            }
+            lines.append(
+                json.dumps(
+                    {
+                        "role": "assistant",
+                        "content": "Let me look.",
+                        "tool_calls": [call],
+                        "timestamp": when.isoformat(),
+                    }
+                )
+            )
+            lines.append(
+                json.dumps(
+                    {
+                        "role": "tool",
+                        "tool_call_id": f"c{n}",
+                        "name": "read_file",
+                        "content": sentence(rng, 40),
+                        "timestamp": when.isoformat(),
+                    }
+                )
+            )
+        lines.append(
+            json.dumps(
+                {
+                    "role": "assistant",
+                    "content": sentence(rng, rng.randint(15, 60)),
+                    "timestamp": (when + timedelta(seconds=2)).isoformat(),
+                    "latency_ms": rng.randint(100, 900),
+                }
+            )
+        )
+    lines.append(
+        json.dumps(
+            {
+                "role": "user",
+                "content": "Continue the active task.",
+                "_hidden_history": True,
+                "timestamp": when.isoformat(),
+            }
+        )
+    )
     name = base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
     (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return turns
@@ -89,9 +170,17 @@ def make_home(root: Path, megabytes: float, seed: int = 7) -> tuple[int, int]:
     (workspace / "memory" / "MEMORY.md").write_text("# Long-term Memory\n\n- " + sentence(rng, 20))
     with open(workspace / "memory" / "history.jsonl", "w") as handle:
         for n in range(200):
-            handle.write(json.dumps({"cursor": n + 1, "timestamp": "2026-01-01 10:00",
-                                     "content": sentence(rng, 30), "session_key": "cli:direct"})
-                         + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "cursor": n + 1,
+                        "timestamp": "2026-01-01 10:00",
+                        "content": sentence(rng, 30),
+                        "session_key": "cli:direct",
+                    }
+                )
+                + "\n"
+            )
     turns = total = 0
     start = datetime(2026, 1, 1, 9, 0)
     number = 0
@@ -119,8 +208,12 @@ print(json.dumps({"seconds": seconds, "added": len(result.added), "commit": resu
 
 
 def child(store: Path, home: Path) -> dict[str, float]:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(store), str(home)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(store), str(home)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -143,8 +236,11 @@ def main() -> None:
         home = root / "home"
         started = time.perf_counter()
         turns, size = make_home(home, args.mb)
-        print(f"generated {size / 1e6:.1f} MB, {turns} turns in "
-              f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
+        print(
+            f"generated {size / 1e6:.1f} MB, {turns} turns in "
+            f"{time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
         imports, again, reads, peaks = [], [], [], []
         for run in range(args.runs):
             store = root / f"store{run}"
@@ -158,21 +254,28 @@ def main() -> None:
             reads.append(read_json(home))
             shutil.rmtree(store)
         rate = turns / statistics.median(imports)
-        rows = [("import (batch, one commit)", statistics.median(imports), rate),
-                ("re-import (no change)", statistics.median(again),
-                 turns / statistics.median(again)),
-                ("read-json (floor)", statistics.median(reads), turns / statistics.median(reads))]
+        rows = [
+            ("import (batch, one commit)", statistics.median(imports), rate),
+            ("re-import (no change)", statistics.median(again), turns / statistics.median(again)),
+            ("read-json (floor)", statistics.median(reads), turns / statistics.median(reads)),
+        ]
         mine = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"\n{size / 1e6:.1f} MB nanobot home, {turns} turns, {args.runs} runs "
-              f"(median); peak RSS of an import {statistics.median(peaks):.0f} MB "
-              f"(this process: {mine:.0f} MB)\n")
+        print(
+            f"\n{size / 1e6:.1f} MB nanobot home, {turns} turns, {args.runs} runs "
+            f"(median); peak RSS of an import {statistics.median(peaks):.0f} MB "
+            f"(this process: {mine:.0f} MB)\n"
+        )
         print("| what | median s | turns/s | import time / this |")
         print("|---|---|---|---|")
         for name, seconds, per in rows:
-            print(f"| {name} | {seconds:.2f} | {per:,.0f} | "
-                  f"{statistics.median(imports) / seconds:.2f} |")
-        print(f"\ntarget >= 20,000 turns/s in batch mode: "
-              f"{'met' if rate >= 20000 else 'NOT met'} ({rate:,.0f})")
+            print(
+                f"| {name} | {seconds:.2f} | {per:,.0f} | "
+                f"{statistics.median(imports) / seconds:.2f} |"
+            )
+        print(
+            f"\ntarget >= 20,000 turns/s in batch mode: "
+            f"{'met' if rate >= 20000 else 'NOT met'} ({rate:,.0f})"
+        )
 
 
 if __name__ == "__main__":

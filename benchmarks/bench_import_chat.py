@@ -32,8 +32,11 @@ from gitmem import MemoryManager
 from gitmem.importers.chat import import_chat, read_chat
 from gitmem.store.repository import Housekeeping
 
-WORDS = ("memory git commit agent session summary python search merge branch token "  # noqa: SIM905
-         "answer question import export stream file line turn user assistant").split()
+_WORD_LINE = (
+    "memory git commit agent session summary python search merge branch token "
+    "answer question import export stream file line turn user assistant"
+)
+WORDS = _WORD_LINE.split()
 
 
 def conversation(rng: random.Random, n: int) -> dict[str, object]:
@@ -42,8 +45,12 @@ def conversation(rng: random.Random, n: int) -> dict[str, object]:
     for _ in range(rng.randint(3, 6)):
         messages.append({"role": "user", "content": " ".join(rng.choices(WORDS, k=25))})
         messages.append({"role": "assistant", "content": " ".join(rng.choices(WORDS, k=60))})
-    return {"id": f"conv-{n}", "created": 1700000000 + 60 * n, "title": f"Talk {n}",
-            "messages": messages}  # fmt: skip
+    return {
+        "id": f"conv-{n}",
+        "created": 1700000000 + 60 * n,
+        "title": f"Talk {n}",
+        "messages": messages,
+    }
 
 
 def generate(folder: Path, mb: float) -> tuple[Path, Path, int]:
@@ -98,10 +105,15 @@ def load_whole(path: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=float, default=200, help="size of the JSONL read (MB)")
-    parser.add_argument("--compare-mb", type=float, default=20,
-                        help="size of the file for the memory comparison with json.load")
-    parser.add_argument("--store-mb", type=float, default=20,
-                        help="size of the JSONL imported into a store (MB)")
+    parser.add_argument(
+        "--compare-mb",
+        type=float,
+        default=20,
+        help="size of the file for the memory comparison with json.load",
+    )
+    parser.add_argument(
+        "--store-mb", type=float, default=20, help="size of the JSONL imported into a store (MB)"
+    )
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f} (2 cores, shared)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-chat-") as temp:
@@ -125,23 +137,31 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print("| operation | input | seconds | conversations/s | turns/s | comparator | ratio |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| read_chat JSONL | {size:.0f} MB, {count} conv | {read_s:.1f} | {count / read_s:,.0f} "
-          f"| {turns / read_s:,.0f} | json.loads per line {floor_s:.1f} s "
-          f"| {read_s / floor_s:.1f}x |")
-    print(f"| read_chat JSON array (one line) | {size:.0f} MB | {array_s:.1f} "
-          f"| {count / array_s:,.0f} | {turns / array_s:,.0f} | read_chat JSONL "
-          f"| {array_s / read_s:.2f}x |")
-    print(f"| import_chat into a store (1 commit) | {args.store_mb:g} MB, {store_count} conv "
-          f"| {store_s:.1f} | {store_count / store_s:,.0f} | {store_turns / store_s:,.0f} "
-          f"| | |")
+    print(
+        f"| read_chat JSONL | {size:.0f} MB, {count} conv | {read_s:.1f} | {count / read_s:,.0f} "
+        f"| {turns / read_s:,.0f} | json.loads per line {floor_s:.1f} s "
+        f"| {read_s / floor_s:.1f}x |"
+    )
+    print(
+        f"| read_chat JSON array (one line) | {size:.0f} MB | {array_s:.1f} "
+        f"| {count / array_s:,.0f} | {turns / array_s:,.0f} | read_chat JSONL "
+        f"| {array_s / read_s:.2f}x |"
+    )
+    print(
+        f"| import_chat into a store (1 commit) | {args.store_mb:g} MB, {store_count} conv "
+        f"| {store_s:.1f} | {store_count / store_s:,.0f} | {store_turns / store_s:,.0f} "
+        f"| | |"
+    )
     print()
     print("| peak traced memory | input | MB | comparator | ratio |")
     print("|---|---|---|---|---|")
     print(f"| read_chat JSONL | {size:.0f} MB | {lines_peak / 1e6:.2f} | | |")
     print(f"| read_chat JSON array | {size:.0f} MB | {array_peak / 1e6:.2f} | | |")
-    print(f"| read_chat JSON array | {args.compare_mb:g} MB, {small_count} conv "
-          f"| {small_peak / 1e6:.2f} | json.load of it {whole_peak / 1e6:.0f} MB "
-          f"| {small_peak / whole_peak:.3f}x |")
+    print(
+        f"| read_chat JSON array | {args.compare_mb:g} MB, {small_count} conv "
+        f"| {small_peak / 1e6:.2f} | json.load of it {whole_peak / 1e6:.0f} MB "
+        f"| {small_peak / whole_peak:.3f}x |"
+    )
 
 
 if __name__ == "__main__":

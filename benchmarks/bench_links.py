@@ -72,11 +72,14 @@ def old_graph(db: sqlite3.Connection, known: set[str]) -> dict[str, list[str]]:
     """The graph as link_graph computed it before the index kept text links."""
     edges: list[tuple[str, list[str]]] = [
         (str(sid), [v for v in str(links).split(_SEP) if v])
-        for sid, links in db.execute("SELECT session_id, links FROM sessions WHERE links != ?",
-                                     (_SEP + _SEP,))
+        for sid, links in db.execute(
+            "SELECT session_id, links FROM sessions WHERE links != ?", (_SEP + _SEP,)
+        )
     ]
-    for sid, text in db.execute("SELECT s.session_id, d.text FROM docs d JOIN sessions s"
-                                " ON s.skey = d.skey WHERE instr(d.text, '[[') > 0"):
+    for sid, text in db.execute(
+        "SELECT s.session_id, d.text FROM docs d JOIN sessions s"
+        " ON s.skey = d.skey WHERE instr(d.text, '[[') > 0"
+    ):
         edges.append((str(sid), _OLD_RULE.findall(str(text))))
     return graph(edges, known, None).links
 
@@ -92,8 +95,10 @@ def main() -> None:
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-links-"))
     started = time.perf_counter()
     mm = store_with_links(base, args.sessions, args.turns)
-    print(f"store: {args.sessions} sessions x {args.turns} turns at {base} "
-          f"(ready in {time.perf_counter() - started:.1f} s)")
+    print(
+        f"store: {args.sessions} sessions x {args.turns} turns at {base} "
+        f"(ready in {time.perf_counter() - started:.1f} s)"
+    )
     new = mm.link_graph()  # catches the index up (a first build when the store is new)
     db = sqlite3.connect(f"file:{index_path(mm.repository)}?mode=ro", uri=True)
     known = {str(r[0]) for r in db.execute("SELECT session_id FROM sessions")}
@@ -106,8 +111,10 @@ def main() -> None:
         samples["scan"].append(timed(lambda: old_graph(db, known)))
     rng = random.Random(3)
     corpus = Corpus()
-    queries = [" ".join(rng.sample(corpus.topics[rng.randrange(len(corpus.topics))], 2))
-               for _ in range(args.queries)]
+    queries = [
+        " ".join(rng.sample(corpus.topics[rng.randrange(len(corpus.topics))], 2))
+        for _ in range(args.queries)
+    ]
     pulled = 0
     for query in queries:
         mm.search(query)  # warm
@@ -118,14 +125,22 @@ def main() -> None:
         pulled += sum(1 for h in hits if "link" in h.components)
     print(f"search --links pulled {pulled / len(queries):.1f} linked hits per query\n")
     medians = {name: median_p95_ms(values) for name, values in samples.items()}
-    print_comparison([
-        ("link_graph (index column)", "-", "text scan (before)", "scan"),
-        ("text scan (before)", "-", "-", ""),
-        ("search, include_links", "-", "search", "plain"),
-        ("search", "≤ 10 ms", "-", ""),
-    ], {"link_graph (index column)": medians["graph"], "text scan (before)": medians["scan"],
-        "search, include_links": medians["links"], "search": medians["plain"],
-        "scan": medians["scan"], "plain": medians["plain"]})
+    print_comparison(
+        [
+            ("link_graph (index column)", "-", "text scan (before)", "scan"),
+            ("text scan (before)", "-", "-", ""),
+            ("search, include_links", "-", "search", "plain"),
+            ("search", "≤ 10 ms", "-", ""),
+        ],
+        {
+            "link_graph (index column)": medians["graph"],
+            "text scan (before)": medians["scan"],
+            "search, include_links": medians["links"],
+            "search": medians["plain"],
+            "scan": medians["scan"],
+            "plain": medians["plain"],
+        },
+    )
 
 
 if __name__ == "__main__":

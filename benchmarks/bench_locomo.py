@@ -26,10 +26,20 @@ from gitmem.search.rank import RankConfig, Ranker
 
 # plain BM25 (k1 1.2, b 0.75) over the same terms: every other component off
 BASELINE = dict(
-    k1=1.2, b=0.75, prf_weight=0.0, neighbour_weight=0.0, session_weight=0.0,
-    summary_weight=0.0, fuzzy_weight=0.0, speaker_weight=0.0, temporal_weight=0.0,
-    decay_weight=0.0, activation_weight=0.0, min_score=0.0, relative_min=0.0,
-)  # fmt: skip
+    k1=1.2,
+    b=0.75,
+    prf_weight=0.0,
+    neighbour_weight=0.0,
+    session_weight=0.0,
+    summary_weight=0.0,
+    fuzzy_weight=0.0,
+    speaker_weight=0.0,
+    temporal_weight=0.0,
+    decay_weight=0.0,
+    activation_weight=0.0,
+    min_score=0.0,
+    relative_min=0.0,
+)
 
 
 def _value(text: str) -> object:
@@ -63,8 +73,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file")
     parser.add_argument("--convs", default=None, help="conversation indexes, e.g. 0-2")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override a RankConfig field")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a RankConfig field",
+    )
     parser.add_argument("--baseline", action="store_true", help="plain BM25 only")
     parser.add_argument("--depth", type=int, default=50, help="hits asked per question")
     parser.add_argument("--json", action="store_true")

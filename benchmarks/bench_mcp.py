@@ -71,10 +71,11 @@ def _info(name: str) -> Any:
 
 @contextlib.asynccontextmanager
 async def stdio_session(store: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=sys.executable, args=_server_cmd(store)[1:],
-                                   env=_env())
-    async with stdio_client(params) as streams, \
-            ClientSession(streams[0], streams[1], client_info=_info("bench-stdio")) as session:
+    params = StdioServerParameters(command=sys.executable, args=_server_cmd(store)[1:], env=_env())
+    async with (
+        stdio_client(params) as streams,
+        ClientSession(streams[0], streams[1], client_info=_info("bench-stdio")) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -82,9 +83,13 @@ async def stdio_session(store: Path) -> AsyncIterator[ClientSession]:
 @contextlib.contextmanager
 def http_server(store: Path) -> Any:
     """``gitmem mcp`` over streamable HTTP on a free loopback port; yields its URL."""
-    proc = subprocess.Popen(_server_cmd(store, "--transport", "streamable-http", "--port", "0"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+    proc = subprocess.Popen(
+        _server_cmd(store, "--transport", "streamable-http", "--port", "0"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         assert proc.stderr is not None
         line = proc.stderr.readline()
@@ -103,9 +108,11 @@ def http_server(store: Path) -> Any:
 
 @contextlib.asynccontextmanager
 async def http_session(url: str, client: str) -> AsyncIterator[ClientSession]:
-    async with create_mcp_http_client() as http, \
-            streamable_http_client(url, http_client=http) as streams, \
-            ClientSession(streams[0], streams[1], client_info=_info(client)) as session:
+    async with (
+        create_mcp_http_client() as http,
+        streamable_http_client(url, http_client=http) as streams,
+        ClientSession(streams[0], streams[1], client_info=_info(client)) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -115,8 +122,7 @@ def _failed(result: Any) -> bool:
 
 
 def _data(result: Any) -> dict[str, Any]:
-    data = getattr(result, "structured_content", None) or getattr(result, "structuredContent",
-                                                                  None)
+    data = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
     return dict(data or {})
 
 
@@ -128,11 +134,13 @@ def _copy(base: Path, name: str) -> Path:
     return target
 
 
-async def latency(stores: dict[str, Path], url: str, calls: int, sessions: int,
-                  rng: random.Random) -> dict[str, list[float]]:
+async def latency(
+    stores: dict[str, Path], url: str, calls: int, sessions: int, rng: random.Random
+) -> dict[str, list[float]]:
     """Interleaved save and search calls on each path; seconds per call, by row name."""
-    times: dict[str, list[float]] = {f"{op} {path}": [] for op in ("save_interaction", "search")
-                                     for path in PATHS}
+    times: dict[str, list[float]] = {
+        f"{op} {path}": [] for op in ("save_interaction", "search") for path in PATHS
+    }
     times.update({f"ping {path}": [] for path in PATHS[1:]})
     mm = MemoryManager(stores["in-process"], agent="bench")
     async with stdio_session(stores["stdio"]) as stdio, http_session(url, "bench-http") as web:
@@ -143,8 +151,10 @@ async def latency(stores: dict[str, Path], url: str, calls: int, sessions: int,
             if path == "in-process":
                 mm.save_interaction(sid, f"follow-up {n}", f"reply {n}")
                 return time.perf_counter() - started
-            result = await clients[path].call_tool("save_interaction", {
-                "session": sid, "user": f"follow-up {n}", "assistant": f"reply {n}"})
+            result = await clients[path].call_tool(
+                "save_interaction",
+                {"session": sid, "user": f"follow-up {n}", "assistant": f"reply {n}"},
+            )
             took = time.perf_counter() - started
             if _failed(result):
                 raise SystemExit(f"save over {path} failed: {result}")
@@ -183,8 +193,9 @@ async def latency(stores: dict[str, Path], url: str, calls: int, sessions: int,
     return times
 
 
-async def concurrent_saves(url: str, clients: int, saves: int, sessions: int
-                           ) -> tuple[float, list[tuple[str, str]]]:
+async def concurrent_saves(
+    url: str, clients: int, saves: int, sessions: int
+) -> tuple[float, list[tuple[str, str]]]:
     """``clients`` HTTP clients saving ``saves`` turns each at once; the seconds it took and
     every (session, interaction id) the server answered with."""
     saved: list[tuple[str, str]] = []
@@ -194,8 +205,10 @@ async def concurrent_saves(url: str, clients: int, saves: int, sessions: int
         async with http_session(url, f"bench-client-{n}") as session:
             for k in range(saves):
                 sid = f"session_{rng.randrange(sessions):05d}"
-                result = await session.call_tool("save_interaction", {
-                    "session": sid, "user": f"client {n} turn {k}", "assistant": "ok"})
+                result = await session.call_tool(
+                    "save_interaction",
+                    {"session": sid, "user": f"client {n} turn {k}", "assistant": "ok"},
+                )
                 if _failed(result):
                     raise SystemExit(f"client {n} save {k} failed: {result}")
                 saved.append((sid, _data(result)["interaction_id"]))
@@ -206,8 +219,15 @@ async def concurrent_saves(url: str, clients: int, saves: int, sessions: int
 
 
 def _count_commits(store: Path) -> int:
-    return int(subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=store,
-                              capture_output=True, text=True, check=True).stdout)
+    return int(
+        subprocess.run(
+            ["git", "rev-list", "--count", "HEAD"],
+            cwd=store,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
 
 
 def _missing(store: Path, saved: list[tuple[str, str]]) -> int:
@@ -249,22 +269,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"timing {args.calls} calls per op and path, interleaved ...", file=sys.stderr)
         times = asyncio.run(latency(stores, url, args.calls, args.sessions, rng))
         before = _count_commits(stores["HTTP"])
-        print(f"{args.clients} clients x {args.client_saves} saves over HTTP ...",
-              file=sys.stderr)
-        took, saved = asyncio.run(concurrent_saves(url, args.clients, args.client_saves,
-                                                   args.sessions))
+        print(f"{args.clients} clients x {args.client_saves} saves over HTTP ...", file=sys.stderr)
+        took, saved = asyncio.run(
+            concurrent_saves(url, args.clients, args.client_saves, args.sessions)
+        )
     load_after = os.getloadavg()
     added = _count_commits(stores["HTTP"]) - before
     missing = _missing(stores["HTTP"], saved)
-    dirty = [path for path, store in stores.items() if subprocess.run(
-        ["git", "status", "--porcelain"], cwd=store, capture_output=True, text=True,
-        check=True).stdout]  # fmt: skip
+    dirty = [
+        path
+        for path, store in stores.items()
+        if subprocess.run(
+            ["git", "status", "--porcelain"], cwd=store, capture_output=True, text=True, check=True
+        ).stdout
+    ]
 
     medians = {name: _ms(samples) for name, samples in times.items()}
-    print(f"\nMCP benchmark: {args.sessions:,} sessions, {args.calls} timed calls per op and "
-          f"path (interleaved), mcp client and server in separate processes\n")
-    print("| call | p50 ms | p95 ms | overhead p50 - in-process ms | target | met | "
-          "p50 / in-process | overhead - ping p50 ms |")
+    print(
+        f"\nMCP benchmark: {args.sessions:,} sessions, {args.calls} timed calls per op and "
+        f"path (interleaved), mcp client and server in separate processes\n"
+    )
+    print(
+        "| call | p50 ms | p95 ms | overhead p50 - in-process ms | target | met | "
+        "p50 / in-process | overhead - ping p50 ms |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for op in ("save_interaction", "search"):
         own = medians[f"{op} in-process"][0]
@@ -275,21 +303,29 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             over = median - own
             goal = TARGETS[path]
-            print(f"| {op} {path} | {median:.2f} | {p95:.2f} | {over:+.2f} | +{goal:.0f} | "
-                  f"{'yes' if over <= goal else 'NO'} | {median / own:.2f}x | "
-                  f"{over - medians[f'ping {path}'][0]:+.2f} |")
+            print(
+                f"| {op} {path} | {median:.2f} | {p95:.2f} | {over:+.2f} | +{goal:.0f} | "
+                f"{'yes' if over <= goal else 'NO'} | {median / own:.2f}x | "
+                f"{over - medians[f'ping {path}'][0]:+.2f} |"
+            )
     for path in PATHS[1:]:
         median, p95 = medians[f"ping {path}"]
         print(f"| ping {path} (round trip, no tool) | {median:.2f} | {p95:.2f} | | | | | |")
     total = args.clients * args.client_saves
     own_rate = 1000 / medians["save_interaction in-process"][0]
-    print("\n| concurrent HTTP saves | clients x saves | answered | commits added | "
-          "missing | seconds | saves/s | in-process sequential saves/s |")
+    print(
+        "\n| concurrent HTTP saves | clients x saves | answered | commits added | "
+        "missing | seconds | saves/s | in-process sequential saves/s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
-    print(f"| {args.clients} clients | {args.clients} x {args.client_saves} | {len(saved)} | "
-          f"{added} | {missing} | {took:.1f} | {total / took:.1f} | {own_rate:.1f} |")
-    print(f"\nload average (1 min) before / after: {load_before[0]:.1f} / {load_after[0]:.1f} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"| {args.clients} clients | {args.clients} x {args.client_saves} | {len(saved)} | "
+        f"{added} | {missing} | {took:.1f} | {total / took:.1f} | {own_rate:.1f} |"
+    )
+    print(
+        f"\nload average (1 min) before / after: {load_before[0]:.1f} / {load_after[0]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
     print(f"git status --porcelain after the run: {'DIRTY ' + str(dirty) if dirty else 'clean'}")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)

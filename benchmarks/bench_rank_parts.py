@@ -36,15 +36,19 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--path", help="the store of bench_search.py (reused when it exists)")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="the comparator's RankConfig changes (default: issue 17's parts off)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="the comparator's RankConfig changes (default: issue 17's parts off)",
+    )
     args = parser.parse_args()
     changes = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)} or PARTS_OFF
     corpus = Corpus()
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     mm, texts, _ids = synthetic_store(base / "store", corpus, args.sessions, args.turns)
-    queries = [corpus.query(texts[corpus.rng.randrange(len(texts))])
-               for _ in range(args.queries)]
+    queries = [corpus.query(texts[corpus.rng.randrange(len(texts))]) for _ in range(args.queries)]
     default, other = RankConfig(), dataclasses.replace(RankConfig(), **changes)
     mm.search(queries[0])  # catch up and warm the caches
     runs: dict[str, tuple[list[float], list[float]]] = {"default": ([], []), "other": ([], [])}
@@ -56,8 +60,10 @@ def main() -> None:
             mm.rank_config = config
             wall, cpu = runs[name]
             _timed(wall, cpu, lambda q=query: mm.search(q, k=10))  # type: ignore[misc]
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{len(texts)} interactions")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{len(texts)} interactions"
+    )
     print(f"search, default RankConfig  {_stats(*runs['default'])}")
     print(f"search, {changes}  {_stats(*runs['other'])}")
     ratio = statistics.median(runs["default"][0]) / statistics.median(runs["other"][0])

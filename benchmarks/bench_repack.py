@@ -55,18 +55,21 @@ def tree_bytes(folder: Path) -> int:
 def count_objects(git_dir: Path) -> tuple[int, int]:
     """(pack files, loose objects)."""
     packs = len(list((git_dir / "objects" / "pack").glob("*.pack")))
-    loose = sum(len(files) for top, _d, files in os.walk(git_dir / "objects")
-                if len(os.path.basename(top)) == 2)  # fmt: skip
+    loose = sum(
+        len(files)
+        for top, _d, files in os.walk(git_dir / "objects")
+        if len(os.path.basename(top)) == 2
+    )
     return packs, loose
 
 
 def aggressive_size(store: Path, work: Path) -> int:
     clone = work / "aggressive.git"
     subprocess.run(["rm", "-rf", str(clone)], check=True)
-    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", str(store), str(clone)],
-                   check=True)  # fmt: skip
-    subprocess.run(["git", "-C", str(clone), "gc", "-q", "--aggressive", "--prune=now"],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--no-local", str(store), str(clone)], check=True
+    )
+    subprocess.run(["git", "-C", str(clone), "gc", "-q", "--aggressive", "--prune=now"], check=True)
     size = tree_bytes(clone / "objects")
     subprocess.run(["rm", "-rf", str(clone)], check=True)
     return size
@@ -110,16 +113,19 @@ def run(sessions: int, checkpoints: list[int], work: Path, seed: int) -> None:
     for first in range(0, sessions, 2000):
         with mm.batch(f"Seed sessions {first}-{first + 1999}"):
             for n in range(first, min(sessions, first + 2000)):
-                mm.save_interaction(f"s{n:06d}", f"first question {n}", f"first answer {n}",
-                                    timestamp=START)  # fmt: skip
+                mm.save_interaction(
+                    f"s{n:06d}", f"first question {n}", f"first answer {n}", timestamp=START
+                )
     mm.close()
     mm = MemoryManager(store, agent="bench")  # default housekeeping
     rng = random.Random(seed)
     git_dir = store / ".git"
     done = 0
     print(f"\n### {sessions} sessions\n")
-    print("| saves | objects MiB | .git MiB | packs | loose | aggressive MiB | ratio | "
-          "settled | save p50 ms | save p95 ms | housekeeping runs, s |")
+    print(
+        "| saves | objects MiB | .git MiB | packs | loose | aggressive MiB | ratio | "
+        "settled | save p50 ms | save p95 ms | housekeeping runs, s |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for checkpoint in checkpoints:
         TimedRepository.spent, TimedRepository.runs = 0.0, 0
@@ -128,8 +134,12 @@ def run(sessions: int, checkpoints: list[int], work: Path, seed: int) -> None:
             n = rng.randrange(sessions)
             when = START + timedelta(minutes=done + 1)
             began = time.perf_counter()
-            mm.save_interaction(f"s{n:06d}", f"question {done} about topic {rng.random():.6f}",
-                                f"answer {done} " * rng.randint(1, 20), timestamp=when)
+            mm.save_interaction(
+                f"s{n:06d}",
+                f"question {done} about topic {rng.random():.6f}",
+                f"answer {done} " * rng.randint(1, 20),
+                timestamp=when,
+            )
             took.append(time.perf_counter() - began)
             done += 1
         wait_for_housekeeping(mm)
@@ -143,25 +153,32 @@ def run(sessions: int, checkpoints: list[int], work: Path, seed: int) -> None:
         ordered = sorted(took)
         p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
         mib = 1024 * 1024
-        print(f"| {checkpoint} | {objects / mib:.1f} | {whole / mib:.1f} | {packs} | {loose} | "
-              f"{best / mib:.1f} | {objects / best:.2f} | {settled / best:.2f} | "
-              f"{statistics.median(took) * 1000:.1f} | "
-              f"{p95 * 1000:.1f} | {runs[0]}, {runs[1]:.1f} |",
-              flush=True)
+        print(
+            f"| {checkpoint} | {objects / mib:.1f} | {whole / mib:.1f} | {packs} | {loose} | "
+            f"{best / mib:.1f} | {objects / best:.2f} | {settled / best:.2f} | "
+            f"{statistics.median(took) * 1000:.1f} | "
+            f"{p95 * 1000:.1f} | {runs[0]}, {runs[1]:.1f} |",
+            flush=True,
+        )
     mm.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", default="1000", help="store sizes, comma-separated")
-    parser.add_argument("--checkpoints", default="1000,5000",
-                        help="saves after which to measure, comma-separated, ascending")
+    parser.add_argument(
+        "--checkpoints",
+        default="1000,5000",
+        help="saves after which to measure, comma-separated, ascending",
+    )
     parser.add_argument("--seed", type=int, default=12)
     args = parser.parse_args()
     TimedRepository.install()
     load = os.getloadavg()
-    print(f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
-          f"{os.cpu_count()} cores; housekeeping: {Housekeeping()}")
+    print(
+        f"load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
+        f"{os.cpu_count()} cores; housekeeping: {Housekeeping()}"
+    )
     checkpoints = sorted(int(c) for c in args.checkpoints.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         for sessions in (int(s) for s in args.sessions.split(",")):

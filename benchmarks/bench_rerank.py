@@ -56,30 +56,48 @@ def main() -> None:
     args = parser.parse_args()
     fake = FakeServer(default=choose_first_three)
     server = start(fake)
-    os.environ.update({"GITMEM_LLM_BASE_URL": fake.base_url, "GITMEM_LLM_MODEL": "fake",
-                       "GITMEM_LLM_RETRIES": "0", "GITMEM_LLM_TIMEOUT": "10"})
+    os.environ.update(
+        {
+            "GITMEM_LLM_BASE_URL": fake.base_url,
+            "GITMEM_LLM_MODEL": "fake",
+            "GITMEM_LLM_RETRIES": "0",
+            "GITMEM_LLM_TIMEOUT": "10",
+        }
+    )
     base = Path(tempfile.mkdtemp(prefix="gitmem-bench-rerank-"))
     corpus = Corpus()
     mm, texts, ids = synthetic_store(base / "store", corpus, args.sessions, args.turns)
     rng = random.Random(11)
     picks = [rng.randrange(len(texts)) for _ in range(args.queries)]
     queries = [(ids[n], corpus.query(texts[n])) for n in picks]
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{len(texts)} interactions, {len(queries)} queries")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{len(texts)} interactions, {len(queries)} queries"
+    )
     mm.retrieve_context(*queries[0])  # open the index
 
-    samples: dict[str, list[float]] = {"lexical": [], "rerank": [], "rerank fallback": [],
-                                       "model (server)": [], "raw client": []}
-    client = LLMSummarizer(LLMConfig(model="fake", base_url=fake.base_url,
-                                     max_retries=0)).client
+    samples: dict[str, list[float]] = {
+        "lexical": [],
+        "rerank": [],
+        "rerank fallback": [],
+        "model (server)": [],
+        "raw client": [],
+    }
+    client = LLMSummarizer(LLMConfig(model="fake", base_url=fake.base_url, max_retries=0)).client
 
     def raw() -> object:
         return client.chat.completions.create(
-            model="fake", messages=[{"role": "system", "content": "s"},
-                                   {"role": "user", "content": "[t1] (session s)"}],
-            response_format={"type": "json_object"})
+            model="fake",
+            messages=[
+                {"role": "system", "content": "s"},
+                {"role": "user", "content": "[t1] (session s)"},
+            ],
+            response_format={"type": "json_object"},
+        )
+
     fallbacks: list[str | None] = []
     for session, query in queries:
+
         def lexical(session: str = session, query: str = query) -> object:
             return mm.retrieve_context(session, query, k=8)
 
@@ -98,20 +116,31 @@ def main() -> None:
     server.shutdown()
     mm.close()
     medians = {name: median_p95_ms(values) for name, values in samples.items() if values}
-    print_comparison([
-        ("lexical", "-", "-", ""),
-        ("rerank", "-", "lexical", "lexical"),
-        ("rerank fallback", "-", "lexical", "lexical"),
-        ("model (server)", "-", "-", ""),
-        ("raw client", "-", "-", ""),
-    ], medians)
-    overhead = [r - lx - c for r, lx, c in zip(samples["rerank"], samples["lexical"],
-                                               samples["raw client"], strict=True)]
-    print(f"\ngitmem's rerank overhead (rerank - lexical - raw client, per query): median "
-          f"{statistics.median(overhead) * 1000:.2f} ms")
-    print(f"fell back: {sum(f is not None for f in fallbacks[0::2])} of {len(queries)} with "
-          f"the server answering (no candidates, or a failure), "
-          f"{sum(f is not None for f in fallbacks[1::2])} of {len(queries)} on HTTP 500")
+    print_comparison(
+        [
+            ("lexical", "-", "-", ""),
+            ("rerank", "-", "lexical", "lexical"),
+            ("rerank fallback", "-", "lexical", "lexical"),
+            ("model (server)", "-", "-", ""),
+            ("raw client", "-", "-", ""),
+        ],
+        medians,
+    )
+    overhead = [
+        r - lx - c
+        for r, lx, c in zip(
+            samples["rerank"], samples["lexical"], samples["raw client"], strict=True
+        )
+    ]
+    print(
+        f"\ngitmem's rerank overhead (rerank - lexical - raw client, per query): median "
+        f"{statistics.median(overhead) * 1000:.2f} ms"
+    )
+    print(
+        f"fell back: {sum(f is not None for f in fallbacks[0::2])} of {len(queries)} with "
+        f"the server answering (no candidates, or a failure), "
+        f"{sum(f is not None for f in fallbacks[1::2])} of {len(queries)} on HTTP 500"
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,12 @@ def build_store(path: Path, sessions: int, chunk: int) -> float:
     for first in range(0, sessions, chunk):
         with mm.batch(f"Import sessions {first}-{first + chunk - 1}"):
             for n in range(first, min(first + chunk, sessions)):
-                mm.save_interaction(f"session_{n:05d}", f"question {n} about topic {n % 97}",
-                                    f"answer {n}", timestamp=START + timedelta(minutes=n))
+                mm.save_interaction(
+                    f"session_{n:05d}",
+                    f"question {n} about topic {n % 97}",
+                    f"answer {n}",
+                    timestamp=START + timedelta(minutes=n),
+                )
     elapsed = time.perf_counter() - started
     mm.close()
     subprocess.run(["git", "gc", "-q"], cwd=path, check=True)
@@ -62,7 +66,12 @@ def object_bytes(path: Path) -> int:
 
 
 def time_gitmem(
-    path: Path, saves: int, sessions: int, rng: random.Random, *, hot: bool = False,
+    path: Path,
+    saves: int,
+    sessions: int,
+    rng: random.Random,
+    *,
+    hot: bool = False,
     written: list[int] | None = None,
 ) -> list[float]:
     """Random sessions (each parsed cold) or, with ``hot``, one session like a live agent.
@@ -74,8 +83,9 @@ def time_gitmem(
         sid = "session_00001" if hot else f"session_{rng.randrange(sessions):05d}"
         before = object_bytes(path) if written is not None else 0
         started = time.perf_counter()
-        mm.save_interaction(sid, f"follow-up {n}", f"reply {n}",
-                            timestamp=START + timedelta(days=30, seconds=n))
+        mm.save_interaction(
+            sid, f"follow-up {n}", f"reply {n}", timestamp=START + timedelta(days=30, seconds=n)
+        )
         samples.append(time.perf_counter() - started)
         if written is not None:
             written.append(object_bytes(path) - before)
@@ -141,8 +151,12 @@ def time_batch(path: Path, count: int) -> float:
     started = time.perf_counter()
     with mm.batch(f"Import {count} sessions"):
         for n in range(count):
-            mm.save_interaction(f"batch_{n:05d}", f"imported question {n}", f"answer {n}",
-                                timestamp=START + timedelta(seconds=n))
+            mm.save_interaction(
+                f"batch_{n:05d}",
+                f"imported question {n}",
+                f"answer {n}",
+                timestamp=START + timedelta(seconds=n),
+            )
     elapsed = time.perf_counter() - started
     mm.close()
     return elapsed / count * 1000
@@ -152,8 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--saves", type=int, default=200, help="gitmem and floor saves")
-    parser.add_argument("--comparator-saves", type=int, default=30,
-                        help="saves for the slow git-cli and gitpython comparators")
+    parser.add_argument(
+        "--comparator-saves",
+        type=int,
+        default=30,
+        help="saves for the slow git-cli and gitpython comparators",
+    )
     parser.add_argument("--batch", type=int, default=1000, help="sessions in the batch run")
     parser.add_argument("--keep", type=Path, help="build the stores here and keep them")
     args = parser.parse_args(argv)
@@ -166,40 +184,51 @@ def main(argv: list[str] | None = None) -> int:
     copies = {}
     for name in ("floor", "git-cli", "gitpython"):
         copies[name] = work / name
-        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(base), str(copies[name])],
-                       check=True)
+        subprocess.run(
+            ["git", "clone", "-q", "--no-hardlinks", str(base), str(copies[name])], check=True
+        )
     rng = random.Random(7)
     written: list[int] = []
     runs: dict[str, Callable[[], list[float]]] = {
-        "gitmem save_interaction": lambda: time_gitmem(base, args.saves, args.sessions, rng,
-                                                       written=written),
+        "gitmem save_interaction": lambda: time_gitmem(
+            base, args.saves, args.sessions, rng, written=written
+        ),
         "gitmem save_interaction, one hot session": lambda: time_gitmem(
-            base, args.saves, args.sessions, rng, hot=True),
-        "floor: write+fsync+rename": lambda: time_floor(copies["floor"], args.saves,
-                                                        args.sessions, rng),
+            base, args.saves, args.sessions, rng, hot=True
+        ),
+        "floor: write+fsync+rename": lambda: time_floor(
+            copies["floor"], args.saves, args.sessions, rng
+        ),
         "git add && git commit (CLI)": lambda: time_git_cli(
-            copies["git-cli"], args.comparator_saves, args.sessions, rng),
+            copies["git-cli"], args.comparator_saves, args.sessions, rng
+        ),
         "GitPython index.add+commit": lambda: time_gitpython(
-            copies["gitpython"], args.comparator_saves, args.sessions, rng),
+            copies["gitpython"], args.comparator_saves, args.sessions, rng
+        ),
     }
     results = {}
     for name, run in runs.items():
         print(f"timing {name} ...", file=sys.stderr)
         results[name] = _ms(run())
-    status = subprocess.run(["git", "status", "--porcelain"], cwd=base, capture_output=True,
-                            text=True, check=True).stdout
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=base, capture_output=True, text=True, check=True
+    ).stdout
     batch_ms = time_batch(base, args.batch)
 
     ours = results["gitmem save_interaction"][0]
-    print(f"\nsave benchmark: {args.sessions} sessions, {args.saves} gitmem saves, "
-          f"{args.comparator_saves} saves per slow comparator\n")
+    print(
+        f"\nsave benchmark: {args.sessions} sessions, {args.saves} gitmem saves, "
+        f"{args.comparator_saves} saves per slow comparator\n"
+    )
     print("| path | median ms | p95 ms | median / gitmem |")
     print("|---|---|---|---|")
     for name, (median, p95) in results.items():
         print(f"| {name} | {median:.2f} | {p95:.2f} | {median / ours:.1f}x |")
     grew = sorted(w for w in written if w >= 0)  # a repack during the run shrinks .git
-    print(f"\nnew object bytes per gitmem save: median {statistics.median(grew) / 1024:.1f} KiB, "
-          f"p95 {grew[int(len(grew) * 0.95)] / 1024:.1f} KiB, max {grew[-1] / 1024:.1f} KiB")
+    print(
+        f"\nnew object bytes per gitmem save: median {statistics.median(grew) / 1024:.1f} KiB, "
+        f"p95 {grew[int(len(grew) * 0.95)] / 1024:.1f} KiB, max {grew[-1] / 1024:.1f} KiB"
+    )
     print(f"\nbatch mode: {batch_ms:.3f} ms per session ({args.batch} sessions, one commit)")
     print(f"store build (batches of 2000): {build_per_session * 1000:.3f} ms per session")
     print(f"git status --porcelain after the gitmem saves: {'clean' if not status else 'DIRTY'}")

@@ -40,8 +40,12 @@ def build(path: Path, sessions: int) -> float:
     for first in range(0, sessions, 2000):
         with mm.batch(f"Import sessions {first}-{first + 1999}"):
             for n in range(first, min(first + 2000, sessions)):
-                mm.save_interaction(f"session_{n:06d}", f"question {n} about topic {n % 97}",
-                                    f"answer {n}", timestamp=START + timedelta(minutes=n))
+                mm.save_interaction(
+                    f"session_{n:06d}",
+                    f"question {n} about topic {n % 97}",
+                    f"answer {n}",
+                    timestamp=START + timedelta(minutes=n),
+                )
     mm.close()
     subprocess.run(["git", "gc", "-q"], cwd=path, check=True)
     return time.perf_counter() - started
@@ -71,9 +75,12 @@ def _index_files(git_dir: Path) -> dict[str, tuple[int, int]]:
 def _written(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> int:
     # the index counts when its modification time changed, a shared index only when it is
     # new: gitmem touches the one in use so that git's expiry keeps it, without writing it
-    return sum(size for name, (mtime, size) in after.items()
-               if (name == "index" and before.get(name, (None, 0))[0] != mtime)
-               or (name != "index" and name not in before))
+    return sum(
+        size
+        for name, (mtime, size) in after.items()
+        if (name == "index" and before.get(name, (None, 0))[0] != mtime)
+        or (name != "index" and name not in before)
+    )
 
 
 class Sampler:
@@ -92,8 +99,9 @@ class Sampler:
         sid = f"session_{rng.randrange(self.sessions):06d}"
         objects, index = _object_files(self.git_dir), _index_files(self.git_dir)
         started = time.perf_counter()
-        self.mm.save_interaction(sid, f"follow-up {n}", f"reply {n}",
-                                 timestamp=START + timedelta(days=400, seconds=n))
+        self.mm.save_interaction(
+            sid, f"follow-up {n}", f"reply {n}", timestamp=START + timedelta(days=400, seconds=n)
+        )
         self.times.append(time.perf_counter() - started)
         after = _object_files(self.git_dir)
         # new files only: a repack rewrites packs, which is housekeeping, not this save
@@ -113,8 +121,13 @@ def time_git_cli(path: Path, n: int, sessions: int, rng: random.Random) -> float
 
 def _session_file(path: Path, session_id: str) -> str:
     # whatever layout the store uses, the file name is the encoded id
-    out = subprocess.run(["git", "ls-files", "--", f"*/{session_id}.md"], cwd=path,
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["git", "ls-files", "--", f"*/{session_id}.md"],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     return out[0]
 
 
@@ -137,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             built[size] = build(store, size)
         clone = work / f"git-cli-{size}"
         if not clone.exists():
-            subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(store), str(clone)],
-                           check=True)
+            subprocess.run(
+                ["git", "clone", "-q", "--no-hardlinks", str(store), str(clone)], check=True
+            )
     samplers = {size: Sampler(work / f"store-{size}", size) for size in sizes}
     rng = random.Random(7)
     print("timing gitmem saves, interleaved ...", file=sys.stderr)
@@ -153,19 +167,28 @@ def main(argv: list[str] | None = None) -> int:
     dirty = []
     for size, sampler in samplers.items():
         sampler.mm.close()
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=sampler.path,
-                                capture_output=True, text=True, check=True).stdout
+        status = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=sampler.path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         if status:
             dirty.append(size)
 
     first = sizes[0]
     base_ms = _ms(samplers[first].times)[0]
     base_cli = _ms(cli[first])[0]
-    print(f"\nsave scale benchmark: {args.saves} gitmem saves and {args.comparator_saves} "
-          "git CLI saves per store, interleaved\n")
-    print("| sessions | gitmem median ms | p95 ms | ratio to smallest | new object KiB/save "
-          "(median, max) | index KiB written/save (median, max) | git add+commit median ms "
-          "| its ratio |")
+    print(
+        f"\nsave scale benchmark: {args.saves} gitmem saves and {args.comparator_saves} "
+        "git CLI saves per store, interleaved\n"
+    )
+    print(
+        "| sessions | gitmem median ms | p95 ms | ratio to smallest | new object KiB/save "
+        "(median, max) | index KiB written/save (median, max) | git add+commit median ms "
+        "| its ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for size in sizes:
         s = samplers[size]
@@ -173,10 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         obj = sorted(s.object_bytes)
         idx = sorted(s.index_bytes)
         cli_median = _ms(cli[size])[0]
-        print(f"| {size:,} | {median:.2f} | {p95:.2f} | {median / base_ms:.2f}x | "
-              f"{statistics.median(obj) / 1024:.1f}, {obj[-1] / 1024:.1f} | "
-              f"{statistics.median(idx) / 1024:.1f}, {idx[-1] / 1024:.1f} | "
-              f"{cli_median:.1f} | {cli_median / base_cli:.2f}x |")
+        print(
+            f"| {size:,} | {median:.2f} | {p95:.2f} | {median / base_ms:.2f}x | "
+            f"{statistics.median(obj) / 1024:.1f}, {obj[-1] / 1024:.1f} | "
+            f"{statistics.median(idx) / 1024:.1f}, {idx[-1] / 1024:.1f} | "
+            f"{cli_median:.1f} | {cli_median / base_cli:.2f}x |"
+        )
     for size, seconds in built.items():
         print(f"build of {size:,} sessions: {seconds:.1f} s")
     print(f"git status --porcelain after the saves: {'DIRTY ' + str(dirty) if dirty else 'clean'}")

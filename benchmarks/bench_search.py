@@ -75,16 +75,26 @@ class Corpus:
         topic = self.topics[n % len(self.topics)]
         when = START + timedelta(hours=7 * n)
         interactions = [
-            Interaction(id=f"t{t}", timestamp=when + timedelta(minutes=t), messages=[
-                Message(speaker="user", content=self.sentence(topic, self.rng.randint(6, 14))),
-                Message(speaker="assistant",
-                        content=self.sentence(topic, self.rng.randint(10, 30))),
-            ])
+            Interaction(
+                id=f"t{t}",
+                timestamp=when + timedelta(minutes=t),
+                messages=[
+                    Message(speaker="user", content=self.sentence(topic, self.rng.randint(6, 14))),
+                    Message(
+                        speaker="assistant", content=self.sentence(topic, self.rng.randint(10, 30))
+                    ),
+                ],
+            )
             for t in range(turns)
-        ]  # fmt: skip
-        return Session(id=f"s{n:05d}", created=when, last_active=when + timedelta(minutes=turns),
-                       participants=["user", "assistant"], tags=[f"topic{n % 20}"],
-                       interactions=interactions)  # fmt: skip
+        ]
+        return Session(
+            id=f"s{n:05d}",
+            created=when,
+            last_active=when + timedelta(minutes=turns),
+            participants=["user", "assistant"],
+            tags=[f"topic{n % 20}"],
+            interactions=interactions,
+        )
 
     def query(self, text: str) -> str:
         words = [w.strip(".").lower() for w in text.split()]
@@ -131,9 +141,9 @@ def _parse_all(mm: MemoryManager) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-
-def synthetic_store(store: Path, corpus: Corpus, sessions: int, turns: int
-                    ) -> tuple[MemoryManager, list[str], list[str]]:
+def synthetic_store(
+    store: Path, corpus: Corpus, sessions: int, turns: int
+) -> tuple[MemoryManager, list[str], list[str]]:
     """Open (or first write, 500 sessions a commit) a store of the corpus's sessions; returns
     it with every interaction's text and its session id, in order."""
     built = store.exists()
@@ -150,6 +160,7 @@ def synthetic_store(store: Path, corpus: Corpus, sessions: int, turns: int
             texts.extend(item.text for item in session.interactions)
             ids.extend(session.id for _ in session.interactions)
     return mm, texts, ids
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -169,8 +180,10 @@ def main() -> None:
     mm, texts, ids = synthetic_store(store, corpus, sessions, args.turns)
     interactions = len(texts)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"store: {sessions} sessions, {interactions} interactions at {store}"
-          + ("" if built else f" (written in {time.perf_counter() - start:.1f} s)"))
+    print(
+        f"store: {sessions} sessions, {interactions} interactions at {store}"
+        + ("" if built else f" (written in {time.perf_counter() - start:.1f} s)")
+    )
 
     mm.search("warm up")  # open (or replace) the index file, so only the rebuild is timed
     start, cpu0 = time.perf_counter(), time.process_time()
@@ -179,10 +192,12 @@ def main() -> None:
     size = sum(p.stat().st_size for p in (store / ".git" / "gitmem").glob("index.sqlite*"))
     text = mm._store_index().run(_text_bytes)
     parse, parse_cpu = _parse_all(mm)
-    print(f"full rebuild: {rebuild:.1f} s (cpu {rebuild_cpu:.1f} s) for {report.indexed} sessions "
-          f"({rebuild / max(interactions, 1) * 1e6:.0f} us per interaction); parsing every "
-          f"file alone {parse:.1f} s (cpu {parse_cpu:.1f} s): rebuild / parse "
-          f"{rebuild_cpu / parse_cpu:.1f}x in cpu")
+    print(
+        f"full rebuild: {rebuild:.1f} s (cpu {rebuild_cpu:.1f} s) for {report.indexed} sessions "
+        f"({rebuild / max(interactions, 1) * 1e6:.0f} us per interaction); parsing every "
+        f"file alone {parse:.1f} s (cpu {parse_cpu:.1f} s): rebuild / parse "
+        f"{rebuild_cpu / parse_cpu:.1f}x in cpu"
+    )
     print(f"index {size / 1e6:.1f} MB for {text / 1e6:.1f} MB of text: {size / text:.2f}x")
 
     picks = [corpus.rng.randrange(interactions) for _ in range(args.queries)]
@@ -195,8 +210,10 @@ def main() -> None:
         hits = _timed(samples, cpu, lambda q=query: mm.search(q, k=10))  # type: ignore[misc]
         found += any(h.session_id == ids[at] for h in hits)  # type: ignore[attr-defined]
     search_p50 = statistics.median(samples)
-    print(f"search            {_stats(samples, cpu)}   source session in top 10: "
-          f"{100 * found / len(queries):.0f}%")
+    print(
+        f"search            {_stats(samples, cpu)}   source session in top 10: "
+        f"{100 * found / len(queries):.0f}%"
+    )
 
     # an agent asks for context in the session it is in, which it has just saved to or
     # read (the manager keeps it parsed); "cold" also parses that session's file first
@@ -204,31 +221,51 @@ def main() -> None:
     context_queries = [corpus.query(texts[corpus.rng.randrange(interactions)]) for _ in range(200)]
     for n in range(100):
         session_id = ids[corpus.rng.randrange(interactions)]
-        for query, into, into_cpu in ((context_queries[n], cold, cold_cpu),
-                                      (context_queries[100 + n], samples, cpu)):
-            _timed(into, into_cpu, lambda q=query, s=session_id: mm.retrieve_context(  # type: ignore[misc]
-                s, q, max_tokens=2000))
+        for query, into, into_cpu in (
+            (context_queries[n], cold, cold_cpu),
+            (context_queries[100 + n], samples, cpu),
+        ):
+            _timed(
+                into,
+                into_cpu,
+                lambda q=query, s=session_id: mm.retrieve_context(  # type: ignore[misc]
+                    s, q, max_tokens=2000
+                ),
+            )
     print(f"retrieve_context  {_stats(samples, cpu)}")
     print(f"  (session cold)  {_stats(cold, cold_cpu)}")
 
     samples, cpu = [], []
     for n in range(20):
         sid = ids[corpus.rng.randrange(interactions)]
-        mm.save_interaction(sid, corpus.query(texts[n]) + " followup", "noted",
-                            timestamp=START + timedelta(days=4000 + n))
+        mm.save_interaction(
+            sid,
+            corpus.query(texts[n]) + " followup",
+            "noted",
+            timestamp=START + timedelta(days=4000 + n),
+        )
         _timed(samples, cpu, lambda: mm._store_index().run(lambda index: None))
     print(f"catch-up 1 commit {_stats(samples, cpu)}")
 
     samples, cpu = [], []
     found = 0
     for query, at in zip(queries[: args.scan_queries], picks, strict=False):
-        best = _timed(samples, cpu, lambda q=query: process.extract(  # type: ignore[misc]
-            q, texts, scorer=fuzz.token_set_ratio, limit=10))
+        best = _timed(
+            samples,
+            cpu,
+            lambda q=query: process.extract(  # type: ignore[misc]
+                q, texts, scorer=fuzz.token_set_ratio, limit=10
+            ),
+        )
         found += any(ids[hit[2]] == ids[at] for hit in best)  # type: ignore[attr-defined]
-    print(f"linear scan       {_stats(samples, cpu)}   source session in top 10: "
-          f"{100 * found / max(len(samples), 1):.0f}%  (rapidfuzz token_set_ratio comparator)")
-    print(f"linear scan / search (p50): {statistics.median(samples) / search_p50:.0f}x;"
-          f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"linear scan       {_stats(samples, cpu)}   source session in top 10: "
+        f"{100 * found / max(len(samples), 1):.0f}%  (rapidfuzz token_set_ratio comparator)"
+    )
+    print(
+        f"linear scan / search (p50): {statistics.median(samples) / search_p50:.0f}x;"
+        f" load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     mm.close_index()
     mm.close()
 

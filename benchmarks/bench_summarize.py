@@ -42,11 +42,37 @@ from gitmem.text import split_sentences, terms
 from tests.fake_openai import FakeServer, completion, start, structured
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
-TOPICS = ["python asyncio", "tomato garden", "tax return", "Lisbon apartment", "piano lessons",
-          "marathon training", "sourdough bread", "kindle books"]
-WORDS = ["plan", "budget", "schedule", "teacher", "coach", "recipe", "deadline", "neighbour",
-         "invoice", "landlord", "flour", "tempo", "chapter", "exercise", "interval", "compost",
-         "seedling", "receipt", "mortgage"]
+TOPICS = [
+    "python asyncio",
+    "tomato garden",
+    "tax return",
+    "Lisbon apartment",
+    "piano lessons",
+    "marathon training",
+    "sourdough bread",
+    "kindle books",
+]
+WORDS = [
+    "plan",
+    "budget",
+    "schedule",
+    "teacher",
+    "coach",
+    "recipe",
+    "deadline",
+    "neighbour",
+    "invoice",
+    "landlord",
+    "flour",
+    "tempo",
+    "chapter",
+    "exercise",
+    "interval",
+    "compost",
+    "seedling",
+    "receipt",
+    "mortgage",
+]
 
 
 def synthetic_turns(count: int, seed: int = 7) -> list[Interaction]:
@@ -64,9 +90,16 @@ def synthetic_turns(count: int, seed: int = 7) -> list[Interaction]:
             f"For the {topic}, try the {rng.choice(WORDS)} and the {rng.choice(WORDS)} first."
             for _ in range(rng.randint(1, 2))
         )
-        out.append(Interaction(id=f"t{n:04d}", timestamp=T0 + timedelta(minutes=n),
-                               messages=[Message(speaker="User", content=user),
-                                         Message(speaker="Assistant", content=assistant)]))
+        out.append(
+            Interaction(
+                id=f"t{n:04d}",
+                timestamp=T0 + timedelta(minutes=n),
+                messages=[
+                    Message(speaker="User", content=user),
+                    Message(speaker="Assistant", content=assistant),
+                ],
+            )
+        )
     return out
 
 
@@ -89,8 +122,7 @@ def ms(samples: list[float]) -> str:
 
 def bench_offline(turns_count: int, runs: int) -> float:
     turns = synthetic_turns(turns_count)
-    session = Session(id="bench", created=T0, last_active=turns[-1].timestamp,
-                      interactions=turns)
+    session = Session(id="bench", created=T0, last_active=turns[-1].timestamp, interactions=turns)
     text = markdown.render(session)
     summarizer = ExtractiveSummarizer()
 
@@ -110,8 +142,12 @@ def bench_offline(turns_count: int, runs: int) -> float:
 
 def bench_llm(runs: int) -> float:
     fake = FakeServer()
-    answer = structured("User's needs:\n- a plan\nResolved:\n- the budget",
-                        ["The budget is 40 euros", "Lessons start in June"], ["June"], ["plan"])
+    answer = structured(
+        "User's needs:\n- a plan\nResolved:\n- the budget",
+        ["The budget is 40 euros", "Lessons start in June"],
+        ["June"],
+        ["plan"],
+    )
     fake.default = lambda request: completion(answer)
     server = start(fake)
     try:
@@ -121,8 +157,9 @@ def bench_llm(runs: int) -> float:
         client = summarizer.client
         messages = summarizer.messages(summarizer.fit(turns)[1], None, "json_schema")
 
-        def overhead(fn: Callable[[], object], setup: Callable[[], object] = lambda: None
-                     ) -> list[float]:
+        def overhead(
+            fn: Callable[[], object], setup: Callable[[], object] = lambda: None
+        ) -> list[float]:
             samples = []
             setup()
             fn()
@@ -136,12 +173,16 @@ def bench_llm(runs: int) -> float:
                 samples.append(total - sum(fake.server_seconds[before:]))
             return samples
 
-        raw = overhead(lambda: client.chat.completions.create(
-            model="bench", messages=messages, temperature=0.1))
+        raw = overhead(
+            lambda: client.chat.completions.create(
+                model="bench", messages=messages, temperature=0.1
+            )
+        )
         wrapped = overhead(lambda: summarizer.summarize(turns))
         with tempfile.TemporaryDirectory() as folder:
-            mm = MemoryManager.init(Path(folder) / "store", housekeeping=Housekeeping(
-                enabled=False))
+            mm = MemoryManager.init(
+                Path(folder) / "store", housekeeping=Housekeeping(enabled=False)
+            )
             mm.summarizer = summarizer
             with mm.batch("20 turns"):
                 for turn in turns:
@@ -153,8 +194,12 @@ def bench_llm(runs: int) -> float:
             def one_more_turn() -> None:  # not in the summary's time: something to summarize
                 n = next(counter)
                 started = time.perf_counter()
-                mm.save_interaction("s", f"question {n} about the plan", "answer",
-                                    timestamp=T0 + timedelta(days=1, minutes=n))
+                mm.save_interaction(
+                    "s",
+                    f"question {n} about the plan",
+                    "answer",
+                    timestamp=T0 + timedelta(days=1, minutes=n),
+                )
                 saves.append(time.perf_counter() - started)
 
             full = overhead(lambda: mm.summarize("s"), one_more_turn)

@@ -52,23 +52,33 @@ def main() -> None:
                     kept[question.category] += any(e in picked for e in evidence)
             half = len(turns) // 2
             first = summarizer.structured(turns[:half])
-            previous = Summary(text=first.summary, generated=datetime(2024, 1, 1, tzinfo=UTC),
-                               facts=first.key_facts, keywords=first.entities)
+            previous = Summary(
+                text=first.summary,
+                generated=datetime(2024, 1, 1, tzinfo=UTC),
+                facts=first.key_facts,
+                keywords=first.entities,
+            )
             second = summarizer.structured(turns[half:], previous)
             fires += check_loss(previous, second, turns[half:]).fires
             if half >= 4:
-                similarities.append(topic_similarity(turns[half:half + 3], turns[:half]))
+                similarities.append(topic_similarity(turns[half : half + 3], turns[:half]))
     total = sum(asked.values())
-    print(f"{sessions} sessions; evidence kept in the key facts: "
-          f"{100 * sum(kept.values()) / total:.1f}% of {total} (question, session) pairs")
+    print(
+        f"{sessions} sessions; evidence kept in the key facts: "
+        f"{100 * sum(kept.values()) / total:.1f}% of {total} (question, session) pairs"
+    )
     for category in sorted(asked):
-        print(f"  category {category}: {100 * kept[category] / asked[category]:.1f}% "
-              f"of {asked[category]}")
+        print(
+            f"  category {category}: {100 * kept[category] / asked[category]:.1f}% "
+            f"of {asked[category]}"
+        )
     print(f"loss guard fires on {fires} of {sessions} two-step summaries")
     if similarities:
         low = sum(s < 0.02 for s in similarities)
-        print(f"topic similarity after the middle: mean {sum(similarities) / len(similarities):.3f}"
-              f", below the 0.02 trigger {low} of {len(similarities)}")
+        print(
+            f"topic similarity after the middle: mean {sum(similarities) / len(similarities):.3f}"
+            f", below the 0.02 trigger {low} of {len(similarities)}"
+        )
 
 
 if __name__ == "__main__":

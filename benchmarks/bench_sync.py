@@ -50,8 +50,12 @@ def prepare(work: Path, sessions: int, base_turns: int, turns: int) -> tuple[Pat
     with a.batch("Seed shared sessions"):
         for s in range(sessions):
             for t in range(base_turns):
-                a.save_interaction(f"shared_{s:03d}", f"seed question {t} of {s}", "seed answer",
-                                   timestamp=START + timedelta(minutes=t))
+                a.save_interaction(
+                    f"shared_{s:03d}",
+                    f"seed question {t} of {s}",
+                    "seed answer",
+                    timestamp=START + timedelta(minutes=t),
+                )
     a.sync()
     b = MemoryManager.clone(remote.as_uri(), work / "b", agent="bob", housekeeping=quiet)
     for n in range(turns):
@@ -117,8 +121,11 @@ def main() -> int:
     for rep in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="gitmem-bench-sync-") as tmp:
             work = Path(tmp)
-            print(f"[{rep + 1}/{args.repeat}] preparing {args.sessions} sessions, "
-                  f"{args.turns} turns per store ...", file=sys.stderr)  # fmt: skip
+            print(
+                f"[{rep + 1}/{args.repeat}] preparing {args.sessions} sessions, "
+                f"{args.turns} turns per store ...",
+                file=sys.stderr,
+            )
             b, remote = prepare(work, args.sessions, args.base, args.turns)
             # each contender gets its own copy of B and of the remote, the same bytes
             for name in samples:
@@ -136,8 +143,10 @@ def main() -> int:
                         conflicts.append(count)
                 samples[name].append(elapsed)
     ours = statistics.median(samples["gitmem sync"])
-    print(f"\nsync benchmark: {args.sessions} shared sessions, {args.turns} turns added by "
-          f"each of two stores, {args.repeat} repetitions\n")  # fmt: skip
+    print(
+        f"\nsync benchmark: {args.sessions} shared sessions, {args.turns} turns added by "
+        f"each of two stores, {args.repeat} repetitions\n"
+    )
     print("| path | median s | min s | median / gitmem sync | result |")
     print("|---|---|---|---|---|")
     for name, values in samples.items():

@@ -52,8 +52,14 @@ from gitmem.store.repository import Housekeeping
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 _TIMING = re.compile(r"app;dur=([0-9.]+)")
 _BANNER = re.compile(r"at (http://[^\s/]+)/")
 
@@ -95,25 +101,40 @@ def _http_get(url: str) -> tuple[int, float, float]:
     return status, _server_ms(headers) if status == 200 else 0.0, wall
 
 
-def _pages(mm: MemoryManager, ids: list[str], queries: list[str], save_sha: str,
-           shas: list[str]) -> list[Page]:
+def _pages(
+    mm: MemoryManager, ids: list[str], queries: list[str], save_sha: str, shas: list[str]
+) -> list[Page]:
     """The pages of the issue's targets, each with its per-target URLs and comparator."""
     q = [f"/search?{urlencode({'q': query})}" for query in queries]
     session = [f"/sessions/{quote(i, safe='')}" for i in ids]
     return [
         Page("sessions list", ["/sessions"] * len(ids), "<= 50"),
         Page("sessions list page 50", ["/sessions?page=50"] * len(ids), "<= 50"),
-        Page("session", session, "<= 50", "mm.load_memory(id)",
-             lambda n: mm.load_memory(ids[n])),
-        Page("session ?blame=1", [u + "?blame=1" for u in session], "-", "mm.blame(id)",
-             lambda n: mm.blame(ids[n])),
+        Page("session", session, "<= 50", "mm.load_memory(id)", lambda n: mm.load_memory(ids[n])),
+        Page(
+            "session ?blame=1",
+            [u + "?blame=1" for u in session],
+            "-",
+            "mm.blame(id)",
+            lambda n: mm.blame(ids[n]),
+        ),
         Page("search", q, "<= 60", "mm.search(q)", lambda n: mm.search(queries[n])),
         Page("history", ["/history"] * len(ids)),
-        Page("commit diff (one save)", [f"/commits/{save_sha}"] * len(ids), "<= 50",
-             "mm.diff(b=sha)", lambda n: mm.diff(None, None, save_sha)),
-        Page("commit diff (saves)", [f"/commits/{sha}" for sha in shas], "<= 50",
-             "mm.diff(b=sha)", lambda n: mm.diff(None, None, shas[n])),
-    ]  # fmt: skip
+        Page(
+            "commit diff (one save)",
+            [f"/commits/{save_sha}"] * len(ids),
+            "<= 50",
+            "mm.diff(b=sha)",
+            lambda n: mm.diff(None, None, save_sha),
+        ),
+        Page(
+            "commit diff (saves)",
+            [f"/commits/{sha}" for sha in shas],
+            "<= 50",
+            "mm.diff(b=sha)",
+            lambda n: mm.diff(None, None, shas[n]),
+        ),
+    ]
 
 
 def _measure_in_process(pages: list[Page], web: MemoryManager, repeat: int) -> None:
@@ -189,9 +210,12 @@ def _first_paint(base: str, loads: int) -> tuple[dict[str, list[float]], str]:
                 fcp = tab.evaluate(
                     "() => new Promise(done => { const look = () => { const e = performance"
                     ".getEntriesByName('first-contentful-paint')[0]; if (e) done(e.startTime);"
-                    " else setTimeout(look, 20); }; look(); })")
-                nav = tab.evaluate("() => { const e = performance.getEntriesByType("
-                                   "'navigation')[0]; return [e.responseStart, e.responseEnd]; }")
+                    " else setTimeout(look, 20); }; look(); })"
+                )
+                nav = tab.evaluate(
+                    "() => { const e = performance.getEntriesByType("
+                    "'navigation')[0]; return [e.responseStart, e.responseEnd]; }"
+                )
                 context.close()
                 if n:
                     paints["fcp"].append(float(fcp) / 1000)
@@ -203,10 +227,25 @@ def _first_paint(base: str, loads: int) -> tuple[dict[str, list[float]], str]:
 
 
 def _start_server(store: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "gitmem", "--repo", str(store), "--agent", "bench", "web",
-           "--port", "0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(store),
+        "--agent",
+        "bench",
+        "web",
+        "--port",
+        "0",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.stderr is not None
     banner = proc.stderr.readline()
     found = _BANNER.search(banner)
@@ -226,8 +265,10 @@ def _cell(samples: list[float] | None, status: int | None) -> tuple[str, str]:
 
 
 def _report(pages: list[Page]) -> None:
-    print("| page | target p50 ms | in-process p50 | p95 | loopback p50 | p95 | loopback wall "
-          "p50 | first (cold) p50 | comparator | comparator p50 | in-process / comparator |")
+    print(
+        "| page | target p50 ms | in-process p50 | p95 | loopback p50 | p95 | loopback wall "
+        "p50 | first (cold) p50 | comparator | comparator p50 | in-process / comparator |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for page in pages:
         local = _cell(page.samples.get("in-process"), page.status.get("in-process"))
@@ -237,11 +278,16 @@ def _report(pages: list[Page]) -> None:
         lib = page.samples.get("library")
         lib_p50 = median_p95_ms(lib)[0] if lib else None
         mine = page.samples.get("in-process")
-        ratio = (f"{median_p95_ms(mine)[0] / lib_p50:.1f}x" if mine and lib_p50 and
-                 page.status.get("in-process") == 200 else "")
-        print(f"| {page.name} | {page.target} | {local[0]} | {local[1]} | {loop[0]} | {loop[1]} "
-              f"| {wall} | {first} | {page.comparator} | "
-              f"{'' if lib_p50 is None else f'{lib_p50:.2f}'} | {ratio} |")
+        ratio = (
+            f"{median_p95_ms(mine)[0] / lib_p50:.1f}x"
+            if mine and lib_p50 and page.status.get("in-process") == 200
+            else ""
+        )
+        print(
+            f"| {page.name} | {page.target} | {local[0]} | {local[1]} | {loop[0]} | {loop[1]} "
+            f"| {wall} | {first} | {page.comparator} | "
+            f"{'' if lib_p50 is None else f'{lib_p50:.2f}'} | {ratio} |"
+        )
 
 
 def main() -> None:
@@ -249,8 +295,9 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=10, help="interactions per session")
     parser.add_argument("--path", help="keep the store here (reused when it exists)")
-    parser.add_argument("--targets", type=int, default=20,
-                        help="different sessions / queries / commits per page")
+    parser.add_argument(
+        "--targets", type=int, default=20, help="different sessions / queries / commits per page"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed requests per target")
     parser.add_argument("--paints", type=int, default=10, help="first-paint page loads")
     parser.add_argument("--no-loopback", action="store_true", help="skip the real server")
@@ -262,15 +309,23 @@ def main() -> None:
     corpus = Corpus()
     mm, texts, ids = synthetic_store(store, corpus, args.sessions, args.turns)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"store: {args.sessions} sessions, {len(texts)} interactions at {store}"
-          + ("" if built else f" (written in {time.perf_counter() - started:.1f} s)"))
+    print(
+        f"store: {args.sessions} sessions, {len(texts)} interactions at {store}"
+        + ("" if built else f" (written in {time.perf_counter() - started:.1f} s)")
+    )
     rng = random.Random(16)
     picks = [rng.randrange(len(texts)) for _ in range(args.targets)]
     chosen = [ids[at] for at in picks]
     queries = [corpus.query(texts[at]) for at in picks]
-    saved = [mm.save_interaction(chosen[n], f"bench web turn {n}: " + queries[n], "noted",
-                                 timestamp=START + timedelta(days=5000, minutes=n))
-             for n in range(args.targets)]  # the commits of the diff pages
+    saved = [
+        mm.save_interaction(
+            chosen[n],
+            f"bench web turn {n}: " + queries[n],
+            "noted",
+            timestamp=START + timedelta(days=5000, minutes=n),
+        )
+        for n in range(args.targets)
+    ]  # the commits of the diff pages
     shas = [sha for sha in saved if sha]
     mm.search(queries[0])  # the index catches up once, outside the timings
     mm.close()
@@ -296,11 +351,13 @@ def main() -> None:
     print()
     if paints:
         p50, p95 = median_p95_ms(paints["fcp"])
-        print(f"first contentful paint of /sessions in Chromium over loopback: median "
-              f"{p50:.0f} ms, p95 {p95:.0f} ms over {len(paints['fcp'])} fresh loads (target "
-              f"<= 300 ms); of which the HTML: first byte at median "
-              f"{median_p95_ms(paints['responseStart'])[0]:.0f} ms, last byte at "
-              f"{median_p95_ms(paints['responseEnd'])[0]:.0f} ms")
+        print(
+            f"first contentful paint of /sessions in Chromium over loopback: median "
+            f"{p50:.0f} ms, p95 {p95:.0f} ms over {len(paints['fcp'])} fresh loads (target "
+            f"<= 300 ms); of which the HTML: first byte at median "
+            f"{median_p95_ms(paints['responseStart'])[0]:.0f} ms, last byte at "
+            f"{median_p95_ms(paints['responseEnd'])[0]:.0f} ms"
+        )
     else:
         print(f"first contentful paint: not measured: {note}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

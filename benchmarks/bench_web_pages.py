@@ -53,22 +53,28 @@ def main() -> None:
     args = parser.parse_args()
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-web-"))
     mm, _texts, _ids = synthetic_store(base / "store", Corpus(), args.sessions, args.turns)
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
-          f"{args.sessions} sessions of {args.turns} turns at {base / 'store'}")
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{args.sessions} sessions of {args.turns} turns at {base / 'store'}"
+    )
     client = TestClient(create_app(mm, WebOptions()))
     middle = f"s{args.sessions // 2:05d}"
     pages = [
         ("/sessions (page 1)", "/sessions", "50"),
         ("/sessions?tag=topic7&page=3", "/sessions?tag=topic7&page=3", "50"),
-        ("/sessions?since&until&page=20", "/sessions?since=2024-01-01&until=2030-01-01&page=20",
-         "50"),
+        (
+            "/sessions?since&until&page=20",
+            "/sessions?since=2024-01-01&until=2030-01-01&page=20",
+            "50",
+        ),
         (f"/sessions/{middle}", f"/sessions/{middle}", "50"),
         (f"/sessions/{middle}?blame=1", f"/sessions/{middle}?blame=1", "50"),
         ("/links", "/links", "-"),
         ("/facts", "/facts", "-"),
     ]
-    results = {name: median_p95_ms(_server_ms(client, url, args.runs))
-               for name, url, _target in pages}
+    results = {
+        name: median_p95_ms(_server_ms(client, url, args.runs)) for name, url, _target in pages
+    }
     started = time.perf_counter()
     mm.list_sessions()
     scan = (time.perf_counter() - started) * 1000
@@ -76,8 +82,9 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for name, _url, target in pages:
         median, p95 = results[name]
-        print(f"| {name} | {median:.1f} | {p95:.1f} | {target} | {scan:.0f} | "
-              f"{median / scan:.4f} |")
+        print(
+            f"| {name} | {median:.1f} | {p95:.1f} | {target} | {scan:.0f} | {median / scan:.4f} |"
+        )
     mm.close()
 
 

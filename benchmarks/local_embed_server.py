@@ -78,11 +78,14 @@ class Encoder:
         types = np.array([e.type_ids for e in batch])
         n, length = ids.shape
         w = self.w
-        x = (w["embeddings.word_embeddings.weight"][ids]
-             + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
-             + w["embeddings.token_type_embeddings.weight"][types])
-        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"],
-                        self.eps)
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
+            + w["embeddings.token_type_embeddings.weight"][types]
+        )
+        x = _layer_norm(
+            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps
+        )
         size = self.dims // self.heads
         blocked = (1.0 - mask)[:, None, None, :] * -1e9  # padding gets no attention
         for layer in range(self.layers):
@@ -98,13 +101,19 @@ class Encoder:
             scores = np.exp(scores - scores.max(-1, keepdims=True))
             scores /= scores.sum(-1, keepdims=True)
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, self.dims)
-            x = _layer_norm(x + self._linear(context, f"{at}.attention.output.dense"),
-                            w[f"{at}.attention.output.LayerNorm.weight"],
-                            w[f"{at}.attention.output.LayerNorm.bias"], self.eps)
+            x = _layer_norm(
+                x + self._linear(context, f"{at}.attention.output.dense"),
+                w[f"{at}.attention.output.LayerNorm.weight"],
+                w[f"{at}.attention.output.LayerNorm.bias"],
+                self.eps,
+            )
             hidden = _gelu(self._linear(x, f"{at}.intermediate.dense"))
-            x = _layer_norm(x + self._linear(hidden, f"{at}.output.dense"),
-                            w[f"{at}.output.LayerNorm.weight"], w[f"{at}.output.LayerNorm.bias"],
-                            self.eps)
+            x = _layer_norm(
+                x + self._linear(hidden, f"{at}.output.dense"),
+                w[f"{at}.output.LayerNorm.weight"],
+                w[f"{at}.output.LayerNorm.bias"],
+                self.eps,
+            )
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
@@ -118,12 +127,17 @@ def serve(encoder: Encoder, port: int, model: str) -> None:
             vectors: list[Any] = []
             for at in range(0, len(texts), 32):  # bounded padding per forward pass
                 vectors.extend(encoder.encode(texts[at : at + 32]).tolist())
-            answer = json.dumps({
-                "object": "list", "model": model,
-                "data": [{"object": "embedding", "index": i, "embedding": v}
-                         for i, v in enumerate(vectors)],
-                "usage": {"prompt_tokens": 0, "total_tokens": 0},
-            }).encode()  # fmt: skip
+            answer = json.dumps(
+                {
+                    "object": "list",
+                    "model": model,
+                    "data": [
+                        {"object": "embedding", "index": i, "embedding": v}
+                        for i, v in enumerate(vectors)
+                    ],
+                    "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(answer)))
@@ -134,8 +148,10 @@ def serve(encoder: Encoder, port: int, model: str) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    print(f"serving {model} ({encoder.dims} dims) at http://127.0.0.1:{server.server_port}/v1",
-          flush=True)
+    print(
+        f"serving {model} ({encoder.dims} dims) at http://127.0.0.1:{server.server_port}/v1",
+        flush=True,
+    )
     server.serve_forever()
 
 

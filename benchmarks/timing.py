@@ -22,17 +22,21 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
-def print_comparison(rows: list[tuple[str, str, str, str]],
-                     medians: dict[str, tuple[float, float]], target: str = "target") -> None:
+def print_comparison(
+    rows: list[tuple[str, str, str, str]],
+    medians: dict[str, tuple[float, float]],
+    target: str = "target",
+) -> None:
     """A Markdown table of ``rows`` (name, target, comparator shown, comparator's row name),
     each with its median and p95 from ``medians`` and the ratio to its comparator's median."""
-    print(f"| operation | median ms | p95 ms | {target} | comparator | comparator median ms "
-          "| median / comparator |")
+    print(
+        f"| operation | median ms | p95 ms | {target} | comparator | comparator median ms "
+        "| median / comparator |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, goal, comparator, key in rows:
         median, p95 = medians[name]
         other = medians.get(key)
         ratio = f"{median / other[0]:.2f}x" if other else ""
         shown = f"{other[0]:.2f}" if other else ""
-        print(f"| {name} | {median:.2f} | {p95:.2f} | {goal} | {comparator} | {shown} "
-              f"| {ratio} |")
+        print(f"| {name} | {median:.2f} | {p95:.2f} | {goal} | {comparator} | {shown} | {ratio} |")

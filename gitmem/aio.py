@@ -99,11 +99,13 @@ class _Coroutine(Generic[P, T]):
     def __get__(self, obj: None, owner: type | None = None) -> Callable[..., Awaitable[T]]: ...
 
     @overload
-    def __get__(self, obj: AsyncMemoryManager, owner: type | None = None
-                ) -> Callable[P, Coroutine[Any, Any, T]]: ...
+    def __get__(
+        self, obj: AsyncMemoryManager, owner: type | None = None
+    ) -> Callable[P, Coroutine[Any, Any, T]]: ...
 
-    def __get__(self, obj: AsyncMemoryManager | None, owner: type | None = None
-                ) -> Callable[..., Any]:
+    def __get__(
+        self, obj: AsyncMemoryManager | None, owner: type | None = None
+    ) -> Callable[..., Any]:
         return self.call if obj is None else types.MethodType(self.call, obj)
 
 
@@ -134,8 +136,9 @@ def _opened_as(
 class AsyncBatch:
     """What ``amm.batch(...)`` returns: ``async with`` it to group writes into one commit."""
 
-    def __init__(self, amm: AsyncMemoryManager, message: str,
-                 trailers: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, amm: AsyncMemoryManager, message: str, trailers: Mapping[str, str] | None = None
+    ) -> None:
         self._amm = amm
         self._message = message
         self._trailers = trailers
@@ -234,8 +237,9 @@ class AsyncMemoryManager:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def batch(self, message: str = "Batch of memory changes", *,
-              trailers: Mapping[str, str] | None = None) -> AsyncBatch:
+    def batch(
+        self, message: str = "Batch of memory changes", *, trailers: Mapping[str, str] | None = None
+    ) -> AsyncBatch:
         """Group every write made inside ``async with amm.batch(...) as b`` into one commit
         (with ``trailers`` added to gitmem's own).
 

@@ -47,7 +47,8 @@ class _Batch:
     created: dict[str, str] = field(default_factory=dict)  # folded file name -> path
     # every change made, to make again if the branch moves under the batch
     done: list[tuple[str, str, Callable[[Session | None], Session | None], str]] = field(
-        default_factory=list)
+        default_factory=list
+    )
 
 
 C = TypeVar("C", bound="SessionCore")
@@ -98,10 +99,14 @@ class SessionCore(GuardMethods):
         self.via = via
         self.language: Language = language
         if init:  # the first commit is written before the store's settings can be read
-            identity = Identity(redact(identity.name, label=True)[0],
-                                redact(identity.email, label=True)[0])
-        options: dict[str, Any] = {"identity": identity, "housekeeping": housekeeping,
-                                   "lock_timeout": lock_timeout}
+            identity = Identity(
+                redact(identity.name, label=True)[0], redact(identity.email, label=True)[0]
+            )
+        options: dict[str, Any] = {
+            "identity": identity,
+            "housekeeping": housekeeping,
+            "lock_timeout": lock_timeout,
+        }
         repo = open_repository(path, init=init, adopt_it=adopt, **options)
         super().__init__(repo, namespace)  # the guard: secrets in messages and authors
         self.path = repo.root
@@ -142,14 +147,16 @@ class SessionCore(GuardMethods):
     def _after_save(self, session_id: str) -> None:
         """A save committed a turn to ``session_id`` (not inside a batch); must not raise."""
 
-    def _fact_candidates(self, query: str, commit: str | None, limit: int
-                         ) -> list[tuple[str, str, float]]:
+    def _fact_candidates(
+        self, query: str, commit: str | None, limit: int
+    ) -> list[tuple[str, str, float]]:
         """Current facts as (id, text, score): ``query``'s matches best first, then the rest in
         file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
         return []
 
-    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
-                  ) -> tuple[str, str] | None:
+    def _ask_json(
+        self, system: str, user: str, *, timeout: float | None = None
+    ) -> tuple[str, str] | None:
         """The configured LLM's JSON answer, (content, model), or None without an LLM (summary/
         answers; GitmemError when the call fails); ``timeout``: that many seconds, no retry."""
         return None
@@ -290,8 +297,9 @@ class SessionCore(GuardMethods):
     # --- writing -------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def batch(self, message: str = "Batch of memory changes", *,
-              trailers: Mapping[str, str] | None = None) -> Iterator[BatchResult]:
+    def batch(
+        self, message: str = "Batch of memory changes", *, trailers: Mapping[str, str] | None = None
+    ) -> Iterator[BatchResult]:
         """Group every write inside the block into one commit (e.g. an import), with
         ``trailers`` added to gitmem's own (e.g. ``Gitmem-Source``).
 
@@ -609,4 +617,3 @@ class SessionCore(GuardMethods):
             session_id, change, op="delete", subject=f"Delete session {one_line(session_id, 50)}"
         )
         return sha or ""
-

@@ -122,8 +122,9 @@ class SummaryRefused(SummaryLossError):
 class SummaryHeldForReview(SummaryLossError):
     """The summary went to a review branch (``on_loss="review"``) instead of the session."""
 
-    def __init__(self, message: str, session_id: str, report: Any, *, commit: str,
-                 branch: str) -> None:
+    def __init__(
+        self, message: str, session_id: str, report: Any, *, commit: str, branch: str
+    ) -> None:
         super().__init__(message, session_id, report)
         self.commit = commit
         self.branch = branch

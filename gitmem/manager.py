@@ -14,8 +14,9 @@ from gitmem.summary.methods import SummaryMethods
 from gitmem.sync.methods import SyncMethods
 
 
-class MemoryManager(HistoryMethods, SearchMethods, SummaryMethods, SyncMethods,
-                    ConsolidationMethods):
+class MemoryManager(
+    HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, ConsolidationMethods
+):
     """Long-term conversation memory in a git repository of Markdown files.
 
     ``MemoryManager(path, init=..., agent=..., ...)`` opens a store; the constructor's

@@ -500,9 +500,12 @@ class FactDiff(_Model):
 
     def labels(self) -> list[str]:
         """Short human descriptions of each change ("added fact f1a2b3c")."""
-        return ([f"added fact {i}" for i in self.added]
-                + [f"removed fact {i}" for i in self.removed]
-                + [f"changed fact {i}" for i in self.changed] + self.problems)
+        return (
+            [f"added fact {i}" for i in self.added]
+            + [f"removed fact {i}" for i in self.removed]
+            + [f"changed fact {i}" for i in self.changed]
+            + self.problems
+        )
 
 
 class Diff(_Model):
@@ -565,13 +568,31 @@ class SummaryOutcome(Result):
 
     # positional too, as the dataclass this model replaced: the summary methods build it so
     # (``**dict``: mypy checks this signature, and knows no fields of the base's ``__init__``)
-    def __init__(self, session_id: str, status: SummaryStatus, trigger: str, reason: str = "",
-                 commit: str | None = None, model: str | None = None,
-                 fallback: str | None = None, error: str | None = None,
-                 report: dict[str, Any] | None = None) -> None:
-        super().__init__(**dict(session_id=session_id, status=status, trigger=trigger,
-                                reason=reason, commit=commit, model=model, fallback=fallback,
-                                error=error, report=report))
+    def __init__(
+        self,
+        session_id: str,
+        status: SummaryStatus,
+        trigger: str,
+        reason: str = "",
+        commit: str | None = None,
+        model: str | None = None,
+        fallback: str | None = None,
+        error: str | None = None,
+        report: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            **dict(
+                session_id=session_id,
+                status=status,
+                trigger=trigger,
+                reason=reason,
+                commit=commit,
+                model=model,
+                fallback=fallback,
+                error=error,
+                report=report,
+            )
+        )
 
 
 class Review(Result):  # mutable as the dataclass it replaced
@@ -586,10 +607,27 @@ class Review(Result):  # mutable as the dataclass it replaced
     diff: str = ""
 
     # positional too, as the dataclass this model replaced: the summary methods build it so
-    def __init__(self, session_id: str, branch: str, commit: str, parent: str, subject: str,
-                 message: str = "", diff: str = "") -> None:
-        super().__init__(**dict(session_id=session_id, branch=branch, commit=commit,
-                                parent=parent, subject=subject, message=message, diff=diff))
+    def __init__(
+        self,
+        session_id: str,
+        branch: str,
+        commit: str,
+        parent: str,
+        subject: str,
+        message: str = "",
+        diff: str = "",
+    ) -> None:
+        super().__init__(
+            **dict(
+                session_id=session_id,
+                branch=branch,
+                commit=commit,
+                parent=parent,
+                subject=subject,
+                message=message,
+                diff=diff,
+            )
+        )
 
 
 class BatchResult(Result):

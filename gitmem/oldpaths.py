@@ -73,7 +73,8 @@ def old_attribute(old: str, name: str) -> object:
                 warnings.warn(
                     f"gitmem.{old}.{name} moved to gitmem.{home}.{name}; "
                     "the old path goes away in gitmem 0.3 (see docs/upgrading.md)",
-                    DeprecationWarning, stacklevel=3,
+                    DeprecationWarning,
+                    stacklevel=3,
                 )
                 return vars(module)[name]
     raise AttributeError(
@@ -93,8 +94,9 @@ class OldPathFinder:
     """Finds ``gitmem.<old module>`` only when no real module of that name exists (a finder
     and loader by protocol: importlib.abc would cost every start, the merge driver's too)."""
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         old = fullname.removeprefix("gitmem.")
         if old == fullname or old not in OLD_HOMES:
             return None

@@ -55,13 +55,13 @@ def check_token(token: str, *, what: str) -> None:
     nobody in (or, compared after stripping, a blank one would let anybody in).
     """
     if not token.strip():
-        raise ValidationError(f"{what}: the token is blank; give a real one (e.g. "
-                              f"{_TOKEN_HINT})")
+        raise ValidationError(f"{what}: the token is blank; give a real one (e.g. {_TOKEN_HINT})")
     if token != token.strip():
         raise ValidationError(f"{what}: the token starts or ends with white space; remove it")
     if any(ord(c) < 32 or ord(c) == 127 for c in token):
-        raise ValidationError(f"{what}: the token holds a control character; no HTTP header "
-                              "can carry it")
+        raise ValidationError(
+            f"{what}: the token holds a control character; no HTTP header can carry it"
+        )
     if len(token) < TOKEN_MIN:
         raise ValidationError(
             f"{what}: the token is {len(token)} characters long; give at least {TOKEN_MIN} "
@@ -98,8 +98,9 @@ def bearer_credentials(value: str | bytes | None) -> str | None:
 
 def token_matches(given: str | None, token: str) -> bool:
     """``given`` is ``token``, compared in the same time whatever ``given`` is."""
-    return given is not None and hmac.compare_digest(given.encode("utf-8", "surrogateescape"),
-                                                     token.encode("utf-8", "surrogateescape"))
+    return given is not None and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), token.encode("utf-8", "surrogateescape")
+    )
 
 
 def machine_names() -> list[str]:
@@ -155,10 +156,16 @@ class BearerToken:
             await self.app(scope, receive, send)
             return
         body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>'"})
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"),
-            (b"www-authenticate", b'Bearer realm="gitmem"'),
-        ]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b'Bearer realm="gitmem"'),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body.encode()})
 
 

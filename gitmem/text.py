@@ -157,9 +157,10 @@ def words(text: str) -> list[str]:
     CJK runs are kept whole here: fuzzy matching compares them character by character.
     """
     return [
-        piece for piece, cjk in _pieces(normalize(text))
+        piece
+        for piece, cjk in _pieces(normalize(text))
         if cjk or (piece not in STOPWORDS and (len(piece) > 1 or piece.isdigit()))
-    ]  # fmt: skip
+    ]
 
 
 # per stopword set: ASCII word -> its term ("" when it is dropped), bounded
@@ -320,26 +321,64 @@ def _replace(word: str, rules: tuple[tuple[str, str], ...], min_measure: int) ->
 
 
 _STEP2: tuple[tuple[str, str], ...] = (
-    ("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"),
-    ("izer", "ize"), ("bli", "ble"), ("alli", "al"), ("entli", "ent"), ("eli", "e"),
-    ("ousli", "ous"), ("ization", "ize"), ("ation", "ate"), ("ator", "ate"),
-    ("alism", "al"), ("iveness", "ive"), ("fulness", "ful"), ("ousness", "ous"),
-    ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"), ("logi", "log"),
-)  # fmt: skip
+    ("ational", "ate"),
+    ("tional", "tion"),
+    ("enci", "ence"),
+    ("anci", "ance"),
+    ("izer", "ize"),
+    ("bli", "ble"),
+    ("alli", "al"),
+    ("entli", "ent"),
+    ("eli", "e"),
+    ("ousli", "ous"),
+    ("ization", "ize"),
+    ("ation", "ate"),
+    ("ator", "ate"),
+    ("alism", "al"),
+    ("iveness", "ive"),
+    ("fulness", "ful"),
+    ("ousness", "ous"),
+    ("aliti", "al"),
+    ("iviti", "ive"),
+    ("biliti", "ble"),
+    ("logi", "log"),
+)
 
 _STEP2 = tuple(sorted(_STEP2, key=lambda rule: len(rule[0]), reverse=True))
 
 _STEP3: tuple[tuple[str, str], ...] = (
-    ("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"),
-    ("ful", ""), ("ness", ""),
-)  # fmt: skip
+    ("icate", "ic"),
+    ("ative", ""),
+    ("alize", "al"),
+    ("iciti", "ic"),
+    ("ical", "ic"),
+    ("ful", ""),
+    ("ness", ""),
+)
 
 _STEP3 = tuple(sorted(_STEP3, key=lambda rule: len(rule[0]), reverse=True))
 
 _STEP4 = (
-    "al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion",
-    "ou", "ism", "ate", "iti", "ous", "ive", "ize",
-)  # fmt: skip
+    "al",
+    "ance",
+    "ence",
+    "er",
+    "ic",
+    "able",
+    "ible",
+    "ant",
+    "ement",
+    "ment",
+    "ent",
+    "ion",
+    "ou",
+    "ism",
+    "ate",
+    "iti",
+    "ous",
+    "ive",
+    "ize",
+)
 
 _STEP4_ORDERED = tuple(sorted(_STEP4, key=len, reverse=True))
 
@@ -438,16 +477,28 @@ def stem(word: str) -> str:
 _MONTH_NAMES = {
     name: at + 1
     for at, names in enumerate(
-        [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-         ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-         ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
-         ("december", "dec")]
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ]
     )
     for name in names
-}  # fmt: skip
+}
 
-_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november" \
+_MONTH = (
+    r"(january|february|march|april|may|june|july|august|september|october|november"
     r"|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+)
 
 _ORD = r"(?:st|nd|rd|th)?"
 
@@ -457,14 +508,18 @@ _DATE_PATTERNS = (
     # 2023年7月31日, 2023年7月
     (re.compile(r"(\d{4})年(\d{1,2})月(?:(\d{1,2})[日号])?"), ("y", "m", "d")),
     # 31 July, 2023 / 31st of July 2023 / 31 July
-    (re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?(?:\s+(\d{{4}}))?\b", re.I),
-     ("d", "M", "y")),
+    (
+        re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?{_MONTH},?(?:\s+(\d{{4}}))?\b", re.I),
+        ("d", "M", "y"),
+    ),
     # July 31, 2023 / July 31st / July 2023 / July
-    (re.compile(rf"\b{_MONTH}(?:\s+(\d{{1,2}}){_ORD}(?!\d))?,?(?:\s+(\d{{4}}))?\b", re.I),
-     ("M", "d", "y")),
+    (
+        re.compile(rf"\b{_MONTH}(?:\s+(\d{{1,2}}){_ORD}(?!\d))?,?(?:\s+(\d{{4}}))?\b", re.I),
+        ("M", "d", "y"),
+    ),
     # a year on its own
     (re.compile(r"\b(19\d\d|20\d\d)\b"), ("y",)),
-)  # fmt: skip
+)
 
 
 def dates(text: str) -> list[tuple[int | None, int | None, int | None]]:

@@ -19,8 +19,9 @@ IDENTITY = {
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def isolated_env(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     for key in list(os.environ):
         if key.startswith(("GIT_", "GITMEM_")):
@@ -31,8 +32,7 @@ def isolated_env(tmp_path_factory: pytest.TempPathFactory,
     for key, value in IDENTITY.items():
         monkeypatch.setenv(key, value)
     (home / ".gitconfig").write_text(
-        "[user]\n\tname = Test Person\n\temail = test@example.com\n"
-        "[init]\n\tdefaultBranch = main\n"
+        "[user]\n\tname = Test Person\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
     )
     yield home
 

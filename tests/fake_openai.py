@@ -54,8 +54,14 @@ def structured(
     summary: str, facts: Sequence[str], entities: Sequence[str] = (), tags: Sequence[str] = ()
 ) -> str:
     """The JSON text of a good structured answer."""
-    return json.dumps({"summary": summary, "key_facts": list(facts),
-                       "entities": list(entities), "tags": list(tags)})
+    return json.dumps(
+        {
+            "summary": summary,
+            "key_facts": list(facts),
+            "entities": list(entities),
+            "tags": list(tags),
+        }
+    )
 
 
 def vector_of(text: str, dims: int, synonyms: dict[str, str] | None = None) -> list[float]:
@@ -75,8 +81,9 @@ def vector_of(text: str, dims: int, synonyms: dict[str, str] | None = None) -> l
     return [x / norm for x in vector]
 
 
-def embeddings(vectors: Sequence[Sequence[float]], request: dict[str, Any],
-               *, model: str = "fake-embed") -> Reply:
+def embeddings(
+    vectors: Sequence[Sequence[float]], request: dict[str, Any], *, model: str = "fake-embed"
+) -> Reply:
     """An embeddings answer with these vectors, base64 when the client asks for it."""
     base64_wanted = request.get("encoding_format") == "base64"
     data = []
@@ -85,8 +92,12 @@ def embeddings(vectors: Sequence[Sequence[float]], request: dict[str, Any],
         if base64_wanted:
             value = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
         data.append({"object": "embedding", "index": at, "embedding": value})
-    body = {"object": "list", "data": data, "model": model,
-            "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    body = {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
     return 200, {}, json.dumps(body).encode()
 
 

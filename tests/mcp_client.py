@@ -45,26 +45,38 @@ def _env() -> dict[str, str]:
 
 
 @contextlib.asynccontextmanager
-async def stdio_session(store: Path, *args: str, client: str | None = "test-client",
-                        agent: str = "cli-agent") -> AsyncIterator[ClientSession]:
+async def stdio_session(
+    store: Path, *args: str, client: str | None = "test-client", agent: str = "cli-agent"
+) -> AsyncIterator[ClientSession]:
     """A client session with ``gitmem mcp`` started as a subprocess over stdio."""
-    params = StdioServerParameters(command=sys.executable,
-                                   args=gitmem_args(store, *args, agent=agent), env=_env())
+    params = StdioServerParameters(
+        command=sys.executable, args=gitmem_args(store, *args, agent=agent), env=_env()
+    )
     info = None if client is None else mcp_types.Implementation(name=client, version="1.0")
-    async with stdio_client(params) as streams, \
-            ClientSession(streams[0], streams[1], client_info=info) as session:
+    async with (
+        stdio_client(params) as streams,
+        ClientSession(streams[0], streams[1], client_info=info) as session,
+    ):
         await session.initialize()
         yield session
 
 
 @contextlib.contextmanager
-def http_server(store: Path, *args: str, agent: str = "cli-agent",
-                env: dict[str, str] | None = None) -> Iterator[str]:
+def http_server(
+    store: Path, *args: str, agent: str = "cli-agent", env: dict[str, str] | None = None
+) -> Iterator[str]:
     """``gitmem mcp --transport streamable-http --port 0`` running; yields its URL."""
-    cmd = [sys.executable, *gitmem_args(store, "--transport", "streamable-http", "--port", "0",
-                                        *args, agent=agent)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env={**_env(), **(env or {})}, text=True)
+    cmd = [
+        sys.executable,
+        *gitmem_args(store, "--transport", "streamable-http", "--port", "0", *args, agent=agent),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**_env(), **(env or {})},
+        text=True,
+    )
     try:
         url = None
         deadline = time.monotonic() + 60
@@ -87,21 +99,23 @@ def http_server(store: Path, *args: str, agent: str = "cli-agent",
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, *, client: str | None = "test-client",
-                       headers: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+async def http_session(
+    url: str, *, client: str | None = "test-client", headers: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
     """A client session over streamable HTTP."""
     info = None if client is None else mcp_types.Implementation(name=client, version="1.0")
-    async with create_mcp_http_client(headers=headers) as http, \
-            streamable_http_client(url, http_client=http) as streams, \
-            ClientSession(streams[0], streams[1], client_info=info) as session:
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as streams,
+        ClientSession(streams[0], streams[1], client_info=info) as session,
+    ):
         await session.initialize()
         yield session
 
 
 def structured(result: Any) -> Any:
     """A tool result's structured content (``structured_content`` in 2.x)."""
-    return getattr(result, "structured_content", None) or getattr(result, "structuredContent",
-                                                                  None)
+    return getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
 
 
 def is_error(result: Any) -> bool:

@@ -17,9 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "data" / "nanobot" / "nanobot-fixture.tar.gz"
 
 # what pip says when the package index cannot be reached (the only reason to skip)
-OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
-           "ConnectTimeoutError", "No matching distribution found for nanobot-ai",
-           "Could not find a version that satisfies the requirement nanobot-ai")
+OFFLINE = (
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectTimeoutError",
+    "No matching distribution found for nanobot-ai",
+    "Could not find a version that satisfies the requirement nanobot-ai",
+)
 
 
 def unpack(folder: Path) -> Path:
@@ -45,9 +50,12 @@ def python_with(tmp_path_factory: pytest.TempPathFactory, name: str, *requiremen
     folder = tmp_path_factory.mktemp(name)
     venv.create(folder, with_pip=True)
     python = folder / "bin" / "python"
-    done = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                           *requirements],
-                          capture_output=True, text=True, timeout=1800)  # fmt: skip
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         output = done.stdout + done.stderr
         if any(sign in output for sign in OFFLINE):

@@ -42,8 +42,10 @@ def test_every_public_method_has_a_coroutine_with_the_same_parameters() -> None:
         theirs = inspect.signature(getattr(MemoryManager, name)).parameters
         ours = inspect.signature(mine).parameters
         assert list(ours.values()) == list(theirs.values()), name
-    assert (inspect.signature(AsyncMemoryManager.__init__).parameters
-            == inspect.signature(MemoryManager.__init__).parameters)  # fmt: skip
+    assert (
+        inspect.signature(AsyncMemoryManager.__init__).parameters
+        == inspect.signature(MemoryManager.__init__).parameters
+    )
 
 
 def test_the_batch_commits_once_from_its_own_thread(store: Path) -> None:
@@ -52,9 +54,9 @@ def test_the_batch_commits_once_from_its_own_thread(store: Path) -> None:
             await amm.save_interaction("first", "alpha question", "alpha answer")
             before = len(await amm.history())
             async with amm.batch("Import three turns") as result:
-                await asyncio.gather(*(
-                    amm.save_interaction(f"s{n}", f"question {n}", "answer") for n in range(3)
-                ))  # fmt: skip
+                await asyncio.gather(
+                    *(amm.save_interaction(f"s{n}", f"question {n}", "answer") for n in range(3))
+                )
                 await amm.update_metadata("s0", add_tags=["batched"])
             session = await amm.load_memory("s0")
             assert session is not None and session.tags == ["batched"]
@@ -99,7 +101,8 @@ def test_settings_set_on_the_async_manager_reach_the_wrapped_one(store: Path) ->
     async def go() -> None:
         amm = AsyncMemoryManager.init(store)
         amm.secret_config = SecretConfig(
-            extra=(SecretPattern("acme-token", r"acme_[0-9a-f]{16}", hints=("acme_",)),))
+            extra=(SecretPattern("acme-token", r"acme_[0-9a-f]{16}", hints=("acme_",)),)
+        )
         amm.summary_config = SummaryConfig(loss_threshold=0.5)
         assert amm.manager.summary_config.loss_threshold == 0.5
         amm.max_message_bytes = 1000
@@ -158,15 +161,15 @@ def test_a_task_started_outside_the_batch_waits_and_commits_on_its_own(store: Pa
     changed = git(store, "show", "--name-only", "--format=", batch_commit).split()
     assert changed == ["sessions/fc/inside.md"]
     assert git(store, "show", "--name-only", "--format=", outside_commit).split() == [
-        "sessions/45/outside.md"]
+        "sessions/45/outside.md"
+    ]
 
 
 def test_acting_as_reaches_the_worker_threads_of_its_block_only(store: Path) -> None:
     async def main() -> None:
         async with AsyncMemoryManager.init(store, agent="owner") as amm:
             with amm.acting_as("alice-bot"):
-                await asyncio.gather(*(amm.save_interaction(f"s{n}", "q", "a")
-                                       for n in range(3)))  # fmt: skip
+                await asyncio.gather(*(amm.save_interaction(f"s{n}", "q", "a") for n in range(3)))
             await amm.save_interaction("s-owner", "q", "a")
             with pytest.raises(ValidationError, match="agent name"):
                 amm.acting_as(" ")

@@ -26,11 +26,18 @@ def _store(store: Path) -> MemoryManager:
         tags = ["a"] + (["b"] if n % 3 == 0 else [])
         project = "alpha" if n % 2 else "beta"
         at = START + timedelta(days=n)
-        mm.save_interaction(f"s{n:02d}", f"question {n}", f"answer {n}", at, tags=tags,
-                            metadata={"project": project})
+        mm.save_interaction(
+            f"s{n:02d}",
+            f"question {n}",
+            f"answer {n}",
+            at,
+            tags=tags,
+            metadata={"project": project},
+        )
         if n % 4 == 0:
-            mm.save_messages(f"s{n:02d}", [{"speaker": "Carol", "content": "me too"}],
-                             at + timedelta(hours=1))
+            mm.save_messages(
+                f"s{n:02d}", [{"speaker": "Carol", "content": "me too"}], at + timedelta(hours=1)
+            )
     return mm
 
 
@@ -38,16 +45,20 @@ def _ids(page: SessionPage) -> list[str]:
     return [s.session_id for s in page.sessions]
 
 
-@pytest.mark.parametrize("filters", [
-    {},
-    {"tags": ["b"]},
-    {"tags": ["a", "b"], "project": "beta"},
-    {"participant": "Carol"},
-    {"since": "2026-01-08", "until": "2026-01-12"},
-    {"since": START + timedelta(days=10)},
-])  # fmt: skip
-def test_filters_and_order_agree_with_list_sessions(store: Path, filters: dict[str, object]
-                                                    ) -> None:
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {},
+        {"tags": ["b"]},
+        {"tags": ["a", "b"], "project": "beta"},
+        {"participant": "Carol"},
+        {"since": "2026-01-08", "until": "2026-01-12"},
+        {"since": START + timedelta(days=10)},
+    ],
+)
+def test_filters_and_order_agree_with_list_sessions(
+    store: Path, filters: dict[str, object]
+) -> None:
     mm = _store(store)
     page = mm.browse_sessions(**filters, limit=100)  # type: ignore[arg-type]
     expected = [s.id for s in mm.list_sessions(**filters)]  # type: ignore[arg-type]
@@ -73,8 +84,9 @@ def test_a_listing_has_the_metadata_turn_count_and_summary_preview(store: Path) 
     mm = _store(store)
     mm.update_metadata("s00", metadata={"links": ["s01", "nowhere"]})
     mm.summarize("s00", offline=True)
-    [row] = mm.browse_sessions(tags=["b"], project="beta", participant="carol",
-                               until="2026-01-05T23:00:00+00:00").sessions
+    [row] = mm.browse_sessions(
+        tags=["b"], project="beta", participant="carol", until="2026-01-05T23:00:00+00:00"
+    ).sessions
     assert row.session_id == "s00"
     assert row.turns == 2  # the saved turn and Carol's
     assert row.tags == ["a", "b"] and row.project == "beta" and row.links == ["s01", "nowhere"]

@@ -22,33 +22,58 @@ def turn(iid: str, text: str = "hello", speaker: str = "User") -> Interaction:
 
 
 def session(*turns: Interaction, **update: object) -> Session:
-    base = Session(id="s", created=T0, last_active=T0, interactions=list(turns),
-                   participants=sorted({m.speaker for t in turns for m in t.messages}))
+    base = Session(
+        id="s",
+        created=T0,
+        last_active=T0,
+        interactions=list(turns),
+        participants=sorted({m.speaker for t in turns for m in t.messages}),
+    )
     return base.model_copy(update=update)
 
 
 def test_diff_sessions_by_part() -> None:
     old = session(turn("a"), turn("b"), tags=["x"], extra={"k": "1"})
-    new = session(turn("a", "changed"), turn("c"), tags=["x", "y"], extra={"k": "2"},
-                  summary=Summary(text="sum", generated=T0))
+    new = session(
+        turn("a", "changed"),
+        turn("c"),
+        tags=["x", "y"],
+        extra={"k": "2"},
+        summary=Summary(text="sum", generated=T0),
+    )
     d = diff_sessions(old, new, "s", "sessions/s.md")
     assert (d.interactions_added, d.interactions_removed, d.interactions_changed) == (
-        ["c"], ["b"], ["a"])
+        ["c"],
+        ["b"],
+        ["a"],
+    )
     assert set(d.metadata) == {"tags", "extra:k"}
     assert d.summary is not None and (d.summary.old, d.summary.new) == (None, "sum")
-    assert d.labels() == ["added interaction c", "removed interaction b",
-                          "changed interaction a", "added summary", "changed metadata tags",
-                          "changed metadata extra:k"]
+    assert d.labels() == [
+        "added interaction c",
+        "removed interaction b",
+        "changed interaction a",
+        "added summary",
+        "changed metadata tags",
+        "changed metadata extra:k",
+    ]
     assert diff_sessions(old, old, "s", "p").labels() == []
-    assert diff_sessions(None, old, "s", "p").labels()[:2] == ["added session",
-                                                               "added interaction a"]
+    assert diff_sessions(None, old, "s", "p").labels()[:2] == [
+        "added session",
+        "added interaction a",
+    ]
 
 
 def test_undo_restores_touched_parts_and_keeps_the_rest() -> None:
     before = session(turn("a"), turn("b"))
     after = session(turn("a"), turn("b"), summary=Summary(text="bad", generated=T0))
-    current = session(turn("a"), turn("b"), turn("c", speaker="Carol"),
-                      summary=Summary(text="bad", generated=T0), tags=["later"])
+    current = session(
+        turn("a"),
+        turn("b"),
+        turn("c", speaker="Carol"),
+        summary=Summary(text="bad", generated=T0),
+        tags=["later"],
+    )
     result = undo(before, after, current)
     assert result.conflicts == [] and result.session is not None
     assert result.session.summary is None
@@ -73,7 +98,8 @@ def test_undo_puts_a_removed_turn_back_in_place_and_reports_conflicts() -> None:
     # so does the summary
     s1, s2, s3 = (Summary(text=t, generated=T0) for t in ("1", "2", "3"))
     assert undo(session(summary=s1), session(summary=s2), session(summary=s3)).conflicts == [
-        "the summary was changed again by a later commit"]
+        "the summary was changed again by a later commit"
+    ]
 
 
 def test_undo_creation_and_deletion() -> None:
@@ -99,7 +125,10 @@ def test_unified_diff_is_a_patch_git_accepts(tmp_path: Path) -> None:
     assert (tmp_path / "f.txt").read_text() == new
     assert unified_diff(old, old, "f.txt") == ""
     assert unified_diff(None, "x\n", "f.txt").splitlines()[1:4] == [
-        "--- /dev/null", "+++ b/f.txt", "@@ -0,0 +1 @@"]
+        "--- /dev/null",
+        "+++ b/f.txt",
+        "@@ -0,0 +1 @@",
+    ]
 
 
 def test_find_tree_entry_matches_the_parsed_tree() -> None:
@@ -121,10 +150,19 @@ def test_parse_log_keeps_odd_messages_intact(tmp_path: Path) -> None:
     message = "Subject with \x1e and \x1f\n\nbody: looks like a trailer\n\nGitmem-Op: save\n"
     git(tmp_path, "commit", "-q", "-m", message)
     out = subprocess.run(
-        ["git", "log", "-z", "--raw", "--no-abbrev",
-         "--format=\x1eGITMEM-LOG\x1f%H%x00%P%x00%an%x00%ae%x00%cI%x00"
-         "%(trailers:only,unfold)%x00%B"],
-        cwd=tmp_path, capture_output=True, check=True).stdout
+        [
+            "git",
+            "log",
+            "-z",
+            "--raw",
+            "--no-abbrev",
+            "--format=\x1eGITMEM-LOG\x1f%H%x00%P%x00%an%x00%ae%x00%cI%x00"
+            "%(trailers:only,unfold)%x00%B",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        check=True,
+    ).stdout
     [entry] = parse_log(out)
     assert entry.subject == "Subject with \x1e and \x1f"
     assert entry.trailers == {"Gitmem-Op": ["save"]}

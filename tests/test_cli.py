@@ -26,23 +26,50 @@ def run(*args: str, code: int = 0) -> str:
 def test_init_save_show_list_check_end_to_end(store: Path) -> None:
     run("init", str(store))
     repo = ("--repo", str(store))
-    sha = run(*repo, "--agent", "cli-agent", "save", "books", "--user", "Recommend asyncio books",
-              "--assistant", "Fluent Python", "--tag", "python", "--timestamp",
-              "2024-04-15T15:30:25+08:00", "--id", "t1").strip()
+    sha = run(
+        *repo,
+        "--agent",
+        "cli-agent",
+        "save",
+        "books",
+        "--user",
+        "Recommend asyncio books",
+        "--assistant",
+        "Fluent Python",
+        "--tag",
+        "python",
+        "--timestamp",
+        "2024-04-15T15:30:25+08:00",
+        "--id",
+        "t1",
+    ).strip()
     assert sha == git(store, "rev-parse", "HEAD").strip()
-    run(*repo, "save", "group", "-m", "Caroline: I went to a support group",
-        "-m", "Melanie: Wow!", "--meta", "project=locomo")
+    run(
+        *repo,
+        "save",
+        "group",
+        "-m",
+        "Caroline: I went to a support group",
+        "-m",
+        "Melanie: Wow!",
+        "--meta",
+        "project=locomo",
+    )
     shown = json.loads(run(*repo, "show", "books", "--json"))
     assert shown["interactions"][0]["id"] == "t1"
-    assert shown["interactions"][0]["messages"][1] == {"speaker": "Assistant",
-                                                      "content": "Fluent Python"}
+    assert shown["interactions"][0]["messages"][1] == {
+        "speaker": "Assistant",
+        "content": "Fluent Python",
+    }
     raw = run(*repo, "show", "books", "--raw")
     assert raw == (store / "sessions" / "2a" / "books.md").read_text()
     text = run(*repo, "show", "group")
     assert "Caroline: I went to a support group" in text
     listed = json.loads(run(*repo, "--json", "list"))
     assert [r["id"] for r in listed] == ["group", "books"] or {r["id"] for r in listed} == {
-        "group", "books"}
+        "group",
+        "books",
+    }
     assert json.loads(run(*repo, "list", "--tag", "python", "--json"))[0]["id"] == "books"
     assert "parse cleanly" in run(*repo, "check")
     # the store, checked by git itself
@@ -93,8 +120,13 @@ def test_gitmem_repo_environment_variable(store: Path, monkeypatch: pytest.Monke
 
 
 def test_python_dash_m_and_demo_run_offline(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "gitmem", "demo", "--path", str(tmp_path / "d")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "gitmem", "demo", "--path", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "== done" in out.stdout
     assert "git status --porcelain: clean" in out.stdout
@@ -123,10 +155,17 @@ def test_every_command_has_help_and_is_in_the_readme() -> None:
 
 def test_mcp_without_the_mcp_extra_says_what_to_install(store: Path) -> None:
     # as if the mcp package were not installed: importing it fails
-    script = ("import sys; sys.modules['mcp'] = None; from gitmem.cli import main; "
-              f"sys.argv = ['gitmem', '--repo', {str(store)!r}, 'mcp', '--init']; main()")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          check=False, cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    script = (
+        "import sys; sys.modules['mcp'] = None; from gitmem.cli import main; "
+        f"sys.argv = ['gitmem', '--repo', {str(store)!r}, 'mcp', '--init']; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 1
     assert "pip install 'gitmem-store[mcp]'" in done.stderr
     assert "Traceback" not in done.stderr

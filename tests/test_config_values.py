@@ -23,8 +23,9 @@ def test_booleans_that_git_reads_as_true(store: Path, value: str) -> None:
     assert MemoryManager(store).summary_config.auto is True
 
 
-@pytest.mark.parametrize(("value", "number"), [("010", 8), ("0x10", 16), ("0X1f", 31),
-                                               ("1k", 1024), ("+3", 3)])
+@pytest.mark.parametrize(
+    ("value", "number"), [("010", 8), ("0x10", 16), ("0X1f", 31), ("1k", 1024), ("+3", 3)]
+)
 def test_integers_read_as_git_reads_them(store: Path, value: str, number: int) -> None:
     # git reads integers with C's base detection: 010 is octal, 0x10 hexadecimal
     MemoryManager.init(store)
@@ -52,24 +53,28 @@ def test_booleans_that_git_reads_as_false(value: str) -> None:
     assert SummaryConfig.from_git({"gitmem.summary.autotag": value}).auto_tag is False
 
 
-@pytest.mark.parametrize(("key", "value", "accepted"), [
-    ("auto", "banana", "a boolean"),
-    ("lossThreshold", "nan", "a number from 0 to 1"),
-    ("lossThreshold", "2", "a number from 0 to 1"),
-    ("lossThreshold", "-0.1", "a number from 0 to 1"),
-    ("everyTurns", "-3", "a whole number from 1 to 100000"),
-    ("everyTurns", "0", "a whole number from 1 to 100000"),
-    ("everyTurns", "99999999999", "a whole number from 1 to 100000"),
-    ("everyTurns", "2.5", "a whole number"),
-    ("topicShift", "nan", "a number from 0 to 1"),
-    ("topicShift", "inf", "a number from 0 to 1"),
-    ("idle", "0s", "a duration"),
-    ("archive", "bin", "one of keep, archive"),
-    ("onLoss", "ignore", "one of refuse, review"),
-    ("offline", "maybe", "a boolean"),
-])
-def test_a_bad_summary_value_names_key_and_accepted_values(key: str, value: str,
-                                                           accepted: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "value", "accepted"),
+    [
+        ("auto", "banana", "a boolean"),
+        ("lossThreshold", "nan", "a number from 0 to 1"),
+        ("lossThreshold", "2", "a number from 0 to 1"),
+        ("lossThreshold", "-0.1", "a number from 0 to 1"),
+        ("everyTurns", "-3", "a whole number from 1 to 100000"),
+        ("everyTurns", "0", "a whole number from 1 to 100000"),
+        ("everyTurns", "99999999999", "a whole number from 1 to 100000"),
+        ("everyTurns", "2.5", "a whole number"),
+        ("topicShift", "nan", "a number from 0 to 1"),
+        ("topicShift", "inf", "a number from 0 to 1"),
+        ("idle", "0s", "a duration"),
+        ("archive", "bin", "one of keep, archive"),
+        ("onLoss", "ignore", "one of refuse, review"),
+        ("offline", "maybe", "a boolean"),
+    ],
+)
+def test_a_bad_summary_value_names_key_and_accepted_values(
+    key: str, value: str, accepted: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         SummaryConfig.from_git({f"gitmem.summary.{key.lower()}": value})
     message = str(caught.value)
@@ -84,11 +89,18 @@ def test_an_unknown_summary_key_lists_the_known_ones() -> None:
 
 
 def test_off_switches_optional_triggers_off() -> None:
-    config = SummaryConfig.from_git({"gitmem.summary.everyturns": "off",
-                                     "gitmem.summary.topicshift": "none",
-                                     "gitmem.summary.idle": "off"})
-    assert (config.triggers.every_turns, config.triggers.topic_shift,
-            config.triggers.idle) == (None, None, None)
+    config = SummaryConfig.from_git(
+        {
+            "gitmem.summary.everyturns": "off",
+            "gitmem.summary.topicshift": "none",
+            "gitmem.summary.idle": "off",
+        }
+    )
+    assert (config.triggers.every_turns, config.triggers.topic_shift, config.triggers.idle) == (
+        None,
+        None,
+        None,
+    )
 
 
 def test_a_save_with_a_bad_setting_fails_before_committing(store: Path) -> None:

@@ -31,7 +31,9 @@ def test_the_core_alone_saves_and_reads(store: Path) -> None:
     assert sha == git(store, "rev-parse", "HEAD").strip()
     session = core.load_memory("s")
     assert session is not None and [m.content for m in session.interactions[0].messages] == [
-        "hello", "hi"]
+        "hello",
+        "hi",
+    ]
     assert not hasattr(core, "search") and not hasattr(core, "summarize")
     assert git(store, "status", "--porcelain") == ""
     core.close()
@@ -41,8 +43,13 @@ def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
     for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
         assert issubclass(feature, SessionCore)
     assert issubclass(ConsolidationMethods, FactMethods)
-    assert MemoryManager.__bases__ == (HistoryMethods, SearchMethods, SummaryMethods,
-                                       SyncMethods, ConsolidationMethods)
+    assert MemoryManager.__bases__ == (
+        HistoryMethods,
+        SearchMethods,
+        SummaryMethods,
+        SyncMethods,
+        ConsolidationMethods,
+    )
     stubbed = []
     for path in [PACKAGE / "core.py", *PACKAGE.glob("*/methods.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -70,8 +77,10 @@ def test_a_hook_runs_after_each_save_through_super(store: Path) -> None:
 def test_two_threads_summarizing_get_their_own_outcome(store: Path) -> None:
     mm = MemoryManager.init(store)
     sessions = ["garden", "travel"]
-    texts = {"garden": ("How deep do tomato seedlings go?", "Plant them deep in compost."),
-             "travel": ("Which train goes to Porto?", "The Alfa Pendular from Lisbon.")}
+    texts = {
+        "garden": ("How deep do tomato seedlings go?", "Plant them deep in compost."),
+        "travel": ("Which train goes to Porto?", "The Alfa Pendular from Lisbon."),
+    }
     for sid in sessions:
         mm.save_interaction(sid, *texts[sid])
     outcomes: dict[str, SummaryOutcome] = {}
@@ -106,8 +115,10 @@ def test_change_session_merges_with_what_is_stored(store: Path) -> None:
         return current.model_copy(update={"tags": ["imported"]})
 
     sha = mm.change_session("s", tag, op="import", subject="Tag s")
-    assert git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)",
-               str(sha)).strip() == "import"
+    assert (
+        git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)", str(sha)).strip()
+        == "import"
+    )
     session = mm.load_memory("s")
     assert session is not None and session.tags == ["imported"]
     assert len(session.interactions) == 1
@@ -119,19 +130,44 @@ def test_change_session_merges_with_what_is_stored(store: Path) -> None:
 
 def test_result_json_forms() -> None:
     assert BatchResult().to_dict() == {"commit": None}
-    note = MergeNote(session_id="s", kind="kept", key="sessions/s.md", kept="sessions/s.md",
-                     dropped="")
+    note = MergeNote(
+        session_id="s", kind="kept", key="sessions/s.md", kept="sessions/s.md", dropped=""
+    )
     result = SyncResult(remote="origin", branch="main", before=None)
     result.notes += [note]
     result.files.append("sessions/s.md")
     assert SyncResult(remote="o", branch="b", before=None).files == []  # not shared
     assert result.as_dict() == {
-        "remote": "origin", "branch": "main", "before": None, "after": None,
-        "action": "up-to-date", "files": ["sessions/s.md"],
-        "notes": [{"session_id": "s", "kind": "kept", "key": "sessions/s.md",
-                   "kept": "sessions/s.md", "dropped": "", "dropped_side": "",
-                   "detail": ""}],
-        "secrets": [], "pushed": False, "attempts": 0,
+        "remote": "origin",
+        "branch": "main",
+        "before": None,
+        "after": None,
+        "action": "up-to-date",
+        "files": ["sessions/s.md"],
+        "notes": [
+            {
+                "session_id": "s",
+                "kind": "kept",
+                "key": "sessions/s.md",
+                "kept": "sessions/s.md",
+                "dropped": "",
+                "dropped_side": "",
+                "detail": "",
+            }
+        ],
+        "secrets": [],
+        "pushed": False,
+        "attempts": 0,
     }
-    assert list(result.as_dict()) == ["remote", "branch", "before", "after", "action", "files",
-                                      "notes", "secrets", "pushed", "attempts"]
+    assert list(result.as_dict()) == [
+        "remote",
+        "branch",
+        "before",
+        "after",
+        "action",
+        "files",
+        "notes",
+        "secrets",
+        "pushed",
+        "attempts",
+    ]

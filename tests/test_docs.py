@@ -105,8 +105,12 @@ def command_problems(words: list[str]) -> list[str]:
                 option = find_option(command, name)
                 if option is None and name != "--help":
                     return [f"`{path}` has no option {name}"]
-                skip_value = (option is not None and not option.is_flag and "=" not in word
-                              and len(names) == 1)
+                skip_value = (
+                    option is not None
+                    and not option.is_flag
+                    and "=" not in word
+                    and len(names) == 1
+                )
         elif isinstance(command, click.Group) and re.fullmatch(r"[a-z][a-z0-9-]*", word):
             if word not in command.commands:
                 return [f"`{path}` has no command {word!r}"]
@@ -121,8 +125,9 @@ def test_every_command_line_names_real_commands_and_options() -> None:
     for page in pages():
         for words in command_lines(page.read_text()):
             checked += 1
-            problems += [f"{rel(page)}: gitmem {' '.join(words)}: {p}"
-                         for p in command_problems(words)]
+            problems += [
+                f"{rel(page)}: gitmem {' '.join(words)}: {p}" for p in command_problems(words)
+            ]
     assert checked > 60, "the pages should show the CLI"
     assert not problems, "\n".join(problems)
 
@@ -222,8 +227,9 @@ def test_module_paths_and_config_keys_are_real() -> None:
 def test_imports_shown_work() -> None:
     problems = []
     for page in pages():
-        for module, names in re.findall(r"^from (gitmem[\w.]*) import ([\w, ]+)$",
-                                        page.read_text(), flags=re.M):
+        for module, names in re.findall(
+            r"^from (gitmem[\w.]*) import ([\w, ]+)$", page.read_text(), flags=re.M
+        ):
             for name in names.split(","):
                 try:
                     resolve(f"{module}.{name.strip()}")
@@ -298,10 +304,11 @@ def test_package_map_names_every_package_and_top_module() -> None:
 def moved_rows() -> list[tuple[str, list[str], str]]:
     """(old module, names, new module) rows of the table in docs/upgrading.md."""
     text = UPGRADING.read_text()
-    table = text[text.index(TABLE_BEGIN):text.index(TABLE_END)]
+    table = text[text.index(TABLE_BEGIN) : text.index(TABLE_END)]
     rows = []
-    for old, names, new in re.findall(r"^\| `([\w.]+)` \| (.+) \| `([\w.]+)` \|$", table,
-                                      flags=re.M):
+    for old, names, new in re.findall(
+        r"^\| `([\w.]+)` \| (.+) \| `([\w.]+)` \|$", table, flags=re.M
+    ):
         rows.append((old, re.findall(r"`(\w+)`", names), new))
     return rows
 
@@ -326,8 +333,11 @@ def test_old_import_paths_still_work() -> None:
             except ImportError as exc:
                 problems.append(f"{old} does not import: {exc}")
                 module = None
-            problems += [f"{old} has no {name}" for name in names
-                         if module is not None and not hasattr(module, name)]
+            problems += [
+                f"{old} has no {name}"
+                for name in names
+                if module is not None and not hasattr(module, name)
+            ]
     assert not problems, "\n".join(problems)
 
 

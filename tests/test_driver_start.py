@@ -23,16 +23,33 @@ T0 = datetime(2024, 4, 15, 15, 30, tzinfo=timezone(timedelta(hours=8)))
 # every `git pull` (the CLI, the manager, GitPython, the search index, the LLM client), and
 # the secret patterns and the git runner are needed only for notes and the line-merge fallback
 NOT_ON_A_CLEAN_MERGE = (
-    "click", "git", "gitdb", "sqlite3", "openai", "rapidfuzz", "subprocess", "gitmem.cli",
-    "gitmem.manager", "gitmem.core", "gitmem.store.repository", "gitmem.store.git",
-    "gitmem.guard.secrets", "gitmem.search", "gitmem.summary",
-    "gitmem.format.facts", "gitmem.format.factmerge", "gitmem.format.paths",  # nor facts
-)  # fmt: skip
+    "click",
+    "git",
+    "gitdb",
+    "sqlite3",
+    "openai",
+    "rapidfuzz",
+    "subprocess",
+    "gitmem.cli",
+    "gitmem.manager",
+    "gitmem.core",
+    "gitmem.store.repository",
+    "gitmem.store.git",
+    "gitmem.guard.secrets",
+    "gitmem.search",
+    "gitmem.summary",
+    "gitmem.format.facts",
+    "gitmem.format.factmerge",
+    "gitmem.format.paths",  # nor facts
+)
 
 
 def _turn(tid: str, minute: int) -> Interaction:
-    return Interaction(id=tid, timestamp=T0 + timedelta(minutes=minute),
-                       messages=[Message(speaker="User", content=f"turn {tid}")])  # fmt: skip
+    return Interaction(
+        id=tid,
+        timestamp=T0 + timedelta(minutes=minute),
+        messages=[Message(speaker="User", content=f"turn {tid}")],
+    )
 
 
 def _versions(folder: Path, *, rewrite_summary: bool) -> dict[str, Path]:
@@ -43,8 +60,9 @@ def _versions(folder: Path, *, rewrite_summary: bool) -> dict[str, Path]:
     theirs = base.model_copy(update={"interactions": [_turn("t0", 0), _turn("b", 2)]})
     if rewrite_summary:
         ours = ours.model_copy(update={"summary": Summary(text="ours", generated=T0)})
-        theirs = theirs.model_copy(update={"summary": Summary(text="theirs",
-                                                              generated=T0 + timedelta(hours=1))})
+        theirs = theirs.model_copy(
+            update={"summary": Summary(text="theirs", generated=T0 + timedelta(hours=1))}
+        )
     folder.mkdir()
     paths = {}
     for key, session in (("%O", base), ("%A", ours), ("%B", theirs)):
@@ -53,14 +71,20 @@ def _versions(folder: Path, *, rewrite_summary: bool) -> dict[str, Path]:
     return paths
 
 
-def _run_driver(store: Path, command: str, paths: dict[str, Path],
-                **env: str) -> subprocess.CompletedProcess[str]:
+def _run_driver(
+    store: Path, command: str, paths: dict[str, Path], **env: str
+) -> subprocess.CompletedProcess[str]:
     """Run ``command`` as git does: placeholders filled in, through ``sh -c``, in the store."""
     for key, value in paths.items():
         command = command.replace(key, shlex.quote(str(value)))
     command = command.replace("%P", "sessions/s.md")
-    return subprocess.run(["sh", "-c", command], cwd=store, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})  # fmt: skip
+    return subprocess.run(
+        ["sh", "-c", command],
+        cwd=store,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+    )
 
 
 def _imported(stderr: str) -> set[str]:
@@ -73,8 +97,7 @@ def _imported(stderr: str) -> set[str]:
     return names
 
 
-def test_the_registered_driver_merges_without_loading_what_it_does_not_need(
-        tmp_path: Path) -> None:
+def test_the_registered_driver_merges_without_loading_what_it_does_not_need(tmp_path: Path) -> None:
     store = tmp_path / "memory"
     MemoryManager.init(store).close()
     command = git(store, "config", "merge.gitmem.driver").strip()
@@ -87,8 +110,9 @@ def test_the_registered_driver_merges_without_loading_what_it_does_not_need(
     assert [t.id for t in merged.interactions] == ["t0", "a", "b"]
     loaded = _imported(done.stderr)
     assert {"gitmem.sync.merge", "gitmem.format.parse"} <= loaded  # the probe saw the imports
-    unwanted = {name.partition(".")[0] if name.startswith(("git.", "gitdb.")) else name
-                for name in loaded}  # fmt: skip
+    unwanted = {
+        name.partition(".")[0] if name.startswith(("git.", "gitdb.")) else name for name in loaded
+    }
     assert sorted(unwanted & set(NOT_ON_A_CLEAN_MERGE)) == []
     assert not [name for name in loaded if name.startswith(("gitmem.search.", "gitmem.summary."))]
     # a side that does not parse: the git runner loads now, for git's line merge, exit 1
@@ -116,4 +140,3 @@ def test_a_store_registered_before_still_merges_and_is_upgraded_on_open(tmp_path
     upgraded = git(store, "config", "merge.gitmem.driver").strip()
     assert upgraded == driver_command() != old
     assert upgraded.endswith(" -P -m gitmem.sync.driver %O %A %B %P")
-

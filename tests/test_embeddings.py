@@ -49,8 +49,9 @@ def server(llm_server: FakeServer) -> FakeServer:
 
 
 def config(server: FakeServer, **extra: Any) -> EmbedConfig:
-    return EmbedConfig(**{"model": "fake-embed", "base_url": server.base_url, "timeout": 5.0,
-                          **extra})
+    return EmbedConfig(
+        **{"model": "fake-embed", "base_url": server.base_url, "timeout": 5.0, **extra}
+    )
 
 
 @pytest.fixture
@@ -65,8 +66,7 @@ def mm(store: Path) -> Iterator[MemoryManager]:
 
 
 def inputs(server: FakeServer) -> list[list[str]]:
-    return [r["input"] if isinstance(r["input"], list) else [r["input"]]
-            for r in server.requests]
+    return [r["input"] if isinstance(r["input"], list) else [r["input"]] for r in server.requests]
 
 
 def vector_rows(store: Path) -> list[tuple[str, int]]:
@@ -112,8 +112,9 @@ BAD_ANSWERS = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_ANSWERS))
-def test_a_bad_answer_is_an_error_naming_model_url_and_problem(server: FakeServer,
-                                                               name: str) -> None:
+def test_a_bad_answer_is_an_error_naming_model_url_and_problem(
+    server: FakeServer, name: str
+) -> None:
     server.default, problem = BAD_ANSWERS[name]
     with pytest.raises(GitmemError) as caught:
         embed_texts(config(server, dimensions=DIMS), ["a dog", "a cat"])
@@ -133,14 +134,31 @@ def test_a_slow_or_absent_server_is_an_error_too(server: FakeServer) -> None:
 def test_settings_come_from_the_variables_over_git_config() -> None:
     assert EmbedConfig.from_env({}) is None  # no model: off
     assert EmbedConfig.from_env({"GITMEM_EMBED_BASE_URL": "http://x/v1"}) is None
-    git_values = {"gitmem.embed.model": "nomic-embed-text", "gitmem.embed.url": "http://a/v1",
-                  "gitmem.embed.dimensions": "256", "gitmem.embed.batch": "16"}
-    found = EmbedConfig.from_env({"GITMEM_EMBED_URL": "http://b/v1", "OPENAI_API_KEY": "sk-x",
-                                  "GITMEM_EMBED_TIMEOUT": "2.5"}, git=git_values)
-    assert found == EmbedConfig(model="nomic-embed-text", base_url="http://b/v1", api_key=None,
-                                dimensions=256, batch_size=16, timeout=2.5)
-    openai_own = EmbedConfig.from_env({"GITMEM_EMBED_MODEL": "text-embedding-3-small",
-                                       "OPENAI_API_KEY": "sk-x"})
+    git_values = {
+        "gitmem.embed.model": "nomic-embed-text",
+        "gitmem.embed.url": "http://a/v1",
+        "gitmem.embed.dimensions": "256",
+        "gitmem.embed.batch": "16",
+    }
+    found = EmbedConfig.from_env(
+        {
+            "GITMEM_EMBED_URL": "http://b/v1",
+            "OPENAI_API_KEY": "sk-x",
+            "GITMEM_EMBED_TIMEOUT": "2.5",
+        },
+        git=git_values,
+    )
+    assert found == EmbedConfig(
+        model="nomic-embed-text",
+        base_url="http://b/v1",
+        api_key=None,
+        dimensions=256,
+        batch_size=16,
+        timeout=2.5,
+    )
+    openai_own = EmbedConfig.from_env(
+        {"GITMEM_EMBED_MODEL": "text-embedding-3-small", "OPENAI_API_KEY": "sk-x"}
+    )
     assert openai_own is not None and openai_own.api_key == "sk-x"  # only without a URL
     with pytest.raises(ConfigError, match="GITMEM_EMBED_BATCH"):
         EmbedConfig.from_env({"GITMEM_EMBED_MODEL": "m", "GITMEM_EMBED_BATCH": "0"})
@@ -149,14 +167,14 @@ def test_settings_come_from_the_variables_over_git_config() -> None:
 
 
 def test_the_store_reads_git_config_and_the_environment(
-        store: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     MemoryManager.init(store).close()
     git(store, "config", "gitmem.embed.model", "from-git")
     git(store, "config", "gitmem.embed.url", server.base_url)
     with MemoryManager(store) as manager:
         found = manager.embedding_config()
-        assert found is not None and (found.model, found.base_url) == ("from-git",
-                                                                      server.base_url)
+        assert found is not None and (found.model, found.base_url) == ("from-git", server.base_url)
     monkeypatch.setenv("GITMEM_EMBED_MODEL", "from-env")
     with MemoryManager(store) as manager:
         found = manager.embedding_config()
@@ -171,7 +189,8 @@ def test_a_synonym_is_found_only_with_embeddings(mm: MemoryManager, server: Fake
     mm.embed_settings = config(server)
     hits = mm.search("puppy", explain=True)
     assert [(h.session_id, h.interaction_id) for h in hits][:1] == [
-        ("pets", mm.load_memory("pets").interactions[0].id)]  # type: ignore[union-attr]
+        ("pets", mm.load_memory("pets").interactions[0].id)
+    ]  # type: ignore[union-attr]
     assert hits[0].components["dense"] > 0.3
     assert any("found by meaning only" in n for n in hits.notes)
     assert hits.explanation is not None
@@ -181,16 +200,16 @@ def test_a_synonym_is_found_only_with_embeddings(mm: MemoryManager, server: Fake
     assert sum(len(batch) for batch in inputs(server)) == 1 + 3
 
 
-def test_fusion_keeps_a_keyword_match_and_adds_the_meaning(mm: MemoryManager,
-                                                           server: FakeServer) -> None:
+def test_fusion_keeps_a_keyword_match_and_adds_the_meaning(
+    mm: MemoryManager, server: FakeServer
+) -> None:
     mm.embed_settings = config(server)
     hits = mm.search("automobile highway")
     assert hits[0].session_id == "cars"
     assert hits[0].components["dense"] > 0.3 and hits[0].components["keyword"] > 0
 
 
-def test_filters_hold_for_hits_found_by_meaning_only(mm: MemoryManager,
-                                                     server: FakeServer) -> None:
+def test_filters_hold_for_hits_found_by_meaning_only(mm: MemoryManager, server: FakeServer) -> None:
     mm.embed_settings = config(server)
     mm.rank_config = type(mm.rank_config)(dense_min_similarity=0.15)
     assert {h.session_id for h in mm.search("puppy automobile")} == {"pets", "cars"}
@@ -207,7 +226,7 @@ def _hang(server: FakeServer) -> Any:
 FAILURES = {
     "wrong dimensions": lambda server: _short,
     "nan": lambda server: _nan,
-    "http 500": lambda server: (lambda request: error(500, "model crashed")),
+    "http 500": lambda server: lambda request: error(500, "model crashed"),
     "slow": _hang,
     "wrong count": lambda server: _one_less,
     "connection refused": None,
@@ -216,12 +235,14 @@ FAILURES = {
 
 @pytest.mark.parametrize("name", sorted(FAILURES))
 def test_a_failing_server_leaves_the_lexical_hits_and_a_note(
-        mm: MemoryManager, server: FakeServer, store: Path, name: str) -> None:
+    mm: MemoryManager, server: FakeServer, store: Path, name: str
+) -> None:
     head = mm.head()
     make = FAILURES[name]
     if make is None:
-        mm.embed_settings = EmbedConfig(model="fake-embed",
-                                        base_url=f"http://127.0.0.1:{closed_port()}/v1")
+        mm.embed_settings = EmbedConfig(
+            model="fake-embed", base_url=f"http://127.0.0.1:{closed_port()}/v1"
+        )
     else:
         server.default = make(server)
         mm.embed_settings = config(server, timeout=0.3, dimensions=DIMS)
@@ -234,7 +255,8 @@ def test_a_failing_server_leaves_the_lexical_hits_and_a_note(
 
 
 def test_a_failure_while_embedding_memories_keeps_the_dense_query_and_notes_it(
-        mm: MemoryManager, server: FakeServer) -> None:
+    mm: MemoryManager, server: FakeServer
+) -> None:
     mm.embed_settings = config(server)
     good = embedder(DIMS, SYNONYMS)
     server.script = [good, lambda request: error(500, "overloaded")]  # query ok, batch fails
@@ -243,8 +265,7 @@ def test_a_failure_while_embedding_memories_keeps_the_dense_query_and_notes_it(
     assert any("embedding them failed" in n and "HTTP 500" in n for n in hits.notes)
 
 
-def test_a_huge_query_is_cut_before_it_is_embedded(mm: MemoryManager,
-                                                   server: FakeServer) -> None:
+def test_a_huge_query_is_cut_before_it_is_embedded(mm: MemoryManager, server: FakeServer) -> None:
     mm.embed_settings = config(server)
     hits = mm.search("car " * 25_000)  # 100 KB
     assert hits and hits[0].session_id == "cars"
@@ -253,7 +274,8 @@ def test_a_huge_query_is_cut_before_it_is_embedded(mm: MemoryManager,
 
 
 def test_vectors_survive_reopening_and_only_the_query_is_embedded_again(
-        mm: MemoryManager, server: FakeServer, store: Path) -> None:
+    mm: MemoryManager, server: FakeServer, store: Path
+) -> None:
     mm.embed_settings = config(server)
     mm.search("puppy")
     assert len(vector_rows(store)) == 3
@@ -264,8 +286,9 @@ def test_vectors_survive_reopening_and_only_the_query_is_embedded_again(
         assert inputs(server) == [["puppy"]]
 
 
-def test_another_model_recomputes_the_vectors(mm: MemoryManager, server: FakeServer,
-                                              store: Path) -> None:
+def test_another_model_recomputes_the_vectors(
+    mm: MemoryManager, server: FakeServer, store: Path
+) -> None:
     mm.embed_settings = config(server)
     mm.search("puppy")
     server.requests.clear()
@@ -275,8 +298,9 @@ def test_another_model_recomputes_the_vectors(mm: MemoryManager, server: FakeSer
     assert {model for model, _ in vector_rows(store)} == {f"other-embed/{DIMS}"}
 
 
-def test_vectors_of_a_deleted_session_go_with_it(mm: MemoryManager, server: FakeServer,
-                                                 store: Path) -> None:
+def test_vectors_of_a_deleted_session_go_with_it(
+    mm: MemoryManager, server: FakeServer, store: Path
+) -> None:
     mm.embed_settings = config(server)
     mm.search("puppy")
     mm.delete_session("pets")
@@ -284,8 +308,9 @@ def test_vectors_of_a_deleted_session_go_with_it(mm: MemoryManager, server: Fake
     assert len(vector_rows(store)) == 1
 
 
-def test_a_search_embeds_a_bounded_number_of_memories(mm: MemoryManager,
-                                                      server: FakeServer) -> None:
+def test_a_search_embeds_a_bounded_number_of_memories(
+    mm: MemoryManager, server: FakeServer
+) -> None:
     mm.embed_settings = config(server)
     mm.rank_config = type(mm.rank_config)(dense_catchup=1)
     hits = mm.search("car highway")
@@ -296,8 +321,9 @@ def test_a_search_embeds_a_bounded_number_of_memories(mm: MemoryManager,
     assert inputs(server) == [["dog"]]
 
 
-def test_offline_makes_no_request_at_all(mm: MemoryManager, server: FakeServer,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_makes_no_request_at_all(
+    mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a chat model is configured, embeddings are not
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
@@ -311,7 +337,8 @@ def test_offline_makes_no_request_at_all(mm: MemoryManager, server: FakeServer,
 def test_saving_never_fails_when_the_server_is_down(store: Path) -> None:
     with MemoryManager.init(store) as manager:
         manager.embed_settings = EmbedConfig(
-            model="fake-embed", base_url=f"http://127.0.0.1:{closed_port()}/v1")
+            model="fake-embed", base_url=f"http://127.0.0.1:{closed_port()}/v1"
+        )
         manager.save_interaction("s", "a dog", "a cat")
         manager.search("dog")
         manager.save_interaction("s", "another dog", "another cat")
@@ -321,8 +348,9 @@ def test_saving_never_fails_when_the_server_is_down(store: Path) -> None:
     assert git(store, "status", "--porcelain") == ""
 
 
-def test_the_pure_python_scan_gives_the_same_hits(mm: MemoryManager, server: FakeServer,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pure_python_scan_gives_the_same_hits(
+    mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mm.embed_settings = config(server)
     mm.rank_config = type(mm.rank_config)(dense_min_similarity=0.15)
     fast = [(h.session_id, h.interaction_id) for h in mm.search("puppy automobile")]
@@ -333,8 +361,9 @@ def test_the_pure_python_scan_gives_the_same_hits(mm: MemoryManager, server: Fak
     assert any("numpy is not installed" in n for n in slow.notes)
 
 
-def test_the_embed_command_backfills(store: Path, server: FakeServer,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_embed_command_backfills(
+    store: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with MemoryManager.init(store) as manager:
         manager.save_interaction("s", "a dog", "a cat")
     monkeypatch.setenv("GITMEM_EMBED_MODEL", "fake-embed")
@@ -355,14 +384,16 @@ def _matrix(rows: list[list[float]], monkeypatch: pytest.MonkeyPatch) -> vectors
         index._db.executemany(
             "INSERT INTO docs(id, skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
             " VALUES(?, ?, 0, ?, ?, '', ?, '', x'', 0, 1.0, ?)",
-            [(n + 1, n % 3, f"t{n}", n, float(n), n + 1) for n in range(len(rows))])
+            [(n + 1, n % 3, f"t{n}", n, float(n), n + 1) for n in range(len(rows))],
+        )
         index._set_counts(len(rows), 0)
     vectors.store(index, "m/5", [(n + 1, row) for n, row in enumerate(rows)])
     return vectors.load(index, "m/5", 5)
 
 
 def test_the_sign_bit_pass_keeps_the_exact_order_of_what_it_finds(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     rows = [vector_of(f"word{n % 7} word{n % 11} word{n % 13}", 5) for n in range(60)]
     matrix = _matrix(rows, monkeypatch)
     assert matrix.bits is not None and len(matrix) == 60
@@ -382,7 +413,8 @@ def test_the_sign_bit_pass_keeps_the_exact_order_of_what_it_finds(
 
 
 def test_search_with_the_sign_bit_pass_finds_the_synonym(
-        mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(vectors, "EXACT_LIMIT", 0)
     monkeypatch.setattr(vectors, "MIN_SHORTLIST", 2)
     mm.embed_settings = config(server)
@@ -396,8 +428,8 @@ def test_search_with_the_sign_bit_pass_finds_the_synonym(
 
 
 def test_explain_and_context_use_the_meaning_too(
-        mm: MemoryManager, server: FakeServer, store: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, server: FakeServer, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GITMEM_EMBED_MODEL", "fake-embed")
     monkeypatch.setenv("GITMEM_EMBED_BASE_URL", server.base_url)
     result = CliRunner().invoke(cli, ["--repo", str(store), "search", "puppy", "--explain"])
@@ -408,8 +440,9 @@ def test_explain_and_context_use_the_meaning_too(
     assert any("adopted a dog" in message["content"] for message in context)
 
 
-def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(mm: MemoryManager,
-                                                              server: FakeServer) -> None:
+def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(
+    mm: MemoryManager, server: FakeServer
+) -> None:
     mm.embed_settings = config(server)
     mm.search("puppy")
     loaded = mm._dense.cache.main
@@ -417,8 +450,10 @@ def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(mm: MemoryManager,
     hits = mm.search("automobile")
     assert mm._dense.cache.main is loaded and mm._dense.cache.delta is not None
     assert "garage" in {h.session_id for h in hits}
-    assert inputs(server)[-2:] == [["automobile"], [
-        "User: The automobile needs new tyres\nAssistant: Book the garage"]]
+    assert inputs(server)[-2:] == [
+        ["automobile"],
+        ["User: The automobile needs new tyres\nAssistant: Book the garage"],
+    ]
     mm.delete_session("garage")  # its row stays in the loaded vectors, and is skipped
     assert "garage" not in {h.session_id for h in mm.search("automobile")}
     assert not [n for n in mm.search("car").notes if "no vector" in n]

@@ -39,8 +39,22 @@ def made(store: Path) -> tuple[Path, str]:
 
 def test_add_list_show_edit_forget(made: tuple[Path, str]) -> None:
     store, turn = made
-    fid = run(store, "--agent", "bot", "--model", "gpt-x", "facts", "add", "Lives in Berlin.",
-              "--section", "User", "--source", f"chat-1#{turn}", "--tag", "home").strip()
+    fid = run(
+        store,
+        "--agent",
+        "bot",
+        "--model",
+        "gpt-x",
+        "facts",
+        "add",
+        "Lives in Berlin.",
+        "--section",
+        "User",
+        "--source",
+        f"chat-1#{turn}",
+        "--tag",
+        "home",
+    ).strip()
     hand = run(store, "facts", "add", "Likes green tea", "--confidence", "0.8").strip()
     text = (store / "memory" / "MEMORY.md").read_text()
     assert f"- Lives in Berlin. {{#{fid} ← chat-1#{turn} · #home}}" in text
@@ -49,27 +63,54 @@ def test_add_list_show_edit_forget(made: tuple[Path, str]) -> None:
     assert trailer(store, "Gitmem-Fact") == hand
 
     listed = run(store, "facts", "list")
-    assert listed == (f"## User\n- Lives in Berlin.  [{fid} ← chat-1#{turn} · #home]\n\n"
-                      f"## Notes\n- Likes green tea  [{hand} ← by hand]\n")
+    assert listed == (
+        f"## User\n- Lives in Berlin.  [{fid} ← chat-1#{turn} · #home]\n\n"
+        f"## Notes\n- Likes green tea  [{hand} ← by hand]\n"
+    )
     data = json.loads(run(store, "facts", "list", "--json"))
     assert [d["id"] for d in data] == [fid, hand]
     assert data[0]["sources"] == [f"chat-1#{turn}"] and data[0]["tags"] == ["home"]
     assert data[1]["by_hand"] is True and data[1]["confidence"] == 0.8
-    assert set(data[0]) >= {"id", "text", "section", "sources", "by", "valid_from",
-                            "valid_until", "confidence", "tags", "replaced_by", "by_hand"}
+    assert set(data[0]) >= {
+        "id",
+        "text",
+        "section",
+        "sources",
+        "by",
+        "valid_from",
+        "valid_until",
+        "confidence",
+        "tags",
+        "replaced_by",
+        "by_hand",
+    }
     assert json.loads(run(store, "--json", "facts", "list", "--section", "Notes"))[0]["id"] == hand
-    assert [d["id"] for d in json.loads(run(store, "facts", "list", "-q", "berlin", "--json"))
-            ] == [fid]
+    assert [d["id"] for d in json.loads(run(store, "facts", "list", "-q", "berlin", "--json"))] == [
+        fid
+    ]
     assert json.loads(run(store, "facts", "list", "--tag", "home", "--json"))[0]["id"] == fid
     assert len(json.loads(run(store, "facts", "list", "--limit", "1", "--json"))) == 1
     assert run(store, "facts", "list", "--tag", "nothing") == "no facts match\n"
 
-    assert run(store, "facts", "edit", fid, "--text", "Lives in Berlin, Kreuzberg.",
-               "--until", "2030-01-01").strip() == fid
+    assert (
+        run(
+            store,
+            "facts",
+            "edit",
+            fid,
+            "--text",
+            "Lives in Berlin, Kreuzberg.",
+            "--until",
+            "2030-01-01",
+        ).strip()
+        == fid
+    )
     assert trailer(store, "Gitmem-Op") == "update-fact"
     shown = run(store, "facts", "show", fid)
-    assert shown.startswith(f"{fid}  Lives in Berlin, Kreuzberg.\n  section:     User\n"
-                            f"  source:      chat-1#{turn}\n  valid:       from - until 2030-01-01")
+    assert shown.startswith(
+        f"{fid}  Lives in Berlin, Kreuzberg.\n  section:     User\n"
+        f"  source:      chat-1#{turn}\n  valid:       from - until 2030-01-01"
+    )
     assert "update-fact" in shown and "bot (gpt-x)  remember" in shown
     doc = json.loads(run(store, "facts", "show", fid, "--json"))
     assert doc["fact"]["text"] == "Lives in Berlin, Kreuzberg."
@@ -94,41 +135,65 @@ def test_supersede_list_all_and_time_travel(made: tuple[Path, str]) -> None:
     store, _ = made
     old = run(store, "facts", "add", "Lives in Berlin.", "--section", "User").strip()
     before = git(store, "rev-parse", "HEAD").strip()
-    new = run(store, "facts", "supersede", old, "Moved to Lisbon.", "--reason", "moved",
-              "--when", "2026-03-01", "--source", "chat-2").strip()
+    new = run(
+        store,
+        "facts",
+        "supersede",
+        old,
+        "Moved to Lisbon.",
+        "--reason",
+        "moved",
+        "--when",
+        "2026-03-01",
+        "--source",
+        "chat-2",
+    ).strip()
     assert trailer(store, "Gitmem-Op") == "supersede"
     assert [d["id"] for d in json.loads(run(store, "facts", "list", "--json"))] == [new]
     every = json.loads(run(store, "facts", "list", "--all", "--json"))
     assert [(d["id"], d["replaced_by"], d["valid_until"]) for d in every] == [
-        (old, new, "2026-03-01"), (new, None, None)]
+        (old, new, "2026-03-01"),
+        (new, None, None),
+    ]
     assert f"until 2026-03-01 · replaced by {new}]" in run(store, "facts", "list", "--all")
     doc = json.loads(run(store, "facts", "supersede", new, "Moved to Porto.", "--json"))
     assert doc["replaced"] == new and doc["fact"]["text"] == "Moved to Porto."
     # --at a revision: the file as it was then
-    assert [d["id"] for d in json.loads(run(store, "facts", "list", "--at", before, "--json"))
-            ] == [old]
-    assert [d["id"] for d in json.loads(run(store, "facts", "list", "--at", "HEAD~1", "--json"))
-            ] == [new]
+    assert [d["id"] for d in json.loads(run(store, "facts", "list", "--at", before, "--json"))] == [
+        old
+    ]
+    assert [
+        d["id"] for d in json.loads(run(store, "facts", "list", "--at", "HEAD~1", "--json"))
+    ] == [new]
     # --at a date: the last commit before it (none before the store existed)
     assert "no commit at or before" in run(store, "facts", "list", "--at", "2000-01-01", code=1)
-    assert {d["id"] for d in json.loads(run(store, "facts", "list", "--at", "2999-01-01",
-                                            "--json", "--all"))} == {old, new, doc["fact"]["id"]}
-    assert json.loads(run(store, "facts", "show", old, "--at", before, "--json")
-                      )["fact"]["replaced_by"] is None
+    assert {
+        d["id"]
+        for d in json.loads(run(store, "facts", "list", "--at", "2999-01-01", "--json", "--all"))
+    } == {old, new, doc["fact"]["id"]}
+    assert (
+        json.loads(run(store, "facts", "show", old, "--at", before, "--json"))["fact"][
+            "replaced_by"
+        ]
+        is None
+    )
     run(store, "facts", "list", "--at", "2024-99-01", code=2)  # a date that is none: usage
 
 
 def test_blame_names_commit_agent_and_model(made: tuple[Path, str]) -> None:
     store, _ = made
-    a = run(store, "--agent", "alice", "--model", "m-1", "facts", "add", "A", "--source",
-            "chat-1").strip()
+    a = run(
+        store, "--agent", "alice", "--model", "m-1", "facts", "add", "A", "--source", "chat-1"
+    ).strip()
     first = git(store, "rev-parse", "HEAD").strip()
     b = run(store, "--agent", "bob", "facts", "add", "B").strip()
     run(store, "--agent", "carol", "--model", "m-2", "facts", "edit", b, "--tag", "x")
     last = git(store, "rev-parse", "HEAD").strip()
     rows = json.loads(run(store, "facts", "blame", "--json"))
     assert [(r["id"], r["commit"], r["agent"], r["model"], r["op"]) for r in rows] == [
-        (a, first, "alice", "m-1", "remember"), (b, last, "carol", "m-2", "update-fact")]
+        (a, first, "alice", "m-1", "remember"),
+        (b, last, "carol", "m-2", "update-fact"),
+    ]
     assert all(r["text"] and r["when"] for r in rows)
     lines = run(store, "facts", "blame").splitlines()
     assert lines[0].startswith(f"{a}  {first[:12]}  ") and "alice (m-1)  remember  A" in lines[0]
@@ -140,8 +205,12 @@ def test_blame_names_commit_agent_and_model(made: tuple[Path, str]) -> None:
 def test_errors_exit_1_with_the_message(made: tuple[Path, str]) -> None:
     store, _ = made
     head = git(store, "rev-parse", "HEAD").strip()
-    for args in (("show", "nope"), ("forget", "nope"), ("edit", "nope", "--text", "x"),
-                 ("supersede", "nope", "new")):
+    for args in (
+        ("show", "nope"),
+        ("forget", "nope"),
+        ("edit", "nope", "--text", "x"),
+        ("supersede", "nope", "new"),
+    ):
         err = run(store, "facts", *args, code=1)
         assert "no fact 'nope' in memory/MEMORY.md" in err, err
     doc = json.loads(run(store, "--json", "facts", "show", "nope", code=1))
@@ -160,8 +229,12 @@ def test_a_broken_file_is_never_written_over(made: tuple[Path, str]) -> None:
     broken = path.read_text().replace(f"{{#{fid} ← by hand}}", f"{{#{fid} · colour blue}}")
     path.write_text(broken)
     head = git(store, "rev-parse", "HEAD").strip()
-    for args in (("add", "Likes coffee"), ("forget", fid), ("edit", fid, "--text", "x"),
-                 ("supersede", fid, "y")):
+    for args in (
+        ("add", "Likes coffee"),
+        ("forget", fid),
+        ("edit", fid, "--text", "x"),
+        ("supersede", fid, "y"),
+    ):
         err = run(store, "facts", *args, code=1)
         assert "memory/MEMORY.md:5: unknown fact attribute 'colour blue'" in err, err
     assert path.read_text() == broken
@@ -203,8 +276,11 @@ def test_a_secret_pasted_by_hand_is_redacted_when_recorded(store: Path) -> None:
         mm.remember("Likes coffee")
         assert "Record hand edit" in git(store, "log", "-1", "--format=%s", "HEAD~1")
         assert trailer(store, "Gitmem-Redacted", "HEAD~1") == "openai-key=1"
-        assert [f.text for f in mm.facts()] == ["Likes tea", "Token [REDACTED:openai-key]",
-                                                "Likes coffee"]
+        assert [f.text for f in mm.facts()] == [
+            "Likes tea",
+            "Token [REDACTED:openai-key]",
+            "Likes coffee",
+        ]
     assert KEY not in git(store, "log", "-p", "--all")
 
 
@@ -212,9 +288,13 @@ def test_unknown_ids(store: Path) -> None:
     with MemoryManager(store, init=True) as mm:
         fid = mm.remember("Likes tea").id
         head = mm.head()
-        for call in (lambda: mm.fact("nope"), lambda: mm.forget("nope"),
-                     lambda: mm.update_fact("nope", "x"), lambda: mm.supersede("nope", "x"),
-                     lambda: mm.at(head).fact("nope")):
+        for call in (
+            lambda: mm.fact("nope"),
+            lambda: mm.forget("nope"),
+            lambda: mm.update_fact("nope", "x"),
+            lambda: mm.supersede("nope", "x"),
+            lambda: mm.at(head).fact("nope"),
+        ):
             with pytest.raises(FactNotFound, match="no fact 'nope'"):
                 call()
         with pytest.raises(ValidationError, match="cannot supersede itself"):
@@ -252,8 +332,12 @@ def test_a_hand_broken_file_is_never_overwritten(store: Path) -> None:
         broken = path.read_text() + f"- Likes coffee {{#{fid}}}\n"
         path.write_text(broken)
         head = mm.head()
-        for call in (lambda: mm.remember("x"), lambda: mm.forget(fid),
-                     lambda: mm.update_fact(fid, "y"), lambda: mm.supersede(fid, "z")):
+        for call in (
+            lambda: mm.remember("x"),
+            lambda: mm.forget(fid),
+            lambda: mm.update_fact(fid, "y"),
+            lambda: mm.supersede(fid, "z"),
+        ):
             with pytest.raises(ParseError) as caught:
                 call()
             assert "memory/MEMORY.md:6: fact id" in str(caught.value)

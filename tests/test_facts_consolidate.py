@@ -32,8 +32,12 @@ def mm(store: Path) -> MemoryManager:
 
 def _turn(tid: str, text: str, speaker: str = "User") -> Interaction:
     from datetime import UTC, datetime
-    return Interaction(id=tid, timestamp=datetime(2024, 1, 1, tzinfo=UTC),
-                       messages=[Message(speaker=speaker, content=text)])
+
+    return Interaction(
+        id=tid,
+        timestamp=datetime(2024, 1, 1, tzinfo=UTC),
+        messages=[Message(speaker=speaker, content=text)],
+    )
 
 
 def _llm(monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> None:
@@ -50,11 +54,13 @@ def _answer(*changes: dict[str, Any]) -> Any:
 def _seed(mm: MemoryManager) -> list[Fact]:
     """Four facts by the agent and one by hand."""
     mm.save_interaction("s1", "I live in Berlin.", "Noted.", interaction_id="t1")
-    facts = [mm.remember("Lives in Berlin", section="User", source=("s1", "t1")),
-             mm.remember("Works at Siemens", section="User", source=("s1", "t1")),
-             mm.remember("Has a cat named Tom", section="User", source=("s1", "t1")),
-             mm.remember("Plays chess on Sundays", section="User", source=("s1", "t1")),
-             mm.remember("Prefers green tea", section="Preferences", by_hand=True)]
+    facts = [
+        mm.remember("Lives in Berlin", section="User", source=("s1", "t1")),
+        mm.remember("Works at Siemens", section="User", source=("s1", "t1")),
+        mm.remember("Has a cat named Tom", section="User", source=("s1", "t1")),
+        mm.remember("Plays chess on Sundays", section="User", source=("s1", "t1")),
+        mm.remember("Prefers green tea", section="Preferences", by_hand=True),
+    ]
     return facts
 
 
@@ -62,11 +68,13 @@ def _seed(mm: MemoryManager) -> list[Fact]:
 
 
 def test_offline_keeps_specific_sentences_and_drops_small_talk() -> None:
-    turns = [NewTurn("s", _turn("a", "Hi! How are you doing today?")),
-             NewTurn("s", _turn("b", "Wow, that's great, thanks so much!")),
-             NewTurn("s", _turn("c", "I moved to Lisbon in March 2021 with my partner Ana.")),
-             NewTurn("s", _turn("d", "I moved to Lisbon in March 2021 with my partner Ana!")),
-             NewTurn("s", _turn("e", "Sure, I can help with that.", speaker="Assistant"))]
+    turns = [
+        NewTurn("s", _turn("a", "Hi! How are you doing today?")),
+        NewTurn("s", _turn("b", "Wow, that's great, thanks so much!")),
+        NewTurn("s", _turn("c", "I moved to Lisbon in March 2021 with my partner Ana.")),
+        NewTurn("s", _turn("d", "I moved to Lisbon in March 2021 with my partner Ana!")),
+        NewTurn("s", _turn("e", "Sure, I can help with that.", speaker="Assistant")),
+    ]
     picked = extract([], [], turns, budget=1000)
     assert [c.text for c in picked] == ["I moved to Lisbon in March 2021 with my partner Ana."]
     assert [str(s) for s in picked[0].sources] == ["s#c"]
@@ -75,8 +83,10 @@ def test_offline_keeps_specific_sentences_and_drops_small_talk() -> None:
 
 def test_offline_skips_what_the_memory_holds_and_respects_the_budget() -> None:
     known = Fact(id="f1", text="Moved to Lisbon in March 2021 with partner Ana")
-    turns = [NewTurn("s", _turn("c", "I moved to Lisbon in March 2021 with my partner Ana.")),
-             NewTurn("s", _turn("d", "My sister Clara studies physics at ETH Zurich."))]
+    turns = [
+        NewTurn("s", _turn("c", "I moved to Lisbon in March 2021 with my partner Ana.")),
+        NewTurn("s", _turn("d", "My sister Clara studies physics at ETH Zurich.")),
+    ]
     picked = extract([known], [], turns, budget=1000)
     assert [c.text for c in picked] == ["My sister Clara studies physics at ETH Zurich."]
     assert extract([], [], turns, budget=20) == []
@@ -92,10 +102,12 @@ def test_sections_and_specifics() -> None:
 
 
 def test_offline_consolidation_commits_with_sources_and_keeps_hand_facts(
-        mm: MemoryManager, store: Path) -> None:
+    mm: MemoryManager, store: Path
+) -> None:
     hand = mm.remember("Prefers green tea", section="Preferences", by_hand=True)
-    mm.save_interaction("s1", "My daughter Lena turned 7 in May 2024.", "Happy birthday!",
-                        interaction_id="t1")
+    mm.save_interaction(
+        "s1", "My daughter Lena turned 7 in May 2024.", "Happy birthday!", interaction_id="t1"
+    )
     mm.save_interaction("s1", "ok thanks", "bye", interaction_id="t2")
     result = mm.consolidate()
     assert result.status == "committed" and result.engine == "offline"
@@ -118,13 +130,24 @@ def test_summary_key_facts_are_consolidated_with_their_turn(mm: MemoryManager) -
     from gitmem.models import Session, Summary
 
     when = datetime(2024, 4, 1, tzinfo=UTC)
-    turns = [_turn("t1", "Sounds lovely, thanks!"),
-             _turn("t2", "The flight to Tokyo leaves on 3 May, and Ken comes along.")]
-    mm.put_session(Session(id="s1", created=when, last_active=when, interactions=turns,
-                           summary=Summary(text="Holiday plans.", generated=when,
-                                           covers=["t1", "t2"],
-                                           facts=["Flies to Tokyo on 3 May with Ken",
-                                                  "Likes holidays"])))
+    turns = [
+        _turn("t1", "Sounds lovely, thanks!"),
+        _turn("t2", "The flight to Tokyo leaves on 3 May, and Ken comes along."),
+    ]
+    mm.put_session(
+        Session(
+            id="s1",
+            created=when,
+            last_active=when,
+            interactions=turns,
+            summary=Summary(
+                text="Holiday plans.",
+                generated=when,
+                covers=["t1", "t2"],
+                facts=["Flies to Tokyo on 3 May with Ken", "Likes holidays"],
+            ),
+        )
+    )
     head = mm.head()
     result = mm.consolidate(apply=False)
     assert result.status == "proposed" and mm.head() == head  # nothing written
@@ -137,19 +160,35 @@ def test_summary_key_facts_are_consolidated_with_their_turn(mm: MemoryManager) -
 # --- the LLM -------------------------------------------------------------------------------
 
 
-def test_llm_proposal_add_update_supersede(mm: MemoryManager, store: Path,
-                                          monkeypatch: pytest.MonkeyPatch,
-                                          llm_server: FakeServer) -> None:
+def test_llm_proposal_add_update_supersede(
+    mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeServer
+) -> None:
     facts = _seed(mm)
     mm.save_interaction("s2", "I moved to Lisbon last month.", "Exciting!", interaction_id="t9")
     _llm(monkeypatch, llm_server)
     llm_server.default = _answer(
-        {"op": "supersede", "id": facts[0].id, "text": "Lives in Lisbon",
-         "reason": "moved", "sources": ["s2#t9"]},
-        {"op": "update", "id": facts[1].id, "text": "Works at Siemens in Munich",
-         "reason": "sharper", "sources": ["s2#t9"]},
-        {"op": "add", "text": "Speaks Portuguese", "section": "User", "reason": "new",
-         "sources": ["s2#t9"]})
+        {
+            "op": "supersede",
+            "id": facts[0].id,
+            "text": "Lives in Lisbon",
+            "reason": "moved",
+            "sources": ["s2#t9"],
+        },
+        {
+            "op": "update",
+            "id": facts[1].id,
+            "text": "Works at Siemens in Munich",
+            "reason": "sharper",
+            "sources": ["s2#t9"],
+        },
+        {
+            "op": "add",
+            "text": "Speaks Portuguese",
+            "section": "User",
+            "reason": "new",
+            "sources": ["s2#t9"],
+        },
+    )
     result = mm.consolidate()
     assert result.status == "committed" and result.engine == "fake-curator"
     assert result.fallback is None
@@ -164,17 +203,25 @@ def test_llm_proposal_add_update_supersede(mm: MemoryManager, store: Path,
     assert "Gitmem-Model: fake-curator" in message and "Gitmem-Engine: llm" in message
 
 
-@pytest.mark.parametrize("reply", [
-    lambda request: completion("this is not json at all"),
-    lambda request: completion(json.dumps({"facts": []})),
-    lambda request: error(500, "internal error"),
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda request: completion("this is not json at all"),
+        lambda request: completion(json.dumps({"facts": []})),
+        lambda request: error(500, "internal error"),
+    ],
+)
 def test_llm_failure_falls_back_offline_and_loses_nothing(
-        mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch,
-        llm_server: FakeServer, reply: Any) -> None:
+    mm: MemoryManager,
+    store: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    llm_server: FakeServer,
+    reply: Any,
+) -> None:
     facts = _seed(mm)
-    mm.save_interaction("s2", "My brother Paul lives in Oslo since 2020.", "Nice",
-                        interaction_id="t9")
+    mm.save_interaction(
+        "s2", "My brother Paul lives in Oslo since 2020.", "Nice", interaction_id="t9"
+    )
     _llm(monkeypatch, llm_server)
     llm_server.default = reply
     result = mm.consolidate()
@@ -185,8 +232,9 @@ def test_llm_failure_falls_back_offline_and_loses_nothing(
     assert "Gitmem-Fallback: " in git(store, "log", "-1", "--format=%B")
 
 
-def test_llm_timeout_falls_back(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch,
-                                llm_server: FakeServer) -> None:
+def test_llm_timeout_falls_back(
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, llm_server: FakeServer
+) -> None:
     mm.save_interaction("s2", "My brother Paul lives in Oslo since 2020.", "Nice")
     _llm(monkeypatch, llm_server)
     monkeypatch.setenv("GITMEM_LLM_TIMEOUT", "0.2")
@@ -201,16 +249,17 @@ def test_llm_timeout_falls_back(mm: MemoryManager, monkeypatch: pytest.MonkeyPat
     assert result.status == "committed"
 
 
-def test_unknown_ids_are_rejected_per_change(mm: MemoryManager,
-                                             monkeypatch: pytest.MonkeyPatch,
-                                             llm_server: FakeServer) -> None:
+def test_unknown_ids_are_rejected_per_change(
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, llm_server: FakeServer
+) -> None:
     facts = _seed(mm)
     mm.save_interaction("s2", "I adopted a dog.", "Cute", interaction_id="t9")
     _llm(monkeypatch, llm_server)
     llm_server.default = _answer(
         {"op": "forget", "id": "fdeadbe", "reason": "?"},
         {"op": "update", "id": "nope", "text": "x"},
-        {"op": "add", "text": "Has a dog", "section": "User", "sources": ["s2#t9"]})
+        {"op": "add", "text": "Has a dog", "section": "User", "sources": ["s2#t9"]},
+    )
     result = mm.consolidate()
     assert result.status == "committed"
     assert [c.op for c in result.changes] == ["add"]
@@ -220,8 +269,18 @@ def test_unknown_ids_are_rejected_per_change(mm: MemoryManager,
 
 def test_parse_proposal_rejects_bad_changes() -> None:
     memory = MemoryFile(facts=(Fact(id="f1", text="x"),))
-    changes, rejected = parse_proposal(json.dumps({"changes": [
-        {"op": "explode", "id": "f1"}, {"op": "add"}, {"op": "forget", "id": "f1"}]}), memory)
+    changes, rejected = parse_proposal(
+        json.dumps(
+            {
+                "changes": [
+                    {"op": "explode", "id": "f1"},
+                    {"op": "add"},
+                    {"op": "forget", "id": "f1"},
+                ]
+            }
+        ),
+        memory,
+    )
     assert [c.op for c in changes] == ["forget"]
     assert "op 'explode'" in rejected[0] and "add needs a non-empty text" in rejected[1]
 
@@ -235,18 +294,20 @@ def test_loss_guard_counts_removals_and_hand_facts() -> None:
     assert check_loss(memory, [Change(op="forget", id="f1")], 0.25).fires  # by hand
     agent = MemoryFile(facts=tuple(f.model_copy(update={"by": "bot"}) for f in facts))
     assert not check_loss(agent, [Change(op="forget", id="f1")], 0.25).fires
-    assert check_loss(agent, [Change(op="forget", id="f1"), Change(op="supersede", id="f2",
-                                                                   text="y")], 0.25).fires
+    assert check_loss(
+        agent, [Change(op="forget", id="f1"), Change(op="supersede", id="f2", text="y")], 0.25
+    ).fires
 
 
-def test_loss_guard_holds_for_review_then_accept(mm: MemoryManager, store: Path,
-                                                 monkeypatch: pytest.MonkeyPatch,
-                                                 llm_server: FakeServer) -> None:
+def test_loss_guard_holds_for_review_then_accept(
+    mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch, llm_server: FakeServer
+) -> None:
     facts = _seed(mm)
     mm.save_interaction("s2", "Forget everything.", "OK", interaction_id="t9")
     _llm(monkeypatch, llm_server)
-    llm_server.default = _answer(*[{"op": "forget", "id": f.id, "reason": "stale"}
-                                   for f in facts[:3]])
+    llm_server.default = _answer(
+        *[{"op": "forget", "id": f.id, "reason": "stale"} for f in facts[:3]]
+    )
     head = mm.head()
     result = mm.consolidate()
     assert result.status == "review" and result.branch == "gitmem/review-facts"
@@ -262,9 +323,9 @@ def test_loss_guard_holds_for_review_then_accept(mm: MemoryManager, store: Path,
     assert "Gitmem-Review: accepted" in git(store, "log", "-1", "--format=%B")
 
 
-def test_hand_fact_change_is_refused_or_rejected(mm: MemoryManager,
-                                                monkeypatch: pytest.MonkeyPatch,
-                                                llm_server: FakeServer) -> None:
+def test_hand_fact_change_is_refused_or_rejected(
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, llm_server: FakeServer
+) -> None:
     facts = _seed(mm)
     mm.save_interaction("s2", "I switched to coffee.", "OK", interaction_id="t9")
     _llm(monkeypatch, llm_server)
@@ -295,8 +356,9 @@ def test_trigger_every_n_summaries(mm: MemoryManager, store: Path) -> None:
     assert mm2.facts() == []  # one summary so far
     mm2.summarize("b", offline=True)
     mm2.save_interaction("b", "thanks", "bye")
-    assert "Gitmem-Trigger: every" in git(store, "log", "-1", "--format=%B",
-                                          "--", "memory/MEMORY.md")
+    assert "Gitmem-Trigger: every" in git(
+        store, "log", "-1", "--format=%B", "--", "memory/MEMORY.md"
+    )
     assert mm2.facts(query="Yamaha")
 
 
@@ -309,8 +371,13 @@ def test_bad_setting_is_named(store: Path) -> None:
         FactsConfig.from_git({"gitmem.facts.idle": "later"})
     with pytest.raises(ConfigError, match=r"unknown setting gitmem\.facts\.colour"):
         FactsConfig.from_git({"gitmem.facts.colour": "red"})
-    config = FactsConfig.from_git({"gitmem.facts.onLoss": "refuse", "gitmem.facts.idle": "2h",
-                                   "gitmem.facts.threshold": "0.5"})
+    config = FactsConfig.from_git(
+        {
+            "gitmem.facts.onLoss": "refuse",
+            "gitmem.facts.idle": "2h",
+            "gitmem.facts.threshold": "0.5",
+        }
+    )
     assert config.on_loss == "refuse" and config.threshold == 0.5 and config.idle is not None
 
 
@@ -336,20 +403,23 @@ def facts_cli() -> Iterator[click.Group]:
         del cli.commands["facts"]
 
 
-def test_cli_consolidate_dry_run_and_json(mm: MemoryManager, store: Path,
-                                          facts_cli: click.Group) -> None:
+def test_cli_consolidate_dry_run_and_json(
+    mm: MemoryManager, store: Path, facts_cli: click.Group
+) -> None:
     mm.save_interaction("s1", "My daughter Lena turned 7 in May 2024.", "Yay")
     runner = CliRunner()
     head = mm.head()
-    dry = runner.invoke(facts_cli, ["--repo", str(store), "facts", "consolidate", "--dry-run",
-                                    "--offline"])
+    dry = runner.invoke(
+        facts_cli, ["--repo", str(store), "facts", "consolidate", "--dry-run", "--offline"]
+    )
     assert dry.exit_code == 0, dry.output
     assert "+- My daughter Lena turned 7 in May 2024." in dry.output and mm.head() == head
     done = runner.invoke(facts_cli, ["--repo", str(store), "--json", "facts", "consolidate"])
     assert done.exit_code == 0, done.output
     data = json.loads(done.output)
     assert data["status"] == "committed" and data["changes"][0]["sources"] == [
-        f"s1#{mm.load_memory('s1').interactions[0].id}"]  # type: ignore[union-attr]
+        f"s1#{mm.load_memory('s1').interactions[0].id}"
+    ]  # type: ignore[union-attr]
     none = runner.invoke(facts_cli, ["--repo", str(store), "facts", "review", "show"])
     assert none.exit_code == 1 and "no consolidation is waiting" in none.output
 

@@ -28,52 +28,164 @@ from gitmem.format.facts import (
 )
 
 EXAMPLES = int(os.environ.get("GITMEM_HYPOTHESIS_EXAMPLES", "2000"))
-SETTINGS = settings(max_examples=max(EXAMPLES // 4, 100), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
-SMALL = settings(max_examples=max(EXAMPLES // 10, 50), deadline=None,
-                 suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=max(EXAMPLES // 4, 100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+SMALL = settings(
+    max_examples=max(EXAMPLES // 10, 50),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 # Pieces of text that look like the file's own structure or are hard on a Markdown parser.
 NASTY = [
-    "", " ", "  ", "\t", "\n", "\r\n", "\r", "\x00", "\x1b[31m", "\x7f", "\u2028", "\u0085",
-    "\ufeff", "\\", "\\\\", "\\u{41}", "\\u{zz}", "<!--", "-->", "<!-- x -->", "```", "```python",
-    "~~~", "- - -", "***", "---", "===", "# Memory", "## User", "### x", "- item", "* item",
-    "1. one", "2) two", "> quote", "{#x}", " {#x}", "{#f1 ← s1#i1}", " {#f1 ← by hand}", "{#",
-    "}", "←", "·", " · ", "%", "%2", "%ZZ", "%20", "#", "#tag", ",", "by hand", "by x",
-    "escaped", "until 2024-01-01", "[link](x)", "**bold**", "<div>", "|a|b|", "    code",
-    "ü", "中文", "🙂",
+    "",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\r",
+    "\x00",
+    "\x1b[31m",
+    "\x7f",
+    "\u2028",
+    "\u0085",
+    "\ufeff",
+    "\\",
+    "\\\\",
+    "\\u{41}",
+    "\\u{zz}",
+    "<!--",
+    "-->",
+    "<!-- x -->",
+    "```",
+    "```python",
+    "~~~",
+    "- - -",
+    "***",
+    "---",
+    "===",
+    "# Memory",
+    "## User",
+    "### x",
+    "- item",
+    "* item",
+    "1. one",
+    "2) two",
+    "> quote",
+    "{#x}",
+    " {#x}",
+    "{#f1 ← s1#i1}",
+    " {#f1 ← by hand}",
+    "{#",
+    "}",
+    "←",
+    "·",
+    " · ",
+    "%",
+    "%2",
+    "%ZZ",
+    "%20",
+    "#",
+    "#tag",
+    ",",
+    "by hand",
+    "by x",
+    "escaped",
+    "until 2024-01-01",
+    "[link](x)",
+    "**bold**",
+    "<div>",
+    "|a|b|",
+    "    code",
+    "ü",
+    "中文",
+    "🙂",
 ]
-TEXT = st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=12)), min_size=1,
-                max_size=6).map("".join).filter(bool)
-LABEL = st.one_of(st.sampled_from(["a b", "x#y", "50%", "a,b", "hand", "by hand", "{#z}",
-                                   "· ←", " lead", "trail ", "\n", "%41"]),
-                  st.text(min_size=1, max_size=10))
-ID = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEF0123456789_-.", min_size=1,
-             max_size=12)
-DATE = st.one_of(st.dates().map(lambda d: d.isoformat()),
-                 st.datetimes().map(lambda d: d.isoformat()),
-                 st.sampled_from(["2024-05-01T10:00:00+02:00", "2024-05-01T00:00:00Z"]))
+TEXT = (
+    st.lists(st.one_of(st.sampled_from(NASTY), st.text(max_size=12)), min_size=1, max_size=6)
+    .map("".join)
+    .filter(bool)
+)
+LABEL = st.one_of(
+    st.sampled_from(
+        [
+            "a b",
+            "x#y",
+            "50%",
+            "a,b",
+            "hand",
+            "by hand",
+            "{#z}",
+            "· ←",
+            " lead",
+            "trail ",
+            "\n",
+            "%41",
+        ]
+    ),
+    st.text(min_size=1, max_size=10),
+)
+ID = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEF0123456789_-.", min_size=1, max_size=12)
+DATE = st.one_of(
+    st.dates().map(lambda d: d.isoformat()),
+    st.datetimes().map(lambda d: d.isoformat()),
+    st.sampled_from(["2024-05-01T10:00:00+02:00", "2024-05-01T00:00:00Z"]),
+)
 SECTION = st.one_of(
-    st.sampled_from(["User", "Preferences", "Projects", "Notes", "中文 section",
-                     "a {#b}", "x · y ← z", "Tea & coffee", "50% done", "C#"]),
-    st.text(min_size=1, max_size=12)).filter(lambda s: section_problem(s) is None)
-NOTE = st.sampled_from(["A paragraph a person wrote.", "Two lines\nof prose.",
-                        "> a quote", "```\n- not a fact\n```", "<!-- a comment -->",
-                        "Para one.\n\nPara two.", "| a | b |\n|---|---|\n| 1 | 2 |"])
+    st.sampled_from(
+        [
+            "User",
+            "Preferences",
+            "Projects",
+            "Notes",
+            "中文 section",
+            "a {#b}",
+            "x · y ← z",
+            "Tea & coffee",
+            "50% done",
+            "C#",
+        ]
+    ),
+    st.text(min_size=1, max_size=12),
+).filter(lambda s: section_problem(s) is None)
+NOTE = st.sampled_from(
+    [
+        "A paragraph a person wrote.",
+        "Two lines\nof prose.",
+        "> a quote",
+        "```\n- not a fact\n```",
+        "<!-- a comment -->",
+        "Para one.\n\nPara two.",
+        "| a | b |\n|---|---|\n| 1 | 2 |",
+    ]
+)
 
 
 @st.composite
 def facts_of(draw: st.DrawFn, sections: list[str]) -> Fact:
-    sources = draw(st.lists(st.builds(FactSource, session=LABEL,
-                                      interaction=st.one_of(st.none(), LABEL)), max_size=3))
+    sources = draw(
+        st.lists(
+            st.builds(FactSource, session=LABEL, interaction=st.one_of(st.none(), LABEL)),
+            max_size=3,
+        )
+    )
     by = None if sources else draw(st.one_of(st.none(), LABEL))
-    return Fact(id=draw(ID), text=draw(TEXT), section=draw(st.sampled_from(sections)),
-                sources=tuple(sources), by=by,
-                valid_from=draw(st.one_of(st.none(), DATE)),
-                valid_until=draw(st.one_of(st.none(), DATE)),
-                confidence=draw(st.one_of(st.none(), st.floats(0, 1))),
-                tags=tuple(draw(st.lists(LABEL, max_size=3))),
-                replaced_by=draw(st.one_of(st.none(), ID)))
+    return Fact(
+        id=draw(ID),
+        text=draw(TEXT),
+        section=draw(st.sampled_from(sections)),
+        sources=tuple(sources),
+        by=by,
+        valid_from=draw(st.one_of(st.none(), DATE)),
+        valid_until=draw(st.one_of(st.none(), DATE)),
+        confidence=draw(st.one_of(st.none(), st.floats(0, 1))),
+        tags=tuple(draw(st.lists(LABEL, max_size=3))),
+        replaced_by=draw(st.one_of(st.none(), ID)),
+    )
 
 
 @st.composite
@@ -82,9 +194,12 @@ def memories(draw: st.DrawFn) -> MemoryFile:
     facts = draw(st.lists(facts_of(sections), max_size=8, unique_by=lambda f: f.id))
     noted = draw(st.lists(st.sampled_from(sections), unique=True, max_size=2))
     notes = tuple((s, draw(NOTE)) for s in sections if s in noted)
-    memory = MemoryFile(title=draw(st.sampled_from(["Memory", "What I know", "记忆"])),
-                        intro=draw(st.one_of(st.just(""), NOTE)), sections=tuple(sections),
-                        notes=notes)
+    memory = MemoryFile(
+        title=draw(st.sampled_from(["Memory", "What I know", "记忆"])),
+        intro=draw(st.one_of(st.just(""), NOTE)),
+        sections=tuple(sections),
+        notes=notes,
+    )
     return memory.with_facts(facts)
 
 
@@ -117,15 +232,23 @@ def test_any_text_parses_or_fails_with_parse_error(text: str) -> None:
 
 
 def test_a_fact_line_is_a_clean_bullet() -> None:
-    memory = MemoryFile().with_facts([
-        Fact(id="f1", text="Lives in Berlin.", section="User",
-             sources=(FactSource(session="chat 1", interaction="i3"),), tags=("home",)),
-        Fact(id="f2", text="Likes green tea.", section="User", confidence=0.8),
-    ])
+    memory = MemoryFile().with_facts(
+        [
+            Fact(
+                id="f1",
+                text="Lives in Berlin.",
+                section="User",
+                sources=(FactSource(session="chat 1", interaction="i3"),),
+                tags=("home",),
+            ),
+            Fact(id="f2", text="Likes green tea.", section="User", confidence=0.8),
+        ]
+    )
     assert render_facts(memory) == (
         "# Memory\n\n## User\n\n"
         "- Lives in Berlin. {#f1 ← chat%201#i3 · #home}\n"
-        "- Likes green tea. {#f2 ← by hand · confidence 0.8}\n")
+        "- Likes green tea. {#f2 ← by hand · confidence 0.8}\n"
+    )
 
 
 def test_an_agent_named_hand_is_not_read_as_a_person() -> None:
@@ -164,8 +287,13 @@ def test_hand_written_file() -> None:
     assert memory.notes == (("User", "A note under the heading,\non two lines."),)
     assert memory.sections == ("User", "Projects")
     texts = {f.text: f for f in memory.facts}
-    assert list(texts) == ["Lives in Berlin.", "Has a cat called Miso.",
-                           "Prefers tea to coffee", "Builds a chess engine", "Learns Rust"]
+    assert list(texts) == [
+        "Lives in Berlin.",
+        "Has a cat called Miso.",
+        "Prefers tea to coffee",
+        "Builds a chess engine",
+        "Learns Rust",
+    ]
     cat = texts["Has a cat called Miso."]
     assert cat.id == derived_id("Has a cat called Miso.", {"f1", "p1"})
     assert cat.by_hand and cat.section == "User"
@@ -174,7 +302,8 @@ def test_hand_written_file() -> None:
     assert texts["Learns Rust"].section == "Projects"
     # the same bullet gets the same id anywhere: in another file, in another clone
     assert parse_facts("- Has a cat called Miso.\n").facts[0].id == derived_id(
-        "Has a cat called Miso.")
+        "Has a cat called Miso."
+    )
     # what gitmem writes back keeps the person's prose verbatim
     again = render_facts(memory)
     assert "What this agent knows about Ana. Edit freely." in again
@@ -210,23 +339,26 @@ def test_by_hand_braces() -> None:
 # --- every problem names path:line ---------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "line", "problem"), [
-    ("# Memory\n\n## User\n\n- a {#f1 ← s1 · colour blue}\n", 5, "unknown fact attribute"),
-    ("## User\n\n- a {#f1}\n- b {#f1}\n", 4, "is used twice (first at line 3)"),
-    ("## User\n\n- a {#f1 · until yesterday}\n", 3, "valid_until"),
-    ("## User\n\n- a {#f1 · from 2024-13-01}\n", 3, "valid_from"),
-    ("## User\n\n\n- a {#f1 ← s%ZZ1}\n", 4, "bad %-escape '%ZZ'"),
-    ("## User\n\n- a {#f1 ← s%FF}\n", 3, "not UTF-8"),
-    ("## User\n\n- a\\u{zz} {#f1 · escaped}\n", 3, "bad escape"),
-    ("## User\n\n- a {#f1 · confidence high}\n", 3, "confidence 'high' is not a number"),
-    ("## User\n\n- a {#f1 · confidence 7}\n", 3, "confidence"),
-    ("## User\n\n- a {#f/1}\n", 3, "must start with '#id'"),
-    ("## User\n\n-\n", 3, "empty list item"),
-    ("## User\n\n- a\n\n## User\n", 5, "appears twice"),
-    ("## #User\n", 1, "may not start with '#'"),
-    ("## User\n\n- a {#f1 ← #i2}\n", 3, "names no session"),
-    ("## User\n\n- a {#f1 · #}\n", 3, "tags"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ("# Memory\n\n## User\n\n- a {#f1 ← s1 · colour blue}\n", 5, "unknown fact attribute"),
+        ("## User\n\n- a {#f1}\n- b {#f1}\n", 4, "is used twice (first at line 3)"),
+        ("## User\n\n- a {#f1 · until yesterday}\n", 3, "valid_until"),
+        ("## User\n\n- a {#f1 · from 2024-13-01}\n", 3, "valid_from"),
+        ("## User\n\n\n- a {#f1 ← s%ZZ1}\n", 4, "bad %-escape '%ZZ'"),
+        ("## User\n\n- a {#f1 ← s%FF}\n", 3, "not UTF-8"),
+        ("## User\n\n- a\\u{zz} {#f1 · escaped}\n", 3, "bad escape"),
+        ("## User\n\n- a {#f1 · confidence high}\n", 3, "confidence 'high' is not a number"),
+        ("## User\n\n- a {#f1 · confidence 7}\n", 3, "confidence"),
+        ("## User\n\n- a {#f/1}\n", 3, "must start with '#id'"),
+        ("## User\n\n-\n", 3, "empty list item"),
+        ("## User\n\n- a\n\n## User\n", 5, "appears twice"),
+        ("## #User\n", 1, "may not start with '#'"),
+        ("## User\n\n- a {#f1 ← #i2}\n", 3, "names no session"),
+        ("## User\n\n- a {#f1 · #}\n", 3, "tags"),
+    ],
+)
 def test_parse_errors_name_path_and_line(text: str, line: int, problem: str) -> None:
     with pytest.raises(ParseError) as caught:
         parse_facts(text, "memory/MEMORY.md")

@@ -30,8 +30,10 @@ def consolidate(mm: MemoryManager, add: list[str], drop: list[str], prefix: str 
 
     def change(memory: MemoryFile) -> MemoryFile:
         kept = [f for f in memory.facts if f.id not in drop]
-        new = [Fact(id=f"{prefix}{n}", text=text, section="User", by="dreamer")
-               for n, text in enumerate(add)]
+        new = [
+            Fact(id=f"{prefix}{n}", text=text, section="User", by="dreamer")
+            for n, text in enumerate(add)
+        ]
         return memory.with_facts([*kept, *new])
 
     sha = mm.change_facts(change, op="consolidate", subject="Consolidate")
@@ -64,7 +66,9 @@ def test_revert_undoes_an_edit_field_by_field(mm: MemoryManager) -> None:
     mm.remember("Lives in Berlin.", section="User", fact_id="home")
     edit = mm.change_facts(
         lambda m: m.with_facts(f.model_copy(update={"text": "Lives in Bonn."}) for f in m.facts),
-        op="update-fact", subject="Edit")
+        op="update-fact",
+        subject="Edit",
+    )
     assert edit is not None
     mm.update_fact("home", tags=["city"])  # another field, changed later
     mm.revert(edit)
@@ -95,9 +99,13 @@ def test_revert_of_a_fact_changed_again_later_is_a_conflict(mm: MemoryManager) -
     assert git(mm.path, "rev-parse", "HEAD") == head
     # the same text changed again on both: a conflict too, naming the fact
     edit = mm.change_facts(
-        lambda m: m.with_facts(f.model_copy(update={"text": "Lives in Bonn."})
-                               if f.id == "home" else f for f in m.facts),
-        op="update-fact", subject="Edit")
+        lambda m: m.with_facts(
+            f.model_copy(update={"text": "Lives in Bonn."}) if f.id == "home" else f
+            for f in m.facts
+        ),
+        op="update-fact",
+        subject="Edit",
+    )
     assert edit is not None
     mm.update_fact("home", "Lives in Köln.")
     with pytest.raises(ConflictError, match="fact 'home' was changed again"):
@@ -145,7 +153,11 @@ def test_diff_and_history_describe_fact_changes(mm: MemoryManager) -> None:
     diff = mm.diff(None, b=sha)
     [facts] = diff.facts
     assert (facts.path, facts.added, facts.removed, facts.changed) == (
-        "memory/MEMORY.md", ["c0"], ["tea"], [])
+        "memory/MEMORY.md",
+        ["c0"],
+        ["tea"],
+        [],
+    )
     assert "+- A. {#c0" in facts.unified
     latest = mm.diff()
     assert latest.facts[0].changed == ["home"] and latest.files == ["memory/MEMORY.md"]
@@ -172,8 +184,9 @@ def test_time_travel_reads_the_facts_as_they_were(mm: MemoryManager) -> None:
     tea = Fact(id="tea", text="Likes tea.", section="User", valid_from="2024-04-01")
     first = write_at(mm, MemoryFile().with_facts([home, tea]), T0)
     moved = Fact(id="lis", text="Lives in Lisbon.", section="User", valid_from="2024-04-16")
-    trip = Fact(id="trip", text="Is in Rome.", section="User",
-                valid_until="2024-04-20T10:00:00+00:00")
+    trip = Fact(
+        id="trip", text="Is in Rome.", section="User", valid_until="2024-04-20T10:00:00+00:00"
+    )
     ended = home.model_copy(update={"valid_until": "2024-04-16", "replaced_by": "lis"})
     write_at(mm, MemoryFile().with_facts([ended, tea, moved, trip]), T0 + timedelta(days=2))
     assert [f.id for f in mm.at(first).facts()] == ["home", "tea"]
@@ -187,13 +200,15 @@ def test_time_travel_reads_the_facts_as_they_were(mm: MemoryManager) -> None:
     assert [f.id for f in mm.at(first).facts(query="Berlin")] == ["home"]
 
 
-def test_time_travel_compares_moments_in_utc(mm: MemoryManager,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_time_travel_compares_moments_in_utc(
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TZ", "Asia/Tokyo")
     time.tzset()
     try:
-        trip = Fact(id="trip", text="Is in Rome.", section="User",
-                    valid_until="2024-04-20T10:00:00+00:00")
+        trip = Fact(
+            id="trip", text="Is in Rome.", section="User", valid_until="2024-04-20T10:00:00+00:00"
+        )
         write_at(mm, MemoryFile().with_facts([trip]), T0)
         assert [f.id for f in mm.facts(as_of="2024-04-20T09:30:00+00:00")] == ["trip"]
         assert mm.facts(as_of="2024-04-20T10:30:00+00:00") == []

@@ -45,12 +45,17 @@ BASE = memory(BERLIN, TEA)
 
 def test_added_on_either_side_is_kept_after_its_predecessor() -> None:
     ours = memory(BERLIN, fact("fa", "Has a cat."), TEA)
-    theirs = memory(BERLIN, fact("fb", "Speaks Dutch."), TEA, fact("fc", "Hates coffee.",
-                                                                    "Preferences"))
+    theirs = memory(
+        BERLIN, fact("fb", "Speaks Dutch."), TEA, fact("fc", "Hates coffee.", "Preferences")
+    )
     merged, notes = merge_memory(BASE, ours, theirs)
-    assert texts(merged) == [("f1", "Lives in Berlin."), ("fb", "Speaks Dutch."),
-                             ("fa", "Has a cat."), ("f2", "Likes green tea."),
-                             ("fc", "Hates coffee.")]
+    assert texts(merged) == [
+        ("f1", "Lives in Berlin."),
+        ("fb", "Speaks Dutch."),
+        ("fa", "Has a cat."),
+        ("f2", "Likes green tea."),
+        ("fc", "Hates coffee."),
+    ]
     assert notes == []
     # the same result whichever side merges, up to the order of the new facts
     other, _ = merge_memory(BASE, theirs, ours)
@@ -72,13 +77,15 @@ def test_changed_on_one_side_takes_the_change() -> None:
 
 def test_changed_differently_on_both_keeps_ours_and_theirs_as_a_new_fact() -> None:
     ours = memory(BERLIN.model_copy(update={"text": "Lives in Lisbon."}), TEA)
-    theirs = memory(BERLIN.model_copy(update={"text": "Lives in Porto.", "tags": ("city",)}),
-                    TEA)
+    theirs = memory(BERLIN.model_copy(update={"text": "Lives in Porto.", "tags": ("city",)}), TEA)
     merged, notes = merge_memory(BASE, ours, theirs)
     [note] = notes
     assert note.kind == "copied" and note.fact_id == "f1" and note.other == "Lives in Porto."
-    assert texts(merged) == [("f1", "Lives in Lisbon."), (note.copy, "Lives in Porto."),
-                             ("f2", "Likes green tea.")]
+    assert texts(merged) == [
+        ("f1", "Lives in Lisbon."),
+        (note.copy, "Lives in Porto."),
+        ("f2", "Likes green tea."),
+    ]
     assert merged.get(note.copy) == theirs.facts[0].model_copy(update={"id": note.copy})
     assert "Lives in Porto." in note.describe() and note.copy in note.describe()
     # a deterministic id: the other clone's merge of the same histories agrees on it
@@ -97,9 +104,17 @@ def test_removed_on_one_side_but_changed_on_the_other_keeps_the_change() -> None
 
 def test_same_text_added_on_both_sides_is_one_fact_with_both_sources() -> None:
     ours = memory(BERLIN, TEA, fact("fx", "Has two kids.", sources=(FactSource(session="a"),)))
-    theirs = memory(BERLIN, TEA, fact("fy", "Has two kids.", tags=("family",),
-                                      sources=(FactSource(session="b", interaction="i1"),)),
-                    fact("fz", "Was married in 2010.", replaced_by="fy"))
+    theirs = memory(
+        BERLIN,
+        TEA,
+        fact(
+            "fy",
+            "Has two kids.",
+            tags=("family",),
+            sources=(FactSource(session="b", interaction="i1"),),
+        ),
+        fact("fz", "Was married in 2010.", replaced_by="fy"),
+    )
     merged, notes = merge_memory(BASE, ours, theirs)
     kids = merged.get("fx")
     assert kids is not None and merged.get("fy") is None
@@ -110,16 +125,24 @@ def test_same_text_added_on_both_sides_is_one_fact_with_both_sources() -> None:
 
 
 def test_supersede_on_one_side_and_an_edit_on_the_other_keep_both() -> None:
-    ours = memory(BERLIN.model_copy(update={"valid_until": "2024-05-01", "replaced_by": "f9"}),
-                  fact("f9", "Lives in Lisbon."), TEA)
-    theirs = memory(BERLIN.model_copy(update={"text": "Lives in Berlin-Mitte.",
-                                              "tags": ("home",)}), TEA)
+    ours = memory(
+        BERLIN.model_copy(update={"valid_until": "2024-05-01", "replaced_by": "f9"}),
+        fact("f9", "Lives in Lisbon."),
+        TEA,
+    )
+    theirs = memory(
+        BERLIN.model_copy(update={"text": "Lives in Berlin-Mitte.", "tags": ("home",)}), TEA
+    )
     merged, notes = merge_memory(BASE, ours, theirs)
     assert notes == []
     old = merged.get("f1")
     assert old is not None
     assert (old.text, old.valid_until, old.replaced_by, old.tags) == (
-        "Lives in Berlin-Mitte.", "2024-05-01", "f9", ("home",))
+        "Lives in Berlin-Mitte.",
+        "2024-05-01",
+        "f9",
+        ("home",),
+    )
     assert [f.id for f in merged.facts] == ["f1", "f9", "f2"]
 
 
@@ -130,7 +153,12 @@ def test_a_field_changed_differently_on_both_keeps_ours_with_a_note() -> None:
     assert merged.get("f1") == ours.facts[0]
     [note] = notes
     assert (note.kind, note.fact_id, note.field, note.kept, note.other) == (
-        "conflict", "f1", "confidence", "0.9", "0.4")
+        "conflict",
+        "f1",
+        "confidence",
+        "0.9",
+        "0.4",
+    )
 
 
 def test_tags_and_sources_merge_as_sets() -> None:
@@ -149,24 +177,36 @@ def test_the_same_id_added_on_both_sides_with_different_texts_keeps_both() -> No
 
 def test_intro_notes_and_sections_merge_like_text() -> None:
     base = memory(BERLIN, intro="Kept by the agent.", notes=(("User", "About the user."),))
-    ours = memory(BERLIN, fact("w", "Works at ACME.", "Work"), intro="Kept by the agent.",
-                  notes=(("User", "About the user."),))
-    theirs = memory(BERLIN, intro="Curated weekly.", notes=(("User", "Who they are."),),
-                    sections=("Travel", "User"))
+    ours = memory(
+        BERLIN,
+        fact("w", "Works at ACME.", "Work"),
+        intro="Kept by the agent.",
+        notes=(("User", "About the user."),),
+    )
+    theirs = memory(
+        BERLIN,
+        intro="Curated weekly.",
+        notes=(("User", "Who they are."),),
+        sections=("Travel", "User"),
+    )
     merged, notes = merge_memory(base, ours, theirs)
     assert merged.intro == "Curated weekly." and dict(merged.notes)["User"] == "Who they are."
     assert merged.sections == ("Travel", "User", "Work") and notes == []
     both = memory(BERLIN, intro="Ours.")  # and the note of User removed
     merged, notes = merge_memory(base, both, theirs)
     assert merged.intro == "Ours." and [(n.kind, n.field, n.other) for n in notes] == [
-        ("conflict", "intro", "Curated weekly.")]
+        ("conflict", "intro", "Curated weekly.")
+    ]
     assert dict(merged.notes)["User"] == "Who they are."  # removed here, rewritten there
 
 
 def test_the_merged_file_round_trips() -> None:
     ours = memory(BERLIN.model_copy(update={"text": "Lives in Lisbon."}), TEA)
-    theirs = memory(BERLIN.model_copy(update={"text": "Lives in Porto."}), TEA,
-                    fact("n", "Plays chess.", "Hobbies"))
+    theirs = memory(
+        BERLIN.model_copy(update={"text": "Lives in Porto."}),
+        TEA,
+        fact("n", "Plays chess.", "Hobbies"),
+    )
     merged, _ = merge_memory(BASE, ours, theirs)
     assert parse_facts(render_facts(merged)) == merged
 
@@ -176,24 +216,36 @@ def test_memory_paths() -> None:
     assert memory_path("team a") == "namespaces/team%20a/memory/MEMORY.md"
     for path in ("memory/MEMORY.md", "memory/USER.md", "namespaces/x/memory/MEMORY.md"):
         assert is_facts_path(path), path
-    for path in ("sessions/ab/memory.md", "memory/x/MEMORY.md", "memory/.md", "README.md",
-                 "namespaces/x/sessions/memory.md", "memory/MEMORY.txt"):
+    for path in (
+        "sessions/ab/memory.md",
+        "memory/x/MEMORY.md",
+        "memory/.md",
+        "README.md",
+        "namespaces/x/sessions/memory.md",
+        "memory/MEMORY.txt",
+    ):
         assert not is_facts_path(path), path
 
 
 def test_merge_texts_dispatches_memory_files() -> None:
     ours = memory(BERLIN, fact("fa", "Has a cat."), TEA)
     theirs = memory(BERLIN, TEA, fact("fb", "Drinks oolong.", "Preferences"))
-    data, notes = merge_texts(render_facts(BASE).encode(), render_facts(ours).encode(),
-                              render_facts(theirs).encode(), "namespaces/n/memory/MEMORY.md")
+    data, notes = merge_texts(
+        render_facts(BASE).encode(),
+        render_facts(ours).encode(),
+        render_facts(theirs).encode(),
+        "namespaces/n/memory/MEMORY.md",
+    )
     assert [f.id for f in parse_facts(data).facts] == ["f1", "fa", "f2", "fb"] and notes == []
     # a conflict is reported as a merge note naming the file and the fact
     changed = memory(BERLIN.model_copy(update={"confidence": 0.5}), TEA)
     other = memory(BERLIN.model_copy(update={"confidence": 0.7}), TEA)
-    _, notes = merge_texts(None, render_facts(changed).encode(), render_facts(other).encode(),
-                           "memory/MEMORY.md")
+    _, notes = merge_texts(
+        None, render_facts(changed).encode(), render_facts(other).encode(), "memory/MEMORY.md"
+    )
     assert [(n.session_id, n.kind, n.key) for n in notes] == [
-        ("memory/MEMORY.md", "conflict", "fact f1 confidence")]
+        ("memory/MEMORY.md", "conflict", "fact f1 confidence")
+    ]
     assert notes[0].describe().startswith("fact f1 confidence changed")
 
 
@@ -255,14 +307,22 @@ def test_plain_git_pull_merges_the_memory_file_by_fact_id(tmp_path: Path) -> Non
         b.remember("Plays chess on Sundays.", section="Hobbies")
         b.update_fact("home", "Lives in Porto.")
         root = b.path
-    pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
-                            cwd=root, capture_output=True, text=True)
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert pulled.returncode == 0, pulled.stderr
     assert "fact home was changed differently on both sides" in pulled.stderr
     assert_clean(root)
     merged = parse_facts((root / "memory" / "MEMORY.md").read_bytes())
-    assert {f.text for f in merged.facts} == {"Lives in Porto.", "Lives in Lisbon.",
-                                              "Speaks Dutch.", "Plays chess on Sundays."}
+    assert {f.text for f in merged.facts} == {
+        "Lives in Porto.",
+        "Lives in Lisbon.",
+        "Speaks Dutch.",
+        "Plays chess on Sundays.",
+    }
     assert merged.get("home") is not None and merged.get("home").text == "Lives in Porto."  # type: ignore[union-attr]
 
 
@@ -270,8 +330,13 @@ def test_stores_made_before_facts_merge_the_memory_file_by_fact_id(tmp_path: Pat
     store = tmp_path / "old"
     MemoryManager(store, init=True).close()
     attributes = store / ".gitattributes"
-    attributes.write_text("".join(line + "\n" for line in attributes.read_text().splitlines()
-                                  if not line.startswith("memory/")))
+    attributes.write_text(
+        "".join(
+            line + "\n"
+            for line in attributes.read_text().splitlines()
+            if not line.startswith("memory/")
+        )
+    )
     git(store, "commit", "-qam", "the attributes of a store made before facts")
     (store / ".git" / "info" / "attributes").unlink()
     assert "unspecified" in git(store, "check-attr", "merge", "--", "memory/MEMORY.md")
@@ -304,18 +369,22 @@ def test_the_pre_commit_hook_validates_memory_files(tmp_path: Path) -> None:
 IDS = st.sampled_from(["a", "b", "c", "d", "e"])
 FACT = st.builds(
     lambda fid, text, section, tags, confidence: Fact(
-        id=fid, text=text, section=section, tags=tags, confidence=confidence),
-    IDS, st.sampled_from(["Lives in Berlin.", "Likes tea.", "Has a cat.", "Speaks Dutch."]),
+        id=fid, text=text, section=section, tags=tags, confidence=confidence
+    ),
+    IDS,
+    st.sampled_from(["Lives in Berlin.", "Likes tea.", "Has a cat.", "Speaks Dutch."]),
     st.sampled_from(["User", "Preferences"]),
     st.lists(st.sampled_from(["x", "y"]), max_size=2, unique=True).map(tuple),
-    st.one_of(st.none(), st.sampled_from([0.5, 0.9])))
+    st.one_of(st.none(), st.sampled_from([0.5, 0.9])),
+)
 VERSION = st.lists(FACT, max_size=5, unique_by=lambda f: f.id).map(lambda fs: memory(*fs))
 
 
 @settings(max_examples=300, deadline=None)
 @given(VERSION, VERSION)
-def test_a_side_that_changed_nothing_gives_the_other_side(base: MemoryFile,
-                                                          ours: MemoryFile) -> None:
+def test_a_side_that_changed_nothing_gives_the_other_side(
+    base: MemoryFile, ours: MemoryFile
+) -> None:
     assert merge_memory(base, ours, base) == (ours, [])
     merged, notes = merge_memory(base, base, ours)
     assert sorted(merged.facts, key=lambda f: f.id) == sorted(ours.facts, key=lambda f: f.id)
@@ -324,8 +393,9 @@ def test_a_side_that_changed_nothing_gives_the_other_side(base: MemoryFile,
 
 @settings(max_examples=300, deadline=None)
 @given(VERSION, VERSION, VERSION)
-def test_no_change_of_either_side_is_lost(base: MemoryFile, ours: MemoryFile,
-                                          theirs: MemoryFile) -> None:
+def test_no_change_of_either_side_is_lost(
+    base: MemoryFile, ours: MemoryFile, theirs: MemoryFile
+) -> None:
     merged, notes = merge_memory(base, ours, theirs)
     assert parse_facts(render_facts(merged)) == merged
     texts_now = {f.text for f in merged.facts}
@@ -339,8 +409,9 @@ def test_no_change_of_either_side_is_lost(base: MemoryFile, ours: MemoryFile,
 
 @settings(max_examples=300, deadline=None)
 @given(VERSION, VERSION, VERSION)
-def test_without_notes_the_sides_are_interchangeable(base: MemoryFile, ours: MemoryFile,
-                                                     theirs: MemoryFile) -> None:
+def test_without_notes_the_sides_are_interchangeable(
+    base: MemoryFile, ours: MemoryFile, theirs: MemoryFile
+) -> None:
     one, notes = merge_memory(base, ours, theirs)
     other, other_notes = merge_memory(base, theirs, ours)
     if not notes and not other_notes:  # the same facts; sets merged keep each side's order
@@ -348,8 +419,9 @@ def test_without_notes_the_sides_are_interchangeable(base: MemoryFile, ours: Mem
 
 
 def unordered(item: Fact) -> Fact:
-    return item.model_copy(update={"tags": tuple(sorted(item.tags)),
-                                   "sources": tuple(sorted(item.sources, key=str))})
+    return item.model_copy(
+        update={"tags": tuple(sorted(item.tags)), "sources": tuple(sorted(item.sources, key=str))}
+    )
 
 
 def test_sync_reports_a_fact_changed_on_both_sides_in_the_merge_commit(tmp_path: Path) -> None:

@@ -34,9 +34,17 @@ from gitmem.text import terms
 
 _REPO = Path(__file__).resolve().parents[1]
 # the checkout sits beside ``shared/`` (main) or one folder deeper (a worktree under wt/)
-_FOUND = [p for p in (Path(os.environ.get("GITMEM_LOCOMO", "/nonexistent")),
-                      *(b / "shared" / "data" / "locomo" / "locomo-dev.json"
-                        for b in (_REPO.parent, _REPO.parent.parent))) if p.is_file()]
+_FOUND = [
+    p
+    for p in (
+        Path(os.environ.get("GITMEM_LOCOMO", "/nonexistent")),
+        *(
+            b / "shared" / "data" / "locomo" / "locomo-dev.json"
+            for b in (_REPO.parent, _REPO.parent.parent)
+        ),
+    )
+    if p.is_file()
+]
 DATA = _FOUND[0] if _FOUND else Path("locomo-dev.json")
 
 
@@ -66,14 +74,17 @@ def test_offline_consolidation_keeps_answers_within_the_budget(tmp_path: Path) -
         body = _norm(text)
         questions = [q for q in sample["qa"] if q.get("category") == 4]
         hit_exact = sum(_norm(str(q["answer"])) in body for q in questions)
-        hit_terms = sum(any(set(terms(str(q["answer"]))) <= f for f in facts)
-                        for q in questions)
+        hit_terms = sum(any(set(terms(str(q["answer"]))) <= f for f in facts) for q in questions)
         exact, by_terms, total = exact + hit_exact, by_terms + hit_terms, total + len(questions)
-        lines.append(f"{sample['sample_id']}: {len(facts)} facts, {tokens} tokens "
-                     f"({counter.name}), exact {hit_exact}/{len(questions)}, "
-                     f"terms {hit_terms}/{len(questions)}")
+        lines.append(
+            f"{sample['sample_id']}: {len(facts)} facts, {tokens} tokens "
+            f"({counter.name}), exact {hit_exact}/{len(questions)}, "
+            f"terms {hit_terms}/{len(questions)}"
+        )
         mm.close()
-    print("\n".join(lines) + f"\nsingle-hop: exact {exact}/{total} = {exact / total:.1%}, "
-          f"terms {by_terms}/{total} = {by_terms / total:.1%}")
+    print(
+        "\n".join(lines) + f"\nsingle-hop: exact {exact}/{total} = {exact / total:.1%}, "
+        f"terms {by_terms}/{total} = {by_terms / total:.1%}"
+    )
     assert exact / total >= 0.14
     assert by_terms / total >= 0.22

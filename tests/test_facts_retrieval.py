@@ -22,10 +22,14 @@ from tests.conftest import git
 @pytest.fixture
 def mm(store: Path) -> MemoryManager:
     manager = MemoryManager.init(store)
-    manager.save_interaction("chat", "Which tea should I buy for the office?",
-                             "Something mild; you said you like green tea.")
-    manager.save_interaction("other", "The cat Biscuit knocked the vase over.",
-                             "Cats do that; put it somewhere higher.")
+    manager.save_interaction(
+        "chat",
+        "Which tea should I buy for the office?",
+        "Something mild; you said you like green tea.",
+    )
+    manager.save_interaction(
+        "other", "The cat Biscuit knocked the vase over.", "Cats do that; put it somewhere higher."
+    )
     return manager
 
 
@@ -72,8 +76,7 @@ def test_superseded_and_ended_facts_are_not_shown(mm: MemoryManager) -> None:
     assert f"[{ended.id}]" not in text
 
 
-def test_facts_get_a_bounded_share_and_only_matches_when_all_do_not_fit(
-        mm: MemoryManager) -> None:
+def test_facts_get_a_bounded_share_and_only_matches_when_all_do_not_fit(mm: MemoryManager) -> None:
     for n in range(60):
         mm.remember(f"Project number {n} uses the vendor called alpha{n}.", section="Projects")
     wanted = mm.remember("The office kettle is broken.", section="Office")
@@ -157,23 +160,31 @@ def test_a_broken_memory_file_gives_a_note_and_the_rest(mm: MemoryManager, store
 
 def test_cli_search_kind_fact(mm: MemoryManager, store: Path) -> None:
     tea = mm.remember("Prefers green tea.")
-    result = CliRunner().invoke(cli, ["--repo", str(store), "search", "--kind", "fact",
-                                      "green tea"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["--repo", str(store), "search", "--kind", "fact", "green tea"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert f"fact · {tea.id}" in result.output and "Prefers green tea." in result.output
-    result = CliRunner().invoke(cli, ["--repo", str(store), "--json", "search", "--kind",
-                                      "fact", "green tea"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["--repo", str(store), "--json", "search", "--kind", "fact", "green tea"],
+        catch_exceptions=False,
+    )
     data = json.loads(result.output)
     assert data["hits"][0]["kind"] == "fact" and data["hits"][0]["interaction_id"] == tea.id
-    result = CliRunner().invoke(cli, ["--repo", str(store), "context", "chat", "green tea"],
-                                catch_exceptions=False)
-    assert f"What you know (curated facts, each with its id in brackets):\n- Prefers green " \
-           f"tea. [{tea.id}]" in result.output
+    result = CliRunner().invoke(
+        cli, ["--repo", str(store), "context", "chat", "green tea"], catch_exceptions=False
+    )
+    assert (
+        f"What you know (curated facts, each with its id in brackets):\n- Prefers green "
+        f"tea. [{tea.id}]" in result.output
+    )
     assert FACTS_HEADER in result.output
 
 
 def test_the_write_path_cache_matches_the_file_on_disk(
-        mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """remember/supersede/forget reuse the parsed file and the rendered lines (a change to a
     file of 10,000 facts must not parse it again): what they leave must be exactly what a
     fresh parse of the committed file gives."""
@@ -216,11 +227,19 @@ def test_the_mcp_remember_and_facts_tools(store: Path) -> None:
 
     async def main() -> None:
         async with stdio_session(store, client="claude") as session:
-            said = await ok(session, "save_interaction", {"session": "chat",
-                                                          "user": "I moved to Lisbon."})
-            made = await ok(session, "remember", {
-                "text": "Lives in Lisbon.", "section": "User",
-                "sources": [f"chat#{said['interaction_id']}"], "tags": ["home"]})
+            said = await ok(
+                session, "save_interaction", {"session": "chat", "user": "I moved to Lisbon."}
+            )
+            made = await ok(
+                session,
+                "remember",
+                {
+                    "text": "Lives in Lisbon.",
+                    "section": "User",
+                    "sources": [f"chat#{said['interaction_id']}"],
+                    "tags": ["home"],
+                },
+            )
             fact = made["fact"]
             assert fact["sources"] == [f"chat#{said['interaction_id']}"]
             assert trailer(store, "Gitmem-Op") == ["remember"]

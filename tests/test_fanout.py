@@ -31,8 +31,10 @@ from tests.reliability.conftest import ROOT, fsck_problems
 
 T0 = datetime(2024, 4, 15, 9, 0, tzinfo=timezone.utc)
 
-FLAT_ATTRIBUTES = (b"sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text "
-                   b"eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n")
+FLAT_ATTRIBUTES = (
+    b"sessions/*.md merge=gitmem text eol=lf\narchive/*.md merge=gitmem text "
+    b"eol=lf\nnamespaces/**/*.md merge=gitmem text eol=lf\n"
+)
 
 
 def flat_store(path: Path, **options: object) -> MemoryManager:
@@ -50,8 +52,9 @@ def files(store: Path) -> list[str]:
 
 
 def save(mm: MemoryManager, sid: str, n: int) -> str:
-    sha = mm.save_interaction(sid, f"{sid} question {n}", f"answer {n}",
-                              timestamp=T0 + timedelta(minutes=n))
+    sha = mm.save_interaction(
+        sid, f"{sid} question {n}", f"answer {n}", timestamp=T0 + timedelta(minutes=n)
+    )
     assert sha
     return sha
 
@@ -64,8 +67,11 @@ def test_paths_in_both_layouts_map_back_to_the_id() -> None:
     folder = fanout_folder(sid)
     assert len(folder) == 2 and int(folder, 16) >= 0
     assert session_path(sid, fanout=True) == f"sessions/{folder}/chat%2F2024%2004.md"
-    for path in (session_path(sid), session_path(sid, fanout=True),
-                 session_path(sid, "team", fanout=True)):
+    for path in (
+        session_path(sid),
+        session_path(sid, fanout=True),
+        session_path(sid, "team", fanout=True),
+    ):
         assert id_from_path(path, "team" if "namespaces" in path else None) == sid
     assert id_from_archive_path(archive_path(sid, fanout=True)) == sid
     wrong = "00" if folder != "00" else "01"
@@ -83,8 +89,15 @@ def test_two_sessions_in_one_folder_keep_their_own_files(store: Path) -> None:
     save(mm, first, 0)
     save(mm, twin, 1)
     save(mm, first, 2)
-    assert files(store) == sorted([".gitattributes", LAYOUT_FILE, "README.md",
-                                   f"sessions/{folder}/{first}.md", f"sessions/{folder}/{twin}.md"])
+    assert files(store) == sorted(
+        [
+            ".gitattributes",
+            LAYOUT_FILE,
+            "README.md",
+            f"sessions/{folder}/{first}.md",
+            f"sessions/{folder}/{twin}.md",
+        ]
+    )
     one, two = mm.load_memory(first), mm.load_memory(twin)
     assert one is not None and len(one.interactions) == 2
     assert two is not None and len(two.interactions) == 1
@@ -149,11 +162,17 @@ def test_migrate_moves_everything_in_one_commit_and_history_follows(store: Path)
     assert git(store, "rev-list", "--count", f"{before[-1]}..HEAD").strip() == "4"
     trailers = git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)")
     assert trailers.strip() == "migrate"
-    assert files(store) == sorted([
-        ".gitattributes", LAYOUT_FILE, "README.md",
-        archive_path("s1", fanout=True), session_path("s1", fanout=True),
-        session_path("s2", fanout=True), session_path("t1", "team", fanout=True),
-    ])
+    assert files(store) == sorted(
+        [
+            ".gitattributes",
+            LAYOUT_FILE,
+            "README.md",
+            archive_path("s1", fanout=True),
+            session_path("s1", fanout=True),
+            session_path("s2", fanout=True),
+            session_path("t1", "team", fanout=True),
+        ]
+    )
     assert git(store, "status", "--porcelain") == ""
     assert mm.check() == [] and team.check() == []
     assert mm.migrate().nothing_to_do  # the second run has nothing to do
@@ -194,8 +213,10 @@ def test_a_flat_file_in_a_fanned_out_store_is_one_session_until_migrate(store: P
     mm = MemoryManager.init(store)
     save(mm, "s1", 0)
     with mm.repository.transaction() as txn:  # e.g. brought in by a plain git merge
-        txn.write("sessions/stray.md", (store / session_path("s1", fanout=True)).read_bytes()
-                  .replace(b"s1", b"stray"))
+        txn.write(
+            "sessions/stray.md",
+            (store / session_path("s1", fanout=True)).read_bytes().replace(b"s1", b"stray"),
+        )
         txn.commit("A flat file")
     assert mm.load_memory("stray") is not None
     save(mm, "stray", 1)
@@ -256,19 +277,31 @@ mm.migrate()
 """
 
 
-@pytest.mark.parametrize("kill_at", [
-    "flush_objects:before:1", "flush_objects:after:1", "_write_lock_file:after:1",
-    "_place_working:after:3", "_append_reflogs:after:1", "_write_index:before:1",
-    "_move_ref:before:1", "_move_ref:after:1",
-])
+@pytest.mark.parametrize(
+    "kill_at",
+    [
+        "flush_objects:before:1",
+        "flush_objects:after:1",
+        "_write_lock_file:after:1",
+        "_place_working:after:3",
+        "_append_reflogs:after:1",
+        "_write_index:before:1",
+        "_move_ref:before:1",
+        "_move_ref:after:1",
+    ],
+)
 def test_a_migration_killed_half_way_leaves_one_layout(store: Path, kill_at: str) -> None:
     mm = flat_store(store)
     for n in range(6):
         save(mm, f"s{n}", n)
     mm.close()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", _KILLED, str(store), kill_at], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(store), kill_at],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == -9, done.stderr  # it died at that step
     mm = MemoryManager(store)  # opening finishes or undoes the half-done commit
     tree = files(store)

@@ -57,16 +57,24 @@ def _problems(name: str, tree: ast.Module) -> list[str]:
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         func, owner = node.func, node.func.value
-        if isinstance(owner, ast.Name) and owner.id == "os" and func.attr.startswith(
-                ("system", "popen", "spawn", "exec", "posix_spawn")):
+        if (
+            isinstance(owner, ast.Name)
+            and owner.id == "os"
+            and func.attr.startswith(("system", "popen", "spawn", "exec", "posix_spawn"))
+        ):
             found.append(f"{name}:{node.lineno}: os.{func.attr}() starts a process")
         # GitPython's command wrapper: repo.git.<command>(...), repo.git.execute([...])
-        if (isinstance(owner, ast.Attribute) and owner.attr == "git"
-                and func.attr != "set_persistent_git_options"):
+        if (
+            isinstance(owner, ast.Attribute)
+            and owner.attr == "git"
+            and func.attr != "set_persistent_git_options"
+        ):
             found.append(f"{name}:{node.lineno}: .git.{func.attr}() runs git outside the runner")
         # GitPython's porcelain that runs git commands: git.Repo.init(), Repo.clone_from()
-        if isinstance(owner, (ast.Attribute, ast.Name)) and getattr(
-                owner, "attr", getattr(owner, "id", "")) == "Repo":
+        if (
+            isinstance(owner, (ast.Attribute, ast.Name))
+            and getattr(owner, "attr", getattr(owner, "id", "")) == "Repo"
+        ):
             found.append(f"{name}:{node.lineno}: Repo.{func.attr}() runs git outside the runner")
     return found
 
@@ -91,8 +99,7 @@ def repo_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_failure_names_the_command_folder_exit_status_and_gits_last_lines(
-        repo_dir: Path) -> None:
+def test_a_failure_names_the_command_folder_exit_status_and_gits_last_lines(repo_dir: Path) -> None:
     with pytest.raises(RepositoryError) as caught:
         run_git(repo_dir, "checkout", "p1", "p2", "p3", "p4", "p5", "p6")
     message = str(caught.value)
@@ -114,7 +121,8 @@ def test_a_password_in_a_url_never_shows_in_an_error(repo_dir: Path) -> None:
     assert SECRET not in str(caught.value)
     assert str(caught.value).count("alice:***@example.com") == 2  # the command and git's words
     assert last_lines(f"fatal: unable to access '{url}/'") == (
-        "fatal: unable to access 'https://alice:***@example.com/memory.git/'")
+        "fatal: unable to access 'https://alice:***@example.com/memory.git/'"
+    )
 
 
 @pytest.fixture
@@ -145,14 +153,16 @@ def silent_server() -> Iterator[int]:
 
 
 def test_a_command_that_runs_out_of_time_is_stopped_with_an_error_naming_it(
-        repo_dir: Path, silent_server: int) -> None:
+    repo_dir: Path, silent_server: int
+) -> None:
     url = f"http://bob:{SECRET}@127.0.0.1:{silent_server}/memory.git"
     with pytest.raises(RepositoryError) as caught:
         run_git(repo_dir, "ls-remote", url, timeout=1)
     message = str(caught.value)
     assert message.startswith(
         f"git ls-remote 'http://bob:***@127.0.0.1:{silent_server}/memory.git' in {repo_dir} "
-        "did not finish within 1s and was stopped")
+        "did not finish within 1s and was stopped"
+    )
     assert SECRET not in message
 
 
@@ -169,8 +179,9 @@ def _trap(repo: Path, markers: Path) -> None:
     git(repo, "config", "core.fsmonitor", str(monitor))
 
 
-def test_no_hook_or_fsmonitor_of_the_store_runs_from_a_runner_call(store: Path,
-                                                                   tmp_path: Path) -> None:
+def test_no_hook_or_fsmonitor_of_the_store_runs_from_a_runner_call(
+    store: Path, tmp_path: Path
+) -> None:
     Repository.init(store).close()
     markers = tmp_path / "markers"
     _trap(store, markers)
@@ -190,15 +201,19 @@ def test_the_git_facade_says_which_command_failed_and_how(store: Path) -> None:
     repo = Repository.init(store)
     with pytest.raises(RepositoryError, match=r"exit 128\): fatal: Needed a single revision"):
         repo.git("rev-parse", "--verify", "no-such-branch")
-    with pytest.raises(RepositoryError, match=r"^git -c core.quotepath=false log no-such-branch "
-                                              rf"failed in {store} \(exit 128\)"):
+    with pytest.raises(
+        RepositoryError,
+        match=r"^git -c core.quotepath=false log no-such-branch "
+        rf"failed in {store} \(exit 128\)",
+    ):
         repo.run_git("log", "no-such-branch")
     assert repo.git("rev-parse", "HEAD") == repo.head()  # no final newline, as before
     repo.close()
 
 
-def test_git_gets_english_messages_and_no_password_prompt(repo_dir: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_git_gets_english_messages_and_no_password_prompt(
+    repo_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LC_ALL", "de_DE.UTF-8")  # the user's locale must not reach git
     monkeypatch.setenv("GIT_TERMINAL_PROMPT", "1")
     shown = run_git(repo_dir, "-c", "alias.show-env=!env", "show-env").stdout.splitlines()
@@ -212,8 +227,9 @@ def test_git_reads_only_what_it_is_given(repo_dir: Path) -> None:
     assert nothing == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the empty blob
 
 
-def test_the_identity_is_read_the_way_git_reads_it(store: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_identity_is_read_the_way_git_reads_it(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     repo = Repository.init(store)
     assert repo.configured_identity() == ("Test Person", "test@example.com")  # ~/.gitconfig
     extra = tmp_path / "global.gitconfig"
@@ -226,6 +242,7 @@ def test_the_identity_is_read_the_way_git_reads_it(store: Path, tmp_path: Path,
 
 
 def test_finding_the_store_from_a_missing_folder_leaves_the_error_to_opening(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     missing = tmp_path / "gone"
     assert find_store(missing) == str(missing)

@@ -34,8 +34,14 @@ def mm(store: Path) -> MemoryManager:
 
 def turns(mm: MemoryManager, session_id: str, first: int, count: int) -> list[str]:
     return [
-        mm.save_interaction(session_id, f"question {n}", f"answer {n}",
-                            timestamp=T0 + timedelta(minutes=n), interaction_id=f"t{n}") or ""
+        mm.save_interaction(
+            session_id,
+            f"question {n}",
+            f"answer {n}",
+            timestamp=T0 + timedelta(minutes=n),
+            interaction_id=f"t{n}",
+        )
+        or ""
         for n in range(first, first + count)
     ]
 
@@ -44,8 +50,11 @@ def summarize(mm: MemoryManager, session_id: str, text: str) -> str:
     session = mm.load_memory(session_id)
     assert session is not None
     summary = Summary(text=text, generated=T0 + timedelta(hours=1), model=mm.model)
-    sha = mm.put_session(session.model_copy(update={"summary": summary}), op="summarize",
-                         subject=f"Summarize {session_id}")
+    sha = mm.put_session(
+        session.model_copy(update={"summary": summary}),
+        op="summarize",
+        subject=f"Summarize {session_id}",
+    )
     assert sha
     return sha
 
@@ -147,8 +156,9 @@ def test_revert_one_turn_among_later_turns_and_a_deletion(mm: MemoryManager, sto
 
 def test_revert_of_a_session_creation_keeps_later_turns(mm: MemoryManager, store: Path) -> None:
     created = turns(mm, "s", 0, 1)[0]
-    mm.save_messages("s", [{"speaker": "Caroline", "content": "hi"}], timestamp=T0,
-                     interaction_id="c1")
+    mm.save_messages(
+        "s", [{"speaker": "Caroline", "content": "hi"}], timestamp=T0, interaction_id="c1"
+    )
     mm.revert(created)
     session = mm.load_memory("s")
     assert session is not None
@@ -160,8 +170,9 @@ def test_revert_of_a_session_creation_keeps_later_turns(mm: MemoryManager, store
     clean(store)
 
 
-def test_revert_refuses_foreign_first_and_batched(mm: MemoryManager, store: Path,
-                                                   tmp_path: Path) -> None:
+def test_revert_refuses_foreign_first_and_batched(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     turns(mm, "s", 0, 1)
     other = MemoryManager.init(tmp_path / "other")
     other.save_interaction("s", "q", "a")
@@ -202,8 +213,12 @@ def test_history_of_a_session_with_filters_and_changes(mm: MemoryManager, store:
     log = mm.history("s")
     assert [r.sha for r in log] == [summary_sha, *reversed(saves)]
     top = log[0]
-    assert (top.op, top.agent, top.model, top.author) == ("summarize", "summarizer", "llm-1",
-                                                          "summarizer")
+    assert (top.op, top.agent, top.model, top.author) == (
+        "summarize",
+        "summarizer",
+        "llm-1",
+        "summarizer",
+    )
     assert top.sessions == ["s"] and top.subject == "Summarize s"
     assert top.trailers["Gitmem-Op"] == ["summarize"]
     assert top.changes == {}
@@ -232,7 +247,8 @@ def test_history_by_time_uses_commit_times(mm: MemoryManager, store: Path) -> No
     assert [r.sha for r in mm.history("s", since=when[1])] == [shas[2], shas[1]]
     assert [r.sha for r in mm.history("s", until=when[1])] == [shas[1], shas[0]]
     assert [r.sha for r in mm.history("s", since="2024-04-16", until="2024-04-16T23:00")] == [
-        shas[1]]
+        shas[1]
+    ]
     assert mm.history("s")[0].time == when[2]
 
 
@@ -243,11 +259,14 @@ def commit_at(mm: MemoryManager, session_id: str, n: int, when: datetime) -> str
     with mm.repository.transaction() as txn:
         session = current or markdown.parse(
             f"# Session: {session_id}\n\n## Metadata\n- **Session ID**: {session_id}\n"
-            f"- **Created**: {when.isoformat()}\n- **Last active**: {when.isoformat()}\n", path)
+            f"- **Created**: {when.isoformat()}\n- **Last active**: {when.isoformat()}\n",
+            path,
+        )
         session = session.model_copy(update={"tags": [*session.tags, f"tag{n}"]})
         txn.write(path, markdown.render(session).encode())
-        sha = txn.commit(f"Tag {n}", when=when,
-                         trailers={"Gitmem-Op": "metadata", "Gitmem-Session": session_id})
+        sha = txn.commit(
+            f"Tag {n}", when=when, trailers={"Gitmem-Op": "metadata", "Gitmem-Session": session_id}
+        )
     assert sha
     return sha
 
@@ -262,8 +281,9 @@ def test_history_survives_deletion_and_restore(mm: MemoryManager, store: Path) -
     assert "Gitmem-Op: restore" in git(store, "log", "-1", "--format=%(trailers)")
     session = mm.load_memory("s")
     assert session is not None and [i.id for i in session.interactions] == ["t0", "t1"]
-    assert git(store, "show", f"{sha}:sessions/a0/s.md") == git(store, "show",
-                                                              f"{deleted}^:sessions/a0/s.md")
+    assert git(store, "show", f"{sha}:sessions/a0/s.md") == git(
+        store, "show", f"{deleted}^:sessions/a0/s.md"
+    )
     before = head(store)
     with pytest.raises(ConflictError, match="exists"):
         mm.restore_session("s")
@@ -318,13 +338,23 @@ def test_session_diff_text_and_structure(mm: MemoryManager, store: Path) -> None
     start = head(store)
     session = mm.load_memory("s")
     assert session is not None
-    edited = session.interactions[0].model_copy(update={"messages": [
-        session.interactions[0].messages[0],
-        session.interactions[0].messages[1].model_copy(update={"content": "a better answer"})]})
-    changed = session.model_copy(update={
-        "interactions": [edited, *session.interactions[2:]],
-        "extra": {"mood": "happy"},
-        "summary": Summary(text="new summary", generated=T0)})
+    edited = session.interactions[0].model_copy(
+        update={
+            "messages": [
+                session.interactions[0].messages[0],
+                session.interactions[0]
+                .messages[1]
+                .model_copy(update={"content": "a better answer"}),
+            ]
+        }
+    )
+    changed = session.model_copy(
+        update={
+            "interactions": [edited, *session.interactions[2:]],
+            "extra": {"mood": "happy"},
+            "summary": Summary(text="new summary", generated=T0),
+        }
+    )
     mm.put_session(changed, op="edit")
     turns(mm, "s", 5, 1)
     result = mm.diff("s", start, "HEAD")
@@ -364,8 +394,7 @@ def test_store_wide_diff_covers_every_session(mm: MemoryManager, store: Path) ->
     assert sorted(root.files) == [".gitattributes", ".gitmem-layout", "README.md"]
 
 
-def test_diff_reports_a_broken_version_instead_of_failing(mm: MemoryManager,
-                                                           store: Path) -> None:
+def test_diff_reports_a_broken_version_instead_of_failing(mm: MemoryManager, store: Path) -> None:
     turns(mm, "s", 0, 1)
     (store / "sessions" / "a0" / "s.md").write_text("# Session: s\n\nnot a session file\n")
     git(store, "commit", "-qam", "hand edit")
@@ -386,20 +415,35 @@ def test_blame_names_commit_agent_and_model_per_part(mm: MemoryManager, store: P
     other = MemoryManager(store, agent="editor")
     session = other.load_memory("s")
     assert session is not None
-    edited = session.interactions[0].model_copy(update={"messages": [
-        session.interactions[0].messages[0].model_copy(update={"content": "edited question"})]})
-    edit = other.put_session(session.model_copy(
-        update={"interactions": [edited, session.interactions[1]]}), op="edit")
+    edited = session.interactions[0].model_copy(
+        update={
+            "messages": [
+                session.interactions[0]
+                .messages[0]
+                .model_copy(update={"content": "edited question"})
+            ]
+        }
+    )
+    edit = other.put_session(
+        session.model_copy(update={"interactions": [edited, session.interactions[1]]}), op="edit"
+    )
     later = turns(mm, "s", 2, 1)[0]
     blame = mm.blame("s")
     assert [(b.kind, b.interaction_id) for b in blame] == [
-        ("interaction", "t0"), ("interaction", "t1"), ("interaction", "t2"), ("summary", None)]
+        ("interaction", "t0"),
+        ("interaction", "t1"),
+        ("interaction", "t2"),
+        ("summary", None),
+    ]
     by_part = {b.interaction_id or "summary": b for b in blame}
     assert (by_part["t0"].sha, by_part["t0"].agent, by_part["t0"].op) == (edit, "editor", "edit")
     assert (by_part["t1"].sha, by_part["t1"].model) == (first[1], "good-model")
     assert by_part["t2"].sha == later
-    assert (by_part["summary"].sha, by_part["summary"].agent,
-            by_part["summary"].model) == (summary_sha, "summarizer", "llm-1")
+    assert (by_part["summary"].sha, by_part["summary"].agent, by_part["summary"].model) == (
+        summary_sha,
+        "summarizer",
+        "llm-1",
+    )
     # as of an earlier commit
     assert {b.interaction_id for b in mm.blame("s", commit=first[1])} == {"t0", "t1"}
     with pytest.raises(SessionNotFound):
@@ -411,8 +455,9 @@ def test_rollback_is_a_new_commit_restoring_the_file(mm: MemoryManager, store: P
     summarize(mm, "s", "summary")
     sha = mm.rollback("s", to=shas[0])
     assert sha == head(store)
-    assert git(store, "show", "HEAD:sessions/a0/s.md") == git(store, "show",
-                                                           f"{shas[0]}:sessions/a0/s.md")
+    assert git(store, "show", "HEAD:sessions/a0/s.md") == git(
+        store, "show", f"{shas[0]}:sessions/a0/s.md"
+    )
     trailers = git(store, "log", "-1", "--format=%(trailers)")
     assert "Gitmem-Op: rollback" in trailers and f"Gitmem-Rollback-To: {shas[0]}" in trailers
     assert git(store, "rev-list", "--count", "HEAD").strip() == "6"
@@ -557,8 +602,9 @@ def test_revert_a_summary_that_archived_turns(mm: MemoryManager, store: Path) ->
     assert "Gitmem-Session: s" in git(store, "log", "-1", "--format=%(trailers)")
     # rolling back to the summary brings the archive part back with it
     mm.rollback("s", to=summary_sha)
-    assert git(store, "show", "HEAD:archive/a0/s.md") == git(store, "show",
-                                                          f"{summary_sha}:archive/a0/s.md")
+    assert git(store, "show", "HEAD:archive/a0/s.md") == git(
+        store, "show", f"{summary_sha}:archive/a0/s.md"
+    )
     clean(store)
 
 
@@ -597,8 +643,18 @@ def test_a_trailer_quoted_in_many_bodies_does_not_hide_the_real_one(store: Path)
     mm = MemoryManager(store, init=True, agent="bob")
     mm.save_interaction("s", "hello", "hi")
     for n in range(40):
-        git(store, "commit", "-q", "--allow-empty", "-m", f"note {n}", "-m",
-            "Gitmem-Agent: bob", "-m", "quoted above, not a trailer")
+        git(
+            store,
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            f"note {n}",
+            "-m",
+            "Gitmem-Agent: bob",
+            "-m",
+            "quoted above, not a trailer",
+        )
     found = mm.history(agent="bob", limit=1)
     assert [r.op for r in found] == ["save"]
     assert len(mm.history(agent="bob")) == 1

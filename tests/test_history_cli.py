@@ -27,9 +27,21 @@ def repo(store: Path) -> tuple[str, str]:
 
 
 def save(repo: tuple[str, str], session: str, n: int, agent: str = "bot") -> str:
-    return run(*repo, "--agent", agent, "save", session, "--user", f"question {n}",
-               "--assistant", f"answer {n}", "--id", f"t{n}",
-               "--timestamp", f"2024-04-15T15:{n:02d}:00+00:00").strip()
+    return run(
+        *repo,
+        "--agent",
+        agent,
+        "save",
+        session,
+        "--user",
+        f"question {n}",
+        "--assistant",
+        f"answer {n}",
+        "--id",
+        f"t{n}",
+        "--timestamp",
+        f"2024-04-15T15:{n:02d}:00+00:00",
+    ).strip()
 
 
 def head(store: Path) -> str:

@@ -25,8 +25,13 @@ def this_gitmem(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def commit(store: Path, message: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "commit", "-qam", message], cwd=store, capture_output=True,
-                          text=True, env={**os.environ, **env})  # fmt: skip
+    return subprocess.run(
+        ["git", "commit", "-qam", message],
+        cwd=store,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
 
 
 def _stale_copy_written_back(mm: MemoryManager, store: Path) -> list[str]:
@@ -44,13 +49,18 @@ def _stale_copy_written_back(mm: MemoryManager, store: Path) -> list[str]:
 @pytest.fixture
 def mm(store: Path) -> MemoryManager:
     mm = MemoryManager.init(store)
-    mm.save_interaction("s", "What is a merge driver?", "A program git runs to merge a file.",
-                        interaction_id="first")
+    mm.save_interaction(
+        "s",
+        "What is a merge driver?",
+        "A program git runs to merge a file.",
+        interaction_id="first",
+    )
     return mm
 
 
-def test_pre_commit_refuses_a_stale_copy_that_drops_saved_turns(mm: MemoryManager,
-                                                                store: Path) -> None:
+def test_pre_commit_refuses_a_stale_copy_that_drops_saved_turns(
+    mm: MemoryManager, store: Path
+) -> None:
     mm.install_hooks()
     dropped = _stale_copy_written_back(mm, store)
     head = git(store, "rev-parse", "HEAD")
@@ -66,8 +76,7 @@ def test_pre_commit_refuses_a_stale_copy_that_drops_saved_turns(mm: MemoryManage
     assert "late-1" not in (store / SESSION).read_text()
 
 
-def test_pre_commit_lets_a_whole_session_file_be_removed(mm: MemoryManager,
-                                                         store: Path) -> None:
+def test_pre_commit_lets_a_whole_session_file_be_removed(mm: MemoryManager, store: Path) -> None:
     mm.install_hooks()
     git(store, "rm", "-q", SESSION)
     done = commit(store, "forget this session")
@@ -93,21 +102,31 @@ def test_check_reports_turns_a_person_s_commit_dropped(mm: MemoryManager, store:
 
 def _killed_save(store: Path, kill_at: str) -> None:
     """A real writer process saves one turn and SIGKILLs itself at ``kill_at``."""
-    code = ("import sys\nfrom gitmem.manager import MemoryManager\n"
-            "from tests.reliability.workers import arm\n"
-            f"mm = MemoryManager(sys.argv[1])\narm({kill_at!r})\n"
-            "mm.save_interaction('s', 'second', 'ok', interaction_id='second')\n")
-    done = subprocess.run([sys.executable, "-c", code, str(store)], cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True)
+    code = (
+        "import sys\nfrom gitmem.manager import MemoryManager\n"
+        "from tests.reliability.workers import arm\n"
+        f"mm = MemoryManager(sys.argv[1])\narm({kill_at!r})\n"
+        "mm.save_interaction('s', 'second', 'ok', interaction_id='second')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(store)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+    )
     assert done.returncode == -9, done.stderr
 
 
-@pytest.mark.parametrize(("kill_at", "outcome"), [
-    ("_move_ref:before:1", "finished"),  # the index staged, the branch not moved
-    ("_write_index:before:1", "undone"),  # the new file in place, not staged
-])
-def test_a_person_s_commit_does_not_take_in_a_killed_save(mm: MemoryManager, store: Path,
-                                                          kill_at: str, outcome: str) -> None:
+@pytest.mark.parametrize(
+    ("kill_at", "outcome"),
+    [
+        ("_move_ref:before:1", "finished"),  # the index staged, the branch not moved
+        ("_write_index:before:1", "undone"),  # the new file in place, not staged
+    ],
+)
+def test_a_person_s_commit_does_not_take_in_a_killed_save(
+    mm: MemoryManager, store: Path, kill_at: str, outcome: str
+) -> None:
     (store / "notes.txt").write_text("mine\n")
     git(store, "add", "notes.txt")
     git(store, "commit", "-qm", "notes")
@@ -124,8 +143,7 @@ def test_a_person_s_commit_does_not_take_in_a_killed_save(mm: MemoryManager, sto
     # the hook repaired the save first and stopped this commit, which had taken it in
     assert done.returncode == 1
     assert f"{SESSION}:1: a gitmem save cut short" in done.stderr
-    assert ("finished as its own commit" if outcome == "finished" else "was undone") \
-        in done.stderr
+    assert ("finished as its own commit" if outcome == "finished" else "was undone") in done.stderr
     assert "run your commit again" in done.stderr
     done = commit(store, "my notes")
     assert done.returncode == 0, done.stderr

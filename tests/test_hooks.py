@@ -30,8 +30,9 @@ def mm(store: Path) -> MemoryManager:
 
 
 def commit(store: Path, message: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", "commit", "-qam", message], cwd=store, capture_output=True,
-                          text=True)  # fmt: skip
+    return subprocess.run(
+        ["git", "commit", "-qam", message], cwd=store, capture_output=True, text=True
+    )
 
 
 def break_heading(path: Path) -> int:
@@ -42,8 +43,9 @@ def break_heading(path: Path) -> int:
     return at + 1
 
 
-def test_pre_commit_rejects_a_broken_hand_edit_with_its_line(mm: MemoryManager,
-                                                             store: Path) -> None:
+def test_pre_commit_rejects_a_broken_hand_edit_with_its_line(
+    mm: MemoryManager, store: Path
+) -> None:
     written = mm.install_hooks()
     assert [p.name for p in written] == ["pre-commit", "post-merge", "post-checkout"]
     path = store / "sessions" / "a0" / "s.md"
@@ -70,8 +72,9 @@ def test_conflict_markers_are_refused(mm: MemoryManager, store: Path) -> None:
     assert "unresolved merge conflict marker" in done.stderr
 
 
-def test_existing_hooks_are_kept_and_run_first(mm: MemoryManager, store: Path,
-                                               tmp_path: Path) -> None:
+def test_existing_hooks_are_kept_and_run_first(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     marker = tmp_path / "own-hook-ran"
     own = store / ".git" / "hooks" / "pre-commit"
     own.write_text(f"#!/bin/sh\necho ran >> {marker}\n")
@@ -101,8 +104,9 @@ def test_core_hooks_path_is_respected(mm: MemoryManager, store: Path, tmp_path: 
     assert done.returncode != 0 and f"sessions/a0/s.md:{line}:" in done.stderr
 
 
-def test_the_scripts_in_hooks_call_gitmem(mm: MemoryManager, store: Path,
-                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_scripts_in_hooks_call_gitmem(
+    mm: MemoryManager, store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     shim = tmp_path / "bin" / "gitmem"
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec {sys.executable} -P -m gitmem "$@"\n')
@@ -114,13 +118,15 @@ def test_the_scripts_in_hooks_call_gitmem(mm: MemoryManager, store: Path,
     done = commit(store, "broken")
     assert done.returncode != 0 and f"sessions/a0/s.md:{line}:" in done.stderr
     git(store, "checkout", "--", "sessions/a0/s.md")
-    done = subprocess.run(["git", "checkout", "-q", "-b", "other"], cwd=store,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["git", "checkout", "-q", "-b", "other"], cwd=store, capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stderr == ""  # post-checkout ran quietly
 
 
-def test_pre_commit_framework_hook_validates_files_outside_a_store(tmp_path: Path,
-                                                                   mm: MemoryManager) -> None:
+def test_pre_commit_framework_hook_validates_files_outside_a_store(
+    tmp_path: Path, mm: MemoryManager
+) -> None:
     project = tmp_path / "project" / "memory" / "sessions"
     project.mkdir(parents=True)
     good = project / "s.md"

@@ -17,8 +17,11 @@ SEED_FILES = 2000  # a sessions/ tree of ~80 KiB: each save writes a new one
 
 
 def _objects_bytes(git_dir: Path) -> int:
-    return sum(os.path.getsize(os.path.join(top, name))
-               for top, _dirs, names in os.walk(git_dir / "objects") for name in names)
+    return sum(
+        os.path.getsize(os.path.join(top, name))
+        for top, _dirs, names in os.walk(git_dir / "objects")
+        for name in names
+    )
 
 
 def _packs(store: Path) -> list[Path]:
@@ -45,17 +48,25 @@ def _save_turns(repo: Repository, rng: random.Random, saves: int, start: int = 0
 
 def _aggressive_bytes(store: Path, tmp: Path) -> int:
     clone = tmp / "aggressive.git"
-    subprocess.run(["git", "clone", "-q", "--bare", "--no-local", str(store), str(clone)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", "--no-local", str(store), str(clone)], check=True
+    )
     git(clone, "gc", "-q", "--aggressive", "--prune=now")
     return _objects_bytes(clone)
 
 
 def _fsck_clean(store: Path) -> None:
-    done = subprocess.run(["git", "fsck", "--full", "--strict", "--no-progress"], cwd=store,
-                          capture_output=True, text=True)  # fmt: skip
-    problems = [line for line in (done.stdout + done.stderr).splitlines()
-                if line.strip() and not line.startswith("dangling ")]  # fmt: skip
+    done = subprocess.run(
+        ["git", "fsck", "--full", "--strict", "--no-progress"],
+        cwd=store,
+        capture_output=True,
+        text=True,
+    )
+    problems = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if line.strip() and not line.startswith("dangling ")
+    ]
     assert done.returncode == 0 and problems == [], problems
 
 
@@ -79,15 +90,20 @@ def test_repeated_housekeeping_keeps_git_near_a_fresh_aggressive_gc(tmp_path: Pa
     assert git(store, "status", "--porcelain") == ""
 
 
-def test_housekeeping_keeps_unreachable_objects_and_survives_a_persons_gc(
-        tmp_path: Path) -> None:
+def test_housekeeping_keeps_unreachable_objects_and_survives_a_persons_gc(tmp_path: Path) -> None:
     store = tmp_path / "memory"
     repo = _seeded(store, Housekeeping(enabled=False))
     rng = random.Random(3)
     _save_turns(repo, rng, 15)
     # what a save in flight has written before its branch moves: objects nothing reaches yet
-    pending = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=store, check=True,
-                             input="a save in flight\n", capture_output=True, text=True).stdout
+    pending = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"],
+        cwd=store,
+        check=True,
+        input="a save in flight\n",
+        capture_output=True,
+        text=True,
+    ).stdout
     repo.pack()  # the first run repacks everything
     assert git(store, "cat-file", "-p", pending.strip()) == "a save in flight\n"
     git(store, "gc", "--quiet")  # a person's own gc between two runs

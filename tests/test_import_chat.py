@@ -50,31 +50,50 @@ def turns(mm: MemoryManager, session_id: str) -> list[list[tuple[str, str]]]:
 MESSAGES = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "Weather in Paris?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function",
-         "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+            }
+        ],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "18C, sunny"},
     {"role": "assistant", "content": [{"type": "text", "text": "Sunny, 18C."}]},
-    {"role": "user", "name": "Caroline", "content": [
-        {"type": "text", "text": "Look:"},
-        {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}},
-        {"type": "input_audio", "input_audio": {"data": "...", "format": "wav"}}]},
+    {
+        "role": "user",
+        "name": "Caroline",
+        "content": [
+            {"type": "text", "text": "Look:"},
+            {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}},
+            {"type": "input_audio", "input_audio": {"data": "...", "format": "wav"}},
+        ],
+    },
     {"role": "assistant", "content": "ok"},
     {"role": "user", "content": "ok"},
     {"role": "assistant", "content": "ok"},
     {"role": "user", "content": "ok"},
     {"role": "assistant", "content": "ok"},
-]  # fmt: skip
+]
 
 EXPECTED = [
     [("System", "You are terse.")],
-    [("User", "Weather in Paris?"), ("Assistant", '[tool: weather {"city":"Paris"}]'),
-     ("Tool", "18C, sunny"), ("Assistant", "Sunny, 18C.")],
-    [("Caroline", "Look:\n[image: https://example.invalid/cat.png]\n[input_audio]"),
-     ("Assistant", "ok")],
+    [
+        ("User", "Weather in Paris?"),
+        ("Assistant", '[tool: weather {"city":"Paris"}]'),
+        ("Tool", "18C, sunny"),
+        ("Assistant", "Sunny, 18C."),
+    ],
+    [
+        ("Caroline", "Look:\n[image: https://example.invalid/cat.png]\n[input_audio]"),
+        ("Assistant", "ok"),
+    ],
     [("User", "ok"), ("Assistant", "ok")],
     [("User", "ok"), ("Assistant", "ok")],
-]  # fmt: skip
+]
 
 
 def test_a_messages_array_becomes_one_session_of_turns(repo: Path, tmp_path: Path) -> None:
@@ -96,11 +115,20 @@ def test_a_messages_array_becomes_one_session_of_turns(repo: Path, tmp_path: Pat
 
 
 def test_every_input_shape(repo: Path, tmp_path: Path) -> None:
-    one = {"id": "c-1", "created": 1700000000, "title": " Trip\nplans ",
-           "messages": [{"role": "user", "content": "Book a train"},
-                        {"role": "assistant", "content": "Done"}]}  # fmt: skip
-    two = {"id": "c-2", "created": "2024-04-15T15:30:00",
-           "messages": [{"role": "user", "content": "Hello"}]}  # fmt: skip
+    one = {
+        "id": "c-1",
+        "created": 1700000000,
+        "title": " Trip\nplans ",
+        "messages": [
+            {"role": "user", "content": "Book a train"},
+            {"role": "assistant", "content": "Done"},
+        ],
+    }
+    two = {
+        "id": "c-2",
+        "created": "2024-04-15T15:30:00",
+        "messages": [{"role": "user", "content": "Hello"}],
+    }
     files = {
         "object.json": json.dumps(one, indent=2),
         "objects.json": json.dumps([one, two], indent=2),
@@ -118,8 +146,9 @@ def test_every_input_shape(repo: Path, tmp_path: Path) -> None:
     assert session.created.isoformat() == "2023-11-14T22:13:20+00:00"
     assert turns(mm, "chat:c-1") == [[("User", "Book a train"), ("Assistant", "Done")]]
     # the same conversation in another shape is the same turn: nothing new
-    out = run(repo, "--json", "import", "chat", str(tmp_path / "objects.json"), "--tz",
-              "Asia/Shanghai")  # fmt: skip
+    out = run(
+        repo, "--json", "import", "chat", str(tmp_path / "objects.json"), "--tz", "Asia/Shanghai"
+    )
     doc = json.loads(out.output)
     assert doc["sessions"] == ["chat:c-1", "chat:c-2"] and doc["turns_added"] == 1
     assert doc["skipped"] == 1
@@ -136,39 +165,83 @@ def test_every_input_shape(repo: Path, tmp_path: Path) -> None:
 def chatgpt_conversation() -> dict[str, Any]:
     """A ChatGPT export conversation whose second prompt was edited: two branches."""
 
-    def node(nid: str, parent: str | None, children: list[str], role: str | None,
-             parts: list[Any] | None = None, at: float = 0, **extra: Any) -> dict[str, Any]:
-        message = None if role is None else {
-            "id": nid, "author": {"role": role, "name": None, "metadata": {}},
-            "create_time": at or None, "content": {"content_type": "text", "parts": parts},
-            "status": "finished_successfully", "recipient": "all", "metadata": {},
-            "weight": 1.0, **extra}
+    def node(
+        nid: str,
+        parent: str | None,
+        children: list[str],
+        role: str | None,
+        parts: list[Any] | None = None,
+        at: float = 0,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        message = (
+            None
+            if role is None
+            else {
+                "id": nid,
+                "author": {"role": role, "name": None, "metadata": {}},
+                "create_time": at or None,
+                "content": {"content_type": "text", "parts": parts},
+                "status": "finished_successfully",
+                "recipient": "all",
+                "metadata": {},
+                "weight": 1.0,
+                **extra,
+            }
+        )
         return {"id": nid, "message": message, "parent": parent, "children": children}
 
     nodes = [
         node("root", None, ["sys"], None),
-        node("sys", "root", ["u1"], "system", [""],
-             metadata={"is_visually_hidden_from_conversation": True}),
+        node(
+            "sys",
+            "root",
+            ["u1"],
+            "system",
+            [""],
+            metadata={"is_visually_hidden_from_conversation": True},
+        ),
         node("u1", "sys", ["ctx"], "user", ["Plan a trip to Lisbon"], 1706745600.5),
         node("a1", "ctx", ["u2old", "u2new"], "assistant", ["Sure: 3 days."], 1706745610),
-        node("ctx", "u1", ["a1"], "assistant", ["remembered: likes trains"], 1706745605,
-             weight=0.0),
+        node(
+            "ctx", "u1", ["a1"], "assistant", ["remembered: likes trains"], 1706745605, weight=0.0
+        ),
         node("u2old", "a1", ["a2old"], "user", ["Add Porto"], 1706745700),
         node("a2old", "u2old", [], "assistant", ["Porto added."], 1706745710),
-        node("u2new", "a1", ["a2new"], "user", [
-            "Add Sintra, see map", {"content_type": "image_asset_pointer",
-                                    "asset_pointer": "file-service://file-abc", "width": 5}],
-             1706745800),
+        node(
+            "u2new",
+            "a1",
+            ["a2new"],
+            "user",
+            [
+                "Add Sintra, see map",
+                {
+                    "content_type": "image_asset_pointer",
+                    "asset_pointer": "file-service://file-abc",
+                    "width": 5,
+                },
+            ],
+            1706745800,
+        ),
         node("code", "u2new", ["out"], "assistant", None, 1706745805, recipient="python"),
         node("out", "code", ["a2new"], "tool", None, 1706745806),
         node("a2new", "out", [], "assistant", ["Sintra added."], 1706745810),
-    ]  # fmt: skip
-    nodes[-3]["message"]["content"] = {"content_type": "code", "language": "python",
-                                       "text": "km = 25"}
+    ]
+    nodes[-3]["message"]["content"] = {
+        "content_type": "code",
+        "language": "python",
+        "text": "km = 25",
+    }
     nodes[-2]["message"]["content"] = {"content_type": "execution_output", "text": "25"}
-    return {"title": "Lisbon trip", "create_time": 1706745600.1, "update_time": 1706745810,
-            "mapping": {n["id"]: n for n in nodes}, "current_node": "a2new",
-            "conversation_id": "6f1d-lisbon", "id": "6f1d-lisbon"}  # fmt: skip
+    return {
+        "title": "Lisbon trip",
+        "create_time": 1706745600.1,
+        "update_time": 1706745810,
+        "mapping": {n["id"]: n for n in nodes},
+        "current_node": "a2new",
+        "conversation_id": "6f1d-lisbon",
+        "id": "6f1d-lisbon",
+    }
 
 
 def test_chatgpt_export_follows_the_branch_shown_last(repo: Path, tmp_path: Path) -> None:
@@ -178,15 +251,20 @@ def test_chatgpt_export_follows_the_branch_shown_last(repo: Path, tmp_path: Path
     assert mm.session_ids() == ["chatgpt:6f1d-lisbon"]
     assert turns(mm, "chatgpt:6f1d-lisbon") == [
         [("User", "Plan a trip to Lisbon"), ("Assistant", "Sure: 3 days.")],
-        [("User", "Add Sintra, see map\n[image: file-service://file-abc]"),
-         ("Assistant", "[tool: python km = 25]"), ("Tool", "25"),
-         ("Assistant", "Sintra added.")],
+        [
+            ("User", "Add Sintra, see map\n[image: file-service://file-abc]"),
+            ("Assistant", "[tool: python km = 25]"),
+            ("Tool", "25"),
+            ("Assistant", "Sintra added."),
+        ],
     ]  # the hidden nodes and the edited-away branch are not there
     session = mm.load_memory("chatgpt:6f1d-lisbon")
     assert session is not None
     assert session.tags == ["chatgpt"] and session.extra == {"title": "Lisbon trip"}
     assert [t.timestamp.isoformat() for t in session.interactions] == [
-        "2024-02-01T00:00:00+00:00", "2024-02-01T00:03:20+00:00"]
+        "2024-02-01T00:00:00+00:00",
+        "2024-02-01T00:03:20+00:00",
+    ]
     assert "Porto" not in git(repo, "show", "HEAD")
     # without current_node the newest branch (the last child at each step) is taken
     bare = chatgpt_conversation()
@@ -202,9 +280,11 @@ def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None
     first = run(repo, "export", "chat", "chat:talk-1").output
     assert first == run(repo, "export", "chat", "chat:talk-1").output  # byte for byte
     exported = json.loads(first)
-    assert exported[5] == {"role": "user", "name": "Caroline",
-                           "content": "Look:\n[image: https://example.invalid/cat.png]\n"
-                                      "[input_audio]"}  # fmt: skip
+    assert exported[5] == {
+        "role": "user",
+        "name": "Caroline",
+        "content": "Look:\n[image: https://example.invalid/cat.png]\n[input_audio]",
+    }
     assert {m["role"] for m in exported} == {"system", "user", "assistant", "tool"}
     back = tmp_path / "back.json"
     run(repo, "export", "chat", "chat:talk-1", "--output", str(back))
@@ -228,8 +308,17 @@ def test_reimport_is_additive_and_reports_changed_turns(repo: Path, tmp_path: Pa
     head = git(repo, "rev-parse", "HEAD")
     assert "nothing changed, no commit" in run(repo, "import", "chat", str(source)).output
     assert git(repo, "rev-parse", "HEAD") == head
-    run(repo, "save", "chat:talk-1", "--user", "a turn saved by hand", "--assistant", "noted",
-        "--id", "hand-1")  # fmt: skip
+    run(
+        repo,
+        "save",
+        "chat:talk-1",
+        "--user",
+        "a turn saved by hand",
+        "--assistant",
+        "noted",
+        "--id",
+        "hand-1",
+    )
     # the file grows by a turn and its first answer was regenerated since
     changed = [*MESSAGES, {"role": "user", "content": "New question"}]
     changed[4] = {"role": "assistant", "content": "Sunny and 18 degrees."}
@@ -240,8 +329,9 @@ def test_reimport_is_additive_and_reports_changed_turns(repo: Path, tmp_path: Pa
     mm = MemoryManager(repo)
     session = mm.load_memory("chat:talk-1")
     assert session is not None
-    assert doc["conflicts"] == [{"session_id": "chat:talk-1",
-                                 "interaction_id": session.interactions[1].id}]
+    assert doc["conflicts"] == [
+        {"session_id": "chat:talk-1", "interaction_id": session.interactions[1].id}
+    ]
     kept = turns(mm, "chat:talk-1")
     assert kept[1] == EXPECTED[1]  # the stored answer is not overwritten
     assert kept[5] == [("User", "a turn saved by hand"), ("Assistant", "noted")]
@@ -265,9 +355,13 @@ def test_malformed_input_names_file_and_line(repo: Path, tmp_path: Path) -> None
     run(repo, "import", "chat", str(write(tmp_path / "ok.json", MESSAGES)))
     head = git(repo, "rev-parse", "HEAD")
     lines = tmp_path / "bad.jsonl"
-    lines.write_text(json.dumps({"id": "x", "messages": MESSAGES}) + "\n"
-                     + json.dumps({"id": "y", "messages": MESSAGES}) + "\n"
-                     + '{"id": "z", "messages": [\n')  # fmt: skip
+    lines.write_text(
+        json.dumps({"id": "x", "messages": MESSAGES})
+        + "\n"
+        + json.dumps({"id": "y", "messages": MESSAGES})
+        + "\n"
+        + '{"id": "z", "messages": [\n'
+    )
     out = run(repo, "import", "chat", str(lines), code=1)
     assert f"{lines}:3: not a JSON value" in out.output
     array = tmp_path / "bad.json"
@@ -276,8 +370,7 @@ def test_malformed_input_names_file_and_line(repo: Path, tmp_path: Path) -> None
     out = run(repo, "import", "chat", str(array), code=1)
     assert f"{array}:{good.count(chr(10)) + 3}:" in out.output
     wrong = write(tmp_path / "wrong.json", [{"id": "w", "messages": [{"content": "no role"}]}])
-    assert f"{wrong}:2: message 1: \"role\"" in run(repo, "import", "chat", str(wrong),
-                                                     code=1).output  # fmt: skip
+    assert f'{wrong}:2: message 1: "role"' in run(repo, "import", "chat", str(wrong), code=1).output
     csv = tmp_path / "notes.csv"
     csv.write_text("\n\nname,text\n")
     out = run(repo, "import", "chat", str(csv), code=1)
@@ -298,12 +391,14 @@ def test_session_option(repo: Path, tmp_path: Path) -> None:
     assert "--tz 'Mars/Olympus'" in out.output
 
 
-def test_dry_run_writes_nothing(repo: Path, tmp_path: Path,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_writes_nothing(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(imports, "LOG_EVERY_S", 0.0)  # draw the progress line at once
     head = git(repo, "rev-parse", "HEAD")
-    out = run(repo, "--json", "import", "chat", str(write(tmp_path / "t.json", MESSAGES)),
-              "--dry-run")  # fmt: skip
+    out = run(
+        repo, "--json", "import", "chat", str(write(tmp_path / "t.json", MESSAGES)), "--dry-run"
+    )
     doc = json.loads(out.output)
     assert doc["dry_run"] is True and doc["turns_added"] == 5 and doc["commit"] is None
     out = run(repo, "import", "chat", str(tmp_path / "t.json"), "--dry-run")
@@ -314,9 +409,13 @@ def test_dry_run_writes_nothing(repo: Path, tmp_path: Path,
 
 
 def test_secrets_are_redacted_and_reimport_stays_quiet(repo: Path, tmp_path: Path) -> None:
-    source = write(tmp_path / "keys.json", [
-        {"role": "user", "content": f"my key is {KEY}, keep it"},
-        {"role": "assistant", "content": "I will not repeat it."}])  # fmt: skip
+    source = write(
+        tmp_path / "keys.json",
+        [
+            {"role": "user", "content": f"my key is {KEY}, keep it"},
+            {"role": "assistant", "content": "I will not repeat it."},
+        ],
+    )
     run(repo, "import", "chat", str(source))
     stored = git(repo, "grep", "-c", "keep it", "HEAD", "--", "sessions")
     assert stored.strip().endswith(":1")
@@ -328,8 +427,7 @@ def test_secrets_are_redacted_and_reimport_stays_quiet(repo: Path, tmp_path: Pat
 
 def test_hostile_ids_stay_inside_sessions(repo: Path, tmp_path: Path) -> None:
     hostile = ["../x", "../../etc/passwd", "a\x00b", "y" * 500, "/abs"]
-    source = write(tmp_path / "h.json", [{"id": key, "messages": MESSAGES[1:3]}
-                                         for key in hostile])  # fmt: skip
+    source = write(tmp_path / "h.json", [{"id": key, "messages": MESSAGES[1:3]} for key in hostile])
     run(repo, "import", "chat", str(source))
     ids = MemoryManager(repo).session_ids()
     assert len(ids) == len(hostile)
@@ -344,15 +442,25 @@ def test_hostile_ids_stay_inside_sessions(repo: Path, tmp_path: Path) -> None:
 
 
 def test_the_stream_reader_cuts_anywhere(tmp_path: Path) -> None:
-    values = [{"t": "naïve ☕ \\\" \u2028 end", "n": [12345, -0.5e-3, True, None]},
-              [], {}, "plain", 987654321, [[1], {"deep": ["x" * 50]}]]  # fmt: skip
+    values = [
+        {"t": 'naïve ☕ \\" \u2028 end', "n": [12345, -0.5e-3, True, None]},
+        [],
+        {},
+        "plain",
+        987654321,
+        [[1], {"deep": ["x" * 50]}],
+    ]
     text = json.dumps(values, ensure_ascii=False, indent=1)
     for chunk in (1, 2, 3, 7, 64):
         stream = jsonstream.JsonStream("f.json", io.BytesIO(text.encode()), chunk=chunk)
         got = [e.value for e in jsonstream.top_level(stream) if e.kind == "item"]
         assert got == values, chunk
-    lines = [e.line for e in jsonstream.top_level(
-        jsonstream.JsonStream("f.json", io.BytesIO(text.encode()), chunk=5))]
+    lines = [
+        e.line
+        for e in jsonstream.top_level(
+            jsonstream.JsonStream("f.json", io.BytesIO(text.encode()), chunk=5)
+        )
+    ]
     assert lines[0] == 1 and lines[2] == text.split("\n").index(" [],") + 1
     broken = text.encode().replace(b"987654321", b"98765x4321")
     with pytest.raises(ImportFormatError, match=r"f\.json:\d+: expected ',' or ']'"):
@@ -361,9 +469,14 @@ def test_the_stream_reader_cuts_anywhere(tmp_path: Path) -> None:
 
 def _generate(path: Path, count: int, *, jsonl: bool) -> None:
     def conversation(n: int) -> dict[str, Any]:
-        return {"id": f"conv-{n}", "created": 1700000000 + n, "messages": [
-            {"role": "user", "content": f"question {n} " + "words " * 20},
-            {"role": "assistant", "content": f"answer {n} " + "more words " * 30}]}
+        return {
+            "id": f"conv-{n}",
+            "created": 1700000000 + n,
+            "messages": [
+                {"role": "user", "content": f"question {n} " + "words " * 20},
+                {"role": "assistant", "content": f"answer {n} " + "more words " * 30},
+            ],
+        }
 
     with path.open("w") as out:
         if not jsonl:
@@ -388,8 +501,9 @@ def _peak(path: Path) -> int:
 
 
 @pytest.mark.parametrize("jsonl", [True, False], ids=["jsonl", "json-array"])
-def test_reading_keeps_memory_flat(tmp_path: Path, jsonl: bool,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reading_keeps_memory_flat(
+    tmp_path: Path, jsonl: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(jsonstream, "CHUNK", 16384)
     small, big = tmp_path / "small", tmp_path / "big"
     _generate(small, 300, jsonl=jsonl)
@@ -420,13 +534,18 @@ def test_a_huge_file_is_checked_first_then_committed_in_parts(store: Path, tmp_p
 def _import_within(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``gitmem import chat`` in its own process, so a walk that never ends fails the test
     at the timeout instead of hanging the suite."""
-    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), "import",
-                           "chat", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(store), "import", "chat", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.mark.parametrize("extra", [(), ("--dry-run",)], ids=["import", "dry-run"])
 def test_a_cycle_of_children_without_current_node_is_a_clear_error(
-        repo: Path, tmp_path: Path, extra: tuple[str, ...]) -> None:
+    repo: Path, tmp_path: Path, extra: tuple[str, ...]
+) -> None:
     conversation = chatgpt_conversation()
     del conversation["current_node"]
     mapping = conversation["mapping"]
@@ -452,11 +571,12 @@ def test_a_mapping_node_that_is_a_string_is_a_clear_error(repo: Path, tmp_path: 
     assert git(repo, "rev-parse", "HEAD") == head
 
 
-def test_a_conversation_id_holding_a_secret_is_mapped_not_fatal(repo: Path,
-                                                                tmp_path: Path) -> None:
+def test_a_conversation_id_holding_a_secret_is_mapped_not_fatal(repo: Path, tmp_path: Path) -> None:
     token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-    source = write(tmp_path / "s.json", [{"id": f"deploy-{token}", "messages": MESSAGES},
-                                         {"id": "plain", "messages": MESSAGES}])
+    source = write(
+        tmp_path / "s.json",
+        [{"id": f"deploy-{token}", "messages": MESSAGES}, {"id": "plain", "messages": MESSAGES}],
+    )
     out = run(repo, "import", "chat", str(source))
     assert "2 session(s)" in out.output
     ids = MemoryManager(repo).session_ids()

@@ -48,8 +48,11 @@ def mm(store: Path) -> MemoryManager:
 
 
 def session_file(home: Path, key: str) -> Path:
-    found = [p for p in (home / "sessions").glob("*/*.jsonl")
-             if json.loads(p.read_text().splitlines()[0]).get("key") == key]
+    found = [
+        p
+        for p in (home / "sessions").glob("*/*.jsonl")
+        if json.loads(p.read_text().splitlines()[0]).get("key") == key
+    ]
     assert len(found) == 1
     return found[0]
 
@@ -67,10 +70,12 @@ def loaded(mm: MemoryManager, session_id: str) -> Session:
 
 
 def test_nanobot_home_imports_sessions_summary_memory_and_history(
-        mm: MemoryManager, home: Path, store: Path) -> None:
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     result = nanobot.import_nanobot(mm, home, tz="Europe/Berlin")
     assert sorted(result.sessions) == sorted(
-        ["cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history"])
+        ["cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history"]
+    )
     assert result.commit == git(store, "rev-parse", "HEAD").strip()
     assert git(store, "status", "--porcelain") == ""
     trailers = git(store, "log", "-1", "--format=%(trailers)")
@@ -105,21 +110,24 @@ def test_nanobot_home_imports_sessions_summary_memory_and_history(
 
 
 def test_the_workspace_path_finds_the_same_sessions(
-        mm: MemoryManager, home: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, home: Path, tmp_path: Path
+) -> None:
     by_workspace = nanobot.import_nanobot(mm, home / "workspace", tz="UTC")
     other = MemoryManager(tmp_path / "second", init=True)
     by_home = nanobot.import_nanobot(other, home, tz="UTC")
     assert sorted(by_workspace.sessions) == sorted(by_home.sessions)
     for sid in by_home.sessions:
-        assert [i.id for i in loaded(mm, sid).interactions] == \
-            [i.id for i in loaded(other, sid).interactions]
+        assert [i.id for i in loaded(mm, sid).interactions] == [
+            i.id for i in loaded(other, sid).interactions
+        ]
 
 
 def test_legacy_layout_with_history_md(mm: MemoryManager, legacy: Path) -> None:
     result = nanobot.import_nanobot(mm, legacy, tz="UTC")
     assert result.source == "nanobot <=0.2"
     assert sorted(result.sessions) == sorted(
-        ["cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history"])
+        ["cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history"]
+    )
     telegram = loaded(mm, TELEGRAM)
     assert len(telegram.interactions) == 2
     assert "[tool: read_file" in telegram.interactions[1].text
@@ -133,7 +141,8 @@ def test_legacy_layout_with_history_md(mm: MemoryManager, legacy: Path) -> None:
 
 
 def test_second_import_makes_no_commit_and_hand_turns_survive(
-        mm: MemoryManager, home: Path, store: Path) -> None:
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     nanobot.import_nanobot(mm, home)
     mm.save_interaction(TELEGRAM, "a note I added by hand", "noted")
     head = git(store, "rev-parse", "HEAD")
@@ -143,24 +152,35 @@ def test_second_import_makes_no_commit_and_hand_turns_survive(
     assert "a note I added by hand" in loaded(mm, TELEGRAM).interactions[-1].text
 
 
-def test_new_turns_append_and_turns_nanobot_dropped_are_kept(
-        mm: MemoryManager, home: Path) -> None:
+def test_new_turns_append_and_turns_nanobot_dropped_are_kept(mm: MemoryManager, home: Path) -> None:
     nanobot.import_nanobot(mm, home)
     path = session_file(home, TELEGRAM)
     head = path.read_text().splitlines()[0]
     # nanobot's /new: the file keeps only its metadata line; then a new conversation starts
     path.write_text(head + "\n")
-    append(path, {"role": "user", "content": "New topic: rotate the DB password",
-                  "timestamp": "2026-12-02T09:00:00"},
-           {"role": "assistant", "content": "Use ALTER ROLE.", "timestamp": "2026-12-02T09:00:05"})
+    append(
+        path,
+        {
+            "role": "user",
+            "content": "New topic: rotate the DB password",
+            "timestamp": "2026-12-02T09:00:00",
+        },
+        {"role": "assistant", "content": "Use ALTER ROLE.", "timestamp": "2026-12-02T09:00:05"},
+    )
     result = nanobot.import_nanobot(mm, home)
     assert len(result.added) == 1 and result.commit is not None
     telegram = loaded(mm, TELEGRAM)
     assert len(telegram.interactions) == 4
     assert "rotate the DB password" in telegram.interactions[-1].text
     # a reply nanobot writes later grows that turn instead of being a conflict
-    append(path, {"role": "assistant", "content": "And update the app's secret.",
-                  "timestamp": "2026-12-02T09:00:09"})
+    append(
+        path,
+        {
+            "role": "assistant",
+            "content": "And update the app's secret.",
+            "timestamp": "2026-12-02T09:00:09",
+        },
+    )
     grown = nanobot.import_nanobot(mm, home)
     assert grown.extended == [(TELEGRAM, telegram.interactions[-1].id)]
     assert grown.differing == []
@@ -194,7 +214,8 @@ def test_memory_versions_without_git_are_all_kept(mm: MemoryManager, legacy: Pat
 
 
 def test_a_malformed_line_names_file_and_line_and_changes_nothing(
-        mm: MemoryManager, home: Path, store: Path) -> None:
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     nanobot.import_nanobot(mm, home)
     head = git(store, "rev-parse", "HEAD")
     path = session_file(home, "cli:direct")
@@ -214,8 +235,9 @@ def test_dry_run_and_json(home: Path, store: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(cli, ["--repo", str(store), "init"]).exit_code == 0
     head = git(store, "rev-parse", "HEAD")
-    out = runner.invoke(cli, ["--repo", str(store), "--json", "import", "nanobot", str(home),
-                              "--dry-run"])
+    out = runner.invoke(
+        cli, ["--repo", str(store), "--json", "import", "nanobot", str(home), "--dry-run"]
+    )
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     assert report["dry_run"] is True and report["commit"] is None
@@ -226,11 +248,14 @@ def test_dry_run_and_json(home: Path, store: Path) -> None:
     assert git(store, "rev-parse", "HEAD") != head
 
 
-def test_secrets_are_redacted_and_stay_idempotent(mm: MemoryManager, home: Path,
-                                                  store: Path) -> None:
+def test_secrets_are_redacted_and_stay_idempotent(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     key = "sk-proj-" + "Zq9xW8vU7tS6" * 4
-    append(session_file(home, "cli:direct"),
-           {"role": "user", "content": f"my key is {key}", "timestamp": "2026-12-02T10:00:00"})
+    append(
+        session_file(home, "cli:direct"),
+        {"role": "user", "content": f"my key is {key}", "timestamp": "2026-12-02T10:00:00"},
+    )
     nanobot.import_nanobot(mm, home)
     stored = next(p for p in git(store, "ls-files").split() if "cli" in p)
     assert key not in (store / stored).read_text()
@@ -239,17 +264,29 @@ def test_secrets_are_redacted_and_stay_idempotent(mm: MemoryManager, home: Path,
 
 
 @pytest.mark.parametrize("key", ["../x", "a\x00b", "k" * 500, "CON", "/etc/passwd"])
-def test_hostile_keys_stay_inside_the_store(mm: MemoryManager, home: Path, store: Path,
-                                            key: str) -> None:
+def test_hostile_keys_stay_inside_the_store(
+    mm: MemoryManager, home: Path, store: Path, key: str
+) -> None:
     folder = next(p for p in (home / "sessions").iterdir() if p.is_dir())
     path = folder / "hostile.jsonl"
-    append(path, {"_type": "metadata", "key": key, "created_at": "2026-12-01T10:00:00",
-                  "updated_at": "2026-12-01T10:00:00", "metadata": {}},
-           {"role": "user", "content": "hello", "timestamp": "2026-12-01T10:00:00"})
+    append(
+        path,
+        {
+            "_type": "metadata",
+            "key": key,
+            "created_at": "2026-12-01T10:00:00",
+            "updated_at": "2026-12-01T10:00:00",
+            "metadata": {},
+        },
+        {"role": "user", "content": "hello", "timestamp": "2026-12-01T10:00:00"},
+    )
     outside = {f for f in git(store, "ls-files").split("\n") if not f.startswith("sessions/")}
     result = nanobot.import_nanobot(mm, home)
-    hostile = [sid for sid in result.sessions if sid not in
-               ("cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history")]
+    hostile = [
+        sid
+        for sid in result.sessions
+        if sid not in ("cli:direct", TELEGRAM, "nanobot:memory", "nanobot:history")
+    ]
     assert len(hostile) == 1
     files = git(store, "ls-files").split("\n")
     assert {f for f in files if not f.startswith("sessions/")} == outside
@@ -258,8 +295,7 @@ def test_hostile_keys_stay_inside_the_store(mm: MemoryManager, home: Path, store
     assert nanobot.import_nanobot(mm, home).commit is None  # the same key maps the same way
 
 
-def test_tools_full_keeps_tool_results_as_their_own_speaker(
-        mm: MemoryManager, home: Path) -> None:
+def test_tools_full_keeps_tool_results_as_their_own_speaker(mm: MemoryManager, home: Path) -> None:
     nanobot.import_nanobot(mm, home, tools="full")
     turn = loaded(mm, TELEGRAM).interactions[1]
     tool = [m for m in turn.messages if m.speaker == "tool"]
@@ -281,7 +317,8 @@ def test_watched_paths_cover_sessions_and_memory(home: Path) -> None:
 
 
 def test_a_huge_import_is_checked_first_then_committed_in_parts(
-        mm: MemoryManager, home: Path, store: Path) -> None:
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     head = git(store, "rev-parse", "HEAD").strip()
     path = session_file(home, "cli:direct")
     with open(path, "a") as handle:
@@ -305,18 +342,24 @@ def test_a_huge_import_is_checked_first_then_committed_in_parts(
 def _import_within(store: Path, source: Path) -> subprocess.CompletedProcess[str]:
     """``gitmem import nanobot`` in its own process: a read that blocks fails the test at
     the timeout instead of hanging the suite."""
-    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), "import",
-                           "nanobot", str(source)], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(store), "import", "nanobot", str(source)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_files_that_are_not_regular_or_link_outside_are_left_out(
-        mm: MemoryManager, home: Path, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, home: Path, store: Path, tmp_path: Path
+) -> None:
     folder = session_file(home, "cli:direct").parent
     os.mkfifo(folder / "pipe.jsonl")
     (folder / "folder.jsonl").mkdir()
     private = tmp_path / "private.txt"
-    private.write_text('{"key": "stolen", "role": "user", "content": "PRIVATE-DIARY-LINE"}\n'
-                       "PRIVATE-DIARY-LINE\n")
+    private.write_text(
+        '{"key": "stolen", "role": "user", "content": "PRIVATE-DIARY-LINE"}\nPRIVATE-DIARY-LINE\n'
+    )
     (folder / "linked.jsonl").symlink_to(private)
     memory = home / "workspace" / "memory" / "MEMORY.md"
     memory.unlink()
@@ -324,8 +367,9 @@ def test_files_that_are_not_regular_or_link_outside_are_left_out(
     done = _import_within(store, home)
     assert done.returncode == 0, done.stderr
     for name in ("pipe.jsonl", "folder.jsonl", "linked.jsonl", "MEMORY.md"):
-        assert any(name in line and line.startswith("warning: ")
-                   for line in done.stderr.splitlines()), (name, done.stderr)
+        assert any(
+            name in line and line.startswith("warning: ") for line in done.stderr.splitlines()
+        ), (name, done.stderr)
     assert "Traceback" not in done.stderr
     assert "PRIVATE-DIARY-LINE" not in git(store, "log", "-p", "--all")
 

@@ -44,11 +44,18 @@ def _main_file(home: Path) -> Path:
     return home / "agents" / "main" / "sessions" / f"{MAIN.rsplit(':', 1)[1]}.jsonl"
 
 
-def test_fixture_imports_sessions_turns_memory_and_summary(mm: MemoryManager, home: Path,
-                                                         store: Path) -> None:
+def test_fixture_imports_sessions_turns_memory_and_summary(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     result = import_openclaw(mm, home / "workspace", tz="UTC")
-    assert result.sessions == ["openclaw:memory", "openclaw:2026-04-28", "openclaw:2026-04-29",
-                               "openclaw:2026-12-01", MAIN, GROUP]
+    assert result.sessions == [
+        "openclaw:memory",
+        "openclaw:2026-04-28",
+        "openclaw:2026-04-29",
+        "openclaw:2026-12-01",
+        MAIN,
+        GROUP,
+    ]
     assert result.commit and git(store, "status", "--porcelain") == ""
     trailers = git(store, "log", "-1", "--format=%(trailers)")
     assert "Gitmem-Op: import" in trailers and "Gitmem-Source: openclaw" in trailers
@@ -56,13 +63,15 @@ def test_fixture_imports_sessions_turns_memory_and_summary(mm: MemoryManager, ho
     main = mm.load_memory(MAIN)
     assert main is not None
     assert [[m.speaker for m in t.messages] for t in main.interactions] == [
-        ["User", "Assistant"]] * 3
+        ["User", "Assistant"]
+    ] * 3
     first, second, third = main.interactions
     assert first.messages[0].content == "Remember that my sister Ana lives in Lisbon."
     # the tool call is one line, the thinking block and the tool result are left out
     assert first.messages[1].content == (
         '[tool: edit {"path": "memory/2026-04-29.md", "append": "- Ana (sister) lives in '
-        'Lisbon"}]\nNoted: Ana lives in Lisbon.')
+        'Lisbon"}]\nNoted: Ana lives in Lisbon.'
+    )
     assert "[image: image/png]" in second.messages[0].content
     # the delivery mirror OpenClaw appended joins the last reply
     assert third.messages[1].content == "Any time.\nReminder: trains to Lisbon leave at 9."
@@ -82,7 +91,10 @@ def test_fixture_imports_sessions_turns_memory_and_summary(mm: MemoryManager, ho
     day = mm.load_memory("openclaw:2026-04-28")
     assert day is not None
     assert [t.messages[0].content.splitlines()[0] for t in day.interactions] == [
-        "# 2026-04-28", "## 09:12 Morning check-in", "## 18:40 Trip planning"]
+        "# 2026-04-28",
+        "## 09:12 Morning check-in",
+        "## 18:40 Trip planning",
+    ]
     # "## ..." inside the code fence stays in its entry; a heading's clock gives the time
     assert "## not a heading: inside a fence" in day.interactions[2].messages[0].content
     assert day.interactions[1].timestamp.hour == 9
@@ -91,8 +103,9 @@ def test_fixture_imports_sessions_turns_memory_and_summary(mm: MemoryManager, ho
     assert slug_day is not None and slug_day.participants == ["2026-12-01-1822.md"]
 
 
-def test_second_import_makes_no_commit_and_hand_turn_survives(mm: MemoryManager, home: Path,
-                                                             store: Path) -> None:
+def test_second_import_makes_no_commit_and_hand_turn_survives(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     import_openclaw(mm, home / "workspace", tz="UTC")
     mm.save_interaction(MAIN, "a note I added by hand", "kept", tags=["mine"])
     before = _commits(store)
@@ -107,35 +120,53 @@ def test_new_messages_append_and_running_turn_waits(mm: MemoryManager, home: Pat
     import_openclaw(mm, home / "workspace", tz="UTC")
     path = _main_file(home)
     last = json.loads(path.read_text().splitlines()[-1])
-    user = {"type": "message", "id": "aa000001", "parentId": last["id"],
-            "timestamp": "2026-12-01T19:00:00.000Z",
-            "message": {"role": "user", "content": "Book the 9am train.",
-                        "timestamp": 1796151600000}}
-    call = {"type": "message", "id": "aa000002", "parentId": "aa000001",
-            "timestamp": "2026-12-01T19:00:01.000Z",
-            "message": {"role": "assistant", "stopReason": "toolUse", "timestamp": 1796151601000,
-                        "content": [{"type": "toolCall", "id": "c9", "name": "book",
-                                     "arguments": {"train": "9am"}}]}}
+    user = {
+        "type": "message",
+        "id": "aa000001",
+        "parentId": last["id"],
+        "timestamp": "2026-12-01T19:00:00.000Z",
+        "message": {"role": "user", "content": "Book the 9am train.", "timestamp": 1796151600000},
+    }
+    call = {
+        "type": "message",
+        "id": "aa000002",
+        "parentId": "aa000001",
+        "timestamp": "2026-12-01T19:00:01.000Z",
+        "message": {
+            "role": "assistant",
+            "stopReason": "toolUse",
+            "timestamp": 1796151601000,
+            "content": [
+                {"type": "toolCall", "id": "c9", "name": "book", "arguments": {"train": "9am"}}
+            ],
+        },
+    }
     with path.open("a") as handle:
         handle.write(json.dumps(user) + "\n" + json.dumps(call) + "\n")
     running = import_openclaw(mm, home / "workspace", tz="UTC")
     assert running.added == []  # the turn waits for its tool result and reply
-    reply = {"type": "message", "id": "aa000003", "parentId": "aa000002",
-             "timestamp": "2026-12-01T19:00:05.000Z",
-             "message": {"role": "assistant", "stopReason": "stop", "timestamp": 1796151605000,
-                         "content": [{"type": "text", "text": "Booked."}]}}
+    reply = {
+        "type": "message",
+        "id": "aa000003",
+        "parentId": "aa000002",
+        "timestamp": "2026-12-01T19:00:05.000Z",
+        "message": {
+            "role": "assistant",
+            "stopReason": "stop",
+            "timestamp": 1796151605000,
+            "content": [{"type": "text", "text": "Booked."}],
+        },
+    }
     with path.open("a") as handle:
         handle.write(json.dumps(reply) + "\n")
     done = import_openclaw(mm, home / "workspace", tz="UTC")
     assert [s for s, _ in done.added] == [MAIN]
     main = mm.load_memory(MAIN)
     assert main is not None
-    assert main.interactions[-1].messages[1].content == (
-        '[tool: book {"train": "9am"}]\nBooked.')
+    assert main.interactions[-1].messages[1].content == ('[tool: book {"train": "9am"}]\nBooked.')
 
 
-def test_changed_memory_md_adds_a_version_and_keeps_the_old(mm: MemoryManager,
-                                                            home: Path) -> None:
+def test_changed_memory_md_adds_a_version_and_keeps_the_old(mm: MemoryManager, home: Path) -> None:
     import_openclaw(mm, home / "workspace", tz="UTC")
     memory_file = home / "workspace" / "MEMORY.md"
     old = memory_file.read_text()
@@ -163,8 +194,9 @@ def test_changed_turn_is_reported_not_overwritten(mm: MemoryManager, home: Path)
     assert "Noted: Ana lives in Lisbon." in main.interactions[0].messages[1].content
 
 
-def test_malformed_line_names_file_and_line_and_changes_nothing(mm: MemoryManager, home: Path,
-                                                               store: Path) -> None:
+def test_malformed_line_names_file_and_line_and_changes_nothing(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     import_openclaw(mm, home / "workspace", tz="UTC")
     (home / "workspace" / "memory" / "2026-04-30.md").write_text("- a new note\n")
     path = _main_file(home)
@@ -187,8 +219,9 @@ def test_dry_run_writes_nothing(mm: MemoryManager, home: Path, store: Path) -> N
     assert mm.list_sessions() == []
 
 
-def test_secret_in_transcript_is_redacted_in_the_store(mm: MemoryManager, home: Path,
-                                                       store: Path) -> None:
+def test_secret_in_transcript_is_redacted_in_the_store(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
     import_openclaw(mm, home / "workspace", tz="UTC")
     tracked = git(store, "grep", "-c", "sk-proj-AbCdEf", check=False)
     assert tracked == ""
@@ -201,16 +234,29 @@ def test_secret_in_transcript_is_redacted_in_the_store(mm: MemoryManager, home: 
 def test_hostile_names_stay_inside_sessions(mm: MemoryManager, home: Path, store: Path) -> None:
     sessions = home / "agents" / "main" / "sessions"
     long_stem = "x" * 240
-    header = {"type": "session", "version": 3, "id": "h", "timestamp": "2026-12-01T10:00:00Z",
-              "cwd": "/"}
-    turn = {"type": "message", "id": "m1", "parentId": None, "timestamp": "2026-12-01T10:00:00Z",
-            "message": {"role": "user", "content": "hostile", "timestamp": 1796148000000}}
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "h",
+        "timestamp": "2026-12-01T10:00:00Z",
+        "cwd": "/",
+    }
+    turn = {
+        "type": "message",
+        "id": "m1",
+        "parentId": None,
+        "timestamp": "2026-12-01T10:00:00Z",
+        "message": {"role": "user", "content": "hostile", "timestamp": 1796148000000},
+    }
     for name in (f"{long_stem}.jsonl", "..%2Fx.jsonl", ".. .jsonl"):
         (sessions / name).write_text(json.dumps(header) + "\n" + json.dumps(turn) + "\n")
     store_file = sessions / "sessions.json"
     data = json.loads(store_file.read_text())
-    data["../x\x00" + "k" * 500] = {"sessionId": "..", "sessionFile": "../../../../etc/passwd",
-                                    "label": "a\nb\x00c"}  # fmt: skip
+    data["../x\x00" + "k" * 500] = {
+        "sessionId": "..",
+        "sessionFile": "../../../../etc/passwd",
+        "label": "a\nb\x00c",
+    }
     data["agent:main:main"]["sessionFile"] = "/etc/passwd"
     store_file.write_text(json.dumps(data))
     weird = home / "agents" / "..x\u202e"
@@ -223,7 +269,11 @@ def test_hostile_names_stay_inside_sessions(mm: MemoryManager, home: Path, store
     assert len(result.sessions) == 10
     assert not any(sid.endswith(":link") for sid in result.sessions)
     files = set(git(store, "ls-files", "-z").split("\0")) - {
-        "", ".gitattributes", ".gitmem-layout", "README.md"}
+        "",
+        ".gitattributes",
+        ".gitmem-layout",
+        "README.md",
+    }
     assert len(files) >= 10
     assert all(f.startswith("sessions/") and ".." not in f.split("/") for f in files)
     assert all(len(part.encode()) <= 255 for f in files for part in f.split("/"))
@@ -239,9 +289,19 @@ def test_transcript_is_read_line_by_line(mm: MemoryManager, home: Path) -> None:
     with path.open("w") as handle:
         handle.write(head + "\n")
         for n in range(3000):  # ~6 MB of assistant-less custom entries
-            handle.write(json.dumps({"type": "custom", "id": f"c{n}", "parentId": None,
-                                     "timestamp": "2026-12-01T10:00:00Z",
-                                     "customType": "x", "data": filler}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "type": "custom",
+                        "id": f"c{n}",
+                        "parentId": None,
+                        "timestamp": "2026-12-01T10:00:00Z",
+                        "customType": "x",
+                        "data": filler,
+                    }
+                )
+                + "\n"
+            )
     tracemalloc.start()
     import_openclaw(mm, home / "workspace", tz="UTC", dry_run=True)
     _, peak = tracemalloc.get_traced_memory()
@@ -252,42 +312,82 @@ def test_transcript_is_read_line_by_line(mm: MemoryManager, home: Path) -> None:
 def test_cli_json_document_and_dry_run(store: Path, home: Path) -> None:
     runner = CliRunner()
     assert runner.invoke(cli, ["--repo", str(store), "init"]).exit_code == 0
-    dry = runner.invoke(cli, ["--repo", str(store), "import", "openclaw",
-                              str(home / "workspace"), "--tz", "UTC", "--dry-run"])
+    dry = runner.invoke(
+        cli,
+        [
+            "--repo",
+            str(store),
+            "import",
+            "openclaw",
+            str(home / "workspace"),
+            "--tz",
+            "UTC",
+            "--dry-run",
+        ],
+    )
     assert dry.exit_code == 0, dry.output
     assert "would import 6 session(s), 11 new turn(s)" in dry.output
-    done = runner.invoke(cli, ["--repo", str(store), "--json", "import", "openclaw",
-                               str(home / "workspace"), "--agents-dir",
-                               str(home / "agents"), "--tz", "UTC"])
+    done = runner.invoke(
+        cli,
+        [
+            "--repo",
+            str(store),
+            "--json",
+            "import",
+            "openclaw",
+            str(home / "workspace"),
+            "--agents-dir",
+            str(home / "agents"),
+            "--tz",
+            "UTC",
+        ],
+    )
     assert done.exit_code == 0, done.output
     doc = json.loads(done.stdout)
     assert doc["source"] == "openclaw" and doc["turns_added"] == 11
     assert doc["commit"] and doc["conflicts"] == [] and MAIN in doc["sessions"]
-    bad = runner.invoke(cli, ["--repo", str(store), "import", "openclaw",
-                              str(home / "workspace"), "--tz", "Nowhere/Land"])
+    bad = runner.invoke(
+        cli,
+        [
+            "--repo",
+            str(store),
+            "import",
+            "openclaw",
+            str(home / "workspace"),
+            "--tz",
+            "Nowhere/Land",
+        ],
+    )
     assert bad.exit_code == 1 and "--tz 'Nowhere/Land'" in bad.output
 
 
-def test_default_paths_come_from_home(mm: MemoryManager, home: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_paths_come_from_home(
+    mm: MemoryManager, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENCLAW_STATE_DIR", str(home))
     result = import_openclaw(mm, tz="UTC", dry_run=True)
     assert MAIN in result.sessions and "openclaw:memory" in result.sessions
 
 
 def test_split_entries_uses_the_markdown_structure() -> None:
-    text = ("intro line\n\n## 08:00 One\n\n- a\n\n```\n## fenced\n```\n\n"
-            "Setext heading\n--------------\n\nbody\n")
+    text = (
+        "intro line\n\n## 08:00 One\n\n- a\n\n```\n## fenced\n```\n\n"
+        "Setext heading\n--------------\n\nbody\n"
+    )
     entries = split_entries(text)
-    assert [(e.heading, e.line) for e in entries] == [(None, 1), ("08:00 One", 3),
-                                                      ("Setext heading", 11)]
+    assert [(e.heading, e.line) for e in entries] == [
+        (None, 1),
+        ("08:00 One", 3),
+        ("Setext heading", 11),
+    ]
     assert entries[1].text == "## 08:00 One\n\n- a\n\n```\n## fenced\n```"
     assert [e.text for e in split_entries("- a\n- b\n\npara\r\n")] == ["- a\n- b", "para"]
     assert split_entries("\n\n") == []
 
 
-def test_a_huge_import_goes_in_parts_with_the_same_result(mm: MemoryManager, home: Path,
-                                                          store: Path, tmp_path: Path) -> None:
+def test_a_huge_import_goes_in_parts_with_the_same_result(
+    mm: MemoryManager, home: Path, store: Path, tmp_path: Path
+) -> None:
     before = _commits(store)
     parted = import_openclaw(mm, home / "workspace", tz="UTC", part_size=50)
     assert len(parted.commits) > 1 and _commits(store) == before + len(parted.commits)

@@ -61,13 +61,21 @@ def read_turns(folder: Path) -> Iterator[Session]:
                 except json.JSONDecodeError as exc:
                     raise ImportFormatError(f"{path}:{number}", f"not JSON ({exc.msg})") from None
                 at = datetime.fromisoformat(row["at"])
-                turn = Interaction(id=stable_id("t", row["session"], row["at"], row["user"]),
-                                   timestamp=at,
-                                   messages=[Message(speaker="user", content=row["user"]),
-                                             Message(speaker="assistant",
-                                                     content=row["assistant"])])  # fmt: skip
-                yield Session(id=row["session"], created=at, last_active=at,
-                              participants=["user", "assistant"], interactions=[turn])
+                turn = Interaction(
+                    id=stable_id("t", row["session"], row["at"], row["user"]),
+                    timestamp=at,
+                    messages=[
+                        Message(speaker="user", content=row["user"]),
+                        Message(speaker="assistant", content=row["assistant"]),
+                    ],
+                )
+                yield Session(
+                    id=row["session"],
+                    created=at,
+                    last_active=at,
+                    participants=["user", "assistant"],
+                    interactions=[turn],
+                )
 
 
 def import_folder(mm: MemoryManager, folder: Path) -> ImportResult:
@@ -75,8 +83,17 @@ def import_folder(mm: MemoryManager, folder: Path) -> ImportResult:
 
 
 def line(n: int, session: str = "chat") -> str:
-    return json.dumps({"session": session, "at": f"2026-01-0{1 + n % 9}T10:00:00+00:00",
-                       "user": f"question {n}", "assistant": f"answer {n}"}) + "\n"
+    return (
+        json.dumps(
+            {
+                "session": session,
+                "at": f"2026-01-0{1 + n % 9}T10:00:00+00:00",
+                "user": f"question {n}",
+                "assistant": f"answer {n}",
+            }
+        )
+        + "\n"
+    )
 
 
 def commits(store: Path) -> list[str]:
@@ -86,9 +103,15 @@ def commits(store: Path) -> list[str]:
 class Watcher:
     """``watch`` over ``folder`` in a thread, recording what it reports."""
 
-    def __init__(self, mm: MemoryManager, folder: Path, *, debounce: float = 0.05,
-                 run: Callable[[], ImportResult] | None = None,
-                 roots: Callable[[], Iterable[Path]] | None = None) -> None:
+    def __init__(
+        self,
+        mm: MemoryManager,
+        folder: Path,
+        *,
+        debounce: float = 0.05,
+        run: Callable[[], ImportResult] | None = None,
+        roots: Callable[[], Iterable[Path]] | None = None,
+    ) -> None:
         self.results: list[ImportResult] = []
         self.errors: list[Exception] = []
         self.polls = 0
@@ -101,10 +124,15 @@ class Watcher:
             return self._roots()
 
         def main() -> None:
-            self.count = watch(counted_roots, run or (lambda: import_folder(mm, folder)),
-                               interval=0.02, debounce=debounce, stop=self.stop,
-                               on_result=self.results.append,
-                               on_error=self.errors.append)  # fmt: skip
+            self.count = watch(
+                counted_roots,
+                run or (lambda: import_folder(mm, folder)),
+                interval=0.02,
+                debounce=debounce,
+                stop=self.stop,
+                on_result=self.results.append,
+                on_error=self.errors.append,
+            )
 
         self.thread = threading.Thread(target=main, daemon=True)
         self.thread.start()
@@ -130,7 +158,8 @@ def mm(store: Path) -> Iterator[MemoryManager]:
 
 
 def test_a_new_line_becomes_a_commit_and_idle_polls_make_none(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     source = tmp_path / "source"
     source.mkdir()
     (source / "a.jsonl").write_text(line(1) + line(2))
@@ -144,12 +173,16 @@ def test_a_new_line_becomes_a_commit_and_idle_polls_make_none(
         handle.write(line(3))
     wait_for(lambda: len(w.results) == 2, "the import of the new line")
     assert [turn for _, turn in w.results[1].added] == [
-        stable_id("t", "chat", "2026-01-04T10:00:00+00:00", "question 3")]
+        stable_id("t", "chat", "2026-01-04T10:00:00+00:00", "question 3")
+    ]
     assert len(commits(store)) == len(before) + 1
     session = mm.load_memory("chat")
     assert session is not None
     assert [t.messages[0].content for t in session.interactions] == [
-        "question 1", "question 2", "question 3"]
+        "question 1",
+        "question 2",
+        "question 3",
+    ]
     # a file appearing in the folder is a change too
     (source / "b.jsonl").write_text(line(4, session="other"))
     wait_for(lambda: len(w.results) == 3, "the import of the new file")
@@ -159,7 +192,8 @@ def test_a_new_line_becomes_a_commit_and_idle_polls_make_none(
 
 
 def test_a_half_written_line_is_reported_and_picked_up_when_complete(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     source = tmp_path / "source"
     source.mkdir()
     path = source / "a.jsonl"
@@ -185,7 +219,8 @@ def test_a_half_written_line_is_reported_and_picked_up_when_complete(
 
 
 def test_a_file_changing_at_every_poll_is_imported_once_it_settles(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     source = tmp_path / "source"
     source.mkdir()
     path = source / "a.jsonl"
@@ -215,7 +250,8 @@ def test_a_file_changing_at_every_poll_is_imported_once_it_settles(
 
 
 def test_stop_during_an_import_lets_it_commit(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     source = tmp_path / "source"
     source.mkdir()
     (source / "a.jsonl").write_text(line(1))
@@ -239,7 +275,8 @@ def test_stop_during_an_import_lets_it_commit(
 
 
 def test_a_failing_roots_callable_keeps_the_last_answer(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     source = tmp_path / "source"
     source.mkdir()
     (source / "a.jsonl").write_text(line(1))
@@ -267,8 +304,11 @@ def test_snapshot_skips_dot_entries_inside_a_root(tmp_path: Path) -> None:
     (tmp_path / "w" / "memory").mkdir()
     (tmp_path / "w" / "memory" / "MEMORY.md").write_text("x")
     found = snapshot([tmp_path / "w", tmp_path / "w" / ".git", tmp_path / "missing"])
-    assert set(found) == {str(tmp_path / "w" / "memory" / "MEMORY.md"),
-                          str(tmp_path / "w" / ".git" / "HEAD"), str(tmp_path / "missing")}
+    assert set(found) == {
+        str(tmp_path / "w" / "memory" / "MEMORY.md"),
+        str(tmp_path / "w" / ".git" / "HEAD"),
+        str(tmp_path / "missing"),
+    }
     assert found[str(tmp_path / "missing")] is None
 
 
@@ -277,8 +317,9 @@ def _main_thread_sigint_ok() -> None:
         pytest.skip("the test runner replaced Python's SIGINT handler")
 
 
-def test_ctrl_c_during_an_import_lets_it_commit(mm: MemoryManager, store: Path,
-                                                tmp_path: Path) -> None:
+def test_ctrl_c_during_an_import_lets_it_commit(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     _main_thread_sigint_ok()
     source = tmp_path / "source"
     source.mkdir()
@@ -297,7 +338,8 @@ def test_ctrl_c_during_an_import_lets_it_commit(mm: MemoryManager, store: Path,
 
 
 def test_a_second_ctrl_c_abandons_the_import_and_writes_nothing(
-        mm: MemoryManager, store: Path, tmp_path: Path) -> None:
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     _main_thread_sigint_ok()
     source = tmp_path / "source"
     source.mkdir()
@@ -312,9 +354,12 @@ def test_a_second_ctrl_c_abandons_the_import_and_writes_nothing(
             yield session
 
     results: list[ImportResult] = []
-    count = watch(lambda: [source],
-                  lambda: run_import(mm, interrupted(), source="test", subject="x"),
-                  interval=0.02, on_result=results.append)  # fmt: skip
+    count = watch(
+        lambda: [source],
+        lambda: run_import(mm, interrupted(), source="test", subject="x"),
+        interval=0.02,
+        on_result=results.append,
+    )
     assert count == 1 and results == []
     assert commits(store) == before and mm.load_memory("chat") is None
     assert git(store, "status", "--porcelain") == ""
@@ -326,24 +371,46 @@ def test_a_second_ctrl_c_abandons_the_import_and_writes_nothing(
 def _locomo(samples: int) -> list[dict[str, Any]]:
     data = []
     for n in range(samples):
-        data.append({"sample_id": f"conv-{n}", "qa": [], "conversation": {
-            "speaker_a": "Ana", "speaker_b": "Ben",
-            "session_1_date_time": "1:15 pm on 3 May, 2023",
-            "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": f"Hello number {n}"},
-                          {"speaker": "Ben", "dia_id": "D1:2", "text": "Hi Ana"}],
-        }})  # fmt: skip
+        data.append(
+            {
+                "sample_id": f"conv-{n}",
+                "qa": [],
+                "conversation": {
+                    "speaker_a": "Ana",
+                    "speaker_b": "Ben",
+                    "session_1_date_time": "1:15 pm on 3 May, 2023",
+                    "session_1": [
+                        {"speaker": "Ana", "dia_id": "D1:1", "text": f"Hello number {n}"},
+                        {"speaker": "Ben", "dia_id": "D1:2", "text": "Hi Ana"},
+                    ],
+                },
+            }
+        )
     return data
 
 
 @pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
-def test_cli_watch_imports_changes_and_stops_on_ctrl_c(store: Path, tmp_path: Path,
-                                                       json_out: bool) -> None:
+def test_cli_watch_imports_changes_and_stops_on_ctrl_c(
+    store: Path, tmp_path: Path, json_out: bool
+) -> None:
     MemoryManager.init(store).close()
     source = tmp_path / "locomo.json"
     source.write_text(json.dumps(_locomo(1)))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
-    args = [sys.executable, "-m", "gitmem", *(["--json"] * json_out), "--repo", str(store),
-            "import", "locomo", str(source), "--watch", "--interval", "0.1"]
+    args = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        *(["--json"] * json_out),
+        "--repo",
+        str(store),
+        "import",
+        "locomo",
+        str(source),
+        "--watch",
+        "--interval",
+        "0.1",
+    ]
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(args, stdout=stdout, stderr=stderr, cwd=ROOT)
     try:
@@ -376,20 +443,36 @@ def test_cli_watch_imports_changes_and_stops_on_ctrl_c(store: Path, tmp_path: Pa
 
 def test_cli_watch_follows_a_nanobot_home(store: Path, tmp_path: Path) -> None:
     home = copy_home(unpack(tmp_path / "fixture"), tmp_path / "home")
-    [session] = [p for p in (home / "sessions").glob("*/*.jsonl")
-                 if '"telegram:8812345"' in p.read_text().splitlines()[0]]
+    [session] = [
+        p
+        for p in (home / "sessions").glob("*/*.jsonl")
+        if '"telegram:8812345"' in p.read_text().splitlines()[0]
+    ]
     MemoryManager.init(store).close()
     err = tmp_path / "err.txt"
-    args = [sys.executable, "-m", "gitmem", "--repo", str(store), "import", "nanobot", str(home),
-            "--watch", "--interval", "0.1"]
+    args = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(store),
+        "import",
+        "nanobot",
+        str(home),
+        "--watch",
+        "--interval",
+        "0.1",
+    ]
     with err.open("w") as stderr:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
     try:
         wait_for(lambda: len(commits(store)) == 2, "the first import's commit")
         with session.open("a") as handle:  # nanobot saves a new turn
             for role, text in (("user", "And my brother?"), ("assistant", "Rui, in Lisbon.")):
-                handle.write(json.dumps({"role": role, "content": text,
-                                         "timestamp": "2026-05-02T10:00:00"}) + "\n")
+                handle.write(
+                    json.dumps({"role": role, "content": text, "timestamp": "2026-05-02T10:00:00"})
+                    + "\n"
+                )
         wait_for(lambda: len(commits(store)) == 3, "the import of the new turn")
         proc.send_signal(signal.SIGINT)
         assert proc.wait(WAIT_S) == 0, err.read_text()
@@ -403,14 +486,25 @@ def test_cli_watch_follows_a_nanobot_home(store: Path, tmp_path: Path) -> None:
     assert git(store, "status", "--porcelain") == ""
 
 
-def _watch_until_two_imports(store: Path, tmp_path: Path, command: list[str],
-                             change: Callable[[], None]) -> str:
+def _watch_until_two_imports(
+    store: Path, tmp_path: Path, command: list[str], change: Callable[[], None]
+) -> str:
     """Run ``gitmem import ... --watch``, make ``change`` after its first import, wait for the
     second, stop it with Ctrl-C; the stderr text."""
     MemoryManager.init(store).close()
     err = tmp_path / "err.txt"
-    args = [sys.executable, "-m", "gitmem", "--repo", str(store), "import", *command,
-            "--watch", "--interval", "0.1"]
+    args = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(store),
+        "import",
+        *command,
+        "--watch",
+        "--interval",
+        "0.1",
+    ]
     with err.open("w") as stderr:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr, cwd=ROOT)
     try:
@@ -435,8 +529,7 @@ def test_cli_watch_follows_an_openclaw_workspace(store: Path, tmp_path: Path) ->
     def rewrite() -> None:  # the agent rewrites its curated memory
         memory.write_text(memory.read_text() + "\n- Prefers tea over coffee.\n")
 
-    err = _watch_until_two_imports(store, tmp_path, ["openclaw", str(home / "workspace")],
-                                   rewrite)
+    err = _watch_until_two_imports(store, tmp_path, ["openclaw", str(home / "workspace")], rewrite)
     assert "stopped watching openclaw after 2 import(s)" in err
     assert "Prefers tea over coffee" in git(store, "show", "--format=", "HEAD")
 

@@ -22,17 +22,47 @@ from gitmem.models import Interaction, Message, Session
 from tests.test_markdown_roundtrip import sessions
 
 EDIT_LINES = [
-    "", ">", "> x", "```", "~~~", "<!--", "-->", "<div>", "</div>", "- item", "1. item",
-    "    code", "**User**:", "**A**: b", "**User** (escaped):", "[x]: /url", "===", "---",
-    "# T", "## Summary", "## Conversation", "## Metadata", "## 对话记录", "#### x", "###",
-    "### 2024-01-01T00:00:00+00:00 {#dup}", "### 2024-01-01T00:00:00+00:00", "### bad {#b}",
-    "### 2024-01-01T00:00:00+00:00 {#bad id}", "\ue0000", "### \ue0000", "text", "  > indented",
-    "\r", "a\rb", "\t> tab", "**Generated**: 2024-01-01T00:00:00+00:00", "> \\u{0007}",
-]  # fmt: skip
+    "",
+    ">",
+    "> x",
+    "```",
+    "~~~",
+    "<!--",
+    "-->",
+    "<div>",
+    "</div>",
+    "- item",
+    "1. item",
+    "    code",
+    "**User**:",
+    "**A**: b",
+    "**User** (escaped):",
+    "[x]: /url",
+    "===",
+    "---",
+    "# T",
+    "## Summary",
+    "## Conversation",
+    "## Metadata",
+    "## 对话记录",
+    "#### x",
+    "###",
+    "### 2024-01-01T00:00:00+00:00 {#dup}",
+    "### 2024-01-01T00:00:00+00:00",
+    "### bad {#b}",
+    "### 2024-01-01T00:00:00+00:00 {#bad id}",
+    "\ue0000",
+    "### \ue0000",
+    "text",
+    "  > indented",
+    "\r",
+    "a\rb",
+    "\t> tab",
+    "**Generated**: 2024-01-01T00:00:00+00:00",
+    "> \\u{0007}",
+]
 
-PROPERTY = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _both(text: str) -> tuple[tuple[Session | None, list[str]], tuple[Session | None, list[str]]]:
@@ -46,13 +76,17 @@ def edited(draw: st.DrawFn) -> tuple[str, str]:
     """A rendered session with a few more turns, and a copy with random hand edits."""
     session = draw(sessions())
     extra = [
-        Interaction(id=f"e{n}", timestamp=datetime(2024, 5, 1, tzinfo=UTC) + timedelta(hours=n),
-                    messages=[Message(speaker="User", content=f"line {n}\nmore")])
+        Interaction(
+            id=f"e{n}",
+            timestamp=datetime(2024, 5, 1, tzinfo=UTC) + timedelta(hours=n),
+            messages=[Message(speaker="User", content=f"line {n}\nmore")],
+        )
         for n in range(draw(st.integers(0, 4)))
     ]
     taken = {t.id for t in session.interactions}
-    session = session.model_copy(update={"interactions": [
-        *session.interactions, *(t for t in extra if t.id not in taken)]})
+    session = session.model_copy(
+        update={"interactions": [*session.interactions, *(t for t in extra if t.id not in taken)]}
+    )
     original = render(session)
     lines = original.split("\n")
     for _ in range(draw(st.integers(1, 4))):
@@ -102,28 +136,65 @@ def test_incremental_parse_equals_full_parse_when_a_turn_changes(
 
 
 HEAD_LINES = [
-    "", "- **Tags**: a,b", "- **Tags**: a, b ", "- **Tags**:", "- **Project**: *p*",
-    "- **k**: \\\\*x\\\\*", "- **k**: [[a]]", "- **k**：v", "- **Links**: [[a]], b",
-    "- **Links**: [[]]", "- **Created**: 2024", "- **Created**: 2024-01-01T00:00:00",
-    "- **Created**: 2024-01-01 00:00:00+00:00", "- **Session ID**: other", "- **会话ID**: s",
-    "- **标签**: 甲, 乙", "- **参与角色**: 甲", "- **Participants**: A, A", "- **x**: `code`",
-    "- **x**: <b>", "- **tags**: x", "* **k**: v", "- **k** : v", "- **k**: v\\u{0007}",
-    "# Session: s", "# 会话: s", "# Session:s", "## Metadata", "## 元数据", "## Summary",
+    "",
+    "- **Tags**: a,b",
+    "- **Tags**: a, b ",
+    "- **Tags**:",
+    "- **Project**: *p*",
+    "- **k**: \\\\*x\\\\*",
+    "- **k**: [[a]]",
+    "- **k**：v",
+    "- **Links**: [[a]], b",
+    "- **Links**: [[]]",
+    "- **Created**: 2024",
+    "- **Created**: 2024-01-01T00:00:00",
+    "- **Created**: 2024-01-01 00:00:00+00:00",
+    "- **Session ID**: other",
+    "- **会话ID**: s",
+    "- **标签**: 甲, 乙",
+    "- **参与角色**: 甲",
+    "- **Participants**: A, A",
+    "- **x**: `code`",
+    "- **x**: <b>",
+    "- **tags**: x",
+    "* **k**: v",
+    "- **k** : v",
+    "- **k**: v\\u{0007}",
+    "# Session: s",
+    "# 会话: s",
+    "# Session:s",
+    "## Metadata",
+    "## 元数据",
+    "## Summary",
     "## 关键信息摘要",
     "**Generated**: 2024-01-01T00:00:00+00:00",
     "**Generated** (escaped): 2024-01-01T00:00:00+00:00",
-    "**创建于**: 2024-01-01T00:00:00+00:00", "**Model**: m", "**Model**:", "**Covers**: a, a",
-    "**Covers**:", "**Key facts**:", "**Keywords**:", "**关键事实**:", "> ", ">", "> \\u{0007}",
-    "> \\\\", "text", "> *x*",
-]  # fmt: skip
+    "**创建于**: 2024-01-01T00:00:00+00:00",
+    "**Model**: m",
+    "**Model**:",
+    "**Covers**: a, a",
+    "**Covers**:",
+    "**Key facts**:",
+    "**Keywords**:",
+    "**关键事实**:",
+    "> ",
+    ">",
+    "> \\u{0007}",
+    "> \\\\",
+    "text",
+    "> *x*",
+]
 
 
 @st.composite
 def head_edited(draw: st.DrawFn) -> str:
     """A rendered session (with a turn) edited only in its head or summary."""
     session = draw(sessions())
-    turn = Interaction(id="zz", timestamp=datetime(2024, 5, 1, tzinfo=UTC),
-                       messages=[Message(speaker="User", content="hi")])
+    turn = Interaction(
+        id="zz",
+        timestamp=datetime(2024, 5, 1, tzinfo=UTC),
+        messages=[Message(speaker="User", content="hi")],
+    )
     if not session.interactions:
         session = session.model_copy(update={"interactions": [turn]})
     lines = render(session).split("\n")
@@ -156,8 +227,11 @@ def test_head_read_without_mistune_equals_full_parse_after_head_edits(text: str)
 @PROPERTY
 @given(sessions())
 def test_a_file_in_render_form_never_reaches_mistune(session: Session) -> None:
-    turn = Interaction(id="zz", timestamp=datetime(2024, 5, 1, tzinfo=UTC),
-                       messages=[Message(speaker="User", content="hi")])
+    turn = Interaction(
+        id="zz",
+        timestamp=datetime(2024, 5, 1, tzinfo=UTC),
+        messages=[Message(speaker="User", content="hi")],
+    )
     if not session.interactions:
         session = session.model_copy(update={"interactions": [turn]})
     text = render(session)
@@ -181,20 +255,29 @@ def test_a_file_in_render_form_never_reaches_mistune(session: Session) -> None:
 def _long_session(count: int) -> Session:
     start = datetime(2024, 1, 1, tzinfo=UTC)
     interactions = [
-        Interaction(id=f"t{n}", timestamp=start + timedelta(minutes=n),
-                    messages=[Message(speaker="User", content=f"q {n}"),
-                              Message(speaker="Assistant", content=f"a {n}\n\nmore")])
+        Interaction(
+            id=f"t{n}",
+            timestamp=start + timedelta(minutes=n),
+            messages=[
+                Message(speaker="User", content=f"q {n}"),
+                Message(speaker="Assistant", content=f"a {n}\n\nmore"),
+            ],
+        )
         for n in range(count)
     ]
-    return Session(id="long", created=start, last_active=interactions[-1].timestamp,
-                   interactions=interactions)
+    return Session(
+        id="long", created=start, last_active=interactions[-1].timestamp, interactions=interactions
+    )
 
 
 def test_a_new_revision_hands_mistune_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
     session = _long_session(300)
     parse(render(session))
-    turn = Interaction(id="new", timestamp=datetime(2025, 1, 1, tzinfo=UTC),
-                       messages=[Message(speaker="User", content="hello")])
+    turn = Interaction(
+        id="new",
+        timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+        messages=[Message(speaker="User", content="hello")],
+    )
     text = render(session.model_copy(update={"interactions": [*session.interactions, turn]}))
     seen: list[int] = []
     real = parse_module.top_level_blocks
@@ -255,8 +338,11 @@ def test_a_save_renders_only_the_new_turn(monkeypatch: pytest.MonkeyPatch) -> No
         return real(text)
 
     monkeypatch.setattr(render_module, "_maybe_escape", count)
-    turn = Interaction(id="new", timestamp=datetime(2025, 1, 1, tzinfo=UTC),
-                       messages=[Message(speaker="User", content="hello")])
+    turn = Interaction(
+        id="new",
+        timestamp=datetime(2025, 1, 1, tzinfo=UTC),
+        messages=[Message(speaker="User", content="hello")],
+    )
     longer = session.model_copy(update={"interactions": [*session.interactions, turn]})
     text = render(longer)
     assert calls == ["hello"]  # 200 turns' texts were reused, not formatted again

@@ -24,8 +24,7 @@ def _ids(hits: list[object]) -> list[str]:
     return [h.session_id for h in hits]  # type: ignore[attr-defined]
 
 
-def test_index_lives_under_the_git_dir_and_is_never_tracked(mm: MemoryManager,
-                                                             store: Path) -> None:
+def test_index_lives_under_the_git_dir_and_is_never_tracked(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "the lighthouse keeper", "kept the light")
     assert _ids(mm.search("lighthouse")) == ["s"]
     path = store / ".git" / "gitmem" / "index.sqlite"
@@ -84,8 +83,7 @@ def test_unreadable_file_is_skipped_not_fatal(mm: MemoryManager, store: Path) ->
     assert report.unreadable == ["sessions/19/bad.md"] and report.indexed == 1
 
 
-def test_corrupted_index_is_rebuilt_and_never_breaks_a_save(mm: MemoryManager,
-                                                             store: Path) -> None:
+def test_corrupted_index_is_rebuilt_and_never_breaks_a_save(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "the orchard has apricots", "tasty")
     assert _ids(mm.search("apricots")) == ["s"]
     mm.close_index()
@@ -172,8 +170,9 @@ def test_only_a_damaged_file_is_thrown_away() -> None:
     assert not damaged(sqlite3.OperationalError("attempt to write a readonly database"))
 
 
-def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Path,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_turns_moved_to_the_archive_stay_searchable(
+    mm: MemoryManager, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from gitmem.summary.triggers import SummaryConfig
 
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"):
@@ -189,7 +188,8 @@ def test_turns_moved_to_the_archive_stay_searchable(mm: MemoryManager, store: Pa
     assert (store / "archive" / "fd" / "trip.md").is_file()
     hits = mm.search("azulejo museum")
     assert [(h.session_id, h.interaction_id) for h in hits][:1] == [
-        ("trip", first.interactions[0].id)]
+        ("trip", first.interactions[0].id)
+    ]
     assert _ids(mm.search("fado evening"))[0] == "trip"
     mm.reindex()
     assert _ids(mm.search("azulejo museum"))[0] == "trip"

@@ -22,13 +22,16 @@ _T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 def _session(sid: str, turns: list[str]) -> Session:
     return Session(
-        id=sid, created=_T0, last_active=_T0,
+        id=sid,
+        created=_T0,
+        last_active=_T0,
         interactions=[
-            Interaction(id=f"{sid}-{n}", timestamp=_T0, messages=[Message(speaker="ann",
-                                                                          content=text)])
+            Interaction(
+                id=f"{sid}-{n}", timestamp=_T0, messages=[Message(speaker="ann", content=text)]
+            )
             for n, text in enumerate(turns)
         ],
-    )  # fmt: skip
+    )
 
 
 def _put(index: Index, sid: str, turns: list[str], *, bulk: bool = False) -> None:
@@ -49,21 +52,30 @@ def _places(index: Index, term: str, limit: int = 10_000) -> list[tuple[str, int
 def _blocks(index: Index, term: str) -> tuple[int, int]:
     """How many postings of ``term`` its main block and its tail hold (the stored rows)."""
     tid = index._db.execute("SELECT tid FROM terms WHERE term=?", (term,)).fetchone()[0]
-    sizes = dict(index._db.execute(
-        "SELECT id - ?, n FROM postings WHERE id IN (?, ?)", (2 * tid, 2 * tid, 2 * tid + 1)
-    ).fetchall())  # fmt: skip
+    sizes = dict(
+        index._db.execute(
+            "SELECT id - ?, n FROM postings WHERE id IN (?, ?)", (2 * tid, 2 * tid, 2 * tid + 1)
+        ).fetchall()
+    )
     return sizes.get(0, 0), sizes.get(1, 0)
 
 
 def test_keys_round_trip_through_a_blob_in_order() -> None:
-    keys = sorted((posting_key(imp, doc, tf) for imp, doc, tf in
-                   [(21_999, 4_000_000_000, 1), (0, 1, 65_535), (17, 2, 3), (17, 3, 3)]),
-                  reverse=True)  # fmt: skip
+    keys = sorted(
+        (
+            posting_key(imp, doc, tf)
+            for imp, doc, tf in [(21_999, 4_000_000_000, 1), (0, 1, 65_535), (17, 2, 3), (17, 3, 3)]
+        ),
+        reverse=True,
+    )
     data = pack(keys)
     assert len(data) == 8 * len(keys)
     assert list(unpack(data)) == keys
     assert [split_key(k) for k in keys] == [
-        (21_999, 4_000_000_000, 1), (17, 3, 3), (17, 2, 3), (0, 1, 65_535)
+        (21_999, 4_000_000_000, 1),
+        (17, 3, 3),
+        (17, 2, 3),
+        (0, 1, 65_535),
     ]
     # a head cut mid-posting keeps whole postings only
     assert list(unpack(data[:13])) == keys[:1]
@@ -83,14 +95,20 @@ def test_a_main_block_keeps_ids_and_tfs_in_five_bytes_and_its_head_decodes() -> 
 
 def test_tail_postings_merge_into_a_block_at_their_impact() -> None:
     norms = [0.0, 1.0, 2.0, 0.5, 1.0, 3.0]  # by document id
-    ranked = sorted((posting_key(impact(tf, norms[doc]), doc, tf)
-                     for doc, tf in [(1, 1), (2, 1), (3, 2), (4, 5), (5, 1)]), reverse=True)
+    ranked = sorted(
+        (
+            posting_key(impact(tf, norms[doc]), doc, tf)
+            for doc, tf in [(1, 1), (2, 1), (3, 2), (4, 5), (5, 1)]
+        ),
+        reverse=True,
+    )
     main = Block.of_keys(ranked[::2])
     merged = main.merged(ranked[1::2], norms, 10)
     assert list(merged.docs) == [split_key(k)[1] for k in ranked]
     assert list(main.merged(ranked[1::2], norms, 2).docs) == [split_key(k)[1] for k in ranked[:2]]
-    assert list(merged.without({3, 5}).docs) == [split_key(k)[1] for k in ranked
-                                                 if split_key(k)[1] not in (3, 5)]
+    assert list(merged.without({3, 5}).docs) == [
+        split_key(k)[1] for k in ranked if split_key(k)[1] not in (3, 5)
+    ]
 
 
 def test_postings_come_best_first_and_a_head_is_the_best(tmp_path: Path) -> None:
@@ -114,8 +132,11 @@ def test_appended_postings_equal_a_rebuild_past_the_tail_limit(tmp_path: Path) -
     with rebuilt.writing(bulk=True):
         rebuilt.clear()
         for sid in names:
-            rebuilt.put_session(_session(sid, ["mango and more words", "mango " * 3]),
-                                f"sessions/{sid}.md", "0" * 40)
+            rebuilt.put_session(
+                _session(sid, ["mango and more words", "mango " * 3]),
+                f"sessions/{sid}.md",
+                "0" * 40,
+            )
     # same order, same tf and lengths (document ids differ between the two files)
     assert _places(grown, "mango") == _places(rebuilt, "mango")
     assert [r[1:3] for r in grown.postings("mango", 10_000)] == [

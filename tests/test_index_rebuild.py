@@ -28,11 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _session(sid: str, *texts: str) -> Session:
     when = datetime(2024, 4, 15, tzinfo=UTC)
-    turns = [Interaction(id=f"t{n}", timestamp=when,
-                         messages=[Message(speaker="user", content=text)])
-             for n, text in enumerate(texts)]  # fmt: skip
-    return Session(id=sid, created=when, last_active=when, participants=["user"],
-                   interactions=turns)
+    turns = [
+        Interaction(id=f"t{n}", timestamp=when, messages=[Message(speaker="user", content=text)])
+        for n, text in enumerate(texts)
+    ]
+    return Session(
+        id=sid, created=when, last_active=when, participants=["user"], interactions=turns
+    )
 
 
 def _ids(hits: object) -> set[str]:
@@ -107,15 +109,17 @@ def test_terms_another_process_added_are_read_and_rolled_back_ids_are_forgotten(
     assert [d.terms for d in one.session_docs(one.session_keys())] == ["appl pear"]
     with two.writing():  # new terms, new ids: `one` has never seen them
         two.put_session(_session("b", "quinces"), "b.md", "b2")
-    assert sorted(d.terms for d in one.session_docs(one.session_keys())) == [
-        "appl pear", "quinc"]
+    assert sorted(d.terms for d in one.session_docs(one.session_keys())) == ["appl pear", "quinc"]
     with pytest.raises(RuntimeError), one.writing():
         one.put_session(_session("c", "zucchini"), "c.md", "b3")
         raise RuntimeError("the catch-up failed half-way")
     with two.writing():  # takes the id `one` gave to "zucchini" before rolling back
         two.put_session(_session("d", "radishes"), "d.md", "b4")
     assert sorted(d.terms for d in one.session_docs(one.session_keys())) == [
-        "appl pear", "quinc", "radish"]
+        "appl pear",
+        "quinc",
+        "radish",
+    ]
     assert one.df(["zucchini", "radish"]) == {"radish": 1}
     one.close()
     two.close()
@@ -142,8 +146,7 @@ def test_blobs_stream_in_order_and_a_missing_one_is_none(tmp_path: Path) -> None
     mm.save_interaction("a", "first", "ok")
     mm.save_interaction("b", "second", "ok")
     repo = Repository(store)
-    blobs = [git(store, "rev-parse", f"HEAD:{_path_of(store, sid)}").strip()
-             for sid in ("b", "a")]  # fmt: skip
+    blobs = [git(store, "rev-parse", f"HEAD:{_path_of(store, sid)}").strip() for sid in ("b", "a")]
     missing = "0123456789abcdef0123456789abcdef01234567"
     got = list(repo.stream_blobs([blobs[0], missing, blobs[1]]))
     assert [sha for sha, _data in got] == [blobs[0], missing, blobs[1]]
@@ -153,8 +156,9 @@ def test_blobs_stream_in_order_and_a_missing_one_is_none(tmp_path: Path) -> None
     repo.close()
 
 
-def test_a_streamed_rebuild_skips_an_unreadable_file(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_streamed_rebuild_skips_an_unreadable_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(catchup, "STREAM_FROM", 1)
     store = tmp_path / "memory"
     mm = MemoryManager.init(store)

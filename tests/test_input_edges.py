@@ -41,8 +41,11 @@ def test_datetime_parameters_take_iso_strings_and_refuse_other_types(store: Path
     ]:
         with pytest.raises(ValidationError, match=rf"^{name}: 'x' is not an ISO date"):
             call()
-    with pytest.raises(ValidationError, match=r"^since: expected a datetime or an ISO date "
-                                              r"string, not int"):
+    with pytest.raises(
+        ValidationError,
+        match=r"^since: expected a datetime or an ISO date "
+        r"string, not int",
+    ):
         mm.list_sessions(since=5)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match=r"^timestamp: .* not list"):
         mm.save_interaction("s", "q", "a", timestamp=[])  # type: ignore[arg-type]
@@ -53,19 +56,23 @@ def _cli(store: Path, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--repo", str(store), *args])
 
 
-@pytest.mark.parametrize("args", [
-    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-13-45"],
-    ["list", "--since", "2024-13-45"],
-    ["list", "--at", "2024-13-45"],
-    ["show", "s", "--at", "2024-13-45"],
-    ["log", "--until", "2024-13-45"],
-    ["search", "question", "--since", "2024-13-45"],
-    ["rollback", "s", "--to", "2024-13-45"],
-    ["restore", "s", "--rev", "2024-13-45"],
-    ["undo", "--agent", "bot", "--since", "2024-13-45"],
-])  # fmt: skip
-def test_a_bad_date_is_a_usage_error_naming_the_option_everywhere(store: Path, args: list[str]
-                                                                   ) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-13-45"],
+        ["list", "--since", "2024-13-45"],
+        ["list", "--at", "2024-13-45"],
+        ["show", "s", "--at", "2024-13-45"],
+        ["log", "--until", "2024-13-45"],
+        ["search", "question", "--since", "2024-13-45"],
+        ["rollback", "s", "--to", "2024-13-45"],
+        ["restore", "s", "--rev", "2024-13-45"],
+        ["undo", "--agent", "bot", "--since", "2024-13-45"],
+    ],
+)
+def test_a_bad_date_is_a_usage_error_naming_the_option_everywhere(
+    store: Path, args: list[str]
+) -> None:
     # show --at exited 1 with a RevisionNotFound while log --until exited 2
     MemoryManager.init(store).save_interaction("s", "a question", "an answer")
     out = _cli(store, *args)
@@ -77,15 +84,18 @@ def test_a_bad_date_is_a_usage_error_naming_the_option_everywhere(store: Path, a
 TOKEN = "ghp_" + "A1b2C3d4" * 4 + "E5f6"
 
 
-@pytest.mark.parametrize("args", [
-    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", TOKEN],
-    ["log", "--since", TOKEN],
-    ["list", "--until", "x" * 41],
-    ["show", "s", "--at", TOKEN],
-    ["show", "s", "--at", "y" * 41],
-    ["rollback", "s", "--to", TOKEN],
-    ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-01-01 acme-Zq93"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", TOKEN],
+        ["log", "--since", TOKEN],
+        ["list", "--until", "x" * 41],
+        ["show", "s", "--at", TOKEN],
+        ["show", "s", "--at", "y" * 41],
+        ["rollback", "s", "--to", TOKEN],
+        ["save", "s", "--user", "q", "--assistant", "a", "--timestamp", "2024-01-01 acme-Zq93"],
+    ],
+)
 def test_date_option_errors_do_not_repeat_a_token(store: Path, args: list[str]) -> None:
     mm = MemoryManager.init(store)
     git(store, "config", "gitmem.secrets.pattern", "acme=acme-[A-Za-z0-9]{4}")
@@ -100,8 +110,9 @@ def test_date_option_errors_do_not_repeat_a_token(store: Path, args: list[str]) 
 def test_agent_names_are_capped_and_lose_format_characters(store: Path) -> None:
     # a 20,000-character author was accepted, and U+202E (right-to-left override) was kept
     MemoryManager.init(store).close()
-    with pytest.raises(ValidationError, match="agent name is 20000 characters long; give at "
-                                              "most 200"):
+    with pytest.raises(
+        ValidationError, match="agent name is 20000 characters long; give at most 200"
+    ):
         MemoryManager(store, agent="a" * 20_000)
     out = _cli(store, "--agent", "b" * 201, "save", "s", "--user", "q", "--assistant", "a")
     assert out.exit_code == 1 and "agent name is 201 characters long" in out.stderr
@@ -109,7 +120,8 @@ def test_agent_names_are_capped_and_lose_format_characters(store: Path) -> None:
     mm = MemoryManager(store, agent="evil\u202egnp.exe\u200b")
     mm.save_interaction("s", "a question", "an answer")
     assert git(store, "log", "-1", "--format=%an|%ae").strip() == (
-        "evilgnp.exe|evilgnp.exe@gitmem.local")
+        "evilgnp.exe|evilgnp.exe@gitmem.local"
+    )
     assert "Gitmem-Agent: evilgnp.exe\n" in git(store, "log", "-1", "--format=%B")
     with pytest.raises(ValidationError, match=r"agent email 'x\\u202e@y\.org' is not an address"):
         MemoryManager(store, agent="bot <x\u202e@y.org>")
@@ -121,7 +133,8 @@ def test_agent_names_are_capped_and_lose_format_characters(store: Path) -> None:
 
 
 def test_the_merge_driver_redacts_with_the_stores_own_patterns(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the driver redacted its notes with the default patterns only: a token of a kind the
     # store configured (`git config gitmem.secrets.pattern`) was printed on every `git pull`
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
@@ -146,8 +159,12 @@ def test_the_merge_driver_redacts_with_the_stores_own_patterns(
     newer = Summary(text="plans for the trip", generated=t0 + timedelta(hours=2))
     a.put_session(current.model_copy(update={"summary": newer}), op="summarize")
     a.push()
-    pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
-                            cwd=wired, capture_output=True, text=True)  # fmt: skip
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=wired,
+        capture_output=True,
+        text=True,
+    )
     assert pulled.returncode == 0, pulled.stderr
     assert "both sides rewrote the summary" in pulled.stderr
     assert token not in pulled.stderr and token not in pulled.stdout
@@ -166,8 +183,11 @@ def test_revisions_and_now_take_iso_strings_and_refuse_other_types(store: Path) 
     assert failed is not None and failed.status == "failed"
     assert failed.error is not None and failed.error.startswith("now: 'x' is not an ISO date")
     for call in (lambda: mm.resolve(7), lambda: mm.at(7), lambda: mm.rollback("s", to=7)):
-        with pytest.raises(ValidationError, match=r"^revision: expected a commit id, an ISO "
-                                                  r"date string or a datetime, not int"):
+        with pytest.raises(
+            ValidationError,
+            match=r"^revision: expected a commit id, an ISO "
+            r"date string or a datetime, not int",
+        ):
             call()  # type: ignore[arg-type]
 
 
@@ -176,17 +196,26 @@ def test_an_unusable_secret_setting_warns_but_the_driver_still_merges(store: Pat
     git(store, "config", "gitmem.secrets.pattern", "no-equals-sign")
     t0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
     base = Session(id="s", created=t0, last_active=t0)
-    sides = {"O": base,
-             "A": base.model_copy(update={"summary": Summary(text="ours", generated=t0)}),
-             "B": base.model_copy(update={"summary": Summary(
-                 text="theirs", generated=t0 + timedelta(hours=1))})}  # fmt: skip
+    sides = {
+        "O": base,
+        "A": base.model_copy(update={"summary": Summary(text="ours", generated=t0)}),
+        "B": base.model_copy(
+            update={"summary": Summary(text="theirs", generated=t0 + timedelta(hours=1))}
+        ),
+    }
     for name, session in sides.items():
         (store / name).write_text(markdown.render(session))
-    done = subprocess.run([sys.executable, "-m", "gitmem", "merge-file", "O", "A", "B",
-                           "sessions/a0/s.md"], cwd=store, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    done = subprocess.run(
+        [sys.executable, "-m", "gitmem", "merge-file", "O", "A", "B", "sessions/a0/s.md"],
+        cwd=store,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
     assert done.returncode == 0, done.stderr
-    assert ("gitmem: git config gitmem.secrets: gitmem.secrets.pattern 'no-equals-sign' is "
-            "not kind=regex; default patterns used") in done.stderr
+    assert (
+        "gitmem: git config gitmem.secrets: gitmem.secrets.pattern 'no-equals-sign' is "
+        "not kind=regex; default patterns used"
+    ) in done.stderr
     merged = markdown.parse((store / "A").read_text())
     assert merged.summary is not None and merged.summary.text == "theirs"

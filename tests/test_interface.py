@@ -22,13 +22,16 @@ from tests.conftest import git
 
 def run(store: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """The real ``gitmem`` command in a subprocess (a hang fails the test, never blocks it)."""
-    return subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), *args],
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(store), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
-def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path, kind: str
-                                                                     ) -> None:
+def test_a_special_file_named_like_a_session_is_reported_not_opened(store: Path, kind: str) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("x", "marathon training plan", "run slowly")
     mm.close()
@@ -120,8 +123,10 @@ def test_json_errors_are_one_document_on_stdout(store: Path, where: str) -> None
     args = (flag if where == "global" else []) + ["--repo", str(store), "show", "nope"]
     out = runner.invoke(cli, args + ([] if where == "global" else flag))
     assert out.exit_code == 1
-    assert json.loads(out.stdout) == {"error": f"no session 'nope' in {store.resolve()}",
-                                      "kind": "SessionNotFound"}  # fmt: skip
+    assert json.loads(out.stdout) == {
+        "error": f"no session 'nope' in {store.resolve()}",
+        "kind": "SessionNotFound",
+    }
     out = runner.invoke(cli, ["--repo", str(store), "save", "--json"])  # no SESSION_ID
     assert out.exit_code == 2
     assert json.loads(out.stdout)["kind"] == "MissingParameter"
@@ -141,11 +146,19 @@ def test_demo_speaks_json(tmp_path: Path) -> None:
 
 
 def _locomo(path: Path, dia_id: str = "D1:1", samples: int = 1) -> Path:
-    data = [{"sample_id": f"c{n}", "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
-        "session_1_date_time": "1:15 pm on 3 May, 2023",
-        "session_1": [{"speaker": "Ana", "dia_id": dia_id, "text": "the pottery class"}],
-    }, "qa": []} for n in range(samples)]  # fmt: skip
+    data = [
+        {
+            "sample_id": f"c{n}",
+            "conversation": {
+                "speaker_a": "Ana",
+                "speaker_b": "Ben",
+                "session_1_date_time": "1:15 pm on 3 May, 2023",
+                "session_1": [{"speaker": "Ana", "dia_id": dia_id, "text": "the pottery class"}],
+            },
+            "qa": [],
+        }
+        for n in range(samples)
+    ]
     path.write_text(json.dumps(data))
     return path
 
@@ -217,12 +230,12 @@ def test_agent_names_make_sane_authors(store: Path) -> None:
     mm = MemoryManager(store, agent="evil\nGitmem-Op: delete <")
     mm.save_interaction("s", "second question", "answer")
     assert git(store, "log", "-1", "--format=%an|%ae").strip() == (
-        "evil Gitmem-Op: delete|evil-Gitmem-Op-delete@gitmem.local")
+        "evil Gitmem-Op: delete|evil-Gitmem-Op-delete@gitmem.local"
+    )
     assert git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)").strip() == "save"
 
 
-def test_import_reports_progress_on_stderr_only_without_json(store: Path, tmp_path: Path
-                                                             ) -> None:
+def test_import_reports_progress_on_stderr_only_without_json(store: Path, tmp_path: Path) -> None:
     source = _locomo(tmp_path / "two.json", samples=2)
     MemoryManager.init(store).close()
     out = run(store, "import", "locomo", str(source))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -57,12 +58,19 @@ OWNERS: dict[str, str | tuple[str, ...]] = {
     "nanobot": "gitmem.importers.nanobot_live",
     "numpy": "gitmem.search.vectors",
 }
-MAX_LINES = 620  # "no module over ~600 lines"
+# a soft limit: seams follow cohesion (complexity is policed by ruff's C901); a module past it
+# gets a warning asking whether it holds two things
+SOFT_MAX_LINES = 800
 MAX_TOP_MODULES = 12
 # names that mean the same thing: two of them in one folder say the seam is in the wrong place
-SYNONYMS = [{"summarize", "summarizing", "summary", "summaries"}, {"retrieval", "recall"},
-            {"index", "indexer", "indexing"}, {"secrets", "security"},
-            {"sharing", "share", "shared"}, {"changes", "diff", "diffs"}]
+SYNONYMS = [
+    {"summarize", "summarizing", "summary", "summaries"},
+    {"retrieval", "recall"},
+    {"index", "indexer", "indexing"},
+    {"secrets", "security"},
+    {"sharing", "share", "shared"},
+    {"changes", "diff", "diffs"},
+]
 
 
 def _modules() -> dict[str, Path]:
@@ -127,8 +135,10 @@ def test_imports_run_one_way() -> None:
             if their_level > level:
                 wrong.append(f"{MODULES[name]}:{line}: {name} imports {target}, a higher layer")
             elif their_level == level and their_package != package:
-                wrong.append(f"{MODULES[name]}:{line}: {name} imports {target}, a sibling "
-                             "feature (move the shared part down a layer)")
+                wrong.append(
+                    f"{MODULES[name]}:{line}: {name} imports {target}, a sibling "
+                    "feature (move the shared part down a layer)"
+                )
     assert not wrong, "\n".join(wrong)
 
 
@@ -181,18 +191,23 @@ def test_each_library_is_imported_by_its_one_owner() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def test_modules_are_small_and_few_at_the_top() -> None:
-    big = [f"{path} ({n} lines)" for path in MODULES.values()
-           if (n := len(path.read_text().splitlines())) > MAX_LINES]
-    assert not big, f"over ~600 lines, split along a seam: {big}"
+def test_modules_are_few_at_the_top_and_big_ones_are_named() -> None:
+    big = [
+        f"{path} ({n} lines)"
+        for path in MODULES.values()
+        if (n := len(path.read_text().splitlines())) > SOFT_MAX_LINES
+    ]
+    if big:
+        warnings.warn(f"over ~{SOFT_MAX_LINES} lines, does it hold two things? {big}", stacklevel=1)
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, f"{len(top)} modules directly in gitmem/: {top}"
 
 
 @pytest.mark.parametrize("folder", sorted({p.parent for p in MODULES.values()}), ids=str)
 def test_no_two_names_in_one_folder_are_synonyms(folder: Path) -> None:
-    names = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir()
-                                                      if (p / "__init__.py").exists()}
+    names = {p.stem for p in folder.glob("*.py")} | {
+        p.name for p in folder.iterdir() if (p / "__init__.py").exists()
+    }
 
     def stem(word: str) -> str:
         return re.sub(r"(izing|ising|ize|ise|ing|er|ies|y|s)$", "", word)

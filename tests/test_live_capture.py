@@ -37,16 +37,20 @@ def home(unpacked: Path, tmp_path: Path) -> Path:
 
 
 def session_file(home: Path, key: str) -> Path:
-    [found] = [p for p in (home / "sessions").glob("*/*.jsonl")
-               if json.loads(p.read_text().splitlines()[0]).get("key") == key]
+    [found] = [
+        p
+        for p in (home / "sessions").glob("*/*.jsonl")
+        if json.loads(p.read_text().splitlines()[0]).get("key") == key
+    ]
     return found
 
 
 @pytest.fixture
 def capture(home: Path, store: Path) -> Iterator[Capture]:
     sessions = session_file(home, TELEGRAM).parent
-    made = Capture(store, nanobot_importer(home / "workspace", sessions), agent="nanobot",
-                   via="nanobot-plugin")
+    made = Capture(
+        store, nanobot_importer(home / "workspace", sessions), agent="nanobot", via="nanobot-plugin"
+    )
     yield made
     made.close()
 
@@ -61,22 +65,29 @@ def append(path: Path, *records: dict[str, object]) -> None:
             handle.write(json.dumps(record) + "\n")
 
 
-TURN = ({"role": "user", "content": "And my brother?", "timestamp": "2026-05-02T10:00:00"},
-        {"role": "assistant", "content": "Your brother Rui lives in Lisbon.",
-         "timestamp": "2026-05-02T10:00:04"})
+TURN = (
+    {"role": "user", "content": "And my brother?", "timestamp": "2026-05-02T10:00:00"},
+    {
+        "role": "assistant",
+        "content": "Your brother Rui lives in Lisbon.",
+        "timestamp": "2026-05-02T10:00:04",
+    },
+)
 
 
 def test_each_announced_turn_is_one_commit_with_the_batch_importers_ids(
-        capture: Capture, home: Path, store: Path) -> None:
+    capture: Capture, home: Path, store: Path
+) -> None:
     assert not store.exists()
     capture.persisted(TELEGRAM)
     capture.flush(WAIT_S)
     # the store was made on first use; the first capture also takes the memory files
-    assert subjects(store) == ["Capture nanobot session telegram:8812345",
-                               "Create gitmem memory store"]
+    assert subjects(store) == [
+        "Capture nanobot session telegram:8812345",
+        "Create gitmem memory store",
+    ]
     assert capture.last is not None
-    assert sorted(capture.last.sessions) == sorted(
-        [TELEGRAM, "nanobot:memory", "nanobot:history"])
+    assert sorted(capture.last.sessions) == sorted([TELEGRAM, "nanobot:memory", "nanobot:history"])
     trailers = git(store, "log", "-1", "--format=%an|%(trailers:only,unfold,separator=;)")
     assert trailers.startswith("nanobot|") and "Gitmem-Op: import" in trailers
     assert "Gitmem-Via: nanobot-plugin" in trailers
@@ -97,7 +108,9 @@ def test_each_announced_turn_is_one_commit_with_the_batch_importers_ids(
         stored = mm.load_memory(TELEGRAM)
         assert stored is not None
         assert [m.content for m in stored.interactions[-1].messages] == [
-            "And my brother?", "Your brother Rui lives in Lisbon."]
+            "And my brother?",
+            "Your brother Rui lives in Lisbon.",
+        ]
         assert stored.interactions[-1].id == turn_id
         # a later batch import finds every captured turn already stored: same ids
         batch = nanobot.import_nanobot(mm, home)
@@ -108,7 +121,8 @@ def test_each_announced_turn_is_one_commit_with_the_batch_importers_ids(
 
 
 def test_a_failed_import_is_logged_not_raised_and_the_next_turn_brings_it(
-        capture: Capture, home: Path, store: Path, caplog: pytest.LogCaptureFixture) -> None:
+    capture: Capture, home: Path, store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     capture.persisted(TELEGRAM)
     capture.flush(WAIT_S)
     path = session_file(home, TELEGRAM)

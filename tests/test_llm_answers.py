@@ -17,8 +17,13 @@ __all__ = ["llm_server"]  # the fixture, imported for pytest
 
 
 def _config(server: FakeServer, **kwargs: object) -> LLMConfig:
-    settings: dict[str, object] = {"model": "fake-model", "base_url": server.base_url,
-                                   "api_key": "sk-test", "timeout": 5.0, "max_retries": 0}
+    settings: dict[str, object] = {
+        "model": "fake-model",
+        "base_url": server.base_url,
+        "api_key": "sk-test",
+        "timeout": 5.0,
+        "max_retries": 0,
+    }
     settings.update(kwargs)
     return LLMConfig(**settings)  # type: ignore[arg-type]
 
@@ -26,8 +31,11 @@ def _config(server: FakeServer, **kwargs: object) -> LLMConfig:
 @pytest.fixture
 def mm(store: Path, llm_server: FakeServer) -> MemoryManager:
     manager = MemoryManager.init(store)
-    manager.save_interaction("py", "Recommend books on Python asyncio.",
-                             "Try 'Using Asyncio in Python' by Caleb Hattingh.")
+    manager.save_interaction(
+        "py",
+        "Recommend books on Python asyncio.",
+        "Try 'Using Asyncio in Python' by Caleb Hattingh.",
+    )
     manager.save_interaction("py", "My budget is 40 euros.", "Both fit your budget.")
     manager.summarizer = LLMSummarizer(_config(llm_server))
     return manager
@@ -39,7 +47,8 @@ def _fallback(store: Path) -> str:
 
 @pytest.mark.parametrize("answer", ["[1, 2, 3]", '"just a string"', "42", "null"])
 def test_a_json_value_that_is_not_an_object_is_not_a_summary(
-        mm: MemoryManager, store: Path, llm_server: FakeServer, answer: str) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer, answer: str
+) -> None:
     llm_server.default = lambda request: completion(answer)
     mm.summarize("py")
     session = mm.load_memory("py")
@@ -49,8 +58,7 @@ def test_a_json_value_that_is_not_an_object_is_not_a_summary(
     assert "not a summary" in _fallback(store)
 
 
-def test_a_huge_answer_is_refused(mm: MemoryManager, store: Path,
-                                  llm_server: FakeServer) -> None:
+def test_a_huge_answer_is_refused(mm: MemoryManager, store: Path, llm_server: FakeServer) -> None:
     facts = [f"fact number {n} about asyncio" for n in range(50_000)]
     llm_server.default = lambda request: completion(structured("- huge", facts))
     mm.summarize("py")
@@ -60,8 +68,9 @@ def test_a_huge_answer_is_refused(mm: MemoryManager, store: Path,
     assert "too large" in _fallback(store)
 
 
-def test_too_many_key_facts_are_refused(mm: MemoryManager, store: Path,
-                                        llm_server: FakeServer) -> None:
+def test_too_many_key_facts_are_refused(
+    mm: MemoryManager, store: Path, llm_server: FakeServer
+) -> None:
     facts = [f"f{n}" for n in range(500)]
     llm_server.default = lambda request: completion(structured("- many", facts))
     mm.summarize("py")
@@ -77,10 +86,16 @@ def test_a_long_summary_text_is_refused(llm_server: FakeServer) -> None:
     assert result.fallback is not None and "summary text is too long" in result.fallback
 
 
-def test_key_facts_that_look_like_labels_round_trip(mm: MemoryManager,
-                                                     llm_server: FakeServer) -> None:
-    facts = ["**Keywords**:", "**Key facts**: budget 40 euros", "*asyncio* is the topic",
-             "-5 degrees in Oslo", "> a quote"]
+def test_key_facts_that_look_like_labels_round_trip(
+    mm: MemoryManager, llm_server: FakeServer
+) -> None:
+    facts = [
+        "**Keywords**:",
+        "**Key facts**: budget 40 euros",
+        "*asyncio* is the topic",
+        "-5 degrees in Oslo",
+        "> a quote",
+    ]
     entities = ["**Keywords**", "Caleb Hattingh"]
     llm_server.default = lambda request: completion(structured("- books", facts, entities))
     mm.summarize("py")
@@ -112,6 +127,7 @@ def test_a_slow_server_message_states_the_real_budget(llm_server: FakeServer) ->
 
 def _slow_llm(llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Point gitmem's LLM settings at ``llm_server``, which answers only after 5 s."""
+
     def slow(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
         llm_server.sleep(5)
         return completion("- late")
@@ -122,7 +138,8 @@ def _slow_llm(llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_timeout_and_retries_from_the_environment_reach_the_server(
-        store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _slow_llm(llm_server, monkeypatch)
     monkeypatch.setenv("GITMEM_LLM_TIMEOUT", "0.2")
     mm = MemoryManager.init(store)
@@ -135,7 +152,8 @@ def test_timeout_and_retries_from_the_environment_reach_the_server(
 
 
 def test_cli_summarize_llm_uses_the_git_config_budget(
-        store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from click.testing import CliRunner
 
     from gitmem.cli import cli
@@ -151,7 +169,8 @@ def test_cli_summarize_llm_uses_the_git_config_budget(
 
 
 def test_a_json_answer_off_the_schema_is_described_without_pydantic_wording(
-        store: Path, llm_server: FakeServer) -> None:
+    store: Path, llm_server: FakeServer
+) -> None:
     manager = MemoryManager.init(store)
     manager.save_interaction("py", "Recommend books on Python asyncio.", "Try Fluent Python.")
     manager.summarizer = LLMSummarizer(_config(llm_server, modes=("json_schema",)))
@@ -159,6 +178,11 @@ def test_a_json_answer_off_the_schema_is_described_without_pydantic_wording(
     manager.summarize("py")
     message = git(store, "log", "-1", "--format=%B")
     assert "does not fit the schema (summary: " in message
-    for wording in ("Value error,", "validation error for", "errors.pydantic.dev", "type=",
-                    "input_value"):
+    for wording in (
+        "Value error,",
+        "validation error for",
+        "errors.pydantic.dev",
+        "type=",
+        "input_value",
+    ):
         assert wording not in message

@@ -30,8 +30,9 @@ def mm(store: Path) -> MemoryManager:
 
 
 def test_save_interaction_is_one_commit_with_trailers(mm: MemoryManager, store: Path) -> None:
-    sha = mm.save_interaction("s1", "Recommend asyncio books", "Try Fluent Python", timestamp=T0,
-                              tags=["python"])
+    sha = mm.save_interaction(
+        "s1", "Recommend asyncio books", "Try Fluent Python", timestamp=T0, tags=["python"]
+    )
     assert sha == git(store, "rev-parse", "HEAD").strip()
     assert git(store, "rev-list", "--count", "HEAD").strip() == "2"
     trailers = git(store, "log", "-1", "--format=%(trailers)")
@@ -47,7 +48,9 @@ def test_save_interaction_is_one_commit_with_trailers(mm: MemoryManager, store: 
     assert session.tags == ["python"]
     assert session.participants == ["User", "Assistant"]
     assert [m.content for m in session.interactions[0].messages] == [
-        "Recommend asyncio books", "Try Fluent Python"]
+        "Recommend asyncio books",
+        "Try Fluent Python",
+    ]
     assert session.interactions[0].timestamp == T0
     text = (store / "sessions" / "64" / "s1.md").read_text()
     assert text.startswith("# Session: s1\n")
@@ -66,15 +69,22 @@ def test_turns_append_in_order_and_last_active_moves(mm: MemoryManager) -> None:
 
 
 def test_any_speakers_and_own_ids(mm: MemoryManager) -> None:
-    mm.save_messages("conv", [Message(speaker="Caroline", content="I went to a support group."),
-                              {"speaker": "Melanie", "content": "That's great!"}],
-                     timestamp=T0, interaction_id="D1:3")
+    mm.save_messages(
+        "conv",
+        [
+            Message(speaker="Caroline", content="I went to a support group."),
+            {"speaker": "Melanie", "content": "That's great!"},
+        ],
+        timestamp=T0,
+        interaction_id="D1:3",
+    )
     session = mm.load_memory("conv")
     assert session is not None and session.interactions[0].id == "D1:3"
     assert session.participants == ["Caroline", "Melanie"]
     with pytest.raises(ValidationError, match="D1:3"):
-        mm.save_messages("conv", [Message(speaker="Caroline", content="again")],
-                         interaction_id="D1:3")
+        mm.save_messages(
+            "conv", [Message(speaker="Caroline", content="again")], interaction_id="D1:3"
+        )
 
 
 def test_content_that_looks_like_structure_stays_content(mm: MemoryManager) -> None:
@@ -94,8 +104,14 @@ def test_unchanged_save_makes_no_commit(mm: MemoryManager, store: Path) -> None:
 
 
 def test_metadata_and_tags(mm: MemoryManager) -> None:
-    mm.save_interaction("s", "q", "a", timestamp=T0, tags=["a", "b"],
-                        metadata={"project": "gitmem", "links": ["other"], "mood": "ok"})
+    mm.save_interaction(
+        "s",
+        "q",
+        "a",
+        timestamp=T0,
+        tags=["a", "b"],
+        metadata={"project": "gitmem", "links": ["other"], "mood": "ok"},
+    )
     mm.update_metadata("s", add_tags=["c"], remove_tags=["a"], metadata={"mood": None})
     session = mm.load_memory("s")
     assert session is not None
@@ -283,8 +299,9 @@ def test_async_manager(store: Path) -> None:
     assert asyncio.run(scenario()) == 5
 
 
-def test_check_reports_a_symlinked_session_file(mm: MemoryManager, store: Path,
-                                                tmp_path: Path) -> None:
+def test_check_reports_a_symlinked_session_file(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
     mm.save_interaction("ok", "q", "a", timestamp=T0)
     outside = tmp_path / "outside.md"
     outside.write_text("# Session: x\n")
@@ -295,8 +312,9 @@ def test_check_reports_a_symlinked_session_file(mm: MemoryManager, store: Path,
     assert "symlink" in problems[0].problem
 
 
-def test_acting_as_names_each_threads_commits_and_nothing_else(mm: MemoryManager,
-                                                               store: Path) -> None:
+def test_acting_as_names_each_threads_commits_and_nothing_else(
+    mm: MemoryManager, store: Path
+) -> None:
     mm.via = "mcp"
     barrier = threading.Barrier(3)
 
@@ -313,9 +331,15 @@ def test_acting_as_names_each_threads_commits_and_nothing_else(mm: MemoryManager
     mm.save_interaction("s-owner", "from the owner", "ok")  # outside acting_as, meanwhile
     for thread in threads:
         thread.join()
-    log = git(store, "log", "--format=%an|%(trailers:key=Gitmem-Agent,valueonly,separator=)|"
-                             "%(trailers:key=Gitmem-Session,valueonly,separator=)|"
-                             "%(trailers:key=Gitmem-Via,valueonly,separator=)", "-n", "11")
+    log = git(
+        store,
+        "log",
+        "--format=%an|%(trailers:key=Gitmem-Agent,valueonly,separator=)|"
+        "%(trailers:key=Gitmem-Session,valueonly,separator=)|"
+        "%(trailers:key=Gitmem-Via,valueonly,separator=)",
+        "-n",
+        "11",
+    )
     rows = [line.split("|") for line in log.splitlines()]
     assert len(rows) == 11
     for author, agent, session, via in rows:

@@ -215,8 +215,10 @@ def test_unsafe_content_is_written_escaped_and_read_back(content: str) -> None:
 
 
 def test_escapes_are_only_read_in_escaped_messages() -> None:
-    text = head("## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\n> \\u{41}\n\n"
-                "**B** (escaped):\n> \\u{41}\\\\\n")  # fmt: skip
+    text = head(
+        "## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\n> \\u{41}\n\n"
+        "**B** (escaped):\n> \\u{41}\\\\\n"
+    )
     messages = parse(text).interactions[0].messages
     assert [m.content for m in messages] == ["\\u{41}", "A\\"]
 
@@ -347,19 +349,31 @@ def test_message_and_value_problems_are_reported_with_lines() -> None:
         (head(meta="- **a|b**: v\n"), "7: metadata key may not contain"),
         (head(meta="- **Project**:\n- **Mood**: x\n- **Created2**\n"), "9: metadata item is not"),
         (head("## Conversation\n\n### 2024-01-01T00:00:00\n**a|b**:\n> x\n"), "11: speaker"),
-        (head("## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\n> x\n\n```\ncode\n```\n"),
-         "14: unexpected block code in the conversation"),
-        (head("## Conversation\n\n### 2024-01-01T00:00:00\n[x]: /url\n"),
-         "11: unexpected content in the conversation"),
+        (
+            head("## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\n> x\n\n```\ncode\n```\n"),
+            "14: unexpected block code in the conversation",
+        ),
+        (
+            head("## Conversation\n\n### 2024-01-01T00:00:00\n[x]: /url\n"),
+            "11: unexpected content in the conversation",
+        ),
         (head("## Conversation\n\n#### 2024-01-01T00:00:00\n"), "10: unexpected heading"),
-        (head("## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\nhello\n"),
-         "12: message text must be quoted with '> '"),
-        (head("## Summary\n**Generated**: 2024-01-01\n**Model**: m\n**Model**: n\n"),
-         "11: duplicate summary field 'Model' (first at line 10)"),
-        (head("## Summary\n**Generated**: 2024-01-01\n\n> text\n\nmore\n"),
-         "13: unexpected text after the summary's quoted text"),
-        (head("## Summary\n**Generated**: 2024-01-01\n**Covers**: ok, bad id\n"),
-         "10: interaction id 'bad id' must be"),
+        (
+            head("## Conversation\n\n### 2024-01-01T00:00:00\n**A**:\nhello\n"),
+            "12: message text must be quoted with '> '",
+        ),
+        (
+            head("## Summary\n**Generated**: 2024-01-01\n**Model**: m\n**Model**: n\n"),
+            "11: duplicate summary field 'Model' (first at line 10)",
+        ),
+        (
+            head("## Summary\n**Generated**: 2024-01-01\n\n> text\n\nmore\n"),
+            "13: unexpected text after the summary's quoted text",
+        ),
+        (
+            head("## Summary\n**Generated**: 2024-01-01\n**Covers**: ok, bad id\n"),
+            "10: interaction id 'bad id' must be",
+        ),
         (head("## Summary\n**Generated**: later\n"), "9: invalid timestamp 'later'"),
         (head("## Summary\n\n> no header\n"), "8: summary must start with '**Generated**:"),
         ("# Session: s\n\n## Metadata\n- **Session ID**: s\n", "3: metadata has no 'Created'"),
@@ -367,7 +381,7 @@ def test_message_and_value_problems_are_reported_with_lines() -> None:
         ("# Session: s\n\n# Other\n", "3: unexpected '# ' heading: the title comes first"),
         ("# Session: x\n\0", "2: NUL character"),
     ],
-)  # fmt: skip
+)
 def test_located_diagnostic(text: str, expected: str) -> None:
     with pytest.raises(ParseError) as info:
         parse(text, "f.md")

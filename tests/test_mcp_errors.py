@@ -55,7 +55,7 @@ class Unchanged:
 
 def clean_text(text: str) -> str:
     assert "Traceback (most recent call last)" not in text, text
-    assert 'File "' not in text and ".py\", line" not in text, text
+    assert 'File "' not in text and '.py", line' not in text, text
     assert text.strip(), "an error without a message"
     return text
 
@@ -99,11 +99,13 @@ def test_bad_calls_are_clean_errors_that_write_nothing(store: Path) -> None:
         ("search", {"query": "x", "k": 0}, ("k",)),
         ("search", {"query": ""}, ("query",)),
         ("save_interaction", {"session": "s1", "tags": "python"}, ("tags", "list")),
-        ("save_interaction", {"session": "s1", "messages": [{"speaker": "x"}]},
-         ("content",)),
+        ("save_interaction", {"session": "s1", "messages": [{"speaker": "x"}]}, ("content",)),
         ("save_interaction", {"session": "s1"}, ("nothing to save",)),
-        ("save_interaction", {"session": "s1", "user": "hi", "timestamp": "noon"},
-         ("timestamp", "noon")),
+        (
+            "save_interaction",
+            {"session": "s1", "user": "hi", "timestamp": "noon"},
+            ("timestamp", "noon"),
+        ),
         ("load_session", {"session": "ghost"}, ("ghost",)),
         ("blame", {"session": "ghost"}, ("ghost",)),
         ("summarize", {"session": "ghost"}, ("ghost",)),
@@ -132,18 +134,21 @@ def test_bad_calls_are_clean_errors_that_write_nothing(store: Path) -> None:
 
 def test_hostile_session_ids(store: Path, tmp_path: Path) -> None:
     made(store)
-    refused_ids = {"": "session", "a\x00b": "control", "a\nb": "control", "x" * 500: "400",
-                   "con": "reserved"}
+    refused_ids = {
+        "": "session",
+        "a\x00b": "control",
+        "a\nb": "control",
+        "x" * 500: "400",
+        "con": "reserved",
+    }
     # ids that look like paths are names like any other: stored under sessions/, encoded
-    contained = ("../../etc/passwd", "/etc/passwd", ".git/config", "sessions/../../x",
-                 "..")
+    contained = ("../../etc/passwd", "/etc/passwd", ".git/config", "sessions/../../x", "..")
 
     async def main() -> None:
         async with stdio_session(store) as session:
             for sid, why in refused_ids.items():
                 before = Unchanged(store)
-                text = await refused(session, "save_interaction", {"session": sid,
-                                                                   "user": "hi"})
+                text = await refused(session, "save_interaction", {"session": sid, "user": "hi"})
                 assert why in text.lower(), (sid, text)
                 for name in ("load_session", "blame"):  # a read may just not find it
                     text = await refused(session, name, {"session": sid})
@@ -161,8 +166,9 @@ def test_hostile_session_ids(store: Path, tmp_path: Path) -> None:
                 assert loaded["id"] == sid
             assert (store / ".git" / "config").read_bytes() == config
             now = files(tmp_path)
-            assert {k for k in now if not k.startswith("memory/")} == \
-                {k for k in outside if not k.startswith("memory/")}
+            assert {k for k in now if not k.startswith("memory/")} == {
+                k for k in outside if not k.startswith("memory/")
+            }
             assert_clean(store)
 
     run(main())
@@ -175,10 +181,11 @@ def test_the_size_cap(store: Path) -> None:
     async def main() -> None:
         async with stdio_session(store) as session:
             before = Unchanged(store)
-            for args in ({"session": "big", "user": huge},
-                         {"session": "big", "messages": [{"speaker": "bot", "content": huge}]},
-                         {"session": "big", "user": huge[:600_000],
-                          "assistant": huge[:600_000]}):
+            for args in (
+                {"session": "big", "user": huge},
+                {"session": "big", "messages": [{"speaker": "bot", "content": huge}]},
+                {"session": "big", "user": huge[:600_000], "assistant": huge[:600_000]},
+            ):
                 text = await refused(session, "save_interaction", args)
                 assert "1,048,576" in text and "--max-bytes" in text and "big" in text
                 before.check("an oversized save")
@@ -189,9 +196,11 @@ def test_the_size_cap(store: Path) -> None:
             await ok(session, "save_interaction", {"session": "small", "user": "é" * 500})
             assert commits(store) == count + 2
             before = Unchanged(store)
-            for args in ({"session": "small", "user": "y" * 1001},
-                         {"session": "small", "user": "é" * 501},  # bytes, not characters
-                         {"session": "small", "user": "y" * 600, "assistant": "z" * 600}):
+            for args in (
+                {"session": "small", "user": "y" * 1001},
+                {"session": "small", "user": "é" * 501},  # bytes, not characters
+                {"session": "small", "user": "y" * 600, "assistant": "z" * 600},
+            ):
                 text = await refused(session, "save_interaction", args)
                 assert "1,000" in text, text
                 before.check("a save over --max-bytes 1000")
@@ -205,9 +214,11 @@ def test_flags_remove_tools_rather_than_refuse_late(store: Path) -> None:
     async def main() -> None:
         async with stdio_session(store, "--read-only") as session:
             before = Unchanged(store)
-            for name, args in (("save_interaction", {"session": "s", "user": "hi"}),
-                               ("summarize", {"session": "s"}),
-                               ("revert", {"commit": "HEAD"})):
+            for name, args in (
+                ("save_interaction", {"session": "s", "user": "hi"}),
+                ("summarize", {"session": "s"}),
+                ("revert", {"commit": "HEAD"}),
+            ):
                 text = await refused(session, name, args)
                 assert name in text and "unknown tool" in text.lower()
             before.check("a write under --read-only")
@@ -237,22 +248,40 @@ def test_resource_errors_name_the_session(store: Path) -> None:
 def test_concurrent_saves_over_one_session_and_from_the_cli(store: Path) -> None:
     made(store)
     before = commits(store)
-    cli = [sys.executable, "-m", "gitmem", "--repo", str(store), "--agent", "cli-writer",
-           "save", "from-cli"]
+    cli = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(store),
+        "--agent",
+        "cli-writer",
+        "save",
+        "from-cli",
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
     async def cli_save(n: int) -> None:
-        proc = await asyncio.create_subprocess_exec(*cli, "--user", f"cli turn {n}", env=env,
-                                                    stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)
+        proc = await asyncio.create_subprocess_exec(
+            *cli,
+            "--user",
+            f"cli turn {n}",
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         _, err = await proc.communicate()
         assert proc.returncode == 0, err.decode()
 
     async def main() -> None:
         async with stdio_session(store, client="swarm") as session:
-            saves = [session.call_tool("save_interaction", {
-                "session": "from-mcp", "user": f"mcp turn {n}", "assistant": f"ack {n}"})
-                for n in range(20)]  # fmt: skip
+            saves = [
+                session.call_tool(
+                    "save_interaction",
+                    {"session": "from-mcp", "user": f"mcp turn {n}", "assistant": f"ack {n}"},
+                )
+                for n in range(20)
+            ]
             results = await asyncio.gather(*saves, *(cli_save(n) for n in range(4)))
             answers = results[:20]
             assert not any(is_error(r) for r in answers), [text_of(r) for r in answers]
@@ -261,8 +290,9 @@ def test_concurrent_saves_over_one_session_and_from_the_cli(store: Path) -> None
             assert said == sorted(f"mcp turn {n}" for n in range(20))
             assert len({i["id"] for i in loaded["interactions"]}) == 20
             other = await ok(session, "load_session", {"session": "from-cli"})
-            assert sorted(i["messages"][0]["content"] for i in other["interactions"]) == \
-                sorted(f"cli turn {n}" for n in range(4))
+            assert sorted(i["messages"][0]["content"] for i in other["interactions"]) == sorted(
+                f"cli turn {n}" for n in range(4)
+            )
 
     run(main())
     assert commits(store) == before + 24

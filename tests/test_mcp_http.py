@@ -41,19 +41,32 @@ from tests.mcp_client import (
 )
 
 TOKEN = "t0ken-for-the-http-tests-0123456789"
-INIT = json.dumps({
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "raw-client", "version": "1"}},
-}).encode()  # fmt: skip
+INIT = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw-client", "version": "1"},
+        },
+    }
+).encode()
 
 
 def _post(url: str, body: bytes = INIT, **headers: str) -> tuple[int, str]:
     """A raw POST to the endpoint: (status, start of the body)."""
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-        **headers,
-    })  # fmt: skip
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.status, answer.read(2000).decode("utf-8", "replace")
@@ -67,8 +80,10 @@ def _commits(store: Path) -> int:
 
 def _log(store: Path) -> list[dict[str, str]]:
     """Each commit's Gitmem-Agent, Gitmem-Via and Gitmem-Session trailers, newest first."""
-    fields = "%x1f".join(f"%(trailers:key=Gitmem-{key},valueonly,separator=%x2C)"
-                         for key in ("Agent", "Via", "Session"))
+    fields = "%x1f".join(
+        f"%(trailers:key=Gitmem-{key},valueonly,separator=%x2C)"
+        for key in ("Agent", "Via", "Session")
+    )
     out = git(store, "log", f"--format={fields}%x1e")
     rows = []
     for record in out.split("\x1e"):
@@ -91,10 +106,16 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _mcp_cli(store: Path, *args: str,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *gitmem_args(store, *args)], capture_output=True,
-                          text=True, env={**_env(), **(env or {})}, timeout=120)
+def _mcp_cli(
+    store: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *gitmem_args(store, *args)],
+        capture_output=True,
+        text=True,
+        env={**_env(), **(env or {})},
+        timeout=120,
+    )
 
 
 def _loopback(url: str) -> str:
@@ -108,9 +129,15 @@ def _loopback(url: str) -> str:
 def test_tools_and_resources_over_http_commit_as_the_client(store: Path) -> None:
     async def go(url: str) -> None:
         async with http_session(url, client="http-agent") as session:
-            saved = await session.call_tool("save_interaction", {
-                "session": "web:1", "user": "My cat is called Miso", "assistant": "Noted.",
-                "tags": ["pets"]})  # fmt: skip
+            saved = await session.call_tool(
+                "save_interaction",
+                {
+                    "session": "web:1",
+                    "user": "My cat is called Miso",
+                    "assistant": "Noted.",
+                    "tags": ["pets"],
+                },
+            )
             assert not is_error(saved), text_of(saved)
             turn = structured(saved)["interaction_id"]
             found = await session.call_tool("search", {"query": "cat Miso"})
@@ -132,8 +159,9 @@ def test_tools_and_resources_over_http_commit_as_the_client(store: Path) -> None
 
 def test_non_loopback_bind_without_token_refuses_to_start(store: Path) -> None:
     port = _free_port()
-    done = _mcp_cli(store, "--init", "--transport", "streamable-http", "--host", "0.0.0.0",
-                    "--port", str(port))
+    done = _mcp_cli(
+        store, "--init", "--transport", "streamable-http", "--host", "0.0.0.0", "--port", str(port)
+    )
     assert done.returncode == 1
     assert "binding to '0.0.0.0' lets other machines connect" in done.stderr
     assert "--token" in done.stderr and "GITMEM_MCP_TOKEN" in done.stderr
@@ -146,8 +174,12 @@ def test_non_loopback_bind_without_token_refuses_to_start(store: Path) -> None:
 def test_token_shorter_than_16_characters_is_refused(store: Path, via_env: bool) -> None:
     short = "fifteen-chars-x"
     args = ["--init", "--transport", "streamable-http", "--port", "0"]
-    done = _mcp_cli(store, *args, *(() if via_env else ("--token", short)),
-                    env={"GITMEM_MCP_TOKEN": short} if via_env else None)
+    done = _mcp_cli(
+        store,
+        *args,
+        *(() if via_env else ("--token", short)),
+        env={"GITMEM_MCP_TOKEN": short} if via_env else None,
+    )
     assert done.returncode == 1
     assert "the token is 15 characters long; give at least 16" in done.stderr
     assert "Traceback" not in done.stderr
@@ -157,10 +189,13 @@ def test_token_shorter_than_16_characters_is_refused(store: Path, via_env: bool)
 def _refusal(store: Path, *args: str) -> tuple[int, str]:
     """Start ``gitmem mcp ARGS`` over HTTP: its exit code and the first line on stderr (the
     refusal, or the banner of a server that started, which is then stopped)."""
-    cmd = [sys.executable, *gitmem_args(store, "--init", "--transport", "streamable-http",
-                                        "--port", "0", *args)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=_env(), text=True)
+    cmd = [
+        sys.executable,
+        *gitmem_args(store, "--init", "--transport", "streamable-http", "--port", "0", *args),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_env(), text=True
+    )
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()
@@ -197,10 +232,10 @@ def test_the_bearer_scheme_is_case_insensitive(store: Path) -> None:
         assert _post(url, Authorization=f"bearer {TOKEN}x")[0] == 401
 
         async def lower() -> None:
-            async with http_session(url, headers={"Authorization": f"bearer {TOKEN}"}
-                                    ) as session:
-                saved = await session.call_tool("save_interaction", {
-                    "session": "lower", "user": "hello", "assistant": "hi"})
+            async with http_session(url, headers={"Authorization": f"bearer {TOKEN}"}) as session:
+                saved = await session.call_tool(
+                    "save_interaction", {"session": "lower", "user": "hello", "assistant": "hi"}
+                )
                 assert not is_error(saved), text_of(saved)
 
         asyncio.run(lower())
@@ -214,8 +249,12 @@ def test_token_guards_every_request_on_a_non_loopback_bind(store: Path, via_env:
     with http_server(store, *args, env=env) as bound:
         url = _loopback(bound)
         before = _commits(store)
-        for headers in ({}, {"Authorization": "Bearer wrong-token-0123456789"},
-                        {"Authorization": TOKEN}, {"Authorization": f"Bearer {TOKEN}x"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-token-0123456789"},
+            {"Authorization": TOKEN},
+            {"Authorization": f"Bearer {TOKEN}x"},
+        ):
             status, body = _post(url, **headers)
             assert status == 401, (headers, status, body)
             assert "Authorization: Bearer" in body
@@ -232,10 +271,13 @@ def test_token_guards_every_request_on_a_non_loopback_bind(store: Path, via_env:
         assert status == 200 and '"serverInfo"' in body
 
         async def allowed() -> None:
-            async with http_session(url, client="trusted",
-                                    headers={"Authorization": f"Bearer {TOKEN}"}) as session:
-                saved = await session.call_tool("save_interaction", {
-                    "session": "remote", "user": "hello from afar", "assistant": "hi"})
+            async with http_session(
+                url, client="trusted", headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as session:
+                saved = await session.call_tool(
+                    "save_interaction",
+                    {"session": "remote", "user": "hello from afar", "assistant": "hi"},
+                )
                 assert not is_error(saved), text_of(saved)
 
         asyncio.run(allowed())
@@ -262,8 +304,10 @@ def test_allow_host_admits_that_name(store: Path) -> None:
     with http_server(store, "--init", "--allow-host", "memory.example") as url:
         port = urlsplit(url).port
         assert _post(url, Host="memory.example")[0] == 200
-        assert _post(url, Host=f"memory.example:{port}",
-                     Origin=f"http://memory.example:{port}")[0] == 200
+        assert (
+            _post(url, Host=f"memory.example:{port}", Origin=f"http://memory.example:{port}")[0]
+            == 200
+        )
         assert _post(url, Host="evil.example")[0] == 421
 
 
@@ -284,13 +328,15 @@ def test_request_over_the_body_limit_is_refused_and_writes_nothing(store: Path) 
 
     async def too_big(url: str) -> None:
         async with http_session(url, client="bulky") as session:
-            await session.call_tool("save_interaction", {
-                "session": "big", "user": big, "assistant": "ok"})
+            await session.call_tool(
+                "save_interaction", {"session": "big", "user": big, "assistant": "ok"}
+            )
 
     async def small(url: str) -> None:
         async with http_session(url, client="bulky") as session:
-            saved = await session.call_tool("save_interaction", {
-                "session": "small", "user": "a short one", "assistant": "ok"})
+            saved = await session.call_tool(
+                "save_interaction", {"session": "small", "user": "a short one", "assistant": "ok"}
+            )
             assert not is_error(saved), text_of(saved)
 
     with http_server(store, "--init") as url:
@@ -328,22 +374,36 @@ def test_request_over_the_body_limit_is_refused_and_writes_nothing(store: Path) 
 
 def test_read_only_over_http_exposes_only_reads(store: Path) -> None:
     for args in (("init",), ("save", "kept", "--user", "a stored fact", "--assistant", "ok")):
-        subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), *args],
-                       check=True, capture_output=True, env=_env())
+        subprocess.run(
+            [sys.executable, "-m", "gitmem", "--repo", str(store), *args],
+            check=True,
+            capture_output=True,
+            env=_env(),
+        )
     before = _commits(store)
 
     async def go(url: str) -> None:
         async with http_session(url, client="reader") as session:
             names = {tool.name for tool in (await session.list_tools()).tools}
-            assert names == {"search", "get_context", "load_session", "list_sessions",
-                             "history", "diff", "blame", "facts"}
-            called = await session.call_tool("save_interaction", {
-                "session": "kept", "user": "sneaky", "assistant": "no"})
+            assert names == {
+                "search",
+                "get_context",
+                "load_session",
+                "list_sessions",
+                "history",
+                "diff",
+                "blame",
+                "facts",
+            }
+            called = await session.call_tool(
+                "save_interaction", {"session": "kept", "user": "sneaky", "assistant": "no"}
+            )
             assert is_error(called)
             found = await session.call_tool("search", {"query": "stored fact"})
             assert [h["session"] for h in structured(found)["hits"]] == ["kept"]
             assert "a stored fact" in resource_text(
-                await session.read_resource("gitmem://sessions/kept"))
+                await session.read_resource("gitmem://sessions/kept")
+            )
 
     with http_server(store, "--read-only", "--allow-undo") as url:
         asyncio.run(go(url))
@@ -367,9 +427,26 @@ def test_concurrent_http_clients_and_another_process_lose_nothing(store: Path) -
         for n in range(CLI_SAVES):
             sid = "shared" if n % 2 else "cli-own"
             done = subprocess.run(
-                [sys.executable, "-m", "gitmem", "--repo", str(store), "--agent", "cli-loop",
-                 "save", sid, "--user", f"from the cli {n}", "--assistant", "ok"],
-                capture_output=True, text=True, env=_env(), timeout=120)  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "gitmem",
+                    "--repo",
+                    str(store),
+                    "--agent",
+                    "cli-loop",
+                    "save",
+                    sid,
+                    "--user",
+                    f"from the cli {n}",
+                    "--assistant",
+                    "ok",
+                ],
+                capture_output=True,
+                text=True,
+                env=_env(),
+                timeout=120,
+            )
             cli_codes.append(done.returncode)
             assert done.returncode == 0, done.stderr
 
@@ -378,8 +455,10 @@ def test_concurrent_http_clients_and_another_process_lose_nothing(store: Path) -
         async with http_session(url, client=f"client-{n}") as session:
             for k in range(SAVES):
                 sid = f"own-{n}" if k % 2 == 0 else "shared"
-                saved = await session.call_tool("save_interaction", {
-                    "session": sid, "user": f"client {n} turn {k}", "assistant": "ok"})
+                saved = await session.call_tool(
+                    "save_interaction",
+                    {"session": sid, "user": f"client {n} turn {k}", "assistant": "ok"},
+                )
                 assert not is_error(saved), text_of(saved)
                 ids.append(structured(saved)["interaction_id"])
         return ids
@@ -415,14 +494,20 @@ def test_concurrent_http_clients_and_another_process_lose_nothing(store: Path) -
         turns = {sid: mm.load_memory(sid) for sid in mm.session_ids()}
     counts = {sid: len(s.interactions) for sid, s in turns.items() if s is not None}
     own = (SAVES + 1) // 2
-    assert counts == {**{f"own-{n}": own for n in range(CLIENTS)},
-                      "shared": CLIENTS * (SAVES - own) + CLI_SAVES // 2,
-                      "cli-own": CLI_SAVES - CLI_SAVES // 2}  # fmt: skip
+    assert counts == {
+        **{f"own-{n}": own for n in range(CLIENTS)},
+        "shared": CLIENTS * (SAVES - own) + CLI_SAVES // 2,
+        "cli-own": CLI_SAVES - CLI_SAVES // 2,
+    }
     stored = {t.id for s in turns.values() if s is not None for t in s.interactions}
     assert set(all_ids) <= stored
     assert git(store, "status", "--porcelain") == ""
-    check = subprocess.run([sys.executable, "-m", "gitmem", "--repo", str(store), "check"],
-                           capture_output=True, text=True, env=_env())
+    check = subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(store), "check"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert check.returncode == 0, check.stdout + check.stderr
 
 
@@ -431,10 +516,13 @@ def test_concurrent_http_clients_and_another_process_lose_nothing(store: Path) -
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_stops_the_server_cleanly(store: Path, sig: signal.Signals) -> None:
-    cmd = [sys.executable, *gitmem_args(store, "--init", "--transport", "streamable-http",
-                                        "--port", "0")]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+    cmd = [
+        sys.executable,
+        *gitmem_args(store, "--init", "--transport", "streamable-http", "--port", "0"),
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()
+    )
     try:
         assert proc.stderr is not None
         banner = proc.stderr.readline()
@@ -444,8 +532,9 @@ def test_signal_stops_the_server_cleanly(store: Path, sig: signal.Signals) -> No
 
         async def go() -> None:
             async with http_session(url, client="stopper") as session:
-                saved = await session.call_tool("save_interaction", {
-                    "session": "before-stop", "user": "hi", "assistant": "ok"})
+                saved = await session.call_tool(
+                    "save_interaction", {"session": "before-stop", "user": "hi", "assistant": "ok"}
+                )
                 assert not is_error(saved)
                 proc.send_signal(sig)  # with the session (and its GET stream) still open
                 for _ in range(300):
@@ -470,14 +559,15 @@ def test_signal_stops_the_server_cleanly(store: Path, sig: signal.Signals) -> No
 def test_a_client_without_a_name_writes_as_the_agent(store: Path) -> None:
     async def go(url: str) -> None:
         async with http_session(url, client=None) as session:
-            saved = await session.call_tool("save_interaction", {
-                "session": "anon", "user": "who am I", "assistant": "the default"})
+            saved = await session.call_tool(
+                "save_interaction",
+                {"session": "anon", "user": "who am I", "assistant": "the default"},
+            )
             assert not is_error(saved), text_of(saved)
 
     with http_server(store, "--init", agent="served-agent") as url:
         asyncio.run(go(url))
     assert _log(store)[0] == {"agent": "served-agent", "via": "mcp", "session": "anon"}
-
 
 
 # --- large sessions ------------------------------------------------------------------------
@@ -501,24 +591,30 @@ def _joined(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_a_turn_near_the_cap_is_read_back_in_pages(store: Path) -> None:
     cap = 3 * 1024 * 1024
     line = 'line {:07d}: "quoted" \\ back\tslash, é ü 漢字 and a tab\n'
-    big = "".join(line.format(i) for i in range(cap // 50)).encode()[: cap - 4000].decode(
-        "utf-8", "ignore")
+    big = (
+        "".join(line.format(i) for i in range(cap // 50))
+        .encode()[: cap - 4000]
+        .decode("utf-8", "ignore")
+    )
     assert cap - 10_000 < len(big.encode()) <= cap - 2000
 
     async def main(url: str) -> list[dict[str, Any]]:
         async with http_session(url) as session:
-            saved = await session.call_tool("save_interaction", {
-                "session": "big", "user": big, "assistant": "noted"})
+            saved = await session.call_tool(
+                "save_interaction", {"session": "big", "user": big, "assistant": "noted"}
+            )
             assert not is_error(saved), text_of(saved)
             for i in range(3):
-                done = await session.call_tool("save_interaction", {
-                    "session": "big", "user": f"small {i}", "assistant": "ok"})
+                done = await session.call_tool(
+                    "save_interaction", {"session": "big", "user": f"small {i}", "assistant": "ok"}
+                )
                 assert not is_error(done), text_of(done)
             pages = []
             cursor = None
             while True:  # the default answer, then every next page, fits the client's limit
-                args = {"session": "big"} if cursor is None else {"session": "big",
-                                                                   "cursor": cursor}
+                args = (
+                    {"session": "big"} if cursor is None else {"session": "big", "cursor": cursor}
+                )
                 got = await session.call_tool("load_session", args)
                 assert not is_error(got), text_of(got)[:500]
                 pages.append(structured(got))
@@ -528,16 +624,20 @@ def test_a_turn_near_the_cap_is_read_back_in_pages(store: Path) -> None:
                 assert f"cursor={cursor!r}" in text_of(got) or cursor in text_of(got)
                 assert len(pages) < 100
             # a small session is one page, as before
-            small = await session.call_tool("save_interaction", {"session": "tiny",
-                                                                 "user": "hi"})
+            small = await session.call_tool("save_interaction", {"session": "tiny", "user": "hi"})
             assert not is_error(small)
             one = structured(await session.call_tool("load_session", {"session": "tiny"}))
             assert one["next"] is None and len(one["interactions"]) == 1
             # limit: at most that many turns a page
-            two = structured(await session.call_tool("load_session", {
-                "session": "big", "cursor": "1", "limit": 2}))
+            two = structured(
+                await session.call_tool(
+                    "load_session", {"session": "big", "cursor": "1", "limit": 2}
+                )
+            )
             assert [t["messages"][0]["content"] for t in two["interactions"]] == [
-                "small 0", "small 1"] and two["next"] == "3"
+                "small 0",
+                "small 1",
+            ] and two["next"] == "3"
             bad = await session.call_tool("load_session", {"session": "big", "cursor": "x.y"})
             assert is_error(bad) and "cursor" in text_of(bad)
             return pages
@@ -546,8 +646,7 @@ def test_a_turn_near_the_cap_is_read_back_in_pages(store: Path) -> None:
         pages = asyncio.run(main(url))
     assert len(pages) > 3
     turns = _joined(pages)
-    assert [t["messages"][0]["content"] for t in turns[1:]] == ["small 0", "small 1",
-                                                                 "small 2"]
+    assert [t["messages"][0]["content"] for t in turns[1:]] == ["small 0", "small 1", "small 2"]
     assert turns[0]["messages"][0]["content"] == big
     assert turns[0]["messages"][1]["content"] == "noted"
     assert all(p["total_interactions"] == 4 for p in pages)

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 
 # Runs with nanobot's interpreter: nanobot's own loader, MCP provider and tool registry.
-DRIVER = r'''
+DRIVER = r"""
 import asyncio, json, sys
 from pathlib import Path
 
@@ -81,7 +81,7 @@ async def main(config_path, calls_path, enable_plugin):
 
 
 asyncio.run(main(sys.argv[1], sys.argv[2], "--plugin" in sys.argv))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +104,15 @@ def env_for(tmp_path: Path, nanobot_python: Path) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
-def run_nanobot(python: Path, env: dict[str, str], tmp_path: Path, config: dict[str, Any],
-                calls: list[tuple[str, dict[str, Any]]], *, plugin: bool = False) -> Any:
+def run_nanobot(
+    python: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    config: dict[str, Any],
+    calls: list[tuple[str, dict[str, Any]]],
+    *,
+    plugin: bool = False,
+) -> Any:
     """Write config.json and the calls, run the driver with nanobot's interpreter."""
     config_path = tmp_path / "nanobot" / "config.json"
     config_path.parent.mkdir(exist_ok=True)
@@ -113,17 +120,21 @@ def run_nanobot(python: Path, env: dict[str, str], tmp_path: Path, config: dict[
     (tmp_path / "calls.json").write_text(json.dumps(calls))
     (tmp_path / "driver.py").write_text(DRIVER)
     args = [str(python), "driver.py", str(config_path), "calls.json", *(["--plugin"] * plugin)]
-    done = subprocess.run(args, cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, f"the driver printed no result:\n{done.stderr[-4000:]}"
     return json.loads(line.removeprefix("RESULT "))
 
 
-SAVE = ("mcp_gitmem_save_interaction", {"session": "telegram:8812345",
-                                        "user": "My sister Ana lives in Porto",
-                                        "assistant": "Noted: Ana, your sister, lives in Porto."})
+SAVE = (
+    "mcp_gitmem_save_interaction",
+    {
+        "session": "telegram:8812345",
+        "user": "My sister Ana lives in Porto",
+        "assistant": "Noted: Ana, your sister, lives in Porto.",
+    },
+)
 SEARCH = ("mcp_gitmem_search", {"query": "where does Ana live", "k": 3})
 
 
@@ -138,22 +149,32 @@ def check_clean(store: Path) -> None:
     git(store, "fsck", "--no-progress")
 
 
-def test_nanobot_config_stdio(nanobot_python: Path, env_for: dict[str, str], store: Path,
-                              tmp_path: Path) -> None:
+def test_nanobot_config_stdio(
+    nanobot_python: Path, env_for: dict[str, str], store: Path, tmp_path: Path
+) -> None:
     MemoryManager.init(store).close()
     # exactly the README's config.json entry (with this test's store)
-    config = {"agents": {"defaults": {"workspace": str(tmp_path / "workspace")}},
-              "tools": {"mcpServers": {"gitmem": {
-                  "command": "gitmem",
-                  "args": ["--repo", str(store), "--agent", "nanobot", "mcp"],
-                  "enabledTools": ["save_interaction", "search", "mcp_gitmem_get_context"],
-              }}}}  # fmt: skip
+    config = {
+        "agents": {"defaults": {"workspace": str(tmp_path / "workspace")}},
+        "tools": {
+            "mcpServers": {
+                "gitmem": {
+                    "command": "gitmem",
+                    "args": ["--repo", str(store), "--agent", "nanobot", "mcp"],
+                    "enabledTools": ["save_interaction", "search", "mcp_gitmem_get_context"],
+                }
+            }
+        },
+    }
     bad = ("mcp_gitmem_save_interaction", {"user": "no session given"})
     context = ("mcp_gitmem_get_context", {"session": "telegram:8812345", "query": "Ana"})
     out = run_nanobot(nanobot_python, env_for, tmp_path, config, [SAVE, SEARCH, bad, context])
     assert out["status"] == {"gitmem": "connected"}
-    assert out["tools"] == ["mcp_gitmem_get_context", "mcp_gitmem_save_interaction",
-                            "mcp_gitmem_search"]
+    assert out["tools"] == [
+        "mcp_gitmem_get_context",
+        "mcp_gitmem_save_interaction",
+        "mcp_gitmem_search",
+    ]
     saved, found, refused, recalled = out["results"]
     assert not saved["error"] and "saved turn" in saved["text"], saved
     assert not found["error"] and "telegram:8812345" in found["text"] and "Porto" in found["text"]
@@ -161,21 +182,39 @@ def test_nanobot_config_stdio(nanobot_python: Path, env_for: dict[str, str], sto
     assert not recalled["error"] and "Porto" in recalled["text"]
     [commit] = saves(store)
     assert commit.startswith("nanobot | ")
-    for trailer in ("Gitmem-Op: save", "Gitmem-Session: telegram:8812345",
-                    "Gitmem-Agent: nanobot", "Gitmem-Via: mcp"):
+    for trailer in (
+        "Gitmem-Op: save",
+        "Gitmem-Session: telegram:8812345",
+        "Gitmem-Agent: nanobot",
+        "Gitmem-Via: mcp",
+    ):
         assert trailer in commit
     check_clean(store)
 
 
-def test_nanobot_loads_the_plugin_bundle(nanobot_python: Path, env_for: dict[str, str],
-                                         store: Path, tmp_path: Path) -> None:
+def test_nanobot_loads_the_plugin_bundle(
+    nanobot_python: Path, env_for: dict[str, str], store: Path, tmp_path: Path
+) -> None:
     MemoryManager.init(store).close()
     workspace = tmp_path / "workspace"
     folder = workspace / "plugins" / "gitmem"
     # written by the gitmem of nanobot's environment, as a user of that environment would
-    done = subprocess.run(["gitmem", "--repo", str(store), "--agent", "nanobot", "mcp",
-                           "--nanobot-plugin", str(folder)],
-                          env=env_for, capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            "gitmem",
+            "--repo",
+            str(store),
+            "--agent",
+            "nanobot",
+            "mcp",
+            "--nanobot-plugin",
+            str(folder),
+        ],
+        env=env_for,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     config = {"agents": {"defaults": {"workspace": str(workspace)}}}
     # a PATH without gitmem: the bundle's launcher must not need it
@@ -186,9 +225,20 @@ def test_nanobot_loads_the_plugin_bundle(nanobot_python: Path, env_for: dict[str
     assert "mcp_gitmem_save_interaction" in out["skill_text"]
     assert out["status"] == {"gitmem": "connected"}
     tools = set(out["tools"])
-    assert {f"mcp_gitmem_{name}" for name in (
-        "save_interaction", "search", "get_context", "load_session", "list_sessions",
-        "history", "diff", "blame", "summarize")} <= tools  # fmt: skip
+    assert {
+        f"mcp_gitmem_{name}"
+        for name in (
+            "save_interaction",
+            "search",
+            "get_context",
+            "load_session",
+            "list_sessions",
+            "history",
+            "diff",
+            "blame",
+            "summarize",
+        )
+    } <= tools
     assert "mcp_gitmem_prompt_recall" in tools and "mcp_gitmem_revert" not in tools
     saved, found = out["results"]
     assert not saved["error"] and not found["error"] and "Porto" in found["text"]
@@ -199,13 +249,17 @@ def test_nanobot_loads_the_plugin_bundle(nanobot_python: Path, env_for: dict[str
     check_clean(store)
 
 
-def test_nanobot_over_streamable_http(nanobot_python: Path, env_for: dict[str, str],
-                                      store: Path, tmp_path: Path) -> None:
+def test_nanobot_over_streamable_http(
+    nanobot_python: Path, env_for: dict[str, str], store: Path, tmp_path: Path
+) -> None:
     MemoryManager.init(store).close()
     token = secrets.token_urlsafe(24)
     with http_server(store, agent="nanobot", env={"GITMEM_MCP_TOKEN": token}) as url:
-        server = {"url": url, "headers": {"Authorization": f"Bearer {token}"},
-                  "enabledTools": ["save_interaction", "search"]}
+        server = {
+            "url": url,
+            "headers": {"Authorization": f"Bearer {token}"},
+            "enabledTools": ["save_interaction", "search"],
+        }
         config: dict[str, Any] = {
             "agents": {"defaults": {"workspace": str(tmp_path / "workspace")}},
             "tools": {"mcpServers": {"gitmem": server}},
@@ -226,4 +280,3 @@ def test_nanobot_over_streamable_http(nanobot_python: Path, env_for: dict[str, s
     [commit] = saves(store)
     assert commit.startswith("nanobot | ") and "Gitmem-Via: mcp" in commit
     check_clean(store)
-

@@ -19,10 +19,22 @@ pytest.importorskip("mcp")
 def _turns(seed: int) -> list[Interaction]:
     rng = random.Random(seed)
     when = datetime(2026, 1, 1, tzinfo=UTC)
-    return [Interaction(id=f"i{k}", timestamp=when, messages=[
-        Message(speaker=rng.choice(["user", "assistant", "bob"]),
-                content="".join(rng.choice('ab "\\\n\x01é漢') for _ in range(rng.randint(0, 3000))))
-        for _ in range(rng.randint(0, 4))]) for k in range(30)]  # fmt: skip
+    return [
+        Interaction(
+            id=f"i{k}",
+            timestamp=when,
+            messages=[
+                Message(
+                    speaker=rng.choice(["user", "assistant", "bob"]),
+                    content="".join(
+                        rng.choice('ab "\\\n\x01é漢') for _ in range(rng.randint(0, 3000))
+                    ),
+                )
+                for _ in range(rng.randint(0, 4))
+            ],
+        )
+        for k in range(30)
+    ]
 
 
 def _read_all(turns: list[Interaction], budget: int, limit: int | None) -> list[dict[str, Any]]:
@@ -49,12 +61,16 @@ def _read_all(turns: list[Interaction], budget: int, limit: int | None) -> list[
 def test_pages_join_back_into_every_turn(budget: int, limit: int | None) -> None:
     turns = _turns(budget)
     assert _read_all(turns, budget, limit) == [
-        {"id": t.id, "messages": [m.model_dump() for m in t.messages]} for t in turns]
+        {"id": t.id, "messages": [m.model_dump() for m in t.messages]} for t in turns
+    ]
 
 
 def test_a_cursor_the_server_never_gave_is_refused() -> None:
     turns = _turns(1)
-    for bad, said in (("x", "not a cursor"), ("31", "past the session's 30 turns"),
-                      ("2.9.0", "does not point into turn 2")):
+    for bad, said in (
+        ("x", "not a cursor"),
+        ("31", "past the session's 30 turns"),
+        ("2.9.0", "does not point into turn 2"),
+    ):
         with pytest.raises(ValidationError, match=said):
             paging.page(turns, paging.parse_cursor(bad), None)

@@ -33,8 +33,18 @@ from tests.mcp_client import ClientSession, StdioServerParameters, is_error, std
 ROOT = Path(__file__).resolve().parent.parent
 FILES = ["plugin.json", "mcp.json", "bin/gitmem", "skills/gitmem/SKILL.md"]
 # what nanobot's loader accepts (anything else makes it ignore the plugin or the server)
-PLUGIN_KEYS = {"$schema", "name", "version", "description", "author", "homepage", "repository",
-               "license", "keywords", "extensions"}
+PLUGIN_KEYS = {
+    "$schema",
+    "name",
+    "version",
+    "description",
+    "author",
+    "homepage",
+    "repository",
+    "license",
+    "keywords",
+    "extensions",
+}
 SERVER_KEYS = {"type", "command", "args", "env", "cwd"}
 PLUGIN_NAME = re.compile(r"^(?!.*(?:--|\.\.))[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$")
 
@@ -97,14 +107,20 @@ async def _run_bundle(folder: Path) -> tuple[list[str], Any, Any]:
     working folder, as nanobot does), list its tools, save a turn and search it."""
     entry = json.loads((folder / "mcp.json").read_text())["mcpServers"]["gitmem"]
     command = str((folder / entry["command"]).resolve())
-    params = StdioServerParameters(command=command, args=entry["args"], cwd=str(folder),
-                                   env={"PYTHONPATH": str(ROOT)})  # fmt: skip
+    params = StdioServerParameters(
+        command=command, args=entry["args"], cwd=str(folder), env={"PYTHONPATH": str(ROOT)}
+    )
     async with stdio_client(params) as streams, ClientSession(streams[0], streams[1]) as session:
         await session.initialize()
         tools = [tool.name for tool in (await session.list_tools()).tools]
-        saved = await session.call_tool("save_interaction", {
-            "session": "telegram:4711", "user": "I moved to Lisbon in March",
-            "assistant": "Noted: Lisbon since March."})  # fmt: skip
+        saved = await session.call_tool(
+            "save_interaction",
+            {
+                "session": "telegram:4711",
+                "user": "I moved to Lisbon in March",
+                "assistant": "Noted: Lisbon since March.",
+            },
+        )
         found = await session.call_tool("search", {"query": "Lisbon"})
     return tools, saved, found
 
@@ -133,16 +149,16 @@ def test_writing_the_same_bundle_again_changes_nothing(made: Path, tmp_path: Pat
     before = {name: (folder / name).stat() for name in FILES}
     assert write_plugin(folder, store=made, agent="nanobot") == [folder / n for n in FILES]
     after = {name: (folder / name).stat() for name in FILES}
-    assert {n: (s.st_ino, s.st_mtime_ns) for n, s in before.items()} == \
-           {n: (s.st_ino, s.st_mtime_ns) for n, s in after.items()}
+    assert {n: (s.st_ino, s.st_mtime_ns) for n, s in before.items()} == {
+        n: (s.st_ino, s.st_mtime_ns) for n, s in after.items()
+    }
     # a launcher that lost its executable bit gets it back; its text is the same
     (folder / "bin" / "gitmem").chmod(0o644)
     write_plugin(folder, store=made, agent="nanobot")
     assert os.access(folder / "bin" / "gitmem", os.X_OK)
 
 
-def test_a_different_file_is_refused_and_nothing_is_written(made: Path,
-                                                            tmp_path: Path) -> None:
+def test_a_different_file_is_refused_and_nothing_is_written(made: Path, tmp_path: Path) -> None:
     folder = tmp_path / "plugin"
     write_plugin(folder, store=made, agent="nanobot")
     (folder / "mcp.json").write_text("{}\n")
@@ -186,8 +202,9 @@ def test_a_folder_that_is_no_store_is_refused(tmp_path: Path) -> None:
     assert not folder.exists()
 
 
-def test_a_failed_write_leaves_the_folder_as_it_was(made: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_leaves_the_folder_as_it_was(
+    made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # a full disk cannot be had here: the third file's fsync fails as it would (ENOSPC)
     real_fsync = os.fsync
     folder = tmp_path / "ws" / "plugins" / "gitmem"
@@ -221,6 +238,7 @@ def test_cli_writes_the_bundle_and_refuses_a_conflict(made: Path, tmp_path: Path
 
 # -- the README's generic client snippet, run as written --------------------------------------
 
+
 def readme_python_client() -> str:
     """The first ``python`` block under the README's heading for a generic MCP client."""
     text = (ROOT / "README.md").read_text()
@@ -237,13 +255,20 @@ def test_readme_python_client_runs_against_a_real_server(tmp_path: Path) -> None
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "gitmem"  # this test's gitmem, found on PATH as the snippet expects
-    shim.write_text(f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(ROOT))} exec '
-                    f'{shlex.join(server_command())} "$@"\n')
+    shim.write_text(
+        f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(ROOT))} exec {shlex.join(server_command())} "$@"\n'
+    )
     shim.chmod(0o755)
     (tmp_path / "client.py").write_text(code)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "client.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "save_interaction" in done.stdout and "saved turn" in done.stdout
     assert "cli:alice" in done.stdout  # the search found the saved turn

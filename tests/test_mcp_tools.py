@@ -21,16 +21,40 @@ from gitmem.manager import MemoryManager
 from tests.conftest import git
 from tests.mcp_client import is_error, resource_text, stdio_session, structured, text_of
 
-READS = {"search", "get_context", "load_session", "list_sessions", "history", "diff", "blame",
-         "facts"}
+READS = {
+    "search",
+    "get_context",
+    "load_session",
+    "list_sessions",
+    "history",
+    "diff",
+    "blame",
+    "facts",
+}
 WRITES = {"save_interaction", "summarize", "remember"}
 UNDO = {"revert", "rollback", "undo_agent"}
 # each tool's argument names: a contract with the agents' configurations (enabledTools, skills)
 ARGS = {
-    "save_interaction": {"session", "user", "assistant", "messages", "tags", "metadata",
-                         "timestamp"},
-    "search": {"query", "k", "tags", "project", "participant", "sessions", "since", "until",
-               "include_links"},
+    "save_interaction": {
+        "session",
+        "user",
+        "assistant",
+        "messages",
+        "tags",
+        "metadata",
+        "timestamp",
+    },
+    "search": {
+        "query",
+        "k",
+        "tags",
+        "project",
+        "participant",
+        "sessions",
+        "since",
+        "until",
+        "include_links",
+    },
     "get_context": {"session", "query", "max_tokens", "k", "recent", "rerank"},
     "load_session": {"session", "at", "last", "include_archive", "cursor", "limit"},
     "list_sessions": {"tags", "participant", "project", "since", "until", "at", "limit"},
@@ -44,10 +68,18 @@ ARGS = {
     "rollback": {"session", "to"},
     "undo_agent": {"since", "agent", "model", "until", "op", "dry_run"},
 }
-REQUIRED = {"save_interaction": {"session"}, "search": {"query"},
-            "get_context": {"session", "query"}, "load_session": {"session"},
-            "blame": {"session"}, "summarize": {"session"}, "revert": {"commit"},
-            "rollback": {"session", "to"}, "undo_agent": {"since"}, "remember": {"text"}}
+REQUIRED = {
+    "save_interaction": {"session"},
+    "search": {"query"},
+    "get_context": {"session", "query"},
+    "load_session": {"session"},
+    "blame": {"session"},
+    "summarize": {"session"},
+    "revert": {"commit"},
+    "rollback": {"session", "to"},
+    "undo_agent": {"since"},
+    "remember": {"text"},
+}
 
 
 def made(store: Path) -> Path:
@@ -148,12 +180,18 @@ def test_each_save_is_one_commit_by_the_client(store: Path) -> None:
 
     async def main() -> None:
         async with stdio_session(store, client="nanobot-x") as session:
-            data = await ok(session, "save_interaction", {
-                "session": "telegram:4711", "user": "Recommend books on asyncio.",
-                "assistant": "Try 'Using Asyncio in Python'.", "tags": ["python", "books"],
-                "metadata": {"project": "reading", "mood": "curious"},
-                "timestamp": "2026-11-30T12:00:00+00:00",
-            })  # fmt: skip
+            data = await ok(
+                session,
+                "save_interaction",
+                {
+                    "session": "telegram:4711",
+                    "user": "Recommend books on asyncio.",
+                    "assistant": "Try 'Using Asyncio in Python'.",
+                    "tags": ["python", "books"],
+                    "metadata": {"project": "reading", "mood": "curious"},
+                    "timestamp": "2026-11-30T12:00:00+00:00",
+                },
+            )
             assert data["session"] == "telegram:4711"
             assert data["commit"] == git(store, "rev-parse", "HEAD").strip()
             assert commits(store) == before + 1
@@ -173,11 +211,18 @@ def test_each_save_is_one_commit_by_the_client(store: Path) -> None:
             assert loaded["project"] == "reading"
             assert loaded["extra"] == {"mood": "curious"}
 
-            said = await ok(session, "save_interaction", {"session": "group", "messages": [
-                {"speaker": "Caroline", "content": "I adopted a cat."},
-                {"speaker": "Melanie", "content": "What is its name?"},
-                {"speaker": "Caroline", "content": "Biscuit."},
-            ]})  # fmt: skip
+            said = await ok(
+                session,
+                "save_interaction",
+                {
+                    "session": "group",
+                    "messages": [
+                        {"speaker": "Caroline", "content": "I adopted a cat."},
+                        {"speaker": "Melanie", "content": "What is its name?"},
+                        {"speaker": "Caroline", "content": "Biscuit."},
+                    ],
+                },
+            )
             assert commits(store) == before + 2
             assert_clean(store)
             group = blob(store, "group")
@@ -185,8 +230,7 @@ def test_each_save_is_one_commit_by_the_client(store: Path) -> None:
             loaded = await ok(session, "load_session", {"session": "group"})
             (turn,) = loaded["interactions"]
             assert turn["id"] == said["interaction_id"]
-            assert [m["speaker"] for m in turn["messages"]] == ["Caroline", "Melanie",
-                                                                 "Caroline"]  # fmt: skip
+            assert [m["speaker"] for m in turn["messages"]] == ["Caroline", "Melanie", "Caroline"]
             for n in range(3):
                 await ok(session, "save_interaction", {"session": "group", "user": f"turn {n}"})
                 assert commits(store) == before + 3 + n
@@ -224,11 +268,23 @@ def test_secrets_are_redacted_on_every_write_path(store: Path) -> None:
 
     async def main() -> None:
         async with stdio_session(store) as session:
-            await ok(session, "save_interaction", {
-                "session": "keys", "user": f"my key is {key}", "assistant": "Noted.",
-            })  # fmt: skip
-            await ok(session, "save_interaction", {"session": "keys", "messages": [
-                {"speaker": "ops", "content": f"the AWS key {aws} leaked"}]})
+            await ok(
+                session,
+                "save_interaction",
+                {
+                    "session": "keys",
+                    "user": f"my key is {key}",
+                    "assistant": "Noted.",
+                },
+            )
+            await ok(
+                session,
+                "save_interaction",
+                {
+                    "session": "keys",
+                    "messages": [{"speaker": "ops", "content": f"the AWS key {aws} leaked"}],
+                },
+            )
             hits = await ok(session, "search", {"query": "key"})
             assert hits["hits"]
             assert key not in json.dumps(hits) and aws not in json.dumps(hits)
@@ -250,23 +306,37 @@ def test_secrets_are_redacted_on_every_write_path(store: Path) -> None:
 def test_the_read_tools_answer_from_the_store(store: Path) -> None:
     made(store)
     with MemoryManager(store, agent="other") as mm:
-        mm.save_interaction("elsewhere", "The deploy key rotates monthly.", "OK.",
-                            tags=["ops"])  # fmt: skip
+        mm.save_interaction("elsewhere", "The deploy key rotates monthly.", "OK.", tags=["ops"])
 
     async def main() -> None:
         async with stdio_session(store, client="reader") as session:
             ids, shas = [], []
-            for user, reply in (("I am learning asyncio event loops.", "Great, start small."),
-                                ("My cat is called Biscuit.", "Lovely name."),
-                                ("I prefer green tea over coffee.", "Noted.")):
-                data = await ok(session, "save_interaction", {
-                    "session": "s1", "user": user, "assistant": reply,
-                    "metadata": {"project": "learning"}})  # fmt: skip
+            for user, reply in (
+                ("I am learning asyncio event loops.", "Great, start small."),
+                ("My cat is called Biscuit.", "Lovely name."),
+                ("I prefer green tea over coffee.", "Noted."),
+            ):
+                data = await ok(
+                    session,
+                    "save_interaction",
+                    {
+                        "session": "s1",
+                        "user": user,
+                        "assistant": reply,
+                        "metadata": {"project": "learning"},
+                    },
+                )
                 ids.append(data["interaction_id"])
                 shas.append(data["commit"])
-            await ok(session, "save_interaction", {"session": "work", "tags": ["work"],
-                                                   "messages": [{"speaker": "Dana",
-                                                                 "content": "Sprint ends."}]})
+            await ok(
+                session,
+                "save_interaction",
+                {
+                    "session": "work",
+                    "tags": ["work"],
+                    "messages": [{"speaker": "Dana", "content": "Sprint ends."}],
+                },
+            )
 
             whole = await ok(session, "load_session", {"session": "s1"})
             assert [i["id"] for i in whole["interactions"]] == ids
@@ -306,8 +376,9 @@ def test_the_read_tools_answer_from_the_store(store: Path) -> None:
             only_ops = await ok(session, "search", {"query": "key", "tags": ["ops"]})
             assert [h["session"] for h in only_ops["hits"]] == ["elsewhere"]
 
-            context = await ok(session, "get_context", {"session": "s1",
-                                                        "query": "what tea do I like?"})
+            context = await ok(
+                session, "get_context", {"session": "s1", "query": "what tea do I like?"}
+            )
             messages = context["messages"]
             assert messages and all(set(m) >= {"role", "content"} for m in messages)
             assert any("green tea" in m["content"] for m in messages)
@@ -323,8 +394,7 @@ def test_the_read_tools_answer_from_the_store(store: Path) -> None:
             saves = await ok(session, "history", {"op": "save", "limit": 2})
             assert len(saves["commits"]) == 2
             assert all(c["op"] == "save" for c in saves["commits"])
-            changed = await ok(session, "history", {"session": "s1", "changes": True,
-                                                    "limit": 1})
+            changed = await ok(session, "history", {"session": "s1", "changes": True, "limit": 1})
             assert changed["commits"][0]["changes"] == {"s1": [f"added interaction {ids[2]}"]}
 
             diffed = await ok(session, "diff", {"session": "s1", "a": shas[0]})
@@ -350,10 +420,16 @@ def test_summarize_and_the_undo_tools(store: Path) -> None:
 
     async def main() -> None:
         async with stdio_session(store, "--allow-undo", client="keeper") as session:
-            first = await ok(session, "save_interaction", {
-                "session": "s1", "user": "I moved to Lisbon in March.", "assistant": "Nice."})
-            await ok(session, "save_interaction", {
-                "session": "s1", "user": "I work as a nurse.", "assistant": "Noted."})
+            first = await ok(
+                session,
+                "save_interaction",
+                {"session": "s1", "user": "I moved to Lisbon in March.", "assistant": "Nice."},
+            )
+            await ok(
+                session,
+                "save_interaction",
+                {"session": "s1", "user": "I work as a nurse.", "assistant": "Noted."},
+            )
             count = commits(store)
             summary = await ok(session, "summarize", {"session": "s1"})
             assert summary["status"] == "committed" and summary["commit"]
@@ -363,8 +439,11 @@ def test_summarize_and_the_undo_tools(store: Path) -> None:
             assert trailer(store, "Gitmem-Agent") == ["keeper"]
             assert "## Summary" in blob(store, "s1")
             assert_clean(store)
-            later = await ok(session, "save_interaction", {
-                "session": "s1", "user": "My sister visits in May.", "assistant": "Fun."})
+            later = await ok(
+                session,
+                "save_interaction",
+                {"session": "s1", "user": "My sister visits in May.", "assistant": "Fun."},
+            )
 
             reverted = await ok(session, "revert", {"commit": summary["commit"]})
             assert reverted["commit"] == git(store, "rev-parse", "HEAD").strip()
@@ -381,8 +460,9 @@ def test_summarize_and_the_undo_tools(store: Path) -> None:
             assert [i["id"] for i in loaded["interactions"]] == [first["interaction_id"]]
 
             count = commits(store)
-            dry = await ok(session, "undo_agent", {"agent": "intruder", "since": since,
-                                                   "dry_run": True})
+            dry = await ok(
+                session, "undo_agent", {"agent": "intruder", "since": since, "dry_run": True}
+            )
             assert [r["agent"] for r in dry["reverted"]] == ["intruder"]
             assert dry["commit"] is None and commits(store) == count
             done = await ok(session, "undo_agent", {"agent": "intruder", "since": since})
@@ -406,8 +486,9 @@ def test_resources_are_the_files_in_git(store: Path) -> None:
 
     async def main() -> None:
         async with stdio_session(store) as session:
-            first = await ok(session, "save_interaction", {"session": "s1",
-                                                           "user": "The first turn."})
+            first = await ok(
+                session, "save_interaction", {"session": "s1", "user": "The first turn."}
+            )
             await ok(session, "save_interaction", {"session": "s1", "user": "The second turn."})
             for sid in odd:
                 await ok(session, "save_interaction", {"session": sid, "user": f"hi from {sid}"})
@@ -416,26 +497,33 @@ def test_resources_are_the_files_in_git(store: Path) -> None:
             assert sorted(index) == sorted(["s1", *odd])
             listed = await session.list_resources()
             assert "gitmem://sessions" in {str(r.uri) for r in listed.resources}
-            templates = field(await session.list_resource_templates(), "resource_templates",
-                              "resourceTemplates")
+            templates = field(
+                await session.list_resource_templates(), "resource_templates", "resourceTemplates"
+            )
             assert {field(t, "uri_template", "uriTemplate") for t in templates} == {
-                "gitmem://sessions/{session_id}", "gitmem://sessions/{session_id}/history",
-                "gitmem://sessions/{session_id}/at/{rev}"}
+                "gitmem://sessions/{session_id}",
+                "gitmem://sessions/{session_id}/history",
+                "gitmem://sessions/{session_id}/at/{rev}",
+            }
 
             now = resource_text(await session.read_resource("gitmem://sessions/s1"))
             assert now == blob(store, "s1")
             assert "The second turn." in now
-            then = resource_text(await session.read_resource(
-                f"gitmem://sessions/s1/at/{first['commit']}"))
+            then = resource_text(
+                await session.read_resource(f"gitmem://sessions/s1/at/{first['commit']}")
+            )
             assert then == blob(store, "s1", first["commit"])
             assert "The first turn." in then and "The second turn." not in then
-            relative = resource_text(await session.read_resource(
-                "gitmem://sessions/s1/at/HEAD~" + str(len(odd) + 1)))
+            relative = resource_text(
+                await session.read_resource("gitmem://sessions/s1/at/HEAD~" + str(len(odd) + 1))
+            )
             assert relative == then
-            log = json.loads(resource_text(await session.read_resource(
-                "gitmem://sessions/s1/history")))
+            log = json.loads(
+                resource_text(await session.read_resource("gitmem://sessions/s1/history"))
+            )
             assert [c["sha"] for c in log["commits"]] == git(
-                store, "log", "--format=%H", "--", session_path("s1", fanout=True)).split()
+                store, "log", "--format=%H", "--", session_path("s1", fanout=True)
+            ).split()
 
             for sid in odd:
                 uri = "gitmem://sessions/" + quote(sid, safe="")
@@ -458,11 +546,14 @@ def test_the_recall_prompt_carries_the_memory(store: Path) -> None:
             assert prompts["recall"].description
             arguments = {a.name: a.required for a in prompts["recall"].arguments}
             assert arguments == {"session": True, "question": True, "max_tokens": False}
-            await ok(session, "save_interaction", {"session": "s1",
-                                                   "user": "My bike is a red Gazelle.",
-                                                   "assistant": "Nice bike."})
-            got = await session.get_prompt("recall", {"session": "s1",
-                                                      "question": "what bike do I ride?"})
+            await ok(
+                session,
+                "save_interaction",
+                {"session": "s1", "user": "My bike is a red Gazelle.", "assistant": "Nice bike."},
+            )
+            got = await session.get_prompt(
+                "recall", {"session": "s1", "question": "what bike do I ride?"}
+            )
             (message,) = got.messages
             assert message.role == "user"
             assert "red Gazelle" in message.content.text
@@ -476,24 +567,26 @@ def test_the_recall_prompt_says_why_a_budget_is_refused(store: Path) -> None:
 
     async def refused(session: Any, budget: str) -> str:
         try:
-            await session.get_prompt("recall", {"session": "s1", "question": "what?",
-                                                "max_tokens": budget})
+            await session.get_prompt(
+                "recall", {"session": "s1", "question": "what?", "max_tokens": budget}
+            )
         except Exception as exc:  # each major names its error class itself
             return str(exc)
         raise AssertionError(f"max_tokens={budget!r} was accepted")
 
     async def main() -> None:
         async with stdio_session(store) as session:
-            await ok(session, "save_interaction", {"session": "s1", "user": "hi",
-                                                   "assistant": "hello"})
+            await ok(
+                session, "save_interaction", {"session": "s1", "user": "hi", "assistant": "hello"}
+            )
             # the client is told the reason, not only that rendering failed
             assert "max_tokens: not a number: 'lots'" in await refused(session, "lots")
             # the same bounds as get_context's
-            assert "max_tokens: 1000000 is more than 200,000" in await refused(session,
-                                                                               "1000000")
+            assert "max_tokens: 1000000 is more than 200,000" in await refused(session, "1000000")
             assert "max_tokens: 10 is less than 50" in await refused(session, "10")
-            got = await session.get_prompt("recall", {"session": "s1", "question": "what?",
-                                                      "max_tokens": "200000"})
+            got = await session.get_prompt(
+                "recall", {"session": "s1", "question": "what?", "max_tokens": "200000"}
+            )
             assert "hello" in got.messages[0].content.text
 
     run(main())

@@ -31,8 +31,10 @@ def _mcp_version(python: str) -> str:
         return ""
     done = subprocess.run(
         [python, "-c", "import importlib.metadata as m; print(m.version('mcp'))"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
@@ -44,10 +46,21 @@ def _python() -> str:
     if not _mcp_version(str(python)).startswith("1."):
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         done = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-e",
-             f"{ROOT}[test]", SPEC],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-e",
+                f"{ROOT}[test]",
+                SPEC,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if done.returncode != 0:
             pytest.fail(f"could not make a venv with {SPEC}:\n{done.stderr[-2000:]}")
     return str(python)
@@ -57,13 +70,19 @@ def test_the_mcp_tests_pass_with_mcp_1x() -> None:
     python = _python()
     version = _mcp_version(python)
     assert version.startswith("1."), f"{python} has mcp {version or 'missing'}, not 1.x"
-    modules = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_mcp_*.py")
-                     if p.name != Path(__file__).name)  # fmt: skip
+    modules = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").glob("test_mcp_*.py")
+        if p.name != Path(__file__).name
+    )
     assert modules, "no MCP test modules found"
     done = subprocess.run(
         [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *modules],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     tail = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, f"under mcp {version}:\n{tail}"
     assert " passed" in done.stdout, tail

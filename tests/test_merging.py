@@ -20,15 +20,21 @@ def turn(tid: str, minute: int, text: str = "") -> Interaction:
     return Interaction(
         id=tid,
         timestamp=T0 + timedelta(minutes=minute),
-        messages=[Message(speaker="User", content=text or f"question {tid}"),
-                  Message(speaker="Assistant", content=f"answer {tid}")],
-    )  # fmt: skip
+        messages=[
+            Message(speaker="User", content=text or f"question {tid}"),
+            Message(speaker="Assistant", content=f"answer {tid}"),
+        ],
+    )
 
 
 def session(*turns: Interaction, **fields: object) -> Session:
     last = max([t.timestamp for t in turns], default=T0)
-    values: dict[str, object] = {"id": "s", "created": T0, "last_active": last,
-                                 "participants": ["User", "Assistant"]}  # fmt: skip
+    values: dict[str, object] = {
+        "id": "s",
+        "created": T0,
+        "last_active": last,
+        "participants": ["User", "Assistant"],
+    }
     values.update(fields)
     return Session(interactions=list(turns), **values)  # type: ignore[arg-type]
 
@@ -100,10 +106,16 @@ def test_turn_edited_differently_on_both_sides_keeps_one_and_records_the_other()
 
 def test_metadata_lists_union_times_extreme_and_removals_honoured() -> None:
     base = session(turn("t1", 0), tags=["a", "gone"], links=["x"])
-    ours = session(turn("t1", 0), tags=["a", "ours"], links=["x", "y"],
-                   created=T0 - timedelta(days=1))  # fmt: skip
-    theirs = session(turn("t1", 0), turn("t2", 9), tags=["a", "gone", "theirs"], links=["x", "z"],
-                     participants=["User", "Assistant", "Caroline"])  # fmt: skip
+    ours = session(
+        turn("t1", 0), tags=["a", "ours"], links=["x", "y"], created=T0 - timedelta(days=1)
+    )
+    theirs = session(
+        turn("t1", 0),
+        turn("t2", 9),
+        tags=["a", "gone", "theirs"],
+        links=["x", "z"],
+        participants=["User", "Assistant", "Caroline"],
+    )
     merged = merge_sessions(base, ours, theirs).session
     assert merged.tags == ["a", "ours", "theirs"]
     assert merged.links == ["x", "y", "z"]

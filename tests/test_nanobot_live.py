@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 # Runs with nanobot's interpreter: its SDK facade over the real AgentLoop, which loads tools
 # (and so the plugin) through its own ToolLoader. After each turn it waits until the capture
 # has caught up, as a person typing the next message would.
-DRIVER = r'''
+DRIVER = r"""
 import asyncio, json, sys
 from pathlib import Path
 
@@ -62,7 +62,7 @@ async def main(config_path, turns_path):
 
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -73,26 +73,42 @@ def nanobot_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-    body = {"id": "chatcmpl-live", "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": "fake-model",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    body = {
+        "id": "chatcmpl-live",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
     return f"data: {json.dumps(body)}\n\n"
 
 
-def streamed(content: str | None = None, call: tuple[str, dict[str, Any]] | None = None
-             ) -> Reply:
+def streamed(content: str | None = None, call: tuple[str, dict[str, Any]] | None = None) -> Reply:
     """A streamed answer: ``content``, or one tool call (name, arguments)."""
     if call is not None:
         name, args = call
-        delta = {"role": "assistant", "tool_calls": [{
-            "index": 0, "id": "call_1", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}]}  # fmt: skip
+        delta = {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+            ],
+        }
         events = _chunk(delta) + _chunk({}, "tool_calls")
     else:
         events = _chunk({"role": "assistant", "content": content}) + _chunk({}, "stop")
-    usage = {"id": "chatcmpl-live", "object": "chat.completion.chunk", "created": 1_700_000_000,
-             "model": "fake-model", "choices": [],
-             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+    usage = {
+        "id": "chatcmpl-live",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "fake-model",
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
     body = events + f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n"
     return 200, {"Content-Type": "text/event-stream"}, body.encode()
 
@@ -120,25 +136,40 @@ def llm() -> Iterator[FakeServer]:
     server.server_close()
 
 
-TURNS = [("telegram:8812345", "My sister Ana lives in Porto"),
-         ("telegram:8812345", "Please read USER.md and tell me what it is for"),
-         ("telegram:8812345", "/help"),  # a command: persisted, but no chat turn
-         ("cli:direct", "hello")]
+TURNS = [
+    ("telegram:8812345", "My sister Ana lives in Porto"),
+    ("telegram:8812345", "Please read USER.md and tell me what it is for"),
+    ("telegram:8812345", "/help"),  # a command: persisted, but no chat turn
+    ("cli:direct", "hello"),
+]
 
 
-def run_nanobot(python: Path, tmp_path: Path, llm: FakeServer, *,
-                env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
+def run_nanobot(
+    python: Path, tmp_path: Path, llm: FakeServer, *, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], str]:
     data = tmp_path / "nanobot"  # nanobot's data folder: config.json, sessions/
     data.mkdir(parents=True, exist_ok=True)
-    config = {"agents": {"defaults": {"workspace": str(data / "workspace"),
-                                      "model": "fake-model", "provider": "custom"}},
-              "providers": {"custom": {"apiKey": "sk-test", "apiBase": llm.base_url}}}
+    config = {
+        "agents": {
+            "defaults": {
+                "workspace": str(data / "workspace"),
+                "model": "fake-model",
+                "provider": "custom",
+            }
+        },
+        "providers": {"custom": {"apiKey": "sk-test", "apiBase": llm.base_url}},
+    }
     (data / "config.json").write_text(json.dumps(config))
     (tmp_path / "turns.json").write_text(json.dumps(TURNS))
     (tmp_path / "driver.py").write_text(DRIVER)
-    done = subprocess.run([str(python), "driver.py", str(data / "config.json"), "turns.json"],
-                          cwd=tmp_path, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [str(python), "driver.py", str(data / "config.json"), "turns.json"],
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line is not None, f"the driver printed no result:\n{done.stderr[-4000:]}"
@@ -154,20 +185,24 @@ def commits(store: Path) -> list[str]:
 def added(store: Path, rev: str) -> str:
     """The lines commit ``rev`` added to session files."""
     diff = git(store, "show", "--format=", "--unified=0", rev, "--", "sessions")
-    return "\n".join(x[1:] for x in diff.splitlines() if x.startswith("+") and
-                     not x.startswith("+++"))
+    return "\n".join(
+        x[1:] for x in diff.splitlines() if x.startswith("+") and not x.startswith("+++")
+    )
 
 
-def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: Path,
-                                               llm: FakeServer) -> None:
+def test_each_turn_nanobot_saves_is_one_commit(
+    nanobot_python: Path, tmp_path: Path, llm: FakeServer
+) -> None:
     workspace = tmp_path / "nanobot" / "workspace"
     workspace.mkdir(parents=True)
     (workspace / "USER.md").write_text("# User\n\nName: Alice. Sister: Ana (Porto).\n")
     # opting in as the docs say: the store where the plugin looks
     MemoryManager.init(tmp_path / "nanobot" / "gitmem").close()
     out, stderr = run_nanobot(nanobot_python, tmp_path, llm)
-    assert out["replies"][:2] == ["Noted: your sister Ana lives in Porto.",
-                                  "USER.md keeps what I know about you."]
+    assert out["replies"][:2] == [
+        "Noted: your sister Ana lives in Porto.",
+        "USER.md keeps what I know about you.",
+    ]
     assert "gitmem_capture" not in out["tools"]  # the model is offered no tool
     store = tmp_path / "nanobot" / "gitmem"  # the default: beside nanobot's config.json
     [capture] = out["captures"]
@@ -176,7 +211,8 @@ def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: P
     # one commit per persisted turn, in order
     made = commits(store)
     assert [c.split(" | ")[:2] for c in made] == [
-        ["nanobot", f"Capture nanobot session {key}"] for key, _ in TURNS]
+        ["nanobot", f"Capture nanobot session {key}"] for key, _ in TURNS
+    ]
     for commit in made:
         assert "Gitmem-Op: import" in commit and "Gitmem-Via: nanobot-plugin" in commit
     first = added(store, "HEAD~3")
@@ -191,9 +227,22 @@ def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: P
     assert "/help" not in command and "Last active" in command and "> " not in command
     assert "> hello" in added(store, "HEAD")
     # a batch import of the same workspace afterwards: the same ids, nothing new
-    done = subprocess.run([sys.executable, "-m", "gitmem", "--json", "--repo", str(store),
-                           "import", "nanobot", str(workspace)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gitmem",
+            "--json",
+            "--repo",
+            str(store),
+            "import",
+            "nanobot",
+            str(workspace),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["turns_added"] == 0 and report["commit"] is None, report
@@ -202,7 +251,8 @@ def test_each_turn_nanobot_saves_is_one_commit(nanobot_python: Path, tmp_path: P
 
 
 def test_a_store_that_cannot_be_written_never_stops_nanobot(
-        nanobot_python: Path, tmp_path: Path, llm: FakeServer) -> None:
+    nanobot_python: Path, tmp_path: Path, llm: FakeServer
+) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the store should be")
     out, stderr = run_nanobot(nanobot_python, tmp_path, llm, env={"GITMEM_REPO": str(blocked)})
@@ -213,15 +263,15 @@ def test_a_store_that_cannot_be_written_never_stops_nanobot(
     assert blocked.read_text() == "a file where the store should be"
 
 
-def test_capture_is_opt_in_and_can_be_switched_off(nanobot_python: Path, tmp_path: Path,
-                                                   llm: FakeServer) -> None:
+def test_capture_is_opt_in_and_can_be_switched_off(
+    nanobot_python: Path, tmp_path: Path, llm: FakeServer
+) -> None:
     # installed but never asked for (no store, no setting): nothing is written
     out, _ = run_nanobot(nanobot_python, tmp_path / "plain", llm)
     assert out["replies"][0] == "Noted: your sister Ana lives in Porto."
     assert out["captures"] == [] and not (tmp_path / "plain" / "nanobot" / "gitmem").exists()
     # asked for with the switch: the store is made on the first turn
-    out, _ = run_nanobot(nanobot_python, tmp_path / "on", llm,
-                         env={"GITMEM_NANOBOT_CAPTURE": "1"})
+    out, _ = run_nanobot(nanobot_python, tmp_path / "on", llm, env={"GITMEM_NANOBOT_CAPTURE": "1"})
     assert out["captures"][0]["imports"] == 4
     assert (tmp_path / "on" / "nanobot" / "gitmem" / ".git").is_dir()
     # a store exists, and the switch says off

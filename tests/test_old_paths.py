@@ -15,7 +15,8 @@ import gitmem  # noqa: F401  (installs the finder)
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES_01: dict[str, list[str]] = json.loads(
-    (ROOT / "tests" / "fixtures" / "names-0.1.json").read_text())
+    (ROOT / "tests" / "fixtures" / "names-0.1.json").read_text()
+)
 
 
 @pytest.mark.parametrize("old", sorted(NAMES_01))
@@ -27,8 +28,7 @@ def test_every_public_name_of_a_flat_module_still_imports(old: str) -> None:
             warnings.simplefilter("always")
             if not hasattr(module, name):
                 missing.append(name)
-            elif not any(f"gitmem.{old}.{name} moved to gitmem." in str(w.message)
-                         for w in caught):
+            elif not any(f"gitmem.{old}.{name} moved to gitmem." in str(w.message) for w in caught):
                 silent.append(name)
     assert not missing, f"gitmem.{old} lost {missing}"
     assert not silent, f"gitmem.{old} gives {silent} without saying where they moved"
@@ -55,8 +55,11 @@ def test_a_name_that_was_never_a_module_is_still_missing() -> None:
 
 
 def test_the_merge_driver_start_does_not_load_the_old_path_table_targets() -> None:
-    code = ("import sys, gitmem.sync.driver; "
-            "print(sorted(m for m in sys.modules if m.startswith('gitmem.summary')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+    code = (
+        "import sys, gitmem.sync.driver; "
+        "print(sorted(m for m in sys.modules if m.startswith('gitmem.summary')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
     assert out.stdout.strip() == "[]"

@@ -14,8 +14,11 @@ def test_pack_written_by_us_is_read_and_verified_by_git(tmp_path: Path) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     blob = b"hello\n" * 1000
     big = bytes(range(256)) * 400  # above the uncompressed threshold
-    objects = [("blob", blob, object_id("blob", blob)), ("blob", big, object_id("blob", big)),
-               ("blob", blob, object_id("blob", blob))]  # duplicates are written once
+    objects = [
+        ("blob", blob, object_id("blob", blob)),
+        ("blob", big, object_id("blob", big)),
+        ("blob", blob, object_id("blob", blob)),
+    ]  # duplicates are written once
     name, pack, index = encode_pack(objects)
     folder = tmp_path / ".git" / "objects" / "pack"
     (folder / f"pack-{name}.pack").write_bytes(pack)
@@ -39,9 +42,16 @@ def test_tree_edits_match_git_mktree(tmp_path: Path) -> None:
     assert b"z" in tree.entries  # the original is untouched by edits to the copy
     listing = "".join(
         f"{'040000 tree' if mode == b'40000' else '100644 blob'} {raw.hex()}\t{name.decode()}\n"
-        for name, (mode, raw) in copy.entries.items())
-    done = subprocess.run(["git", "mktree", "--missing"], input=listing, cwd=tmp_path,
-                          capture_output=True, text=True, check=True)
+        for name, (mode, raw) in copy.entries.items()
+    )
+    done = subprocess.run(
+        ["git", "mktree", "--missing"],
+        input=listing,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.strip() == object_id("tree", copy.serialize())
 
 

@@ -94,10 +94,12 @@ def test_existing_twins_and_device_files_in_old_stores_still_load(store: Path) -
     assert mm.check() == []
 
 
-@pytest.mark.parametrize(("namespace", "existing"), [("CON", None), ("nul.x", None),
-                                                     ("team", "Team"), ("SS", "ß")])
-def test_a_new_namespace_is_held_to_the_same_rules(store: Path, namespace: str,
-                                                   existing: str | None) -> None:
+@pytest.mark.parametrize(
+    ("namespace", "existing"), [("CON", None), ("nul.x", None), ("team", "Team"), ("SS", "ß")]
+)
+def test_a_new_namespace_is_held_to_the_same_rules(
+    store: Path, namespace: str, existing: str | None
+) -> None:
     # a namespace names a folder: namespaces/CON/ cannot exist on Windows, and Team/ and team/
     # are one folder on macOS and Windows, where their sessions would overwrite each other
     MemoryManager.init(store).close()

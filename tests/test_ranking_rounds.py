@@ -26,8 +26,15 @@ def _order(index: Index, query: str, config: RankConfig | None = None) -> list[s
 
 
 def test_irregular_forms_share_the_base_words_term() -> None:
-    for form, base in [("met", "meet"), ("went", "go"), ("ran", "run"), ("bought", "buy"),
-                       ("children", "child"), ("taught", "teach"), ("swam", "swim")]:
+    for form, base in [
+        ("met", "meet"),
+        ("went", "go"),
+        ("ran", "run"),
+        ("bought", "buy"),
+        ("children", "child"),
+        ("taught", "teach"),
+        ("swam", "swim"),
+    ]:
         assert stem(form) == stem(base), form
     assert terms("We met when she ran and went swimming") == terms("we meet, she run, go swim")
     # nouns that are also past forms keep their own meaning
@@ -51,18 +58,26 @@ def test_a_past_tense_memory_answers_a_present_tense_question(store: Path) -> No
 
 
 def _asked_and_answered() -> Index:
-    chat = _session("chat", [
-        ("Bo", "I finally bought the new running shoes this weekend."),
-        ("Cy", "Love that purple colour on the shoes! For trails or for the track?"),
-        ("Bo", "Mostly up in the mountains near home."),
-        ("Cy", "Nice, have fun out there."),
-    ])  # fmt: skip
+    chat = _session(
+        "chat",
+        [
+            ("Bo", "I finally bought the new running shoes this weekend."),
+            ("Cy", "Love that purple colour on the shoes! For trails or for the track?"),
+            ("Bo", "Mostly up in the mountains near home."),
+            ("Cy", "Nice, have fun out there."),
+        ],
+    )
     noise = [
-        _session(f"n{n}", [("Bo", f"Shoes {n}: the shop had shoes of every colour, {w}."),
-                           ("Cy", f"Colour talk {n}: {w} is a good colour for shoes.")],
-                 when=T0 - timedelta(days=n + 1))
+        _session(
+            f"n{n}",
+            [
+                ("Bo", f"Shoes {n}: the shop had shoes of every colour, {w}."),
+                ("Cy", f"Colour talk {n}: {w} is a good colour for shoes."),
+            ],
+            when=T0 - timedelta(days=n + 1),
+        )
         for n, w in enumerate(["red", "blue", "green", "black", "white", "grey"])
-    ]  # fmt: skip
+    ]
     return _index(chat, *noise)
 
 
@@ -90,16 +105,32 @@ def test_a_statement_before_a_turn_gives_no_answer_component() -> None:
 def _two_hops() -> Index:
     # the question names the studio; only the first session ties it to "Moravec", and
     # the second session talks about Moravec without ever naming the studio
-    first = _session("s1", [("Jo", "My pottery studio is run by Moravec, a patient teacher."),
-                            ("Al", "Sounds lovely.")])
-    second = _session("s2", [("Jo", "Moravec showed me how to glaze a bowl in cobalt blue."),
-                             ("Al", "Cobalt is a beautiful colour.")], when=T0 + timedelta(days=3))
+    first = _session(
+        "s1",
+        [
+            ("Jo", "My pottery studio is run by Moravec, a patient teacher."),
+            ("Al", "Sounds lovely."),
+        ],
+    )
+    second = _session(
+        "s2",
+        [
+            ("Jo", "Moravec showed me how to glaze a bowl in cobalt blue."),
+            ("Al", "Cobalt is a beautiful colour."),
+        ],
+        when=T0 + timedelta(days=3),
+    )
     fillers = [
-        _session(f"f{n}", [("Jo", f"Pottery day {n}: the studio was busy with {w} classes."),
-                           ("Al", f"I hope the {w} class went well.")],
-                 when=T0 - timedelta(days=n + 1))
+        _session(
+            f"f{n}",
+            [
+                ("Jo", f"Pottery day {n}: the studio was busy with {w} classes."),
+                ("Al", f"I hope the {w} class went well."),
+            ],
+            when=T0 - timedelta(days=n + 1),
+        )
         for n, w in enumerate(["morning", "evening", "weekend", "kids", "beginner"])
-    ]  # fmt: skip
+    ]
     return _index(first, second, *fillers)
 
 
@@ -135,11 +166,16 @@ def test_single_hop_order_holds_with_the_second_round() -> None:
 
 
 def test_the_speaker_lift_grows_with_the_turns_own_match() -> None:
-    index = _index(_session("s", [
-        ("Mia", "The lighthouse keeper showed me the old lighthouse lamp."),
-        ("Mia", "I ate lunch near the harbour."),
-        ("Tom", "The lighthouse lamp is from 1890."),
-    ]))  # fmt: skip
+    index = _index(
+        _session(
+            "s",
+            [
+                ("Mia", "The lighthouse keeper showed me the old lighthouse lamp."),
+                ("Mia", "I ate lunch near the harbour."),
+                ("Tom", "The lighthouse lamp is from 1890."),
+            ],
+        )
+    )
     ranking = Ranker(index, RankConfig()).rank("What did Mia see at the lighthouse?", k=10)
     by_id = {h.interaction_id: h for h in ranking.hits}
     strong, weak = by_id["t0"].components, by_id.get("t1")

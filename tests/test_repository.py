@@ -95,7 +95,10 @@ def test_delete_removes_the_file_and_the_entry(store: Path) -> None:
     assert not (store / "sessions" / "a.md").exists()
     assert git(store, "status", "--porcelain") == ""
     assert git(store, "ls-tree", "-r", "--name-only", "HEAD").split() == [
-        ".gitattributes", ".gitmem-layout", "README.md"]
+        ".gitattributes",
+        ".gitmem-layout",
+        "README.md",
+    ]
 
 
 def test_symlinked_folder_pointing_outside_is_refused(store: Path, tmp_path: Path) -> None:
@@ -256,8 +259,9 @@ def test_journal_undoes_a_save_that_died_before_the_ref_moved(store: Path) -> No
     (store / "sessions" / "a.md").write_bytes(b"half\n")
     from gitmem.store.objects import object_id
 
-    journal = {"files": {"sessions/a.md": [object_id("blob", b"v1\n"),
-                                           object_id("blob", b"half\n")]}}
+    journal = {
+        "files": {"sessions/a.md": [object_id("blob", b"v1\n"), object_id("blob", b"half\n")]}
+    }
     lock.write_text("pid=1 host=dead\n" + json.dumps(journal))
     with Repository(store).transaction():
         pass
@@ -320,7 +324,6 @@ def test_an_index_that_git_must_edit_itself_follows_each_save(store: Path) -> No
     assert not (store / ".git" / "index.lock").exists()
 
 
-
 READERS = """
 import json, sys, threading
 from gitmem.store.repository import Repository
@@ -359,8 +362,12 @@ def test_threads_reading_objects_through_one_repository_get_their_own(store: Pat
     listing = git(store, "ls-tree", "HEAD", "sessions/").splitlines()
     want = {line.split()[2]: git(store, "cat-file", "blob", line.split()[2]) for line in listing}
     try:
-        done = subprocess.run([sys.executable, "-c", READERS, str(store), json.dumps(want)],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", READERS, str(store), json.dumps(want)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("a reader hung on the cat-file pipe")
     assert done.returncode == 0, done.stderr

@@ -37,14 +37,27 @@ def _llm(monkeypatch: pytest.MonkeyPatch, base_url: str, timeout: str = "5") -> 
 def mm(store: Path) -> MemoryManager:
     """Four past turns about hiking in three sessions, and the current session "now"."""
     mm = MemoryManager.init(store, agent="tester", model="chat-model")
-    mm.save_interaction("trip", "We hiked in the Alps near Zermatt last summer.",
-                        "Sounds lovely, the Matterhorn views!", interaction_id="t1")
-    mm.save_interaction("trip", "The hike to the Hörnli hut took six hours.",
-                        "That is a long hike.", interaction_id="t2")
-    mm.save_interaction("food", "My favourite hike snack is dried mango.", "Good energy.",
-                        interaction_id="f1")
-    mm.save_interaction("work", "I have a meeting about the hike budget for the team offsite.",
-                        "OK.", interaction_id="w1")
+    mm.save_interaction(
+        "trip",
+        "We hiked in the Alps near Zermatt last summer.",
+        "Sounds lovely, the Matterhorn views!",
+        interaction_id="t1",
+    )
+    mm.save_interaction(
+        "trip",
+        "The hike to the Hörnli hut took six hours.",
+        "That is a long hike.",
+        interaction_id="t2",
+    )
+    mm.save_interaction(
+        "food", "My favourite hike snack is dried mango.", "Good energy.", interaction_id="f1"
+    )
+    mm.save_interaction(
+        "work",
+        "I have a meeting about the hike budget for the team offsite.",
+        "OK.",
+        interaction_id="w1",
+    )
     mm.save_interaction("now", "Hello again", "Hi!", interaction_id="n1")
     return mm
 
@@ -64,14 +77,18 @@ def _state(store: Path) -> tuple[str, str]:
 
 
 def test_the_models_choice_sets_the_memories_their_order_and_text(
-        mm: MemoryManager, store: Path, llm_server: FakeServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lexical = _memory_lines(mm.retrieve_context("now", QUERY, k=2))
     assert [line.split(" · ")[1] for line in lexical] == ["turn t2", "turn t1"]
     before = _state(store)
     _llm(monkeypatch, llm_server.base_url)
-    llm_server.script.append(_choose(("f1", "Favourite hike snack: dried mango.", "a snack"),
-                                     ("t1", "Hiked near Zermatt.", "the trip")))
+    llm_server.script.append(
+        _choose(
+            ("f1", "Favourite hike snack: dried mango.", "a snack"),
+            ("t1", "Hiked near Zermatt.", "the trip"),
+        )
+    )
     out = mm.retrieve_context("now", QUERY, k=2, rerank=True, explain=True)
     lines = _memory_lines(out)
     # the fourth lexical candidate comes first: the model chose from more than k
@@ -89,7 +106,8 @@ def test_the_models_choice_sets_the_memories_their_order_and_text(
 
 
 def test_the_request_holds_the_query_the_candidates_and_json_mode(
-        mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _llm(monkeypatch, llm_server.base_url)
     llm_server.script.append(_choose(("t2", "Six hours to the Hörnli hut.", "duration")))
     mm.retrieve_context("now", QUERY, rerank=True)
@@ -99,18 +117,27 @@ def test_the_request_holds_the_query_the_candidates_and_json_mode(
     system, user = (m["content"] for m in request["messages"])
     assert '"chosen"' in system and '"why"' in system
     assert "Query: hike" in user
-    for ref, text in (("t1", "near Zermatt"), ("t2", "Hörnli hut"), ("f1", "dried mango"),
-                      ("w1", "hike budget")):
+    for ref, text in (
+        ("t1", "near Zermatt"),
+        ("t2", "Hörnli hut"),
+        ("f1", "dried mango"),
+        ("w1", "hike budget"),
+    ):
         assert f"[{ref}] (session " in user and text in user
     assert "Hello again" not in user  # the current session's recent turns are not candidates
 
 
 def test_ids_that_name_no_candidate_are_dropped_and_listed(
-        mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _llm(monkeypatch, llm_server.base_url)
-    llm_server.script.append(_choose(("zz9", "invented", "made up"),
-                                     ("work#w1", "Hike budget meeting.", "long form id"),
-                                     ("n1", "the current turn", "not a candidate")))
+    llm_server.script.append(
+        _choose(
+            ("zz9", "invented", "made up"),
+            ("work#w1", "Hike budget meeting.", "long form id"),
+            ("n1", "the current turn", "not a candidate"),
+        )
+    )
     out = mm.retrieve_context("now", QUERY, rerank=True, explain=True)
     assert _memory_lines(out) == [_memory_lines(out)[0]]
     assert _memory_lines(out)[0].endswith("] Hike budget meeting.")
@@ -121,7 +148,8 @@ def test_ids_that_name_no_candidate_are_dropped_and_listed(
 
 
 def test_the_budget_holds_and_a_longer_condensed_text_is_cut(
-        mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _llm(monkeypatch, llm_server.base_url)
     long = "An elaborate retelling of a snack. " * 40
     for max_tokens in (2000, 60, 25):
@@ -145,6 +173,7 @@ def _sleepy(server: FakeServer) -> Any:
     def handler(request: dict[str, Any]) -> Reply:
         server.sleep(5)
         return completion('{"chosen": []}')
+
     return handler
 
 
@@ -153,8 +182,10 @@ FAILURES: dict[str, Any] = {
     "not-json": (lambda s: lambda r: completion("I think t1 is best."), "not JSON"),
     "wrong-shape": (lambda s: lambda r: completion('{"chosen": "t1"}'), "is not"),
     "rows-not-objects": (lambda s: lambda r: completion('{"chosen": ["t1"]}'), "is not"),
-    "unknown-ids": (lambda s: _choose(("x1", "a", "b"), ("trip#t9", "c", "d")),
-                    "no candidate it was given"),
+    "unknown-ids": (
+        lambda s: _choose(("x1", "a", "b"), ("trip#t9", "c", "d")),
+        "no candidate it was given",
+    ),
     "empty-choice": (lambda s: lambda r: completion('{"chosen": []}'), "chose no candidate"),
     "timeout": (_sleepy, "no answer within"),
 }
@@ -162,8 +193,12 @@ FAILURES: dict[str, Any] = {
 
 @pytest.mark.parametrize("case", sorted(FAILURES))
 def test_every_failure_of_the_model_gives_the_lexical_context_and_a_note(
-        case: str, mm: MemoryManager, store: Path, llm_server: FakeServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    case: str,
+    mm: MemoryManager,
+    store: Path,
+    llm_server: FakeServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     lexical = mm.retrieve_context("now", QUERY, 300, k=3)
     before = _state(store)
     make, reason = FAILURES[case]
@@ -175,14 +210,15 @@ def test_every_failure_of_the_model_gives_the_lexical_context_and_a_note(
     assert out.explanation is not None
     info = out.explanation["rerank"]
     assert reason in info["fallback"] and info["chosen"] == []
-    assert any(n.startswith("rerank fell back to the lexical order: ")
-               for n in out.explanation["notes"])
+    assert any(
+        n.startswith("rerank fell back to the lexical order: ") for n in out.explanation["notes"]
+    )
     assert _state(store) == before
 
 
 def test_a_slow_model_gets_the_rerank_timeout_once_not_the_summaries_budget(
-        mm: MemoryManager, store: Path, llm_server: FakeServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lexical = mm.retrieve_context("now", QUERY, 300, k=3)
     before = _state(store)
     _llm(monkeypatch, llm_server.base_url, timeout="60")
@@ -198,7 +234,8 @@ def test_a_slow_model_gets_the_rerank_timeout_once_not_the_summaries_budget(
 
 
 def test_no_llm_or_no_server_gives_the_lexical_context(
-        mm: MemoryManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lexical = mm.retrieve_context("now", QUERY)
     out = mm.retrieve_context("now", QUERY, rerank=True, explain=True)
     assert list(out) == list(lexical) and out.explanation is not None
@@ -210,15 +247,18 @@ def test_no_llm_or_no_server_gives_the_lexical_context(
     assert out.explanation["rerank"]["fallback"].startswith("the model failed: fake-reranker")
 
 
-def test_the_prompt_is_bounded(mm: MemoryManager, llm_server: FakeServer,
-                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_prompt_is_bounded(
+    mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for n in range(30):
-        mm.save_interaction(f"long{n}", "hike " + "trail mix and switchbacks " * 400, "ok",
-                            interaction_id=f"L{n}")
+        mm.save_interaction(
+            f"long{n}", "hike " + "trail mix and switchbacks " * 400, "ok", interaction_id=f"L{n}"
+        )
     _llm(monkeypatch, llm_server.base_url)
     llm_server.script.append(_choose(("L3", "Trail mix.", "snack")))
-    out = mm.retrieve_context("now", QUERY + " x" * 50_000, rerank=True,
-                              rerank_candidates=40, explain=True)
+    out = mm.retrieve_context(
+        "now", QUERY + " x" * 50_000, rerank=True, rerank_candidates=40, explain=True
+    )
     user = llm_server.requests[0]["messages"][1]["content"]
     assert len(user) <= PROMPT_CHARS
     assert out.explanation is not None
@@ -228,12 +268,17 @@ def test_the_prompt_is_bounded(mm: MemoryManager, llm_server: FakeServer,
 
 
 def test_summaries_and_clashing_turn_ids_get_distinct_references(
-        mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mm.save_interaction("other", "Another hike, up the Rigi.", "Nice.", interaction_id="t1")
     mm.summarize("trip", offline=True)
     _llm(monkeypatch, llm_server.base_url)
-    llm_server.script.append(_choose(("summary:trip", "Alps hiking trip.", "overview"),
-                                     ("other#t1", "Rigi hike.", "another hike")))
+    llm_server.script.append(
+        _choose(
+            ("summary:trip", "Alps hiking trip.", "overview"),
+            ("other#t1", "Rigi hike.", "another hike"),
+        )
+    )
     out = mm.retrieve_context("now", QUERY, rerank=True, explain=True)
     user = llm_server.requests[0]["messages"][1]["content"]
     assert "[summary:trip] (session trip" in user
@@ -265,13 +310,29 @@ def test_rerank_candidates_must_be_positive(mm: MemoryManager) -> None:
 
 
 def test_cli_context_rerank_explain_shows_the_choice(
-        mm: MemoryManager, store: Path, llm_server: FakeServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _llm(monkeypatch, llm_server.base_url)
-    llm_server.script.append(_choose(("w1", "Hike budget.", "the budget asked about"),
-                                     ("f1", "x", "not among the first 3 candidates")))
-    result = CliRunner().invoke(cli, ["--repo", str(store), "context", "now", QUERY, "--rerank",
-                                      "--candidates", "3", "--explain"])
+    llm_server.script.append(
+        _choose(
+            ("w1", "Hike budget.", "the budget asked about"),
+            ("f1", "x", "not among the first 3 candidates"),
+        )
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--repo",
+            str(store),
+            "context",
+            "now",
+            QUERY,
+            "--rerank",
+            "--candidates",
+            "3",
+            "--explain",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "rerank by fake-reranker: asked 3 candidates: t2, t1, " in result.output
     assert "  1  work#w1  (12 of " in result.output
@@ -279,15 +340,16 @@ def test_cli_context_rerank_explain_shows_the_choice(
     assert "ids the model cited that were not candidates (dropped): 'f1'" in result.output
     assert "- [work · turn w1 · 2" in result.output and "- [food" not in result.output
     llm_server.script.append(lambda r: error(500, "down"))
-    result = CliRunner().invoke(cli, ["--repo", str(store), "context", "now", QUERY, "--rerank",
-                                      "--explain"])
+    result = CliRunner().invoke(
+        cli, ["--repo", str(store), "context", "now", QUERY, "--rerank", "--explain"]
+    )
     assert result.exit_code == 0, result.output
     assert "fell back to the lexical order: the model failed: fake-reranker" in result.output
 
 
 def test_the_async_twin_passes_rerank_through(
-        mm: MemoryManager, store: Path, llm_server: FakeServer,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _llm(monkeypatch, llm_server.base_url)
     llm_server.script.append(_choose(("w1", "Budget meeting.", "work")))
 

@@ -38,9 +38,14 @@ def test_secret_finding_json_round_trip(store: Path) -> None:
     git(store, "commit", "-qm", "notes")
     [finding] = mm.scan_history()
     data = finding.to_dict()
-    assert data == {"commit": git(store, "rev-parse", "HEAD").strip(), "path": "notes.md",
-                    "line": 1, "kind": "aws-access-key", "masked": finding.masked,
-                    "at_head": True}
+    assert data == {
+        "commit": git(store, "rev-parse", "HEAD").strip(),
+        "path": "notes.md",
+        "line": 1,
+        "kind": "aws-access-key",
+        "masked": finding.masked,
+        "at_head": True,
+    }
     assert SecretFinding.model_validate(data) == finding
     assert json.loads(_cli(store, "scan", "--json", code=1)) == [data]
     # positional, as before, and hashable (scan drops duplicates through a dict)
@@ -55,15 +60,32 @@ def test_summary_outcome_and_loss_report_json(store: Path) -> None:
     mm = MemoryManager.init(store, agent="tester")
     mm.summary_config = SummaryConfig(on_loss="refuse")
     _with_previous(mm)
-    [outcome] = mm.summarize_idle("1m", now=datetime(2030, 1, 1, tzinfo=UTC),
-                                  summarizer=Fixed("- paints", ["paints"]))
+    [outcome] = mm.summarize_idle(
+        "1m", now=datetime(2030, 1, 1, tzinfo=UTC), summarizer=Fixed("- paints", ["paints"])
+    )
     assert outcome.status == "refused" and outcome.report is not None
     data = outcome.to_dict()
-    assert list(data) == ["session_id", "status", "trigger", "reason", "commit", "model",
-                          "fallback", "error", "report"]
-    assert list(outcome.report) == ["share", "threshold", "fires", "previous_facts",
-                                    "dropped", "dropped_entities", "recoverable",
-                                    "unsupported"]
+    assert list(data) == [
+        "session_id",
+        "status",
+        "trigger",
+        "reason",
+        "commit",
+        "model",
+        "fallback",
+        "error",
+        "report",
+    ]
+    assert list(outcome.report) == [
+        "share",
+        "threshold",
+        "fires",
+        "previous_facts",
+        "dropped",
+        "dropped_entities",
+        "recoverable",
+        "unsupported",
+    ]
     assert outcome.report["dropped"] == FACTS and outcome.report["share"] == 1.0
     assert SummaryOutcome.model_validate(json.loads(json.dumps(data))) == outcome
     with pytest.raises(ModelValidationError, match="status"):
@@ -86,8 +108,15 @@ def test_review_json_is_what_the_cli_prints(store: Path) -> None:
     shown = mm.review_show("caro")
     printed = json.loads(_cli(store, "review", "show", "caro", "--json"))
     assert printed == shown.to_dict()
-    assert list(printed) == ["session_id", "branch", "commit", "parent", "subject", "message",
-                             "diff"]
+    assert list(printed) == [
+        "session_id",
+        "branch",
+        "commit",
+        "parent",
+        "subject",
+        "message",
+        "diff",
+    ]
     assert Review.model_validate(printed) == shown
     [listed] = json.loads(_cli(store, "review", "list", "--json"))
     assert Review.model_validate(listed) == shown.model_copy(update={"message": "", "diff": ""})
@@ -101,8 +130,7 @@ def test_sync_report_counts_into_its_own_list(store: Path) -> None:
     git(store, "add", "-A")
     git(store, "commit", "-qm", "hand edit")
     report = mm.reindex()
-    assert (report.rebuilt, report.indexed, report.unreadable) == (
-        True, 1, ["sessions/broken.md"])
+    assert (report.rebuilt, report.indexed, report.unreadable) == (True, 1, ["sessions/broken.md"])
     assert SyncReport.model_validate(report.to_dict()) == report
     assert SyncReport(commit=None).unreadable == []  # the default list is not shared
     mm.close()

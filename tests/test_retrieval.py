@@ -27,20 +27,35 @@ def mm(store: Path) -> MemoryManager:
     return MemoryManager.init(store, agent="tester")
 
 
-def _session(sid: str, turns: list[tuple[str, str]], *, when: datetime = T0,
-             tags: list[str] | None = None, summary: str | None = None,
-             links: list[str] | None = None, project: str | None = None) -> Session:
+def _session(
+    sid: str,
+    turns: list[tuple[str, str]],
+    *,
+    when: datetime = T0,
+    tags: list[str] | None = None,
+    summary: str | None = None,
+    links: list[str] | None = None,
+    project: str | None = None,
+) -> Session:
     interactions = [
-        Interaction(id=f"t{n}", timestamp=when + timedelta(minutes=n),
-                    messages=[Message(speaker=speaker, content=text)])
+        Interaction(
+            id=f"t{n}",
+            timestamp=when + timedelta(minutes=n),
+            messages=[Message(speaker=speaker, content=text)],
+        )
         for n, (speaker, text) in enumerate(turns)
-    ]  # fmt: skip
+    ]
     return Session(
-        id=sid, created=when, last_active=when, interactions=interactions,
-        participants=sorted({s for s, _ in turns}), tags=tags or [], links=links or [],
+        id=sid,
+        created=when,
+        last_active=when,
+        interactions=interactions,
+        participants=sorted({s for s, _ in turns}),
+        tags=tags or [],
+        links=links or [],
         project=project,
         summary=Summary(text=summary, generated=when) if summary else None,
-    )  # fmt: skip
+    )
 
 
 def _index(*sessions: Session) -> Index:
@@ -82,11 +97,18 @@ def test_dates_named_in_text() -> None:
 
 def test_keyword_match_ranks_first_with_components() -> None:
     index = _index(
-        _session("books", [("User", "Recommend books about Python asyncio"),
-                           ("Assistant", "Try Using Asyncio in Python")]),
-        _session("food", [("User", "How do I bake sourdough bread?"),
-                          ("Assistant", "Feed your starter first")]),
-    )  # fmt: skip
+        _session(
+            "books",
+            [
+                ("User", "Recommend books about Python asyncio"),
+                ("Assistant", "Try Using Asyncio in Python"),
+            ],
+        ),
+        _session(
+            "food",
+            [("User", "How do I bake sourdough bread?"), ("Assistant", "Feed your starter first")],
+        ),
+    )
     hits = Ranker(index).rank("asyncio book recommendations", k=5).hits
     assert hits[0].session_id == "books"
     assert hits[0].interaction_id == "t0"
@@ -110,8 +132,9 @@ def test_min_score_cuts_weak_matches() -> None:
 
 
 def test_cjk_query_finds_chinese_memory(mm: MemoryManager) -> None:
-    mm.save_interaction("py-zh", "Python装饰器怎么用？", "装饰器是接收一个函数并返回新函数的函数。",
-                        timestamp=T0)  # fmt: skip
+    mm.save_interaction(
+        "py-zh", "Python装饰器怎么用？", "装饰器是接收一个函数并返回新函数的函数。", timestamp=T0
+    )
     mm.save_interaction("cooking", "怎么做红烧肉？", "先焯水，再炒糖色。", timestamp=T0)
     mm.save_interaction("en", "What is a Python list?", "An ordered sequence.", timestamp=T0)
     hits = mm.search("Python装饰器")
@@ -121,8 +144,10 @@ def test_cjk_query_finds_chinese_memory(mm: MemoryManager) -> None:
 
 
 def test_typo_is_corrected_from_the_vocabulary() -> None:
-    index = _index(_session("a", [("User", "I love the asyncio library")]),
-                   _session("b", [("User", "Cooking pasta tonight")]))
+    index = _index(
+        _session("a", [("User", "I love the asyncio library")]),
+        _session("b", [("User", "Cooking pasta tonight")]),
+    )
     ranking = Ranker(index).rank("asyncoi", k=3)
     assert ranking.corrections == {"asyncoi": "asyncio"}
     assert ranking.hits[0].session_id == "a"
@@ -130,8 +155,11 @@ def test_typo_is_corrected_from_the_vocabulary() -> None:
 
 def test_summary_lifts_its_sessions_turns() -> None:
     plain = _session("plain", [("User", "we planned the garden"), ("User", "tomatoes or beans")])
-    summed = _session("summed", [("User", "we planned the garden"), ("User", "tomatoes or beans")],
-                      summary="A long talk about the vegetable garden layout")
+    summed = _session(
+        "summed",
+        [("User", "we planned the garden"), ("User", "tomatoes or beans")],
+        summary="A long talk about the vegetable garden layout",
+    )
     hits = Ranker(_index(plain, summed)).rank("garden", k=10).hits
     turns = [h for h in hits if h.kind == "interaction"]
     assert turns[0].session_id == "summed"
@@ -140,11 +168,14 @@ def test_summary_lifts_its_sessions_turns() -> None:
 
 
 def test_neighbouring_turn_lends_context() -> None:
-    session = _session("s", [
-        ("Melanie", "What did you take away from the book Becoming Nicole?"),
-        ("Caroline", "It taught me self-acceptance and hope."),
-        ("Melanie", "Unrelated chat about weather."),
-    ])  # fmt: skip
+    session = _session(
+        "s",
+        [
+            ("Melanie", "What did you take away from the book Becoming Nicole?"),
+            ("Caroline", "It taught me self-acceptance and hope."),
+            ("Melanie", "Unrelated chat about weather."),
+        ],
+    )
     hits = Ranker(_index(session)).rank("Becoming Nicole book", k=5).hits
     by_id = {h.interaction_id: h for h in hits}
     assert by_id["t1"].components["keyword"] == 0
@@ -152,18 +183,21 @@ def test_neighbouring_turn_lends_context() -> None:
 
 
 def test_speaker_named_in_query_is_preferred() -> None:
-    session = _session("s", [("Jon", "I opened a dance studio"),
-                             ("Gina", "I opened a clothing store")])
+    session = _session(
+        "s", [("Jon", "I opened a dance studio"), ("Gina", "I opened a clothing store")]
+    )
     hits = Ranker(_index(session)).rank("What did Gina open?", k=2).hits
     assert hits[0].interaction_id == "t1"
     assert hits[0].components["speaker"] > 0
 
 
 def test_date_in_query_prefers_memories_from_then() -> None:
-    may = _session("may", [("Maria", "I went hiking with friends")],
-                   when=datetime(2023, 5, 3, tzinfo=UTC))
-    july = _session("july", [("Maria", "I went hiking with friends")],
-                    when=datetime(2023, 7, 20, tzinfo=UTC))
+    may = _session(
+        "may", [("Maria", "I went hiking with friends")], when=datetime(2023, 5, 3, tzinfo=UTC)
+    )
+    july = _session(
+        "july", [("Maria", "I went hiking with friends")], when=datetime(2023, 7, 20, tzinfo=UTC)
+    )
     index = _index(may, july)
     hits = Ranker(index).rank("Where did Maria go hiking in July 2023?", k=2).hits
     assert hits[0].session_id == "july"
@@ -174,10 +208,12 @@ def test_date_in_query_prefers_memories_from_then() -> None:
 
 
 def test_decay_prefers_recent_and_activation_prefers_used() -> None:
-    old = _session("old", [("User", "notes on the budget spreadsheet")],
-                   when=datetime(2020, 1, 1, tzinfo=UTC))
-    new = _session("new", [("User", "notes on the budget spreadsheet")],
-                   when=datetime(2024, 1, 1, tzinfo=UTC))
+    old = _session(
+        "old", [("User", "notes on the budget spreadsheet")], when=datetime(2020, 1, 1, tzinfo=UTC)
+    )
+    new = _session(
+        "new", [("User", "notes on the budget spreadsheet")], when=datetime(2024, 1, 1, tzinfo=UTC)
+    )
     index = _index(old, new)
     now = datetime(2024, 2, 1, tzinfo=UTC)
     hits = Ranker(index).rank("budget spreadsheet", k=2, now=now).hits
@@ -191,10 +227,14 @@ def test_decay_prefers_recent_and_activation_prefers_used() -> None:
 
 
 def test_filters_narrow_the_candidates() -> None:
-    a = _session("a", [("User", "python testing tips")], tags=["python", "work"],
-                 project="alpha")
-    b = _session("b", [("Bob", "python testing tricks")], tags=["python"], project="beta",
-                 when=datetime(2024, 6, 1, tzinfo=UTC))
+    a = _session("a", [("User", "python testing tips")], tags=["python", "work"], project="alpha")
+    b = _session(
+        "b",
+        [("Bob", "python testing tricks")],
+        tags=["python"],
+        project="beta",
+        when=datetime(2024, 6, 1, tzinfo=UTC),
+    )
     index = _index(a, b)
     rank = Ranker(index).rank
 
@@ -258,10 +298,16 @@ def test_search_explain_and_commit(mm: MemoryManager) -> None:
 
 
 def test_include_links_adds_linked_summaries(mm: MemoryManager) -> None:
-    mm.put_session(_session("design", [("User", "the storage layer design")],
-                            summary="We chose SQLite for the derived index."))
-    mm.put_session(_session("main", [("User", "see [[design]] about the storage layer")],
-                            links=["design"]))
+    mm.put_session(
+        _session(
+            "design",
+            [("User", "the storage layer design")],
+            summary="We chose SQLite for the derived index.",
+        )
+    )
+    mm.put_session(
+        _session("main", [("User", "see [[design]] about the storage layer")], links=["design"])
+    )
     hits = mm.search("storage layer", include_links=True, session="main")
     linked = [h for h in hits if h.components.get("link")]
     assert [h.session_id for h in linked] == ["design"]
@@ -279,8 +325,11 @@ def _memories(n: int) -> list[Memory]:
 
 
 def test_context_never_exceeds_the_budget_and_keeps_order() -> None:
-    session = _session("cur", [("User", f"turn {n} " + "words " * n) for n in range(12)],
-                       summary="Summary text " * 10)
+    session = _session(
+        "cur",
+        [("User", f"turn {n} " + "words " * n) for n in range(12)],
+        summary="Summary text " * 10,
+    )
     counter = EstimateCounter()
     for budget in range(1, 400, 7):
         plan = assemble(session, _memories(6), budget, counter)
@@ -307,8 +356,9 @@ def test_context_cuts_memories_then_turns_without_gaps() -> None:
 
 
 def test_retrieve_context_through_the_manager(mm: MemoryManager) -> None:
-    mm.save_interaction("trip", "We booked flights to Lisbon for May", "Great, pack light.",
-                        timestamp=T0)
+    mm.save_interaction(
+        "trip", "We booked flights to Lisbon for May", "Great, pack light.", timestamp=T0
+    )
     mm.save_interaction("today", "Any plans?", "Not yet.", timestamp=T0 + timedelta(days=3))
     messages = mm.retrieve_context("today", "Lisbon flights", max_tokens=500, explain=True)
     assert messages[0] == {"role": "user", "content": "Any plans?"}
@@ -335,8 +385,9 @@ def test_token_counter_is_pluggable(mm: MemoryManager) -> None:
             return len(text)
 
     mm.save_interaction("s", "hello there", "general kenobi")
-    messages = mm.retrieve_context("s", "kenobi", max_tokens=40, token_counter=Chars(),
-                                   explain=True)
+    messages = mm.retrieve_context(
+        "s", "kenobi", max_tokens=40, token_counter=Chars(), explain=True
+    )
     assert messages.explanation is not None
     assert messages.explanation["budget"]["counter"] == "chars"
     assert sum(len(m["content"]) + 4 for m in messages) <= 40
@@ -346,8 +397,9 @@ def test_token_counter_is_pluggable(mm: MemoryManager) -> None:
 
 
 def test_cli_search_and_context(mm: MemoryManager, store: Path) -> None:
-    mm.save_interaction("s1", "Recommend books on asyncio", "Try Using Asyncio in Python",
-                        tags=["python"])
+    mm.save_interaction(
+        "s1", "Recommend books on asyncio", "Try Using Asyncio in Python", tags=["python"]
+    )
     runner = CliRunner()
     out = runner.invoke(cli, ["--repo", str(store), "search", "asyncio books", "--json"])
     assert out.exit_code == 0, out.output
@@ -359,8 +411,9 @@ def test_cli_search_and_context(mm: MemoryManager, store: Path) -> None:
     assert out.exit_code == 0 and "no session has the tag 'nope'" in out.output
     out = runner.invoke(cli, ["--repo", str(store), "search", ""])
     assert out.exit_code == 1 and "empty" in out.output
-    out = runner.invoke(cli, ["--repo", str(store), "context", "s1", "asyncio", "--explain",
-                              "--max-tokens", "300"])  # fmt: skip
+    out = runner.invoke(
+        cli, ["--repo", str(store), "context", "s1", "asyncio", "--explain", "--max-tokens", "300"]
+    )
     assert out.exit_code == 0 and "budget:" in out.output and "[assistant]" in out.output
     out = runner.invoke(cli, ["--repo", str(store), "--json", "context", "s1", "asyncio"])
     assert json.loads(out.output)["messages"][0]["role"] == "user"

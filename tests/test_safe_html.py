@@ -14,9 +14,33 @@ from hypothesis import strategies as st
 
 from gitmem.format.html import MarkdownHtml
 
-ALLOWED_TAGS = {"p", "br", "a", "strong", "em", "code", "pre", "del", "ul", "ol", "li",
-                "blockquote", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "table", "thead",
-                "tbody", "tr", "th", "td"}
+ALLOWED_TAGS = {
+    "p",
+    "br",
+    "a",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "del",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+}
 ALLOWED_ATTRS = {"href", "rel", "class", "title", "start", "style"}
 SAFE_HREF = ("http://", "https://", "mailto:", "/sessions/", "#")
 
@@ -50,8 +74,10 @@ def assert_inert(html: str) -> None:
 
 
 def test_script_and_event_handlers_show_as_text() -> None:
-    html = render('<script>alert(1)</script> <img src=x onerror="alert(2)">\n\n'
-                  "<div onclick=steal()>raw block</div>")
+    html = render(
+        '<script>alert(1)</script> <img src=x onerror="alert(2)">\n\n'
+        "<div onclick=steal()>raw block</div>"
+    )
     assert_inert(html)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;img src=x onerror=" in html
@@ -59,13 +85,16 @@ def test_script_and_event_handlers_show_as_text() -> None:
 
 
 def test_script_links_are_neutralised_and_others_kept() -> None:
-    html = render("[a](javascript:alert(1)) [b](JavaScript:x) [c](data:text/html,x) "
-                  "[d](vbscript:x) [e](https://example.org/x) [f](mailto:a@example.org)")
+    html = render(
+        "[a](javascript:alert(1)) [b](JavaScript:x) [c](data:text/html,x) "
+        "[d](vbscript:x) [e](https://example.org/x) [f](mailto:a@example.org)"
+    )
     assert_inert(html)
     assert html.count('href="#harmful-link"') == 4
     assert 'href="https://example.org/x"' in html and 'href="mailto:a@example.org"' in html
-    assert all('rel="nofollow noopener noreferrer"' in attrs_text
-               for attrs_text in html.split("<a ")[1:])
+    assert all(
+        'rel="nofollow noopener noreferrer"' in attrs_text for attrs_text in html.split("<a ")[1:]
+    )
 
 
 def test_images_are_links_never_loaded() -> None:
@@ -85,13 +114,45 @@ def test_line_breaks_of_a_chat_message_are_kept() -> None:
     assert "<br />" in render("first line\nsecond line")
 
 
-HOSTILE_PARTS = st.sampled_from([
-    "<script>", "</script>", "<img src=x onerror=alert(1)>", "<a href='javascript:x'>",
-    "[x](javascript:alert(1))", "![i](data:image/svg+xml,<svg onload=x>)", "<svg onload=x>",
-    "<iframe src=//evil>", '" onmouseover="x', "[[", "]]", "`", "```", "\n", "\n\n", "*", "|",
-    "<style>", "&lt;", "&#60;script&#62;", "<!--", "-->", "<", ">", "'", '"', "=", " ",
-    "javascript:", "[y](  javascript:x )", "<b>", "> quote", "- item", "1. item", "#",
-])
+HOSTILE_PARTS = st.sampled_from(
+    [
+        "<script>",
+        "</script>",
+        "<img src=x onerror=alert(1)>",
+        "<a href='javascript:x'>",
+        "[x](javascript:alert(1))",
+        "![i](data:image/svg+xml,<svg onload=x>)",
+        "<svg onload=x>",
+        "<iframe src=//evil>",
+        '" onmouseover="x',
+        "[[",
+        "]]",
+        "`",
+        "```",
+        "\n",
+        "\n\n",
+        "*",
+        "|",
+        "<style>",
+        "&lt;",
+        "&#60;script&#62;",
+        "<!--",
+        "-->",
+        "<",
+        ">",
+        "'",
+        '"',
+        "=",
+        " ",
+        "javascript:",
+        "[y](  javascript:x )",
+        "<b>",
+        "> quote",
+        "- item",
+        "1. item",
+        "#",
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None)

@@ -26,8 +26,10 @@ __all__ = ["llm_server"]
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 BASIC = "YWxpY2U6czNjcmV0LXBhc3N3b3Jk"  # base64 of alice:s3cret-password
-TURNS = [("I moved to Lisbon in March 2023.", "Congratulations!"),
-         ("My daughter Ana starts school in September.", "Exciting.")]
+TURNS = [
+    ("I moved to Lisbon in March 2023.", "Congratulations!"),
+    ("My daughter Ana starts school in September.", "Exciting."),
+]
 
 
 @pytest.fixture
@@ -48,8 +50,20 @@ def test_fact_sections_and_sources_never_commit_a_token(mm: MemoryManager, store
     first = mm.remember("Benign.", section=f"Keys {TOKEN}", source=(TOKEN, "i1"))
     mm.update_fact(first.id, section=f"More {TOKEN}")
     mm.supersede(first.id, "Still benign.", source=f"lisbon#{TOKEN}")
-    out = CliRunner().invoke(cli, ["--repo", str(store), "facts", "add", "Benign too.",
-                                   "--section", f"Keys {TOKEN}", "--source", f"{TOKEN}#i1"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "--repo",
+            str(store),
+            "facts",
+            "add",
+            "Benign too.",
+            "--section",
+            f"Keys {TOKEN}",
+            "--source",
+            f"{TOKEN}#i1",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert TOKEN not in _whole_history(store)
     assert mm.scan_history() == []
@@ -76,13 +90,17 @@ def test_a_server_url_with_credentials_is_refused(config: type[LLMConfig | Embed
 
 
 def test_summarize_with_credentials_in_the_url_sends_nothing(
-        mm: MemoryManager, store: Path, llm_server: FakeServer) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer
+) -> None:
     head = git(store, "rev-parse", "HEAD")
     url = llm_server.base_url.replace("://", "://alice:s3cret-password@")
     done = subprocess.run(
         [sys.executable, "-m", "gitmem", "--repo", str(store), "summarize", "lisbon"],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "GITMEM_LLM_BASE_URL": url, "GITMEM_LLM_MODEL": "m"})
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "GITMEM_LLM_BASE_URL": url, "GITMEM_LLM_MODEL": "m"},
+    )
     assert done.returncode == 1, done.stderr
     assert "carries a user name or password" in done.stderr
     assert "s3cret-password" not in done.stderr + done.stdout
@@ -91,7 +109,8 @@ def test_summarize_with_credentials_in_the_url_sends_nothing(
 
 
 def test_a_basic_header_echoed_by_the_server_is_redacted(
-        mm: MemoryManager, store: Path, llm_server: FakeServer) -> None:
+    mm: MemoryManager, store: Path, llm_server: FakeServer
+) -> None:
     llm_server.default = lambda request: error(401, f"invalid credentials: Basic {BASIC}")
     config = LLMConfig(model="m", base_url=llm_server.base_url, max_retries=0)
     outcome = mm.summarize_outcome("lisbon", summarizer=LLMSummarizer(config))
@@ -103,7 +122,8 @@ def test_a_basic_header_echoed_by_the_server_is_redacted(
 
 
 def test_scan_finds_a_basic_credential_without_an_authorization_prefix(
-        mm: MemoryManager, store: Path) -> None:
+    mm: MemoryManager, store: Path
+) -> None:
     (store / "notes.txt").write_text(f"the proxy said: Basic {BASIC} was refused\n")
     git(store, "add", "notes.txt")
     git(store, "commit", "-qm", "notes", "--no-verify")
@@ -116,22 +136,27 @@ class _Leaky:
 
     name = "leaky-model"
 
-    def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                  ) -> SummaryResult:
-        content = StructuredSummary(summary=f"- the key is {TOKEN}",
-                                    key_facts=[f"The deploy key is {TOKEN}"])
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
+        content = StructuredSummary(
+            summary=f"- the key is {TOKEN}", key_facts=[f"The deploy key is {TOKEN}"]
+        )
         return SummaryResult(content, self.name, tuple(t.id for t in turns), "json_schema")
 
 
 def test_the_loss_guard_refusal_never_shows_a_secret(mm: MemoryManager, store: Path) -> None:
-    good = StructuredSummary(summary="- moved to Lisbon", key_facts=[
-        "They moved to Lisbon in March 2023", "Ana starts school in September"])
+    good = StructuredSummary(
+        summary="- moved to Lisbon",
+        key_facts=["They moved to Lisbon in March 2023", "Ana starts school in September"],
+    )
 
     class _Good:
         name = "good-model"
 
-        def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                      ) -> SummaryResult:
+        def summarize(
+            self, turns: Sequence[Interaction], *, previous: Summary | None = None
+        ) -> SummaryResult:
             return SummaryResult(good, self.name, tuple(t.id for t in turns), "json_schema")
 
     mm.summarize("lisbon", summarizer=_Good())

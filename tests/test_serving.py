@@ -22,14 +22,16 @@ from gitmem.serving import (
 TOKEN = "0123456789abcdef-token"
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "LocalHost", "::1",
-                                  "[::1]"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.0.0.2", "localhost", "LocalHost", "::1", "[::1]"]
+)
 def test_loopback_addresses(host: str) -> None:
     assert is_loopback(host)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "10.0.0.1", "example.com",
-                                  "localhost.example.com", ""])
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "192.0.2.10", "10.0.0.1", "example.com", "localhost.example.com", ""]
+)
 def test_other_addresses_are_not_loopback(host: str) -> None:
     assert not is_loopback(host)
 
@@ -46,20 +48,29 @@ def test_check_bind() -> None:
         check_bind("127.0.0.1", "x" * 15, what="x", env="E")
 
 
-@pytest.mark.parametrize("token", [" " * 16, "\t" * 20, f" {TOKEN}", f"{TOKEN}\n",
-                                   f"{TOKEN}\u00a0", f"abc\x00{TOKEN}"])
+@pytest.mark.parametrize(
+    "token", [" " * 16, "\t" * 20, f" {TOKEN}", f"{TOKEN}\n", f"{TOKEN}\u00a0", f"abc\x00{TOKEN}"]
+)
 def test_blank_padded_or_control_tokens_are_refused(token: str) -> None:
     # a header cannot carry them: one server would accept nobody, the other a blank login
-    with pytest.raises(ValidationError, match=r"x: the token (is blank|starts or ends with "
-                                              r"white space|holds a control character)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"x: the token (is blank|starts or ends with "
+        r"white space|holds a control character)",
+    ):
         check_bind("127.0.0.1", token, what="x", env="E")
     check_bind("127.0.0.1", "inner space is fine ok", what="x", env="E")
 
 
 def test_allowed_hosts_name_the_port_and_never_the_wildcard_address() -> None:
     hosts = allowed_hosts("0.0.0.0", 8123, ("memory.example",))
-    assert {"127.0.0.1:8123", "localhost:8123", "[::1]:8123", "memory.example",
-            "memory.example:8123"} <= set(hosts)
+    assert {
+        "127.0.0.1:8123",
+        "localhost:8123",
+        "[::1]:8123",
+        "memory.example",
+        "memory.example:8123",
+    } <= set(hosts)
     assert not any(h.startswith("0.0.0.0") for h in hosts)
     assert "192.0.2.10:8123" in allowed_hosts("192.0.2.10", 8123)
     # bound to every interface: this machine's own name is how other machines reach it
@@ -93,9 +104,16 @@ def test_bearer_token_middleware() -> None:
 
     app = BearerToken(inner, TOKEN)
     assert _call(app, {"type": "lifespan"}) == [] and reached == ["lifespan"]
-    for given in (None, b"Bearer wrong", TOKEN.encode(), f"Bearer {TOKEN}x".encode(),
-                  f"Basic {TOKEN}".encode(), f"Bearer{TOKEN}".encode(), b"Bearer",
-                  f"Bearer {TOKEN[:-1]}".encode()):
+    for given in (
+        None,
+        b"Bearer wrong",
+        TOKEN.encode(),
+        f"Bearer {TOKEN}x".encode(),
+        f"Basic {TOKEN}".encode(),
+        f"Bearer{TOKEN}".encode(),
+        b"Bearer",
+        f"Bearer {TOKEN[:-1]}".encode(),
+    ):
         headers = [] if given is None else [(b"authorization", given)]
         sent = _call(app, {"type": "http", "headers": headers})
         assert sent[0]["status"] == 401, given

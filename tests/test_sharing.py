@@ -46,10 +46,19 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     base.mkdir()
     port = _free_port()
     proc = subprocess.Popen(
-        ["git", "daemon", "--export-all", "--enable=receive-pack", f"--base-path={base}",
-         f"--port={port}", "--listen=127.0.0.1", "--reuseaddr"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "git",
+            "daemon",
+            "--export-all",
+            "--enable=receive-pack",
+            f"--base-path={base}",
+            f"--port={port}",
+            "--listen=127.0.0.1",
+            "--reuseaddr",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -75,7 +84,7 @@ def bare(folder: Path, name: str = "memory.git") -> Path:
 @pytest.fixture(params=["git-daemon", "file"])
 def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
-        return (bare(tmp_path) ).as_uri()
+        return (bare(tmp_path)).as_uri()
     base, url = request.getfixturevalue("daemon")
     bare(base)
     return f"{url}/memory.git"
@@ -106,8 +115,9 @@ def seeded_pair(url: str, tmp_path: Path) -> tuple[MemoryManager, MemoryManager]
     return a, b
 
 
-def test_concurrent_writers_on_two_stores_sync_without_loss(remote_url: str,
-                                                            tmp_path: Path) -> None:
+def test_concurrent_writers_on_two_stores_sync_without_loss(
+    remote_url: str, tmp_path: Path
+) -> None:
     a, b = seeded_pair(remote_url, tmp_path)
     rounds = 8
 
@@ -117,8 +127,12 @@ def test_concurrent_writers_on_two_stores_sync_without_loss(remote_url: str,
         try:
             for n in range(rounds):
                 for sid in SHARED:
-                    mm.save_interaction(sid, f"{who} {n}", f"reply to {who} {n}",
-                                        timestamp=T0 + timedelta(seconds=1 + 2 * n + offset))
+                    mm.save_interaction(
+                        sid,
+                        f"{who} {n}",
+                        f"reply to {who} {n}",
+                        timestamp=T0 + timedelta(seconds=1 + 2 * n + offset),
+                    )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -129,10 +143,12 @@ def test_concurrent_writers_on_two_stores_sync_without_loss(remote_url: str,
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=write, args=(a, "alice", 0)),
-               threading.Thread(target=write, args=(b, "bob", 1)),
-               threading.Thread(target=keep_syncing, args=(a,)),
-               threading.Thread(target=keep_syncing, args=(b,))]
+    threads = [
+        threading.Thread(target=write, args=(a, "alice", 0)),
+        threading.Thread(target=write, args=(b, "bob", 1)),
+        threading.Thread(target=keep_syncing, args=(a,)),
+        threading.Thread(target=keep_syncing, args=(b,)),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -169,23 +185,37 @@ def test_plain_git_pull_runs_the_merge_driver(tmp_path: Path) -> None:
         # an appended turn, written and committed by a person with plain git
         path = folder / "sessions" / "3a" / "plans.md"
         session = markdown.parse(path.read_text())
-        turn = Interaction(id="person1", timestamp=T0 + timedelta(minutes=2),
-                           messages=[Message(speaker="User", content=f"q from {folder.name}")])
-        path.write_text(markdown.render(session.model_copy(
-            update={"interactions": [*session.interactions, turn]})))
+        turn = Interaction(
+            id="person1",
+            timestamp=T0 + timedelta(minutes=2),
+            messages=[Message(speaker="User", content=f"q from {folder.name}")],
+        )
+        path.write_text(
+            markdown.render(
+                session.model_copy(update={"interactions": [*session.interactions, turn]})
+            )
+        )
         git(folder, "commit", "-qam", "add a turn by hand")
     assert git(plain, "config", "--get", "merge.gitmem.driver", check=False) == ""
     a.save_interaction("plans", "q from alice", "a", timestamp=T0 + timedelta(minutes=1))
     a.push()
-    pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
-                            cwd=wired, capture_output=True, text=True)  # fmt: skip
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=wired,
+        capture_output=True,
+        text=True,
+    )
     assert pulled.returncode == 0, pulled.stderr
     with MemoryManager(wired) as mm:
         assert contents(mm, "plans") == ["q0", "q from alice", "q from wired"]
     assert_clean(wired)
     # without the driver, git's line merge conflicts on the very same histories
-    failed = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
-                            cwd=plain, capture_output=True, text=True)  # fmt: skip
+    failed = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=plain,
+        capture_output=True,
+        text=True,
+    )
     assert failed.returncode != 0
     assert "<<<<<<<" in (plain / "sessions" / "3a" / "plans.md").read_text()
 
@@ -203,8 +233,12 @@ def test_git_pull_of_an_unparseable_file_falls_back_to_a_normal_conflict(tmp_pat
     git(c, "commit", "-qam", "hand edit")
     a.save_interaction("plans", "q1", "a1", timestamp=T0 + timedelta(minutes=1))
     a.push()
-    pulled = subprocess.run(["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
-                            cwd=c, capture_output=True, text=True)  # fmt: skip
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=c,
+        capture_output=True,
+        text=True,
+    )
     assert pulled.returncode != 0
     assert "cannot merge sessions/3a/plans.md by meaning" in pulled.stderr
     assert "sessions/3a/plans.md (ours):" in pulled.stderr  # names the broken line
@@ -364,8 +398,9 @@ def test_namespaces_keep_memories_apart_and_sync(tmp_path: Path) -> None:
     assert bob.namespaces() == ["alice", "bob"]
     bob_side_alice = MemoryManager(bob.path, namespace="alice")
     alice.save_interaction("private", "alice again", "ok", timestamp=T0 + timedelta(minutes=1))
-    bob_side_alice.save_interaction("private", "alice on b", "ok",
-                                    timestamp=T0 + timedelta(minutes=2))  # fmt: skip
+    bob_side_alice.save_interaction(
+        "private", "alice on b", "ok", timestamp=T0 + timedelta(minutes=2)
+    )
     alice.sync()
     bob.sync()
     alice.sync()
@@ -475,6 +510,10 @@ def test_archive_parts_merge_by_meaning_too(tmp_path: Path) -> None:
         full = mm.load_memory("plans", include_archive=True)
         assert full is not None
         assert [t.messages[0].content for t in full.interactions] == [
-            "plans: first question", "alice 1", "alice 2", "bob 3"]
+            "plans: first question",
+            "alice 1",
+            "alice 2",
+            "bob 3",
+        ]
         assert_clean(mm.path)
     assert "merge" in git(b.path, "check-attr", "merge", "archive/3a/plans.md")

@@ -24,9 +24,21 @@ def _ours(store: Path) -> list[tuple[str, ...]]:
     for key, chunk in zip(index.keys, index.chunks, strict=True):
         fields = struct.unpack_from(">10I20sH", chunk)
         path, stage = key[:-2].decode(), key[-1]
-        rows.append((f"{fields[6]:o}", fields[10].hex(), str(stage), path,
-                     f"{fields[0]}:{fields[1]}", f"{fields[2]}:{fields[3]}", str(fields[4]),
-                     str(fields[5]), str(fields[7]), str(fields[8]), str(fields[9])))
+        rows.append(
+            (
+                f"{fields[6]:o}",
+                fields[10].hex(),
+                str(stage),
+                path,
+                f"{fields[0]}:{fields[1]}",
+                f"{fields[2]}:{fields[3]}",
+                str(fields[4]),
+                str(fields[5]),
+                str(fields[7]),
+                str(fields[8]),
+                str(fields[9]),
+            )
+        )
     return rows
 
 
@@ -60,10 +72,18 @@ def _clean(store: Path) -> None:
     assert _ours(store) == _gits(store)
 
 
-@pytest.mark.parametrize("bits", [
-    [], [0], [63], [64], [0, 63, 64, 127, 128], list(range(200)),  # > 64 bits, full words
-    [3, 100_000, 100_001, 5_000_000],  # long runs of zero words between literals
-])
+@pytest.mark.parametrize(
+    "bits",
+    [
+        [],
+        [0],
+        [63],
+        [64],
+        [0, 63, 64, 127, 128],
+        list(range(200)),  # > 64 bits, full words
+        [3, 100_000, 100_001, 5_000_000],  # long runs of zero words between literals
+    ],
+)
 def test_ewah_round_trip(bits: list[int]) -> None:
     data = ewah.encode(bits)
     assert ewah.decode(data + b"tail") == (bits, len(data))
@@ -77,12 +97,15 @@ def test_ewah_empty_matches_git_and_runs_of_ones_decode() -> None:
     assert ewah.decode(data)[0] == [*range(128), 128, 130, 192 + 64 + 63]
 
 
-@pytest.mark.parametrize("data", [
-    b"\0\0\0\1",  # no word count
-    struct.pack(">II", 64, 3) + b"\0" * 8,  # fewer words than announced
-    struct.pack(">IIQI", 64, 1, 5 << 33, 0),  # more literal words than present
-    struct.pack(">IIQI", 64, 1, 0, 7),  # marker position past the words
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\0\0\0\1",  # no word count
+        struct.pack(">II", 64, 3) + b"\0" * 8,  # fewer words than announced
+        struct.pack(">IIQI", 64, 1, 5 << 33, 0),  # more literal words than present
+        struct.pack(">IIQI", 64, 1, 0, 7),  # marker position past the words
+    ],
+)
 def test_ewah_cut_short_is_a_clear_error(data: bytes) -> None:
     with pytest.raises(UnsupportedIndex, match="EWAH"):
         ewah.decode(data)
@@ -122,8 +145,9 @@ def test_git_split_index_with_every_kind_of_change_is_read_and_edited(store: Pat
     mm.save_interaction("new", "q", "a")
     assert _ours(store) == _gits(store)
     status = git(store, "status", "--porcelain").splitlines()
-    assert sorted(status) == sorted(["A  notes.txt", "D  sessions/42/s2.md", "M  sessions/64/s1.md",
-                                     "?? sessions/42/"])
+    assert sorted(status) == sorted(
+        ["A  notes.txt", "D  sessions/42/s2.md", "M  sessions/64/s1.md", "?? sessions/42/"]
+    )
     git(store, "commit", "-qm", "person")  # the person's commit keeps gitmem's saves
     assert "q2" in git(store, "show", "HEAD:sessions/dd/s3.md")
     assert git(store, "show", "HEAD:notes.txt") == "mine\n"

@@ -33,8 +33,11 @@ def code(tmp_path: Path) -> Path:
 
 
 def _state(repo: Path) -> tuple[str, str, str]:
-    return (git(repo, "rev-parse", "HEAD"), git(repo, "status", "--porcelain"),
-            (repo / ".git" / "config").read_text())
+    return (
+        git(repo, "rev-parse", "HEAD"),
+        git(repo, "status", "--porcelain"),
+        (repo / ".git" / "config").read_text(),
+    )
 
 
 def test_a_code_repository_is_refused_untouched(code: Path) -> None:
@@ -43,15 +46,17 @@ def test_a_code_repository_is_refused_untouched(code: Path) -> None:
         MemoryManager(code)
     with pytest.raises(NotAStore, match="adopt=True"):
         MemoryManager.init(code)
-    result = CliRunner().invoke(cli, ["--repo", str(code), "save", "s", "--user", "hi",
-                                      "--assistant", "yo"])
+    result = CliRunner().invoke(
+        cli, ["--repo", str(code), "save", "s", "--user", "hi", "--assistant", "yo"]
+    )
     assert result.exit_code == 1 and "not a gitmem store" in result.output
     assert _state(code) == before  # no commit, no file, no merge config
     assert not (code / "sessions").exists()
 
 
-def test_init_here_adopts_a_repository_on_purpose(code: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_init_here_adopts_a_repository_on_purpose(
+    code: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(code)
     result = CliRunner().invoke(cli, ["init", "--here"])
     assert result.exit_code == 0, result.output
@@ -124,7 +129,8 @@ def test_push_leaves_a_bare_remote_head_that_names_a_real_branch(tmp_path: Path)
 
 
 def test_a_network_remote_without_a_default_branch_is_reported(
-        tmp_path: Path, daemon: tuple[Path, str], caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, daemon: tuple[Path, str], caplog: pytest.LogCaptureFixture
+) -> None:
     base, url = daemon
     _remote_on_master(base)
     mm = MemoryManager.init(tmp_path / "a")
@@ -143,8 +149,9 @@ def test_a_network_remote_without_a_default_branch_is_reported(
     assert len(cloned.load_memory("s").interactions) == 2  # type: ignore[union-attr]
 
 
-def test_the_cli_finds_the_store_from_a_subfolder(store: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_finds_the_store_from_a_subfolder(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     MemoryManager.init(store).save_interaction("s", "hello", "hi")
     deep = store / "sessions" / "notes"
     deep.mkdir()
@@ -176,11 +183,15 @@ def test_the_adopt_hint_quotes_the_folder_for_the_shell(tmp_path: Path) -> None:
     assert f"`gitmem --repo '{code}' init --here`" in str(caught.value)
 
 
-@pytest.mark.parametrize("attributes", [
-    "# we might use merge=gitmem here one day\n*.py text eol=lf\n",
-    "*.py text eol=lf\n# merge=gitmem\n",
-    "*.md diff=markdown -merge=gitmem-like\n",
-], ids=["comment", "trailing-comment", "other-attribute"])
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        "# we might use merge=gitmem here one day\n*.py text eol=lf\n",
+        "*.py text eol=lf\n# merge=gitmem\n",
+        "*.md diff=markdown -merge=gitmem-like\n",
+    ],
+    ids=["comment", "trailing-comment", "other-attribute"],
+)
 def test_text_that_merely_mentions_the_driver_is_no_store(code: Path, attributes: str) -> None:
     (code / ".gitattributes").write_text(attributes)
     git(code, "commit", "-qam", "attributes")

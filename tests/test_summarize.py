@@ -40,14 +40,19 @@ def turn(n: int, user: str, assistant: str = "Noted.") -> Interaction:
     return Interaction(
         id=f"i{n:03d}",
         timestamp=T0 + timedelta(minutes=n),
-        messages=[Message(speaker="user", content=user), Message(speaker="assistant",
-                                                                  content=assistant)],
+        messages=[
+            Message(speaker="user", content=user),
+            Message(speaker="assistant", content=assistant),
+        ],
     )
 
 
 BOOK_TURNS = [
-    turn(1, "Recommend some books on Python asyncio.", "Try 'Using Asyncio in Python' by "
-         "Caleb Hattingh."),
+    turn(
+        1,
+        "Recommend some books on Python asyncio.",
+        "Try 'Using Asyncio in Python' by Caleb Hattingh.",
+    ),
     turn(2, "My budget is 40 euros and I read on a Kindle.", "Both books have Kindle editions."),
     turn(3, "I prefer books with exercises.", "Then start with the exercises in chapter 3."),
 ]
@@ -61,8 +66,13 @@ GOOD = structured(
 
 
 def config(server: FakeServer, **kwargs: object) -> LLMConfig:
-    settings: dict[str, object] = {"model": "fake-model", "base_url": server.base_url,
-                                   "api_key": "sk-test", "timeout": 5.0, "max_retries": 0}
+    settings: dict[str, object] = {
+        "model": "fake-model",
+        "base_url": server.base_url,
+        "api_key": "sk-test",
+        "timeout": 5.0,
+        "max_retries": 0,
+    }
     settings.update(kwargs)
     return LLMConfig(**settings)  # type: ignore[arg-type]
 
@@ -87,8 +97,7 @@ def test_good_structured_answer(llm_server: FakeServer) -> None:
     assert request["temperature"] <= 0.3
     fmt = request["response_format"]
     assert fmt["type"] == "json_schema"
-    assert fmt["json_schema"]["schema"]["required"] == ["summary", "key_facts", "entities",
-                                                        "tags"]
+    assert fmt["json_schema"]["schema"]["required"] == ["summary", "key_facts", "entities", "tags"]
     prompt = request["messages"][-1]["content"]
     assert "[i002]" in prompt and "My budget is 40 euros" in prompt
     assert "Open items" in prompt
@@ -114,8 +123,10 @@ def test_json_mode_only_server(llm_server: FakeServer) -> None:
 
 
 def test_plain_text_only_server(llm_server: FakeServer) -> None:
-    text = ("User's needs:\n- Python asyncio books for a Kindle\n- Budget: 40 euros\n"
-            "Open items:\n- Pick a book with exercises")
+    text = (
+        "User's needs:\n- Python asyncio books for a Kindle\n- Budget: 40 euros\n"
+        "Open items:\n- Pick a book with exercises"
+    )
 
     def text_only(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
         if mode_of(request) != "none":  # type: ignore[arg-type]
@@ -128,8 +139,12 @@ def test_plain_text_only_server(llm_server: FakeServer) -> None:
     # prompt-JSON is asked first (no response_format); a prose answer to it is not JSON,
     # so the summarizer then asks for plain text
     assert result.mode == "text"
-    assert [mode_of(r) for r in llm_server.requests] == ["json_schema", "json_object", "none",
-                                                         "none"]
+    assert [mode_of(r) for r in llm_server.requests] == [
+        "json_schema",
+        "json_object",
+        "none",
+        "none",
+    ]
     assert result.content.summary == text
     assert "Budget: 40 euros" in result.content.key_facts
     assert "User's needs:" not in result.content.key_facts
@@ -138,7 +153,8 @@ def test_plain_text_only_server(llm_server: FakeServer) -> None:
 
 def test_prompt_json_answer_is_used(llm_server: FakeServer) -> None:
     llm_server.default = lambda request: (
-        completion(f"```json\n{GOOD}\n```") if mode_of(request) == "none"
+        completion(f"```json\n{GOOD}\n```")
+        if mode_of(request) == "none"
         else error(422, "response_format unsupported")
     )
     result = LLMSummarizer(config(llm_server)).summarize(BOOK_TURNS)
@@ -231,12 +247,21 @@ def test_previous_summary_and_custom_prompt_are_sent(llm_server: FakeServer) -> 
 
 def test_config_from_env() -> None:
     assert LLMConfig.from_env({}) is None
-    env = {"OPENAI_API_KEY": "sk-a", "OPENAI_BASE_URL": "http://a/v1", "OPENAI_MODEL": "a",
-           "GITMEM_LLM_MODEL": "llama3.1:8b", "GITMEM_LLM_BASE_URL": "http://b/v1"}
+    env = {
+        "OPENAI_API_KEY": "sk-a",
+        "OPENAI_BASE_URL": "http://a/v1",
+        "OPENAI_MODEL": "a",
+        "GITMEM_LLM_MODEL": "llama3.1:8b",
+        "GITMEM_LLM_BASE_URL": "http://b/v1",
+    }
     found = LLMConfig.from_env(env, timeout=5.0)
     assert found is not None
     assert (found.model, found.base_url, found.api_key, found.timeout) == (
-        "llama3.1:8b", "http://b/v1", "sk-a", 5.0)
+        "llama3.1:8b",
+        "http://b/v1",
+        "sk-a",
+        5.0,
+    )
     only_key = LLMConfig.from_env({"OPENAI_API_KEY": "sk-a"})
     assert only_key is not None and only_key.model == "gpt-4o-mini"
 
@@ -327,17 +352,30 @@ def test_turn_threshold_counts_uncovered_turns() -> None:
 
 
 def test_topic_shift() -> None:
-    garden = [turn(n, f"How deep should I plant tomato seedlings in clay soil, take {n}?",
-                   "Plant tomato seedlings deep in the soil; clay soil needs compost.")
-              for n in range(1, 6)]
-    tax = [turn(n, "How do I file my income tax return as a freelancer?",
-                "File the income tax return online before the deadline.") for n in range(6, 9)]
+    garden = [
+        turn(
+            n,
+            f"How deep should I plant tomato seedlings in clay soil, take {n}?",
+            "Plant tomato seedlings deep in the soil; clay soil needs compost.",
+        )
+        for n in range(1, 6)
+    ]
+    tax = [
+        turn(
+            n,
+            "How do I file my income tax return as a freelancer?",
+            "File the income tax return online before the deadline.",
+        )
+        for n in range(6, 9)
+    ]
     triggers = Triggers(every_turns=None, topic_shift=0.05, shift_window=3, shift_history=4)
     decision = check_triggers([*garden, *tax], None, triggers)
     assert decision is not None and decision.trigger == TOPIC_SHIFT
     assert decision.count == 5  # summarize the gardening turns, keep the new topic open
-    more_garden = [turn(n, "Should tomato seedlings get compost in clay soil?", "Yes, compost.")
-                   for n in range(6, 9)]
+    more_garden = [
+        turn(n, "Should tomato seedlings get compost in clay soil?", "Yes, compost.")
+        for n in range(6, 9)
+    ]
     assert check_triggers([*garden, *more_garden], None, triggers) is None
 
 
@@ -360,7 +398,7 @@ def test_covers_label() -> None:
 
 PREVIOUS = Summary(
     text="- Caroline adopted a dog named Rex in May 2023\n- She works as a counselor in Boston"
-         "\n- Her sister Amy lives in Denver\n- She plans a trip to Sweden in June",
+    "\n- Her sister Amy lives in Denver\n- She plans a trip to Sweden in June",
     generated=T0,
     covers=["i001", "i002"],
 )
@@ -369,16 +407,20 @@ PREVIOUS = Summary(
 def test_loss_guard_passes_a_faithful_summary() -> None:
     new = StructuredSummary(
         summary="- Caroline has a dog, Rex, adopted May 2023; counselor in Boston",
-        key_facts=["Caroline's sister Amy lives in Denver", "Trip to Sweden planned in June",
-                   "Caroline started painting classes"],
+        key_facts=[
+            "Caroline's sister Amy lives in Denver",
+            "Trip to Sweden planned in June",
+            "Caroline started painting classes",
+        ],
     )
     report = check_loss(PREVIOUS, new, BOOK_TURNS)
     assert report.dropped == () and not report.fires
 
 
 def test_loss_guard_fires_when_facts_are_dropped(llm_server: FakeServer) -> None:
-    llm_server.default = lambda request: completion(structured(
-        "- Caroline talked about painting", ["Caroline paints landscapes"], ["Caroline"]))
+    llm_server.default = lambda request: completion(
+        structured("- Caroline talked about painting", ["Caroline paints landscapes"], ["Caroline"])
+    )
     result = LLMSummarizer(config(llm_server)).summarize(BOOK_TURNS, previous=PREVIOUS)
     report = check_loss(PREVIOUS, result.content, BOOK_TURNS, threshold=0.25)
     assert report.fires
@@ -390,8 +432,9 @@ def test_loss_guard_fires_when_facts_are_dropped(llm_server: FakeServer) -> None
 
 
 def test_loss_guard_threshold_is_strict() -> None:
-    new = StructuredSummary(summary="- Caroline adopted Rex in May 2023; counselor in Boston; "
-                                    "sister Amy in Denver")
+    new = StructuredSummary(
+        summary="- Caroline adopted Rex in May 2023; counselor in Boston; sister Amy in Denver"
+    )
     report = check_loss(PREVIOUS, new, [], threshold=0.25)
     assert report.dropped == ("She plans a trip to Sweden in June",)
     assert report.share == 0.25 and not report.fires
@@ -400,8 +443,12 @@ def test_loss_guard_threshold_is_strict() -> None:
 
 def test_structured_summary_is_lenient_but_needs_text() -> None:
     parsed = StructuredSummary.model_validate(
-        {"summary": ["a", "b"], "key_facts": "one\n\n- two\none", "tags": ["#Py Thon", "a,b", 3],
-         "extra": 1}
+        {
+            "summary": ["a", "b"],
+            "key_facts": "one\n\n- two\none",
+            "tags": ["#Py Thon", "a,b", 3],
+            "extra": 1,
+        }
     )
     assert parsed.summary == "- a\n- b"
     assert parsed.key_facts == ["one", "two"]
@@ -414,8 +461,15 @@ def test_openai_is_imported_only_when_an_llm_is_used() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, gitmem.cli, gitmem.manager, gitmem.summary.engines; "
-            "print('openai' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    code = (
+        "import sys, gitmem.cli, gitmem.manager, gitmem.summary.engines; "
+        "print('openai' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert out.stdout.strip() == "False"

@@ -49,11 +49,15 @@ def changed_files(store: Path, rev: str = "HEAD") -> list[str]:
     return git(store, "show", "--name-only", "--format=", rev).split()
 
 
-def fill(mm: MemoryManager, session: str, turns: Sequence[tuple[str, str]],
-         start: int = 0) -> None:
+def fill(mm: MemoryManager, session: str, turns: Sequence[tuple[str, str]], start: int = 0) -> None:
     for n, (user, assistant) in enumerate(turns, start):
-        mm.save_interaction(session, user, assistant, timestamp=T0 + timedelta(minutes=n),
-                            interaction_id=f"t{n:02d}")
+        mm.save_interaction(
+            session,
+            user,
+            assistant,
+            timestamp=T0 + timedelta(minutes=n),
+            interaction_id=f"t{n:02d}",
+        )
 
 
 LISBON = [
@@ -73,8 +77,9 @@ class Fixed:
         self.content = StructuredSummary(summary=summary, key_facts=list(facts), tags=list(tags))
         self.calls = 0
 
-    def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                  ) -> SummaryResult:
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
         self.calls += 1
         return SummaryResult(self.content, self.name, tuple(t.id for t in turns), "json_schema")
 
@@ -136,8 +141,10 @@ def test_count_and_unknown_trigger(mm: MemoryManager, store: Path) -> None:
 
 
 def test_llm_summary_over_http(mm: MemoryManager, store: Path, llm_server: FakeServer) -> None:
-    llm_server.default = lambda request: completion(structured(
-        "User's needs:\n- Settle in Lisbon", FACTS[:2], ["Lisbon"], ["moving"]), model="m")
+    llm_server.default = lambda request: completion(
+        structured("User's needs:\n- Settle in Lisbon", FACTS[:2], ["Lisbon"], ["moving"]),
+        model="m",
+    )
     fill(mm, "lisbon", LISBON)
     config = LLMConfig(model="fake-llm", base_url=llm_server.base_url, max_retries=0)
     sha = mm.summarize("lisbon", summarizer=LLMSummarizer(config))
@@ -199,8 +206,14 @@ def test_archive_setting_from_git_config(mm: MemoryManager, store: Path) -> None
 
 
 def _with_previous(mm: MemoryManager) -> None:
-    fill(mm, "caro", [("I adopted Rex in May 2023. I work as a counselor in Boston.", "Nice."),
-                      ("My sister Amy lives in Denver; I go to Sweden in June.", "Fun.")])
+    fill(
+        mm,
+        "caro",
+        [
+            ("I adopted Rex in May 2023. I work as a counselor in Boston.", "Nice."),
+            ("My sister Amy lives in Denver; I go to Sweden in June.", "Fun."),
+        ],
+    )
     mm.summarize("caro", summarizer=Fixed("- " + "\n- ".join(FACTS), FACTS))
     fill(mm, "caro", [("I started painting landscapes.", "Lovely.")], start=2)
 
@@ -293,8 +306,7 @@ def test_review_branches_of_namespaces_and_odd_ids(store: Path) -> None:
 
 
 def test_triggers_after_saves(mm: MemoryManager, store: Path) -> None:
-    mm.summary_config = SummaryConfig(auto=True, triggers=Triggers(every_turns=3,
-                                                                   topic_shift=None))
+    mm.summary_config = SummaryConfig(auto=True, triggers=Triggers(every_turns=3, topic_shift=None))
     fill(mm, "lisbon", LISBON[:2])
     assert trailers(store)["Gitmem-Op"] == "save"
     fill(mm, "lisbon", LISBON[2:3], start=2)
@@ -302,16 +314,20 @@ def test_triggers_after_saves(mm: MemoryManager, store: Path) -> None:
     assert (found["Gitmem-Op"], found["Gitmem-Trigger"]) == ("summarize", "turn-threshold")
     assert "3 turns since the last summary" in git(store, "log", "-1", "--format=%b")
     assert git(store, "log", "-2", "--format=%(trailers:key=Gitmem-Op,valueonly)").split() == [
-        "summarize", "save"]
+        "summarize",
+        "save",
+    ]
 
 
-def test_a_failing_summary_never_loses_the_save(mm: MemoryManager, store: Path,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_a_failing_summary_never_loses_the_save(
+    mm: MemoryManager, store: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     class Broken:
         name = "broken"
 
-        def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                      ) -> SummaryResult:
+        def summarize(
+            self, turns: Sequence[Interaction], *, previous: Summary | None = None
+        ) -> SummaryResult:
             raise RuntimeError("model exploded")
 
     mm.summary_config = SummaryConfig(auto=True, triggers=Triggers(every_turns=1))
@@ -322,16 +338,28 @@ def test_a_failing_summary_never_loses_the_save(mm: MemoryManager, store: Path,
     assert session is not None and len(session.interactions) == 1 and session.summary is None
     # the outcome of a summary a save triggered is logged: the save's caller gets its sha
     assert "summary of 's' (turn-threshold) not applied: RuntimeError: model exploded" in (
-        caplog.text)
+        caplog.text
+    )
 
 
 def test_topic_shift_summarizes_the_old_topic(mm: MemoryManager, store: Path) -> None:
-    mm.summary_config = SummaryConfig(auto=True, triggers=Triggers(
-        every_turns=None, topic_shift=0.05, shift_window=2, shift_history=3))
-    garden = [(f"How deep do tomato seedlings go in clay soil, try {n}?",
-               "Plant tomato seedlings deep; clay soil needs compost.") for n in range(3)]
-    taxes = [("How do I file my income tax return as a freelancer?",
-              "File the income tax return online before the deadline.")] * 2
+    mm.summary_config = SummaryConfig(
+        auto=True,
+        triggers=Triggers(every_turns=None, topic_shift=0.05, shift_window=2, shift_history=3),
+    )
+    garden = [
+        (
+            f"How deep do tomato seedlings go in clay soil, try {n}?",
+            "Plant tomato seedlings deep; clay soil needs compost.",
+        )
+        for n in range(3)
+    ]
+    taxes = [
+        (
+            "How do I file my income tax return as a freelancer?",
+            "File the income tax return online before the deadline.",
+        )
+    ] * 2
     fill(mm, "mixed", [*garden, *taxes])
     found = trailers(store)
     assert found["Gitmem-Trigger"] == "topic-shift"
@@ -342,8 +370,7 @@ def test_summarize_idle(mm: MemoryManager, store: Path) -> None:
     fill(mm, "old", LISBON[:2])
     mm.save_interaction("recent", "hi", "hello", timestamp=T0 + timedelta(hours=5))
     outcomes = mm.summarize_idle("2h", now=T0 + timedelta(hours=5, minutes=30))
-    assert [(o.session_id, o.status, o.trigger) for o in outcomes] == [
-        ("old", "committed", "idle")]
+    assert [(o.session_id, o.status, o.trigger) for o in outcomes] == [("old", "committed", "idle")]
     assert trailers(store)["Gitmem-Trigger"] == "idle"
     again = mm.summarize_idle("2h", now=T0 + timedelta(hours=5, minutes=30))
     assert again == []  # nothing new to cover
@@ -353,8 +380,9 @@ def test_summary_conflicts_are_detected(mm: MemoryManager, store: Path) -> None:
     fill(mm, "lisbon", LISBON[:2])
 
     class Racing(ExtractiveSummarizer):
-        def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                      ) -> SummaryResult:
+        def summarize(
+            self, turns: Sequence[Interaction], *, previous: Summary | None = None
+        ) -> SummaryResult:
             # another writer saves a turn and another summary lands meanwhile
             fill(mm, "lisbon", LISBON[2:3], start=2)
             mm.summarize("lisbon", offline=True)
@@ -364,8 +392,9 @@ def test_summary_conflicts_are_detected(mm: MemoryManager, store: Path) -> None:
         mm.summarize("lisbon", summarizer=Racing())
 
     class Saving(ExtractiveSummarizer):
-        def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                      ) -> SummaryResult:
+        def summarize(
+            self, turns: Sequence[Interaction], *, previous: Summary | None = None
+        ) -> SummaryResult:
             fill(mm, "lisbon", [("And a bike.", "ok")], start=4)  # saved during the LLM call
             return super().summarize(turns, previous=previous)
 
@@ -386,8 +415,11 @@ def test_summaries_refuse_to_run_inside_a_batch(mm: MemoryManager) -> None:
 def test_hand_edit_is_recorded_before_the_summary(mm: MemoryManager, store: Path) -> None:
     fill(mm, "lisbon", LISBON[:2])
     path = store / "sessions" / "ab" / "lisbon.md"
-    path.write_text(path.read_text().replace("Alfama", "Alfama").replace(
-        "Congratulations on the move!", "Congratulations!"))
+    path.write_text(
+        path.read_text()
+        .replace("Alfama", "Alfama")
+        .replace("Congratulations on the move!", "Congratulations!")
+    )
     mm.summarize("lisbon")
     ops = git(store, "log", "-2", "--format=%(trailers:key=Gitmem-Op,valueonly)").split()
     assert ops == ["summarize", "edit"]
@@ -448,15 +480,19 @@ def test_cli_summarize_idle(mm: MemoryManager, store: Path) -> None:
     fill(mm, "old", LISBON[:2])
     out = run("--repo", str(store), "summarize", "--idle", "30m")
     assert out.startswith("old: committed ")
-    assert run("--repo", str(store), "summarize", "--idle", "30m") == (
-        "no session idle for 30m\n")
+    assert run("--repo", str(store), "summarize", "--idle", "30m") == ("no session idle for 30m\n")
 
 
-def test_key_facts_and_keywords_are_stored(mm: MemoryManager, store: Path,
-                                           llm_server: FakeServer) -> None:
-    llm_server.default = lambda request: completion(structured(
-        "- Moved to Lisbon", ["Moved to Lisbon in March 2023", "Daughter Ana"],
-        ["Lisbon", "Ana"]))
+def test_key_facts_and_keywords_are_stored(
+    mm: MemoryManager, store: Path, llm_server: FakeServer
+) -> None:
+    llm_server.default = lambda request: completion(
+        structured(
+            "- Moved to Lisbon",
+            ["Moved to Lisbon in March 2023", "Daughter Ana"],
+            ["Lisbon", "Ana"],
+        )
+    )
     fill(mm, "lisbon", LISBON[:2])
     config = LLMConfig(model="fake-llm", base_url=llm_server.base_url, max_retries=0)
     mm.summarize("lisbon", summarizer=LLMSummarizer(config))
@@ -474,5 +510,7 @@ def test_key_facts_and_keywords_are_stored(mm: MemoryManager, store: Path,
         mm.summarize("lisbon", summarizer=LLMSummarizer(config))
     assert caught.value.report.dropped == ("Moved to Lisbon in March 2023", "Daughter Ana")
     assert caught.value.report.dropped_entities == ("Lisbon", "Ana")
-    assert "Key facts:\n- Moved to Lisbon in March 2023" in (
-        llm_server.requests[-1]["messages"][-1]["content"])
+    assert (
+        "Key facts:\n- Moved to Lisbon in March 2023"
+        in (llm_server.requests[-1]["messages"][-1]["content"])
+    )

@@ -15,14 +15,18 @@ T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
 
 
 def session(summary: Summary, language: str = "en") -> Session:
-    return Session(id="s", created=T0, last_active=T0, summary=summary,
-                   language=language)  # type: ignore[arg-type]
+    return Session(id="s", created=T0, last_active=T0, summary=summary, language=language)  # type: ignore[arg-type]
 
 
 def test_facts_and_keywords_render_as_labelled_quotes() -> None:
-    summary = Summary(text="- Books on asyncio", generated=T0, model="m", covers=["i1"],
-                      facts=["Budget is 40 euros", "> looks like a quote", "**Key facts**:"],
-                      keywords=["Kindle", "Caleb Hattingh"])
+    summary = Summary(
+        text="- Books on asyncio",
+        generated=T0,
+        model="m",
+        covers=["i1"],
+        facts=["Budget is 40 euros", "> looks like a quote", "**Key facts**:"],
+        keywords=["Kindle", "Caleb Hattingh"],
+    )
     text = render(session(summary))
     assert text.endswith(
         "## Summary\n**Generated**: 2024-04-15T15:30:00+00:00\n**Model**: m\n**Covers**: i1\n\n"

@@ -59,7 +59,8 @@ def _store_with_remote_hook(tmp_path: Path, pre_receive: str) -> MemoryManager:
 
 
 def test_sync_waits_and_retries_while_the_remote_ref_is_locked(
-        tmp_path: Path, pauses: list[float]) -> None:
+    tmp_path: Path, pauses: list[float]
+) -> None:
     mm = _store_with_busy_remote(tmp_path, busy=3)
     result = mm.sync()
     assert result.pushed and result.attempts == 4
@@ -72,7 +73,8 @@ def test_sync_waits_and_retries_while_the_remote_ref_is_locked(
 
 
 def test_a_remote_locked_throughout_is_reported_as_locked(
-        tmp_path: Path, pauses: list[float]) -> None:
+    tmp_path: Path, pauses: list[float]
+) -> None:
     mm = _store_with_busy_remote(tmp_path, busy=100)
     head = mm.head()
     with pytest.raises(RemoteBusy) as caught:
@@ -92,7 +94,8 @@ def test_the_total_wait_is_bounded(tmp_path: Path, pauses: list[float]) -> None:
 
 
 def test_new_remote_commits_each_round_are_reported_as_such(
-        tmp_path: Path, pauses: list[float]) -> None:
+    tmp_path: Path, pauses: list[float]
+) -> None:
     mm = _store_with_remote_hook(tmp_path, MOVER)
     with pytest.raises(ConflictError) as caught:
         mm.sync(attempts=3)

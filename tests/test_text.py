@@ -27,16 +27,37 @@ T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
 
 # inflected forms, small talk, contractions, full-width letters and CJK runs
 _VOCABULARY = [
-    "decorated", "decorators", "decorating", "stories", "story", "painted", "paints",
-    "Caroline's", "don't", "Let's", "great", "today", "totally", "the", "Ｐｙｔｈｏｎ",
-    "café", "2023", "I", "装饰器", "我", "我的书", "王小明", "の", "한국어", "x",
-]  # fmt: skip
+    "decorated",
+    "decorators",
+    "decorating",
+    "stories",
+    "story",
+    "painted",
+    "paints",
+    "Caroline's",
+    "don't",
+    "Let's",
+    "great",
+    "today",
+    "totally",
+    "the",
+    "Ｐｙｔｈｏｎ",
+    "café",
+    "2023",
+    "I",
+    "装饰器",
+    "我",
+    "我的书",
+    "王小明",
+    "の",
+    "한국어",
+    "x",
+]
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(_VOCABULARY), max_size=12), st.sampled_from([" ", ", ", ". "]))
-def test_every_summary_term_is_a_search_term_of_the_same_text(parts: list[str], sep: str
-                                                              ) -> None:
+def test_every_summary_term_is_a_search_term_of_the_same_text(parts: list[str], sep: str) -> None:
     text = sep.join([*parts, "end"])
     searched = set(terms(text))
     assert set(topic_terms(text)) <= searched
@@ -52,10 +73,15 @@ def test_inflections_are_one_term_for_search_and_summaries() -> None:
 
 
 def test_loss_guard_keeps_a_fact_restated_with_other_inflections() -> None:
-    previous = Summary(text="- Caroline painted, exhibited and sold landscapes.", generated=T0,
-                       facts=["Caroline painted, exhibited and sold landscapes."])
-    new = StructuredSummary(summary="- Caroline paints, exhibits and sells landscapes.",
-                            key_facts=["Caroline paints, exhibits and sells landscapes."])
+    previous = Summary(
+        text="- Caroline painted, exhibited and sold landscapes.",
+        generated=T0,
+        facts=["Caroline painted, exhibited and sold landscapes."],
+    )
+    new = StructuredSummary(
+        summary="- Caroline paints, exhibits and sells landscapes.",
+        key_facts=["Caroline paints, exhibits and sells landscapes."],
+    )
     report = check_loss(previous, new, [])
     assert report.dropped == ()
     assert not report.fires
@@ -63,12 +89,20 @@ def test_loss_guard_keeps_a_fact_restated_with_other_inflections() -> None:
 
 def _index(*turns: tuple[str, str]) -> Index:
     interactions = [
-        Interaction(id=f"t{n}", timestamp=T0 + timedelta(minutes=n),
-                    messages=[Message(speaker=speaker, content=content)])
+        Interaction(
+            id=f"t{n}",
+            timestamp=T0 + timedelta(minutes=n),
+            messages=[Message(speaker=speaker, content=content)],
+        )
         for n, (speaker, content) in enumerate(turns)
-    ]  # fmt: skip
-    session = Session(id="s", created=T0, last_active=T0, interactions=interactions,
-                      participants=sorted({s for s, _ in turns}))
+    ]
+    session = Session(
+        id="s",
+        created=T0,
+        last_active=T0,
+        interactions=interactions,
+        participants=sorted({s for s, _ in turns}),
+    )
     index = Index(":memory:")
     with index.writing():
         index.put_session(session, path="s", blob="b-s")
@@ -96,12 +130,16 @@ def test_snippet_centres_on_a_non_ascii_or_full_width_match() -> None:
 
 def test_keywords_are_words_as_written_in_the_conversation() -> None:
     turns = [
-        Interaction(id=f"i{n}", timestamp=T0 + timedelta(minutes=n), messages=[
-            Message(speaker="user", content=f"Stories, stories: she wants {thing} stories."),
-            Message(speaker="assistant", content=f"Try a book about {thing} with a map."),
-        ])
+        Interaction(
+            id=f"i{n}",
+            timestamp=T0 + timedelta(minutes=n),
+            messages=[
+                Message(speaker="user", content=f"Stories, stories: she wants {thing} stories."),
+                Message(speaker="assistant", content=f"Try a book about {thing} with a map."),
+            ],
+        )
         for n, thing in enumerate(["dragons", "pirates", "robots", "trains"])
-    ]  # fmt: skip
+    ]
     content = ExtractiveSummarizer().summarize(turns).content
     spoken = " ".join(t.text for t in turns).casefold()
     assert "stories" in content.entities
@@ -114,13 +152,15 @@ def test_token_estimate_uses_the_analysers_cjk_range() -> None:
     assert EstimateCounter().count("装饰器装") == 6
 
 
-
 @given(st.text(alphabet="abcdefgiklmnorstuy'’ 0123456789.,-", max_size=80))
 def test_ascii_terms_read_from_the_word_table_match_the_general_path(text: str) -> None:
     folded = unicodedata.normalize("NFKC", text).translate(text_module._APOSTROPHES).casefold()
     folded = text_module._CONTRACTION.sub("", folded)
     assert text_module.normalize(text) == folded
-    expected = [text_module.stem(p) for p, _ in text_module._pieces(folded)
-                if p not in text_module.STOPWORDS and (len(p) > 1 or p.isdigit())]  # fmt: skip
+    expected = [
+        text_module.stem(p)
+        for p, _ in text_module._pieces(folded)
+        if p not in text_module.STOPWORDS and (len(p) > 1 or p.isdigit())
+    ]
     assert terms(text) == expected
     assert terms(text) == expected  # again, now every word is in the table

@@ -42,8 +42,14 @@ from tests.web_helpers import HOSTILE
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # read at import: the autouse fixture of tests/conftest.py clears GITMEM_* for each test
 SHOTS_ENV = os.environ.get("GITMEM_SCREENSHOTS", "")
 DOCS_SHOT = os.environ.get("GITMEM_DOCS_SCREENSHOT", "")
@@ -70,10 +76,22 @@ class Site:
 
 def _server(store: Path, env: dict[str, str], *args: str) -> tuple[subprocess.Popen[str], str]:
     """``gitmem web --port 0 ARGS`` on ``store``, and its URL read from the stderr banner."""
-    cmd = [sys.executable, "-m", "gitmem", "--repo", str(store), "--agent", AGENT, "web",
-           "--port", "0", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(store),
+        "--agent",
+        AGENT,
+        "web",
+        "--port",
+        "0",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stderr is not None
     banner = proc.stderr.readline()
     found = _BANNER.search(banner)
@@ -103,37 +121,52 @@ def _build(store: Path) -> tuple[str, int]:
     of ZH (followed by one more turn) and the number of turns of python-asyncio."""
     run_demo(store, echo=lambda _line: None)
     with MemoryManager(store, agent="test-agent", model="test-model") as mm:
-        mm.save_interaction("hostile", HOSTILE, "I will not run that.",
-                            datetime(2024, 4, 20, 9, 0, tzinfo=UTC))
+        mm.save_interaction(
+            "hostile", HOSTILE, "I will not run that.", datetime(2024, 4, 20, 9, 0, tzinfo=UTC)
+        )
         mm.update_metadata("python-asyncio", metadata={"links": [ZH]})
         # the demo reverted its summary: a new one, with key facts (the offline one has none)
-        mm.summarize("python-asyncio", summarizer=Fixed(
-            "- Wants short asyncio books", [KEY_FACT, "Fluent Python is by Luciano Ramalho"]))
+        mm.summarize(
+            "python-asyncio",
+            summarizer=Fixed(
+                "- Wants short asyncio books", [KEY_FACT, "Fluent Python is by Luciano Ramalho"]
+            ),
+        )
         mm.summary_config = SummaryConfig(on_loss="review")
         _with_previous(mm)  # session "caro" with a summary of four facts
         with pytest.raises(SummaryHeldForReview):  # one that drops them waits on a branch
             mm.summarize("caro", summarizer=Fixed("- Caroline paints", ["Caroline paints"]))
         summary_sha = mm.summarize(ZH, offline=True)
-        mm.save_interaction(ZH, LATER, "What the function was: its name and docstring.",
-                            datetime(2024, 4, 21, 9, 0, tzinfo=UTC))
+        mm.save_interaction(
+            ZH,
+            LATER,
+            "What the function was: its name and docstring.",
+            datetime(2024, 4, 21, 9, 0, tzinfo=UTC),
+        )
         loaded = mm.load_memory("python-asyncio")
         assert loaded is not None
         return summary_sha, len(loaded.interactions)
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory,
-         request: pytest.FixtureRequest) -> Iterator[Site]:
+def site(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Site]:
     # module-scoped, so tests/conftest.py's per-test isolation is done here again
     home = tmp_path_factory.mktemp("browser-home")
-    (home / ".gitconfig").write_text("[user]\n\tname = Test Person\n\temail = test@example.com"
-                                     "\n[init]\n\tdefaultBranch = main\n")
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Test Person\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n"
+    )
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
             if key.startswith(("GIT_", "GITMEM_")):
                 mp.delenv(key)
-        for key, value in {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                           "GIT_CONFIG_NOSYSTEM": "1", **IDENTITY}.items():
+        for key, value in {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            **IDENTITY,
+        }.items():
             mp.setenv(key, value)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         store = tmp_path_factory.mktemp("browser") / "store"
@@ -155,8 +188,11 @@ def site(tmp_path_factory: pytest.TempPathFactory,
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        pytest.fail(f"the browser tests need Debian's chromium at {CHROMIUM}: install it with "
-                    "`apt-get install -y chromium` (.ci/run does)", pytrace=False)
+        pytest.fail(
+            f"the browser tests need Debian's chromium at {CHROMIUM}: install it with "
+            "`apt-get install -y chromium` (.ci/run does)",
+            pytrace=False,
+        )
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
@@ -210,8 +246,9 @@ def _hook(name: str) -> str:
 def _hrefs(page: Page, selector: str) -> list[str]:
     """Every ``href`` under ``selector``, percent-decoded (ids may hold any character)."""
     found: list[str] = page.eval_on_selector_all(
-        selector, "nodes => nodes.map(n => n.getAttribute('href') || "
-        "n.getAttribute('xlink:href') || '')")
+        selector,
+        "nodes => nodes.map(n => n.getAttribute('href') || n.getAttribute('xlink:href') || '')",
+    )
     return [unquote(h) for h in found]
 
 
@@ -267,8 +304,9 @@ def _search(page: Page, site: Site) -> None:
     hits = page.locator(_hook("hit"))
     assert hits.count() >= 1
     assert "asyncio" in hits.first.inner_text().lower()
-    assert any(h.startswith("/sessions/python-asyncio#turn-")
-               for h in _hrefs(page, f"{_hook('hit')} a"))
+    assert any(
+        h.startswith("/sessions/python-asyncio#turn-") for h in _hrefs(page, f"{_hook('hit')} a")
+    )
     assert page.locator(f"{_hook('explain')} meter").count() >= 1
 
 
@@ -332,8 +370,9 @@ PAGES: list[tuple[str, str, Callable[[Page, Site], None]]] = [
 
 
 @pytest.mark.parametrize(("shot", "path", "check"), PAGES, ids=[p[0] for p in PAGES])
-def test_each_page_shows_the_store(page: Page, site: Site, shot: str, path: str,
-                                   check: Callable[[Page, Site], None]) -> None:
+def test_each_page_shows_the_store(
+    page: Page, site: Site, shot: str, path: str, check: Callable[[Page, Site], None]
+) -> None:
     _open(page, site, path.format(summary_sha=site.summary_sha), shot)
     assert page.title().endswith("· gitmem"), page.title()
     check(page, site)
@@ -356,7 +395,8 @@ def test_search_through_the_form(page: Page, site: Site) -> None:
     assert urlsplit(page.url).path == "/search" and "q=Fluent+Python+author" in page.url
     page.screenshot(path=str(site.shots / "search-form.png"), full_page=True)
     assert page.locator(f"form{_hook('search-form')} [name=q]").input_value() == (
-        "Fluent Python author")
+        "Fluent Python author"
+    )
     hits = page.locator(_hook("hit")).all_inner_texts()
     assert any("Fluent Python" in hit for hit in hits), hits
 
@@ -483,8 +523,18 @@ def test_token_server_asks_for_a_login(browser: Browser, site: Site) -> None:
 
 
 def test_public_bind_without_a_token_refuses_to_start(site: Site) -> None:
-    cmd = [sys.executable, "-m", "gitmem", "--repo", str(site.store), "web", "--host",
-           "0.0.0.0", "--port", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gitmem",
+        "--repo",
+        str(site.store),
+        "web",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=site.env, timeout=60)
     assert done.returncode != 0
     assert "binding to '0.0.0.0' lets other machines connect" in done.stderr, done.stderr

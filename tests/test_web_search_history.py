@@ -67,11 +67,16 @@ def test_each_hit_shows_its_score_components_as_meters(mm: MemoryManager) -> Non
     shown = _section(page, "hit")
     assert len(shown) == len(hits)
     for hit, html in zip(hits, shown, strict=True):
-        table = re.search(r'<table class="components" data-test="explain">(.*?)</table>', html,
-                          re.S)
+        table = re.search(
+            r'<table class="components" data-test="explain">(.*?)</table>', html, re.S
+        )
         assert table, html
-        rows = re.findall(r'<th scope="row">(\w+)</th>.*?<meter min="0" max="([\d.]+)" '
-                          r'value="([\d.]+)"', table.group(1), re.S)
+        rows = re.findall(
+            r'<th scope="row">(\w+)</th>.*?<meter min="0" max="([\d.]+)" '
+            r'value="([\d.]+)"',
+            table.group(1),
+            re.S,
+        )
         assert {name for name, _, _ in rows} == set(hit.components)
         for name, top, value in rows:
             assert float(value) == pytest.approx(hit.components[name])
@@ -79,12 +84,17 @@ def test_each_hit_shows_its_score_components_as_meters(mm: MemoryManager) -> Non
 
 
 def test_the_explain_data_lists_terms_and_every_candidate_with_its_status(
-        mm: MemoryManager) -> None:
+    mm: MemoryManager,
+) -> None:
     explained = mm.search("asyncio books", explain=True).explanation
     assert explained is not None
     page = client(mm).get("/search", params={"q": "asyncio books", "explain": "1"}).text
-    details = re.search(r'<details class="explain" data-test="explain-details" open>(.*?)'
-                        r"</details>", page, re.S)
+    details = re.search(
+        r'<details class="explain" data-test="explain-details" open>(.*?)'
+        r"</details>",
+        page,
+        re.S,
+    )
     assert details, "the explain part is not open"
     terms = re.search(r'data-test="explain-terms">(.*?)</table>', details.group(1), re.S)
     assert terms and all(f">{t}<" in terms.group(1) for t in explained["terms"])
@@ -108,8 +118,9 @@ def test_a_hostile_snippet_is_escaped_and_only_marked(mm: MemoryManager) -> None
 
 def test_highlight_escapes_everything_it_does_not_mark() -> None:
     shown = highlight('<b onclick="x">Books</b> & 记忆', {"book", "记忆"})
-    assert str(shown) == ('&lt;b onclick=&#34;x&#34;&gt;<mark>Books</mark>&lt;/b&gt; &amp; '
-                          "<mark>记忆</mark>")
+    assert str(shown) == (
+        "&lt;b onclick=&#34;x&#34;&gt;<mark>Books</mark>&lt;/b&gt; &amp; <mark>记忆</mark>"
+    )
 
 
 def test_an_empty_query_shows_the_form_only(mm: MemoryManager) -> None:
@@ -132,10 +143,20 @@ def _asgi_get(mm: MemoryManager, path: str, query: str) -> tuple[int, str]:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "GET", "scheme": "http", "path": path, "raw_path": path.encode(),
-             "query_string": query.encode(), "root_path": "", "headers": [(b"host", b"x")],
-             "client": ("127.0.0.1", 1), "server": ("x", 80)}  # fmt: skip
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"x")],
+        "client": ("127.0.0.1", 1),
+        "server": ("x", 80),
+    }
     asyncio.run(app(scope, receive, send))  # type: ignore[arg-type]
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
 
@@ -169,8 +190,11 @@ def test_filters_narrow_the_search(mm: MemoryManager) -> None:
 
 
 def test_the_context_lists_its_messages_and_nothing_cut_with_room(mm: MemoryManager) -> None:
-    page = client(mm).get("/search", params={"q": "train", "context": "python-books",
-                                             "max_tokens": "4000"}).text
+    page = (
+        client(mm)
+        .get("/search", params={"q": "train", "context": "python-books", "max_tokens": "4000"})
+        .text
+    )
     messages = _section(page, "context-message")
     assert any("Robust Python" in m for m in messages)  # the newest turn
     assert any("Kyoto" in m for m in messages)  # a memory from another session
@@ -178,8 +202,11 @@ def test_the_context_lists_its_messages_and_nothing_cut_with_room(mm: MemoryMana
 
 
 def test_a_small_budget_cuts_and_the_page_says_what_and_why(mm: MemoryManager) -> None:
-    page = client(mm).get("/search", params={"q": "train", "context": "python-books",
-                                             "max_tokens": "60"}).text
+    page = (
+        client(mm)
+        .get("/search", params={"q": "train", "context": "python-books", "max_tokens": "60"})
+        .text
+    )
     cut = _section(page, "context-cut")
     reasons = [re.findall(r"<td>([^<]*)</td>", row)[-1] for row in cut]
     assert "over budget" in reasons and all(reasons), cut
@@ -191,8 +218,7 @@ def test_a_small_budget_cuts_and_the_page_says_what_and_why(mm: MemoryManager) -
 
 
 def _rows(page: str) -> list[str]:
-    return [m for m in re.findall(r'href="/commits/([0-9a-f]{40})" data-test="commit-link"',
-                                  page)]
+    return [m for m in re.findall(r'href="/commits/([0-9a-f]{40})" data-test="commit-link"', page)]
 
 
 def test_history_lists_the_store_newest_first_like_git(mm: MemoryManager, store: Path) -> None:
@@ -225,8 +251,9 @@ def test_history_of_an_unknown_session_is_404(mm: MemoryManager) -> None:
 def test_history_pages_back_with_before(store: Path) -> None:
     mm = MemoryManager(store, init=True, agent="pager")
     for n in range(60):
-        mm.save_interaction(f"s{n % 3}", f"question {n}", f"answer {n}",
-                            START + timedelta(minutes=n))
+        mm.save_interaction(
+            f"s{n % 3}", f"question {n}", f"answer {n}", START + timedelta(minutes=n)
+        )
     web = client(mm)
     first = web.get("/history").text
     shown = _rows(first)
@@ -245,7 +272,8 @@ def test_history_trailers_filter_in_the_library(mm: MemoryManager) -> None:
     found = mm.history(trailers={"Gitmem-Trigger": "manual"})
     assert [r.op for r in found] == ["summarize"]
     assert mm.history("python-books", trailers={"Gitmem-Via": "web"}, op="metadata")[0].op == (
-        "metadata")
+        "metadata"
+    )
 
 
 # --- one commit ------------------------------------------------------------------------
@@ -271,10 +299,15 @@ def test_a_save_commit_shows_the_added_turn_and_links_to_undo_it(mm: MemoryManag
     added = _section(page, "turn-added")
     assert len(added) == 1 and "And one on typing?" in added[0] and "Robust Python" in added[0]
     assert any("last_active" in row for row in _section(page, "meta-change"))
-    rollback = re.search(r'href="/undo/rollback/python-books\?to=([^"]+)" '
-                         r'data-test="rollback-link"', page)
-    assert rollback and mm.resolve(unquote(rollback.group(1))) == mm.history(
-        commit=sha, limit=2)[1].sha  # sha^ is the parent
+    rollback = re.search(
+        r'href="/undo/rollback/python-books\?to=([^"]+)" '
+        r'data-test="rollback-link"',
+        page,
+    )
+    assert (
+        rollback
+        and mm.resolve(unquote(rollback.group(1))) == mm.history(commit=sha, limit=2)[1].sha
+    )  # sha^ is the parent
     assert not _all(page, "notice") and 'data-test="unified"' not in page
 
 
@@ -282,9 +315,14 @@ def test_a_changed_turn_shows_old_and_new(mm: MemoryManager) -> None:
     session = mm.load_memory("travel-plans")
     assert session is not None
     turn = session.interactions[0]
-    edited = turn.model_copy(update={"messages": [
-        turn.messages[0].model_copy(update={"content": "Book a train to Osaka on May 4."}),
-        *turn.messages[1:]]})
+    edited = turn.model_copy(
+        update={
+            "messages": [
+                turn.messages[0].model_copy(update={"content": "Book a train to Osaka on May 4."}),
+                *turn.messages[1:],
+            ]
+        }
+    )
     mm.put_session(session.model_copy(update={"interactions": [edited]}), op="edit")
     page = client(mm).get(f"/commits/{mm.head()}").text
     changed = _section(page, "turn-changed")
@@ -322,8 +360,9 @@ def test_the_hostile_save_renders_as_text(mm: MemoryManager) -> None:
     assert "<script" not in page and "<img" not in page and 'href="javascript' not in page
 
 
-def test_an_unknown_sha_is_404_naming_it_and_the_root_commit_works(mm: MemoryManager,
-                                                                    store: Path) -> None:
+def test_an_unknown_sha_is_404_naming_it_and_the_root_commit_works(
+    mm: MemoryManager, store: Path
+) -> None:
     web = client(mm)
     missing = web.get("/commits/0123456789abcdef")
     assert missing.status_code == 404 and "0123456789abcdef" in missing.text
@@ -337,14 +376,16 @@ def test_a_commit_of_many_sessions_details_the_first_and_lists_the_rest(store: P
     mm = MemoryManager(store, init=True, agent="importer")
     with mm.batch("Import 25 sessions"):
         for n in range(25):
-            mm.save_interaction(f"imported-{n:02d}", f"question {n}", f"answer {n}",
-                                START + timedelta(minutes=n))
+            mm.save_interaction(
+                f"imported-{n:02d}", f"question {n}", f"answer {n}", START + timedelta(minutes=n)
+            )
     page = client(mm).get(f"/commits/{mm.head()}").text
     detailed = re.findall(r'<section class="session-diff" data-test="session-diff">', page)
     assert len(detailed) == 20 and len(_section(page, "turn-added")) == 20
     brief = re.findall(r'<tr data-test="session-diff"><td><a href="([^"]+)">', page)
     assert [unquote(h.replace("&amp;", "&")).rsplit("=", 1)[1] for h in brief] == [
-        f"imported-{n:02d}" for n in range(20, 25)]
+        f"imported-{n:02d}" for n in range(20, 25)
+    ]
 
 
 def test_a_bad_date_filter_is_a_400_page_naming_the_field(mm: MemoryManager) -> None:

@@ -56,8 +56,9 @@ def test_a_post_needs_the_csrf_cookie_and_the_matching_field(mm: MemoryManager) 
     assert wrong.status_code == 403
     stranger = client(mm)  # the right field, but not this browser's cookie
     assert stranger.post("/login", data={"csrf": token}).status_code == 403
-    accepted = browser.post("/login", data={"csrf": token, "next": "/login"},
-                            follow_redirects=False)
+    accepted = browser.post(
+        "/login", data={"csrf": token, "next": "/login"}, follow_redirects=False
+    )
     assert accepted.status_code in (200, 303, 401)  # past the guard: the page answered
     assert commits(mm) == before
 
@@ -65,8 +66,7 @@ def test_a_post_needs_the_csrf_cookie_and_the_matching_field(mm: MemoryManager) 
 def test_a_form_from_another_site_is_refused(mm: MemoryManager) -> None:
     browser = client(mm)
     token = csrf_of(browser.get("/login").text)
-    answer = browser.post("/login", data={"csrf": token},
-                          headers={"origin": "http://evil.example"})
+    answer = browser.post("/login", data={"csrf": token}, headers={"origin": "http://evil.example"})
     assert answer.status_code == 403 and "another site" in answer.text
 
 
@@ -93,8 +93,11 @@ def test_with_a_token_a_browser_logs_in_first(mm: MemoryManager) -> None:
     token = csrf_of(login.text)
     bad = browser.post("/login", data={"csrf": token, "token": "wrong", "next": "/facts"})
     assert bad.status_code == 401 and "not this server" in bad.text
-    good = browser.post("/login", data={"csrf": token, "token": TOKEN, "next": "//evil.example"},
-                        follow_redirects=False)
+    good = browser.post(
+        "/login",
+        data={"csrf": token, "token": TOKEN, "next": "//evil.example"},
+        follow_redirects=False,
+    )
     assert good.status_code == 303 and good.headers["location"] == "/"
     assert browser.get("/login", follow_redirects=False).status_code == 200
     assert browser.get("/static/style.css").status_code == 200
@@ -113,16 +116,18 @@ def test_a_token_link_logs_in_and_leaves_the_address_bar(mm: MemoryManager) -> N
 def test_scripts_use_the_bearer_token(mm: MemoryManager) -> None:
     script = client(mm, token=TOKEN)
     assert script.get("/login").status_code == 200
-    ok = script.get("/sessions", headers={"authorization": f"Bearer {TOKEN}"},
-                    follow_redirects=False)
+    ok = script.get(
+        "/sessions", headers={"authorization": f"Bearer {TOKEN}"}, follow_redirects=False
+    )
     assert ok.status_code != 303
     post = script.post("/login", headers={"authorization": "Bearer wrong"}, data={})
     assert post.status_code in (401, 403)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gitmem", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "gitmem", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_gitmem_web_refuses_an_open_bind_without_a_token(mm: MemoryManager) -> None:
@@ -139,9 +144,23 @@ _BANNER = re.compile(r"at http://127\.0\.0\.1:(\d+)/")
 @contextlib.contextmanager
 def web_server(store: Path, token: str) -> Iterator[int]:
     """``gitmem web --port 0 --token T`` on 127.0.0.1; yields its port."""
-    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "--repo", str(store), "web",
-                             "--port", "0", "--token", token],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gitmem",
+            "--repo",
+            str(store),
+            "web",
+            "--port",
+            "0",
+            "--token",
+            token,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         banner = proc.stderr.readline()
@@ -164,9 +183,23 @@ def raw_get(port: int, target: str, **headers: str) -> http.client.HTTPResponse:
 
 @pytest.mark.parametrize("token", [" " * 16, f"  {TOKEN}  "], ids=["blank", "padded"])
 def test_gitmem_web_refuses_a_blank_or_padded_token(mm: MemoryManager, token: str) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "gitmem", "--repo", str(mm.path), "web",
-                             "--port", "0", "--token", token],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gitmem",
+            "--repo",
+            str(mm.path),
+            "web",
+            "--port",
+            "0",
+            "--token",
+            token,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stderr is not None
         first = proc.stderr.readline()  # the refusal, or the banner of a server that started
@@ -179,9 +212,11 @@ def test_gitmem_web_refuses_a_blank_or_padded_token(mm: MemoryManager, token: st
 
 def test_the_token_link_never_redirects_to_another_site(mm: MemoryManager) -> None:
     with web_server(mm.path, TOKEN) as port:
-        for target, kept in ((f"//evil.example/?token={TOKEN}", "/evil.example/"),
-                             (f"///evil.example/x?token={TOKEN}&q=1", "/evil.example/x?q=1"),
-                             (f"/facts?token={TOKEN}", "/facts")):
+        for target, kept in (
+            (f"//evil.example/?token={TOKEN}", "/evil.example/"),
+            (f"///evil.example/x?token={TOKEN}&q=1", "/evil.example/x?q=1"),
+            (f"/facts?token={TOKEN}", "/facts"),
+        ):
             answer = raw_get(port, target)
             assert answer.status == 303, target
             assert answer.headers["location"] == kept, (target, answer.headers["location"])
@@ -201,10 +236,14 @@ def test_every_template_and_asset_ships_in_the_package() -> None:
     load must match one of its patterns."""
     root = Path(__file__).resolve().parent.parent
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["gitmem"]
+        "package-data"
+    ]["gitmem"]
     web = root / "gitmem" / "web"
-    files = [p.relative_to(root / "gitmem").as_posix()
-             for folder in ("templates", "static") for p in (web / folder).iterdir()]
+    files = [
+        p.relative_to(root / "gitmem").as_posix()
+        for folder in ("templates", "static")
+        for p in (web / folder).iterdir()
+    ]
     assert files
     left_out = [f for f in files if not any(fnmatch(f, pattern) for pattern in patterns)]
     assert not left_out, f"not in package-data: {left_out}"

@@ -27,15 +27,17 @@ def mm(tmp_path: Path) -> MemoryManager:
 
 def _rows(page: str) -> list[str]:
     """The session ids of a sessions list, in order."""
-    return re.findall(r'<tr data-test="session-row">\s*<td><a href="/sessions/[^"]*">([^<]*)<',
-                      page)
+    return re.findall(
+        r'<tr data-test="session-row">\s*<td><a href="/sessions/[^"]*">([^<]*)<', page
+    )
 
 
 def _body(page: str) -> str:
-    return page[page.index("<body>"):]
+    return page[page.index("<body>") :]
 
 
 # --- the sessions list ----------------------------------------------------------------
+
 
 def test_the_list_shows_every_session_with_its_columns(mm: MemoryManager) -> None:
     response = client(mm).get("/sessions")
@@ -43,7 +45,7 @@ def test_the_list_shows_every_session_with_its_columns(mm: MemoryManager) -> Non
     page = response.text
     assert _rows(page) == ["hostile", "travel-plans", "python-books"]
     assert '<span data-test="total">3</span>' in page
-    row = page[page.index('<a href="/sessions/python-books">'):]
+    row = page[page.index('<a href="/sessions/python-books">') :]
     row = row[: row.index("</tr>")]
     assert ">2026-03-02 09:09<" in row and ">2026-03-02 09:00<" in row  # last active, created
     assert '<td class="num">4</td>' in row  # turns
@@ -52,16 +54,19 @@ def test_the_list_shows_every_session_with_its_columns(mm: MemoryManager) -> Non
     assert "Recommend some books" in row  # the summary preview
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("tag=python", ["python-books"]),
-    ("tag=books,+python", ["python-books"]),
-    ("tag=nothing", []),
-    ("project=reading", ["python-books"]),
-    ("participant=assistant", ["hostile", "travel-plans", "python-books"]),
-    ("since=2026-03-03", ["hostile", "travel-plans"]),
-    ("until=2026-03-03", ["travel-plans", "python-books"]),  # a date: to the end of the day
-    ("since=2026-03-03&until=2026-03-03", ["travel-plans"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("tag=python", ["python-books"]),
+        ("tag=books,+python", ["python-books"]),
+        ("tag=nothing", []),
+        ("project=reading", ["python-books"]),
+        ("participant=assistant", ["hostile", "travel-plans", "python-books"]),
+        ("since=2026-03-03", ["hostile", "travel-plans"]),
+        ("until=2026-03-03", ["travel-plans", "python-books"]),  # a date: to the end of the day
+        ("since=2026-03-03&until=2026-03-03", ["travel-plans"]),
+    ],
+)
 def test_filters(mm: MemoryManager, query: str, expected: list[str]) -> None:
     response = client(mm).get(f"/sessions?{query}")
     assert response.status_code == 200
@@ -83,12 +88,16 @@ def test_paging_keeps_the_filters_and_counts_the_whole_list(mm: MemoryManager) -
     assert 'rel="prev"' in second
 
 
-@pytest.mark.parametrize(("query", "named"), [
-    ("since=yesterday", "since"), ("until=2026-02-30", "until"), ("page=two", "page"),
-    ("size=0", "size"),
-])  # fmt: skip
-def test_a_bad_filter_is_a_400_naming_the_field(mm: MemoryManager, query: str, named: str
-                                                ) -> None:
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("since=yesterday", "since"),
+        ("until=2026-02-30", "until"),
+        ("page=two", "page"),
+        ("size=0", "size"),
+    ],
+)
+def test_a_bad_filter_is_a_400_naming_the_field(mm: MemoryManager, query: str, named: str) -> None:
     response = client(mm).get(f"/sessions?{query}")
     assert response.status_code == 400
     error = re.search(r'data-test="error"[^>]*>([^<]*)<', response.text)
@@ -96,6 +105,7 @@ def test_a_bad_filter_is_a_400_naming_the_field(mm: MemoryManager, query: str, n
 
 
 # --- one session ----------------------------------------------------------------------
+
 
 def test_a_session_shows_metadata_summary_and_every_turn(mm: MemoryManager) -> None:
     response = client(mm).get("/sessions/python-books")
@@ -106,7 +116,7 @@ def test_a_session_shows_metadata_summary_and_every_turn(mm: MemoryManager) -> N
     turns = re.findall(r'<article class="turn[^"]*" id="turn-([^"]+)" data-test="turn">', page)
     assert turns == [t.id for t in session.interactions]
     assert page.count('<div class="speaker">User</div>') == 4
-    meta = page[page.index('data-test="session-meta"'):page.index("</dl>")]
+    meta = page[page.index('data-test="session-meta"') : page.index("</dl>")]
     assert 'href="/sessions/travel-plans"' in meta and ">reading</a>" in meta
     assert ">python</a>" in meta and ">books</a>" in meta
     assert 'data-test="summary"' in page and "gitmem-extractive" in page
@@ -121,15 +131,32 @@ def test_a_session_shows_metadata_summary_and_every_turn(mm: MemoryManager) -> N
 def test_key_facts_keywords_and_extra_metadata_are_shown(tmp_path: Path) -> None:
     mm = MemoryManager.init(tmp_path / "memory")
     at = START
-    mm.put_session(Session(
-        id="facts", created=at, last_active=at, participants=["Ann"], extra={"mood": "calm"},
-        interactions=[Interaction(id="t1", timestamp=at,
-                                  messages=[Message(speaker="Ann", content="I live in *Oslo*")])],
-        summary=Summary(text="Ann lives in Oslo.", generated=at, model="m1", covers=["t1"],
-                        facts=["Ann lives in Oslo"], keywords=["Oslo"]),
-    ))  # fmt: skip
+    mm.put_session(
+        Session(
+            id="facts",
+            created=at,
+            last_active=at,
+            participants=["Ann"],
+            extra={"mood": "calm"},
+            interactions=[
+                Interaction(
+                    id="t1",
+                    timestamp=at,
+                    messages=[Message(speaker="Ann", content="I live in *Oslo*")],
+                )
+            ],
+            summary=Summary(
+                text="Ann lives in Oslo.",
+                generated=at,
+                model="m1",
+                covers=["t1"],
+                facts=["Ann lives in Oslo"],
+                keywords=["Oslo"],
+            ),
+        )
+    )
     page = client(mm).get("/sessions/facts").text
-    facts = page[page.index('data-test="key-facts"'):]
+    facts = page[page.index('data-test="key-facts"') :]
     assert "<li>Ann lives in Oslo</li>" in facts[: facts.index("</ul>")]
     assert '<span class="tag">Oslo</span>' in page and "covers t1" in page
     assert "<dt>mood</dt><dd>calm</dd>" in page
@@ -137,15 +164,19 @@ def test_key_facts_keywords_and_extra_metadata_are_shown(tmp_path: Path) -> None
 
 
 def test_hostile_content_renders_as_text(mm: MemoryManager) -> None:
-    mm.save_interaction("hostile", "Plain [click](javascript:alert(1)) and [[x\" onload=\"y]]",
-                        "<svg onload=alert(1)>", START + timedelta(days=2, minutes=1))
+    mm.save_interaction(
+        "hostile",
+        'Plain [click](javascript:alert(1)) and [[x" onload="y]]',
+        "<svg onload=alert(1)>",
+        START + timedelta(days=2, minutes=1),
+    )
     response = client(mm).get("/sessions/hostile")
     assert response.status_code == 200
     body = _body(response.text)
     assert "&lt;script&gt;" in body and "&lt;img" in body and "&lt;svg onload" in body
     for element in ("<script", "<img", "<svg", "<iframe"):
         assert element not in body.lower()
-    assert 'href="javascript' not in body.lower() and "onload=\"" not in body
+    assert 'href="javascript' not in body.lower() and 'onload="' not in body
     assert '<a rel="nofollow noopener noreferrer" href="#harmful-link">click</a>' in body
     assert "script-src 'none'" in response.headers["content-security-policy"]
 
@@ -164,8 +195,7 @@ def test_blame_shows_who_wrote_each_turn_and_the_summary(mm: MemoryManager) -> N
     page = client(mm).get("/sessions/python-books?blame=1").text
     blamed = mm.blame("python-books")
     assert len(blamed) == 5  # four turns and the summary
-    shown = re.findall(r'data-test="blame">by ([^<]*) in <a href="/commits/([0-9a-f]{40})">',
-                       page)
+    shown = re.findall(r'data-test="blame">by ([^<]*) in <a href="/commits/([0-9a-f]{40})">', page)
     summary = next(b for b in blamed if b.kind == "summary")
     turns = [b for b in blamed if b.kind == "interaction"]
     assert [sha for _, sha in shown] == [summary.sha, *(b.sha for b in turns)]
@@ -175,8 +205,7 @@ def test_blame_shows_who_wrote_each_turn_and_the_summary(mm: MemoryManager) -> N
     assert 'data-test="blame-toggle"' in client(mm).get("/sessions/python-books").text
 
 
-def test_as_of_a_revision_shows_the_older_turns_and_offers_a_rollback(mm: MemoryManager
-                                                                       ) -> None:
+def test_as_of_a_revision_shows_the_older_turns_and_offers_a_rollback(mm: MemoryManager) -> None:
     revisions = mm.history("python-books")
     oldest = revisions[-1].sha
     web = client(mm)
@@ -219,17 +248,22 @@ def test_a_session_id_that_needs_quoting(tmp_path: Path) -> None:
 
 # --- links ------------------------------------------------------------------------------
 
+
 def _nodes(svg: str) -> list[str]:
     return re.findall(r'<a href="(/sessions/[^"]*)" class="node', svg)
 
 
 def test_the_links_graph_has_a_node_per_linked_session(mm: MemoryManager) -> None:
-    mm.save_interaction("notes", "see [[python-books]] and [[<img src=x onerror=alert(1)>]]",
-                        "ok", START + timedelta(days=3))
+    mm.save_interaction(
+        "notes",
+        "see [[python-books]] and [[<img src=x onerror=alert(1)>]]",
+        "ok",
+        START + timedelta(days=3),
+    )
     response = client(mm).get("/links")
     assert response.status_code == 200
     page = response.text
-    svg = page[page.index('<svg'):page.index("</svg>")]
+    svg = page[page.index("<svg") : page.index("</svg>")]
     assert 'data-test="links-graph"' in svg
     assert _nodes(svg) == ["/sessions/notes", "/sessions/python-books", "/sessions/travel-plans"]
     assert svg.count("<line ") == 3
@@ -247,14 +281,18 @@ def test_the_raw_svg_and_a_neighbourhood(mm: MemoryManager) -> None:
     assert raw.status_code == 200 and raw.headers["content-type"].startswith("image/svg+xml")
     assert raw.text.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
     # two hops from python-books: travel-plans, then near; far is three away
-    assert _nodes(raw.text) == ["/sessions/near", "/sessions/python-books",
-                                "/sessions/travel-plans"]
-    assert web.get("/links?session=far").text.count('<title>') == 4  # the page's own title too
+    assert _nodes(raw.text) == [
+        "/sessions/near",
+        "/sessions/python-books",
+        "/sessions/travel-plans",
+    ]
+    assert web.get("/links?session=far").text.count("<title>") == 4  # the page's own title too
     assert web.get("/links?session=nothing-here").status_code == 404
 
 
-def test_the_graph_is_capped_with_a_note(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch
-                                         ) -> None:
+def test_the_graph_is_capped_with_a_note(
+    mm: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mm.save_interaction("hub", "[[a1]] [[a2]] [[a3]] [[python-books]]", "ok")
     monkeypatch.setattr(links, "MAX_NODES", 3)
     page = client(mm).get("/links").text
@@ -277,9 +315,16 @@ def test_the_layout_is_deterministic_and_inside_the_picture() -> None:
 
 # --- facts ------------------------------------------------------------------------------
 
+
 def test_facts_show_their_provenance(mm: MemoryManager) -> None:
-    mm.remember("Trains to Kyoto leave at nine", source="travel-plans", section="Travel",
-                tags=["trip"], valid_from="2026-05-01", confidence=0.75)
+    mm.remember(
+        "Trains to Kyoto leave at nine",
+        source="travel-plans",
+        section="Travel",
+        tags=["trip"],
+        valid_from="2026-05-01",
+        confidence=0.75,
+    )
     response = client(mm).get("/facts")
     assert response.status_code == 200
     page = response.text

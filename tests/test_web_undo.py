@@ -58,11 +58,16 @@ def confirm(web: TestClient, url: str) -> tuple[str, Any]:
     """GET the preview at ``url``, POST its confirm form as a browser would."""
     page = web.get(url)
     assert page.status_code == 200 and hooks(page.text, "confirm-form") == 1, page.text
-    form = re.search(r'<form method="post" action="([^"]+)"[^>]*data-test="confirm-form">'
-                     r'(.*?)</form>', page.text, re.S)
+    form = re.search(
+        r'<form method="post" action="([^"]+)"[^>]*data-test="confirm-form">'
+        r"(.*?)</form>",
+        page.text,
+        re.S,
+    )
     assert form
-    fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">',
-                             form.group(2)))
+    fields = dict(
+        re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', form.group(2))
+    )
     return page.text, web.post(form.group(1), data=fields, follow_redirects=False)
 
 
@@ -112,15 +117,17 @@ def test_the_preview_writes_nothing(mm: MemoryManager, store: Path) -> None:
 
 
 @pytest.mark.parametrize("token", [None, "wrong"])
-def test_post_without_a_valid_csrf_is_refused(mm: MemoryManager, store: Path,
-                                              token: str | None) -> None:
+def test_post_without_a_valid_csrf_is_refused(
+    mm: MemoryManager, store: Path, token: str | None
+) -> None:
     web = client(mm)
     sha = summary_commit(mm)
     preview = web.get(f"/undo/revert/{sha}")  # the browser has its CSRF cookie
     assert hooks(preview.text, "confirm-form") == 1
     before = head(store)
-    answer = web.post(f"/undo/revert/{sha}", data={} if token is None else {"csrf": token},
-                      follow_redirects=False)
+    answer = web.post(
+        f"/undo/revert/{sha}", data={} if token is None else {"csrf": token}, follow_redirects=False
+    )
     assert answer.status_code == 403 and "CSRF" in answer.text
     assert head(store) == before
 
@@ -133,8 +140,7 @@ def test_a_conflicting_revert_shows_gitmems_message(mm: MemoryManager, store: Pa
     with pytest.raises(ConflictError) as caught:
         mm.revert_preview(sha)
     before = head(store)
-    answer = web.post(f"/undo/revert/{sha}", data={"csrf": csrf_of(page)},
-                      follow_redirects=False)
+    answer = web.post(f"/undo/revert/{sha}", data={"csrf": csrf_of(page)}, follow_redirects=False)
     assert answer.status_code == 409
     assert error_of(answer.text) == str(caught.value)
     assert hooks(answer.text, "confirm-form") == 0
@@ -151,8 +157,7 @@ def test_revert_twice_and_unknown_commits(mm: MemoryManager, store: Path) -> Non
     page = web.get(f"/undo/revert/{sha}").text
     web.post(f"/undo/revert/{sha}", data={"csrf": csrf_of(page)})
     before = head(store)
-    again = web.post(f"/undo/revert/{sha}", data={"csrf": csrf_of(page)},
-                     follow_redirects=False)
+    again = web.post(f"/undo/revert/{sha}", data={"csrf": csrf_of(page)}, follow_redirects=False)
     assert again.status_code == 200 and "undone already" in again.text
     assert hooks(again.text, "notice") == 1 and head(store) == before
     missing = web.get("/undo/revert/0123456789abcdef")
@@ -164,11 +169,13 @@ def test_the_landing_page_lists_commits_and_forms_lead_to_previews(mm: MemoryMan
     page = web.get("/undo").text
     assert hooks(page, "revert-link") == 9  # every commit but the store's creation
     assert f'href="/undo/revert/{summary_commit(mm)}"' in page
-    by_sha = web.get("/undo/revert", params={"sha": summary_commit(mm)[:10]},
-                     follow_redirects=False)
+    by_sha = web.get(
+        "/undo/revert", params={"sha": summary_commit(mm)[:10]}, follow_redirects=False
+    )
     assert by_sha.headers["location"] == f"/undo/revert/{summary_commit(mm)[:10]}"
-    by_session = web.get("/undo/rollback", params={"session": "a b", "to": "HEAD~1"},
-                         follow_redirects=False)
+    by_session = web.get(
+        "/undo/rollback", params={"session": "a b", "to": "HEAD~1"}, follow_redirects=False
+    )
     assert by_session.headers["location"] == "/undo/rollback/a%20b?to=HEAD~1"
 
 
@@ -225,8 +232,11 @@ def _any_form(web: TestClient, mm: MemoryManager) -> str:
 
 # --- reviews ----------------------------------------------------------------------------------
 
-FACTS = ["Caroline adopted a dog named Rex in May 2023", "Caroline works as a counselor",
-         "Her sister Amy lives in Denver"]
+FACTS = [
+    "Caroline adopted a dog named Rex in May 2023",
+    "Caroline works as a counselor",
+    "Her sister Amy lives in Denver",
+]
 
 
 class Fixed:
@@ -237,8 +247,9 @@ class Fixed:
     def __init__(self, facts: Sequence[str]) -> None:
         self.content = StructuredSummary(summary="- " + "\n- ".join(facts), key_facts=list(facts))
 
-    def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                  ) -> SummaryResult:
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
         return SummaryResult(self.content, self.name, tuple(t.id for t in turns), "json_schema")
 
 
@@ -257,11 +268,11 @@ def held_summary(mm: MemoryManager) -> str:
 def post_button(web: TestClient, url: str, button: str) -> Any:
     page = web.get(url)
     assert page.status_code == 200 and hooks(page.text, button) == 1, page.text
-    action = re.search(rf'<form method="post" action="([^"]+)" data-test="{button}-form">',
-                       page.text)
+    action = re.search(
+        rf'<form method="post" action="([^"]+)" data-test="{button}-form">', page.text
+    )
     assert action
-    return web.post(action.group(1), data={"csrf": csrf_of(page.text)},
-                    follow_redirects=False)
+    return web.post(action.group(1), data={"csrf": csrf_of(page.text)}, follow_redirects=False)
 
 
 def test_accept_a_held_summary(mm: MemoryManager, store: Path) -> None:
@@ -292,19 +303,18 @@ def test_reject_a_held_summary(mm: MemoryManager, store: Path) -> None:
     assert answer.status_code == 303 and f"commit={held}" in answer.headers["location"]
     assert head(store) == before and git(store, "branch", "--list", "gitmem/*") == ""
     missing = client(mm).get("/reviews/session/caro")
-    assert missing.status_code == 404 and "no summary of session 'caro'" in error_of(
-        missing.text)
+    assert missing.status_code == 404 and "no summary of session 'caro'" in error_of(missing.text)
 
 
-def held_facts(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch,
-               server: FakeServer) -> str:
+def held_facts(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> str:
     """A consolidation that forgets the store's one fact: held on gitmem/review-facts."""
     monkeypatch.setenv("GITMEM_LLM_BASE_URL", server.base_url)
     monkeypatch.setenv("GITMEM_LLM_MODEL", "fake-curator")
     monkeypatch.setenv("GITMEM_LLM_RETRIES", "0")
     [fact] = mm.facts()
-    server.default = lambda request: completion(json.dumps(
-        {"changes": [{"op": "forget", "id": fact.id, "reason": "stale"}]}))
+    server.default = lambda request: completion(
+        json.dumps({"changes": [{"op": "forget", "id": fact.id, "reason": "stale"}]})
+    )
     mm.save_interaction("travel-plans", "Forget what you know about me.", "OK.")
     result = mm.consolidate()
     assert result.status == "review" and result.commit is not None
@@ -312,9 +322,13 @@ def held_facts(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("button", ["accept", "reject"])
-def test_a_held_facts_consolidation(mm: MemoryManager, store: Path, button: str,
-                                    monkeypatch: pytest.MonkeyPatch,
-                                    llm_server: FakeServer) -> None:
+def test_a_held_facts_consolidation(
+    mm: MemoryManager,
+    store: Path,
+    button: str,
+    monkeypatch: pytest.MonkeyPatch,
+    llm_server: FakeServer,
+) -> None:
     fact = held_facts(mm, monkeypatch, llm_server)
     web = client(mm)
     assert 'href="/reviews/facts"' in web.get("/reviews").text
@@ -336,8 +350,7 @@ def test_a_held_facts_consolidation(mm: MemoryManager, store: Path, button: str,
 # --- read-only --------------------------------------------------------------------------------
 
 
-def test_read_only_shows_previews_and_refuses_every_post(mm: MemoryManager,
-                                                         store: Path) -> None:
+def test_read_only_shows_previews_and_refuses_every_post(mm: MemoryManager, store: Path) -> None:
     held_summary(mm)
     web = client(mm, read_only=True)
     sha = summary_commit(mm)
@@ -348,11 +361,15 @@ def test_read_only_shows_previews_and_refuses_every_post(mm: MemoryManager,
     # no page here has a form: sign the browser's cookie as a form would carry it
     token = web.app.state.security.csrf_for(web.cookies["gitmem_csrf"])  # type: ignore[attr-defined]
     before = head(store)
-    for url, data in [(f"/undo/revert/{sha}", {}), ("/undo/rollback/python-books",
-                                                      {"to": "HEAD~3"}),
-                      ("/undo/agent", {"agent": "test-agent"}),
-                      ("/reviews/session/caro/accept", {}), ("/reviews/session/caro/reject", {}),
-                      ("/reviews/facts/accept", {}), ("/reviews/facts/reject", {})]:
+    for url, data in [
+        (f"/undo/revert/{sha}", {}),
+        ("/undo/rollback/python-books", {"to": "HEAD~3"}),
+        ("/undo/agent", {"agent": "test-agent"}),
+        ("/reviews/session/caro/accept", {}),
+        ("/reviews/session/caro/reject", {}),
+        ("/reviews/facts/accept", {}),
+        ("/reviews/facts/reject", {}),
+    ]:
         answer = web.post(url, data={"csrf": token, **data}, follow_redirects=False)
         assert answer.status_code == 403, url
         assert "read-only" in error_of(answer.text), url

@@ -27,15 +27,25 @@ from tests.web_helpers import web_store
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-def _session(sid: str, turns: list[str], *, summary: str | None = None,
-             links: list[str] | None = None) -> Session:
+def _session(
+    sid: str, turns: list[str], *, summary: str | None = None, links: list[str] | None = None
+) -> Session:
     return Session(
-        id=sid, created=T0, last_active=T0, participants=["User"], links=links or [],
-        interactions=[Interaction(id=f"t{n}", timestamp=T0 + timedelta(minutes=n),
-                                  messages=[Message(speaker="User", content=text)])
-                      for n, text in enumerate(turns)],
+        id=sid,
+        created=T0,
+        last_active=T0,
+        participants=["User"],
+        links=links or [],
+        interactions=[
+            Interaction(
+                id=f"t{n}",
+                timestamp=T0 + timedelta(minutes=n),
+                messages=[Message(speaker="User", content=text)],
+            )
+            for n, text in enumerate(turns)
+        ],
         summary=Summary(text=summary, generated=T0) if summary else None,
-    )  # fmt: skip
+    )
 
 
 def _run(store: Path, *args: str, code: int = 0) -> str:
@@ -48,8 +58,10 @@ def _run(store: Path, *args: str, code: int = 0) -> str:
 
 
 def test_the_rule_skips_code_and_normalises_metadata_values() -> None:
-    text = ("see [[a]] and [[ b ]], not `[[code]]` nor ``[[x]] `y` ``\n"
-            "```\n[[fenced]]\n```\n~~~python\n[[tilde]]\n~~~\nthen [[a]] again, [[c]] [[ ]]")
+    text = (
+        "see [[a]] and [[ b ]], not `[[code]]` nor ``[[x]] `y` ``\n"
+        "```\n[[fenced]]\n```\n~~~python\n[[tilde]]\n~~~\nthen [[a]] again, [[c]] [[ ]]"
+    )
     assert wiki_links(text) == ["a", "b", "c"]
     assert wiki_links("an open fence\n```\n[[inside]]") == []
     assert link_targets("[[a]], [[b]]") == link_targets("a, b") == ["a", "b"]
@@ -80,7 +92,9 @@ def test_the_graph_comes_from_the_index_column_not_the_texts(store: Path) -> Non
     db = sqlite3.connect(index_path(mm.repository))
     column = dict(db.execute("SELECT session_id, text_links FROM sessions").fetchall())
     assert {sid: [v for v in value.split("\x1f") if v] for sid, value in column.items()} == {
-        "a": ["b", "ghost"], "b": ["a"]}
+        "a": ["b", "ghost"],
+        "b": ["a"],
+    }
     # with every text gone from the index, the graph is the same: it reads none
     db.execute("UPDATE docs SET text = ''")
     db.commit()
@@ -118,12 +132,13 @@ def test_the_web_store_gives_the_same_graph_as_before(tmp_path: Path) -> None:
 
 def _linked_store(store: Path) -> MemoryManager:
     mm = MemoryManager.init(store)
-    mm.put_session(_session("main", ["the storage layer plan, see [[design]]"],
-                            links=["ghost"]))
-    mm.put_session(_session("design", ["we talked a lot"],
-                            summary="SQLite holds the derived index."))
-    mm.put_session(_session("notes", ["lunch was good", "the storage layer is slow",
-                                       "more on [[main]] later"]))
+    mm.put_session(_session("main", ["the storage layer plan, see [[design]]"], links=["ghost"]))
+    mm.put_session(
+        _session("design", ["we talked a lot"], summary="SQLite holds the derived index.")
+    )
+    mm.put_session(
+        _session("notes", ["lunch was good", "the storage layer is slow", "more on [[main]] later"])
+    )
     mm.put_session(_session("cooking", ["pasta tonight, unlike [[main]]"]))
     return mm
 
@@ -132,7 +147,10 @@ def test_include_links_follows_links_out_and_in(store: Path) -> None:
     mm = _linked_store(store)
     hits = mm.search("storage layer", include_links=True, session="main", explain=True)
     assert [(h.session_id, h.kind) for h in hits] == [
-        ("main", "interaction"), ("design", "summary"), ("notes", "interaction")]
+        ("main", "interaction"),
+        ("design", "summary"),
+        ("notes", "interaction"),
+    ]
     ranked, out, back = hits
     assert "link" not in ranked.components
     # out: main's text links to design, which has a summary
@@ -145,7 +163,11 @@ def test_include_links_follows_links_out_and_in(store: Path) -> None:
     assert [h.session_id for h in one] == ["main", "design"]
     assert one.explanation is not None
     assert [e["pulled"] for e in one.explanation["links"]] == [
-        "no such session", "summary", "over the limit", "over the limit"]
+        "no such session",
+        "summary",
+        "over the limit",
+        "over the limit",
+    ]
     assert hits.explanation is not None
     assert hits.explanation["links"] == [
         {"from": "main", "to": "ghost", "direction": "out", "pulled": "no such session"},
@@ -197,7 +219,10 @@ def test_retrieve_context_and_mcp_search_follow_links(store: Path) -> None:
     answer = tools.search(mm, "storage layer", 10, None, None, None, ["main"], None, None, True)
     rows = answer.data["hits"]
     assert [(r["session"], r["link"]) for r in rows] == [
-        ("main", None), ("design", "out"), ("notes", "in")]
+        ("main", None),
+        ("design", "out"),
+        ("notes", "in"),
+    ]
     assert "(link in)" in answer.text
 
 
@@ -207,8 +232,7 @@ def test_retrieve_context_and_mcp_search_follow_links(store: Path) -> None:
 def test_meta_links_in_the_wiki_form_are_stored_as_ids(store: Path) -> None:
     _run(store, "init")
     _run(store, "save", "s1", "--user", "hi", "--assistant", "yo", "--meta", "links=[[x]]")
-    _run(store, "save", "s1", "--user", "hi", "--assistant", "yo",
-         "--meta", "links=[[a]], [[b]]")
+    _run(store, "save", "s1", "--user", "hi", "--assistant", "yo", "--meta", "links=[[a]], [[b]]")
     _run(store, "save", "s1", "--user", "hi", "--assistant", "yo", "--meta", "links=c, x")
     mm = MemoryManager(store)
     mm.save_interaction("s2", "hi", "yo", metadata={"links": ["[[s1]]", "d"]})
@@ -220,8 +244,18 @@ def test_meta_links_in_the_wiki_form_are_stored_as_ids(store: Path) -> None:
 
 def test_invalid_links_are_refused_naming_the_field_and_value(store: Path) -> None:
     _run(store, "init")
-    out = _run(store, "save", "s1", "--user", "hi", "--assistant", "yo",
-               "--meta", "links=[[a]][[b]]", code=1)
+    out = _run(
+        store,
+        "save",
+        "s1",
+        "--user",
+        "hi",
+        "--assistant",
+        "yo",
+        "--meta",
+        "links=[[a]][[b]]",
+        code=1,
+    )
     assert "links" in out and "'a]][[b' is not a session id: write x or [[x]]" in out
     mm = MemoryManager(store)
     with pytest.raises(ValidationError, match=r"links.*'\[\[half' is not a session id"):

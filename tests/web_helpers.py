@@ -13,8 +13,10 @@ from gitmem import MemoryManager
 from gitmem.web import WebOptions, create_app
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-HOSTILE = ('<script>document.title="pwned"</script> and <img src=x onerror="document.title='
-           "'pwned'\"> and [click](javascript:alert(1))")
+HOSTILE = (
+    '<script>document.title="pwned"</script> and <img src=x onerror="document.title='
+    "'pwned'\"> and [click](javascript:alert(1))"
+)
 
 
 def web_store(path: Path) -> MemoryManager:
@@ -22,20 +24,33 @@ def web_store(path: Path) -> MemoryManager:
     later turn follows, a remembered fact and a session holding hostile HTML."""
     mm = MemoryManager(path, init=True, agent="test-agent", model="test-model", via="web")
     at = START
-    for i, (user, assistant) in enumerate([
-        ("Recommend some books on Python asyncio.", "Try 'Using Asyncio in Python'."),
-        ("Who wrote Fluent Python?", "Luciano Ramalho, see [[travel-plans]]."),
-        ("I prefer short books.", "Then start with the 160-page one."),
-    ]):
-        mm.save_interaction("python-books", user, assistant, at + timedelta(minutes=i),
-                            tags=["python", "books"], metadata={"project": "reading"})
+    for i, (user, assistant) in enumerate(
+        [
+            ("Recommend some books on Python asyncio.", "Try 'Using Asyncio in Python'."),
+            ("Who wrote Fluent Python?", "Luciano Ramalho, see [[travel-plans]]."),
+            ("I prefer short books.", "Then start with the 160-page one."),
+        ]
+    ):
+        mm.save_interaction(
+            "python-books",
+            user,
+            assistant,
+            at + timedelta(minutes=i),
+            tags=["python", "books"],
+            metadata={"project": "reading"},
+        )
     mm.update_metadata("python-books", metadata={"links": ["travel-plans"]})
     mm.summarize("python-books", offline=True)
-    mm.save_interaction("python-books", "And one on typing?", "Try 'Robust Python'.",
-                        at + timedelta(minutes=9))
-    mm.save_interaction("travel-plans", "Book a train to Kyoto on May 3.",
-                        "Noted: Kyoto, May 3, by train.", at + timedelta(days=1),
-                        tags=["travel"])
+    mm.save_interaction(
+        "python-books", "And one on typing?", "Try 'Robust Python'.", at + timedelta(minutes=9)
+    )
+    mm.save_interaction(
+        "travel-plans",
+        "Book a train to Kyoto on May 3.",
+        "Noted: Kyoto, May 3, by train.",
+        at + timedelta(days=1),
+        tags=["travel"],
+    )
     mm.save_interaction("hostile", HOSTILE, "I will not run that.", at + timedelta(days=2))
     mm.remember("Alice prefers short books", source="python-books#i3")
     return mm

@@ -16,6 +16,14 @@ def main() -> None:
 
 
 __all__ = [
-    "cli", "facts", "history", "imports", "main", "search", "serve", "sessions", "sharing",
+    "cli",
+    "facts",
+    "history",
+    "imports",
+    "main",
+    "search",
+    "serve",
+    "sessions",
+    "sharing",
     "summaries",
 ]

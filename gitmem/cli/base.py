@@ -68,8 +68,15 @@ class GitmemCommand(click.Command):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not any("--json" in getattr(p, "opts", ()) for p in self.params):
-            self.params.append(click.Option(["--json"], is_flag=True, expose_value=False,
-                                            callback=_note_json, help="Print one JSON document."))
+            self.params.append(
+                click.Option(
+                    ["--json"],
+                    is_flag=True,
+                    expose_value=False,
+                    callback=_note_json,
+                    help="Print one JSON document.",
+                )
+            )
 
 
 class _JsonError(click.ClickException):
@@ -100,16 +107,18 @@ def shown_value(value: str, secrets: SecretConfig | None = None) -> str:
     return repr(value)
 
 
-def parse_when(value: str | None, name: str, secrets: SecretConfig | None = None
-                ) -> datetime | None:
+def parse_when(
+    value: str | None, name: str, secrets: SecretConfig | None = None
+) -> datetime | None:
     """A date option's value; a bad one is a usage error (exit 2) naming the option."""
     if value is None:
         return None
     try:
         return datetime.fromisoformat(value.strip())
     except ValueError:
-        raise click.BadParameter(f"not an ISO date/time: {shown_value(value, secrets)}",
-                                 param_hint=name) from None  # fmt: skip
+        raise click.BadParameter(
+            f"not an ISO date/time: {shown_value(value, secrets)}", param_hint=name
+        ) from None
 
 
 class Period(TypedDict):
@@ -119,16 +128,17 @@ class Period(TypedDict):
     until: datetime | None
 
 
-def parse_period(since: str | None, until: str | None, secrets: SecretConfig | None = None
-                 ) -> Period:
+def parse_period(
+    since: str | None, until: str | None, secrets: SecretConfig | None = None
+) -> Period:
     """``--since`` and ``--until`` parsed as :func:`parse_when` does, to pass on as ``**``."""
-    return Period(since=parse_when(since, "--since", secrets),
-                  until=parse_when(until, "--until", secrets))  # fmt: skip
+    return Period(
+        since=parse_when(since, "--since", secrets), until=parse_when(until, "--until", secrets)
+    )
 
 
 @contextlib.contextmanager
-def rev_option(value: str | None, name: str, secrets: SecretConfig | None = None
-                ) -> Iterator[None]:
+def rev_option(value: str | None, name: str, secrets: SecretConfig | None = None) -> Iterator[None]:
     """Around the use of a REV|DATE option: a value shaped like a date must be one (a usage
     error, exit 2, as for every date option), and an unknown revision is not echoed when it
     may be a secret."""
@@ -150,8 +160,13 @@ class GitmemGroup(click.Group):
     command_class = GitmemCommand
     group_class = type  # subgroups (import, remote, review, ...) behave the same
 
-    def make_context(self, info_name: str | None, args: list[str],
-                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
         given = list(args)  # parsing consumes the list
         try:
             made = super().make_context(info_name, args, parent=parent, **extra)
@@ -202,4 +217,3 @@ def cli(
 
 
 pass_ctx = click.make_pass_decorator(Context)
-

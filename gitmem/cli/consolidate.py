@@ -15,28 +15,38 @@ from gitmem.cli.base import Context, GitmemCommand, GitmemGroup, emit, pass_ctx
 
 
 @click.command("consolidate", cls=GitmemCommand)
-@click.option("--since", metavar="WHEN",
-              help="A date (turns from then on) or a commit (what changed after it); default: "
-                   "since the last consolidation.")
+@click.option(
+    "--since",
+    metavar="WHEN",
+    help="A date (turns from then on) or a commit (what changed after it); default: "
+    "since the last consolidation.",
+)
 @click.option("--offline", is_flag=True, help="Never ask the LLM: add salient sentences only.")
 @click.option("--dry-run", is_flag=True, help="Show the proposed diff; write nothing.")
-@click.option("--on-loss", type=click.Choice(["review", "refuse"]),
-              help="When the loss guard fires: commit to gitmem/review-facts (review) or write "
-                   "nothing (refuse); default git config gitmem.facts.onLoss, else review.")
+@click.option(
+    "--on-loss",
+    type=click.Choice(["review", "refuse"]),
+    help="When the loss guard fires: commit to gitmem/review-facts (review) or write "
+    "nothing (refuse); default git config gitmem.facts.onLoss, else review.",
+)
 @pass_ctx
-def consolidate_command(ctx: Context, since: str | None, offline: bool, dry_run: bool,
-                        on_loss: str | None) -> None:
+def consolidate_command(
+    ctx: Context, since: str | None, offline: bool, dry_run: bool, on_loss: str | None
+) -> None:
     """Turn new summaries and turns into fact changes, as one commit."""
     mm = ctx.manager()
-    result = mm.consolidate(since, offline=offline or None, apply=not dry_run,
-                            on_loss=on_loss)  # type: ignore[arg-type]
+    result = mm.consolidate(since, offline=offline or None, apply=not dry_run, on_loss=on_loss)  # type: ignore[arg-type]
 
     def text() -> str:
-        lines = [f"{result.status}: {len(result.changes)} changes ({result.engine})"
-                 + (f" {result.commit[:12]}" if result.commit else "")]
+        lines = [
+            f"{result.status}: {len(result.changes)} changes ({result.engine})"
+            + (f" {result.commit[:12]}" if result.commit else "")
+        ]
         if result.branch:
-            lines.append(f"held on branch {result.branch}: `gitmem facts review show`, then "
-                         "`gitmem facts review accept|reject`")
+            lines.append(
+                f"held on branch {result.branch}: `gitmem facts review show`, then "
+                "`gitmem facts review accept|reject`"
+            )
         if result.loss is not None and result.loss.fires:
             lines.append(result.loss.render())
         lines += [f"rejected: {r}" for r in result.rejected]

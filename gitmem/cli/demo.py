@@ -73,8 +73,10 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
             hits = mm.search(query, k=2)
             echo(f"  {query!r}:")
             for hit in hits:
-                echo(f"    {hit.score:.2f} {hit.session_id}#{hit.interaction_id}: "
-                     f"{hit.snippet[:60]!r}")
+                echo(
+                    f"    {hit.score:.2f} {hit.session_id}#{hit.interaction_id}: "
+                    f"{hit.snippet[:60]!r}"
+                )
         context = mm.retrieve_context("python-asyncio", "who wrote it?", max_tokens=200)
         echo(f"  retrieve_context: {len(context)} chat messages within 200 tokens")
 
@@ -86,30 +88,45 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         echo("\n".join("  | " + line for line in summarized.summary.text.splitlines()))
 
         echo("\n== 6. Curated facts: what the agent knows across sessions, with provenance")
-        person = mm.remember("Prefers short books, under 200 pages.", section="Preferences",
-                             source=("python-asyncio", loaded.interactions[2].id))
+        person = mm.remember(
+            "Prefers short books, under 200 pages.",
+            section="Preferences",
+            source=("python-asyncio", loaded.interactions[2].id),
+        )
         learned = mm.consolidate(offline=True)
-        echo(f"  remember -> fact {person.id}; consolidate offline -> {learned.status}, "
-             f"{len(learned.changes)} facts added from turns and summaries")
+        echo(
+            f"  remember -> fact {person.id}; consolidate offline -> {learned.status}, "
+            f"{len(learned.changes)} facts added from turns and summaries"
+        )
         memory = (mm.path / mm.facts_path).read_text(encoding="utf-8")
         echo("\n".join("  | " + line for line in memory.splitlines()[:12]))
-        context = mm.retrieve_context("python-asyncio", "which book should I read?",
-                                      max_tokens=300)
-        echo("  retrieve_context opens with: "
-             f"{context[0]['content'].splitlines()[0]!r}" if context else "  (no context)")
+        context = mm.retrieve_context("python-asyncio", "which book should I read?", max_tokens=300)
+        echo(
+            f"  retrieve_context opens with: {context[0]['content'].splitlines()[0]!r}"
+            if context
+            else "  (no context)"
+        )
 
         echo("\n== 7. Undo the summary commit; the turns saved after it stay")
-        mm.save_interaction("python-asyncio", "Is there an audiobook?", "Not that I know of.",
-                            timestamp=_START + timedelta(minutes=30))
+        mm.save_interaction(
+            "python-asyncio",
+            "Is there an audiobook?",
+            "Not that I know of.",
+            timestamp=_START + timedelta(minutes=30),
+        )
         undo = mm.revert(sha)
         after = mm.load_memory("python-asyncio")
         assert after is not None
-        echo(f"  revert commit {(undo or '-')[:12]}: summary now "
-             f"{'gone' if after.summary is None else 'present'}, "
-             f"{len(after.interactions)} turns kept")
+        echo(
+            f"  revert commit {(undo or '-')[:12]}: summary now "
+            f"{'gone' if after.summary is None else 'present'}, "
+            f"{len(after.interactions)} turns kept"
+        )
         before = mm.at(sha + "~1").load_memory("python-asyncio")
-        echo(f"  as of the commit before the summary: {len(before.interactions) if before else 0}"
-             " turns")
+        echo(
+            f"  as of the commit before the summary: {len(before.interactions) if before else 0}"
+            " turns"
+        )
         for rev in mm.history("python-asyncio", limit=3):
             echo(f"  {rev.sha[:12]} {rev.op or '-':10} {rev.subject}")
 

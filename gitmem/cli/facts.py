@@ -40,8 +40,7 @@ facts.add_command(review_command)
 def shown(text: str) -> str:
     """``text`` on one terminal line: line breaks and control characters as ``\\u{XXXX}``
     (a fact may hold any text; a terminal should not act on it)."""
-    return "".join(ch if ch.isprintable() or ch == "\t" else f"\\u{{{ord(ch):04X}}}"
-                   for ch in text)
+    return "".join(ch if ch.isprintable() or ch == "\t" else f"\\u{{{ord(ch):04X}}}" for ch in text)
 
 
 def provenance(fact: Fact) -> str:
@@ -66,17 +65,23 @@ def facts_text(found: Iterable[Fact]) -> str:
     groups: dict[str, list[Fact]] = {}
     for fact in found:
         groups.setdefault(fact.section, []).append(fact)
-    return "\n\n".join(f"## {section}\n" + "\n".join(fact_line(f) for f in items)
-                       for section, items in groups.items())
+    return "\n\n".join(
+        f"## {section}\n" + "\n".join(fact_line(f) for f in items)
+        for section, items in groups.items()
+    )
 
 
 def fact_text(fact: Fact) -> list[str]:
     """Every field of one fact, one per line."""
-    lines = [f"{fact.id}  {shown(fact.text)}", f"  section:     {fact.section}",
-             f"  source:      {provenance(fact)}"]
+    lines = [
+        f"{fact.id}  {shown(fact.text)}",
+        f"  section:     {fact.section}",
+        f"  source:      {provenance(fact)}",
+    ]
     if fact.valid_from or fact.valid_until:
-        lines.append(f"  valid:       from {fact.valid_from or '-'} until "
-                     f"{fact.valid_until or '-'}")
+        lines.append(
+            f"  valid:       from {fact.valid_from or '-'} until {fact.valid_until or '-'}"
+        )
     if fact.confidence is not None:
         lines.append(f"  confidence:  {fact.confidence}")
     if fact.tags:
@@ -92,16 +97,24 @@ def who(agent: str | None, author: str, model: str | None) -> str:
 
 def entry_dict(entry: LogEntry) -> dict[str, Any]:
     """A commit of the memory file, as ``facts show --json`` lists it."""
-    return {"commit": entry.sha, "when": entry.time.isoformat(), "author": entry.author,
-            "agent": _last(entry, "Gitmem-Agent"), "model": _last(entry, "Gitmem-Model"),
-            "op": _last(entry, "Gitmem-Op"), "subject": entry.subject,
-            "reason": _last(entry, "Gitmem-Reason")}
+    return {
+        "commit": entry.sha,
+        "when": entry.time.isoformat(),
+        "author": entry.author,
+        "agent": _last(entry, "Gitmem-Agent"),
+        "model": _last(entry, "Gitmem-Model"),
+        "op": _last(entry, "Gitmem-Op"),
+        "subject": entry.subject,
+        "reason": _last(entry, "Gitmem-Reason"),
+    }
 
 
 def blame_line(item: FactBlame) -> str:
-    return (f"{item.fact.id}  {item.commit[:SHORT]}  {item.when.date().isoformat()}  "
-            f"{who(item.agent, item.author, item.model)}  {item.op or '-'}  "
-            f"{shown(item.fact.text)}")
+    return (
+        f"{item.fact.id}  {item.commit[:SHORT]}  {item.when.date().isoformat()}  "
+        f"{who(item.agent, item.author, item.model)}  {item.op or '-'}  "
+        f"{shown(item.fact.text)}"
+    )
 
 
 def _last(entry: LogEntry, key: str) -> str | None:
@@ -151,19 +164,39 @@ def _version(mm: MemoryManager, commit: str, fact_id: str) -> Fact | None:
 @click.option("--section", help="Only facts under this heading.")
 @click.option("--query", "-q", help="Only facts sharing words with QUERY, best match first.")
 @click.option("--tag", "tags", multiple=True, help="Only facts with this tag (repeat: all).")
-@click.option("--all", "include_past", is_flag=True,
-              help="Also facts that were replaced or whose 'valid until' passed.")
-@click.option("--at", "at", metavar="DATE|REV",
-              help="The memory as of a revision, or a date (the last commit before it, and "
-                   "the facts valid then).")
+@click.option(
+    "--all",
+    "include_past",
+    is_flag=True,
+    help="Also facts that were replaced or whose 'valid until' passed.",
+)
+@click.option(
+    "--at",
+    "at",
+    metavar="DATE|REV",
+    help="The memory as of a revision, or a date (the last commit before it, and "
+    "the facts valid then).",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="At most N facts.")
 @pass_ctx
-def list_(ctx: Context, section: str | None, query: str | None, tags: tuple[str, ...],
-          include_past: bool, at: str | None, limit: int | None) -> None:
+def list_(
+    ctx: Context,
+    section: str | None,
+    query: str | None,
+    tags: tuple[str, ...],
+    include_past: bool,
+    at: str | None,
+    limit: int | None,
+) -> None:
     """The curated facts, grouped by section, each with its id and sources."""
     mm = ctx.manager()
-    options: dict[str, Any] = {"section": section, "query": query, "tags": tags,
-                               "include_past": include_past, "limit": limit}
+    options: dict[str, Any] = {
+        "section": section,
+        "query": query,
+        "tags": tags,
+        "include_past": include_past,
+        "limit": limit,
+    }
     with rev_option(at, "--at", mm.secret_config):
         if at is None:
             found = mm.facts(**options)
@@ -171,19 +204,24 @@ def list_(ctx: Context, section: str | None, query: str | None, tags: tuple[str,
             found = mm.facts(as_of=at.strip(), **options)
         else:
             found = mm.at(at).facts(**options)
-    emit(ctx, [f.to_dict() for f in found],
-         lambda: facts_text(found) or "no facts" + (" match" if query or tags or section else ""))
+    emit(
+        ctx,
+        [f.to_dict() for f in found],
+        lambda: facts_text(found) or "no facts" + (" match" if query or tags or section else ""),
+    )
 
 
 def _source_option(help_text: str) -> Callable[[F], F]:
-    return click.option("--source", "sources", multiple=True, metavar="SESSION[#TURN]",
-                        help=help_text)
+    return click.option(
+        "--source", "sources", multiple=True, metavar="SESSION[#TURN]", help=help_text
+    )
 
 
 @facts.command("add")
 @click.argument("text")
-@click.option("--section", default=DEFAULT_SECTION, show_default=True,
-              help="The heading to put it under.")
+@click.option(
+    "--section", default=DEFAULT_SECTION, show_default=True, help="The heading to put it under."
+)
 @_source_option("Where it was learned (repeatable); without one it is recorded as by hand.")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--from", "valid_from", metavar="DATE", help="True from this ISO date.")
@@ -191,14 +229,29 @@ def _source_option(help_text: str) -> Callable[[F], F]:
 @click.option("--confidence", type=click.FloatRange(0.0, 1.0), help="How sure, 0 to 1.")
 @click.option("--id", "fact_id", help="Use this id (letters, digits, _ - .) instead of a new one.")
 @pass_ctx
-def add(ctx: Context, text: str, section: str, sources: tuple[str, ...], tags: tuple[str, ...],
-        valid_from: str | None, valid_until: str | None, confidence: float | None,
-        fact_id: str | None) -> None:
+def add(
+    ctx: Context,
+    text: str,
+    section: str,
+    sources: tuple[str, ...],
+    tags: tuple[str, ...],
+    valid_from: str | None,
+    valid_until: str | None,
+    confidence: float | None,
+    fact_id: str | None,
+) -> None:
     """Remember TEXT as a new fact (one commit); prints its id."""
     fact = ctx.manager().remember(
-        text, section=section, source=list(sources) or None, tags=tags,
-        valid_from=_date(valid_from, "--from"), valid_until=_date(valid_until, "--until"),
-        confidence=confidence, fact_id=fact_id, by_hand=not sources)
+        text,
+        section=section,
+        source=list(sources) or None,
+        tags=tags,
+        valid_from=_date(valid_from, "--from"),
+        valid_until=_date(valid_until, "--until"),
+        confidence=confidence,
+        fact_id=fact_id,
+        by_hand=not sources,
+    )
     emit(ctx, fact.to_dict(), lambda: fact.id)
 
 
@@ -212,18 +265,41 @@ def add(ctx: Context, text: str, section: str, sources: tuple[str, ...], tags: t
 @click.option("--confidence", type=click.FloatRange(0.0, 1.0), help="How sure, 0 to 1.")
 @_source_option("Add a source (repeatable).")
 @pass_ctx
-def edit(ctx: Context, fact_id: str, text: str | None, section: str | None,
-         tags: tuple[str, ...], valid_from: str | None, valid_until: str | None,
-         confidence: float | None, sources: tuple[str, ...]) -> None:
+def edit(
+    ctx: Context,
+    fact_id: str,
+    text: str | None,
+    section: str | None,
+    tags: tuple[str, ...],
+    valid_from: str | None,
+    valid_until: str | None,
+    confidence: float | None,
+    sources: tuple[str, ...],
+) -> None:
     """Change fact ID in place (its id stays), as one commit."""
-    if not (text is not None or section or tags or valid_from or valid_until
-            or confidence is not None or sources):
-        raise click.UsageError("say what to change: --text, --section, --tag, --from, --until, "
-                               "--confidence or --source")
+    if not (
+        text is not None
+        or section
+        or tags
+        or valid_from
+        or valid_until
+        or confidence is not None
+        or sources
+    ):
+        raise click.UsageError(
+            "say what to change: --text, --section, --tag, --from, --until, "
+            "--confidence or --source"
+        )
     fact = ctx.manager().update_fact(
-        fact_id, text, section=section, tags=tags or None,
-        valid_from=_date(valid_from, "--from"), valid_until=_date(valid_until, "--until"),
-        confidence=confidence, source=list(sources) or None)
+        fact_id,
+        text,
+        section=section,
+        tags=tags or None,
+        valid_from=_date(valid_from, "--from"),
+        valid_until=_date(valid_until, "--until"),
+        confidence=confidence,
+        source=list(sources) or None,
+    )
     emit(ctx, fact.to_dict(), lambda: fact.id)
 
 
@@ -244,12 +320,14 @@ def forget(ctx: Context, fact_id: str, reason: str) -> None:
 @_source_option("Where the new fact was learned (repeatable).")
 @click.option("--when", metavar="DATE", help="The old fact's 'valid until' (default: today).")
 @pass_ctx
-def supersede(ctx: Context, old: str, new: str, reason: str, sources: tuple[str, ...],
-              when: str | None) -> None:
+def supersede(
+    ctx: Context, old: str, new: str, reason: str, sources: tuple[str, ...], when: str | None
+) -> None:
     """Replace fact OLD by NEW (an existing fact's id, or the new text): the old one stays,
     marked 'until' and 'replaced by'. Prints the new fact's id."""
-    fact = ctx.manager().supersede(old, new, reason=reason, source=list(sources) or None,
-                                   when=_date(when, "--when"))
+    fact = ctx.manager().supersede(
+        old, new, reason=reason, source=list(sources) or None, when=_date(when, "--when")
+    )
     emit(ctx, {"replaced": old, "fact": fact.to_dict()}, lambda: fact.id)
 
 
@@ -265,24 +343,38 @@ def show(ctx: Context, fact_id: str, at: str | None) -> None:
     try:
         fact = mm.fact(fact_id, commit=commit)
     except FactNotFound as exc:
-        gone = next((e for e in mm.fact_history(commit=commit) if fact_id in _named(e)
-                     and _last(e, "Gitmem-Op") == "forget"), None)
+        gone = next(
+            (
+                e
+                for e in mm.fact_history(commit=commit)
+                if fact_id in _named(e) and _last(e, "Gitmem-Op") == "forget"
+            ),
+            None,
+        )
         if gone is None:
             raise
-        raise FactNotFound(f"{exc}; it was forgotten in commit {gone.sha[:SHORT]}: "
-                           f"`gitmem facts show {fact_id} --at {gone.sha[:SHORT]}~1`") from None
+        raise FactNotFound(
+            f"{exc}; it was forgotten in commit {gone.sha[:SHORT]}: "
+            f"`gitmem facts show {fact_id} --at {gone.sha[:SHORT]}~1`"
+        ) from None
     entries = _touching(mm, fact_id, commit)
 
     def text() -> str:
         lines = fact_text(fact)
         lines.append("  history:" if entries else "  history:     (none)")
-        lines += [f"    {e.sha[:SHORT]}  {e.time.isoformat()}  "
-                  f"{who(_last(e, 'Gitmem-Agent'), e.author, _last(e, 'Gitmem-Model'))}  "
-                  f"{_last(e, 'Gitmem-Op') or '-'}  {shown(e.subject)}" for e in entries]
+        lines += [
+            f"    {e.sha[:SHORT]}  {e.time.isoformat()}  "
+            f"{who(_last(e, 'Gitmem-Agent'), e.author, _last(e, 'Gitmem-Model'))}  "
+            f"{_last(e, 'Gitmem-Op') or '-'}  {shown(e.subject)}"
+            for e in entries
+        ]
         return "\n".join(lines)
 
-    emit(ctx, {"fact": fact.to_dict(), "at": commit, "history": [entry_dict(e) for e in entries]},
-         text)
+    emit(
+        ctx,
+        {"fact": fact.to_dict(), "at": commit, "history": [entry_dict(e) for e in entries]},
+        text,
+    )
 
 
 @facts.command("blame")
@@ -294,5 +386,8 @@ def blame(ctx: Context, at: str | None) -> None:
     with rev_option(at, "--at", mm.secret_config):
         commit = None if at is None else mm.resolve(at)
     items = mm.fact_blame(commit=commit)
-    emit(ctx, [i.to_dict() for i in items],
-         lambda: "\n".join(blame_line(i) for i in items) or "no facts")
+    emit(
+        ctx,
+        [i.to_dict() for i in items],
+        lambda: "\n".join(blame_line(i) for i in items) or "no facts",
+    )

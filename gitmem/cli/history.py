@@ -31,8 +31,15 @@ def log_(
 ) -> None:
     """The audit trail of a session (or of the whole store), newest first."""
     mm = ctx.manager()
-    revisions = mm.history(session_id, op=op, agent=by_agent, model=by_model, limit=limit,
-                           changes=changes, **parse_period(since, until, mm.secret_config))
+    revisions = mm.history(
+        session_id,
+        op=op,
+        agent=by_agent,
+        model=by_model,
+        limit=limit,
+        changes=changes,
+        **parse_period(since, until, mm.secret_config),
+    )
 
     def text() -> str:
         lines = []
@@ -139,8 +146,13 @@ def undo(
     if not (by_agent or by_model):
         raise click.UsageError("say whose changes to undo: --agent NAME or --model NAME")
     mm = ctx.manager()
-    result = mm.revert_where(agent=by_agent, model=by_model, op=op, dry_run=dry_run,
-                             **parse_period(since, until, mm.secret_config))
+    result = mm.revert_where(
+        agent=by_agent,
+        model=by_model,
+        op=op,
+        dry_run=dry_run,
+        **parse_period(since, until, mm.secret_config),
+    )
 
     def text() -> str:
         if not result.reverted:

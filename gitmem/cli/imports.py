@@ -42,8 +42,9 @@ def export() -> None:
 
 def dry_run_option(func: F) -> F:
     """``--dry-run``: report what the import would change and write nothing."""
-    return click.option("--dry-run", is_flag=True,
-                        help="Say what would change; write nothing.")(func)  # fmt: skip
+    return click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")(
+        func
+    )
 
 
 class ProgressLine:
@@ -71,8 +72,7 @@ class ProgressLine:
             bar = f"[{'#' * filled}{'.' * (30 - filled)}] {100 * done // total:3d}% "
         else:
             bar = f"{done / 1e6:.1f} MB "
-        text = (f"{self.label}: {bar}{len(result.sessions)} sessions, "
-                f"{len(result.added)} new turns")  # fmt: skip
+        text = f"{self.label}: {bar}{len(result.sessions)} sessions, {len(result.added)} new turns"
         click.echo(("\r" + text) if self.tty else text, err=True, nl=not self.tty)
         self.drawn = True
 
@@ -86,15 +86,20 @@ def report(ctx: Context, result: ImportResult, source: str) -> None:
     if result.warnings and not ctx.json:
         click.echo("\n".join(f"warning: {w}" for w in result.warnings), err=True)
     if result.differing and not ctx.json:
-        click.echo(f"kept {len(result.differing)} stored turn(s) that differ from {source} "
-                   "(session, interaction):\n  "
-                   + "\n  ".join(f"{s} {i}" for s, i in result.differing), err=True)
+        click.echo(
+            f"kept {len(result.differing)} stored turn(s) that differ from {source} "
+            "(session, interaction):\n  " + "\n  ".join(f"{s} {i}" for s, i in result.differing),
+            err=True,
+        )
     emit(ctx, result.to_dict(), result.describe)
 
 
-def run_reported(ctx: Context, label: str, source: str,
-                 work: Callable[[Meter, Callable[[ImportResult], None]], ImportResult]
-                 ) -> ImportResult:
+def run_reported(
+    ctx: Context,
+    label: str,
+    source: str,
+    work: Callable[[Meter, Callable[[ImportResult], None]], ImportResult],
+) -> ImportResult:
     """Run ``work(meter, progress)`` with a progress line, then print its report."""
     meter = Meter()
     line = ProgressLine(ctx, meter, label)
@@ -113,15 +118,27 @@ Work = Callable[[Meter, Callable[[ImportResult], None]], ImportResult]
 
 def watch_option(func: F) -> F:
     """``--watch`` and ``--interval SECONDS``: keep importing as the source changes."""
-    func = click.option("--interval", type=click.FloatRange(min=0.05), default=1.0,
-                        show_default=True, metavar="SECONDS",
-                        help="With --watch: seconds between two looks at the files.")(func)
-    return click.option("--watch", is_flag=True,
-                        help="Keep importing as the files change, until Ctrl-C.")(func)
+    func = click.option(
+        "--interval",
+        type=click.FloatRange(min=0.05),
+        default=1.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="With --watch: seconds between two looks at the files.",
+    )(func)
+    return click.option(
+        "--watch", is_flag=True, help="Keep importing as the files change, until Ctrl-C."
+    )(func)
 
 
-def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], run: Work,
-                 *, interval: float = 1.0) -> int:
+def run_watching(
+    ctx: Context,
+    label: str,
+    roots: Callable[[], Iterable[Path]],
+    run: Work,
+    *,
+    interval: float = 1.0,
+) -> int:
     """Import with ``run`` (as :func:`run_reported`'s ``work``) now and after every settled
     change under ``roots()``, until Ctrl-C; return how many imports ran.
 
@@ -152,13 +169,20 @@ def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], 
 
     def on_error(exc: Exception) -> None:
         if ctx.json:
-            click.echo(json.dumps({"error": str(exc), "kind": type(exc).__name__},
-                                  ensure_ascii=False))  # fmt: skip
+            click.echo(
+                json.dumps({"error": str(exc), "kind": type(exc).__name__}, ensure_ascii=False)
+            )
         else:
             click.echo(f"Error: {exc} (trying again when the files change)", err=True)
 
-    count = watch_files(roots, once, interval=interval, debounce=min(0.5, interval),
-                        on_result=on_result, on_error=on_error)  # fmt: skip
+    count = watch_files(
+        roots,
+        once,
+        interval=interval,
+        debounce=min(0.5, interval),
+        on_result=on_result,
+        on_error=on_error,
+    )
     click.echo(f"stopped watching {label} after {count} import(s)", err=True)
     return count
 
@@ -172,98 +196,149 @@ def run_watching(ctx: Context, label: str, roots: Callable[[], Iterable[Path]], 
 @dry_run_option
 @watch_option
 @pass_ctx
-def import_locomo(ctx: Context, file: str, convs: str | None, dry_run: bool, watch: bool,
-                  interval: float) -> None:
+def import_locomo(
+    ctx: Context, file: str, convs: str | None, dry_run: bool, watch: bool, interval: float
+) -> None:
     """Import a LoCoMo benchmark file: one session per LoCoMo session, turn ids kept."""
     mm = ctx.manager()
     if watch:
-        run_watching(ctx, "locomo", lambda: [Path(file)],
-                     lambda meter, progress: locomo.import_locomo(mm, file, convs=convs,
-                                                                  dry_run=dry_run),
-                     interval=interval)  # fmt: skip
+        run_watching(
+            ctx,
+            "locomo",
+            lambda: [Path(file)],
+            lambda meter, progress: locomo.import_locomo(mm, file, convs=convs, dry_run=dry_run),
+            interval=interval,
+        )
         return
     result = locomo.import_locomo(
-        mm, file, convs=convs, dry_run=dry_run,
+        mm,
+        file,
+        convs=convs,
+        dry_run=dry_run,
         progress=None if ctx.json else (lambda text: click.echo(text, err=True)),
-    )  # fmt: skip
+    )
     report(ctx, result, file)
 
 
 @import_.command("nanobot")
-@click.argument("path", required=False, default="~/.nanobot",
-                type=click.Path(exists=False, file_okay=False))
-@click.option("--tz", help="Zone of nanobot's naive timestamps, e.g. Europe/Berlin "
-              "(default: this machine's).")
-@click.option("--tools", type=click.Choice(["summary", "full"]), default="summary",
-              show_default=True,
-              help="Tool calls as one line in the assistant's message, or also the results "
-                   "as a 'tool' speaker.")
+@click.argument(
+    "path", required=False, default="~/.nanobot", type=click.Path(exists=False, file_okay=False)
+)
+@click.option(
+    "--tz", help="Zone of nanobot's naive timestamps, e.g. Europe/Berlin (default: this machine's)."
+)
+@click.option(
+    "--tools",
+    type=click.Choice(["summary", "full"]),
+    default="summary",
+    show_default=True,
+    help="Tool calls as one line in the assistant's message, or also the results "
+    "as a 'tool' speaker.",
+)
 @dry_run_option
 @watch_option
 @pass_ctx
-def import_nanobot(ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool,
-                   watch: bool, interval: float) -> None:
+def import_nanobot(
+    ctx: Context, path: str, tz: str | None, tools: str, dry_run: bool, watch: bool, interval: float
+) -> None:
     """Import nanobot's memory: sessions, summaries, MEMORY.md/USER.md/SOUL.md versions
     and history, from a WORKSPACE or a NANOBOT_HOME (default ~/.nanobot)."""
     mm = ctx.manager()
     mode: nanobot.Tools = "full" if tools == "full" else "summary"
 
     def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
-        return nanobot.import_nanobot(mm, path, tz=tz, tools=mode, dry_run=dry_run,
-                                      meter=meter, progress=progress)  # fmt: skip
+        return nanobot.import_nanobot(
+            mm, path, tz=tz, tools=mode, dry_run=dry_run, meter=meter, progress=progress
+        )
 
     if watch:
-        run_watching(ctx, "nanobot", lambda: nanobot.watched_paths(path), work,
-                     interval=interval)  # fmt: skip
+        run_watching(ctx, "nanobot", lambda: nanobot.watched_paths(path), work, interval=interval)
         return
     run_reported(ctx, "nanobot", path, work)
 
 
 @import_.command("openclaw")
 @click.argument("workspace", required=False, type=click.Path(file_okay=False))
-@click.option("--agents-dir", type=click.Path(file_okay=False),
-              help="Where <agentId>/sessions/ live (default: beside the workspace, "
-                   "else ~/.openclaw/agents).")
-@click.option("--tz", "zone", help="Zone for naive times and daily-log dates "
-                                   "(default: the local zone).")
+@click.option(
+    "--agents-dir",
+    type=click.Path(file_okay=False),
+    help="Where <agentId>/sessions/ live (default: beside the workspace, else ~/.openclaw/agents).",
+)
+@click.option(
+    "--tz", "zone", help="Zone for naive times and daily-log dates (default: the local zone)."
+)
 @dry_run_option
 @watch_option
 @pass_ctx
-def import_openclaw(ctx: Context, workspace: str | None, agents_dir: str | None,
-                    zone: str | None, dry_run: bool, watch: bool, interval: float) -> None:
+def import_openclaw(
+    ctx: Context,
+    workspace: str | None,
+    agents_dir: str | None,
+    zone: str | None,
+    dry_run: bool,
+    watch: bool,
+    interval: float,
+) -> None:
     """Import OpenClaw: MEMORY.md versions, daily logs and agent session transcripts."""
     mm = ctx.manager()
 
     def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
-        return openclaw.import_openclaw(mm, workspace, agents_dir=agents_dir, tz=zone,
-                                        dry_run=dry_run, meter=meter, progress=progress)
+        return openclaw.import_openclaw(
+            mm,
+            workspace,
+            agents_dir=agents_dir,
+            tz=zone,
+            dry_run=dry_run,
+            meter=meter,
+            progress=progress,
+        )
 
     if watch:
-        run_watching(ctx, "openclaw", lambda: openclaw.watched_paths(workspace, agents_dir),
-                     work, interval=interval)
+        run_watching(
+            ctx,
+            "openclaw",
+            lambda: openclaw.watched_paths(workspace, agents_dir),
+            work,
+            interval=interval,
+        )
     else:
         run_reported(ctx, "openclaw", workspace or "OpenClaw", work)
 
 
 @import_.command("chat")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--session", "session_id", metavar="ID",
-              help="Session id for a file that holds one conversation "
-                   "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<n>).")
-@click.option("--tz", metavar="ZONE",
-              help="Time zone of naive ISO times, e.g. Europe/Berlin (default: this machine's).")
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="Session id for a file that holds one conversation "
+    "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<n>).",
+)
+@click.option(
+    "--tz",
+    metavar="ZONE",
+    help="Time zone of naive ISO times, e.g. Europe/Berlin (default: this machine's).",
+)
 @dry_run_option
 @watch_option
 @pass_ctx
-def import_chat(ctx: Context, file: str, session_id: str | None, tz: str | None,
-                dry_run: bool, watch: bool, interval: float) -> None:
+def import_chat(
+    ctx: Context,
+    file: str,
+    session_id: str | None,
+    tz: str | None,
+    dry_run: bool,
+    watch: bool,
+    interval: float,
+) -> None:
     """Import chat transcripts: OpenAI messages arrays (JSON or JSONL) or ChatGPT's
     conversations.json, one session per conversation."""
     mm = ctx.manager()
 
     def work(meter: Meter, progress: Callable[[ImportResult], None]) -> ImportResult:
-        return chat.import_chat(mm, file, session=session_id, tz=tz, dry_run=dry_run,
-                                meter=meter, progress=progress)
+        return chat.import_chat(
+            mm, file, session=session_id, tz=tz, dry_run=dry_run, meter=meter, progress=progress
+        )
 
     if watch:
         run_watching(ctx, "chat", lambda: [Path(file)], work, interval=interval)
@@ -273,14 +348,17 @@ def import_chat(ctx: Context, file: str, session_id: str | None, tz: str | None,
 
 @export.command("chat")
 @click.argument("session_id", metavar="SESSION")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
-              help="Write to this file instead of stdout.")
-@click.option("--jsonl", is_flag=True,
-              help="The messages array on one line (append to a JSONL file).")
+@click.option(
+    "--output", "-o", type=click.Path(dir_okay=False), help="Write to this file instead of stdout."
+)
+@click.option(
+    "--jsonl", is_flag=True, help="The messages array on one line (append to a JSONL file)."
+)
 @click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @pass_ctx
-def export_chat(ctx: Context, session_id: str, output: str | None, jsonl: bool,
-                at: str | None) -> None:
+def export_chat(
+    ctx: Context, session_id: str, output: str | None, jsonl: bool, at: str | None
+) -> None:
     """Write a session as an OpenAI Chat Completions messages array (JSON)."""
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
@@ -293,5 +371,8 @@ def export_chat(ctx: Context, session_id: str, output: str | None, jsonl: bool,
         click.echo(text, nl=False)
         return
     Path(output).write_text(text, encoding="utf-8")
-    emit(ctx, {"session_id": session_id, "output": output, "messages": len(messages)},
-         lambda: f"wrote {len(messages)} message(s) of {session_id} to {output}")
+    emit(
+        ctx,
+        {"session_id": session_id, "output": output, "messages": len(messages)},
+        lambda: f"wrote {len(messages)} message(s) of {session_id} to {output}",
+    )

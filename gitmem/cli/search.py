@@ -15,31 +15,63 @@ from gitmem.importers import locomo
 
 @cli.command()
 @click.argument("query")
-@click.option("-k", "--k", "k", default=10, show_default=True, type=click.IntRange(1, 1000),
-              help="How many hits at most.")
+@click.option(
+    "-k",
+    "--k",
+    "k",
+    default=10,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="How many hits at most.",
+)
 @click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
 @click.option("--project", help="Only sessions of this project.")
 @click.option("--participant", help="Only sessions where this speaker takes part.")
 @click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
 @click.option("--since", help="Only turns at or after this ISO date/time.")
 @click.option("--until", help="Only turns at or before this ISO date/time.")
-@click.option("--links", is_flag=True,
-              help="Add sessions linked to or from the hits' (summary or best turns).")
+@click.option(
+    "--links",
+    is_flag=True,
+    help="Add sessions linked to or from the hits' (summary or best turns).",
+)
 @click.option("--explain", is_flag=True, help="Show every candidate and its score components.")
-@click.option("--kind", type=click.Choice(["session", "fact", "any"]), default="session",
-              show_default=True,
-              help="Search the sessions, the curated facts (memory/MEMORY.md), or both.")
+@click.option(
+    "--kind",
+    type=click.Choice(["session", "fact", "any"]),
+    default="session",
+    show_default=True,
+    help="Search the sessions, the curated facts (memory/MEMORY.md), or both.",
+)
 @pass_ctx
-def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str | None,
-           participant: str | None, sessions: tuple[str, ...], since: str | None,
-           until: str | None, links: bool, explain: bool, kind: str) -> None:
+def search(
+    ctx: Context,
+    query: str,
+    k: int,
+    tags: tuple[str, ...],
+    project: str | None,
+    participant: str | None,
+    sessions: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    links: bool,
+    explain: bool,
+    kind: str,
+) -> None:
     """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
     mm = ctx.manager()
     hits = mm.search(
-        query, k, tags=tags, project=project, participant=participant,
-        session=sessions or None, **parse_period(since, until, mm.secret_config),
-        include_links=links, explain=explain, kind=kind,
-    )  # fmt: skip
+        query,
+        k,
+        tags=tags,
+        project=project,
+        participant=participant,
+        session=sessions or None,
+        **parse_period(since, until, mm.secret_config),
+        include_links=links,
+        explain=explain,
+        kind=kind,
+    )
 
     def text() -> str:
         lines = [views.hit_line(at, hit) for at, hit in enumerate(hits, 1)]
@@ -51,8 +83,11 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
             lines.extend(views.explain_search(hits.explanation))
         return "\n".join(lines)
 
-    data: dict[str, Any] = {"query": query, "hits": [h.model_dump(mode="json") for h in hits],
-                            "notes": hits.notes}
+    data: dict[str, Any] = {
+        "query": query,
+        "hits": [h.model_dump(mode="json") for h in hits],
+        "notes": hits.notes,
+    }
     if hits.explanation is not None:
         data["explanation"] = hits.explanation
     emit(ctx, data, text)
@@ -61,28 +96,72 @@ def search(ctx: Context, query: str, k: int, tags: tuple[str, ...], project: str
 @cli.command()
 @click.argument("session_id")
 @click.argument("query")
-@click.option("--max-tokens", default=2000, show_default=True, type=click.IntRange(1),
-              help="Token budget of the whole context.")
-@click.option("-k", "--k", "k", default=8, show_default=True, type=click.IntRange(0, 200),
-              help="Memories to retrieve at most.")
-@click.option("--recent", default=8, show_default=True, type=click.IntRange(0, 1000),
-              help="Recent turns of the session to include at most.")
-@click.option("--links", is_flag=True,
-              help="Add memories of sessions linked to or from the retrieved ones'.")
-@click.option("--rerank", is_flag=True,
-              help="Let the configured LLM choose and condense the memories from the top "
-                   "--candidates (lexical order if it fails).")
-@click.option("--candidates", default=20, show_default=True, type=click.IntRange(1, 200),
-              help="Lexical candidates the reranker chooses from.")
+@click.option(
+    "--max-tokens",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Token budget of the whole context.",
+)
+@click.option(
+    "-k",
+    "--k",
+    "k",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 200),
+    help="Memories to retrieve at most.",
+)
+@click.option(
+    "--recent",
+    default=8,
+    show_default=True,
+    type=click.IntRange(0, 1000),
+    help="Recent turns of the session to include at most.",
+)
+@click.option(
+    "--links", is_flag=True, help="Add memories of sessions linked to or from the retrieved ones'."
+)
+@click.option(
+    "--rerank",
+    is_flag=True,
+    help="Let the configured LLM choose and condense the memories from the top "
+    "--candidates (lexical order if it fails).",
+)
+@click.option(
+    "--candidates",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1, 200),
+    help="Lexical candidates the reranker chooses from.",
+)
 @click.option("--explain", is_flag=True, help="Show the search, the budget and what was cut.")
 @pass_ctx
-def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, recent: int,
-            links: bool, rerank: bool, candidates: int, explain: bool) -> None:
+def context(
+    ctx: Context,
+    session_id: str,
+    query: str,
+    max_tokens: int,
+    k: int,
+    recent: int,
+    links: bool,
+    rerank: bool,
+    candidates: int,
+    explain: bool,
+) -> None:
     """Assemble chat messages for SESSION_ID's next turn about QUERY, within a budget."""
     mm = ctx.manager()
-    messages = mm.retrieve_context(session_id, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent, explain=explain, include_links=links,
-                                   rerank=rerank, rerank_candidates=candidates)
+    messages = mm.retrieve_context(
+        session_id,
+        query,
+        max_tokens,
+        k=max(k, 1),
+        recent_turns=recent,
+        explain=explain,
+        include_links=links,
+        rerank=rerank,
+        rerank_candidates=candidates,
+    )
 
     def text() -> str:
         lines: list[str] = []
@@ -95,13 +174,16 @@ def context(ctx: Context, session_id: str, query: str, max_tokens: int, k: int, 
                 lines.extend(views.explain_rerank(info["rerank"]))
                 lines.append("")
             budget = info["budget"]
-            lines.append(f"budget: {budget['used']} of {budget['budget']} tokens used "
-                         f"({budget['counter']})")
+            lines.append(
+                f"budget: {budget['used']} of {budget['budget']} tokens used ({budget['counter']})"
+            )
             for piece in budget["included"]:
                 lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
             for piece in budget["cut"]:
-                lines.append(f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"
-                             f"  ({piece['reason']})")
+                lines.append(
+                    f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"
+                    f"  ({piece['reason']})"
+                )
             lines.extend(f"note: {n}" for n in info["notes"])
             lines.append("")
         for message in messages:
@@ -122,8 +204,9 @@ def reindex(ctx: Context) -> None:
     mm = ctx.manager()
     start = time.perf_counter()
     quiet = ctx.json
-    with click.progressbar(length=1, label="indexing sessions", file=sys.stderr,
-                           hidden=quiet) as bar:  # fmt: skip
+    with click.progressbar(
+        length=1, label="indexing sessions", file=sys.stderr, hidden=quiet
+    ) as bar:
 
         def progress(done: int, total: int) -> None:
             bar.length = max(total, 1)
@@ -131,12 +214,20 @@ def reindex(ctx: Context) -> None:
 
         report = mm.reindex(progress)
     seconds = time.perf_counter() - start
-    data = {"commit": report.commit, "sessions": report.indexed,
-            "unreadable": report.unreadable, "seconds": round(seconds, 3)}
-    emit(ctx, data, lambda: (
-        f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
-        + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
-    ))  # fmt: skip
+    data = {
+        "commit": report.commit,
+        "sessions": report.indexed,
+        "unreadable": report.unreadable,
+        "seconds": round(seconds, 3),
+    }
+    emit(
+        ctx,
+        data,
+        lambda: (
+            f"indexed {report.indexed} sessions at {str(report.commit)[:12]} in {seconds:.2f} s"
+            + "".join(f"\nunreadable (see `gitmem check`): {p}" for p in report.unreadable)
+        ),
+    )
 
 
 @cli.command()
@@ -145,8 +236,9 @@ def embed(ctx: Context) -> None:
     """Embed every memory that has no vector of the configured embedding model yet."""
     mm = ctx.manager()
     start = time.perf_counter()
-    with click.progressbar(length=1, label="embedding memories", file=sys.stderr,
-                           hidden=ctx.json) as bar:  # fmt: skip
+    with click.progressbar(
+        length=1, label="embedding memories", file=sys.stderr, hidden=ctx.json
+    ) as bar:
 
         def progress(done: int, total: int) -> None:
             bar.length = max(total, 1)
@@ -168,19 +260,33 @@ def bench() -> None:
 @bench.command("locomo")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
-@click.option("--depth", default=50, show_default=True, type=click.IntRange(25, 1000),
-              help="Hits asked per question.")
+@click.option(
+    "--depth",
+    default=50,
+    show_default=True,
+    type=click.IntRange(25, 1000),
+    help="Hits asked per question.",
+)
 @pass_ctx
 def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None:
     """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
     quiet = ctx.json
     result = locomo.bench_locomo(
-        file, convs=convs, depth=depth,
+        file,
+        convs=convs,
+        depth=depth,
         progress=None if quiet else (lambda text: click.echo(text, err=True)),
-    )  # fmt: skip
-    emit(ctx, result, lambda: (
-        locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
-        f"index {result['index_s']} s ({', '.join(result['conversations'])})"
-        + (f"; embeddings {result['embeddings']}, {result['embed_s']} s" if result["embeddings"]
-           else "; offline")
-    ))  # fmt: skip
+    )
+    emit(
+        ctx,
+        result,
+        lambda: (
+            locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
+            f"index {result['index_s']} s ({', '.join(result['conversations'])})"
+            + (
+                f"; embeddings {result['embeddings']}, {result['embed_s']} s"
+                if result["embeddings"]
+                else "; offline"
+            )
+        ),
+    )

@@ -17,34 +17,79 @@ class _MissingExtra(GitmemError):
 
 
 @cli.command()
-@click.option("--transport", type=click.Choice(["stdio", "streamable-http"]), default="stdio",
-              show_default=True, help="stdio for a client that starts gitmem; "
-              "streamable-http to serve several clients.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (HTTP). Any other than loopback needs --token.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on (HTTP); 0 picks a free one (printed on stderr).")
-@click.option("--path", "url_path", default="/mcp", show_default=True,
-              help="URL path of the endpoint (HTTP).")
-@click.option("--token", envvar="GITMEM_MCP_TOKEN", default=None,
-              help="Bearer token every HTTP request must carry (env GITMEM_MCP_TOKEN).")
-@click.option("--allow-host", "extra_hosts", multiple=True, metavar="NAME",
-              help="Also accept this Host header (the name clients use; repeatable).")
-@click.option("--stateless", is_flag=True, help="No MCP sessions over HTTP (each request "
-              "stands alone).")
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "streamable-http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for a client that starts gitmem; streamable-http to serve several clients.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (HTTP). Any other than loopback needs --token.",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (HTTP); 0 picks a free one (printed on stderr).",
+)
+@click.option(
+    "--path", "url_path", default="/mcp", show_default=True, help="URL path of the endpoint (HTTP)."
+)
+@click.option(
+    "--token",
+    envvar="GITMEM_MCP_TOKEN",
+    default=None,
+    help="Bearer token every HTTP request must carry (env GITMEM_MCP_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "extra_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also accept this Host header (the name clients use; repeatable).",
+)
+@click.option(
+    "--stateless", is_flag=True, help="No MCP sessions over HTTP (each request stands alone)."
+)
 @click.option("--read-only", is_flag=True, help="Expose only the tools that read.")
 @click.option("--allow-undo", is_flag=True, help="Also expose revert, rollback and undo_agent.")
-@click.option("--max-bytes", default=1024 * 1024, show_default=True,
-              type=click.IntRange(1, 64 * 1024 * 1024), help="Largest turn one save accepts "
-              "(at most 3 MiB over HTTP, 64 MiB over stdio).")
+@click.option(
+    "--max-bytes",
+    default=1024 * 1024,
+    show_default=True,
+    type=click.IntRange(1, 64 * 1024 * 1024),
+    help="Largest turn one save accepts (at most 3 MiB over HTTP, 64 MiB over stdio).",
+)
 @click.option("--init", "init", is_flag=True, help="Create the store if it does not exist.")
-@click.option("--nanobot-plugin", "plugin_dir", metavar="DIR",
-              type=click.Path(file_okay=False), default=None,
-              help="Write a nanobot plugin bundle for this store to DIR and exit.")
+@click.option(
+    "--nanobot-plugin",
+    "plugin_dir",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write a nanobot plugin bundle for this store to DIR and exit.",
+)
 @pass_ctx
-def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token: str | None,
-        extra_hosts: tuple[str, ...], stateless: bool, read_only: bool, allow_undo: bool,
-        max_bytes: int, init: bool, plugin_dir: str | None) -> None:
+def mcp(
+    ctx: Context,
+    transport: str,
+    host: str,
+    port: int,
+    url_path: str,
+    token: str | None,
+    extra_hosts: tuple[str, ...],
+    stateless: bool,
+    read_only: bool,
+    allow_undo: bool,
+    max_bytes: int,
+    init: bool,
+    plugin_dir: str | None,
+) -> None:
     """Serve the store to MCP clients (nanobot, Claude Desktop, Cursor...).
 
     Every write is a commit whose agent is the client's name (else --agent), with a
@@ -72,29 +117,63 @@ def mcp(ctx: Context, transport: str, host: str, port: int, url_path: str, token
     check_max_bytes(transport, max_bytes)
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
-    run(RunOptions(
-        path=path, agent=ctx.agent, model=ctx.model, transport=transport, host=host,
-        port=port, url_path=url_path, token=token or None, extra_hosts=extra_hosts,
-        stateless=stateless,
-        server=ServerOptions(read_only=read_only, allow_undo=allow_undo, max_bytes=max_bytes),
-    ))  # fmt: skip
+    run(
+        RunOptions(
+            path=path,
+            agent=ctx.agent,
+            model=ctx.model,
+            transport=transport,
+            host=host,
+            port=port,
+            url_path=url_path,
+            token=token or None,
+            extra_hosts=extra_hosts,
+            stateless=stateless,
+            server=ServerOptions(read_only=read_only, allow_undo=allow_undo, max_bytes=max_bytes),
+        )
+    )
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. Any other than loopback needs --token.")
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on; 0 picks a free one (printed on stderr).")
-@click.option("--token", envvar="GITMEM_WEB_TOKEN", default=None,
-              help="Token a browser logs in with, or a script sends as 'Authorization: "
-              "Bearer <token>' (env GITMEM_WEB_TOKEN).")
-@click.option("--allow-host", "extra_hosts", multiple=True, metavar="NAME",
-              help="Also accept this Host header (the name browsers use; repeatable).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. Any other than loopback needs --token.",
+)
+@click.option(
+    "--port",
+    default=8080,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on; 0 picks a free one (printed on stderr).",
+)
+@click.option(
+    "--token",
+    envvar="GITMEM_WEB_TOKEN",
+    default=None,
+    help="Token a browser logs in with, or a script sends as 'Authorization: "
+    "Bearer <token>' (env GITMEM_WEB_TOKEN).",
+)
+@click.option(
+    "--allow-host",
+    "extra_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also accept this Host header (the name browsers use; repeatable).",
+)
 @click.option("--read-only", is_flag=True, help="Show only: no undo, no review actions.")
 @click.option("--init", "init", is_flag=True, help="Create the store if it does not exist.")
 @pass_ctx
-def web(ctx: Context, host: str, port: int, token: str | None, extra_hosts: tuple[str, ...],
-        read_only: bool, init: bool) -> None:
+def web(
+    ctx: Context,
+    host: str,
+    port: int,
+    token: str | None,
+    extra_hosts: tuple[str, ...],
+    read_only: bool,
+    init: bool,
+) -> None:
     """Serve the web dashboard: sessions, search, history, diff, blame, undo, links, facts.
 
     Binds 127.0.0.1 by default. Writes (undo, review) are commits by --agent with a
@@ -111,5 +190,15 @@ def web(ctx: Context, host: str, port: int, token: str | None, extra_hosts: tupl
     check_bind(host, token or None, what="gitmem web", env="GITMEM_WEB_TOKEN")
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
-    run(WebRunOptions(path=path, agent=ctx.agent, model=ctx.model, host=host, port=port,
-                      token=token or None, extra_hosts=extra_hosts, read_only=read_only))
+    run(
+        WebRunOptions(
+            path=path,
+            agent=ctx.agent,
+            model=ctx.model,
+            host=host,
+            port=port,
+            token=token or None,
+            extra_hosts=extra_hosts,
+            read_only=read_only,
+        )
+    )

@@ -17,18 +17,24 @@ from gitmem.models import Message
 
 @cli.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
-@click.option("--here", is_flag=True,
-              help="Make the existing git repository at PATH (or --repo, or the current "
-                   "folder) a store on purpose: one commit adding the gitmem merge "
-                   "attributes to its .gitattributes.")
+@click.option(
+    "--here",
+    is_flag=True,
+    help="Make the existing git repository at PATH (or --repo, or the current "
+    "folder) a store on purpose: one commit adding the gitmem merge "
+    "attributes to its .gitattributes.",
+)
 @pass_ctx
 def init(ctx: Context, path: str | None, here: bool) -> None:
     """Create a memory store (a git repository) at PATH or --repo."""
     if path:
         ctx.repo = path
     mm = ctx.manager(init=True, adopt=here)
-    emit(ctx, {"path": str(mm.path), "head": mm.head()},
-          lambda: f"Initialized gitmem store in {mm.path}")  # fmt: skip
+    emit(
+        ctx,
+        {"path": str(mm.path), "head": mm.head()},
+        lambda: f"Initialized gitmem store in {mm.path}",
+    )
 
 
 @cli.command()
@@ -135,8 +141,13 @@ def list_(
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
         commit = mm.resolve(at) if at else None
-    sessions = mm.list_sessions(tags=tags, participant=participant, project=project,
-                                commit=commit, **parse_period(since, until, mm.secret_config))
+    sessions = mm.list_sessions(
+        tags=tags,
+        participant=participant,
+        project=project,
+        commit=commit,
+        **parse_period(since, until, mm.secret_config),
+    )
     rows = [views.session_summary(s) for s in sessions]
     emit(
         ctx,
@@ -179,12 +190,21 @@ def migrate(ctx: Context, dry_run: bool) -> None:
             return "nothing to do: the store already uses the fan-out layout"
         lines = [f"{old} -> {new}" for old, new in done.moves]
         verb = "would move" if dry_run else "moved"
-        lines.append(f"{verb} {len(done.moves)} file(s)"
-                     + (f" in commit {done.commit[:12]}" if done.commit else ""))
+        lines.append(
+            f"{verb} {len(done.moves)} file(s)"
+            + (f" in commit {done.commit[:12]}" if done.commit else "")
+        )
         return "\n".join(lines)
 
-    emit(ctx, {"dry_run": dry_run, "commit": done.commit,
-               "moves": [{"from": old, "to": new} for old, new in done.moves]}, text)
+    emit(
+        ctx,
+        {
+            "dry_run": dry_run,
+            "commit": done.commit,
+            "moves": [{"from": old, "to": new} for old, new in done.moves],
+        },
+        text,
+    )
 
 
 @cli.command()
@@ -218,8 +238,10 @@ def scan(ctx: Context) -> None:
             return "no secrets found in history"
         still = sum(1 for f in findings if f.at_head)
         lines = [str(f) for f in findings]
-        lines.append(f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate each "
-                     "key, then purge history (docs/reliability.md: Secrets already in history)")
+        lines.append(
+            f"{len(findings)} secret(s) in history, {still} still at HEAD: rotate each "
+            "key, then purge history (docs/reliability.md: Secrets already in history)"
+        )
         return "\n".join(lines)
 
     emit(ctx, [f.to_dict() for f in findings], text)

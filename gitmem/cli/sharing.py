@@ -26,8 +26,11 @@ def remote() -> None:
 def remote_add(ctx: Context, name: str, url: str) -> None:
     """Add remote NAME at URL (authentication stays with git: ssh agent, credential helper)."""
     added = ctx.manager().remote_add(name, url)
-    emit(ctx, {"name": added.name, "url": added.url},
-          lambda: f"added remote {added.name} {added.url}")  # fmt: skip
+    emit(
+        ctx,
+        {"name": added.name, "url": added.url},
+        lambda: f"added remote {added.name} {added.url}",
+    )
 
 
 @remote.command("list")
@@ -35,8 +38,11 @@ def remote_add(ctx: Context, name: str, url: str) -> None:
 def remote_list(ctx: Context) -> None:
     """List the remotes and their URLs."""
     found = ctx.manager().remotes()
-    emit(ctx, [{"name": r.name, "url": r.url} for r in found],
-          lambda: "\n".join(f"{r.name}\t{r.url}" for r in found) or "no remotes")  # fmt: skip
+    emit(
+        ctx,
+        [{"name": r.name, "url": r.url} for r in found],
+        lambda: "\n".join(f"{r.name}\t{r.url}" for r in found) or "no remotes",
+    )
 
 
 def _remote_options(fn: F) -> F:
@@ -50,8 +56,11 @@ def _remote_options(fn: F) -> F:
 def push(ctx: Context, remote_name: str, branch: str | None) -> None:
     """Push the memory to REMOTE (default origin); refuses if the remote moved (use sync)."""
     sent = ctx.manager().push(remote_name, branch)
-    emit(ctx, {"remote": remote_name, "pushed": sent},
-          lambda: "pushed" if sent else "remote already up to date")  # fmt: skip
+    emit(
+        ctx,
+        {"remote": remote_name, "pushed": sent},
+        lambda: "pushed" if sent else "remote already up to date",
+    )
 
 
 @cli.command()
@@ -81,8 +90,7 @@ def clone(ctx: Context, url: str, path: str | None) -> None:
     """Clone the memory store at URL into PATH and wire its merge driver."""
     target = path or Path(url.rstrip("/")).name.removesuffix(".git") or "memory"
     mm = MemoryManager.clone(url, target, agent=ctx.agent, model=ctx.model)
-    emit(ctx, {"path": str(mm.path), "head": mm.head()},
-          lambda: f"cloned {url} into {mm.path}")  # fmt: skip
+    emit(ctx, {"path": str(mm.path), "head": mm.head()}, lambda: f"cloned {url} into {mm.path}")
 
 
 @cli.command("merge-file")
@@ -120,8 +128,12 @@ def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
         mm = MemoryManager(ctx.repo if given and ctx.repo else ".", agent=ctx.agent)
         problems = mm.run_hook(name, args)
     if ctx.json:
-        click.echo(json.dumps([{"path": p.path, "line": p.line, "problem": p.problem}
-                               for p in problems], ensure_ascii=False))  # fmt: skip
+        click.echo(
+            json.dumps(
+                [{"path": p.path, "line": p.line, "problem": p.problem} for p in problems],
+                ensure_ascii=False,
+            )
+        )
         sys.exit(1 if problems else 0)
     for problem in problems:
         click.echo(str(problem), err=True)

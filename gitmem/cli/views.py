@@ -54,15 +54,31 @@ def hit_line(rank: int, hit: Hit) -> str:
     if hit.speaker:
         where.append(hit.speaker)
     # pulled in by include_links, after the ranked hits
-    ways = [name for key, name in (("link_out", "linked from a hit"),
-                                   ("link_in", "links to a hit")) if key in hit.components]
+    ways = [
+        name
+        for key, name in (("link_out", "linked from a hit"), ("link_in", "links to a hit"))
+        if key in hit.components
+    ]
     if ways:
         where.append(" & ".join(ways))
     return f"{rank:>3}  {hit.score:6.3f}  {' · '.join(where)}\n       {hit.snippet}"
 
 
-COMPONENTS = ("keyword", "expansion", "hop", "speaker", "context", "answer", "session", "summary",
-              "fuzzy", "temporal", "decay", "activation", "dense")  # fmt: skip
+COMPONENTS = (
+    "keyword",
+    "expansion",
+    "hop",
+    "speaker",
+    "context",
+    "answer",
+    "session",
+    "summary",
+    "fuzzy",
+    "temporal",
+    "decay",
+    "activation",
+    "dense",
+)
 
 
 def explain_search(info: dict[str, Any]) -> list[str]:
@@ -71,14 +87,19 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     terms = ", ".join(f"{t} ({w})" for t, w in info["terms"].items())
     lines.append(f"terms: {terms or '(none)'}")
     if info["corrections"]:
-        lines.append("typo corrections: " + ", ".join(
-            f"{a} -> {b}" for a, b in info["corrections"].items()))  # fmt: skip
+        lines.append(
+            "typo corrections: " + ", ".join(f"{a} -> {b}" for a, b in info["corrections"].items())
+        )
     if info["expansion"]:
-        lines.append("expansion (from the best first-round turns): " + ", ".join(
-            f"{t} ({w})" for t, w in info["expansion"].items()))  # fmt: skip
+        lines.append(
+            "expansion (from the best first-round turns): "
+            + ", ".join(f"{t} ({w})" for t, w in info["expansion"].items())
+        )
     if info.get("hop_terms"):
-        lines.append("second round (rarest terms of the best turns, other sessions): "
-                     + ", ".join(info["hop_terms"]))
+        lines.append(
+            "second round (rarest terms of the best turns, other sessions): "
+            + ", ".join(info["hop_terms"])
+        )
     if info["filters"]:
         lines.append(f"filters: {json.dumps(info['filters'], ensure_ascii=False)}")
     index = info.get("index") or {}
@@ -94,8 +115,10 @@ def explain_search(info: dict[str, Any]) -> list[str]:
     rows = info["candidates"]
     used = [c for c in COMPONENTS if any(c in r["components"] for r in rows)]
     if "dense" in used:  # optional embeddings: the order is fused (see search/fusion.py)
-        lines.append("with embeddings: score = reciprocal rank fusion of that lexical order "
-                     "and the dense order (dense = cosine similarity to the query)")
+        lines.append(
+            "with embeddings: score = reciprocal rank fusion of that lexical order "
+            "and the dense order (dense = cosine similarity to the query)"
+        )
     head = f"{'#':>3} {'score':>7}  {'status':<15}" + "".join(f"{c[:8]:>9}" for c in used)
     lines.append(head + "  session · turn")
     for r in rows:
@@ -106,26 +129,36 @@ def explain_search(info: dict[str, Any]) -> list[str]:
         )
     links = info.get("links")
     if links is not None:  # search --links: every link of the hits' sessions, both ways
-        lines.append("links (out: a hit's session links to it; in: it links to a hit's"
-                     " session):" if links else "links: the hits' sessions have none")
-        lines.extend(f"  {e['direction']:<3} {e['from']} -> {e['to']}: {e['pulled']}"
-                     for e in links)
+        lines.append(
+            "links (out: a hit's session links to it; in: it links to a hit's session):"
+            if links
+            else "links: the hits' sessions have none"
+        )
+        lines.extend(
+            f"  {e['direction']:<3} {e['from']} -> {e['to']}: {e['pulled']}" for e in links
+        )
     lines.extend(f"note: {n}" for n in info["notes"])
     return lines
 
 
 def explain_rerank(info: dict[str, Any]) -> list[str]:
     """What the LLM reranker was asked, what it chose and why, or why it fell back."""
-    lines = [f"rerank by {info['model'] or '(no model)'}: asked {len(info['asked'])} "
-             f"candidates: {', '.join(info['asked']) or '(none)'}"]
+    lines = [
+        f"rerank by {info['model'] or '(no model)'}: asked {len(info['asked'])} "
+        f"candidates: {', '.join(info['asked']) or '(none)'}"
+    ]
     if info["fallback"]:
         lines.append(f"  fell back to the lexical order: {info['fallback']}")
     for at, row in enumerate(info["chosen"], 1):
-        lines.append(f"{at:>3}  {row['ref']}  ({row['chars']} of {row['original_chars']} "
-                     f"chars)  {row['why'] or '(no reason given)'}")
+        lines.append(
+            f"{at:>3}  {row['ref']}  ({row['chars']} of {row['original_chars']} "
+            f"chars)  {row['why'] or '(no reason given)'}"
+        )
     if info["invalid"]:
-        lines.append("  ids the model cited that were not candidates (dropped): "
-                     + ", ".join(repr(i) for i in info["invalid"]))
+        lines.append(
+            "  ids the model cited that were not candidates (dropped): "
+            + ", ".join(repr(i) for i in info["invalid"])
+        )
     return lines
 
 
@@ -140,8 +173,9 @@ def sync_text(result: SyncResult, verb: str) -> str:
     if result.files:
         lines.append(f"{len(result.files)} memory file(s) changed")
     lines.extend("note: " + note.describe() for note in result.notes)
-    lines.extend(f"warning: secret from the remote: {item} (see `gitmem scan`)"
-                 for item in result.secrets)
+    lines.extend(
+        f"warning: secret from the remote: {item} (see `gitmem scan`)" for item in result.secrets
+    )
     if verb == "sync":
         lines.append("pushed" if result.pushed else "remote already up to date")
     return "\n".join(lines)

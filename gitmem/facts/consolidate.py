@@ -70,8 +70,14 @@ class Change:
     sources: tuple[FactSource, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "id": self.id, "text": self.text, "section": self.section,
-                "reason": self.reason, "sources": [str(s) for s in self.sources]}
+        return {
+            "op": self.op,
+            "id": self.id,
+            "text": self.text,
+            "section": self.section,
+            "reason": self.reason,
+            "sources": [str(s) for s in self.sources],
+        }
 
     def describe(self) -> str:
         target = f" {self.id}" if self.id else ""
@@ -95,8 +101,10 @@ class LossCheck:
         return bool(self.by_hand) or share > self.threshold
 
     def render(self) -> str:
-        lines = [f"Loss guard: removes {len(self.removed)} of {self.existing} facts "
-                 f"(threshold {self.threshold:.0%})"]
+        lines = [
+            f"Loss guard: removes {len(self.removed)} of {self.existing} facts "
+            f"(threshold {self.threshold:.0%})"
+        ]
         if self.removed:
             lines.append("  removed or replaced: " + ", ".join(self.removed))
         if self.by_hand:
@@ -104,8 +112,13 @@ class LossCheck:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"existing": self.existing, "removed": self.removed, "by_hand": self.by_hand,
-                "threshold": self.threshold, "fires": self.fires}
+        return {
+            "existing": self.existing,
+            "removed": self.removed,
+            "by_hand": self.by_hand,
+            "threshold": self.threshold,
+            "fires": self.fires,
+        }
 
 
 @dataclass
@@ -136,10 +149,17 @@ class Consolidation:
     loss: LossCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "engine": self.engine, "commit": self.commit,
-                "branch": self.branch, "fallback": self.fallback, "rejected": self.rejected,
-                "changes": [c.to_dict() for c in self.changes], "diff": self.diff,
-                "loss": None if self.loss is None else self.loss.to_dict()}
+        return {
+            "status": self.status,
+            "engine": self.engine,
+            "commit": self.commit,
+            "branch": self.branch,
+            "fallback": self.fallback,
+            "rejected": self.rejected,
+            "changes": [c.to_dict() for c in self.changes],
+            "diff": self.diff,
+            "loss": None if self.loss is None else self.loss.to_dict(),
+        }
 
 
 # --- settings --------------------------------------------------------------------------------
@@ -179,13 +199,14 @@ class FactsConfig:
                 config.budget = parse_int(key, value, 50, 1_000_000)
             else:
                 known = ", ".join(FACTS_KEYS.values())
-                raise ConfigError(f"unknown setting {key} (known: {known}); remove it with "
-                                  f"`git config --unset {key}`")
+                raise ConfigError(
+                    f"unknown setting {key} (known: {known}); remove it with "
+                    f"`git config --unset {key}`"
+                )
         return config
 
 
-FACTS_KEYS = {k.lower(): k for k in ("every", "idle", "onLoss", "threshold", "offline",
-                                     "budget")}
+FACTS_KEYS = {k.lower(): k for k in ("every", "idle", "onLoss", "threshold", "offline", "budget")}
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(w|d|h|m|s)", re.IGNORECASE)
 _UNITS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
@@ -197,16 +218,22 @@ def duration(key: str, value: str) -> timedelta:
     found = list(_DURATION.finditer(compact))
     seconds = sum(float(m[1]) * _UNITS[m[2].lower()] for m in found)
     if not compact or "".join(m[0] for m in found) != compact or seconds <= 0:
-        raise ConfigError(f"{key} = {value!r} is not valid: expected a duration such as 30m, "
-                          f"2h, 1d or off; fix it with `git config {key} <value>`")
+        raise ConfigError(
+            f"{key} = {value!r} is not valid: expected a duration such as 30m, "
+            f"2h, 1d or off; fix it with `git config {key} <value>`"
+        )
     return timedelta(seconds=seconds)
 
 
 # --- the LLM's proposal ----------------------------------------------------------------------
 
 
-def prompt(existing: Sequence[Fact], key_facts: Sequence[KeyFact], turns: Sequence[NewTurn],
-           max_chars: int = 48_000) -> str:
+def prompt(
+    existing: Sequence[Fact],
+    key_facts: Sequence[KeyFact],
+    turns: Sequence[NewTurn],
+    max_chars: int = 48_000,
+) -> str:
     """The user message: existing facts with ids, then the new material with source ids."""
     lines = ["Existing facts (id | section | text):"]
     lines += [f"{f.id} | {f.section} | {f.text}" for f in existing if f.current()] or ["(none)"]
@@ -273,8 +300,10 @@ def parse_proposal(content: str, memory: MemoryFile) -> tuple[list[Change], list
             continue
         changes.append(change)
     if unknown:
-        rejected.append("the proposal names fact ids the memory file does not have: "
-                        + ", ".join(repr(u) for u in unknown))
+        rejected.append(
+            "the proposal names fact ids the memory file does not have: "
+            + ", ".join(repr(u) for u in unknown)
+        )
     return changes, rejected
 
 
@@ -294,18 +323,22 @@ def _change(item: Any) -> Change:
     if section is not None and (not isinstance(section, str) or not section.strip()):
         section = None
     reason = item.get("reason")
-    return Change(op=op, id=fact_id if op != "add" else None,
-                  text=text.strip() if isinstance(text, str) else None,
-                  section=section.strip() if section else None,
-                  reason=reason.strip() if isinstance(reason, str) else "",
-                  sources=_sources(item.get("sources")))
+    return Change(
+        op=op,
+        id=fact_id if op != "add" else None,
+        text=text.strip() if isinstance(text, str) else None,
+        section=section.strip() if section else None,
+        reason=reason.strip() if isinstance(reason, str) else "",
+        sources=_sources(item.get("sources")),
+    )
 
 
 # --- applying --------------------------------------------------------------------------------
 
 
-def apply_changes(memory: MemoryFile, changes: Sequence[Change], *, today: str,
-                  agent: str) -> tuple[MemoryFile, list[str]]:
+def apply_changes(
+    memory: MemoryFile, changes: Sequence[Change], *, today: str, agent: str
+) -> tuple[MemoryFile, list[str]]:
     """``memory`` with ``changes`` made, and notes on changes that no longer apply (their
     fact went away meanwhile). A fact without sources is written ``by`` ``agent``."""
     facts = list(memory.facts)
@@ -319,9 +352,15 @@ def apply_changes(memory: MemoryFile, changes: Sequence[Change], *, today: str,
         by = None if change.sources else agent
         if change.op == "add":
             assert change.text is not None
-            facts.append(Fact(id=derived_id(change.text, taken), text=change.text,
-                              section=change.section or DEFAULT_SECTION,
-                              sources=change.sources, by=by))
+            facts.append(
+                Fact(
+                    id=derived_id(change.text, taken),
+                    text=change.text,
+                    section=change.section or DEFAULT_SECTION,
+                    sources=change.sources,
+                    by=by,
+                )
+            )
             continue
         at = find(change.id)
         if at is None:
@@ -333,19 +372,31 @@ def apply_changes(memory: MemoryFile, changes: Sequence[Change], *, today: str,
         elif change.op == "update":
             assert change.text is not None
             more = tuple(dict.fromkeys([*old.sources, *change.sources]))
-            facts[at] = old.model_copy(update={"text": change.text, "sources": more,
-                                               "section": change.section or old.section,
-                                               "by": None if more else old.by})
+            facts[at] = old.model_copy(
+                update={
+                    "text": change.text,
+                    "sources": more,
+                    "section": change.section or old.section,
+                    "by": None if more else old.by,
+                }
+            )
         else:  # supersede: the old fact stays, ended and pointing at its replacement
             assert change.text is not None
             if old.replaced_by is not None:
                 notes.append(f"supersede {old.id}: already replaced by {old.replaced_by}")
                 continue
-            new = Fact(id=derived_id(change.text, taken), text=change.text,
-                       section=change.section or old.section, sources=change.sources, by=by,
-                       tags=old.tags, valid_from=today)
-            facts[at] = old.model_copy(update={"valid_until": old.valid_until or today,
-                                               "replaced_by": new.id})
+            new = Fact(
+                id=derived_id(change.text, taken),
+                text=change.text,
+                section=change.section or old.section,
+                sources=change.sources,
+                by=by,
+                tags=old.tags,
+                valid_from=today,
+            )
+            facts[at] = old.model_copy(
+                update={"valid_until": old.valid_until or today, "replaced_by": new.id}
+            )
             facts.insert(at + 1, new)
     return memory.with_facts(facts), notes
 
@@ -370,9 +421,14 @@ def check_loss(memory: MemoryFile, changes: Sequence[Change], threshold: float) 
 
 def unified(before: str, after: str, path: str) -> str:
     """The readable diff of the memory file."""
-    return "".join(difflib.unified_diff(before.splitlines(keepends=True),
-                                        after.splitlines(keepends=True),
-                                        fromfile=f"a/{path}", tofile=f"b/{path}"))
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"a/{path}",
+            tofile=f"b/{path}",
+        )
+    )
 
 
 def rebase(base: MemoryFile, held: MemoryFile, current: MemoryFile) -> MemoryFile:

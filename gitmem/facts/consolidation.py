@@ -73,12 +73,12 @@ class ConsolidationMethods(FactMethods):
     # --- what is new -----------------------------------------------------------------------
 
     def _last_consolidation(self) -> LogEntry | None:
-        found = self._repo.log([self.facts_path], trailers={"Gitmem-Op": "consolidate"},
-                               limit=1)
+        found = self._repo.log([self.facts_path], trailers={"Gitmem-Op": "consolidate"}, limit=1)
         return found[0] if found else None
 
-    def _material(self, since: datetime | str | None, sessions: Iterable[str] | None
-                  ) -> tuple[list[KeyFact], list[NewTurn]]:
+    def _material(
+        self, since: datetime | str | None, sessions: Iterable[str] | None
+    ) -> tuple[list[KeyFact], list[NewTurn]]:
         base: str | None = None
         moment: datetime | None = None
         if since is None:
@@ -91,10 +91,14 @@ class ConsolidationMethods(FactMethods):
         head = self.head()
         wanted = None if sessions is None else set(sessions)
         if base is not None and head is not None:
-            changed = {id_from_path(c.path, self.namespace)
-                       for c in self._repo.diff_tree(base, head)}
-            found = [s for s in (self.load_memory(i) for i in sorted(i for i in changed if i))
-                     if s is not None]
+            changed = {
+                id_from_path(c.path, self.namespace) for c in self._repo.diff_tree(base, head)
+            }
+            found = [
+                s
+                for s in (self.load_memory(i) for i in sorted(i for i in changed if i))
+                if s is not None
+            ]
         else:
             found = self.list_sessions(since=moment)
         if wanted is not None:
@@ -105,12 +109,18 @@ class ConsolidationMethods(FactMethods):
         for session in found:
             old = None if base is None else self.load_memory(session.id, commit=base)
             known = {t.id for t in old.interactions} if old else set()
-            turns += [NewTurn(session.id, t) for t in session.interactions
-                      if t.id not in known and (moment is None or t.timestamp >= moment)]
+            turns += [
+                NewTurn(session.id, t)
+                for t in session.interactions
+                if t.id not in known and (moment is None or t.timestamp >= moment)
+            ]
             before = set(_key_facts(old)) if old else set()
             covers = tuple(session.summary.covers) if session.summary else ()
-            key_facts += [KeyFact(text, session.id, covers) for text in _key_facts(session)
-                          if text not in before]
+            key_facts += [
+                KeyFact(text, session.id, covers)
+                for text in _key_facts(session)
+                if text not in before
+            ]
         return key_facts, turns
 
     # --- consolidating ---------------------------------------------------------------------
@@ -165,48 +175,65 @@ class ConsolidationMethods(FactMethods):
                 changes, engine = None, OFFLINE
         if changes is None:
             picked = extract(memory.facts, key_facts, turns, budget or config.budget)
-            changes = [Change(op="add", text=c.text, section=c.section, sources=c.sources,
-                              reason=f"offline: salient sentence of {c.origin}")
-                       for c in picked]
+            changes = [
+                Change(
+                    op="add",
+                    text=c.text,
+                    section=c.section,
+                    sources=c.sources,
+                    reason=f"offline: salient sentence of {c.origin}",
+                )
+                for c in picked
+            ]
         agent = self._writer()
         today = datetime.now(UTC).date().isoformat()
         after, notes = apply_changes(memory, changes, today=today, agent=agent)
         rejected += notes
-        result = Consolidation(changes=changes, engine=engine, fallback=fallback,
-                               rejected=rejected, diff=unified(
-                                   render_facts(memory), render_facts(after), self.facts_path),
-                               loss=check_loss(memory, changes, config.threshold))
+        result = Consolidation(
+            changes=changes,
+            engine=engine,
+            fallback=fallback,
+            rejected=rejected,
+            diff=unified(render_facts(memory), render_facts(after), self.facts_path),
+            loss=check_loss(memory, changes, config.threshold),
+        )
         if not apply:
             return result
         if not changes or after == memory:
             result.status = "unchanged"
             return result
         assert result.loss is not None
-        trailers = {"Gitmem-Engine": "offline" if engine == OFFLINE else "llm",
-                    "Gitmem-Trigger": trigger}
+        trailers = {
+            "Gitmem-Engine": "offline" if engine == OFFLINE else "llm",
+            "Gitmem-Trigger": trigger,
+        }
         # which model wrote these facts (blame shows it): never the manager's own model
         trailers["Gitmem-Model"] = engine if engine != OFFLINE else OFFLINE_MODEL
         if fallback:
             trailers["Gitmem-Fallback"] = one_line(self._safe_text(fallback), 200)
-        body = "\n".join([c.describe() for c in changes[:50]]
-                         + ([f"(+{len(changes) - 50} more)"] if len(changes) > 50 else [])
-                         + ([f"Fell back to offline: {fallback}"] if fallback else [])
-                         + [f"Rejected: {r}" for r in rejected[:20]])
+        body = "\n".join(
+            [c.describe() for c in changes[:50]]
+            + ([f"(+{len(changes) - 50} more)"] if len(changes) > 50 else [])
+            + ([f"Fell back to offline: {fallback}"] if fallback else [])
+            + [f"Rejected: {r}" for r in rejected[:20]]
+        )
         subject = f"Consolidate facts: {_count(changes)} ({engine})"
         if result.loss.fires:
             if (on_loss or config.on_loss) == "refuse":
                 result.status = "refused"
                 return result
-            result.branch, result.commit = self._hold_facts(memory, after, subject, body,
-                                                            trailers, result.loss.render())
+            result.branch, result.commit = self._hold_facts(
+                memory, after, subject, body, trailers, result.loss.render()
+            )
             result.status = "review"
             return result
 
         def change(current: MemoryFile) -> MemoryFile:
             return apply_changes(current, changes, today=today, agent=agent)[0]
 
-        result.commit = self.change_facts(change, op="consolidate", subject=subject, body=body,
-                                          trailers=trailers)
+        result.commit = self.change_facts(
+            change, op="consolidate", subject=subject, body=body, trailers=trailers
+        )
         result.status = "committed" if result.commit else "unchanged"
         return result
 
@@ -215,48 +242,73 @@ class ConsolidationMethods(FactMethods):
     def review_facts_branch(self) -> str:
         """The branch a held consolidation waits on (``gitmem/review-facts``)."""
         if self.namespace is None:
-            return REVIEW_REF[len("refs/heads/"):]
-        part = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else
-                       "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-                       for ch in self.namespace)
+            return REVIEW_REF[len("refs/heads/") :]
+        part = "".join(
+            ch
+            if ch.isascii() and (ch.isalnum() or ch in "-_")
+            else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+            for ch in self.namespace
+        )
         return f"gitmem/review-facts-ns/{part}"
 
-    def _hold_facts(self, memory: MemoryFile, after: MemoryFile, subject: str, body: str,
-                    trailers: dict[str, str], report: str) -> tuple[str, str]:
+    def _hold_facts(
+        self,
+        memory: MemoryFile,
+        after: MemoryFile,
+        subject: str,
+        body: str,
+        trailers: dict[str, str],
+        report: str,
+    ) -> tuple[str, str]:
         branch = self.review_facts_branch()
         with self._repo.transaction() as txn:
             parent = txn.head()
             if parent is None:
                 raise ValidationError("the store has no commit to hold a review on")
             if self.memory_file(commit=parent) != memory:
-                raise GitmemError("the memory file changed while consolidating; run "
-                                  "consolidate again")
-            all_trailers = {**self._trailers("consolidate", []), **trailers,
-                            "Gitmem-Review": "pending"}
-            message = "\n\n".join([f"Review: {subject}", report, body,
-                                   "\n".join(f"{k}: {v}" for k, v in all_trailers.items())])
+                raise GitmemError(
+                    "the memory file changed while consolidating; run consolidate again"
+                )
+            all_trailers = {
+                **self._trailers("consolidate", []),
+                **trailers,
+                "Gitmem-Review": "pending",
+            }
+            message = "\n\n".join(
+                [
+                    f"Review: {subject}",
+                    report,
+                    body,
+                    "\n".join(f"{k}: {v}" for k, v in all_trailers.items()),
+                ]
+            )
             data = render_facts(after).encode("utf-8")
-            commit = self._repo.commit_on_ref("refs/heads/" + branch, {self.facts_path: data},
-                                              message, parent=parent)
-        log.warning("consolidation held for review on %s (%s): %s", branch, commit[:12],
-                    report)
+            commit = self._repo.commit_on_ref(
+                "refs/heads/" + branch, {self.facts_path: data}, message, parent=parent
+            )
+        log.warning("consolidation held for review on %s (%s): %s", branch, commit[:12], report)
         return branch, commit
 
     def _held(self) -> tuple[str, str]:
         ref = "refs/heads/" + self.review_facts_branch()
         sha = self._repo.refs(ref).get(ref)
         if sha is None:
-            raise GitmemError("no consolidation is waiting for review (see `gitmem facts "
-                              "consolidate`)")
+            raise GitmemError(
+                "no consolidation is waiting for review (see `gitmem facts consolidate`)"
+            )
         return ref, sha
 
     def review_facts_show(self) -> dict[str, Any]:
         """The held consolidation: its branch, commit, message (loss report) and diff."""
         ref, sha = self._held()
         parent = self._repo.parents(sha)[0]
-        return {"branch": ref[len("refs/heads/"):], "commit": sha, "parent": parent,
-                "message": self._repo.git("log", "-1", "--format=%B", sha),
-                "diff": self._repo.git("diff", parent, sha)}
+        return {
+            "branch": ref[len("refs/heads/") :],
+            "commit": sha,
+            "parent": parent,
+            "message": self._repo.git("log", "-1", "--format=%B", sha),
+            "diff": self._repo.git("diff", parent, sha),
+        }
 
     def review_facts_accept(self) -> str | None:
         """Apply the held consolidation on top of the facts as they are now (by fact id:
@@ -267,10 +319,13 @@ class ConsolidationMethods(FactMethods):
         base = _file(self, path, parent)
         held = _file(self, path, sha)
         trailers = {"Gitmem-Review": "accepted", "Gitmem-Reviewed-Commit": sha}
-        commit = self.change_facts(lambda now: rebase(base, held, now), op="consolidate",
-                                   subject="Accept reviewed consolidation of facts",
-                                   body=f"Held on {ref[len('refs/heads/'):]} ({sha[:12]}), "
-                                        "accepted.", trailers=trailers)
+        commit = self.change_facts(
+            lambda now: rebase(base, held, now),
+            op="consolidate",
+            subject="Accept reviewed consolidation of facts",
+            body=f"Held on {ref[len('refs/heads/') :]} ({sha[:12]}), accepted.",
+            trailers=trailers,
+        )
         self._repo.set_ref(ref, None, sha)
         return commit
 
@@ -301,8 +356,9 @@ class ConsolidationMethods(FactMethods):
             trigger = None
             last = self._last_consolidation()
             if config.every is not None:
-                summaries = self._repo.log(trailers={"Gitmem-Op": "summarize"},
-                                           since=None if last is None else last.time)
+                summaries = self._repo.log(
+                    trailers={"Gitmem-Op": "summarize"}, since=None if last is None else last.time
+                )
                 if last is not None:
                     summaries = [e for e in summaries if e.sha != last.sha]
                 if len(summaries) >= config.every:
@@ -311,8 +367,13 @@ class ConsolidationMethods(FactMethods):
                 recent = self._repo.log(limit=2)
                 moment = as_when(now, "now")
                 # quiet until ``now``, or before the newest commit (the save that woke it)
-                gap = (moment - recent[0].time if moment is not None and recent else
-                       recent[0].time - recent[1].time if len(recent) == 2 else None)
+                gap = (
+                    moment - recent[0].time
+                    if moment is not None and recent
+                    else recent[0].time - recent[1].time
+                    if len(recent) == 2
+                    else None
+                )
                 if gap is not None and gap >= config.idle:
                     trigger = "idle"
             if trigger is None:
@@ -320,8 +381,13 @@ class ConsolidationMethods(FactMethods):
             return self.consolidate(trigger=trigger)
         except Exception as exc:
             log.warning("facts consolidation failed: %s", exc)
-            return Consolidation(changes=[], diff="", engine=OFFLINE, status="failed",
-                                 rejected=[f"{type(exc).__name__}: {exc}"])
+            return Consolidation(
+                changes=[],
+                diff="",
+                engine=OFFLINE,
+                status="failed",
+                rejected=[f"{type(exc).__name__}: {exc}"],
+            )
 
 
 def _file(mm: FactMethods, path: str, commit: str) -> MemoryFile:

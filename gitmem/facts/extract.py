@@ -29,35 +29,50 @@ FACT_OVERHEAD = 18
 
 _IMAGE = re.compile(r"\s*\[image: [^\]]*\]")
 _FIRST_PERSON = re.compile(
-    r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|our|we're|we've|me)\b|我", re.IGNORECASE)
+    r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|our|we're|we've|me)\b|我", re.IGNORECASE
+)
 # a statement about the speaker: "I am", "I have", "my ..."
 _ABOUT_ME = re.compile(
     r"\b(?:I am|I'm|I have|I've|I had|I was|my|we have|we've|our)\b|"
     r"\b(?:I|we)\s+(?!think|guess|hope|wish|feel|mean|know|bet|agree|can't wait|love that)"
-    r"[a-z]+", re.IGNORECASE)
+    r"[a-z]+",
+    re.IGNORECASE,
+)
 _PREFERENCE = re.compile(
     r"\b(?:prefer|prefers|favou?rite|like to|love to|enjoy|enjoys|hate|dislike|can't stand|"
-    r"allergic|vegan|vegetarian)\b|喜欢|偏好|讨厌", re.IGNORECASE)
+    r"allergic|vegan|vegetarian)\b|喜欢|偏好|讨厌",
+    re.IGNORECASE,
+)
 _PROJECT = re.compile(
     r"\b(?:project|repo|repository|deadline|release|launch|working on|building|roadmap|"
-    r"milestone|sprint)\b|项目", re.IGNORECASE)
+    r"milestone|sprint)\b|项目",
+    re.IGNORECASE,
+)
 # a leading interjection or greeting: "Wow, ", "Hey Mel! ", "Thanks, Caroline. "
 _LEAD = re.compile(
     r"^(?:(?:oh|wow|whoa|woah|yeah|yes|yep|yup|well|so|and|but|btw|by the way|anyway|"
     r"unfortunately|haha|hey|hi|hello|thanks|thank you|aw+|ah|omg|ok|"
     r"okay|hmm|gosh|absolutely|totally|definitely|cool|great|awesome|nice|sure|right|true|"
-    r"congrats|congratulations)\b[\s,!.:;-]*)+", re.IGNORECASE)
+    r"congrats|congratulations)\b[\s,!.:;-]*)+",
+    re.IGNORECASE,
+)
 # where a sentence turns to a new clause with its own subject: "..., and it was great"
 _CLAUSE = re.compile(
     r"(?:,\s*|\s+)(?:and|but|so|because|which)\s+(?=(?:it|it's|that|that's|this|i|i'm|i've|"
     r"we|we're|they|they're|he|she|you|you're)\b)|\s+[-–—]+\s+|;\s+|(?<=\w)[:]\s+",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # words that add emphasis, not information
-_FILLER = re.compile(r"\b(?:really|super|just|actually|totally|truly|honestly|absolutely|"
-                     r"definitely|literally|basically|pretty much)\s+", re.IGNORECASE)
+_FILLER = re.compile(
+    r"\b(?:really|super|just|actually|totally|truly|honestly|absolutely|"
+    r"definitely|literally|basically|pretty much)\s+",
+    re.IGNORECASE,
+)
 _CHATTY = re.compile(
     r"^(?:that'?s|it'?s|you'?re|you|how|what|glad|good|great|sounds|so happy|"
-    r"keep it up|can't wait|take care|bye|see you)\b", re.IGNORECASE)
+    r"keep it up|can't wait|take care|bye|see you)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +109,13 @@ def cost(text: str) -> int:
     four characters, punctuation one each), plus the fact's bullet and braces."""
     total = 0
     for piece in re.findall(r"[A-Za-z0-9]+|\S", text):
-        total += max(1, math.ceil(len(piece) / 4)) if piece[0].isascii() and piece[0].isalnum() \
-            else 2 if is_cjk(piece) else 1
+        total += (
+            max(1, math.ceil(len(piece) / 4))
+            if piece[0].isascii() and piece[0].isalnum()
+            else 2
+            if is_cjk(piece)
+            else 1
+        )
     return total + FACT_OVERHEAD
 
 
@@ -106,8 +126,13 @@ def has_specifics(text: str, people: frozenset[str] = frozenset()) -> bool:
         return True
     for sentence in split_sentences(text) or [text]:
         tokens = re.findall(r"[A-Za-z][\w'-]*", sentence)
-        if any(t[0].isupper() and t != "I" and not t.startswith("I'")
-               and t.lower().split("'")[0] not in people for t in tokens[1:]):
+        if any(
+            t[0].isupper()
+            and t != "I"
+            and not t.startswith("I'")
+            and t.lower().split("'")[0] not in people
+            for t in tokens[1:]
+        ):
             return True
     return False
 
@@ -129,15 +154,21 @@ def section_for(text: str, speaker: str | None) -> str:
     """Where a fact goes: a named person's own section; ``User`` for the user's first-person
     statements; ``Preferences`` / ``Projects`` by simple cues; else ``Notes``."""
     label = (speaker or "").strip()
-    if label and label.lower() not in USER_LABELS | ASSISTANT_LABELS and (
-            section_problem(label) is None):
+    if (
+        label
+        and label.lower() not in USER_LABELS | ASSISTANT_LABELS
+        and (section_problem(label) is None)
+    ):
         return label  # several people talk: a fact without its person would be ambiguous
     if _PREFERENCE.search(text):
         return "Preferences"
     if _PROJECT.search(text):
         return "Projects"
-    if label.lower() in USER_LABELS or _FIRST_PERSON.match(text) or text.lower().startswith(
-            ("the user", "user ")):
+    if (
+        label.lower() in USER_LABELS
+        or _FIRST_PERSON.match(text)
+        or text.lower().startswith(("the user", "user "))
+    ):
         return "User"
     return DEFAULT_SECTION
 
@@ -151,13 +182,18 @@ def trim(sentence: str, speakers: Iterable[str] = ()) -> str:
         for name in speakers:
             for form in {name, name[:3]}:
                 if len(form) >= 3 and text.lower().startswith(form.lower()):
-                    rest = text[len(form):]
+                    rest = text[len(form) :]
                     if rest[:1] in (",", "!", "."):
                         text = rest[1:].strip()
         if text == before:
             break
-    text = re.sub(r",\s*(?:" + "|".join(re.escape(s) for s in speakers if s) + r")\s*([.!])$",
-                  r"\1", text) if speakers else text
+    text = (
+        re.sub(
+            r",\s*(?:" + "|".join(re.escape(s) for s in speakers if s) + r")\s*([.!])$", r"\1", text
+        )
+        if speakers
+        else text
+    )
     return text[:1].upper() + text[1:] if text else text
 
 
@@ -190,13 +226,14 @@ class Extractor:
             score *= 1.15
         return score
 
-    def candidates(self, key_facts: Sequence[KeyFact], turns: Sequence[NewTurn]
-                   ) -> list[Candidate]:
+    def candidates(self, key_facts: Sequence[KeyFact], turns: Sequence[NewTurn]) -> list[Candidate]:
         """Every sentence worth considering, scored."""
-        speakers = sorted({m.speaker for t in turns for m in t.turn.messages} - {""},
-                          key=len, reverse=True)
-        self._weigh([m.content for t in turns for m in t.turn.messages]
-                    + [k.text for k in key_facts])
+        speakers = sorted(
+            {m.speaker for t in turns for m in t.turn.messages} - {""}, key=len, reverse=True
+        )
+        self._weigh(
+            [m.content for t in turns for m in t.turn.messages] + [k.text for k in key_facts]
+        )
         skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
         by_id = {(t.session, t.turn.id): t.turn for t in turns}
         out: list[Candidate] = []
@@ -205,8 +242,16 @@ class Extractor:
             if not text or not has_specifics(text) or text.endswith("?"):
                 continue  # offline keeps statements with names, numbers or dates only
             source = _best_source(fact, text, by_id)
-            out.append(Candidate(text, section_for(text, None), (source,),
-                                 self._score(text, skip) * 1.5 + 1.0, "summary", (0, at)))
+            out.append(
+                Candidate(
+                    text,
+                    section_for(text, None),
+                    (source,),
+                    self._score(text, skip) * 1.5 + 1.0,
+                    "summary",
+                    (0, at),
+                )
+            )
         for at, item in enumerate(turns):
             for message in item.turn.messages:
                 if message.speaker.strip().lower() in ASSISTANT_LABELS:
@@ -216,11 +261,18 @@ class Extractor:
                     continue
                 text = " ".join(s for _, s in picked)
                 score = max(s for s, _ in picked) + 0.25 * min(s for s, _ in picked) * (
-                    len(picked) - 1)
-                out.append(Candidate(text, section_for(text, message.speaker),
-                                     (FactSource(session=item.session,
-                                                 interaction=item.turn.id),),
-                                     score, "turn", (1, at)))
+                    len(picked) - 1
+                )
+                out.append(
+                    Candidate(
+                        text,
+                        section_for(text, message.speaker),
+                        (FactSource(session=item.session, interaction=item.turn.id),),
+                        score,
+                        "turn",
+                        (1, at),
+                    )
+                )
         return out
 
     def compress(self, sentence: str, skip: frozenset[str]) -> str:
@@ -239,11 +291,11 @@ class Extractor:
         return text[:1].upper() + text[1:]
 
     def _rare(self, text: str, skip: frozenset[str]) -> float:
-        return sum(self.idf.get(t, 5.0) for t in dict.fromkeys(topic_terms(text))
-                   if t not in skip)
+        return sum(self.idf.get(t, 5.0) for t in dict.fromkeys(topic_terms(text)) if t not in skip)
 
-    def _sentences(self, content: str, speakers: Sequence[str], skip: frozenset[str]
-                   ) -> list[tuple[float, str]]:
+    def _sentences(
+        self, content: str, speakers: Sequence[str], skip: frozenset[str]
+    ) -> list[tuple[float, str]]:
         scored = []
         for raw in split_sentences(content):
             sentence = self.compress(trim(raw, speakers), skip)
@@ -283,8 +335,7 @@ class Extractor:
         return chosen
 
 
-def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interaction]
-                 ) -> FactSource:
+def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interaction]) -> FactSource:
     """The covered turn that shares most words with the fact (the session if none does)."""
     wanted = set(terms(text))
     best, best_shared = None, 0
@@ -298,8 +349,9 @@ def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interact
     return FactSource(session=fact.session, interaction=best)
 
 
-def extract(existing: Sequence[Fact], key_facts: Sequence[KeyFact], turns: Sequence[NewTurn],
-            budget: int) -> list[Candidate]:
+def extract(
+    existing: Sequence[Fact], key_facts: Sequence[KeyFact], turns: Sequence[NewTurn], budget: int
+) -> list[Candidate]:
     """The facts to add offline: salient, new, within ``budget`` tokens."""
     extractor = Extractor(existing, budget)
     return extractor.pick(extractor.candidates(key_facts, turns))

@@ -61,17 +61,26 @@ class FactBlame:
     subject: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.fact.id, "text": self.fact.text, "section": self.fact.section,
-                "commit": self.commit, "author": self.author, "agent": self.agent,
-                "model": self.model, "op": self.op, "when": self.when.isoformat(),
-                "subject": self.subject}
+        return {
+            "id": self.fact.id,
+            "text": self.fact.text,
+            "section": self.fact.section,
+            "commit": self.commit,
+            "author": self.author,
+            "agent": self.agent,
+            "model": self.model,
+            "op": self.op,
+            "when": self.when.isoformat(),
+            "subject": self.subject,
+        }
 
 
 class _FactIndex:
     """Terms of every fact of one version of the file, for ``facts(query=...)``."""
 
-    def __init__(self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
-                 ) -> None:
+    def __init__(
+        self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
+    ) -> None:
         """``seen`` maps a fact's words to their terms (kept by the manager across versions,
         so the index of a file one change away analyses only the changed facts)."""
         self.facts = facts
@@ -130,8 +139,11 @@ def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSo
     if source is None:
         return ()
     if isinstance(source, (str, FactSource)) or (
-            isinstance(source, tuple) and len(source) == 2
-            and isinstance(source[0], str) and (source[1] is None or isinstance(source[1], str))):
+        isinstance(source, tuple)
+        and len(source) == 2
+        and isinstance(source[0], str)
+        and (source[1] is None or isinstance(source[1], str))
+    ):
         items: list[Any] = [source]
     else:
         items = list(source)
@@ -174,8 +186,9 @@ class FactMethods(SessionCore):
             found = self._cache_memory(blob_id, memory)
         return found
 
-    def _cache_memory(self, blob_id: str, memory: MemoryFile
-                      ) -> tuple[MemoryFile, _FactIndex | None]:
+    def _cache_memory(
+        self, blob_id: str, memory: MemoryFile
+    ) -> tuple[MemoryFile, _FactIndex | None]:
         found = (memory, None)
         with self._fact_lock:
             if len(self._fact_cache) > 32:
@@ -217,8 +230,9 @@ class FactMethods(SessionCore):
                 self._fact_cache[found[1]] = (memory, index)
         return index
 
-    def _fact_candidates(self, query: str, commit: str | None, limit: int
-                         ) -> list[tuple[str, str, float]]:
+    def _fact_candidates(
+        self, query: str, commit: str | None, limit: int
+    ) -> list[tuple[str, str, float]]:
         return self._fact_index(commit).candidates(query, limit)
 
     def facts(
@@ -274,8 +288,9 @@ class FactMethods(SessionCore):
         found = self.memory_file(commit=commit).get(fact_id)
         if found is None:
             where = "" if commit is None else f" at {commit[:12]}"
-            raise FactNotFound(f"no fact {fact_id!r} in {self.facts_path}{where} "
-                               "(see `gitmem facts list --all`)")
+            raise FactNotFound(
+                f"no fact {fact_id!r} in {self.facts_path}{where} (see `gitmem facts list --all`)"
+            )
         return found
 
     # --- writing -------------------------------------------------------------------------
@@ -287,7 +302,8 @@ class FactMethods(SessionCore):
             raise ValidationError(
                 f"fact {fact.id!r} is {size:,} bytes, over the {self.max_fact_bytes:,}-byte "
                 "limit for a fact (mm.max_fact_bytes); save long text as a session turn and "
-                "remember a sentence about it")
+                "remember a sentence about it"
+            )
         return self._redact_fact(txn, fact)
 
     def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
@@ -315,15 +331,18 @@ class FactMethods(SessionCore):
         edited = txn.hand_edit(path)
         if edited is not None:
             memory = parse_facts(edited, path)
-            redacted = self._redact_sections(txn, memory.with_facts(
-                self._redact_fact(txn, f) for f in memory.facts))
+            redacted = self._redact_sections(
+                txn, memory.with_facts(self._redact_fact(txn, f) for f in memory.facts)
+            )
             if redacted != memory:  # a pasted secret is not recorded, as in a session file
                 memory, edited = redacted, render_facts(redacted).encode("utf-8")
             txn.write(path, edited)
-            txn.commit(f"Record hand edit of {path}",
-                       trailers={"Gitmem-Op": "edit"}, identity=self._hand_identity(),
-                       body="A person edited this file outside gitmem; recorded before the "
-                            "next change.")
+            txn.commit(
+                f"Record hand edit of {path}",
+                trailers={"Gitmem-Op": "edit"},
+                identity=self._hand_identity(),
+                body="A person edited this file outside gitmem; recorded before the next change.",
+            )
             return memory
         if path in txn.pending:
             data = txn.read(path)
@@ -352,8 +371,10 @@ class FactMethods(SessionCore):
                 old = {f.id: f for f in before.facts}
                 # ``is`` first: an unchanged fact is the same object, and == is slow at scale
                 same = [(g := old.get(f.id)) is f or g == f for f in after.facts]
-                guarded = [f if kept else self._guard_fact(txn, f)
-                           for f, kept in zip(after.facts, same, strict=True)]
+                guarded = [
+                    f if kept else self._guard_fact(txn, f)
+                    for f, kept in zip(after.facts, same, strict=True)
+                ]
                 if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
                     after = after.model_copy(update={"facts": tuple(guarded)})  # same order
                 if after.sections != before.sections:  # a new heading: as a fact's section
@@ -370,7 +391,8 @@ class FactMethods(SessionCore):
                 all_trailers = self._trailers(op, [])
                 if ids:
                     all_trailers["Gitmem-Fact"] = ", ".join(ids[:20]) + (
-                        f" (+{len(ids) - 20})" if len(ids) > 20 else "")
+                        f" (+{len(ids) - 20})" if len(ids) > 20 else ""
+                    )
                 all_trailers.update(trailers or {})
                 return txn.commit(self._safe_text(subject), body=body, trailers=all_trailers)
 
@@ -411,8 +433,14 @@ class FactMethods(SessionCore):
         made: list[Fact] = []
 
         def change(memory: MemoryFile) -> MemoryFile:
-            same = next((f for f in memory.facts if f.text == text and f.section == section
-                         and f.current()), None)
+            same = next(
+                (
+                    f
+                    for f in memory.facts
+                    if f.text == text and f.section == section and f.current()
+                ),
+                None,
+            )
             if same is not None and fact_id is None:
                 more = tuple(dict.fromkeys([*same.sources, *sources]))
                 updated = same.model_copy(update={"sources": more})
@@ -421,13 +449,21 @@ class FactMethods(SessionCore):
             taken = {f.id for f in memory.facts}
             if fact_id is not None and fact_id in taken:
                 raise ValidationError(f"fact id {fact_id!r} is taken in {self.facts_path}")
-            fact = _new_fact(fact_id or derived_id(text, taken), text, section, sources, tags,
-                             valid_from, valid_until, confidence, by)
+            fact = _new_fact(
+                fact_id or derived_id(text, taken),
+                text,
+                section,
+                sources,
+                tags,
+                valid_from,
+                valid_until,
+                confidence,
+                by,
+            )
             made.append(fact)
             return memory.with_facts([*memory.facts, fact])
 
-        self.change_facts(change, op="remember",
-                          subject=f"Remember: {one_line(text, 60)}")
+        self.change_facts(change, op="remember", subject=f"Remember: {one_line(text, 60)}")
         return self.fact(made[-1].id)
 
     def update_fact(
@@ -467,8 +503,11 @@ class FactMethods(SessionCore):
             new = _checked(fields)
             return memory.with_facts(new if f is old else f for f in memory.facts)
 
-        self.change_facts(change, op="update-fact",
-                          subject=f"Update fact {fact_id}: {one_line(text or '', 50)}".rstrip(": "))
+        self.change_facts(
+            change,
+            op="update-fact",
+            subject=f"Update fact {fact_id}: {one_line(text or '', 50)}".rstrip(": "),
+        )
         return self.fact(fact_id)
 
     def forget(self, fact_id: str, reason: str = "") -> str:
@@ -480,8 +519,13 @@ class FactMethods(SessionCore):
             return memory.with_facts(f for f in memory.facts if f is not old)
 
         trailers = {"Gitmem-Reason": one_line(reason, 200)} if reason.strip() else {}
-        sha = self.change_facts(change, op="forget", subject=f"Forget fact {fact_id}",
-                                body=reason.strip(), trailers=trailers)
+        sha = self.change_facts(
+            change,
+            op="forget",
+            subject=f"Forget fact {fact_id}",
+            body=reason.strip(),
+            trailers=trailers,
+        )
         assert sha is not None  # removing a fact always changes the file
         return sha
 
@@ -503,26 +547,41 @@ class FactMethods(SessionCore):
         def change(memory: MemoryFile) -> MemoryFile:
             old = self._require(memory, old_id)
             if old.replaced_by is not None:
-                raise ValidationError(f"fact {old_id!r} was already replaced by "
-                                      f"{old.replaced_by!r}")
+                raise ValidationError(
+                    f"fact {old_id!r} was already replaced by {old.replaced_by!r}"
+                )
             target = memory.get(new)
             facts = list(memory.facts)
             if target is None:
                 sources = as_sources(source)
-                target = _new_fact(derived_id(new, {f.id for f in facts}), new, old.section,
-                                   sources, old.tags, until, None, None,
-                                   None if sources else self._writer())
+                target = _new_fact(
+                    derived_id(new, {f.id for f in facts}),
+                    new,
+                    old.section,
+                    sources,
+                    old.tags,
+                    until,
+                    None,
+                    None,
+                    None if sources else self._writer(),
+                )
                 facts.insert(facts.index(old) + 1, target)
             elif target.id == old.id:
                 raise ValidationError(f"fact {old_id!r} cannot supersede itself")
             made.append(target.id)
-            ended = old.model_copy(update={"valid_until": old.valid_until or until,
-                                           "replaced_by": target.id})
+            ended = old.model_copy(
+                update={"valid_until": old.valid_until or until, "replaced_by": target.id}
+            )
             return memory.with_facts(ended if f is old else f for f in facts)
 
         trailers = {"Gitmem-Reason": one_line(reason, 200)} if reason.strip() else {}
-        self.change_facts(change, op="supersede", body=reason.strip(), trailers=trailers,
-                          subject=f"Supersede fact {old_id}: {one_line(new, 50)}")
+        self.change_facts(
+            change,
+            op="supersede",
+            body=reason.strip(),
+            trailers=trailers,
+            subject=f"Supersede fact {old_id}: {one_line(new, 50)}",
+        )
         return self.fact(made[-1])
 
     def _writer(self) -> str:
@@ -531,8 +590,9 @@ class FactMethods(SessionCore):
     def _require(self, memory: MemoryFile, fact_id: str) -> Fact:
         found = memory.get(fact_id)
         if found is None:
-            raise FactNotFound(f"no fact {fact_id!r} in {self.facts_path} "
-                               "(see `gitmem facts list --all`)")
+            raise FactNotFound(
+                f"no fact {fact_id!r} in {self.facts_path} (see `gitmem facts list --all`)"
+            )
         return found
 
     # --- who wrote what ------------------------------------------------------------------
@@ -549,7 +609,7 @@ class FactMethods(SessionCore):
         out: dict[str, FactBlame] = {}
         entries = self.fact_history(commit=commit)
         for at, entry in enumerate(entries):  # newest first: a fact is blamed where it
-            if not wanted:                    # last took its present form
+            if not wanted:  # last took its present form
                 break
             older = entries[at + 1] if at + 1 < len(entries) else None
             before = self._version(older)
@@ -569,10 +629,16 @@ class FactMethods(SessionCore):
 
 def _blame(fact: Fact, entry: LogEntry) -> FactBlame:
     trailers = entry.trailers
-    return FactBlame(fact=fact, commit=entry.sha, author=entry.author,
-                     agent=_last(trailers, "Gitmem-Agent"), model=_last(trailers, "Gitmem-Model"),
-                     op=_last(trailers, "Gitmem-Op"),
-                     when=entry.time, subject=entry.subject)
+    return FactBlame(
+        fact=fact,
+        commit=entry.sha,
+        author=entry.author,
+        agent=_last(trailers, "Gitmem-Agent"),
+        model=_last(trailers, "Gitmem-Model"),
+        op=_last(trailers, "Gitmem-Op"),
+        when=entry.time,
+        subject=entry.subject,
+    )
 
 
 def _last(trailers: dict[str, list[str]], key: str) -> str | None:
@@ -599,13 +665,27 @@ def _checked(fields: dict[str, Any]) -> Fact:
         raise ValidationError(f"fact {fields.get('id')!r}: {exc}") from None
 
 
-def _new_fact(fact_id: str, text: str, section: str, sources: tuple[FactSource, ...],
-              tags: Iterable[str], valid_from: date | datetime | str | None,
-              valid_until: date | datetime | str | None, confidence: float | None,
-              by: str | None = None) -> Fact:
-    return _checked({
-        "id": fact_id, "text": text, "section": section, "sources": sources, "by": by,
-        "tags": tuple(tags), "confidence": confidence,
-        "valid_from": None if valid_from is None else _iso(valid_from),
-        "valid_until": None if valid_until is None else _iso(valid_until),
-    })
+def _new_fact(
+    fact_id: str,
+    text: str,
+    section: str,
+    sources: tuple[FactSource, ...],
+    tags: Iterable[str],
+    valid_from: date | datetime | str | None,
+    valid_until: date | datetime | str | None,
+    confidence: float | None,
+    by: str | None = None,
+) -> Fact:
+    return _checked(
+        {
+            "id": fact_id,
+            "text": text,
+            "section": section,
+            "sources": sources,
+            "by": by,
+            "tags": tuple(tags),
+            "confidence": confidence,
+            "valid_from": None if valid_from is None else _iso(valid_from),
+            "valid_until": None if valid_until is None else _iso(valid_until),
+        }
+    )

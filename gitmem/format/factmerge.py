@@ -79,16 +79,24 @@ class FactNote:
     def describe(self) -> str:
         """One readable line."""
         if self.kind == "copied":
-            return (f"fact {self.fact_id} was changed differently on both sides; kept "
-                    f"{self.kept!r} and, as fact {self.copy}, {self.other!r} (forget one)")
+            return (
+                f"fact {self.fact_id} was changed differently on both sides; kept "
+                f"{self.kept!r} and, as fact {self.copy}, {self.other!r} (forget one)"
+            )
         if self.kind == "kept":
-            return (f"fact {self.fact_id} was removed on one side and changed on the other; "
-                    "kept the change")
+            return (
+                f"fact {self.fact_id} was removed on one side and changed on the other; "
+                "kept the change"
+            )
         if self.kind == "same":
-            return (f"fact {self.copy} and fact {self.fact_id} were added on both sides with "
-                    f"the same text; kept one, {self.fact_id}")
-        return (f"{self.subject} changed differently on both sides; kept {self.kept!r}, "
-                f"dropped {self.other!r}")
+            return (
+                f"fact {self.copy} and fact {self.fact_id} were added on both sides with "
+                f"the same text; kept one, {self.fact_id}"
+            )
+        return (
+            f"{self.subject} changed differently on both sides; kept {self.kept!r}, "
+            f"dropped {self.other!r}"
+        )
 
 
 def merge_memory(
@@ -128,8 +136,9 @@ def merge_memory(
                 new_id = derived_id(copy.text, taken)
                 taken.add(new_id)
                 copies[fid] = copy.model_copy(update={"id": new_id})
-                notes.append(FactNote("copied", fid, "text", mine.text, copy.text, "theirs",
-                                      new_id))
+                notes.append(
+                    FactNote("copied", fid, "text", mine.text, copy.text, "theirs", new_id)
+                )
         elif was is None:
             chosen[fid] = mine or other  # type: ignore[assignment]  # added on one side
         else:
@@ -137,25 +146,43 @@ def merge_memory(
             assert survivor is not None
             if survivor != was:  # removed on one side, changed on the other
                 chosen[fid] = survivor
-                notes.append(FactNote("kept", fid, kept=survivor.text,
-                                      side="theirs" if mine is None else "ours"))
+                notes.append(
+                    FactNote(
+                        "kept", fid, kept=survivor.text, side="theirs" if mine is None else "ours"
+                    )
+                )
     facts = _ordered(ours.facts, theirs_facts, chosen, copies)
     title = _scalar("title", old.title, ours.title, theirs.title, notes)
     intro = _scalar("intro", old.intro, ours.intro, theirs.intro, notes)
     old_notes, our_notes, their_notes = (dict(m.notes) for m in (old, ours, theirs))
     section_notes: dict[str, str] = {}
     for section in dict.fromkeys([*our_notes, *their_notes, *old_notes]):
-        value = _scalar(f"note of {section}", old_notes.get(section), our_notes.get(section),
-                        their_notes.get(section), notes)
+        value = _scalar(
+            f"note of {section}",
+            old_notes.get(section),
+            our_notes.get(section),
+            their_notes.get(section),
+            notes,
+        )
         if value:
             section_notes[section] = value
     used = {f.section for f in facts} | set(section_notes)
     gone = (set(old.sections) - set(ours.sections)) | (set(old.sections) - set(theirs.sections))
-    order = _placed(list(ours.sections), list(theirs.sections),
-                    [s for s in dict.fromkeys([*ours.sections, *theirs.sections])
-                     if s not in gone or s in used])
-    result = MemoryFile(title=title or ours.title, intro=intro or "", sections=tuple(order),
-                        notes=tuple((s, n) for s, n in section_notes.items()))
+    order = _placed(
+        list(ours.sections),
+        list(theirs.sections),
+        [
+            s
+            for s in dict.fromkeys([*ours.sections, *theirs.sections])
+            if s not in gone or s in used
+        ],
+    )
+    result = MemoryFile(
+        title=title or ours.title,
+        intro=intro or "",
+        sections=tuple(order),
+        notes=tuple((s, n) for s, n in section_notes.items()),
+    )
     return result.with_facts(facts), notes
 
 
@@ -164,8 +191,9 @@ def _same_new_facts(b: dict[str, Fact], ours: MemoryFile, theirs: MemoryFile) ->
     under different ids."""
     t_ids = {f.id for f in theirs.facts}
     o_ids = {f.id for f in ours.facts}
-    ours_new = {(f.section, f.text): f.id for f in ours.facts
-                if f.id not in b and f.id not in t_ids}
+    ours_new = {
+        (f.section, f.text): f.id for f in ours.facts if f.id not in b and f.id not in t_ids
+    }
     alias: dict[str, str] = {}
     for fact in theirs.facts:
         if fact.id in b or fact.id in o_ids:
@@ -217,13 +245,21 @@ def _merge_fact(
     for name in _SCALARS:
         fields[name] = _field(mine.id, name, was, mine, other, notes, copy is not None)
     for name in ("sources", "tags"):
-        fields[name] = _merge_set(getattr(was, name) if was else (), getattr(mine, name),
-                                  getattr(other, name))
+        fields[name] = _merge_set(
+            getattr(was, name) if was else (), getattr(mine, name), getattr(other, name)
+        )
     return Fact(**fields), copy
 
 
-def _field(fid: str, name: str, was: Fact | None, mine: Fact, other: Fact,
-           notes: list[FactNote], copied: bool) -> Any:
+def _field(
+    fid: str,
+    name: str,
+    was: Fact | None,
+    mine: Fact,
+    other: Fact,
+    notes: list[FactNote],
+    copied: bool,
+) -> Any:
     a, b = getattr(mine, name), getattr(other, name)
     old = getattr(was, name) if was is not None else None
     if a == b or b == old:
@@ -240,8 +276,9 @@ def _merge_set(base: Sequence[T], ours: Sequence[T], theirs: Sequence[T]) -> tup
     return tuple(x for x in dict.fromkeys([*ours, *theirs]) if x not in removed)
 
 
-def _scalar(name: str, base: str | None, ours: str | None, theirs: str | None,
-            notes: list[FactNote]) -> str | None:
+def _scalar(
+    name: str, base: str | None, ours: str | None, theirs: str | None, notes: list[FactNote]
+) -> str | None:
     if ours == theirs or theirs == base:
         return ours
     if ours == base:
@@ -257,8 +294,9 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _ordered(ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fact],
-             copies: dict[str, Fact]) -> list[Fact]:
+def _ordered(
+    ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fact], copies: dict[str, Fact]
+) -> list[Fact]:
     """Ours' order (each copy right after its fact), then theirs' other facts each right
     after the fact before it on their side in the same section (or first in that section):
     a fact a revert brings back returns to its old place."""
@@ -280,8 +318,9 @@ def _ordered(ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fac
     return out
 
 
-def _insert_at(out: list[Fact], before: Sequence[Fact], section: str, placed: set[str],
-               skip: set[str]) -> int:
+def _insert_at(
+    out: list[Fact], before: Sequence[Fact], section: str, placed: set[str], skip: set[str]
+) -> int:
     ids = [f.id for f in out]
     for earlier in reversed(before):
         if earlier.id in placed and out[ids.index(earlier.id)].section == section:

@@ -188,8 +188,11 @@ def as_moment(value: str) -> datetime:
         moment = datetime.fromisoformat(value)
     except ValueError:
         raise ValueError(f"{value!r} is not an ISO date (YYYY-MM-DD) or date-time") from None
-    return moment.replace(tzinfo=None) if moment.tzinfo is None else (
-        moment.astimezone(UTC).replace(tzinfo=None))  # UTC, as ``facts(as_of=)`` compares
+    return (
+        moment.replace(tzinfo=None)
+        if moment.tzinfo is None
+        else (moment.astimezone(UTC).replace(tzinfo=None))
+    )  # UTC, as ``facts(as_of=)`` compares
 
 
 def section_problem(name: str) -> str | None:
@@ -228,8 +231,10 @@ def _encode(value: str) -> str:
     percent-escaped UTF-8 (lone surrogates kept through ``surrogatepass``)."""
     return "".join(
         "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-        if ch in _ENCODE or not ch.isprintable() else ch
-        for ch in value)
+        if ch in _ENCODE or not ch.isprintable()
+        else ch
+        for ch in value
+    )
 
 
 def _decode(value: str, line: int, path: str) -> str:
@@ -238,33 +243,42 @@ def _decode(value: str, line: int, path: str) -> str:
     out, pos = bytearray(), 0
     while (hit := value.find("%", pos)) >= 0:
         out += value[pos:hit].encode("utf-8", "surrogatepass")
-        code = value[hit + 1:hit + 3]
+        code = value[hit + 1 : hit + 3]
         if len(code) != 2 or not all(c in "0123456789abcdefABCDEF" for c in code):
-            raise ParseError([Diagnostic(path, line, f"bad %-escape {value[hit:hit + 3]!r} "
-                                                     "in a fact's braces")])
+            raise ParseError(
+                [
+                    Diagnostic(
+                        path, line, f"bad %-escape {value[hit : hit + 3]!r} in a fact's braces"
+                    )
+                ]
+            )
         out.append(int(code, 16))
         pos = hit + 3
     out += value[pos:].encode("utf-8", "surrogatepass")
     try:
         return out.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
-        raise ParseError([Diagnostic(path, line, f"%-escapes in {value!r} are not UTF-8")]
-                         ) from None
+        raise ParseError(
+            [Diagnostic(path, line, f"%-escapes in {value!r} are not UTF-8")]
+        ) from None
 
 
 def _needs_escape(text: str) -> bool:
-    return (not text or text != text.strip() or "\n" in text or "\r" in text
-            or not _printable(text))
+    return not text or text != text.strip() or "\n" in text or "\r" in text or not _printable(text)
 
 
 def _escaped(text: str) -> str:
     last = len(text) - 1
     return "".join(
-        "\\\\" if ch == "\\"
-        else f"\\u{{{ord(ch):04X}}}" if (not ch.isprintable() and ch != "\t") or ch in "\n\r"
+        "\\\\"
+        if ch == "\\"
+        else f"\\u{{{ord(ch):04X}}}"
+        if (not ch.isprintable() and ch != "\t")
+        or ch in "\n\r"
         or (ch.isspace() and at in (0, last))
         else ch
-        for at, ch in enumerate(text))
+        for at, ch in enumerate(text)
+    )
 
 
 def _agent(name: str) -> str:
@@ -278,7 +292,8 @@ def fact_line(fact: Fact) -> str:
     text = _escaped(fact.text) if escaped else fact.text
     sources = ", ".join(
         _encode(s.session) + ("" if s.interaction is None else "#" + _encode(s.interaction))
-        for s in fact.sources) or ("by " + _agent(fact.by) if fact.by else BY_HAND)
+        for s in fact.sources
+    ) or ("by " + _agent(fact.by) if fact.by else BY_HAND)
     parts = [f"#{fact.id} {ARROW} {sources}"]
     if fact.valid_from:
         parts.append(f"from {fact.valid_from}")
@@ -341,7 +356,7 @@ class _Reader:
     def diag(self, line: int, problem: str) -> None:
         self.diagnostics.append(Diagnostic(self.path, line, problem))
 
-    def read(self, text: str) -> MemoryFile:
+    def read(self, text: str) -> MemoryFile:  # noqa: C901
         src = text.removeprefix("\ufeff").replace("\r\n", "\n")
         if not src.endswith("\n"):
             src += "\n"
@@ -370,8 +385,9 @@ class _Reader:
                 sections.append(section)
                 continue
             if block.kind == "list":
-                raw.extend((section or DEFAULT_SECTION, line, item)
-                           for line, item in self.items(block))
+                raw.extend(
+                    (section or DEFAULT_SECTION, line, item) for line, item in self.items(block)
+                )
                 if section is None and DEFAULT_SECTION not in sections:
                     sections.append(DEFAULT_SECTION)
                 continue
@@ -382,22 +398,28 @@ class _Reader:
         facts = self.facts(raw)
         if self.diagnostics:
             raise ParseError(self.diagnostics)
-        return MemoryFile(title=title, intro="\n\n".join(intro_blocks), sections=tuple(sections),
-                          notes=tuple((s, "\n\n".join(n)) for s, n in notes.items()),
-                          facts=tuple(facts))
+        return MemoryFile(
+            title=title,
+            intro="\n\n".join(intro_blocks),
+            sections=tuple(sections),
+            notes=tuple((s, "\n\n".join(n)) for s, n in notes.items()),
+            facts=tuple(facts),
+        )
 
     def _verbatim(self, block: Block) -> str:
-        return self.src[block.start:block.end].strip("\n")
+        return self.src[block.start : block.end].strip("\n")
 
     def items(self, block: Block) -> list[tuple[int, str]]:
         """(line, text) of each item of a top-level list, cut from the source."""
         count = len(block.token.get("children", []))
         first_line = block.line
-        body = self.src[block.start:block.end].rstrip("\n").split("\n")
+        body = self.src[block.start : block.end].rstrip("\n").split("\n")
         starts = [n for n, text in enumerate(body) if _marker_width(text)]
         if len(starts) != count:
-            self.diag(first_line, f"cannot tell this list's {count} items apart (put each "
-                                  "fact on its own '- ' line)")
+            self.diag(
+                first_line,
+                f"cannot tell this list's {count} items apart (put each fact on its own '- ' line)",
+            )
             return []
         out = []
         for at, start in enumerate(starts):
@@ -423,16 +445,21 @@ class _Reader:
                 fields["id"] = derived_id(fields["text"], taken)
                 taken.add(fields["id"])
             if fields["id"] in seen:
-                self.diag(line, f"fact id {fields['id']!r} is used twice (first at line "
-                                f"{seen[fields['id']]})")
+                self.diag(
+                    line,
+                    f"fact id {fields['id']!r} is used twice (first at line {seen[fields['id']]})",
+                )
                 continue
             seen[fields["id"]] = line
             try:
                 out.append(Fact(**fields))
             except ModelValidationError as exc:
                 detail = exc.errors()[0]
-                self.diag(line, f"fact {fields['id']!r}: {detail.get('loc', ('?',))[0]}: "
-                                f"{detail.get('msg', exc)}")
+                self.diag(
+                    line,
+                    f"fact {fields['id']!r}: {detail.get('loc', ('?',))[0]}: "
+                    f"{detail.get('msg', exc)}",
+                )
         return out
 
     def fact_fields(self, item: str, line: int) -> dict[str, Any] | None:
@@ -443,7 +470,7 @@ class _Reader:
                 self.diag(line, "an empty list item (a fact needs text)")
                 return None
             return {"text": item}
-        text, braces = item[:cut], item[cut + 3:-1]
+        text, braces = item[:cut], item[cut + 3 : -1]
         fields: dict[str, Any] = {}
         parts = braces.split(SEP)
         head, _, sources = parts[0].partition(f" {ARROW} ")
@@ -455,8 +482,7 @@ class _Reader:
             if sources.startswith("by ") and sources != BY_HAND:
                 fields["by"] = _decode(sources[3:], line, self.path)
             elif sources and sources != BY_HAND:
-                fields["sources"] = tuple(self.source(s.strip(), line)
-                                          for s in sources.split(","))
+                fields["sources"] = tuple(self.source(s.strip(), line) for s in sources.split(","))
             for part in parts[1:]:
                 self.attribute(part.strip(), fields, line)
             if fields.pop("escaped", False):
@@ -474,8 +500,10 @@ class _Reader:
         session, _, turn = value.partition("#")
         if not session:
             raise ParseError([Diagnostic(self.path, line, f"source {value!r} names no session")])
-        return FactSource(session=_decode(session, line, self.path),
-                          interaction=_decode(turn, line, self.path) if turn else None)
+        return FactSource(
+            session=_decode(session, line, self.path),
+            interaction=_decode(turn, line, self.path) if turn else None,
+        )
 
     def attribute(self, part: str, fields: dict[str, Any], line: int) -> None:
         key, _, value = part.partition(" ")
@@ -489,14 +517,16 @@ class _Reader:
             try:
                 fields["confidence"] = float(value)
             except ValueError:
-                raise ParseError([Diagnostic(self.path, line, f"confidence {value!r} is not "
-                                                              "a number")]) from None
+                raise ParseError(
+                    [Diagnostic(self.path, line, f"confidence {value!r} is not a number")]
+                ) from None
         elif part.startswith("replaced by "):
-            fields["replaced_by"] = part[len("replaced by "):].strip()
+            fields["replaced_by"] = part[len("replaced by ") :].strip()
         else:
             known = "from DATE, until DATE, confidence N, replaced by ID, #tag, escaped"
-            raise ParseError([Diagnostic(self.path, line, f"unknown fact attribute {part!r} "
-                                                          f"(known: {known})")])
+            raise ParseError(
+                [Diagnostic(self.path, line, f"unknown fact attribute {part!r} (known: {known})")]
+            )
 
 
 def _marker_width(line: str) -> int:
@@ -504,7 +534,10 @@ def _marker_width(line: str) -> int:
     if line[:1] in _BULLETS and line[1:2] in (" ", "\t", ""):
         return 1 + (line[1:2] != "")
     digits = len(line) - len(line.lstrip("0123456789"))
-    if 0 < digits <= 9 and line[digits:digits + 1] in (".", ")") and (
-            line[digits + 1:digits + 2] in (" ", "\t", "")):
-        return digits + 1 + (line[digits + 1:digits + 2] != "")
+    if (
+        0 < digits <= 9
+        and line[digits : digits + 1] in (".", ")")
+        and (line[digits + 1 : digits + 2] in (" ", "\t", ""))
+    ):
+        return digits + 1 + (line[digits + 1 : digits + 2] != "")
     return 0

@@ -53,8 +53,9 @@ class _SafeRenderer(mistune.HTMLRenderer):
         return f'<a class="image-link" href="{href}"{_REL}>[image: {label}]</a>'
 
     def wiki_link(self, text: str, target: str) -> str:
-        return (f'<a class="wikilink" href="{escape(self._wiki_href(target))}">'
-                f"[[{escape(target)}]]</a>")
+        return (
+            f'<a class="wikilink" href="{escape(self._wiki_href(target))}">[[{escape(target)}]]</a>'
+        )
 
 
 def _parse_wiki(_inline: InlineParser, m: re.Match[str], state: InlineState) -> int:

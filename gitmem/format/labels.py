@@ -8,9 +8,24 @@ from datetime import datetime, timedelta, timezone
 from gitmem.errors import EscapeError
 from gitmem.models import Language
 
-_LABEL_NAMES = ("title", "conversation", "metadata", "summary", "session_id", "created",
-                "last_active", "participants", "tags", "project", "links", "generated", "model",
-                "covers", "facts", "keywords")  # fmt: skip
+_LABEL_NAMES = (
+    "title",
+    "conversation",
+    "metadata",
+    "summary",
+    "session_id",
+    "created",
+    "last_active",
+    "participants",
+    "tags",
+    "project",
+    "links",
+    "generated",
+    "model",
+    "covers",
+    "facts",
+    "keywords",
+)
 
 
 _LABEL_TEXT: dict[Language, str] = {

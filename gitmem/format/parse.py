@@ -155,7 +155,7 @@ class _Reader:
 
     # ----------------------------------------------------------------- top level
 
-    def read(self, text: str) -> Session | None:
+    def read(self, text: str) -> Session | None:  # noqa: C901
         nul = text.find("\0")
         if nul >= 0:
             self.diag(text.count("\n", 0, nul) + 1, "NUL character: this is not a text file")
@@ -301,7 +301,7 @@ class _Reader:
 
     # ----------------------------------------------------------------- conversation
 
-    def conversation(self, body: list[Block]) -> None:
+    def conversation(self, body: list[Block]) -> None:  # noqa: C901
         turn: _Turn | None = None
         speaker: tuple[str, bool, int] | None = None  # name, escaped, line
         quote: list[Block] = []  # the quote blocks of the current message
@@ -397,7 +397,7 @@ class _Reader:
 
     # ----------------------------------------------------------------- summary
 
-    def read_summary(self, line: int, body: list[Block]) -> None:
+    def read_summary(self, line: int, body: list[Block]) -> None:  # noqa: C901
         start_problem = (
             f"summary must start with '**{LABELS[self.language or 'en']['generated']}**:"
         )

@@ -155,8 +155,11 @@ def skeleton(src: str, *, remember: bool = True) -> tuple[str, list[list[Interac
         # "#" + piece + "\n" (a turn block in render's form is one piece)
         pieces = src[start : end - 1].split("\n#")
         keys = [
-            piece if piece[-1:] == "\n" else piece + "\n" if at == len(pieces) - 1 and
-            end == len(src) else ""  # a turn ends in a blank line, but at the file's end
+            piece
+            if piece[-1:] == "\n"
+            else piece + "\n"
+            if at == len(pieces) - 1 and end == len(src)
+            else ""  # a turn ends in a blank line, but at the file's end
             for at, piece in enumerate(pieces)
         ]
         found = CACHE.get_many(keys)

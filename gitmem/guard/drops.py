@@ -45,8 +45,7 @@ def _turn_ids(data: bytes, path: str) -> list[str] | None:
         return None  # reported as a parse problem, not as drops
 
 
-def dropped_turns(changes: Mapping[str, tuple[bytes | None, bytes | None]]
-                  ) -> dict[str, list[str]]:
+def dropped_turns(changes: Mapping[str, tuple[bytes | None, bytes | None]]) -> dict[str, list[str]]:
     """Per path, the turn ids of the old content missing from the new one, for the
     memory files ``changes`` (path -> (old, new); None: absent) modifies."""
     after: dict[str, list[str]] = {}
@@ -75,13 +74,16 @@ def _names(ids: list[str]) -> str:
     return shown + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
 
 
-def staged_drops(changes: Mapping[str, tuple[bytes | None, bytes | None]]
-                 ) -> list[Diagnostic]:
+def staged_drops(changes: Mapping[str, tuple[bytes | None, bytes | None]]) -> list[Diagnostic]:
     """The pre-commit hook's refusals for turns the staged files drop."""
     return [
-        Diagnostic(path, 1, f"this commit removes {len(ids)} saved turn(s) that HEAD has: "
-                   f"{_names(ids)} (an editor writing back an old copy?); reload the file, or "
-                   f"commit with {ALLOW_ENV}=1 if you mean to drop them")
+        Diagnostic(
+            path,
+            1,
+            f"this commit removes {len(ids)} saved turn(s) that HEAD has: "
+            f"{_names(ids)} (an editor writing back an old copy?); reload the file, or "
+            f"commit with {ALLOW_ENV}=1 if you mean to drop them",
+        )
         for path, ids in dropped_turns(changes).items()
     ]
 
@@ -98,11 +100,18 @@ def history_drops(repo: Repository, rev: str | None = None) -> list[Diagnostic]:
         changes = {c.path: (c.old, c.new) for c in entry.files if is_memory_file(c.path)}
         if not any(old and new for old, new in changes.values()):
             continue
-        contents = {p: (repo.blob(old) if old else None, repo.blob(new) if new else None)
-                    for p, (old, new) in changes.items()}  # fmt: skip
+        contents = {
+            p: (repo.blob(old) if old else None, repo.blob(new) if new else None)
+            for p, (old, new) in changes.items()
+        }
         for path, ids in dropped_turns(contents).items():
-            found.append(Diagnostic(
-                path, 1, f"commit {entry.sha[:12]} ({entry.subject!r}, by {entry.author}) "
-                f"dropped {len(ids)} saved turn(s) without gitmem's trailers: {_names(ids)}; "
-                f"they are still in {entry.parents[0][:12]}"))
+            found.append(
+                Diagnostic(
+                    path,
+                    1,
+                    f"commit {entry.sha[:12]} ({entry.subject!r}, by {entry.author}) "
+                    f"dropped {len(ids)} saved turn(s) without gitmem's trailers: {_names(ids)}; "
+                    f"they are still in {entry.parents[0][:12]}",
+                )
+            )
     return found

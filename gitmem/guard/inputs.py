@@ -32,8 +32,10 @@ def as_message(item: Message | Mapping[str, str], at: int) -> Message:
     if isinstance(item, Message):
         return item
     if not isinstance(item, Mapping):
-        raise ValidationError(f"message {at}: expected a Message or a mapping with "
-                              f"speaker and content, got {type(item).__name__}")
+        raise ValidationError(
+            f"message {at}: expected a Message or a mapping with "
+            f"speaker and content, got {type(item).__name__}"
+        )
     speaker = item.get("speaker") or item.get("role")
     if speaker in ("user", "assistant", "system"):
         speaker = speaker.capitalize()
@@ -50,8 +52,9 @@ def fresh_interaction_id(taken: set[str]) -> str:
             return candidate
 
 
-def with_metadata(session: Session, update: dict[str, Any],
-                  metadata: Mapping[str, Any] | None) -> Session:
+def with_metadata(
+    session: Session, update: dict[str, Any], metadata: Mapping[str, Any] | None
+) -> Session:
     """``session`` with ``update`` (field -> value) and ``metadata`` applied: ``project``,
     ``links`` and ``tags`` go to their fields (links and tags are added), any other key to
     ``extra`` (``None`` removes it)."""

@@ -79,8 +79,9 @@ class GuardMethods:
         self.max_message_bytes = MAX_MESSAGE_BYTES
         self._secret_config: SecretConfig | None = None
         # (config, {identity: (redacted identity, counts)}): an agent's name is checked once
-        self._identity_cache: tuple[
-            SecretConfig, dict[Identity, tuple[Identity, Counter[str]]]] | None = None
+        self._identity_cache: (
+            tuple[SecretConfig, dict[Identity, tuple[Identity, Counter[str]]]] | None
+        ) = None
         repo.commit_guard = self._guard_commit  # secrets in messages and authors
 
     # --- configuration --------------------------------------------------------------------
@@ -94,8 +95,9 @@ class GuardMethods:
             try:
                 self._secret_config = SecretConfig.from_git(pairs)
             except ValueError as exc:
-                raise ConfigError(f"git config gitmem.secrets: {exc}; fix it with "
-                                      "`git config --edit`") from None
+                raise ConfigError(
+                    f"git config gitmem.secrets: {exc}; fix it with `git config --edit`"
+                ) from None
         return self._secret_config
 
     @secret_config.setter
@@ -104,8 +106,9 @@ class GuardMethods:
 
     # --- the guard on every write ---------------------------------------------------------
 
-    def _guard(self, txn: Transaction, current: Session | None, updated: Session | None
-               ) -> Session | None:
+    def _guard(
+        self, txn: Transaction, current: Session | None, updated: Session | None
+    ) -> Session | None:
         """``updated`` with the content it adds over ``current`` checked for size and with
         its secrets redacted (counted on ``txn`` for the commit's trailer).
 
@@ -152,8 +155,9 @@ class GuardMethods:
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
         return guarded
 
-    def _guard_hand_edit(self, txn: Transaction, session: Session, raw: bytes
-                         ) -> tuple[Session, bytes]:
+    def _guard_hand_edit(
+        self, txn: Transaction, session: Session, raw: bytes
+    ) -> tuple[Session, bytes]:
         """A person's uncommitted edit, redacted before it is recorded; the file is then
         written as rendered (only if it held a secret: otherwise it is kept byte for byte)."""
         guarded = self._guard(txn, None, session)
@@ -162,8 +166,9 @@ class GuardMethods:
             return session, raw
         return guarded, render(guarded).encode("utf-8")
 
-    def _guard_files(self, txn: Transaction, changes: dict[str, bytes | None], *,
-                     refuse: bool = True) -> tuple[dict[str, bytes | None], list[str]]:
+    def _guard_files(
+        self, txn: Transaction, changes: dict[str, bytes | None], *, refuse: bool = True
+    ) -> tuple[dict[str, bytes | None], list[str]]:
         """Whole files brought back from history (rollback, revert, restore, a merge),
         checked like new content before they are committed.
 
@@ -189,12 +194,15 @@ class GuardMethods:
                 else:
                     left = _secrets_in(data, config)
                     if left:
-                        problem = (f"{path}:{left[0].line}: a {left[0].kind} ({left[0].masked}) "
-                                   "that cannot be redacted in this file")
+                        problem = (
+                            f"{path}:{left[0].line}: a {left[0].kind} ({left[0].masked}) "
+                            "that cannot be redacted in this file"
+                        )
                         if refuse:
                             raise SecretRefused(
                                 f"{problem}; nothing was written. Edit the file by hand to "
-                                "remove it, or pick another revision")
+                                "remove it, or pick another revision"
+                            )
                         problems.append(problem)
             out[path] = data
         return out, problems
@@ -202,9 +210,12 @@ class GuardMethods:
     def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]:
         """``path:line: kind masked`` of every secret in ``files`` (for reports)."""
         config = self.secret_config
-        return [f"{path}:{found.line}: {found.kind} {found.masked}"
-                for path, data in files.items() if data is not None
-                for found in _secrets_in(data, config)]
+        return [
+            f"{path}:{found.line}: {found.kind} {found.masked}"
+            for path, data in files.items()
+            if data is not None
+            for found in _secrets_in(data, config)
+        ]
 
     def _guard_file(self, txn: Transaction, path: str, data: bytes) -> bytes:
         try:
@@ -234,8 +245,9 @@ class GuardMethods:
             clean = with_redacted_trailer(clean, counts)
         return clean, author
 
-    def _safe_identity(self, identity: Identity, config: SecretConfig
-                       ) -> tuple[Identity, Counter[str]]:
+    def _safe_identity(
+        self, identity: Identity, config: SecretConfig
+    ) -> tuple[Identity, Counter[str]]:
         cache = self._identity_cache
         if cache is None or cache[0] is not config:
             cache = self._identity_cache = (config, {})
@@ -265,16 +277,20 @@ class GuardMethods:
                 "store large documents as files and save a reference to them"
             )
 
-    def _guard_turn(self, session_id: str, turn: Interaction, config: SecretConfig,
-                    counts: Counter[str]) -> Interaction:
+    def _guard_turn(
+        self, session_id: str, turn: Interaction, config: SecretConfig, counts: Counter[str]
+    ) -> Interaction:
         if config.redact:
-            _refuse(turn.id, f"the interaction id (--id) of a turn in session {session_id!r}",
-                    config)
+            _refuse(
+                turn.id, f"the interaction id (--id) of a turn in session {session_id!r}", config
+            )
         messages: list[Message] = []
         for at, message in enumerate(turn.messages):
             if len(message.content) * 4 > self.max_message_bytes:  # else it cannot be over
-                self._check_size(message.content,
-                                 f"session {session_id!r}, interaction {turn.id!r}, message {at}")
+                self._check_size(
+                    message.content,
+                    f"session {session_id!r}, interaction {turn.id!r}, message {at}",
+                )
             if config.redact:
                 update: dict[str, str] = {}
                 text, found = redact(message.content, config)
@@ -292,8 +308,9 @@ class GuardMethods:
             return turn
         return turn.model_copy(update={"messages": messages})
 
-    def _guard_summary_with(self, session_id: str, summary: Summary, config: SecretConfig,
-                            counts: Counter[str]) -> Summary:
+    def _guard_summary_with(
+        self, session_id: str, summary: Summary, config: SecretConfig, counts: Counter[str]
+    ) -> Summary:
         self._check_size(summary.text, f"the summary of session {session_id!r}")
         if not config.redact:
             return summary
@@ -306,8 +323,9 @@ class GuardMethods:
         if not found:
             return summary
         counts.update(found)
-        return summary.model_copy(update={"text": text, "facts": facts, "keywords": keywords,
-                                          "model": model})
+        return summary.model_copy(
+            update={"text": text, "facts": facts, "keywords": keywords, "model": model}
+        )
 
     # --- what the store holds -----------------------------------------------------------
 
@@ -320,26 +338,43 @@ class GuardMethods:
         problems: list[Diagnostic] = []
         paths: dict[str, str | None] = {}  # path: the session id its name encodes
         # the archive parts too: load_memory(include_archive=True) reads them
-        for folder, id_of in ((session_dir(self.namespace), id_from_path),
-                              (archive_dir(self.namespace), id_from_archive_path)):
+        for folder, id_of in (
+            (session_dir(self.namespace), id_from_path),
+            (archive_dir(self.namespace), id_from_archive_path),
+        ):
             names = set(session_files(self._repo, folder, commit))
             top = self._repo.root / folder
             if commit is None and top.is_dir():  # files not committed yet, one level down too
-                names |= {p.relative_to(self._repo.root).as_posix()
-                          for p in [*top.glob("*.md"), *top.glob("??/*.md")]}
+                names |= {
+                    p.relative_to(self._repo.root).as_posix()
+                    for p in [*top.glob("*.md"), *top.glob("??/*.md")]
+                }
             paths |= {name: id_of(name, self.namespace) for name in names}
         fanout = fanout_at(self._repo, commit)
         for path, expected in sorted(paths.items()):
             if expected is None:
                 right = misplaced(path)
-                problems.append(Diagnostic(path, 1, "file name is not an encoded session id"
-                                           if right is None else f"belongs in {right}"))
+                problems.append(
+                    Diagnostic(
+                        path,
+                        1,
+                        "file name is not an encoded session id"
+                        if right is None
+                        else f"belongs in {right}",
+                    )
+                )
                 continue
             if is_fanout_path(path) != fanout:
-                problems.append(Diagnostic(path, 1, "file is in the {} layout but the store uses "
-                                           "the {} one; `gitmem migrate` moves it".format(
-                                               *(("fan-out", "flat") if not fanout
-                                                 else ("flat", "fan-out")))))
+                problems.append(
+                    Diagnostic(
+                        path,
+                        1,
+                        "file is in the {} layout but the store uses "
+                        "the {} one; `gitmem migrate` moves it".format(
+                            *(("fan-out", "flat") if not fanout else ("flat", "fan-out"))
+                        ),
+                    )
+                )
             try:
                 data = self._repo.working_blob(path) if commit is None else None
             except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it
@@ -375,8 +410,9 @@ class GuardMethods:
         try:
             found = self._repo.working_blob(path) if commit is None else None
         except (RepositoryError, ParseError) as exc:
-            return exc.diagnostics if isinstance(exc, ParseError) else [Diagnostic(path, 1,
-                                                                                   str(exc))]
+            return (
+                exc.diagnostics if isinstance(exc, ParseError) else [Diagnostic(path, 1, str(exc))]
+            )
         raw = found[0] if found is not None else self._repo.read(path, commit)
         if raw is None:
             return []
@@ -397,4 +433,3 @@ class GuardMethods:
         To purge one, see ``docs/reliability.md`` (section "Secrets already in history").
         """
         return scan_repository(self._repo, config or self.secret_config)
-

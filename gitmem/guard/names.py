@@ -49,7 +49,9 @@ def agent_identity(agent: str, email: str | None = None) -> Identity:
     if not name:
         raise ValidationError(f"agent name {agent!r} is empty; give a name like 'my-bot'")
     if email is not None and (
-        not email or len(email) > AGENT_MAX or re.search(r"[<>\s\x00-\x1f\x7f]", email)
+        not email
+        or len(email) > AGENT_MAX
+        or re.search(r"[<>\s\x00-\x1f\x7f]", email)
         or _format_free(email) != email
     ):
         shown = repr(email) if len(email) <= AGENT_MAX else f"of {len(email)} characters"
@@ -76,8 +78,9 @@ class NewNames:
         self._lock = threading.Lock()
         self._folds: _Folds | None = None
 
-    def check(self, txn: Transaction, created: dict[str, str] | None, session_id: str,
-              path: str) -> None:
+    def check(
+        self, txn: Transaction, created: dict[str, str] | None, session_id: str, path: str
+    ) -> None:
         """Refuse ``session_id`` (new at ``path``) if its file would break a clone.
 
         ``created`` (folded name -> path) holds the names a batch made so far; the new one is
@@ -154,8 +157,7 @@ class NewNames:
                     bucket.discard(name)
             folds.head = commit
 
-    def _folder_entries(self, folder: str, commit: str | None
-                        ) -> dict[bytes, tuple[bytes, bytes]]:
+    def _folder_entries(self, folder: str, commit: str | None) -> dict[bytes, tuple[bytes, bytes]]:
         if commit is None:
             return {}
         tree = self._repo.tree(self._repo.commit_tree(commit))

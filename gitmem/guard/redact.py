@@ -41,28 +41,31 @@ def with_redacted_trailer(message: str, counts: Mapping[str, int]) -> str:
             lines[at] = f"Gitmem-Redacted: {trailer_value(total)}"
             return "\n".join(lines) + "\n"
     last = lines[-1] if lines else ""
-    in_trailers = len(lines) > 1 and ": " in last and last.split(": ", 1)[0].startswith(
-        "Gitmem-")
+    in_trailers = len(lines) > 1 and ": " in last and last.split(": ", 1)[0].startswith("Gitmem-")
     sep = "\n" if in_trailers else "\n\n"
     return "\n".join(lines) + f"{sep}Gitmem-Redacted: {trailer_value(counts)}\n"
 
 
-def _redact_into(text: str, config: SecretConfig, counts: Counter[str], *,
-                 label: bool = False) -> str:
+def _redact_into(
+    text: str, config: SecretConfig, counts: Counter[str], *, label: bool = False
+) -> str:
     clean, found = redact(text, config, label=label)
     counts.update(found)
     return clean
 
 
-def _redact_labels(new: list[str], old: list[str], config: SecretConfig,
-                   counts: Counter[str]) -> list[str]:
+def _redact_labels(
+    new: list[str], old: list[str], config: SecretConfig, counts: Counter[str]
+) -> list[str]:
     known = set(old)
-    return [item if item in known else _redact_into(item, config, counts, label=True)
-            for item in new]
+    return [
+        item if item in known else _redact_into(item, config, counts, label=True) for item in new
+    ]
 
 
-def _redact_metadata(updated: Session, current: Session | None, config: SecretConfig,
-                     counts: Counter[str]) -> dict[str, Any]:
+def _redact_metadata(
+    updated: Session, current: Session | None, config: SecretConfig, counts: Counter[str]
+) -> dict[str, Any]:
     """Redacted metadata that is new or changed: values get markers; project, links, tags
     and participants are one-line labels, so their marker has no brackets; a new key with a
     secret is refused."""
@@ -83,8 +86,7 @@ def _redact_metadata(updated: Session, current: Session | None, config: SecretCo
             changes["project"] = project
     for name in ("links", "tags", "participants"):
         items: list[str] = getattr(updated, name)
-        guarded = _redact_labels(items, getattr(current, name) if current else [], config,
-                                 counts)
+        guarded = _redact_labels(items, getattr(current, name) if current else [], config, counts)
         if guarded != items:
             changes[name] = list(dict.fromkeys(guarded))
     return changes
@@ -102,13 +104,18 @@ def redact_fact(fact: Fact, config: SecretConfig) -> tuple[Fact, Counter[str]]:
 
     tags = tuple(label(t) for t in fact.tags)
     section = label(fact.section)
-    sources = tuple(FactSource(session=label(source.session), interaction=None
-                               if source.interaction is None else label(source.interaction))
-                    for source in fact.sources)
+    sources = tuple(
+        FactSource(
+            session=label(source.session),
+            interaction=None if source.interaction is None else label(source.interaction),
+        )
+        for source in fact.sources
+    )
     if not counts:
         return fact, counts
-    return fact.model_copy(update={"text": text, "tags": tags, "section": section,
-                                   "sources": sources}), counts
+    return fact.model_copy(
+        update={"text": text, "tags": tags, "section": section, "sources": sources}
+    ), counts
 
 
 def redact_sections(memory: MemoryFile, config: SecretConfig) -> tuple[MemoryFile, Counter[str]]:

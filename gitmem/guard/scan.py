@@ -31,8 +31,13 @@ TAGGER_PATH = "(tagger)"
 
 REF_PATH = "(ref name)"
 
-_PLACES = {MESSAGE_PATH: "commit message", AUTHOR_PATH: "author or committer",
-           TAG_PATH: "tag message", TAGGER_PATH: "tagger", REF_PATH: "ref name"}
+_PLACES = {
+    MESSAGE_PATH: "commit message",
+    AUTHOR_PATH: "author or committer",
+    TAG_PATH: "tag message",
+    TAGGER_PATH: "tagger",
+    REF_PATH: "ref name",
+}
 
 
 class SecretFinding(_Model):
@@ -53,10 +58,12 @@ class SecretFinding(_Model):
     at_head: bool | None
 
     # positional too, as the dataclass this model replaced (one per finding: cheap enough)
-    def __init__(self, commit: str, path: str, line: int, kind: str, masked: str,
-                 at_head: bool | None) -> None:
-        super().__init__(**dict(commit=commit, path=path, line=line, kind=kind,
-                                masked=masked, at_head=at_head))
+    def __init__(
+        self, commit: str, path: str, line: int, kind: str, masked: str, at_head: bool | None
+    ) -> None:
+        super().__init__(
+            **dict(commit=commit, path=path, line=line, kind=kind, masked=masked, at_head=at_head)
+        )
 
     def __str__(self) -> str:
         if self.path in _PLACES:
@@ -76,16 +83,24 @@ def scan_repository(repo: Repository, config: SecretConfig) -> list[SecretFindin
     head_text: dict[str, str] = {}
     for commit, path, first_line, block in _added_blocks(repo):
         for found in find_secrets(block, config):
-            secret = block[found.start:found.end]
+            secret = block[found.start : found.end]
             if path not in head_text:
                 data = repo.read(path)
                 head_text[path] = "" if data is None else data.decode("utf-8", "replace")
-            findings.append(SecretFinding(commit, path, first_line + found.line - 1,
-                                          found.kind, found.masked,
-                                          secret in head_text[path]))
+            findings.append(
+                SecretFinding(
+                    commit,
+                    path,
+                    first_line + found.line - 1,
+                    found.kind,
+                    found.masked,
+                    secret in head_text[path],
+                )
+            )
     findings += _names(repo, config)
-    _, out = repo.run_git("log", "--all", "--reverse", "-z",
-                          "--format=%H%x01%an <%ae>%x01%cn <%ce>%x01%B")
+    _, out = repo.run_git(
+        "log", "--all", "--reverse", "-z", "--format=%H%x01%an <%ae>%x01%cn <%ce>%x01%B"
+    )
     for entry in out.decode("utf-8", "replace").split("\0"):
         commit, _, rest = entry.partition("\x01")
         author, _, rest = rest.partition("\x01")
@@ -94,20 +109,31 @@ def scan_repository(repo: Repository, config: SecretConfig) -> list[SecretFindin
         if not commit:
             continue
         for found in find_secrets(message, config):
-            findings.append(SecretFinding(commit, MESSAGE_PATH, found.line, found.kind,
-                                          found.masked, commit == head))
+            findings.append(
+                SecretFinding(
+                    commit, MESSAGE_PATH, found.line, found.kind, found.masked, commit == head
+                )
+            )
         for who in dict.fromkeys([author, committer]):
             for found in find_secrets(who, config):
-                findings.append(SecretFinding(commit, AUTHOR_PATH, 1, found.kind,
-                                              found.masked, commit == head))
+                findings.append(
+                    SecretFinding(commit, AUTHOR_PATH, 1, found.kind, found.masked, commit == head)
+                )
     findings += _refs(repo, config)
     return list(dict.fromkeys(findings))
 
 
 def _names(repo: Repository, config: SecretConfig) -> list[SecretFinding]:
     """Secrets in the names of files, in the commit that first used each name."""
-    _, out = repo.run_git("log", "--all", "--reverse", "--format=%x00%H", "--name-only",
-                          "--no-renames", "--diff-merges=first-parent")
+    _, out = repo.run_git(
+        "log",
+        "--all",
+        "--reverse",
+        "--format=%x00%H",
+        "--name-only",
+        "--no-renames",
+        "--diff-merges=first-parent",
+    )
     found_in: list[SecretFinding] = []
     seen: set[str] = set()
     commit = ""
@@ -124,10 +150,9 @@ def _names(repo: Repository, config: SecretConfig) -> list[SecretFinding]:
             continue
         shown = name
         for hit in reversed(hits):
-            shown = shown[:hit.start] + hit.masked + shown[hit.end:]
+            shown = shown[: hit.start] + hit.masked + shown[hit.end :]
         at_head = repo.entry(name) is not None
-        found_in += [SecretFinding(commit, shown, 0, hit.kind, hit.masked, at_head)
-                     for hit in hits]
+        found_in += [SecretFinding(commit, shown, 0, hit.kind, hit.masked, at_head) for hit in hits]
     return found_in
 
 
@@ -144,8 +169,9 @@ def _refs(repo: Repository, config: SecretConfig) -> list[SecretFinding]:
             continue
         _, raw = repo.run_git("cat-file", "tag", sha)
         header, _, message = raw.decode("utf-8", "replace").partition("\n\n")
-        tagger = next((h[len("tagger "):] for h in header.splitlines()
-                       if h.startswith("tagger ")), "")
+        tagger = next(
+            (h[len("tagger ") :] for h in header.splitlines() if h.startswith("tagger ")), ""
+        )
         for hit in find_secrets(message, config):
             found_in.append(SecretFinding(sha, TAG_PATH, hit.line, hit.kind, hit.masked, True))
         for hit in find_secrets(tagger.rsplit(">", 1)[0], config):
@@ -156,9 +182,20 @@ def _refs(repo: Repository, config: SecretConfig) -> list[SecretFinding]:
 def _added_blocks(repo: Repository) -> Iterator[tuple[str, str, int, str]]:
     """(commit, path, first line, text) of every run of lines a commit added."""
     _, out = repo.run_git(
-        "log", "--all", "--reverse", "-p", "--text", "--format=%x00%H", "--unified=0",
-        "--no-color", "--no-ext-diff", "--no-textconv", "--no-renames",
-        "--diff-merges=first-parent", "--src-prefix=a/", "--dst-prefix=b/",
+        "log",
+        "--all",
+        "--reverse",
+        "-p",
+        "--text",
+        "--format=%x00%H",
+        "--unified=0",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--no-renames",
+        "--diff-merges=first-parent",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
     )
     commit = path = ""
     in_hunk = False

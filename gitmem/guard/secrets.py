@@ -59,8 +59,9 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         r"|[A-Za-z0-9+/=\s>:-]*)",
         hints=("private key",),
     ),
-    SecretPattern("anthropic-key", r"sk-ant-(?<![A-Za-z0-9_]sk-ant-)[A-Za-z0-9_-]{20,}",
-                  hints=("sk-ant-",)),
+    SecretPattern(
+        "anthropic-key", r"sk-ant-(?<![A-Za-z0-9_]sk-ant-)[A-Za-z0-9_-]{20,}", hints=("sk-ant-",)
+    ),
     SecretPattern(
         "openai-key",
         r"sk-(?<![A-Za-z0-9_]sk-)(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"
@@ -84,18 +85,29 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         r"gh[pousr]_(?<![A-Za-z0-9_]gh[pousr]_)[A-Za-z0-9]{36,255}(?![A-Za-z0-9_])",
         hints=("gh",),
     ),
-    SecretPattern("github-pat", r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{50,255}",
-                  hints=("github_pat_",)),
     SecretPattern(
-        "slack-token", r"xox[abeoprs]-(?<![A-Za-z0-9_]xox[abeoprs]-)[A-Za-z0-9-]{10,250}",
+        "github-pat",
+        r"github_pat_(?<![A-Za-z0-9_]github_pat_)[A-Za-z0-9_]{50,255}",
+        hints=("github_pat_",),
+    ),
+    SecretPattern(
+        "slack-token",
+        r"xox[abeoprs]-(?<![A-Za-z0-9_]xox[abeoprs]-)[A-Za-z0-9-]{10,250}",
         hints=("xox",),
     ),
-    SecretPattern("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}",
-                  hints=("hooks.slack.com",)),
-    SecretPattern("google-api-key", r"AIza(?<![A-Za-z0-9_]AIza)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",
-                  hints=("aiza",)),
-    SecretPattern("stripe-key", r"[rs]k_live_(?<![A-Za-z0-9_][rs]k_live_)[0-9A-Za-z]{20,}",
-                  hints=("_live_",)),
+    SecretPattern(
+        "slack-webhook",
+        r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}",
+        hints=("hooks.slack.com",),
+    ),
+    SecretPattern(
+        "google-api-key",
+        r"AIza(?<![A-Za-z0-9_]AIza)[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])",
+        hints=("aiza",),
+    ),
+    SecretPattern(
+        "stripe-key", r"[rs]k_live_(?<![A-Za-z0-9_][rs]k_live_)[0-9A-Za-z]{20,}", hints=("_live_",)
+    ),
     SecretPattern(
         "jwt",
         r"eyJ(?<![A-Za-z0-9_]eyJ)[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}",
@@ -198,14 +210,17 @@ class SecretConfig:
 
     @cached_property
     def _compiled(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p.regex, re.IGNORECASE if p.ignore_case else 0)
-                     for p in self.all_patterns)
+        return tuple(
+            re.compile(p.regex, re.IGNORECASE if p.ignore_case else 0) for p in self.all_patterns
+        )
 
     @cached_property
     def _unlowered(self) -> tuple[re.Pattern[str], ...]:
         # for a text whose lowercase form has another length (a few non-ASCII letters)
-        return tuple(re.compile(p.regex, re.IGNORECASE if p.ignore_case or p.lowered else 0)
-                     for p in self.all_patterns)
+        return tuple(
+            re.compile(p.regex, re.IGNORECASE if p.ignore_case or p.lowered else 0)
+            for p in self.all_patterns
+        )
 
     @cached_property
     def _hinted(self) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], tuple[int, ...]]:
@@ -245,8 +260,9 @@ class SecretConfig:
                 if not sep:
                     raise ValueError(f"gitmem.secrets.pattern {value!r} is not kind=regex")
                 ignore_case = regex.startswith("(?i)")
-                extra.append(SecretPattern(kind.strip(), regex[4:] if ignore_case else regex,
-                                           ignore_case))
+                extra.append(
+                    SecretPattern(kind.strip(), regex[4:] if ignore_case else regex, ignore_case)
+                )
             elif key == "allow":
                 allow.append(value)
             else:
@@ -264,8 +280,9 @@ def _check(pattern: SecretPattern) -> None:
     except re.error as exc:
         raise ValueError(f"secret pattern {pattern.kind!r}: {exc}") from None
     if set(compiled.groupindex) - {"secret"}:
-        raise ValueError(f"secret pattern {pattern.kind!r}: the only named group allowed is "
-                         "'secret'")
+        raise ValueError(
+            f"secret pattern {pattern.kind!r}: the only named group allowed is 'secret'"
+        )
     if compiled.match(""):
         raise ValueError(f"secret pattern {pattern.kind!r} matches empty text")
 
@@ -286,11 +303,13 @@ def find_secrets(text: str, config: SecretConfig = DEFAULT_CONFIG) -> Iterator[F
     if len(lowered) != len(text):  # a few non-ASCII letters change length when lowered
         compiled, lowered = config._unlowered, text
     patterns = config.all_patterns
-    live = [_Live(at, patterns[at].kind, compiled[at],
-                  lowered if patterns[at].lowered else text)
-            for at in sorted({*chosen, *always})]
-    found = sorted((m.start(), item.at, m, item) for item in live
-                   for m in item.regex.finditer(item.subject))
+    live = [
+        _Live(at, patterns[at].kind, compiled[at], lowered if patterns[at].lowered else text)
+        for at in sorted({*chosen, *always})
+    ]
+    found = sorted(
+        (m.start(), item.at, m, item) for item in live for m in item.regex.finditer(item.subject)
+    )
     allowed = config._allowed
     line, counted, taken = 1, 0, 0
     for start, _at, match, item in found:
@@ -302,8 +321,10 @@ def find_secrets(text: str, config: SecretConfig = DEFAULT_CONFIG) -> Iterator[F
             start, end = match.span("secret")
             kind = _specific_kind(start, end, live) or kind
         secret = text[start:end]
-        if not secret or _MARKER.fullmatch(secret) or (
-            allowed is not None and allowed.fullmatch(secret)
+        if (
+            not secret
+            or _MARKER.fullmatch(secret)
+            or (allowed is not None and allowed.fullmatch(secret))
         ):
             continue  # nothing, a marker put there before, or allowed
         line += text.count("\n", counted, start)
@@ -325,15 +346,14 @@ def _specific_kind(start: int, end: int, live: list[_Live]) -> str | None:
     """The kind of a key that fills a context match's secret exactly: ``API_KEY=sk-...``
     is an openai-key, not just an assigned secret."""
     for item in live:
-        if "secret" not in item.regex.groupindex and item.regex.fullmatch(
-            item.subject, start, end
-        ):
+        if "secret" not in item.regex.groupindex and item.regex.fullmatch(item.subject, start, end):
             return item.kind
     return None
 
 
-def redact(text: str, config: SecretConfig = DEFAULT_CONFIG, *, label: bool = False
-           ) -> tuple[str, Counter[str]]:
+def redact(
+    text: str, config: SecretConfig = DEFAULT_CONFIG, *, label: bool = False
+) -> tuple[str, Counter[str]]:
     """``text`` with each secret replaced by its marker, and how many of each kind."""
     counts: Counter[str] = Counter()
     if not text:
@@ -359,8 +379,7 @@ def trailer_value(counts: Mapping[str, int]) -> str:
 LABEL_MEMO = 4096
 
 
-def redacted_label(label: str, config: SecretConfig = DEFAULT_CONFIG
-                   ) -> tuple[str, Counter[str]]:
+def redacted_label(label: str, config: SecretConfig = DEFAULT_CONFIG) -> tuple[str, Counter[str]]:
     """:func:`redact` of a one-line label (a speaker name), remembered: the same few names
     come back on every message of an import. Do not change the Counter it returns."""
     memo = config._labels

@@ -77,7 +77,8 @@ def diff_sessions(
         interactions_added=[i for i in after if i not in before],
         interactions_removed=[i for i in before if i not in after],
         interactions_changed=[  # unchanged turns are mostly the same object (parse cache)
-            i for i, turn in after.items()
+            i
+            for i, turn in after.items()
             if i in before and before[i] is not turn and before[i] != turn
         ],
         metadata={
@@ -107,8 +108,9 @@ def diff_facts(old: MemoryFile | None, new: MemoryFile | None, path: str) -> Fac
     )
 
 
-def by_session(changes: Iterable[tuple[str, str | None, str | None]], namespace: str | None
-               ) -> dict[str, tuple[str, str | None, str | None]]:
+def by_session(
+    changes: Iterable[tuple[str, str | None, str | None]], namespace: str | None
+) -> dict[str, tuple[str, str | None, str | None]]:
     """Session id -> (path, old blob, new blob) of changed session files; a file moved
     between layouts (migrate) is one change from its old blob to its new one."""
     found: dict[str, tuple[str, str | None, str | None]] = {}
@@ -116,20 +118,28 @@ def by_session(changes: Iterable[tuple[str, str | None, str | None]], namespace:
         sid = id_from_path(path, namespace)
         seen = found.get(sid) if sid is not None else None
         if sid is not None:
-            found[sid] = (path, old, new) if seen is None else (
-                path if new else seen[0], seen[1] or old, seen[2] or new)
+            found[sid] = (
+                (path, old, new)
+                if seen is None
+                else (path if new else seen[0], seen[1] or old, seen[2] or new)
+            )
     return found
 
 
-def changed_facts(changes: Iterable[FileChange], namespace: str | None,
-                  read: Callable[[str], bytes], text: bool) -> list[FactDiff]:
+def changed_facts(
+    changes: Iterable[FileChange], namespace: str | None, read: Callable[[str], bytes], text: bool
+) -> list[FactDiff]:
     """The fact diffs of the memory files of ``namespace`` among ``changes`` (``read``
     turns a blob id into its bytes)."""
+
     def get(blob: str | None) -> bytes | None:
         return None if blob is None else read(blob)
 
-    return [diff_facts_files(c.path, get(c.old), get(c.new), text)
-            for c in changes if own_facts_path(c.path, namespace) and c.old != c.new]
+    return [
+        diff_facts_files(c.path, get(c.old), get(c.new), text)
+        for c in changes
+        if own_facts_path(c.path, namespace) and c.old != c.new
+    ]
 
 
 def diff_facts_files(path: str, old: bytes | None, new: bytes | None, text: bool) -> FactDiff:

@@ -173,9 +173,18 @@ class HistoryMethods(SessionCore):
         Raises:
             SessionNotFound: the session never existed.
         """
-        entries = self._log(session_id, op=op, agent=agent, model=model, since=since,
-                            until=until, limit=limit, commit=commit, files=changes,
-                            trailers=trailers)
+        entries = self._log(
+            session_id,
+            op=op,
+            agent=agent,
+            model=model,
+            since=since,
+            until=until,
+            limit=limit,
+            commit=commit,
+            files=changes,
+            trailers=trailers,
+        )
         if not changes:
             return [self._revision(e) for e in entries]
         revisions: list[Revision] = []
@@ -260,8 +269,11 @@ class HistoryMethods(SessionCore):
         else:
             files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
             moved = by_session(((c.path, c.old, c.new) for c in changed), self.namespace)
-            sessions = [self._session_diff(sid, path, old, new, text)
-                        for sid, (path, old, new) in sorted(moved.items()) if old != new]
+            sessions = [
+                self._session_diff(sid, path, old, new, text)
+                for sid, (path, old, new) in sorted(moved.items())
+                if old != new
+            ]
         facts = changed_facts(changed, self.namespace, self._repo.blob, text)
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files, facts=facts)
 
@@ -309,8 +321,10 @@ class HistoryMethods(SessionCore):
             wanted.pop("summary", None)
         owner: dict[str, LogEntry] = {}
         # each layout's path of the file and of the archive part, to the one named here
-        alias = {**dict.fromkeys(self._both(session_id), path),
-                 **dict.fromkeys(self._both(session_id, archive=True), part)}
+        alias = {
+            **dict.fromkeys(self._both(session_id), path),
+            **dict.fromkeys(self._both(session_id, archive=True), part),
+        }
         for entry in self._repo.file_log(list(alias), rev):
             if len(owner) == len(wanted):
                 break
@@ -387,8 +401,12 @@ class HistoryMethods(SessionCore):
         if edited is not None and not self._in_batch():
             parse_facts(edited, path)  # a broken file is never written over
             txn.write(path, edited)
-            txn.commit(f"Record hand edit of {path}", trailers={"Gitmem-Op": "edit"},
-                       identity=self._hand_identity(), body="A person edited it outside gitmem.")
+            txn.commit(
+                f"Record hand edit of {path}",
+                trailers={"Gitmem-Op": "edit"},
+                identity=self._hand_identity(),
+                body="A person edited it outside gitmem.",
+            )
 
     def _blob_at(self, session_id: str, path: str, sha: str, hint: str) -> str:
         """The blob of the session's file at commit ``sha``, or SessionNotFound ending in
@@ -396,8 +414,10 @@ class HistoryMethods(SessionCore):
         found = self._repo.entry(path, sha)
         if found is None:
             self._require_history(session_id, path)
-            raise SessionNotFound(f"session {session_id!r} did not exist at {sha[:12]}; "
-                                  + hint.format(shlex.quote(session_id)))
+            raise SessionNotFound(
+                f"session {session_id!r} did not exist at {sha[:12]}; "
+                + hint.format(shlex.quote(session_id))
+            )
         return found[1]
 
     def rollback(self, session_id: str, to: str | datetime) -> str | None:
@@ -413,8 +433,12 @@ class HistoryMethods(SessionCore):
         self._no_batch("rollback")
         target = self._repo.resolve(to)
         path = self._path(session_id)
-        found = self._blob_at(session_id, self._path(session_id, target), target,
-                              "pick a revision from `gitmem log {}`")
+        found = self._blob_at(
+            session_id,
+            self._path(session_id, target),
+            target,
+            "pick a revision from `gitmem log {}`",
+        )
         wanted: dict[str, bytes | None] = {path: self._repo.blob(found)}
         part = self._path(session_id, archive=True)
         archived = self._repo.entry(self._path(session_id, target, archive=True), target)
@@ -423,8 +447,9 @@ class HistoryMethods(SessionCore):
         with self._repo.transaction() as txn:
 
             def write() -> str | None:
-                if all(txn.read(p) == data and txn.hand_edit(p) is None
-                       for p, data in wanted.items()):
+                if all(
+                    txn.read(p) == data and txn.hand_edit(p) is None for p, data in wanted.items()
+                ):
                     return None
                 return self._write(
                     txn,
@@ -446,8 +471,12 @@ class HistoryMethods(SessionCore):
         path = self._path(session_id)
         if rev is not None:
             source = self._repo.resolve(rev)
-            blob = self._blob_at(session_id, self._path(session_id, source), source,
-                                 "`gitmem log {}` lists its versions")
+            blob = self._blob_at(
+                session_id,
+                self._path(session_id, source),
+                source,
+                "`gitmem log {}` lists its versions",
+            )
         else:
             both = self._both(session_id)
             last = self._repo.file_log(both)[:1]
@@ -485,11 +514,23 @@ class HistoryMethods(SessionCore):
         A commit made before a migrate named the files' old paths: they are read as the
         paths the files have now."""
         fanout = fanout_at(self._repo, txn.head())
-        entries = [replace(e, files=tuple(replace(c, path=relocated(c.path, fanout, self.namespace))
-                                          for c in e.files)) for e in entries]
-        return plan_undo(entries, current=lambda path: self._working_or_head(txn, path),
-                         blob=self._repo.blob, parse_blob=self._parse_blob, owner=self._owner,
-                         namespace=self.namespace)
+        entries = [
+            replace(
+                e,
+                files=tuple(
+                    replace(c, path=relocated(c.path, fanout, self.namespace)) for c in e.files
+                ),
+            )
+            for e in entries
+        ]
+        return plan_undo(
+            entries,
+            current=lambda path: self._working_or_head(txn, path),
+            blob=self._repo.blob,
+            parse_blob=self._parse_blob,
+            owner=self._owner,
+            namespace=self.namespace,
+        )
 
     def _entry(self, commit: str | datetime) -> LogEntry:
         sha = self._repo.resolve(commit)
@@ -502,8 +543,10 @@ class HistoryMethods(SessionCore):
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
         if _last(entries[0].trailers, "Gitmem-Op") == "migrate":
-            raise ValidationError(f"{sha[:12]} moved files to the fan-out layout (migrate) and "
-                                  "changed no session; there is nothing to revert")
+            raise ValidationError(
+                f"{sha[:12]} moved files to the fan-out layout (migrate) and "
+                "changed no session; there is nothing to revert"
+            )
         return entries[0]
 
     def revert(self, commit: str | datetime) -> str | None:
@@ -531,9 +574,15 @@ class HistoryMethods(SessionCore):
                     return None
                 sessions = self._sessions_of(changes)
                 body = f'This reverts commit {entry.sha}\n("{one_line(entry.subject, 200)}").'
-                return self._write(txn, changes, f'Revert "{one_line(entry.subject, 60)}"', body,
-                                   self._trailers("revert", sessions, reverts=entry.sha,
-                                                  **plan.fact_trailer(changes)))
+                return self._write(
+                    txn,
+                    changes,
+                    f'Revert "{one_line(entry.subject, 60)}"',
+                    body,
+                    self._trailers(
+                        "revert", sessions, reverts=entry.sha, **plan.fact_trailer(changes)
+                    ),
+                )
 
             return txn.rebuilding(write)
 
@@ -544,8 +593,12 @@ class HistoryMethods(SessionCore):
         with self._repo.transaction() as txn:  # read through it; it never commits
             plan = self._plan(txn, [entry])  # on the files as they are now
             plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
-            return UndoResult(dry_run=True, reverted=[self._revision(entry)],
-                              sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
+            return UndoResult(
+                dry_run=True,
+                reverted=[self._revision(entry)],
+                sessions=plan.diffs(self._owner),
+                facts=plan.fact_diffs(),
+            )
 
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
@@ -580,8 +633,11 @@ class HistoryMethods(SessionCore):
         entries = self._log(
             None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
-        chosen = [e for e in entries
-                  if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE]
+        chosen = [
+            e
+            for e in entries
+            if len(e.parents) == 1 and _last(e.trailers, "Gitmem-Op") not in _NEVER_UNDONE
+        ]
         reverted = [self._revision(e) for e in chosen]
         if not chosen:
             return UndoResult(dry_run=dry_run)
@@ -599,8 +655,12 @@ class HistoryMethods(SessionCore):
             def write() -> UndoResult:
                 plan = self._plan(txn, chosen)  # on the files as they are now
                 plan.raise_conflicts(f"undo {len(chosen)} commits", self.path)
-                result = UndoResult(dry_run=dry_run, reverted=reverted,
-                                    sessions=plan.diffs(self._owner), facts=plan.fact_diffs())
+                result = UndoResult(
+                    dry_run=dry_run,
+                    reverted=reverted,
+                    sessions=plan.diffs(self._owner),
+                    facts=plan.fact_diffs(),
+                )
                 changes = plan.changed()
                 if dry_run or not changes:
                     return result
@@ -609,8 +669,9 @@ class HistoryMethods(SessionCore):
                     changes,
                     f"Undo {len(chosen)} commit(s) by {who}",
                     "This reverts, part by part:\n" + "\n".join(lines),
-                    self._trailers("revert", self._sessions_of(changes), **extra,
-                                   **plan.fact_trailer(changes)),
+                    self._trailers(
+                        "revert", self._sessions_of(changes), **extra, **plan.fact_trailer(changes)
+                    ),
                 )
                 return result.model_copy(update={"commit": commit})
 

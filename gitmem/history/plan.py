@@ -44,8 +44,12 @@ class UndoPlan:
                 f"cannot {what} cleanly in {where}; nothing was written:\n  {listed}\n"
                 "Roll the session back to a known good version instead "
                 "(`gitmem rollback SESSION --to REV`), or edit it by hand."
-                + ("\nA fact changed again later: change it with `gitmem facts edit ID` or "
-                   "forget it (`gitmem facts forget ID`) instead." if facts else "")
+                + (
+                    "\nA fact changed again later: change it with `gitmem facts edit ID` or "
+                    "forget it (`gitmem facts forget ID`) instead."
+                    if facts
+                    else ""
+                )
             )
 
     def fact_trailer(self, changes: dict[str, bytes | None]) -> dict[str, str]:
@@ -62,8 +66,11 @@ class UndoPlan:
 
     def fact_diffs(self) -> list[FactDiff]:
         """How each memory file changes, by fact id (with its unified diff)."""
-        return [diff_facts_files(path, self.original[path], data, True)
-                for path, data in self.changed().items() if is_facts_path(path)]
+        return [
+            diff_facts_files(path, self.original[path], data, True)
+            for path, data in self.changed().items()
+            if is_facts_path(path)
+        ]
 
     def diffs(self, owner: Callable[[str], str | None]) -> list[SessionDiff]:
         """How each session's files change (unified and structured)."""
@@ -89,7 +96,7 @@ class UndoPlan:
         return found_diffs
 
 
-def plan_undo(
+def plan_undo(  # noqa: C901
     entries: Iterable[LogEntry],
     *,
     current: Callable[[str], bytes | None],
@@ -148,8 +155,6 @@ def plan_undo(
                 plan.conflicts += [f"{where} ({entry.sha[:12]}): {c}" for c in undone.conflicts]
                 continue
             plan.result[path] = (
-                None
-                if undone.session is None
-                else render(undone.session).encode("utf-8")
+                None if undone.session is None else render(undone.session).encode("utf-8")
             )
     return plan

@@ -27,7 +27,7 @@ def _blank(like: Session) -> Session:
     )
 
 
-def undo(before: Session | None, after: Session | None, current: Session | None) -> Undo:
+def undo(before: Session | None, after: Session | None, current: Session | None) -> Undo:  # noqa: C901
     """Undo the change ``before`` -> ``after`` on ``current``, part by part.
 
     A part (an interaction, the summary, a metadata key) the change touched goes back to its
@@ -96,7 +96,7 @@ def undo(before: Session | None, after: Session | None, current: Session | None)
     return Undo(Session(**values))
 
 
-def _undo_interactions(
+def _undo_interactions(  # noqa: C901
     before: Session, after: Session, current: Session, conflicts: list[str]
 ) -> list[Any]:
     old = {i.id: i for i in before.interactions}
@@ -152,8 +152,10 @@ def undo_facts(
         if before is None or after is None:
             return before if after is None else None, []
         return None, ["the memory file was deleted by a later commit"]
-    versions = [MemoryFile() if data is None else parse_facts(data, path)
-                for data in (before, after, current)]
+    versions = [
+        MemoryFile() if data is None else parse_facts(data, path)
+        for data in (before, after, current)
+    ]
     old, new, now = versions
     merged, notes = merge_memory(new, now, old)
     conflicts = []
@@ -164,8 +166,9 @@ def undo_facts(
             conflicts.append(f"the {note.field} was changed again by a later commit")
         elif note.kind == "kept":
             gone = now.get(note.fact_id) is None
-            conflicts.append(f"fact {note.fact_id!r} was {'deleted' if gone else 'changed'} "
-                             "by a later commit")
+            conflicts.append(
+                f"fact {note.fact_id!r} was {'deleted' if gone else 'changed'} by a later commit"
+            )
         else:
             what = f" ({note.field})" if note.kind == "conflict" else ""
             conflicts.append(f"fact {note.fact_id!r}{what} was changed again by a later commit")

@@ -88,9 +88,11 @@ from gitmem.models import (
 
 SOURCE = "chat"
 
-EXPECTED = ("expected OpenAI chat messages (a JSON array of {role, content}), a conversation "
-            "object with \"messages\", JSONL with one conversation per line, or ChatGPT's "
-            "conversations.json (a list of conversations with \"mapping\")")  # fmt: skip
+EXPECTED = (
+    "expected OpenAI chat messages (a JSON array of {role, content}), a conversation "
+    'object with "messages", JSONL with one conversation per line, or ChatGPT\'s '
+    'conversations.json (a list of conversations with "mapping")'
+)
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,9 @@ class _Raw:
 class _Reader:
     """What converting one file's conversations needs to know."""
 
-    def __init__(self, path: str, session: str | None, zone: tzinfo | None,
-                 mtime: datetime) -> None:  # fmt: skip
+    def __init__(
+        self, path: str, session: str | None, zone: tzinfo | None, mtime: datetime
+    ) -> None:
         self.path = path
         self.stem = Path(path).stem or "chat"
         self.session = session
@@ -135,8 +138,13 @@ class _Reader:
 # --- reading ------------------------------------------------------------------------------
 
 
-def read_chat(path: str | Path, *, session: str | None = None, tz: str | tzinfo | None = None,
-              meter: Meter | None = None) -> Iterator[Conversation]:
+def read_chat(
+    path: str | Path,
+    *,
+    session: str | None = None,
+    tz: str | tzinfo | None = None,
+    meter: Meter | None = None,
+) -> Iterator[Conversation]:
     """The conversations of a chat transcript file, one at a time, without a store.
 
     ``session`` names the session (the file must then hold one conversation); ``tz`` is the
@@ -215,8 +223,9 @@ def _jsonl(path: str, lines: Iterable[bytes]) -> Iterator[_Raw]:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ImportFormatError(f"{path}:{number}", f"not a JSON value ({exc.msg}, "
-                                                        f"column {exc.colno})") from None
+            raise ImportFormatError(
+                f"{path}:{number}", f"not a JSON value ({exc.msg}, column {exc.colno})"
+            ) from None
         except RecursionError:
             raise ImportFormatError(f"{path}:{number}", "JSON nested too deeply") from None
         if isinstance(value, list):
@@ -247,9 +256,11 @@ def _json_values(path: str, stream: JsonStream) -> Iterator[_Raw]:
             elif _is_message(event.value):
                 messages.append(event.value)
             else:
-                raise ImportFormatError(f"{path}:{event.line}",
-                                        "expected a chat message {role, content} like the "
-                                        f"array's first element, found {shape(event.value)}")
+                raise ImportFormatError(
+                    f"{path}:{event.line}",
+                    "expected a chat message {role, content} like the "
+                    f"array's first element, found {shape(event.value)}",
+                )
         elif messages is not None:  # the end of an array of messages
             yield _Raw("openai", start, {"messages": messages})
             messages = None
@@ -268,8 +279,12 @@ def _from_list(path: str, line: int, value: list[Any]) -> Iterator[_Raw]:
 
 
 def _is_message(value: Any) -> bool:
-    return (isinstance(value, dict) and "role" in value and "messages" not in value
-            and "mapping" not in value)  # fmt: skip
+    return (
+        isinstance(value, dict)
+        and "role" in value
+        and "messages" not in value
+        and "mapping" not in value
+    )
 
 
 def _one(path: str, line: int, value: Any) -> _Raw:
@@ -288,11 +303,14 @@ def _convert(reader: _Reader, raw: _Raw) -> Conversation | None:
     where = f"{reader.path}:{raw.line}"
     reader.count += 1
     if reader.session is not None and reader.count == 2:
-        raise ImportFormatError(where, f"--session {reader.session!r} names one session, but "
-                                       "the file holds more than one conversation (the first "
-                                       f"starts at line {reader.first_line}); import it "
-                                       "without --session: each conversation gets its own "
-                                       "session id")  # fmt: skip
+        raise ImportFormatError(
+            where,
+            f"--session {reader.session!r} names one session, but "
+            "the file holds more than one conversation (the first "
+            f"starts at line {reader.first_line}); import it "
+            "without --session: each conversation gets its own "
+            "session id",
+        )
     reader.first_line = raw.line
     data = raw.data
     tag = raw.kind
@@ -311,13 +329,30 @@ def _convert(reader: _Reader, raw: _Raw) -> Conversation | None:
         session_id = safe_session_id(f"{SOURCE}:{reader.stem}-{reader.count}")
     created = conversation_time(where, data, ("created", "create_time"), reader.zone)
     updated = conversation_time(where, data, ("updated", "update_time"), reader.zone)
-    return _session(where, session_id, tag, items, created, updated, reader.mtime,
-                    title_of(data.get("title")), raw.line)  # fmt: skip
+    return _session(
+        where,
+        session_id,
+        tag,
+        items,
+        created,
+        updated,
+        reader.mtime,
+        title_of(data.get("title")),
+        raw.line,
+    )
 
 
-def _session(where: str, session_id: str, tag: str, items: list[Item],
-             created: datetime | None, updated: datetime | None, mtime: datetime,
-             title: str | None, line: int) -> Conversation | None:  # fmt: skip
+def _session(
+    where: str,
+    session_id: str,
+    tag: str,
+    items: list[Item],
+    created: datetime | None,
+    updated: datetime | None,
+    mtime: datetime,
+    title: str | None,
+    line: int,
+) -> Conversation | None:
     turns: list[list[Item]] = []
     for item in items:
         if item.role == "user" or not turns:
@@ -340,9 +375,13 @@ def _session(where: str, session_id: str, tag: str, items: list[Item],
         if given is None:
             derived.add(turn_id)
         try:
-            interactions.append(Interaction(
-                id=turn_id, timestamp=when,
-                messages=[Message(speaker=item.speaker, content=item.content) for item in turn]))
+            interactions.append(
+                Interaction(
+                    id=turn_id,
+                    timestamp=when,
+                    messages=[Message(speaker=item.speaker, content=item.content) for item in turn],
+                )
+            )
         except ModelValidationError as exc:
             raise ImportFormatError(where, f"turn {at + 1}: {describe_errors(exc)}") from None
     if not interactions:
@@ -351,10 +390,14 @@ def _session(where: str, session_id: str, tag: str, items: list[Item],
     last = max(turn.timestamp for turn in interactions)
     try:
         session = Session(
-            id=session_id, created=min(first, created) if created else first,
+            id=session_id,
+            created=min(first, created) if created else first,
             last_active=max(last, updated) if updated else last,
             participants=list(dict.fromkeys(m.speaker for t in interactions for m in t.messages)),
-            tags=[tag], extra={"title": title} if title else {}, interactions=interactions)
+            tags=[tag],
+            extra={"title": title} if title else {},
+            interactions=interactions,
+        )
     except ModelValidationError as exc:
         raise ImportFormatError(where, describe_errors(exc)) from None
     return Conversation(session, frozenset(derived), created is not None, line)
@@ -397,9 +440,17 @@ def import_chat(
                     continue
             yield found.session
 
-    return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, progress=progress,
-                      reread=sessions, size=_size(path), part_size=part_size,
-                      subject=f"Import chat transcripts from {Path(path).name}")  # fmt: skip
+    return run_import(
+        mm,
+        sessions(),
+        source=SOURCE,
+        dry_run=dry_run,
+        progress=progress,
+        reread=sessions,
+        size=_size(path),
+        part_size=part_size,
+        subject=f"Import chat transcripts from {Path(path).name}",
+    )
 
 
 def _keep_stored_times(mm: MemoryManager, found: Conversation) -> Session:
@@ -412,9 +463,12 @@ def _keep_stored_times(mm: MemoryManager, found: Conversation) -> Session:
     if stored is None:
         return session
     times = {turn.id: turn.timestamp for turn in stored.interactions}
-    turns = [turn.model_copy(update={"timestamp": times[turn.id]})
-             if turn.id in found.derived and turn.id in times else turn
-             for turn in session.interactions]  # fmt: skip
+    turns = [
+        turn.model_copy(update={"timestamp": times[turn.id]})
+        if turn.id in found.derived and turn.id in times
+        else turn
+        for turn in session.interactions
+    ]
     update: dict[str, Any] = {"interactions": turns}
     if not found.timed:
         update["created"] = min(turn.timestamp for turn in turns)
@@ -422,8 +476,9 @@ def _keep_stored_times(mm: MemoryManager, found: Conversation) -> Session:
     return session.model_copy(update=update)
 
 
-def export_chat(mm: MemoryManager, session_id: str, *, commit: str | None = None
-                ) -> list[dict[str, str]]:
+def export_chat(
+    mm: MemoryManager, session_id: str, *, commit: str | None = None
+) -> list[dict[str, str]]:
     """The session (with the turns a summary archived) as a Chat Completions messages
     array: ``{"role", "content"}`` per message, plus ``"name"`` for a speaker that is not a
     role (``Caroline`` -> role ``user``, name ``Caroline``), so importing it gives the same

@@ -51,8 +51,9 @@ def openai_items(where: str, messages: list[Any], zone: tzinfo | None) -> list[I
     for at, message in enumerate(messages, 1):
         here = f"message {at}"
         if not isinstance(message, dict):
-            raise ImportFormatError(where, f"{here}: expected an object {{role, content}}, "
-                                           f"found {shape(message)}")  # fmt: skip
+            raise ImportFormatError(
+                where, f"{here}: expected an object {{role, content}}, found {shape(message)}"
+            )
         role = _role(where, here, message.get("role"))
         lines = [_openai_content(where, here, message.get("content"))]
         calls = message.get("tool_calls") or []
@@ -77,8 +78,9 @@ def _role(where: str, here: str, role: Any) -> str:
         return str(role)
     if not isinstance(role, str) or not _label(role.strip()):
         found = repr(role[:40]) if isinstance(role, str) else shape(role)
-        raise ImportFormatError(where, f"{here}: \"role\" must be a name such as user or "
-                                       f"assistant, found {found}")  # fmt: skip
+        raise ImportFormatError(
+            where, f'{here}: "role" must be a name such as user or assistant, found {found}'
+        )
     return role.strip().lower() if role.strip().lower() in ROLES else role.strip()
 
 
@@ -101,8 +103,10 @@ def _openai_content(where: str, here: str, content: Any) -> str:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise ImportFormatError(where, f"{here}: content must be a string, null or a list "
-                                       f"of parts, found {shape(content)}")  # fmt: skip
+        raise ImportFormatError(
+            where,
+            f"{here}: content must be a string, null or a list of parts, found {shape(content)}",
+        )
     out: list[str] = []
     for part in content:
         if isinstance(part, str):
@@ -147,8 +151,9 @@ def chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> list
     mapping: dict[str, Any] = data["mapping"]
     for key, node in mapping.items():
         if not isinstance(node, dict):
-            raise ImportFormatError(where, f"mapping node {key!r}: expected an object, "
-                                           f"found {shape(node)}")
+            raise ImportFormatError(
+                where, f"mapping node {key!r}: expected an object, found {shape(node)}"
+            )
     items: list[Item] = []
     for node_id in _branch(where, mapping, data.get("current_node")):
         node = mapping[node_id]
@@ -168,16 +173,20 @@ def chatgpt_items(where: str, data: dict[str, Any], zone: tzinfo | None) -> list
         if role == "assistant" and content and recipient not in (None, "", "all"):
             content = f"[tool: {recipient} {content}]"
         if content:
-            items.append(Item(role, _speaker(role), content,
-                               _message_time(where, here, message, zone)))
+            items.append(
+                Item(role, _speaker(role), content, _message_time(where, here, message, zone))
+            )
     return items
 
 
 def _branch(where: str, mapping: dict[str, Any], current: Any) -> list[str]:
     """The node ids from the root to ``current`` (the branch shown last)."""
     if current is None:
-        roots = [key for key, node in mapping.items()
-                 if isinstance(node, dict) and node.get("parent") in (None, "")]  # fmt: skip
+        roots = [
+            key
+            for key, node in mapping.items()
+            if isinstance(node, dict) and node.get("parent") in (None, "")
+        ]
         if not roots:
             return []
         current = roots[0]
@@ -245,16 +254,18 @@ def time_zone(tz: str | tzinfo | None) -> tzinfo | None:
     return tz if isinstance(tz, tzinfo) else engine_time_zone(tz)
 
 
-def _message_time(where: str, here: str, message: dict[str, Any], zone: tzinfo | None
-                  ) -> datetime | None:
+def _message_time(
+    where: str, here: str, message: dict[str, Any], zone: tzinfo | None
+) -> datetime | None:
     for key in _TIME_KEYS:
         if message.get(key) is not None:
             return _when(where, f"{here}: {key}", message[key], zone)
     return None
 
 
-def conversation_time(where: str, data: dict[str, Any], keys: tuple[str, ...],
-                       zone: tzinfo | None) -> datetime | None:  # fmt: skip
+def conversation_time(
+    where: str, data: dict[str, Any], keys: tuple[str, ...], zone: tzinfo | None
+) -> datetime | None:
     for key in keys:
         if data.get(key) is not None:
             return _when(where, key, data[key], zone)
@@ -282,8 +293,9 @@ def _when(where: str, what: str, value: Any, zone: tzinfo | None) -> datetime:
 def title_of(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
-    text = " ".join("".join(ch for ch in value if unicodedata.category(ch) not in _DROP
-                            or ch.isspace()).split())  # fmt: skip
+    text = " ".join(
+        "".join(ch for ch in value if unicodedata.category(ch) not in _DROP or ch.isspace()).split()
+    )
     return text[:200].strip() or None
 
 
@@ -292,4 +304,5 @@ def shape(value: Any) -> str:
         keys = ", ".join(repr(k) for k in list(value)[:5])
         return f"an object with keys {keys}" if keys else "an empty object"
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )

@@ -55,8 +55,9 @@ def time_zone(name: str | None) -> tzinfo | None:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValidationError(f"--tz {name!r} is not a known time zone (e.g. Europe/Berlin, UTC)"
-                              ) from None
+        raise ValidationError(
+            f"--tz {name!r} is not a known time zone (e.g. Europe/Berlin, UTC)"
+        ) from None
 
 
 def stable_id(prefix: str, *parts: str) -> str:
@@ -122,9 +123,13 @@ class Merged:
     extended: tuple[str, ...] = ()
 
 
-def merge_session(stored: Session | None, imported: Session, *,
-                  elsewhere: Collection[str] = (),
-                  same: Callable[[Interaction, Interaction], bool] | None = None) -> Merged:
+def merge_session(  # noqa: C901
+    stored: Session | None,
+    imported: Session,
+    *,
+    elsewhere: Collection[str] = (),
+    same: Callable[[Interaction, Interaction], bool] | None = None,
+) -> Merged:
     """``imported`` added to ``stored`` without losing anything ``stored`` has.
 
     Turns are matched by id: an imported turn the store lacks (neither in ``stored`` nor
@@ -138,8 +143,11 @@ def merge_session(stored: Session | None, imported: Session, *,
     again); a summary gitmem or a person wrote is kept.
     """
     if stored is None:
-        return Merged(imported, tuple(t.id for t in imported.interactions),
-                      summary=imported.summary is not None)  # fmt: skip
+        return Merged(
+            imported,
+            tuple(t.id for t in imported.interactions),
+            summary=imported.summary is not None,
+        )
     equal = same or (lambda a, b: a.timestamp == b.timestamp and a.messages == b.messages)
     have = {turn.id: turn for turn in stored.interactions}
     added: list[Interaction] = []
@@ -176,16 +184,18 @@ def merge_session(stored: Session | None, imported: Session, *,
     if _newer_summary(stored.summary, imported.summary):
         update["summary"] = imported.summary
     session = stored.model_copy(update=update) if update else stored
-    return Merged(session, tuple(t.id for t in added), tuple(differing), "summary" in update,
-                  tuple(grown))
+    return Merged(
+        session, tuple(t.id for t in added), tuple(differing), "summary" in update, tuple(grown)
+    )
 
 
-def _grew(kept: Interaction, turn: Interaction,
-          equal: Callable[[Interaction, Interaction], bool]) -> bool:
+def _grew(
+    kept: Interaction, turn: Interaction, equal: Callable[[Interaction, Interaction], bool]
+) -> bool:
     """True when ``turn`` is ``kept`` with more messages after it (a reply that came later)."""
     if len(turn.messages) <= len(kept.messages):
         return False
-    return equal(kept, turn.model_copy(update={"messages": turn.messages[:len(kept.messages)]}))
+    return equal(kept, turn.model_copy(update={"messages": turn.messages[: len(kept.messages)]}))
 
 
 def _newer_summary(stored: Summary | None, imported: Summary | None) -> bool:
@@ -193,8 +203,11 @@ def _newer_summary(stored: Summary | None, imported: Summary | None) -> bool:
         return False
     if stored is None:
         return True
-    return (stored.model == imported.model and stored.text != imported.text
-            and imported.generated >= stored.generated)  # fmt: skip
+    return (
+        stored.model == imported.model
+        and stored.text != imported.text
+        and imported.generated >= stored.generated
+    )
 
 
 class ImportResult(Result):
@@ -218,20 +231,27 @@ class ImportResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         """What ``gitmem import ... --json`` prints."""
-        return {"source": self.source, "sessions": self.sessions, "commit": self.commit,
-                "warnings": self.warnings,
-                "commits": self.commits,
-                "dry_run": self.dry_run, "turns_added": len(self.added),
-                "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
-                "skipped": self.skipped, "summaries": self.summaries,
-                "extended": [{"session_id": s, "interaction_id": i} for s, i in self.extended],
-                "conflicts": [{"session_id": s, "interaction_id": i}
-                              for s, i in self.differing]}  # fmt: skip
+        return {
+            "source": self.source,
+            "sessions": self.sessions,
+            "commit": self.commit,
+            "warnings": self.warnings,
+            "commits": self.commits,
+            "dry_run": self.dry_run,
+            "turns_added": len(self.added),
+            "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
+            "skipped": self.skipped,
+            "summaries": self.summaries,
+            "extended": [{"session_id": s, "interaction_id": i} for s, i in self.extended],
+            "conflicts": [{"session_id": s, "interaction_id": i} for s, i in self.differing],
+        }
 
     def describe(self) -> str:
         """One line for people: what changed, or that nothing did."""
-        what = (f"{len(self.sessions)} session(s), {len(self.added)} new turn(s), "
-                f"{self.skipped} already stored")  # fmt: skip
+        what = (
+            f"{len(self.sessions)} session(s), {len(self.added)} new turn(s), "
+            f"{self.skipped} already stored"
+        )
         if self.extended:
             what += f", {len(self.extended)} turn(s) with new replies"
         if self.summaries:
@@ -290,16 +310,32 @@ def run_import(
         pass  # the whole input is read once first: an error in it writes nothing
     remaining = iter(reread())
     part = 1
-    while _one_batch(mm, remaining, result, f"{subject} (part {part})", source, dry_run,
-                     progress, part_size, part):  # fmt: skip
+    while _one_batch(
+        mm,
+        remaining,
+        result,
+        f"{subject} (part {part})",
+        source,
+        dry_run,
+        progress,
+        part_size,
+        part,
+    ):
         part += 1
     return result
 
 
-def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportResult,
-               subject: str, source: str, dry_run: bool,
-               progress: Callable[[ImportResult], None] | None, limit: int | None,
-               part: int | None = None) -> bool:
+def _one_batch(
+    mm: MemoryManager,
+    sessions: Iterator[Session],
+    result: ImportResult,
+    subject: str,
+    source: str,
+    dry_run: bool,
+    progress: Callable[[ImportResult], None] | None,
+    limit: int | None,
+    part: int | None = None,
+) -> bool:
     """Merge sessions from ``sessions`` into one commit; with ``limit``, stop after about
     that many characters of messages and return True when more are left."""
     trailers = {"Gitmem-Source": source}
@@ -316,8 +352,7 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
                 if progress is not None:
                     progress(result)
                 if limit is not None:
-                    size += sum(len(m.content) for t in imported.interactions
-                                for m in t.messages)  # fmt: skip
+                    size += sum(len(m.content) for t in imported.interactions for m in t.messages)
                     if size > limit:
                         more = True
                         break
@@ -331,8 +366,9 @@ def _one_batch(mm: MemoryManager, sessions: Iterator[Session], result: ImportRes
     return more
 
 
-def _merge_one(mm: MemoryManager, imported: Session, result: ImportResult,
-               base: str | None) -> None:
+def _merge_one(
+    mm: MemoryManager, imported: Session, result: ImportResult, base: str | None
+) -> None:
     # a summary may have moved turns to the archive part
     archived = mm.load_archive(imported.id, commit=base) if base else None
     elsewhere = {t.id for t in archived.interactions} if archived else set()

@@ -45,8 +45,9 @@ class Event:
 class JsonStream:
     """A cursor over the JSON text of a binary file handle, reading it in chunks."""
 
-    def __init__(self, path: str, handle: IO[bytes], meter: Meter | None = None,
-                 chunk: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, path: str, handle: IO[bytes], meter: Meter | None = None, chunk: int | None = None
+    ) -> None:
         self.path = path
         self.handle = handle
         self.meter = meter
@@ -72,9 +73,10 @@ class JsonStream:
         try:
             text = self.decoder.decode(raw, final=not raw)
         except UnicodeDecodeError as exc:
-            raise ImportFormatError(self.where(len(self.buf)),
-                                    f"not UTF-8 ({exc.reason})") from None  # fmt: skip
-        self.buf = self.buf[self.pos:] + text
+            raise ImportFormatError(
+                self.where(len(self.buf)), f"not UTF-8 ({exc.reason})"
+            ) from None
+        self.buf = self.buf[self.pos :] + text
         self.pos = 0
         self.eof = not raw
         return True
@@ -131,7 +133,7 @@ class JsonStream:
             return False
         if exc.msg.startswith("Unterminated string"):
             # a JSON string holds no raw newline: one after it means the quote is missing
-            return "\n" not in self.buf[exc.pos:]
+            return "\n" not in self.buf[exc.pos :]
         return exc.pos >= len(self.buf) - _MARGIN
 
 
@@ -162,5 +164,6 @@ def top_level(stream: JsonStream) -> Iterator[Event]:
                 yield Event("end", stream.line)
                 break
             shown = "the end of the file" if after is None else repr(after)
-            raise ImportFormatError(stream.where(), f"expected ',' or ']' after an array "
-                                                    f"element, found {shown}")  # fmt: skip
+            raise ImportFormatError(
+                stream.where(), f"expected ',' or ']' after an array element, found {shown}"
+            )

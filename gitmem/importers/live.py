@@ -51,8 +51,14 @@ class Capture:
         via: the ``Gitmem-Via`` trailer, naming this way in.
     """
 
-    def __init__(self, store: str | os.PathLike[str], importer: Importer, *,
-                 agent: str = "gitmem", via: str | None = None) -> None:
+    def __init__(
+        self,
+        store: str | os.PathLike[str],
+        importer: Importer,
+        *,
+        agent: str = "gitmem",
+        via: str | None = None,
+    ) -> None:
         self.store = Path(store)
         self.importer = importer
         self.agent = agent
@@ -98,13 +104,20 @@ class Capture:
             result = self.importer(self._mm, [key])
         except (GitmemError, OSError) as exc:  # the message says what and where
             self.failures += 1
-            log.error("gitmem: importing session %r into %s failed; the next saved turn tries "
-                      "again: %s", key, self.store, exc)  # fmt: skip
+            log.error(
+                "gitmem: importing session %r into %s failed; the next saved turn tries again: %s",
+                key,
+                self.store,
+                exc,
+            )
             return
         except Exception:  # a bug: keep the traceback
             self.failures += 1
-            log.exception("gitmem: importing session %r into %s failed; the next saved turn "
-                          "tries again", key, self.store)  # fmt: skip
+            log.exception(
+                "gitmem: importing session %r into %s failed; the next saved turn tries again",
+                key,
+                self.store,
+            )
             return
         self.last = result
         if result.commit:
@@ -112,12 +125,19 @@ class Capture:
         for session_id, turn in result.differing:
             if (session_id, turn) not in self._warned:  # once, not at every later turn
                 self._warned.add((session_id, turn))
-                log.warning("gitmem: kept stored turn %s of %s, which differs from the file",
-                            turn, session_id)  # fmt: skip
+                log.warning(
+                    "gitmem: kept stored turn %s of %s, which differs from the file",
+                    turn,
+                    session_id,
+                )
 
 
-def nanobot_importer(workspace: str | os.PathLike[str], sessions: str | os.PathLike[str] | None,
-                     *, tools: nanobot.Tools = "summary") -> Importer:
+def nanobot_importer(
+    workspace: str | os.PathLike[str],
+    sessions: str | os.PathLike[str] | None,
+    *,
+    tools: nanobot.Tools = "summary",
+) -> Importer:
     """What a :class:`Capture` runs for nanobot: the named sessions, read by the batch
     importer's own code (same ids), plus the workspace's memory files and history when they
     (or nanobot's git repository of them) changed since the last capture.
@@ -126,23 +146,38 @@ def nanobot_importer(workspace: str | os.PathLike[str], sessions: str | os.PathL
     importer would guess it from the workspace); None means find it as the batch import does.
     """
     root = Path(workspace)
-    memory = [root / name for name in (*MEMORY_FILES, "memory/history.jsonl",
-                                       "memory/HISTORY.md", ".git/HEAD", ".git/refs",
-                                       ".git/packed-refs")]  # fmt: skip
+    memory = [
+        root / name
+        for name in (
+            *MEMORY_FILES,
+            "memory/history.jsonl",
+            "memory/HISTORY.md",
+            ".git/HEAD",
+            ".git/refs",
+            ".git/packed-refs",
+        )
+    ]
     seen: list[Snapshot | None] = [None]
 
     def run(mm: MemoryManager, keys: Sequence[str]) -> ImportResult:
         if sessions is None:
             layout = nanobot.find_layout(root)
         else:
-            layout = nanobot.Layout(workspaces=[root], layouts={">=0.3.5"},
-                                    session_files=sorted(Path(sessions).glob("*.jsonl")))
+            layout = nanobot.Layout(
+                workspaces=[root],
+                layouts={">=0.3.5"},
+                session_files=sorted(Path(sessions).glob("*.jsonl")),
+            )
         now = snapshot(memory)  # before reading: a change while importing shows next time
         parts = [nanobot.read_all(layout, tools=tools, keys=keys)]
         if now != seen[0]:
             parts.append(nanobot.read_all(dataclasses.replace(layout, session_files=[])))
-        result = run_import(mm, itertools.chain.from_iterable(parts), source=layout.source,
-                            subject=f"Capture nanobot session {', '.join(keys)}")
+        result = run_import(
+            mm,
+            itertools.chain.from_iterable(parts),
+            source=layout.source,
+            subject=f"Capture nanobot session {', '.join(keys)}",
+        )
         seen[0] = now
         return result
 

@@ -44,8 +44,20 @@ _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\
 _MONTHS = {
     name: at + 1
     for at, name in enumerate(
-        ["january", "february", "march", "april", "may", "june", "july", "august",
-         "september", "october", "november", "december"]
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ]
     )
 }
 
@@ -138,11 +150,14 @@ def load(path: str | Path) -> list[Conversation]:
         try:
             out.append(_conversation(sample, at))
         except ModelValidationError as exc:
-            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
-                                  f"({describe_errors(exc)})") from None
+            raise ValidationError(
+                f"{path}: sample {at} does not follow the LoCoMo schema ({describe_errors(exc)})"
+            ) from None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise ValidationError(f"{path}: sample {at} does not follow the LoCoMo schema "
-                                  f"({type(exc).__name__}: {exc})") from None
+            raise ValidationError(
+                f"{path}: sample {at} does not follow the LoCoMo schema "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
     return out
 
 
@@ -168,17 +183,27 @@ def _conversation(sample: dict[str, Any], at: int) -> Conversation:
             seen.add(dia_id)
             speaker = _speaker(turn.get("speaker"))
             interactions.append(
-                Interaction(id=dia_id, timestamp=when,
-                            messages=[Message(speaker=speaker, content=turn_text(turn))])
-            )  # fmt: skip
+                Interaction(
+                    id=dia_id,
+                    timestamp=when,
+                    messages=[Message(speaker=speaker, content=turn_text(turn))],
+                )
+            )
         known.update(seen)
-        participants = list(dict.fromkeys(names + [m.speaker for i in interactions
-                                                     for m in i.messages]))
+        participants = list(
+            dict.fromkeys(names + [m.speaker for i in interactions for m in i.messages])
+        )
         sessions.append(
-            Session(id=f"{sample_id}-session_{number}", created=when, last_active=when,
-                    participants=participants, tags=["locomo"], project=sample_id,
-                    interactions=interactions)
-        )  # fmt: skip
+            Session(
+                id=f"{sample_id}-session_{number}",
+                created=when,
+                last_active=when,
+                participants=participants,
+                tags=["locomo"],
+                project=sample_id,
+                interactions=interactions,
+            )
+        )
     questions = []
     for qa in sample.get("qa", []):
         category = int(qa.get("category", 0))
@@ -226,8 +251,9 @@ class Scores:
     counts: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, question: Question, conv: Conversation, ranked: Sequence[tuple[str, str]]
-            ) -> None:
+    def add(
+        self, question: Question, conv: Conversation, ranked: Sequence[tuple[str, str]]
+    ) -> None:
         """Score one question given the ranked (session id, interaction id) hits."""
         per = self.sums.setdefault(question.category, {})
         self.counts[question.category] = self.counts.get(question.category, 0) + 1
@@ -247,12 +273,25 @@ class Scores:
         out = []
         for cat in sorted(self.counts):
             n = self.counts[cat]
-            out.append({"category": f"{cat} {CATEGORIES.get(cat, '')}".strip(), "n": n,
-                        **{m: round(100 * self.sums[cat].get(m, 0.0) / n, 1) for m in metrics}})
+            out.append(
+                {
+                    "category": f"{cat} {CATEGORIES.get(cat, '')}".strip(),
+                    "n": n,
+                    **{m: round(100 * self.sums[cat].get(m, 0.0) / n, 1) for m in metrics},
+                }
+            )
         if total_n:
-            out.append({"category": "overall", "n": total_n, **{
-                m: round(100 * sum(s.get(m, 0.0) for s in self.sums.values()) / total_n, 1)
-                for m in metrics}, "ms/query": round(1000 * self.seconds / total_n, 2)})
+            out.append(
+                {
+                    "category": "overall",
+                    "n": total_n,
+                    **{
+                        m: round(100 * sum(s.get(m, 0.0) for s in self.sums.values()) / total_n, 1)
+                        for m in metrics
+                    },
+                    "ms/query": round(1000 * self.seconds / total_n, 2),
+                }
+            )
         return out
 
 
@@ -299,11 +338,14 @@ def import_locomo(
                 count += 1
                 turns += len(session.interactions)
             if progress is not None:
-                progress(f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
-                         f"{count} sessions, {turns} turns so far")  # fmt: skip
+                progress(
+                    f"conversation {number}/{len(chosen)} ({conv.sample_id}): "
+                    f"{count} sessions, {turns} turns so far"
+                )
 
-    return run_import(mm, sessions(), source="locomo", dry_run=dry_run,
-                      subject=f"Import LoCoMo {Path(path).name}")
+    return run_import(
+        mm, sessions(), source="locomo", dry_run=dry_run, subject=f"Import LoCoMo {Path(path).name}"
+    )
 
 
 def bench_locomo(
@@ -349,8 +391,7 @@ def bench_locomo(
                 start = time.perf_counter()
                 hits = mm.search(question.text, k=depth)
                 scores.seconds += time.perf_counter() - start
-                scores.add(question, conv, [(h.session_id, h.interaction_id or "")
-                                            for h in hits])
+                scores.add(question, conv, [(h.session_id, h.interaction_id or "") for h in hits])
             mm.close_index()
             mm.close()
     return {

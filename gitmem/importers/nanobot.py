@@ -79,6 +79,7 @@ _HIDDEN_MARKS = ("_hidden_history", "_automation_turn", "_cron_turn")
 # a key fact line of nanobot's consolidator: "- [permanent] User is Alice"
 _FACT_LINE = re.compile(r"^\s*[-*]\s*(?:\[[^\]\n]{1,40}\]\s*)?(.+?)\s*$")
 
+
 @dataclass
 class Layout:
     """What a path holds: workspaces (memory files) and session files, and which nanobot
@@ -106,8 +107,10 @@ def find_layout(path: str | os.PathLike[str]) -> Layout:
     else:
         _add_workspace(root, found)
     if not found.workspaces and not found.session_files:
-        raise ValidationError(f"{root}: no nanobot workspace or sessions found (expected "
-                              "memory/MEMORY.md, sessions/*.jsonl or sessions/<id>/*.jsonl)")
+        raise ValidationError(
+            f"{root}: no nanobot workspace or sessions found (expected "
+            "memory/MEMORY.md, sessions/*.jsonl or sessions/<id>/*.jsonl)"
+        )
     for workspace in found.workspaces:
         for name in (*MEMORY_FILES, *HISTORY_FILES):
             path = workspace / name
@@ -195,8 +198,10 @@ def watched_paths(path: str | os.PathLike[str]) -> list[Path]:
     layout = find_layout(path)
     out = {p.parent for p in layout.session_files}
     for workspace in layout.workspaces:
-        out.update(workspace / name for name in (*MEMORY_FILES, "memory/history.jsonl",
-                                                 "memory/HISTORY.md"))
+        out.update(
+            workspace / name
+            for name in (*MEMORY_FILES, "memory/history.jsonl", "memory/HISTORY.md")
+        )
         out.add(workspace / "sessions")
     return sorted(out)
 
@@ -212,8 +217,9 @@ class _Turn:
     end: int = 0  # how many of the file's messages (hidden ones too) precede its end
 
 
-def read_session(path: Path, *, tz: tzinfo | None = None, tools: Tools = "summary",
-                 meter: Meter | None = None) -> Session | None:
+def read_session(
+    path: Path, *, tz: tzinfo | None = None, tools: Tools = "summary", meter: Meter | None = None
+) -> Session | None:
     """One nanobot session file as a gitmem session (None when it holds no turn and no
     summary). Read line by line; a malformed line raises ImportFormatError naming it."""
     clock = Clock(tz)
@@ -325,8 +331,9 @@ def _block_text(block: dict[str, Any]) -> str:
         meta: dict[str, Any] = block["_meta"] if isinstance(block.get("_meta"), dict) else {}
         url = block.get("image_url")
         url = url.get("url") if isinstance(url, dict) else url
-        path = meta.get("path") or (url if isinstance(url, str) and not
-                                    url.startswith("data:") else "")  # fmt: skip
+        path = meta.get("path") or (
+            url if isinstance(url, str) and not url.startswith("data:") else ""
+        )
         return f"[image: {path}]" if path else "[image]"
     return f"[{kind}]" if isinstance(kind, str) and kind else ""
 
@@ -345,8 +352,14 @@ def _tool_line(call: object, where: str) -> str:
     return f"[tool: {name} {shown}]"
 
 
-def _session(key: str, head: dict[str, Any], turns: list[_Turn], speakers: list[str],
-             clock: Clock, where: str) -> Session | None:
+def _session(
+    key: str,
+    head: dict[str, Any],
+    turns: list[_Turn],
+    speakers: list[str],
+    clock: Clock,
+    where: str,
+) -> Session | None:
     meta: dict[str, Any] = head["metadata"] if isinstance(head.get("metadata"), dict) else {}
     summary = _summary(meta.get("_last_summary"), clock, where)
     if not turns and summary is None:
@@ -362,10 +375,12 @@ def _session(key: str, head: dict[str, Any], turns: list[_Turn], speakers: list[
         seen.add(iid)
         interactions.append(Interaction(id=iid, timestamp=turn.when, messages=turn.messages))
     times = [t.when for t in turns]
-    created = clock(head["created_at"], where) if head.get("created_at") else min(
-        times, default=None)
-    updated = clock(head["updated_at"], where) if head.get("updated_at") else max(
-        times, default=None)
+    created = (
+        clock(head["created_at"], where) if head.get("created_at") else min(times, default=None)
+    )
+    updated = (
+        clock(head["updated_at"], where) if head.get("updated_at") else max(times, default=None)
+    )
     if created is None or updated is None:
         created = updated = summary.generated if summary else datetime.now().astimezone()
     channel = key.split(":", 1)[0] if ":" in key else ""
@@ -376,9 +391,16 @@ def _session(key: str, head: dict[str, Any], turns: list[_Turn], speakers: list[
         summary = summary.model_copy(update={"covers": covered})
     session_id = safe_session_id(key)
     extra = {"nanobot-key": key} if session_id != key and key.isprintable() else {}
-    return Session(id=session_id, created=min(created, updated), last_active=max(created, updated),
-                   participants=speakers, tags=tags, extra=extra,
-                   interactions=interactions, summary=summary)  # fmt: skip
+    return Session(
+        id=session_id,
+        created=min(created, updated),
+        last_active=max(created, updated),
+        participants=speakers,
+        tags=tags,
+        extra=extra,
+        interactions=interactions,
+        summary=summary,
+    )
 
 
 def _tag_ok(tag: str) -> bool:
@@ -391,16 +413,25 @@ def _summary(value: object, clock: Clock, where: str) -> Summary | None:
     text = str(value["text"]).strip()
     generated = clock(value.get("last_active"), where) if value.get("last_active") else None
     facts = [m[1] for line in text.splitlines() if (m := _FACT_LINE.match(line))]
-    return Summary(text=text, generated=generated or datetime.now().astimezone(),
-                   model=SUMMARY_MODEL, facts=facts)  # fmt: skip
+    return Summary(
+        text=text,
+        generated=generated or datetime.now().astimezone(),
+        model=SUMMARY_MODEL,
+        facts=facts,
+    )
 
 
 # --- the import -------------------------------------------------------------------------
 
 
-def read_all(layout: Layout, *, tz: tzinfo | None = None, tools: Tools = "summary",
-             keys: Collection[str] | None = None, meter: Meter | None = None
-             ) -> Iterator[Session]:
+def read_all(
+    layout: Layout,
+    *,
+    tz: tzinfo | None = None,
+    tools: Tools = "summary",
+    keys: Collection[str] | None = None,
+    meter: Meter | None = None,
+) -> Iterator[Session]:
     """Every session ``layout`` holds, read lazily (one file at a time)."""
     for path in layout.session_files:
         if keys is not None and _file_key(path) not in keys:
@@ -412,8 +443,10 @@ def read_all(layout: Layout, *, tz: tzinfo | None = None, tools: Tools = "summar
         return
     for at, workspace in enumerate(layout.workspaces):
         suffix = f":{workspace.name}" if at else ""
-        for found in (memory_session(workspace, MEMORY_SESSION + suffix, tz),
-                      history_session(workspace, HISTORY_SESSION + suffix, tz, meter)):
+        for found in (
+            memory_session(workspace, MEMORY_SESSION + suffix, tz),
+            history_session(workspace, HISTORY_SESSION + suffix, tz, meter),
+        ):
             if found is not None:
                 yield found
 
@@ -461,6 +494,15 @@ def import_nanobot(
             meter.done = 0  # a huge import reads the files again
         return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
 
-    return run_import(mm, sessions(), source=layout.source, dry_run=dry_run, progress=progress,
-                      reread=sessions, size=size, part_size=part_size, warnings=layout.skipped,
-                      subject=f"Import nanobot memory from {Path(path).expanduser().name}")
+    return run_import(
+        mm,
+        sessions(),
+        source=layout.source,
+        dry_run=dry_run,
+        progress=progress,
+        reread=sessions,
+        size=size,
+        part_size=part_size,
+        warnings=layout.skipped,
+        subject=f"Import nanobot memory from {Path(path).expanduser().name}",
+    )

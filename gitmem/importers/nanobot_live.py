@@ -76,17 +76,31 @@ def attach(ctx: Any) -> Capture | None:
     store = store_path(sessions)
     # opt in: installing gitmem beside nanobot (e.g. for `gitmem mcp`) must not start
     # writing a store nobody asked for
-    if switch not in ("1", "on", "yes", "true") and not os.environ.get(STORE_ENV, "").strip() \
-            and not store.exists():
-        log.debug("gitmem: live capture is off: no store at %s (`gitmem init %s`, "
-                  "GITMEM_REPO or GITMEM_NANOBOT_CAPTURE=1 turn it on)", store, store)
+    if (
+        switch not in ("1", "on", "yes", "true")
+        and not os.environ.get(STORE_ENV, "").strip()
+        and not store.exists()
+    ):
+        log.debug(
+            "gitmem: live capture is off: no store at %s (`gitmem init %s`, "
+            "GITMEM_REPO or GITMEM_NANOBOT_CAPTURE=1 turn it on)",
+            store,
+            store,
+        )
         return None
     if SessionTurnPersisted is None:
-        log.warning("gitmem: this nanobot has no SessionTurnPersisted event; live capture "
-                    "needs nanobot-ai%s (batch imports work: gitmem import nanobot)", SUPPORTED)
+        log.warning(
+            "gitmem: this nanobot has no SessionTurnPersisted event; live capture "
+            "needs nanobot-ai%s (batch imports work: gitmem import nanobot)",
+            SUPPORTED,
+        )
         return None
-    capture = Capture(store, nanobot_importer(Path(ctx.workspace), sessions),
-                      agent="nanobot", via="nanobot-plugin")  # fmt: skip
+    capture = Capture(
+        store,
+        nanobot_importer(Path(ctx.workspace), sessions),
+        agent="nanobot",
+        via="nanobot-plugin",
+    )
 
     def turn_persisted(event: Any) -> None:
         capture.persisted(event.context.session_key)

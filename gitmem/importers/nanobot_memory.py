@@ -33,6 +33,7 @@ def readable(workspace: Path, name: str) -> bool:
     path = workspace / name
     return path.is_file() and source_file_problem(path, workspace) is None
 
+
 MEMORY_SESSION = "nanobot:memory"
 
 HISTORY_SESSION = "nanobot:history"
@@ -42,7 +43,8 @@ HISTORY_SESSION = "nanobot:history"
 _ENTRY_START = re.compile(r"^\[(\d{4}-\d{2}-\d{2}[^\]]*)\]\s*")
 _ENTRY_TIME = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2})\]\s*")
 _RAW_MESSAGE = re.compile(
-    r"^\[\d{4}-\d{2}-\d{2}[^\]]*\]\s+[A-Z][A-Z0-9_]*(?:\s+\[tools:\s*[^\]]+\])?:")
+    r"^\[\d{4}-\d{2}-\d{2}[^\]]*\]\s+[A-Z][A-Z0-9_]*(?:\s+\[tools:\s*[^\]]+\])?:"
+)
 
 
 class Clock:
@@ -57,15 +59,15 @@ class Clock:
         try:
             when = datetime.fromisoformat(value)
         except ValueError:
-            raise ImportFormatError(where, f"timestamp {value!r} is not an ISO date-time"
-                                    ) from None
+            raise ImportFormatError(where, f"timestamp {value!r} is not an ISO date-time") from None
         if when.tzinfo is not None:
             return when
         return when.replace(tzinfo=self.tz) if self.tz is not None else when.astimezone()
 
 
-def memory_session(workspace: Path, session_id: str = MEMORY_SESSION,
-                   tz: tzinfo | None = None) -> Session | None:
+def memory_session(
+    workspace: Path, session_id: str = MEMORY_SESSION, tz: tzinfo | None = None
+) -> Session | None:
     """The curated memory files as one session: one interaction per commit of nanobot's
     git repository that touched them (its author as speaker), else one per file version."""
     turns: list[Interaction] = []
@@ -73,11 +75,19 @@ def memory_session(workspace: Path, session_id: str = MEMORY_SESSION,
         for version in file_versions(workspace, MEMORY_FILES):
             if version.text is None:
                 continue
-            turns.append(Interaction(
-                id=stable_id("nbm", version.commit, version.path), timestamp=version.when,
-                messages=[Message(speaker=_speaker(version.author),
-                                  content=f"[file: {version.path} · {version.subject} · "
-                                          f"{version.commit[:12]}]\n{version.text}")]))  # fmt: skip
+            turns.append(
+                Interaction(
+                    id=stable_id("nbm", version.commit, version.path),
+                    timestamp=version.when,
+                    messages=[
+                        Message(
+                            speaker=_speaker(version.author),
+                            content=f"[file: {version.path} · {version.subject} · "
+                            f"{version.commit[:12]}]\n{version.text}",
+                        )
+                    ],
+                )
+            )
     if not turns:
         for name in MEMORY_FILES:
             path = workspace / name
@@ -85,16 +95,24 @@ def memory_session(workspace: Path, session_id: str = MEMORY_SESSION,
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
             when = datetime.fromtimestamp(path.stat().st_mtime).astimezone(tz)
-            turns.append(Interaction(
-                id=stable_id("nbm", name, text), timestamp=when,
-                messages=[Message(speaker="nanobot", content=f"[file: {name}]\n{text}")]))
+            turns.append(
+                Interaction(
+                    id=stable_id("nbm", name, text),
+                    timestamp=when,
+                    messages=[Message(speaker="nanobot", content=f"[file: {name}]\n{text}")],
+                )
+            )
     turns = [t for t in turns if t.messages[0].content.strip()]
     if not turns:
         return None
-    return Session(id=session_id, created=min(t.timestamp for t in turns),
-                   last_active=max(t.timestamp for t in turns), tags=["nanobot", "memory"],
-                   participants=list(dict.fromkeys(t.messages[0].speaker for t in turns)),
-                   interactions=_unique(turns))  # fmt: skip
+    return Session(
+        id=session_id,
+        created=min(t.timestamp for t in turns),
+        last_active=max(t.timestamp for t in turns),
+        tags=["nanobot", "memory"],
+        participants=list(dict.fromkeys(t.messages[0].speaker for t in turns)),
+        interactions=_unique(turns),
+    )
 
 
 def _speaker(name: str) -> str:
@@ -106,8 +124,12 @@ def _unique(turns: list[Interaction]) -> list[Interaction]:
     return list({t.id: t for t in turns}.values())
 
 
-def history_session(workspace: Path, session_id: str = HISTORY_SESSION,
-                    tz: tzinfo | None = None, meter: Meter | None = None) -> Session | None:
+def history_session(
+    workspace: Path,
+    session_id: str = HISTORY_SESSION,
+    tz: tzinfo | None = None,
+    meter: Meter | None = None,
+) -> Session | None:
     """``memory/history.jsonl`` (or legacy ``HISTORY.md``) as one session, an interaction
     per entry; ids hash the entry's time and text, as nanobot's own migration keeps them."""
     clock = Clock(tz)
@@ -125,15 +147,25 @@ def history_session(workspace: Path, session_id: str = HISTORY_SESSION,
         fallback = datetime.fromtimestamp(legacy.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
         text = legacy.read_text(encoding="utf-8", errors="replace")
         entries = [(*_entry_time(chunk, fallback), f"{legacy}:1") for chunk in _chunks(text)]
-    turns = [Interaction(id=stable_id("nbh", stamp, text),
-                         timestamp=clock(stamp.replace(" ", "T"), where),
-                         messages=[Message(speaker="nanobot", content=text)])
-             for stamp, text, where in entries if text.strip()]  # fmt: skip
+    turns = [
+        Interaction(
+            id=stable_id("nbh", stamp, text),
+            timestamp=clock(stamp.replace(" ", "T"), where),
+            messages=[Message(speaker="nanobot", content=text)],
+        )
+        for stamp, text, where in entries
+        if text.strip()
+    ]
     if not turns:
         return None
-    return Session(id=session_id, created=min(t.timestamp for t in turns),
-                   last_active=max(t.timestamp for t in turns), tags=["nanobot", "history"],
-                   participants=["nanobot"], interactions=_unique(turns))  # fmt: skip
+    return Session(
+        id=session_id,
+        created=min(t.timestamp for t in turns),
+        last_active=max(t.timestamp for t in turns),
+        tags=["nanobot", "history"],
+        participants=["nanobot"],
+        interactions=_unique(turns),
+    )
 
 
 def _history_entry(line: str, where: str) -> tuple[str, str, str]:
@@ -157,7 +189,8 @@ def _chunks(text: str) -> list[str]:
     for line in lines:
         starts = bool(current) and (
             (blank_before and line.strip())
-            or (_ENTRY_START.match(line) and not (_is_raw(current) and _RAW_MESSAGE.match(line))))
+            or (_ENTRY_START.match(line) and not (_is_raw(current) and _RAW_MESSAGE.match(line)))
+        )
         if starts:
             chunks.append(current)
             current = []
@@ -170,12 +203,12 @@ def _chunks(text: str) -> list[str]:
 def _is_raw(lines: list[str]) -> bool:
     first = next((line for line in lines if line.strip()), "")
     match = _ENTRY_TIME.match(first)
-    return match is not None and first[match.end():].lstrip().startswith("[RAW]")
+    return match is not None and first[match.end() :].lstrip().startswith("[RAW]")
 
 
 def _entry_time(chunk: str, fallback: str) -> tuple[str, str]:
     match = _ENTRY_TIME.match(chunk)
     if match is None:
         return fallback, chunk
-    rest = chunk[match.end():].lstrip()
+    rest = chunk[match.end() :].lstrip()
     return match.group(1), rest or chunk

@@ -116,8 +116,9 @@ def resolve_tz(tz: str | tzinfo | None) -> tzinfo:
     return local if local is not None else UTC
 
 
-def locate(workspace: str | Path | None = None, agents_dir: str | Path | None = None
-           ) -> tuple[Path, Path | None]:
+def locate(
+    workspace: str | Path | None = None, agents_dir: str | Path | None = None
+) -> tuple[Path, Path | None]:
     """The workspace and the agents folder an import reads (defaults as OpenClaw's).
 
     Raises:
@@ -136,13 +137,16 @@ def locate(workspace: str | Path | None = None, agents_dir: str | Path | None = 
     if workspace is not None and not space.is_dir():
         raise ValidationError(f"{space}: no such OpenClaw workspace folder")
     if not space.is_dir() and agents is None:
-        raise ValidationError(f"{space}: no OpenClaw workspace or agents folder found; "
-                              "give the workspace path or --agents-dir")  # fmt: skip
+        raise ValidationError(
+            f"{space}: no OpenClaw workspace or agents folder found; "
+            "give the workspace path or --agents-dir"
+        )
     return space, agents
 
 
-def watched_paths(workspace: str | Path | None = None, agents_dir: str | Path | None = None
-                  ) -> list[Path]:
+def watched_paths(
+    workspace: str | Path | None = None, agents_dir: str | Path | None = None
+) -> list[Path]:
     """The folders an import reads (for ``--watch``)."""
     space, agents = locate(workspace, agents_dir)
     return [p for p in (space, agents) if p is not None and p.is_dir()]
@@ -186,9 +190,17 @@ def import_openclaw(
         reader.meter.done = 0  # a huge import reads the files again
         return reader.sessions(files)
 
-    return run_import(mm, sessions(), source=SOURCE, dry_run=dry_run, reread=sessions,
-                      size=reader.meter.total, part_size=part_size, progress=progress,
-                      subject=f"Import OpenClaw {space if has_space else agents}")
+    return run_import(
+        mm,
+        sessions(),
+        source=SOURCE,
+        dry_run=dry_run,
+        reread=sessions,
+        size=reader.meter.total,
+        part_size=part_size,
+        progress=progress,
+        subject=f"Import OpenClaw {space if has_space else agents}",
+    )
 
 
 def _size(path: Path) -> int:
@@ -268,18 +280,32 @@ class _Reader:
         iid = stable_id("memory", text)
         kept = stored.interaction(iid) if stored is not None else None
         # a version already stored keeps its time: touching the file changes nothing
-        when = kept.timestamp if kept is not None else datetime.fromtimestamp(
-            path.stat().st_mtime, UTC)
-        turns = [Interaction(id=iid, timestamp=when,
-                             messages=[Message(speaker=path.name, content=text)])] if text else []
-        return Session(id=MEMORY_SESSION, created=when, last_active=when,
-                       participants=[path.name], tags=[SOURCE, "memory"],
-                       interactions=turns)  # fmt: skip
+        when = (
+            kept.timestamp
+            if kept is not None
+            else datetime.fromtimestamp(path.stat().st_mtime, UTC)
+        )
+        turns = (
+            [
+                Interaction(
+                    id=iid, timestamp=when, messages=[Message(speaker=path.name, content=text)]
+                )
+            ]
+            if text
+            else []
+        )
+        return Session(
+            id=MEMORY_SESSION,
+            created=when,
+            last_active=when,
+            participants=[path.name],
+            tags=[SOURCE, "memory"],
+            interactions=turns,
+        )
 
     def day(self, day: str, paths: list[Path]) -> Session | None:
         try:
-            midnight = datetime.combine(datetime.strptime(day, "%Y-%m-%d").date(), time(),
-                                        self.tz)  # fmt: skip
+            midnight = datetime.combine(datetime.strptime(day, "%Y-%m-%d").date(), time(), self.tz)
         except ValueError:
             return None  # not a date (2026-13-40.md): not a daily log
         turns: list[Interaction] = []
@@ -294,14 +320,23 @@ class _Reader:
                 clock = _CLOCK.match(entry.heading or "")
                 if clock and int(clock[1]) < 24 and int(clock[2]) < 60:
                     when = midnight + timedelta(hours=int(clock[1]), minutes=int(clock[2]))
-                turns.append(Interaction(id=iid, timestamp=when, messages=[
-                    Message(speaker=path.name, content=entry.text)]))  # fmt: skip
+                turns.append(
+                    Interaction(
+                        id=iid,
+                        timestamp=when,
+                        messages=[Message(speaker=path.name, content=entry.text)],
+                    )
+                )
         if not turns:
             return None
-        return Session(id=safe_session_id(f"openclaw:{day}"), created=midnight,
-                       last_active=max(t.timestamp for t in turns),
-                       participants=[p.name for p in paths], tags=[SOURCE, "daily"],
-                       interactions=turns)  # fmt: skip
+        return Session(
+            id=safe_session_id(f"openclaw:{day}"),
+            created=midnight,
+            last_active=max(t.timestamp for t in turns),
+            participants=[p.name for p in paths],
+            tags=[SOURCE, "daily"],
+            interactions=turns,
+        )
 
     # --- transcripts ------------------------------------------------------------------------
 
@@ -325,8 +360,7 @@ class _Reader:
                 file = entry.get("sessionFile")
                 if isinstance(file, str) and file.strip():
                     # only its base name: the path is the writer's, never opened here
-                    found.setdefault(file.replace("\\", "/").rsplit("/", 1)[-1],
-                                     (skey, entry))  # fmt: skip
+                    found.setdefault(file.replace("\\", "/").rsplit("/", 1)[-1], (skey, entry))
                 sid = entry.get("sessionId")
                 if isinstance(sid, str) and sid:
                     found.setdefault(f"{sid}.jsonl", (skey, entry))
@@ -346,36 +380,50 @@ class _Reader:
                 where = f"{path}:{number}"
                 record = json_object(line, where)
                 if not isinstance(record.get("type"), str):
-                    raise ImportFormatError(where, "expected an object with a \"type\"")
+                    raise ImportFormatError(where, 'expected an object with a "type"')
                 builder.add(record, where)
         turns = builder.finish()
         if not turns and builder.summary is None:
             return None
         key, entry = self.store_of(path.parent).get(live, ("", {}))
         extra: dict[str, str] = {}
-        for name, value in (("openclaw_agent", agent), ("openclaw_session", stem),
-                            ("openclaw_key", key), ("title", builder.title or entry.get("label")
-                             or entry.get("displayName")),
-                            ("subject", entry.get("subject")),
-                            ("chat_type", entry.get("chatType"))):  # fmt: skip
+        for name, value in (
+            ("openclaw_agent", agent),
+            ("openclaw_session", stem),
+            ("openclaw_key", key),
+            ("title", builder.title or entry.get("label") or entry.get("displayName")),
+            ("subject", entry.get("subject")),
+            ("chat_type", entry.get("chatType")),
+        ):
             cleaned = _one_line(value)
             if cleaned:
                 extra[name] = cleaned
         tags = [SOURCE]
         delivery = entry.get("deliveryContext")
-        channel = entry.get("channel") or entry.get("lastChannel") or (
-            delivery.get("channel") if isinstance(delivery, dict) else None)
+        channel = (
+            entry.get("channel")
+            or entry.get("lastChannel")
+            or (delivery.get("channel") if isinstance(delivery, dict) else None)
+        )
         for tag in (agent, channel):
             cleaned = _tag(tag)
             if cleaned and cleaned not in tags:
                 tags.append(cleaned)
-        times = [t.timestamp for t in turns] + ([builder.summary.generated]
-                                                if builder.summary else [])  # fmt: skip
+        times = [t.timestamp for t in turns] + (
+            [builder.summary.generated] if builder.summary else []
+        )
         created = builder.started or min(times)
         speakers = list(dict.fromkeys(m.speaker for t in turns for m in t.messages))
-        return Session(id=sid, created=min(created, *times), last_active=max(times),
-                       participants=speakers or [USER, ASSISTANT], tags=tags,
-                       extra=extra, interactions=turns, summary=builder.summary)  # fmt: skip
+        return Session(
+            id=sid,
+            created=min(created, *times),
+            last_active=max(times),
+            participants=speakers or [USER, ASSISTANT],
+            tags=tags,
+            extra=extra,
+            interactions=turns,
+            summary=builder.summary,
+        )
 
 
 class _Turns:
@@ -403,12 +451,15 @@ class _Turns:
         elif kind == "compaction" and isinstance(record.get("summary"), str):
             text = record["summary"].strip()
             if text:
-                self.summary = Summary(text=text, generated=self._time(
-                    record.get("timestamp"), where), model=SUMMARY_MODEL)  # fmt: skip
+                self.summary = Summary(
+                    text=text,
+                    generated=self._time(record.get("timestamp"), where),
+                    model=SUMMARY_MODEL,
+                )
         elif kind == "message":
             message = record.get("message")
             if not isinstance(message, dict):
-                raise ImportFormatError(where, "a message entry without a \"message\" object")
+                raise ImportFormatError(where, 'a message entry without a "message" object')
             self.message(message, record, where)
 
     def message(self, message: dict[str, Any], record: dict[str, Any], where: str) -> None:
@@ -444,8 +495,13 @@ class _Turns:
             iid = stable_id("oc", self.session_id, self.first.isoformat(), opener)
             if iid not in self.seen:
                 self.seen.add(iid)
-                self.turns.append(Interaction(id=iid, timestamp=self.first, messages=[
-                    Message(speaker=s, content=c) for s, c in self.parts]))  # fmt: skip
+                self.turns.append(
+                    Interaction(
+                        id=iid,
+                        timestamp=self.first,
+                        messages=[Message(speaker=s, content=c) for s, c in self.parts],
+                    )
+                )
         self.parts, self.first, self.open = [], None, False
 
     def finish(self) -> list[Interaction]:

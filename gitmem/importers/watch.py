@@ -116,10 +116,16 @@ class _Busy:
         self.asked = False
 
 
-def _loop(roots: Callable[[], Iterable[Path]], run: Callable[[], ImportResult],
-          interval: float, debounce: float, stop: threading.Event,
-          on_result: Callable[[ImportResult], None] | None,
-          on_error: Callable[[Exception], None] | None, busy: _Busy) -> int:
+def _loop(
+    roots: Callable[[], Iterable[Path]],
+    run: Callable[[], ImportResult],
+    interval: float,
+    debounce: float,
+    stop: threading.Event,
+    on_result: Callable[[ImportResult], None] | None,
+    on_error: Callable[[Exception], None] | None,
+    busy: _Busy,
+) -> int:
     last_roots: list[Path] = []
 
     def current_roots() -> list[Path]:
@@ -133,8 +139,7 @@ def _loop(roots: Callable[[], Iterable[Path]], run: Callable[[], ImportResult],
     quiet_since = time.monotonic()
     imported: Snapshot | None = None  # what the last import started from
     while not (stop.is_set() or busy.asked):
-        if imported is None or (seen != imported
-                                and time.monotonic() - quiet_since >= debounce):  # fmt: skip
+        if imported is None or (seen != imported and time.monotonic() - quiet_since >= debounce):
             # taken before the import reads: a write during it shows as a change next poll
             imported = seen
             _run_once(run, on_result, on_error, busy)
@@ -148,9 +153,12 @@ def _loop(roots: Callable[[], Iterable[Path]], run: Callable[[], ImportResult],
     return busy.count
 
 
-def _run_once(run: Callable[[], ImportResult],
-              on_result: Callable[[ImportResult], None] | None,
-              on_error: Callable[[Exception], None] | None, busy: _Busy) -> None:
+def _run_once(
+    run: Callable[[], ImportResult],
+    on_result: Callable[[ImportResult], None] | None,
+    on_error: Callable[[Exception], None] | None,
+    busy: _Busy,
+) -> None:
     busy.importing = True
     busy.count += 1
     try:
@@ -174,8 +182,10 @@ def _ctrl_c_stops() -> Iterator[_Busy]:
     The handler only sets a flag: it may run while this thread holds the stop event's lock,
     so it must not take that lock itself."""
     busy = _Busy()
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):  # fmt: skip
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield busy
         return
 

@@ -49,8 +49,10 @@ def parse_cursor(text: str | None) -> Cursor:
         return Cursor()
     found = _CURSOR.fullmatch(text.strip())
     if found is None:
-        raise ValidationError(f"cursor: {text[:40]!r} is not a cursor this server gave "
-                              "(the 'next' of a load_session answer, e.g. '12' or '3.0.250000')")
+        raise ValidationError(
+            f"cursor: {text[:40]!r} is not a cursor this server gave "
+            "(the 'next' of a load_session answer, e.g. '12' or '3.0.250000')"
+        )
     turn, message, char = (int(g) if g else 0 for g in found.groups())
     return Cursor(turn, message, char)
 
@@ -79,8 +81,9 @@ class Page:
     next: Cursor | None
 
 
-def page(turns: list[Interaction], start: Cursor, limit: int | None,
-         budget: int = PAGE_BYTES) -> Page:
+def page(
+    turns: list[Interaction], start: Cursor, limit: int | None, budget: int = PAGE_BYTES
+) -> Page:
     """The turns from ``start`` that fit ``budget`` (and ``limit`` turns), and the cursor of
     the rest."""
     if start.turn > len(turns) or (start.turn == len(turns) and (start.message or start.char)):
@@ -88,7 +91,8 @@ def page(turns: list[Interaction], start: Cursor, limit: int | None,
     if start.turn < len(turns):
         first = turns[start.turn]
         if start.message >= max(len(first.messages), 1) or (
-                first.messages and start.char > len(first.messages[start.message].content)):
+            first.messages and start.char > len(first.messages[start.message].content)
+        ):
             raise ValidationError(f"cursor: {start} does not point into turn {start.turn}")
     out: list[Interaction] = []
     left = budget
@@ -100,11 +104,14 @@ def page(turns: list[Interaction], start: Cursor, limit: int | None,
         cut: Cursor | None = None
         for index in range(at.message, len(turn.messages)):
             said = turn.messages[index]
-            content = said.content[at.char:] if index == at.message else said.content
+            content = said.content[at.char :] if index == at.message else said.content
             cost = _cost(content) + _OVERHEAD
             if cost <= left:
-                taken.append(said if content is said.content else
-                             said.model_copy(update={"content": content}))
+                taken.append(
+                    said
+                    if content is said.content
+                    else said.model_copy(update={"content": content})
+                )
                 left -= cost
                 continue
             if out or taken:
@@ -143,8 +150,9 @@ def as_data(session: Session, found: Page) -> dict[str, Any]:
     return data
 
 
-def answer(session: Session, turns: list[Interaction], cursor: str | None,
-           limit: int | None) -> tuple[str, dict[str, Any]]:
+def answer(
+    session: Session, turns: list[Interaction], cursor: str | None, limit: int | None
+) -> tuple[str, dict[str, Any]]:
     """One page of ``turns`` (the session's, or its last N) from ``cursor``: the Markdown
     (with how to ask for the rest) and the structured content (with ``next`` and
     ``total_interactions``)."""
@@ -157,10 +165,10 @@ def answer(session: Session, turns: list[Interaction], cursor: str | None,
         data["total_interactions"] = len(turns)
         text = render(session.model_copy(update={"interactions": found.turns}))
         if found.next is not None:
-            text += (f"\n\n(more turns follow: call load_session again with "
-                     f"cursor={data['next']!r})")
-        size = _cost(text) + len(json.dumps(data, ensure_ascii=False).encode("utf-8",
-                                                                             "surrogatepass"))
+            text += f"\n\n(more turns follow: call load_session again with cursor={data['next']!r})"
+        size = _cost(text) + len(
+            json.dumps(data, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        )
         if size <= ANSWER_MAX_BYTES or budget <= 4 * 1024:
             return text, data
         budget //= 2  # Markdown escapes or a long summary: a smaller page

@@ -61,8 +61,9 @@ def server_command(executable: str | os.PathLike[str] | None = None) -> list[str
     return [str(python), "-m", "gitmem"]
 
 
-def bundle_files(*, store: str | os.PathLike[str], agent: str,
-                 command: list[str] | None = None) -> dict[str, tuple[bytes, int]]:
+def bundle_files(
+    *, store: str | os.PathLike[str], agent: str, command: list[str] | None = None
+) -> dict[str, tuple[bytes, int]]:
     """Each file of the bundle (path inside it -> content, mode), for the store at the
     absolute path ``store`` and commits authored by ``agent``."""
     manifest = {
@@ -70,28 +71,34 @@ def bundle_files(*, store: str | os.PathLike[str], agent: str,
         "name": NAME,
         **_version(),
         "description": f"Long-term conversation memory: every exchange worth keeping is a "
-                       f"commit in the gitmem store at {store}.",
+        f"commit in the gitmem store at {store}.",
         "license": "MIT",
         "keywords": ["memory", "git", "mcp"],
-        "extensions": {"dev.nanobot": {
-            "displayName": "gitmem memory",
-            "category": "productivity",
-            "permissions": [f"reads and writes the git repository {store}",
-                            "runs gitmem mcp as a local process"],
-        }},
-    }  # fmt: skip
+        "extensions": {
+            "dev.nanobot": {
+                "displayName": "gitmem memory",
+                "category": "productivity",
+                "permissions": [
+                    f"reads and writes the git repository {store}",
+                    "runs gitmem mcp as a local process",
+                ],
+            }
+        },
+    }
     servers = {
         "$schema": MCP_SCHEMA,
-        "mcpServers": {NAME: {
-            "type": "stdio",
-            "command": f"./{LAUNCHER}",
-            "args": ["--repo", str(store), "--agent", agent, "mcp"],
-        }},
-    }  # fmt: skip
+        "mcpServers": {
+            NAME: {
+                "type": "stdio",
+                "command": f"./{LAUNCHER}",
+                "args": ["--repo", str(store), "--agent", agent, "mcp"],
+            }
+        },
+    }
     launcher = (
         "#!/bin/sh\n"
         "# Written by `gitmem mcp --nanobot-plugin`: starts the gitmem that wrote this bundle.\n"
-        f"exec {shlex.join(command or server_command())} \"$@\"\n"
+        f'exec {shlex.join(command or server_command())} "$@"\n'
     )
     skill = resources.files("gitmem").joinpath("mcp/bundle/SKILL.md").read_bytes()
     return {
@@ -111,8 +118,10 @@ def write_plugin(folder: str | Path, *, store: str | Path, agent: str) -> list[P
     written), and ``PluginError`` when the folder cannot be written or ``mcp`` is missing.
     """
     if importlib.util.find_spec("mcp") is None:
-        raise PluginError("the bundle runs `gitmem mcp`, which needs the mcp package: "
-                          "pip install 'gitmem-store[mcp]'")
+        raise PluginError(
+            "the bundle runs `gitmem mcp`, which needs the mcp package: "
+            "pip install 'gitmem-store[mcp]'"
+        )
     manager = MemoryManager(store, agent=agent)  # refuses a folder that is not a store
     try:
         top = manager.path
@@ -163,8 +172,10 @@ def _existing(root: Path, target: Path) -> bytes | None:
             raise PluginError(f"{path}: cannot be read ({exc.strerror})") from None
         is_last = path == target
         if stat.S_ISLNK(found.st_mode) and place != Path("."):
-            raise ConflictError(f"{path}: is a symbolic link; the bundle is written only as "
-                                "regular files (nanobot refuses links out of a plugin)")
+            raise ConflictError(
+                f"{path}: is a symbolic link; the bundle is written only as "
+                "regular files (nanobot refuses links out of a plugin)"
+            )
         if not is_last and not stat.S_ISDIR(os.stat(path).st_mode):
             raise ConflictError(f"{path}: exists and is not a folder; nothing was written")
         if is_last and not stat.S_ISREG(found.st_mode):
@@ -211,5 +222,6 @@ def _write_all(todo: list[tuple[Path, bytes, int]]) -> None:
             with contextlib.suppress(OSError):  # not empty: someone else's now
                 folder.rmdir()
         where = exc.filename or current
-        raise PluginError(f"{where}: cannot be written ({exc.strerror or exc}); nothing was "
-                          "written") from None
+        raise PluginError(
+            f"{where}: cannot be written ({exc.strerror or exc}); nothing was written"
+        ) from None

@@ -39,11 +39,13 @@ def check_max_bytes(transport: str, max_bytes: int) -> None:
     http = transport != "stdio"
     cap = HTTP_MAX_SAVE_BYTES if http else STDIO_MAX_SAVE_BYTES
     if max_bytes > cap:
-        why = (f"over streamable HTTP (the MCP SDK refuses a request over "
-               f"{sdk.MAX_REQUEST_BYTES:,} bytes); stdio takes up to {STDIO_MAX_SAVE_BYTES:,}"
-               if http else "over stdio")
-        raise ValidationError(f"gitmem mcp: --max-bytes {max_bytes:,}: at most {cap:,} bytes "
-                              f"{why}")
+        why = (
+            f"over streamable HTTP (the MCP SDK refuses a request over "
+            f"{sdk.MAX_REQUEST_BYTES:,} bytes); stdio takes up to {STDIO_MAX_SAVE_BYTES:,}"
+            if http
+            else "over stdio"
+        )
+        raise ValidationError(f"gitmem mcp: --max-bytes {max_bytes:,}: at most {cap:,} bytes {why}")
 
 
 @dataclass
@@ -82,13 +84,21 @@ class BodyLimit:
         if declared is None or declared <= sdk.MAX_REQUEST_BYTES:
             await self.app(scope, receive, send)
             return
-        message = (f"the request is {declared:,} bytes; this server reads at most "
-                   f"{sdk.MAX_REQUEST_BYTES:,} bytes per request, and saves a turn of at most "
-                   f"{self.max_bytes:,} bytes (gitmem mcp --max-bytes)")
-        body = json.dumps({"jsonrpc": "2.0", "id": None,
-                           "error": {"code": -32600, "message": message}}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json")]})
+        message = (
+            f"the request is {declared:,} bytes; this server reads at most "
+            f"{sdk.MAX_REQUEST_BYTES:,} bytes per request, and saves a turn of at most "
+            f"{self.max_bytes:,} bytes (gitmem mcp --max-bytes)"
+        )
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -103,9 +113,14 @@ def run(options: RunOptions) -> None:
         sock = bind(options.host, options.port)
         port = sock.getsockname()[1]
         hosts = allowed_hosts(options.host, port, options.extra_hosts)
-        http = sdk.HttpOptions(host=options.host, port=port, path=options.url_path,
-                               hosts=hosts, origins=allowed_origins(hosts),
-                               stateless=options.stateless)  # fmt: skip
+        http = sdk.HttpOptions(
+            host=options.host,
+            port=port,
+            path=options.url_path,
+            hosts=hosts,
+            origins=allowed_origins(hosts),
+            stateless=options.stateless,
+        )
     # one manager for every client: each write runs as its client's agent (acting_as)
     mm = MemoryManager(options.path, agent=options.agent, model=options.model, via="mcp")
     try:
@@ -117,8 +132,10 @@ def run(options: RunOptions) -> None:
         if options.token:
             app = BearerToken(app, options.token)
         shown = f"[{options.host}]" if ":" in options.host else options.host
-        banner = (f"gitmem mcp: serving {mm.path} at http://{shown}:{{port}}{http.path} "
-                  f"(streamable HTTP, mcp {sdk.MAJOR}.x)")
+        banner = (
+            f"gitmem mcp: serving {mm.path} at http://{shown}:{{port}}{http.path} "
+            f"(streamable HTTP, mcp {sdk.MAJOR}.x)"
+        )
         serve_until_stopped(serve(app, sock, banner=banner))
     finally:
         if sock is not None:

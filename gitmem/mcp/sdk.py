@@ -32,16 +32,22 @@ except ImportError:  # mcp 1.x
 
 # the class a tool's parameter is annotated with to receive the request context
 Context: Any = _server_module.Context
-_RESOURCE_ERROR: Any = importlib.import_module(f"{_server_module.__name__}.exceptions"
-                                               ).ResourceError
+_RESOURCE_ERROR: Any = importlib.import_module(
+    f"{_server_module.__name__}.exceptions"
+).ResourceError
 _SECURITY: Any = importlib.import_module("mcp.server.transport_security").TransportSecuritySettings
 _exceptions = importlib.import_module("mcp.shared.exceptions")
 # a protocol error passes through a prompt's rendering as it is (2.x hides any other's text)
 _PROTOCOL_ERROR: Any = getattr(_exceptions, "MCPError", None) or _exceptions.McpError
 # the largest request body the SDK's HTTP transport reads (413 beyond): 4 MiB in both majors
-MAX_REQUEST_BYTES: int = getattr(importlib.import_module("mcp.server.transport_security"),
-                                 "DEFAULT_MAX_REQUEST_BODY_SIZE", None) or \
-    importlib.import_module("mcp.server.streamable_http").MAXIMUM_MESSAGE_SIZE
+MAX_REQUEST_BYTES: int = (
+    getattr(
+        importlib.import_module("mcp.server.transport_security"),
+        "DEFAULT_MAX_REQUEST_BODY_SIZE",
+        None,
+    )
+    or importlib.import_module("mcp.server.streamable_http").MAXIMUM_MESSAGE_SIZE
+)
 # the name the Python SDK's client sends when its user gave none: not an agent's name
 SDK_DEFAULT_CLIENT = "mcp"
 
@@ -67,8 +73,11 @@ class HttpOptions:
     def security(self) -> Any:
         if not self.hosts:
             return None
-        return _SECURITY(enable_dns_rebinding_protection=True, allowed_hosts=self.hosts,
-                         allowed_origins=self.origins)  # fmt: skip
+        return _SECURITY(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=self.hosts,
+            allowed_origins=self.origins,
+        )
 
 
 def new_server(name: str, instructions: str, http: HttpOptions | None = None) -> Any:
@@ -77,40 +86,62 @@ def new_server(name: str, instructions: str, http: HttpOptions | None = None) ->
         return _SERVER_CLASS(name=name, instructions=instructions, log_level="WARNING")
     options: dict[str, Any] = {}
     if http is not None:
-        options = {"host": http.host, "port": http.port, "streamable_http_path": http.path,
-                   "stateless_http": http.stateless, "transport_security": http.security()}
+        options = {
+            "host": http.host,
+            "port": http.port,
+            "streamable_http_path": http.path,
+            "stateless_http": http.stateless,
+            "transport_security": http.security(),
+        }
     return _SERVER_CLASS(name=name, instructions=instructions, log_level="WARNING", **options)
 
 
-def add_tool(server: Any, fn: Callable[..., Any], *, name: str, title: str, description: str,
-             read_only: bool, destructive: bool = False) -> None:
+def add_tool(
+    server: Any,
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    title: str,
+    description: str,
+    read_only: bool,
+    destructive: bool = False,
+) -> None:
     """Register ``fn`` as the tool ``name`` (its parameters give the input schema)."""
-    hints = types.ToolAnnotations.model_validate({
-        "title": title, "readOnlyHint": read_only, "destructiveHint": destructive,
-        "idempotentHint": read_only, "openWorldHint": False,
-    })  # fmt: skip
+    hints = types.ToolAnnotations.model_validate(
+        {
+            "title": title,
+            "readOnlyHint": read_only,
+            "destructiveHint": destructive,
+            "idempotentHint": read_only,
+            "openWorldHint": False,
+        }
+    )
     server.add_tool(fn, name=name, title=title, description=description, annotations=hints)
 
 
-def add_resource(server: Any, fn: Callable[..., Any], uri: str, *, name: str, mime_type: str,
-                 description: str) -> None:
+def add_resource(
+    server: Any, fn: Callable[..., Any], uri: str, *, name: str, mime_type: str, description: str
+) -> None:
     """Register ``fn`` as the resource (or template, when ``uri`` has ``{...}``) ``uri``."""
     server.resource(uri, name=name, mime_type=mime_type, description=description)(fn)
 
 
-def add_prompt(server: Any, fn: Callable[..., Any], *, name: str, title: str,
-               description: str) -> None:
+def add_prompt(
+    server: Any, fn: Callable[..., Any], *, name: str, title: str, description: str
+) -> None:
     """Register ``fn`` as the prompt ``name`` (its parameters are the prompt's arguments)."""
     server.prompt(name=name, title=title, description=description)(fn)
 
 
 def tool_result(text: str, data: dict[str, Any], *, error: bool = False) -> CallToolResult:
     """A tool's answer: a short text for the model and the same facts as structured content."""
-    return CallToolResult.model_validate({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": data,
-        "isError": error,
-    })  # fmt: skip
+    return CallToolResult.model_validate(
+        {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": data,
+            "isError": error,
+        }
+    )
 
 
 def client_name(ctx: Any) -> str | None:
@@ -151,9 +182,11 @@ def http_app(server: Any, http: HttpOptions) -> Any:
     """The ASGI app of the streamable HTTP transport (its lifespan runs the sessions)."""
     if MAJOR == 2:
         return server.streamable_http_app(
-            streamable_http_path=http.path, stateless_http=http.stateless, host=http.host,
+            streamable_http_path=http.path,
+            stateless_http=http.stateless,
+            host=http.host,
             transport_security=http.security(),
-        )  # fmt: skip
+        )
     return server.streamable_http_app()
 
 

@@ -57,10 +57,17 @@ def _short(sha: str | None) -> str:
 # --- writes --------------------------------------------------------------------------------
 
 
-def save_interaction(mm: MemoryManager, session: str, user: str | None, assistant: str | None,
-                     messages: list[dict[str, str]] | None, tags: list[str] | None,
-                     metadata: dict[str, str] | None, timestamp: str | None,
-                     max_bytes: int = MAX_SAVE_BYTES) -> Answer:
+def save_interaction(
+    mm: MemoryManager,
+    session: str,
+    user: str | None,
+    assistant: str | None,
+    messages: list[dict[str, str]] | None,
+    tags: list[str] | None,
+    metadata: dict[str, str] | None,
+    timestamp: str | None,
+    max_bytes: int = MAX_SAVE_BYTES,
+) -> Answer:
     """One turn saved as one commit; the turn's id is chosen here so it can be returned."""
     turn: list[dict[str, str]] = []
     if user is not None:
@@ -81,19 +88,27 @@ def save_interaction(mm: MemoryManager, session: str, user: str | None, assistan
             f"{max_bytes:,} per call (gitmem mcp --max-bytes); nothing saved"
         )
     iid = fresh_interaction_id(set())
-    sha = mm.save_messages(session, turn, _when(timestamp, "timestamp"), iid,
-                           tags=tags or (), metadata=metadata)  # fmt: skip
+    sha = mm.save_messages(
+        session, turn, _when(timestamp, "timestamp"), iid, tags=tags or (), metadata=metadata
+    )
     data = {"session": session, "interaction_id": iid, "commit": sha}
     return Answer(f"saved turn {iid} to session {session!r} (commit {_short(sha)})", data)
 
 
-def remember(mm: MemoryManager, text: str, section: str | None, sources: list[str] | None,
-             tags: list[str] | None) -> Answer:
+def remember(
+    mm: MemoryManager,
+    text: str,
+    section: str | None,
+    sources: list[str] | None,
+    tags: list[str] | None,
+) -> Answer:
     """One curated fact added to the memory file as one commit."""
-    fact = mm.remember(text, section=section or DEFAULT_SECTION, source=sources or None,
-                       tags=tags or ())
-    return Answer(f"remembered [{fact.id}] under {fact.section!r}: {fact.text}",
-                  {"fact": fact.to_dict()})
+    fact = mm.remember(
+        text, section=section or DEFAULT_SECTION, source=sources or None, tags=tags or ()
+    )
+    return Answer(
+        f"remembered [{fact.id}] under {fact.section!r}: {fact.text}", {"fact": fact.to_dict()}
+    )
 
 
 def summarize(mm: MemoryManager, session: str, offline: bool) -> Answer:
@@ -101,8 +116,7 @@ def summarize(mm: MemoryManager, session: str, offline: bool) -> Answer:
     data = outcome.to_dict()
     model = f" by {outcome.model}" if outcome.model else ""
     fallback = f" (fell back: {outcome.fallback})" if outcome.fallback else ""
-    return Answer(f"summarized {session!r}{model}{fallback}: commit {_short(outcome.commit)}",
-                  data)
+    return Answer(f"summarized {session!r}{model}{fallback}: commit {_short(outcome.commit)}", data)
 
 
 def revert(mm: MemoryManager, commit: str) -> Answer:
@@ -113,20 +127,31 @@ def revert(mm: MemoryManager, commit: str) -> Answer:
 
 def rollback(mm: MemoryManager, session: str, to: str) -> Answer:
     sha = mm.rollback(session, to)
-    text = f"rolled {session!r} back to {to}: commit {_short(sha)}" if sha else \
-        "already in that state; nothing written"
+    text = (
+        f"rolled {session!r} back to {to}: commit {_short(sha)}"
+        if sha
+        else "already in that state; nothing written"
+    )
     return Answer(text, {"session": session, "to": to, "commit": sha})
 
 
-def undo_agent(mm: MemoryManager, agent: str | None, model: str | None, since: str,
-               until: str | None, op: str | None, dry_run: bool) -> Answer:
+def undo_agent(
+    mm: MemoryManager,
+    agent: str | None,
+    model: str | None,
+    since: str,
+    until: str | None,
+    op: str | None,
+    dry_run: bool,
+) -> Answer:
     if not (agent or model):
         raise ValidationError("say whose changes to undo: give agent or model")
     low = _when(since, "since")
     if low is None:
         raise ValidationError("since: give the ISO date/time to undo from")
-    result = mm.revert_where(agent=agent, model=model, op=op, since=low,
-                             until=_when(until, "until"), dry_run=dry_run)  # fmt: skip
+    result = mm.revert_where(
+        agent=agent, model=model, op=op, since=low, until=_when(until, "until"), dry_run=dry_run
+    )
     verb = "would undo" if dry_run else "undid"
     text = f"{verb} {len(result.reverted)} commit(s)"
     if result.commit:
@@ -137,8 +162,9 @@ def undo_agent(mm: MemoryManager, agent: str | None, model: str | None, since: s
 # --- reads ---------------------------------------------------------------------------------
 
 
-def _session(mm: MemoryManager, session: str, at: str | None = None,
-             include_archive: bool = False) -> Session:
+def _session(
+    mm: MemoryManager, session: str, at: str | None = None, include_archive: bool = False
+) -> Session:
     found = mm.load_memory(session, commit=_commit(mm, at), include_archive=include_archive)
     if found is None:
         when = f" at {at}" if at else ""
@@ -146,9 +172,15 @@ def _session(mm: MemoryManager, session: str, at: str | None = None,
     return found
 
 
-def load_session(mm: MemoryManager, session: str, at: str | None, last: int | None,
-                 include_archive: bool, cursor: str | None = None,
-                 limit: int | None = None) -> Answer:
+def load_session(
+    mm: MemoryManager,
+    session: str,
+    at: str | None,
+    last: int | None,
+    include_archive: bool,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Answer:
     """The session (or its last N turns) in pages the client can read (see ``paging``)."""
     found = _session(mm, session, at, include_archive)
     turns = found.interactions
@@ -161,61 +193,121 @@ def session_row(session: Session) -> dict[str, Any]:
     """A session as one line of a listing."""
     summary = session.summary.text if session.summary is not None else ""
     return {
-        "id": session.id, "interactions": len(session.interactions),
-        "last_active": session.last_active.isoformat(), "tags": list(session.tags),
-        "participants": list(session.participants), "project": session.project,
+        "id": session.id,
+        "interactions": len(session.interactions),
+        "last_active": session.last_active.isoformat(),
+        "tags": list(session.tags),
+        "participants": list(session.participants),
+        "project": session.project,
         "summary": summary[:300],
-    }  # fmt: skip
+    }
 
 
-def list_sessions(mm: MemoryManager, tags: list[str] | None, participant: str | None,
-                  project: str | None, since: str | None, until: str | None, at: str | None,
-                  limit: int) -> Answer:
-    found = mm.list_sessions(tags=tags or (), participant=participant, project=project,
-                             since=_when(since, "since"), until=_when(until, "until"),
-                             commit=_commit(mm, at))  # fmt: skip
+def list_sessions(
+    mm: MemoryManager,
+    tags: list[str] | None,
+    participant: str | None,
+    project: str | None,
+    since: str | None,
+    until: str | None,
+    at: str | None,
+    limit: int,
+) -> Answer:
+    found = mm.list_sessions(
+        tags=tags or (),
+        participant=participant,
+        project=project,
+        since=_when(since, "since"),
+        until=_when(until, "until"),
+        commit=_commit(mm, at),
+    )
     rows = [session_row(s) for s in found[:limit]]
     lines = [f"{r['id']}\t{r['interactions']} turns\t{r['last_active']}" for r in rows]
     more = len(found) - len(rows)
     if more > 0:
         lines.append(f"... and {more} more (raise limit or filter)")
-    return Answer("\n".join(lines) or "no sessions",
-                  {"sessions": rows, "total": len(found)})
+    return Answer("\n".join(lines) or "no sessions", {"sessions": rows, "total": len(found)})
 
 
-def search(mm: MemoryManager, query: str, k: int, tags: list[str] | None,
-           project: str | None, participant: str | None, sessions: list[str] | None,
-           since: str | None, until: str | None, include_links: bool) -> Answer:
-    hits = mm.search(query, k, tags=tags or (), project=project, participant=participant,
-                     session=sessions or None, since=_when(since, "since"),
-                     until=_when(until, "until"), include_links=include_links)  # fmt: skip
-    rows = [{"session": h.session_id, "interaction_id": h.interaction_id,
-             "score": h.score, "snippet": h.snippet, "commit": h.commit, "kind": h.kind,
-             "speaker": h.speaker,
-             "timestamp": h.timestamp.isoformat() if h.timestamp else None,
-             # include_links: "out" (a hit's session links to it), "in" (it links to one)
-             "link": "+".join(w for w in ("out", "in") if f"link_{w}" in h.components) or None}
-            for h in hits]  # fmt: skip
-    lines = [f"{at}. [{r['session']} {r['interaction_id'] or 'summary'}] "
-             f"({r['score']:.3f}){f' (link {w})' if (w := r['link']) else ''} {r['snippet']}"
-             for at, r in enumerate(rows, 1)]
+def search(
+    mm: MemoryManager,
+    query: str,
+    k: int,
+    tags: list[str] | None,
+    project: str | None,
+    participant: str | None,
+    sessions: list[str] | None,
+    since: str | None,
+    until: str | None,
+    include_links: bool,
+) -> Answer:
+    hits = mm.search(
+        query,
+        k,
+        tags=tags or (),
+        project=project,
+        participant=participant,
+        session=sessions or None,
+        since=_when(since, "since"),
+        until=_when(until, "until"),
+        include_links=include_links,
+    )
+    rows = [
+        {
+            "session": h.session_id,
+            "interaction_id": h.interaction_id,
+            "score": h.score,
+            "snippet": h.snippet,
+            "commit": h.commit,
+            "kind": h.kind,
+            "speaker": h.speaker,
+            "timestamp": h.timestamp.isoformat() if h.timestamp else None,
+            # include_links: "out" (a hit's session links to it), "in" (it links to one)
+            "link": "+".join(w for w in ("out", "in") if f"link_{w}" in h.components) or None,
+        }
+        for h in hits
+    ]
+    lines = [
+        f"{at}. [{r['session']} {r['interaction_id'] or 'summary'}] "
+        f"({r['score']:.3f}){f' (link {w})' if (w := r['link']) else ''} {r['snippet']}"
+        for at, r in enumerate(rows, 1)
+    ]
     if not rows:
         lines = ["no relevant memories", *(f"note: {n}" for n in hits.notes)]
     return Answer("\n".join(lines), {"query": query, "hits": rows, "notes": list(hits.notes)})
 
 
-def facts(mm: MemoryManager, query: str | None, section: str | None, at: str | None,
-          include_past: bool, limit: int) -> Answer:
-    found = mm.facts(section, query if query and query.strip() else None,
-                     commit=_commit(mm, at), include_past=include_past, limit=limit)
+def facts(
+    mm: MemoryManager,
+    query: str | None,
+    section: str | None,
+    at: str | None,
+    include_past: bool,
+    limit: int,
+) -> Answer:
+    found = mm.facts(
+        section,
+        query if query and query.strip() else None,
+        commit=_commit(mm, at),
+        include_past=include_past,
+        limit=limit,
+    )
     lines = [f"- {f.text} [{f.id}]" + ("" if f.current() else " (past)") for f in found]
     return Answer("\n".join(lines) or "no facts", {"facts": [f.to_dict() for f in found]})
 
 
-def get_context(mm: MemoryManager, session: str, query: str, max_tokens: int, k: int,
-                recent: int, rerank: bool = False) -> Answer:
-    messages = mm.retrieve_context(session, query, max_tokens, k=max(k, 1),
-                                   recent_turns=recent, rerank=rerank)  # fmt: skip
+def get_context(
+    mm: MemoryManager,
+    session: str,
+    query: str,
+    max_tokens: int,
+    k: int,
+    recent: int,
+    rerank: bool = False,
+) -> Answer:
+    messages = mm.retrieve_context(
+        session, query, max_tokens, k=max(k, 1), recent_turns=recent, rerank=rerank
+    )
     listed = [dict(m) for m in messages]
     text = "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in listed)
     return Answer(text or "(no context)", {"session": session, "messages": listed})
@@ -241,21 +333,37 @@ def _rev_row(rev: Revision) -> dict[str, Any]:
     return row
 
 
-def history(mm: MemoryManager, session: str | None, op: str | None, agent: str | None,
-            model: str | None, since: str | None, until: str | None, limit: int,
-            changes: bool) -> Answer:
-    revisions = mm.history(session, op=op, agent=agent, model=model,
-                           since=_when(since, "since"), until=_when(until, "until"),
-                           limit=limit, changes=changes)  # fmt: skip
+def history(
+    mm: MemoryManager,
+    session: str | None,
+    op: str | None,
+    agent: str | None,
+    model: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    changes: bool,
+) -> Answer:
+    revisions = mm.history(
+        session,
+        op=op,
+        agent=agent,
+        model=model,
+        since=_when(since, "since"),
+        until=_when(until, "until"),
+        limit=limit,
+        changes=changes,
+    )
     lines = []
     for rev in revisions:
         who = rev.agent or rev.author
-        lines.append(f"{rev.sha[:12]} {rev.time.isoformat()} {rev.op or '-'} {who}: "
-                     f"{rev.subject}")
+        lines.append(f"{rev.sha[:12]} {rev.time.isoformat()} {rev.op or '-'} {who}: {rev.subject}")
         for sid, labels in rev.changes.items():
             lines.extend(f"    {sid}: {label}" for label in labels)
-    return Answer("\n".join(lines) or "no commits match",
-                  {"session": session, "commits": [_rev_row(r) for r in revisions]})
+    return Answer(
+        "\n".join(lines) or "no commits match",
+        {"session": session, "commits": [_rev_row(r) for r in revisions]},
+    )
 
 
 def diff(mm: MemoryManager, session: str | None, a: str | None, b: str | None) -> Answer:
@@ -273,11 +381,15 @@ def diff(mm: MemoryManager, session: str | None, a: str | None, b: str | None) -
 
 def blame(mm: MemoryManager, session: str, at: str | None) -> Answer:
     entries = mm.blame(session, commit=_commit(mm, at))
-    lines = [f"{e.interaction_id or 'summary'}\t{e.sha[:12]} {e.time.isoformat()} "
-             f"{e.agent or e.author}{f' ({e.model})' if e.model else ''} {e.op or '-'}"
-             for e in entries]  # fmt: skip
-    return Answer("\n".join(lines) or "the session is empty",
-                  {"session": session, "entries": [e.to_dict() for e in entries]})
+    lines = [
+        f"{e.interaction_id or 'summary'}\t{e.sha[:12]} {e.time.isoformat()} "
+        f"{e.agent or e.author}{f' ({e.model})' if e.model else ''} {e.op or '-'}"
+        for e in entries
+    ]
+    return Answer(
+        "\n".join(lines) or "the session is empty",
+        {"session": session, "entries": [e.to_dict() for e in entries]},
+    )
 
 
 def session_markdown(mm: MemoryManager, session: str, at: str | None = None) -> str:

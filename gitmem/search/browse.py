@@ -65,16 +65,23 @@ def _moment(stamp: float | None) -> datetime | None:
 def listing(row: SessionRow, turns: int, summary: str | None) -> SessionListing:
     """The listing of a session's main row."""
     return SessionListing(
-        session_id=row.session_id, created=_moment(row.created),
-        last_active=_moment(row.last_active), turns=turns, tags=list(row.tags),
-        participants=list(row.participants), project=row.project, links=list(row.links),
-        summary=None if summary is None or not summary.strip()
+        session_id=row.session_id,
+        created=_moment(row.created),
+        last_active=_moment(row.last_active),
+        turns=turns,
+        tags=list(row.tags),
+        participants=list(row.participants),
+        project=row.project,
+        links=list(row.links),
+        summary=None
+        if summary is None or not summary.strip()
         else one_line(summary, PREVIEW_CHARS),
-    )  # fmt: skip
+    )
 
 
-def graph(links: Iterable[tuple[str, Iterable[str]]], known: set[str],
-          commit: str | None) -> LinkGraph:
+def graph(
+    links: Iterable[tuple[str, Iterable[str]]], known: set[str], commit: str | None
+) -> LinkGraph:
     """The link graph of these (source session, its targets) pairs, several per source
     allowed (a session's link to itself and an empty target are left out); ``known``
     holds the store's session ids."""

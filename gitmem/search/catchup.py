@@ -72,14 +72,14 @@ class StoreIndex:
         # why the last run answered from an in-memory index, if it did
         self.fallback: str | None = None
 
-    def _current(self, full: bool = False, progress: ProgressCallback | None = None
-                 ) -> tuple[Index, SyncReport]:
+    def _current(
+        self, full: bool = False, progress: ProgressCallback | None = None
+    ) -> tuple[Index, SyncReport]:
         """The index of HEAD, opened on first use and caught up, and what catching up did."""
         if self._index is None:
             path = index_path(self.repository, self.namespace)
             self._index = open_file(path, str(self.repository.git_dir))
-        report = sync(self._index, self.repository, self.namespace, full=full,
-                      progress=progress)
+        report = sync(self._index, self.repository, self.namespace, full=full, progress=progress)
         return self._index, report
 
     def _reset(self) -> None:
@@ -117,14 +117,17 @@ class StoreIndex:
             except IndexUnavailable as exc:
                 if head is None:
                     raise
-                self.fallback = (f"{exc}; answered from the files instead (slower until the "
-                                 "index can be written)")
+                self.fallback = (
+                    f"{exc}; answered from the files instead (slower until the "
+                    "index can be written)"
+                )
                 return work(self._at(head))
             self.fallback = None
             return result
 
-    def catch_up(self, *, full: bool = False, progress: ProgressCallback | None = None
-                 ) -> SyncReport:
+    def catch_up(
+        self, *, full: bool = False, progress: ProgressCallback | None = None
+    ) -> SyncReport:
         """Bring the index up to HEAD now (``full``: rebuild it from scratch) and say what
         that did; a corrupted file is replaced."""
         with self._lock:
@@ -165,7 +168,7 @@ def _belongs(repository: Repository, commit: str | None) -> bool:
     return True
 
 
-def sync(
+def sync(  # noqa: C901
     index: Index,
     repository: Repository,
     namespace: str | None = None,
@@ -232,15 +235,25 @@ def sync(
     return report
 
 
-def _diff(repository: Repository, old: str, new: str | None, folders: tuple[str, ...]
-          ) -> list[tuple[str, str | None]] | None:
+def _diff(
+    repository: Repository, old: str, new: str | None, folders: tuple[str, ...]
+) -> list[tuple[str, str | None]] | None:
     """(path, new blob id or None when deleted) of the files in ``folders`` that differ
     between two commits, from ``git diff --raw``; None if git cannot tell."""
     if new is None:
         return None
     try:
-        out = repository.git("diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new,
-                             "--", *(folder + "/" for folder in folders))
+        out = repository.git(
+            "diff",
+            "--raw",
+            "-z",
+            "--no-renames",
+            "--no-abbrev",
+            old,
+            new,
+            "--",
+            *(folder + "/" for folder in folders),
+        )
     except RepositoryError:
         return None
     fields = out.split("\0")
@@ -253,8 +266,9 @@ def _diff(repository: Repository, old: str, new: str | None, folders: tuple[str,
     return changes
 
 
-def _compare(repository: Repository, index: Index, head: str | None, folders: tuple[str, ...],
-             *, fresh: bool) -> list[tuple[str, str | None]]:
+def _compare(
+    repository: Repository, index: Index, head: str | None, folders: tuple[str, ...], *, fresh: bool
+) -> list[tuple[str, str | None]]:
     """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
     the blob the index read it from (for rebuilds, or when the old commit is gone)."""
     files = {
@@ -277,8 +291,9 @@ def _compare(repository: Repository, index: Index, head: str | None, folders: tu
 STREAM_FROM = 64
 
 
-def _contents(repository: Repository, wanted: list[tuple[str, str, str]]
-              ) -> Generator[bytes | str, None, None]:
+def _contents(
+    repository: Repository, wanted: list[tuple[str, str, str]]
+) -> Generator[bytes | str, None, None]:
     """The content of each wanted (path, session id, blob) in order, or the problem as text.
 
     A rebuild or a large catch-up streams every blob through one git process (no file to

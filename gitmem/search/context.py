@@ -136,7 +136,7 @@ def truncate(text: str, tokens: int, counter: TokenCounter) -> str:
     return text[:lo] + "…" if lo else ""
 
 
-def assemble(
+def assemble(  # noqa: C901
     session: Session | None,
     memories: Sequence[Memory],
     max_tokens: int,
@@ -152,8 +152,9 @@ def assemble(
     """Fit the facts, the current session and the memories into ``max_tokens`` (see module
     docs); ``facts_complete`` says ``facts`` holds every current fact."""
     plan = ContextPlan(max_tokens, counter.name)
-    known = _pick_facts(plan, facts, min(int(max_tokens * facts_share), max_tokens),
-                        counter, facts_complete)
+    known = _pick_facts(
+        plan, facts, min(int(max_tokens * facts_share), max_tokens), counter, facts_complete
+    )
     left = max_tokens - (_facts_cost(known, counter) if known else 0)
 
     def take(piece: Piece) -> bool:
@@ -174,8 +175,9 @@ def assemble(
         if counter.count(text) > cap:
             text = truncate(text, cap, counter)
         if text:
-            summary_piece = Piece("summary", "system", text,
-                                  counter.count(text) + MESSAGE_OVERHEAD, session.id)
+            summary_piece = Piece(
+                "summary", "system", text, counter.count(text) + MESSAGE_OVERHEAD, session.id
+            )
             take(summary_piece)
 
     recent: list[Piece] = []
@@ -257,16 +259,30 @@ def _facts_cost(pieces: Sequence[Piece], counter: TokenCounter) -> int:
     return counter.count(FACTS_HEADER) + MESSAGE_OVERHEAD + sum(p.tokens for p in pieces)
 
 
-def _pick_facts(plan: ContextPlan, facts: Sequence[Known], room: int, counter: TokenCounter,
-                complete: bool) -> list[Piece]:
+def _pick_facts(
+    plan: ContextPlan, facts: Sequence[Known], room: int, counter: TokenCounter, complete: bool
+) -> list[Piece]:
     """The facts that go first, within ``room`` tokens: all when all fit (and ``facts`` is
     every current fact), else the query's matches by rank while they fit."""
     if not complete:  # only the matches can be shown: the others are not even counted
-        plan.cut.extend(Piece("fact", "system", "", 0, k.fact_id, "no match for the query, "
-                              "and not every fact fits") for k in facts if k.score <= 0)
+        plan.cut.extend(
+            Piece(
+                "fact",
+                "system",
+                "",
+                0,
+                k.fact_id,
+                "no match for the query, and not every fact fits",
+            )
+            for k in facts
+            if k.score <= 0
+        )
         facts = [k for k in facts if k.score > 0]
-    pieces = [Piece("fact", "system", line, counter.count(line) + 1, k.fact_id)
-              for k in facts for line in (k.line(),)]
+    pieces = [
+        Piece("fact", "system", line, counter.count(line) + 1, k.fact_id)
+        for k in facts
+        for line in (k.line(),)
+    ]
     whole = complete and _facts_cost(pieces, counter) <= room
     spent = _facts_cost([], counter)
     kept: list[Piece] = []

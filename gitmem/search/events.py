@@ -21,31 +21,58 @@ from gitmem.text import dates, stem, terms
 Span = tuple[datetime, datetime]
 
 _COUNT_WORDS = {
-    "a": (1, 1), "an": (1, 1), "one": (1, 1), "two": (2, 2), "three": (3, 3), "four": (4, 4),
-    "five": (5, 5), "six": (6, 6), "seven": (7, 7), "eight": (8, 8), "nine": (9, 9),
-    "ten": (10, 10), "eleven": (11, 11), "twelve": (12, 12), "couple": (2, 3), "few": (2, 5),
+    "a": (1, 1),
+    "an": (1, 1),
+    "one": (1, 1),
+    "two": (2, 2),
+    "three": (3, 3),
+    "four": (4, 4),
+    "five": (5, 5),
+    "six": (6, 6),
+    "seven": (7, 7),
+    "eight": (8, 8),
+    "nine": (9, 9),
+    "ten": (10, 10),
+    "eleven": (11, 11),
+    "twelve": (12, 12),
+    "couple": (2, 3),
+    "few": (2, 5),
     "several": (3, 7),
-}  # fmt: skip
+}
 
 _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
-_COUNT = r"(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve" \
+_COUNT = (
+    r"(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
     r"|(?:a\s+)?(?:couple(?:\s+of)?|few)|several)"
+)
 
 _UNIT = r"(day|week|month|year)s?"
 
 _RELATIVE = re.compile(
-    "".join((
-        r"\b(?:(the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday"
-        r"|tomorrow|last\s+night)",  # 1: a named day
-        r"|(last|this\s+past|this\s+coming|this|next)\s+",  # 2: which ...
-        r"(week(?:end)?|month|year|", "|".join(_WEEKDAY_NAMES), ")",  # 3: ... week, Friday
-        "|", _COUNT, r"\s+", _UNIT, r"\s+(ago|from\s+now)",  # 4, 5, 6: two weeks ago
-        r"|in\s+", _COUNT, r"\s+", _UNIT,  # 7, 8: in two weeks
-        r")\b",
-        r"|(前天|昨天|昨日|明天|后天|上个?(?:星期|礼拜|周)末?|下个?(?:星期|礼拜|周)末?"
-        r"|(?:这个?|本)(?:星期|礼拜|周)末?|上个?月|下个?月|(?:这个|本)月|前年|去年|今年|明年)",  # 9
-    )),
+    "".join(
+        (
+            r"\b(?:(the\s+day\s+before\s+yesterday|the\s+day\s+after\s+tomorrow|yesterday"
+            r"|tomorrow|last\s+night)",  # 1: a named day
+            r"|(last|this\s+past|this\s+coming|this|next)\s+",  # 2: which ...
+            r"(week(?:end)?|month|year|",
+            "|".join(_WEEKDAY_NAMES),
+            ")",  # 3: ... week, Friday
+            "|",
+            _COUNT,
+            r"\s+",
+            _UNIT,
+            r"\s+(ago|from\s+now)",  # 4, 5, 6: two weeks ago
+            r"|in\s+",
+            _COUNT,
+            r"\s+",
+            _UNIT,  # 7, 8: in two weeks
+            r")\b",
+            # 9: the Chinese relative words
+            r"|(前天|昨天|昨日|明天|后天|上个?(?:星期|礼拜|周)末?|下个?(?:星期|礼拜|周)末?"
+            r"|(?:这个?|本)(?:星期|礼拜|周)末?|上个?月|下个?月|(?:这个|本)月|前年|去年|今年|明年)",
+        )
+    ),
     re.IGNORECASE,
 )
 
@@ -94,14 +121,17 @@ def _unit_span(anchor: datetime, unit: str, low: int, high: int) -> Span:
         return _day(anchor, 7 * low - 3), _day(anchor, 7 * high + 4)
     tz = anchor.tzinfo
     if unit == "month":
-        return _month(anchor.year, anchor.month, low, tz), _month(anchor.year, anchor.month,
-                                                                   high + 1, tz)
-    return (datetime(anchor.year + low, 1, 1, tzinfo=tz or UTC),
-            datetime(anchor.year + high + 1, 1, 1, tzinfo=tz or UTC))
+        return _month(anchor.year, anchor.month, low, tz), _month(
+            anchor.year, anchor.month, high + 1, tz
+        )
+    return (
+        datetime(anchor.year + low, 1, 1, tzinfo=tz or UTC),
+        datetime(anchor.year + high + 1, 1, 1, tzinfo=tz or UTC),
+    )
 
 
 def _which(anchor: datetime, which: str, unit: str) -> Span:
-    """"last/this/next" week, weekend, month, year or weekday, seen from ``anchor``.
+    """ "last/this/next" week, weekend, month, year or weekday, seen from ``anchor``.
 
     Weeks start on Monday: "last week" is the week before the anchor's week, "last
     weekend" the Saturday and Sunday before the anchor's week's Saturday, "last Friday" the
@@ -154,14 +184,24 @@ def relative_spans(text: str, anchor: datetime) -> list[Span]:
     return out
 
 
-def _relative_span(anchor: datetime, day: str | None, which: str | None, unit: str | None,
-                   count: str | None, n_unit: str | None, way: str | None,
-                   in_count: str | None, in_unit: str | None, cjk: str | None) -> Span:
+def _relative_span(
+    anchor: datetime,
+    day: str | None,
+    which: str | None,
+    unit: str | None,
+    count: str | None,
+    n_unit: str | None,
+    way: str | None,
+    in_count: str | None,
+    in_unit: str | None,
+    cjk: str | None,
+) -> Span:
     """The span of one match of :data:`_RELATIVE` (its groups, in order)."""
     if day:
         name = " ".join(day.lower().split())
-        shift = {"the day before yesterday": -2, "the day after tomorrow": 2,
-                 "tomorrow": 1}.get(name, -1)  # fmt: skip
+        shift = {"the day before yesterday": -2, "the day after tomorrow": 2, "tomorrow": 1}.get(
+            name, -1
+        )
         return _unit_span(anchor, "day", shift, shift)
     if which and unit:
         return _which(anchor, which, unit.lower())
@@ -192,8 +232,9 @@ def date_span(year: int | None, month: int | None, day: int | None, anchor: date
     return start, start + timedelta(days=1)
 
 
-def event_spans(text: str, anchor: datetime, text_terms: Collection[str] | None = None,
-                limit: int = 8) -> list[Span]:
+def event_spans(
+    text: str, anchor: datetime, text_terms: Collection[str] | None = None, limit: int = 8
+) -> list[Span]:
     """The time spans a memory written at ``anchor`` talks about: its relative phrases
     (:func:`relative_spans`) and the dates it names (:func:`dates`, missing parts from
     ``anchor``), each at most :data:`EVENT_SPAN_DAYS` long, without repeats, at most
@@ -215,9 +256,14 @@ def event_spans(text: str, anchor: datetime, text_terms: Collection[str] | None 
     return list(dict.fromkeys(s for s in found if s[1] - s[0] <= longest))[:limit]
 
 
-def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: float,
-              half_life_days: float, *, events: Sequence[tuple[float, float]] = (),
-              spans: Sequence[tuple[float, float]] = ()) -> float:
+def closeness(
+    named: Sequence[tuple[int | None, int | None, int | None]],
+    ts: float,
+    half_life_days: float,
+    *,
+    events: Sequence[tuple[float, float]] = (),
+    spans: Sequence[tuple[float, float]] = (),
+) -> float:
     """1 when ``ts`` falls inside one of the named dates or query ``spans`` (epoch seconds
     [start, end)), halving per ``half_life_days`` off. One of the document's ``events``
     spans counts too: the share of it inside (a turn about "last month" is only partly
@@ -226,8 +272,9 @@ def closeness(named: Sequence[tuple[int | None, int | None, int | None]], ts: fl
     best = 0.0
     for lo, hi in ((ts, ts), *events):
         at = datetime.fromtimestamp(lo, UTC)
-        windows = [(s.timestamp(), e.timestamp())
-                   for s, e in (date_span(y, m, d, at) for y, m, d in named)]
+        windows = [
+            (s.timestamp(), e.timestamp()) for s, e in (date_span(y, m, d, at) for y, m, d in named)
+        ]
         for start, end in (*windows, *spans):
             if start <= lo < end and hi <= end:
                 return 1.0

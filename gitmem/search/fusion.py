@@ -87,8 +87,9 @@ class Dense:
                 self._queries.popitem(last=False)
         return vector
 
-    def prepare(self, query: str, config: RankConfig, commit: str | None
-                ) -> tuple[DenseQuery | None, list[str]]:
+    def prepare(
+        self, query: str, config: RankConfig, commit: str | None
+    ) -> tuple[DenseQuery | None, list[str]]:
         """The query vector (None when embeddings are off or fail) and notes; embeds up to
         ``dense_catchup`` memories that have no vector yet. Never raises for the server."""
         try:
@@ -98,8 +99,10 @@ class Dense:
         if key is None:
             return None, []
         if commit is not None:
-            return None, ["embeddings are kept for the current memories only: the past "
-                          "commit is ranked lexically"]
+            return None, [
+                "embeddings are kept for the current memories only: the past "
+                "commit is ranked lexically"
+            ]
         text = strip_controls(query)[: config.max_query_chars].strip()
         try:
             vector = self._query_vector(key, text)
@@ -124,23 +127,32 @@ class Dense:
         try:
             vectors = self._vectors([text for _, _, text in rows]) if rows else []
         except GitmemError as exc:
-            return [f"{pending} memories have no vector yet and embedding them failed "
-                    f"({exc}); they are found by keywords only"]
+            return [
+                f"{pending} memories have no vector yet and embedding them failed "
+                f"({exc}); they are found by keywords only"
+            ]
         if any(len(v) != dims for v in vectors):
-            return [f"the embedding model answered vectors of another size than the "
-                    f"query's ({dims}): {pending} memories are found by keywords only"]
+            return [
+                f"the embedding model answered vectors of another size than the "
+                f"query's ({dims}): {pending} memories are found by keywords only"
+            ]
         rest = None if len(rows) == limit else 0  # fewer than asked: that was all of them
 
         def keep(idx: Index) -> None:
-            store(idx, query.tag, [(content, v) for (_, content, _), v
-                                   in zip(rows, vectors, strict=True)])
+            store(
+                idx,
+                query.tag,
+                [(content, v) for (_, content, _), v in zip(rows, vectors, strict=True)],
+            )
             self.cache.add(idx, query.tag, dims, [doc_id for doc_id, _, _ in rows], rest)
 
         index.run(keep)
         left = pending - len(rows) if rest is None else 0
         if left > 0:
-            return [f"{left} memories still have no vector (a search embeds at most {limit}):"
-                    " run `gitmem embed`"]
+            return [
+                f"{left} memories still have no vector (a search embeds at most {limit}):"
+                " run `gitmem embed`"
+            ]
         return []
 
     def backfill(self, progress: ProgressCallback | None = None) -> int:
@@ -151,8 +163,10 @@ class Dense:
         """
         key = self._key()
         if key is None:
-            raise GitmemError("no embedding model is configured: set GITMEM_EMBED_MODEL "
-                              "(and GITMEM_EMBED_BASE_URL) or git config gitmem.embed.model")
+            raise GitmemError(
+                "no embedding model is configured: set GITMEM_EMBED_MODEL "
+                "(and GITMEM_EMBED_BASE_URL) or git config gitmem.embed.model"
+            )
         dims = len(self._vectors(["dimensions"])[0])
         tag = tag_of(key, dims)
         index = self._store_index()
@@ -165,8 +179,10 @@ class Dense:
                 break
             vectors = self._vectors([text for _, _, text in rows])
             if any(len(v) != dims for v in vectors):
-                raise GitmemError(f"embedding model {key}: vectors of {dims} and "
-                                  f"{len({len(v) for v in vectors})} other sizes")
+                raise GitmemError(
+                    f"embedding model {key}: vectors of {dims} and "
+                    f"{len({len(v) for v in vectors})} other sizes"
+                )
             pairs = [(content, v) for (_, content, _), v in zip(rows, vectors, strict=True)]
             index.run(lambda idx, pairs=pairs: store(idx, tag, pairs))  # type: ignore[misc]
             done += len(rows)
@@ -174,8 +190,16 @@ class Dense:
                 progress(min(done, max(total, done)), max(total, done))
         return done
 
-    def fuse(self, index: Index, ranking: Ranking, query: DenseQuery, config: RankConfig,
-             filters: Filters, k: int, head: str | None) -> None:
+    def fuse(
+        self,
+        index: Index,
+        ranking: Ranking,
+        query: DenseQuery,
+        config: RankConfig,
+        filters: Filters,
+        k: int,
+        head: str | None,
+    ) -> None:
         """Merge the dense top-N into ``ranking`` (candidates and hits, best first)."""
         ranker = Ranker(index, config)
         view = self.cache.get(index, query.tag, len(query.vector))
@@ -183,10 +207,15 @@ class Dense:
             ranking.notes.append(SLOW_NOTE)
         allowed = None if filters.empty else ranker._allowed(filters)
         near = scan(
-            view, query.vector, config.dense_candidates, allowed=allowed,
+            view,
+            query.vector,
+            config.dense_candidates,
+            allowed=allowed,
             lo=filters.since.timestamp() if filters.since else -math.inf,
             hi=filters.until.timestamp() if filters.until else math.inf,
-            floor=config.dense_min_similarity, exact=config.dense_exact)
+            floor=config.dense_min_similarity,
+            exact=config.dense_exact,
+        )
         if not near:
             return
         cands = ranking.candidates

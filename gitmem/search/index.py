@@ -140,14 +140,28 @@ def session_documents(session: Session) -> list[DocInput]:
         speakers = list(dict.fromkeys(m.speaker for m in item.messages))
         body = "\n".join(m.content for m in item.messages)
         docs.append(
-            DocInput(KIND_INTERACTION, item.id, pos, ", ".join(speakers), _stamp(item.timestamp),
-                     item.text, body, item.timestamp)
+            DocInput(
+                KIND_INTERACTION,
+                item.id,
+                pos,
+                ", ".join(speakers),
+                _stamp(item.timestamp),
+                item.text,
+                body,
+                item.timestamp,
+            )
         )
     if session.summary is not None and session.summary.text.strip():
         docs.append(
-            DocInput(KIND_SUMMARY, None, len(session.interactions), "",
-                     _stamp(session.summary.generated), session.summary.text,
-                     session.summary.text)
+            DocInput(
+                KIND_SUMMARY,
+                None,
+                len(session.interactions),
+                "",
+                _stamp(session.summary.generated),
+                session.summary.text,
+                session.summary.text,
+            )
         )
     return docs
 
@@ -224,19 +238,28 @@ class Index(PostingTable):
         """Index (or re-index) the session file at ``path`` (a session's main file or its
         archive part: both are rows of the same session id); unchanged interactions stay."""
         row = (
-            None if self._bulk is not None and self._bulk.fresh
+            None
+            if self._bulk is not None and self._bulk.fresh
             else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
-        )  # fmt: skip
+        )
         docs = session_documents(session)
         # the [[id]] links in this file's turns and summary, kept with its row so that the
         # link graph and link following never read the texts again
         written = dict.fromkeys(link for doc in docs for link in wiki_links(doc.text))
         values = (
-            path, blob, commit, _stamp(session.created), _stamp(session.last_active),
-            session.project, join_values(session.tags), join_values(session.participants),
-            join_values(session.links), json.dumps(session.extra, ensure_ascii=False),
-            session.summary.text if session.summary else None, join_values(written),
-        )  # fmt: skip
+            path,
+            blob,
+            commit,
+            _stamp(session.created),
+            _stamp(session.last_active),
+            session.project,
+            join_values(session.tags),
+            join_values(session.participants),
+            join_values(session.links),
+            json.dumps(session.extra, ensure_ascii=False),
+            session.summary.text if session.summary else None,
+            join_values(written),
+        )
         if row is None:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
@@ -274,8 +297,9 @@ class Index(PostingTable):
 
     _impact = staticmethod(impact)
 
-    def _write_postings(self, postings: NewPostings, speakers: list[str], *,
-                        fresh: bool = False) -> None:
+    def _write_postings(
+        self, postings: NewPostings, speakers: list[str], *, fresh: bool = False
+    ) -> None:
         bulk = self._bulk
         if bulk is not None:
             bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
@@ -283,8 +307,10 @@ class Index(PostingTable):
         self._add_postings(postings, fresh=fresh)
         self._count_speakers(speakers, 1)
         # a term's new postings are its new documents: one each
-        self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?",
-                             [(len(keys), tid) for tid, keys in postings.items()])
+        self._db.executemany(
+            "UPDATE terms SET df = df + ? WHERE tid=?",
+            [(len(keys), tid) for tid, keys in postings.items()],
+        )
 
     def _flush(self) -> None:
         """Write what bulk mode holds back (its cached counts stay valid)."""
@@ -293,8 +319,9 @@ class Index(PostingTable):
             return
         try:
             if bulk.postings:
-                self._write_postings(bulk.postings, bulk.speakers,
-                                     fresh=bulk.fresh and not bulk.written)
+                self._write_postings(
+                    bulk.postings, bulk.speakers, fresh=bulk.fresh and not bulk.written
+                )
                 bulk.written = True
             if bulk.counts is not None:
                 self._set_counts(*bulk.counts)
@@ -323,8 +350,12 @@ class Index(PostingTable):
             first = bulk.next_doc
         else:
             kept = self.get_meta("next_doc")
-            first = int(kept) if kept else int(
-                self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0]
+            first = (
+                int(kept)
+                if kept
+                else int(
+                    self._db.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM docs").fetchone()[0]
+                )
             )
         if bulk is not None:
             bulk.next_doc = first + count
@@ -346,17 +377,40 @@ class Index(PostingTable):
         first = self._next_doc_id(len(docs))
         impact = self._impact
         for doc_id, doc, tids, words in zip(
-            range(first, first + len(docs)), docs, self._term_ids(analysed), analysed,
+            range(first, first + len(docs)),
+            docs,
+            self._term_ids(analysed),
+            analysed,
             strict=True,
         ):
             dl = len(tids)
             # what a turn talks about: its dates, relative ones seen from when it was said
-            spans = () if doc.anchor is None else tuple(
-                (a.timestamp(), b.timestamp()) for a, b in event_spans(doc.body, doc.anchor, words)
-            )  # fmt: skip
+            spans = (
+                ()
+                if doc.anchor is None
+                else tuple(
+                    (a.timestamp(), b.timestamp())
+                    for a, b in event_spans(doc.body, doc.anchor, words)
+                )
+            )
             norm = IMPACT_K1 * (1 - IMPACT_B + IMPACT_B * dl / avgdl)
-            rows.append((doc_id, skey, doc.kind, doc.iid, doc.pos, doc.speaker, doc.ts, doc.text,
-                         pack_terms(tids), dl, norm, doc.hash, pack_events(spans)))  # fmt: skip
+            rows.append(
+                (
+                    doc_id,
+                    skey,
+                    doc.kind,
+                    doc.iid,
+                    doc.pos,
+                    doc.speaker,
+                    doc.ts,
+                    doc.text,
+                    pack_terms(tids),
+                    dl,
+                    norm,
+                    doc.hash,
+                    pack_events(spans),
+                )
+            )
             events.extend((doc_id, lo, hi) for lo, hi in spans)
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
@@ -366,9 +420,7 @@ class Index(PostingTable):
                     postings[tid].append(once)
                 continue
             for tid, tf in counts.items():
-                postings[tid].append(
-                    once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf)
-                )
+                postings[tid].append(once if tf == 1 else posting_key(impact(tf, norm), doc_id, tf))
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if events:
             self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
@@ -402,16 +454,15 @@ class Index(PostingTable):
             self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
         self._drop_postings(gone)
         # a term left in no document keeps its row (and id) with df 0
-        self._db.executemany("UPDATE terms SET df = df - ? WHERE tid=?",
-                             [(count, tid) for tid, count in df.items()])
+        self._db.executemany(
+            "UPDATE terms SET df = df - ? WHERE tid=?", [(count, tid) for tid, count in df.items()]
+        )
         self._count_speakers(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
         self.drop_vectors(hashes - (keep or set()))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
-        counts = Counter(
-            name for joined in speakers for name in joined.split(", ") if name
-        )
+        counts = Counter(name for joined in speakers for name in joined.split(", ") if name)
         self._db.executemany(
             "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
             [(name, sign * n) for name, n in counts.items()],
@@ -469,8 +520,10 @@ class Index(PostingTable):
         return out
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
-        return [DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
-                for r in self._db.execute(sql, args)]
+        return [
+            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
+            for r in self._db.execute(sql, args)
+        ]
 
     # DocRow's order
     _DOC_COLUMNS = "kind, iid, pos, speaker, ts, text, id, skey, terms, dl, events"
@@ -519,8 +572,9 @@ class Index(PostingTable):
                     out[int(doc_id)] = str(value)
         return out
 
-    def session_docs(self, skeys: Iterable[int], *, kind: int | None = None,
-                     text: bool = True) -> list[DocRow]:
+    def session_docs(
+        self, skeys: Iterable[int], *, kind: int | None = None, text: bool = True
+    ) -> list[DocRow]:
         """Every document of these sessions, in session and position order
         (``text=False`` leaves their text empty)."""
         keys = list(dict.fromkeys(skeys))

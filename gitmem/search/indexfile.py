@@ -70,9 +70,7 @@ class IndexFile:
     # --- connection -------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=30.0
-        )
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
         try:
             # 16 KiB pages: less slack around the documents and the long postings BLOBs
             # (only a new, empty file takes it; the layout version makes old files new)
@@ -158,8 +156,9 @@ class IndexFile:
         gone = list(set(hashes))
         for at in range(0, len(gone), 500):
             chunk = gone[at : at + 500]
-            self._db.execute(f"DELETE FROM vectors WHERE hash IN ({','.join('?' * len(chunk))})",
-                             chunk)
+            self._db.execute(
+                f"DELETE FROM vectors WHERE hash IN ({','.join('?' * len(chunk))})", chunk
+            )
 
     # --- access counts ----------------------------------------------------------------
 

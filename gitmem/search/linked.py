@@ -48,8 +48,14 @@ class Followed:
     edges: list[dict[str, Any]] = field(default_factory=list)
 
 
-def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Sequence[Hit],
-                 limit: int, head: str | None = None) -> Followed:
+def follow_links(
+    index: Index,
+    config: RankConfig,
+    ranking: Ranking,
+    hits: Sequence[Hit],
+    limit: int,
+    head: str | None = None,
+) -> Followed:
     """The sessions linked to or from the sessions of ``hits`` (at most ``limit`` of
     them), each as its summary or its best turns for the ranking's query."""
     lead: dict[str, float] = {}  # a hit's session -> its best score
@@ -61,10 +67,16 @@ def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Seque
     # the linked sessions, in the order of their lead: (linked session, direction, edge)
     found: list[tuple[str, str, dict[str, Any]]] = []
     for source in order:
-        found += [(t, "out", {"from": source, "to": t, "direction": "out"})
-                  for t in out_links.get(source, []) if t != source]
-        found += [(s, "in", {"from": s, "to": source, "direction": "in"})
-                  for s in in_links.get(source, []) if s != source]
+        found += [
+            (t, "out", {"from": source, "to": t, "direction": "out"})
+            for t in out_links.get(source, [])
+            if t != source
+        ]
+        found += [
+            (s, "in", {"from": s, "to": source, "direction": "in"})
+            for s in in_links.get(source, [])
+            if s != source
+        ]
     # a link between two hits' sessions is seen from both ends: keep it once
     once: dict[tuple[str, str], tuple[str, str, dict[str, Any]]] = {}
     for item in found:
@@ -87,13 +99,18 @@ def follow_links(index: Index, config: RankConfig, ranking: Ranking, hits: Seque
     for linked, _direction, edge in found:
         if "pulled" not in edge:
             edge["pulled"] = pulled[linked][0]
-    return Followed([item for sid in wanted for item in pulled[sid][1]],
-                    [edge for _, _, edge in found])
+    return Followed(
+        [item for sid in wanted for item in pulled[sid][1]], [edge for _, _, edge in found]
+    )
 
 
-def _pull(index: Index, config: RankConfig, first: Ranking,
-          wanted: dict[str, tuple[float, set[str]]], head: str | None
-          ) -> dict[str, tuple[str, list[Linked]]]:
+def _pull(
+    index: Index,
+    config: RankConfig,
+    first: Ranking,
+    wanted: dict[str, tuple[float, set[str]]],
+    head: str | None,
+) -> dict[str, tuple[str, list[Linked]]]:
     """What each wanted session gives: ("summary" | "turn" | "nothing matched", memories)."""
     out: dict[str, tuple[str, list[Linked]]] = {}
     bare: list[str] = []  # sessions without a summary
@@ -105,33 +122,50 @@ def _pull(index: Index, config: RankConfig, first: Ranking,
             continue
         memories = []
         for doc in docs:
-            hit = Hit(session_id=sid, score=round(score * LINK_WEIGHT, 6),
-                      snippet=snippet(doc.text, first.terms, config.snippet_chars),
-                      commit=rows[doc.skey].commit or head, kind="summary",
-                      timestamp=datetime.fromtimestamp(doc.ts, UTC),
-                      components=_marks(ways))
+            hit = Hit(
+                session_id=sid,
+                score=round(score * LINK_WEIGHT, 6),
+                snippet=snippet(doc.text, first.terms, config.snippet_chars),
+                commit=rows[doc.skey].commit or head,
+                kind="summary",
+                timestamp=datetime.fromtimestamp(doc.ts, UTC),
+                components=_marks(ways),
+            )
             memories.append(Linked(hit, doc.text))
         out[sid] = ("summary", memories)
     if bare:
-        ranking = Ranker(index, config).rank(first.query, TURNS_PER_SESSION * len(bare) * 4,
-                                             Filters(sessions=tuple(bare)), head=head)
+        ranking = Ranker(index, config).rank(
+            first.query, TURNS_PER_SESSION * len(bare) * 4, Filters(sessions=tuple(bare)), head=head
+        )
         # a turn that holds none of the query's terms (lifted only by its neighbours or
         # its session) is no match of its own
         wanted_terms = set(ranking.terms) | set(ranking.expansion)
-        texts = {(c.session.session_id, c.doc.iid): c.doc.text for c in ranking.candidates
-                 if wanted_terms.intersection(c.doc.terms.split())}
+        texts = {
+            (c.session.session_id, c.doc.iid): c.doc.text
+            for c in ranking.candidates
+            if wanted_terms.intersection(c.doc.terms.split())
+        }
         for sid in bare:
             score, ways = wanted[sid]
-            best = [h for h in ranking.hits
-                    if h.session_id == sid and (sid, h.interaction_id) in texts]
+            best = [
+                h for h in ranking.hits if h.session_id == sid and (sid, h.interaction_id) in texts
+            ]
             best = best[:TURNS_PER_SESSION]
-            out[sid] = ("turn" if best else "nothing matched", [
-                Linked(h.model_copy(update={
-                    "score": round(score * LINK_WEIGHT, 6),
-                    "components": _marks(ways) | {"match": round(h.score, 4)},
-                }), texts[(sid, h.interaction_id)])
-                for h in best
-            ])  # fmt: skip
+            out[sid] = (
+                "turn" if best else "nothing matched",
+                [
+                    Linked(
+                        h.model_copy(
+                            update={
+                                "score": round(score * LINK_WEIGHT, 6),
+                                "components": _marks(ways) | {"match": round(h.score, 4)},
+                            }
+                        ),
+                        texts[(sid, h.interaction_id)],
+                    )
+                    for h in best
+                ],
+            )
     return out
 
 

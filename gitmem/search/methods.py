@@ -73,24 +73,29 @@ def _stamp(value: datetime | str | None, name: str) -> datetime | None:
     return as_when(value, name)
 
 
-def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
-                     kept: set[tuple[str, str | None]]) -> dict[str, Any]:
+def _explain_ranking(
+    ranking: Ranking, config: RankConfig, filters: Filters, kept: set[tuple[str, str | None]]
+) -> dict[str, Any]:
     rows = []
     for at, cand in enumerate(ranking.candidates[:EXPLAIN_ROWS], 1):
         ref = (cand.session.session_id, cand.doc.iid)
-        status = "hit" if ref in kept else (
-            "below min_score" if cand.score < config.min_score else "beyond k"
+        status = (
+            "hit"
+            if ref in kept
+            else ("below min_score" if cand.score < config.min_score else "beyond k")
         )
-        rows.append({
-            "rank": at,
-            "session_id": cand.session.session_id,
-            "interaction_id": cand.doc.iid,
-            "kind": "summary" if cand.doc.kind == KIND_SUMMARY else "interaction",
-            "score": round(cand.score, 4),
-            "status": status,
-            "components": {k: round(v, 4) for k, v in cand.components.items()},
-            "snippet": snippet(cand.doc.text, ranking.terms, 120),
-        })  # fmt: skip
+        rows.append(
+            {
+                "rank": at,
+                "session_id": cand.session.session_id,
+                "interaction_id": cand.doc.iid,
+                "kind": "summary" if cand.doc.kind == KIND_SUMMARY else "interaction",
+                "score": round(cand.score, 4),
+                "status": status,
+                "components": {k: round(v, 4) for k, v in cand.components.items()},
+                "snippet": snippet(cand.doc.text, ranking.terms, 120),
+            }
+        )
     query = ranking.query if len(ranking.query) <= 200 else ranking.query[:200] + "…"
     return {
         "query": query,
@@ -98,18 +103,24 @@ def _explain_ranking(ranking: Ranking, config: RankConfig, filters: Filters,
         "corrections": ranking.corrections,
         "expansion": {t: round(w, 3) for t, w in ranking.expansion.items()},
         "hop_terms": sorted(ranking.hop_terms),
-        "filters": {k: v for k, v in {
-            "tags": list(filters.tags), "project": filters.project,
-            "participants": list(filters.participants), "sessions": list(filters.sessions),
-            "since": filters.since.isoformat() if filters.since else None,
-            "until": filters.until.isoformat() if filters.until else None,
-        }.items() if v},
+        "filters": {
+            k: v
+            for k, v in {
+                "tags": list(filters.tags),
+                "project": filters.project,
+                "participants": list(filters.participants),
+                "sessions": list(filters.sessions),
+                "since": filters.since.isoformat() if filters.since else None,
+                "until": filters.until.isoformat() if filters.until else None,
+            }.items()
+            if v
+        },
         "min_score": config.min_score,
         "candidates_scored": len(ranking.candidates),
         "below_min_score": ranking.below_min,
         "candidates": rows,
         "notes": ranking.notes,
-    }  # fmt: skip
+    }
 
 
 def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -> list[Memory]:
@@ -124,8 +135,11 @@ def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -
         text = by_ref[(hit.session_id, hit.interaction_id)].doc.text
         if len(text) > MEMORY_CHARS:
             text = text[:MEMORY_CHARS] + "…"
-        memories.append(Memory(hit.session_id, hit.interaction_id, hit.kind,
-                               hit.timestamp, text, hit.score, same))
+        memories.append(
+            Memory(
+                hit.session_id, hit.interaction_id, hit.kind, hit.timestamp, text, hit.score, same
+            )
+        )
         if len(memories) >= limit:
             break
     return memories
@@ -183,9 +197,13 @@ class SearchMethods(SessionCore):
     # --- search ----------------------------------------------------------------------
 
     def _filters(
-        self, tags: Iterable[str], project: str | None, participant: str | Iterable[str] | None,
+        self,
+        tags: Iterable[str],
+        project: str | None,
+        participant: str | Iterable[str] | None,
         session: str | Iterable[str] | None,
-        since: datetime | str | None, until: datetime | str | None,
+        since: datetime | str | None,
+        until: datetime | str | None,
     ) -> Filters:
         def many(value: str | Iterable[str] | None) -> tuple[str, ...]:
             if value is None:
@@ -193,12 +211,17 @@ class SearchMethods(SessionCore):
             return (value,) if isinstance(value, str) else tuple(value)
 
         return Filters(
-            tags=tuple(tags), project=project, participants=many(participant),
-            sessions=many(session), since=_stamp(since, "since"), until=_stamp(until, "until"),
-        )  # fmt: skip
+            tags=tuple(tags),
+            project=project,
+            participants=many(participant),
+            sessions=many(session),
+            since=_stamp(since, "since"),
+            until=_stamp(until, "until"),
+        )
 
-    def _rank(self, query: str, k: int, filters: Filters, commit: str | None
-              ) -> tuple[Ranking, dict[str, Any]]:
+    def _rank(
+        self, query: str, k: int, filters: Filters, commit: str | None
+    ) -> tuple[Ranking, dict[str, Any]]:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("the search query is empty: give the words to look for")
         if k < 1:
@@ -297,13 +320,14 @@ class SearchMethods(SessionCore):
                 raise ValidationError("the search query is empty: give the words to look for")
             if k < 1:
                 raise ValidationError(f"k must be at least 1, not {k}")
-            facts, fact_notes = self._fact_hits(query, k if kind == "fact" else (k + 1) // 2,
-                                                commit)
+            facts, fact_notes = self._fact_hits(
+                query, k if kind == "fact" else (k + 1) // 2, commit
+            )
             if kind == "fact":
                 return Hits(facts, fact_notes or ([] if facts else ["no fact matches"]))
         filters = self._filters(tags, project, participant, session, since, until)
         ranking, info = self._rank(query, k, filters, commit)
-        hits = Hits([*facts, *ranking.hits[:k - len(facts)]], fact_notes + ranking.notes)
+        hits = Hits([*facts, *ranking.hits[: k - len(facts)]], fact_notes + ranking.notes)
         followed = self._follow(ranking, hits, k, commit) if include_links and hits else None
         if followed is not None:
             hits.extend(item.hit for item in followed.linked)
@@ -322,16 +346,31 @@ class SearchMethods(SessionCore):
         except ParseError as exc:
             return [], [f"the facts were left out: {exc}"]
         at = commit or self.head()
-        return [Hit(session_id="", interaction_id=fact_id, score=round(score, 6), snippet=text,
-                    commit=at, kind="fact", components={"fact": round(score, 4)})
-                for fact_id, text, score in found if score > 0], []
+        return [
+            Hit(
+                session_id="",
+                interaction_id=fact_id,
+                score=round(score, 6),
+                snippet=text,
+                commit=at,
+                kind="fact",
+                components={"fact": round(score, 4)},
+            )
+            for fact_id, text, score in found
+            if score > 0
+        ], []
 
-    def _follow(self, ranking: Ranking, hits: Sequence[Hit], limit: int,
-                commit: str | None) -> Followed:
+    def _follow(
+        self, ranking: Ranking, hits: Sequence[Hit], limit: int, commit: str | None
+    ) -> Followed:
         """The memories linked to or from the sessions of ``hits`` (gitmem.search.linked)."""
         config = self.rank_config
-        return self._store_index().run(lambda index: follow_links(
-            index, config, ranking, hits, limit, index.get_meta("commit")), commit=commit)
+        return self._store_index().run(
+            lambda index: follow_links(
+                index, config, ranking, hits, limit, index.get_meta("commit")
+            ),
+            commit=commit,
+        )
 
     # --- browsing --------------------------------------------------------------------
 
@@ -377,15 +416,27 @@ class SearchMethods(SessionCore):
 
         def work(index: Index) -> SessionPage:
             total, rows = index.browse(
-                folder, tags=tuple(tags), participants=() if not participant else (participant,),
-                project=project or None, active_since=low.timestamp() if low else None,
-                active_until=high.timestamp() if high else None, offset=offset, limit=limit)
+                folder,
+                tags=tuple(tags),
+                participants=() if not participant else (participant,),
+                project=project or None,
+                active_since=low.timestamp() if low else None,
+                active_until=high.timestamp() if high else None,
+                offset=offset,
+                limit=limit,
+            )
             turns = index.turn_counts([row.session_id for row in rows])
             summaries = index.summary_texts([row.skey for row in rows], 2 * PREVIEW_CHARS)
             return SessionPage(
-                sessions=[listing(row, turns.get(row.session_id, 0), summaries.get(row.skey))
-                          for row in rows],
-                total=total, offset=offset, limit=limit, commit=index.get_meta("commit"))
+                sessions=[
+                    listing(row, turns.get(row.session_id, 0), summaries.get(row.skey))
+                    for row in rows
+                ],
+                total=total,
+                offset=offset,
+                limit=limit,
+                commit=index.get_meta("commit"),
+            )
 
         return self._store_index().run(work, commit=commit)
 
@@ -475,24 +526,49 @@ class SearchMethods(SessionCore):
             memories = _memories(ranking, session_id, recent, k)
             if rerank:  # the lexical memories stand whenever the model fails
                 wide = rerank_candidates + len(recent)
-                pool = memories[:rerank_candidates] if rerank_candidates <= k else _memories(
-                    self._rank(query, wide, filters, commit)[0], session_id, recent,
-                    rerank_candidates)
-                reranked = rerank_memories(partial(self._ask_json, timeout=RERANK_TIMEOUT), query,
-                                            memories, pool, k)
+                pool = (
+                    memories[:rerank_candidates]
+                    if rerank_candidates <= k
+                    else _memories(
+                        self._rank(query, wide, filters, commit)[0],
+                        session_id,
+                        recent,
+                        rerank_candidates,
+                    )
+                )
+                reranked = rerank_memories(
+                    partial(self._ask_json, timeout=RERANK_TIMEOUT), query, memories, pool, k
+                )
                 memories = reranked.memories
                 if reranked.fallback:
                     notes.append(f"rerank fell back to the lexical order: {reranked.fallback}")
             if include_links:
                 followed = self._follow(ranking, ranking.hits, k, commit)
-                memories += [Memory(h.session_id, h.interaction_id, h.kind, h.timestamp,
-                                    one_line(item.text, MEMORY_CHARS), h.score)
-                             for item in followed.linked if (h := item.hit).session_id
-                             != session_id]
-        known, complete = self._known(query, max_tokens, commit, notes) if with_facts else (
-            [], True)
-        plan = assemble(session, memories, max_tokens, counter, recent_turns=recent_turns,
-                        facts=known, facts_share=FACTS_SHARE, facts_complete=complete)
+                memories += [
+                    Memory(
+                        h.session_id,
+                        h.interaction_id,
+                        h.kind,
+                        h.timestamp,
+                        one_line(item.text, MEMORY_CHARS),
+                        h.score,
+                    )
+                    for item in followed.linked
+                    if (h := item.hit).session_id != session_id
+                ]
+        known, complete = (
+            self._known(query, max_tokens, commit, notes) if with_facts else ([], True)
+        )
+        plan = assemble(
+            session,
+            memories,
+            max_tokens,
+            counter,
+            recent_turns=recent_turns,
+            facts=known,
+            facts_share=FACTS_SHARE,
+            facts_complete=complete,
+        )
         refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
         used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
         if used and commit is None:
@@ -505,24 +581,32 @@ class SearchMethods(SessionCore):
                 "budget": plan.explanation(),
                 "facts": {
                     "included": [p.ref for p in plan.included if p.source == "fact"],
-                    "cut": [{"id": p.ref, "reason": p.reason}
-                            for p in plan.cut if p.source == "fact"],
+                    "cut": [
+                        {"id": p.ref, "reason": p.reason} for p in plan.cut if p.source == "fact"
+                    ],
                     "weighed_all": complete,
                 },
                 "search": (
-                    _explain_ranking(ranking, self.rank_config, filters,
-                                     {(h.session_id, h.interaction_id) for h in ranking.hits})
-                    | {"index": info} if ranking is not None else None
+                    _explain_ranking(
+                        ranking,
+                        self.rank_config,
+                        filters,
+                        {(h.session_id, h.interaction_id) for h in ranking.hits},
+                    )
+                    | {"index": info}
+                    if ranking is not None
+                    else None
                 ),
                 "links": followed.edges if followed is not None else None,
                 "notes": notes + (ranking.notes if ranking else ["empty query: no retrieval"]),
                 "rerank": reranked.explanation() if reranked else None,
                 "messages": list(plan.messages),
-            }  # fmt: skip
+            }
         return out
 
-    def _known(self, query: str, max_tokens: int, commit: str | None, notes: list[str]
-               ) -> tuple[list[Known], bool]:
+    def _known(
+        self, query: str, max_tokens: int, commit: str | None, notes: list[str]
+    ) -> tuple[list[Known], bool]:
         """The facts to weigh for the context (at most as many as could fit), and whether
         they are every current fact; a broken memory file adds a note and gives none."""
         limit = min(max(int(max_tokens * FACTS_SHARE) // 4, 1), MAX_FACTS)

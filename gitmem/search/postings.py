@@ -94,8 +94,10 @@ class Block:
     @classmethod
     def of_keys(cls, keys: Sequence[int]) -> Block:
         """A block of posting keys sorted best first."""
-        return cls(array("I", [(k >> 16) & _DOC_BITS for k in keys]),
-                   array("H", [k & 0xFFFF for k in keys]))
+        return cls(
+            array("I", [(k >> 16) & _DOC_BITS for k in keys]),
+            array("H", [k & 0xFFFF for k in keys]),
+        )
 
     def encode(self) -> tuple[int, bytes]:
         """(count, BLOB): the ids as 4 bytes each, then the tfs as 1 byte each (2 when one
@@ -112,7 +114,7 @@ class Block:
         width = (size - 4 * n) // n if n else 1
         counts = array("B" if width == 1 else "H")
         counts.frombytes(tfs[: min(len(ids), len(tfs) // width) * width])
-        del ids[len(counts):]
+        del ids[len(counts) :]
         # blocks hold tfs as "H" in memory (merges mix the two widths)
         return cls(_little(ids), array("H", counts) if width == 1 else _little(counts))
 
@@ -151,8 +153,9 @@ class Block:
     def without(self, gone: set[int]) -> Block:
         """This block without the postings of these documents."""
         keep = [at for at, doc in enumerate(self.docs) if doc not in gone]
-        return Block(array("I", [self.docs[at] for at in keep]),
-                     array("H", [self.tfs[at] for at in keep]))
+        return Block(
+            array("I", [self.docs[at] for at in keep]), array("H", [self.tfs[at] for at in keep])
+        )
 
 
 class DocPlaces:
@@ -209,15 +212,18 @@ class PostingTable(SessionTable):
 
     def _store_main(self, tid: int, block: Block) -> None:
         if block:
-            self._db.execute("INSERT OR REPLACE INTO postings VALUES(?, ?, ?)",
-                             (tid * 2, *block.encode()))
+            self._db.execute(
+                "INSERT OR REPLACE INTO postings VALUES(?, ?, ?)", (tid * 2, *block.encode())
+            )
         else:
             self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2,))
 
     def _store_tail(self, tid: int, tail: Sequence[int]) -> None:
         if tail:
-            self._db.execute("INSERT OR REPLACE INTO postings VALUES(?, ?, ?)",
-                             (tid * 2 + 1, len(tail), pack(tail)))
+            self._db.execute(
+                "INSERT OR REPLACE INTO postings VALUES(?, ?, ?)",
+                (tid * 2 + 1, len(tail), pack(tail)),
+            )
         else:
             self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2 + 1,))
 
@@ -227,9 +233,11 @@ class PostingTable(SessionTable):
         if fresh:
             self._db.executemany(
                 "INSERT INTO postings VALUES(?, ?, ?)",
-                ((tid * 2, *Block.of_keys(sorted(keys, reverse=True)).encode())
-                 for tid, keys in new.items()),
-            )  # fmt: skip
+                (
+                    (tid * 2, *Block.of_keys(sorted(keys, reverse=True)).encode())
+                    for tid, keys in new.items()
+                ),
+            )
             return
         for tid, keys in new.items():
             tail = sorted([*self._tail(tid), *keys], reverse=True)
@@ -263,10 +271,12 @@ class PostingTable(SessionTable):
         if epoch != places.epoch:
             places = self._places = DocPlaces()
             places.epoch = epoch
-        places.add(self._db.execute(
-            "SELECT id, dl, skey, pos, kind, norm FROM docs WHERE id >= ? ORDER BY id",
-            (places.size,),
-        ))  # fmt: skip
+        places.add(
+            self._db.execute(
+                "SELECT id, dl, skey, pos, kind, norm FROM docs WHERE id >= ? ORDER BY id",
+                (places.size,),
+            )
+        )
         return places
 
     def _forget_places(self) -> None:
@@ -303,5 +313,6 @@ class PostingTable(SessionTable):
                     for doc, tf in zip(block.docs, block.tfs, strict=True)
                 ]
             except IndexError:
-                raise IndexCorrupted(f"a posting of {term!r} names a document the index"
-                                     " does not have") from None
+                raise IndexCorrupted(
+                    f"a posting of {term!r} names a document the index does not have"
+                ) from None

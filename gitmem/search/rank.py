@@ -132,9 +132,13 @@ class Filters:
     @property
     def empty(self) -> bool:
         return not (
-            self.tags or self.project or self.participants or self.sessions
-            or self.since or self.until
-        )  # fmt: skip
+            self.tags
+            or self.project
+            or self.participants
+            or self.sessions
+            or self.since
+            or self.until
+        )
 
 
 @dataclass
@@ -223,28 +227,32 @@ class Ranker:
 
     # --- scoring ---------------------------------------------------------------------
 
-    def _bm25_doc(self, doc: DocRow, weights: dict[str, float], idf: dict[str, float],
-                  avgdl: float) -> float:
+    def _bm25_doc(
+        self, doc: DocRow, weights: dict[str, float], idf: dict[str, float], avgdl: float
+    ) -> float:
         if not doc.dl:
             return 0.0
         cfg = self.config
         norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
         tf = Counter(t for t in doc.terms.split() if t in weights)
-        return sum(
-            weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items()
-        )
+        return sum(weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items())
 
     def _bm25(
-        self, weights: dict[str, float], idf: dict[str, float], avgdl: float,
-        allowed: set[int] | None, limit: int, scan: dict[int, DocRow] | None,
-        where: dict[int, tuple[int, int, int]], floor: int | None = None,
+        self,
+        weights: dict[str, float],
+        idf: dict[str, float],
+        avgdl: float,
+        allowed: set[int] | None,
+        limit: int,
+        scan: dict[int, DocRow] | None,
+        where: dict[int, tuple[int, int, int]],
+        floor: int | None = None,
     ) -> dict[int, float]:
         """BM25 of every matching document (from the scan, or from the postings)."""
         if scan is not None:
             return {
-                d.id: s for d in scan.values()
-                if (s := self._bm25_doc(d, weights, idf, avgdl)) > 0
-            }  # fmt: skip
+                d.id: s for d in scan.values() if (s := self._bm25_doc(d, weights, idf, avgdl)) > 0
+            }
         cfg = self.config
         scores: dict[int, float] = {}
         k1, b = cfg.k1, cfg.b
@@ -253,8 +261,9 @@ class Ranker:
         for term, weight in weights.items():
             w = weight * idf[term] * (k1 + 1)
             # common words add little to any score: read only their best postings
-            cap = max(cfg.postings_floor if floor is None else floor,
-                      int(limit * idf[term] / top_idf))
+            cap = max(
+                cfg.postings_floor if floor is None else floor, int(limit * idf[term] / top_idf)
+            )
             for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
                 if allowed is not None and skey not in allowed:
                     continue
@@ -264,7 +273,7 @@ class Ranker:
                 where[doc_id] = (skey, pos, kind)
         return scores
 
-    def rank(
+    def rank(  # noqa: C901
         self,
         query: str,
         k: int = 10,
@@ -315,15 +324,24 @@ class Ranker:
             if expansion:
                 idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
                 expansion = {t: w for t, w in expansion.items() if t in idf}
-                extra = self._bm25(expansion, idf, avgdl, allowed, cfg.prf_postings, scan,
-                                   where, floor=cfg.prf_postings // 2)
+                extra = self._bm25(
+                    expansion,
+                    idf,
+                    avgdl,
+                    allowed,
+                    cfg.prf_postings,
+                    scan,
+                    where,
+                    floor=cfg.prf_postings // 2,
+                )
         ranking.expansion = expansion
         ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
         first = {i: v / ideal for i, v in base.items()}
         for i, v in extra.items():
             first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
-        hop, ranking.hop_terms = self._second_round(first, weights, idf, n_docs, avgdl,
-                                                    allowed, scan, where)
+        hop, ranking.hop_terms = self._second_round(
+            first, weights, idf, n_docs, avgdl, allowed, scan, where
+        )
         for i, v in hop.items():
             first[i] = first.get(i, 0.0) + v
 
@@ -364,8 +382,9 @@ class Ranker:
             if kind == KIND_INTERACTION:
                 if (skey, pos - 1) in asking:
                     value += aw * at_place.get((skey, pos - 1), 0.0)
-                value += nw * max(at_place.get((skey, pos - 1), 0.0),
-                                  at_place.get((skey, pos + 1), 0.0))
+                value += nw * max(
+                    at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
+                )
                 value += uw * summary_score.get(skey, 0.0)
             return value
 
@@ -407,8 +426,14 @@ class Ranker:
         return ranking
 
     def _second_round(
-        self, first: dict[int, float], weights: dict[str, float], idf: dict[str, float],
-        n_docs: int, avgdl: float, allowed: set[int] | None, scan: dict[int, DocRow] | None,
+        self,
+        first: dict[int, float],
+        weights: dict[str, float],
+        idf: dict[str, float],
+        n_docs: int,
+        avgdl: float,
+        allowed: set[int] | None,
+        scan: dict[int, DocRow] | None,
         where: dict[int, tuple[int, int, int]],
     ) -> tuple[dict[int, float], dict[str, float]]:
         """Multi-hop: the turns of OTHER sessions that share the rarest terms (names,
@@ -419,54 +444,70 @@ class Ranker:
         if not (cfg.hop_weight and cfg.hop_docs and first):
             return {}, {}
         top = [i for i, _ in heapq.nlargest(cfg.hop_docs, first.items(), key=_second)]
-        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top,
-                                                                                  text=False)
+        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top, text=False)
         own = {i: set(row.terms.split()) - weights.keys() for i, row in rows.items()}
         df = self.index.df(set().union(*own.values()))
         chosen: dict[str, float] = {}
         for found in own.values():
-            rare = sorted((t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df),
-                          key=lambda t: (df[t], t))
+            rare = sorted(
+                (t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df), key=lambda t: (df[t], t)
+            )
             for term in rare[: cfg.hop_terms]:
                 chosen[term] = 1.0
                 idf.setdefault(term, self._idf(df[term], n_docs))
         if not chosen:
             return {}, {}
-        scores = self._bm25(chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where,
-                            floor=cfg.prf_postings // 2)
+        scores = self._bm25(
+            chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where, floor=cfg.prf_postings // 2
+        )
         ideal = sum(idf[t] for t in chosen) * (cfg.k1 + 1) or 1.0
         sources = {where[i][0] for i in top}
         return {
             i: cfg.hop_weight * v / ideal for i, v in scores.items() if where[i][0] not in sources
-        }, chosen  # fmt: skip
+        }, chosen
 
-    def _asking(self, best: list[int], where: dict[int, tuple[int, int, int]]
-                ) -> set[tuple[int, int]]:
+    def _asking(
+        self, best: list[int], where: dict[int, tuple[int, int, int]]
+    ) -> set[tuple[int, int]]:
         """The places of those of the best first-round turns that end in a question: the
         turn after one is where its answer usually is."""
         texts = self.index.texts(i for i in best if where[i][2] == KIND_INTERACTION)
         return {where[i][:2] for i, text in texts.items() if text.rstrip().endswith("?")}
 
-    def _neighbours(self, best: list[int], where: dict[int, tuple[int, int, int]],
-                    scan: dict[int, DocRow] | None) -> set[int]:
+    def _neighbours(
+        self,
+        best: list[int],
+        where: dict[int, tuple[int, int, int]],
+        scan: dict[int, DocRow] | None,
+    ) -> set[int]:
         """The turns next to the best first-round turns (added to ``where``)."""
         if not (self.config.neighbour_weight and best):
             return set()
         places = {
-            (where[i][0], where[i][1] + step) for i in best if where[i][2] == KIND_INTERACTION
+            (where[i][0], where[i][1] + step)
+            for i in best
+            if where[i][2] == KIND_INTERACTION
             for step in (-1, 1)
-        }  # fmt: skip
+        }
         if scan is not None:
-            found = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()
-                     if d.kind == KIND_INTERACTION and (d.skey, d.pos) in places}
+            found = {
+                d.id: (d.skey, d.pos, d.kind)
+                for d in scan.values()
+                if d.kind == KIND_INTERACTION and (d.skey, d.pos) in places
+            }
         else:
             found = self.index.neighbours(places)
         for doc_id, place in found.items():
             where.setdefault(doc_id, place)
         return set(found)
 
-    def _dated(self, text: str, allowed: set[int] | None,
-               where: dict[int, tuple[int, int, int]], now: datetime | None = None) -> set[int]:
+    def _dated(
+        self,
+        text: str,
+        allowed: set[int] | None,
+        where: dict[int, tuple[int, int, int]],
+        now: datetime | None = None,
+    ) -> set[int]:
         """Turns from the dates (with a year) that the query names, and turns that talk
         about them (event spans: "yesterday" said the day after); added to ``where``.
         Relative dates in the query ("last week") are seen from ``now``."""
@@ -476,8 +517,9 @@ class Ranker:
         out: set[int] = set()
         windows = [
             date_span(year, month, day, datetime.now(UTC))
-            for year, month, day in dates(text) if year is not None
-        ]  # fmt: skip
+            for year, month, day in dates(text)
+            if year is not None
+        ]
         windows += relative_spans(text, now or datetime.now(UTC))
         for start, end in windows:
             lo, hi = start.timestamp(), end.timestamp()
@@ -485,16 +527,21 @@ class Ranker:
                 keys = self.index.session_keys(active_since=lo, created_until=hi)
                 if allowed is not None:
                     keys &= allowed
-                rows = [d for d in self.index.session_docs(sorted(keys)[:50],
-                                                           kind=KIND_INTERACTION, text=False)
-                        if lo <= d.ts < hi]  # fmt: skip
+                rows = [
+                    d
+                    for d in self.index.session_docs(
+                        sorted(keys)[:50], kind=KIND_INTERACTION, text=False
+                    )
+                    if lo <= d.ts < hi
+                ]
                 for d in rows[: cfg.date_pool]:
                     where.setdefault(d.id, (d.skey, d.pos, d.kind))
                     out.add(d.id)
             if cfg.event_pool:
                 # read a few more: the filters may leave some out
-                found = self.index.event_docs(lo, hi, cfg.event_pool * (1 if allowed is None
-                                                                        else 4))
+                found = self.index.event_docs(
+                    lo, hi, cfg.event_pool * (1 if allowed is None else 4)
+                )
                 kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
                 for doc_id in kept[: cfg.event_pool]:
                     where.setdefault(doc_id, found[doc_id])
@@ -512,7 +559,10 @@ class Ranker:
         )
 
     def _expansion(
-        self, rows: dict[int, DocRow], base: dict[int, float], weights: dict[str, float],
+        self,
+        rows: dict[int, DocRow],
+        base: dict[int, float],
+        weights: dict[str, float],
         n_docs: int,
     ) -> dict[str, float]:
         cfg = self.config
@@ -538,25 +588,36 @@ class Ranker:
         return {t: scored[t] / top for t in best}
 
     def _finish(
-        self, rows: dict[int, DocRow], pre: dict[int, tuple[float, dict[str, float]]],
-        weights: dict[str, float], idf: dict[str, float], ideal: float, text: str,
-        filters: Filters, now: datetime | None,
+        self,
+        rows: dict[int, DocRow],
+        pre: dict[int, tuple[float, dict[str, float]]],
+        weights: dict[str, float],
+        idf: dict[str, float],
+        ideal: float,
+        text: str,
+        filters: Filters,
+        now: datetime | None,
     ) -> list[Candidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
             self.index.access_counts(s.session_id for s in sessions.values())
-            if cfg.activation_weight else {}
-        )  # fmt: skip
+            if cfg.activation_weight
+            else {}
+        )
         fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
         named_dates = dates(text) if cfg.temporal_weight else []
         # relative dates in the query ("last week") are seen from now
-        query_spans = [
-            (a.timestamp(), b.timestamp())
-            for a, b in relative_spans(text, now or datetime.now(UTC))
-        ] if cfg.temporal_weight else []  # fmt: skip
+        query_spans = (
+            [
+                (a.timestamp(), b.timestamp())
+                for a, b in relative_spans(text, now or datetime.now(UTC))
+            ]
+            if cfg.temporal_weight
+            else []
+        )
         stamp = (now or datetime.now(UTC)).timestamp()
         lo = filters.since.timestamp() if filters.since else -math.inf
         hi = filters.until.timestamp() if filters.until else math.inf
@@ -570,15 +631,22 @@ class Ranker:
             if row.speaker and cfg.speaker_weight:
                 asked = name_terms(row.speaker) & weights.keys()
                 if asked:
-                    comp["speaker"] = cfg.speaker_weight * sum(
-                        weights[t] * idf[t] for t in asked
-                    ) * (cfg.k1 + 1) / ideal + cfg.speaker_share * additive
+                    comp["speaker"] = (
+                        cfg.speaker_weight
+                        * sum(weights[t] * idf[t] for t in asked)
+                        * (cfg.k1 + 1)
+                        / ideal
+                        + cfg.speaker_share * additive
+                    )
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
             if named_dates or query_spans:
                 comp["temporal"] = cfg.temporal_weight * closeness(
-                    named_dates, row.ts, cfg.temporal_half_life_days, events=row.events,
+                    named_dates,
+                    row.ts,
+                    cfg.temporal_half_life_days,
+                    events=row.events,
                     spans=query_spans,
                 )
             additive = sum(comp.values())

@@ -62,8 +62,13 @@ class Reranked:
 
     def explanation(self) -> dict[str, Any]:
         """A JSON-ready account: model, candidate ids asked, the choice, the rest."""
-        return {"model": self.model, "asked": self.asked, "chosen": self.chosen,
-                "invalid": self.invalid, "fallback": self.fallback}
+        return {
+            "model": self.model,
+            "asked": self.asked,
+            "chosen": self.chosen,
+            "invalid": self.invalid,
+            "fallback": self.fallback,
+        }
 
 
 def reference(memory: Memory, taken: set[str]) -> str:
@@ -103,8 +108,9 @@ def condense(original: str, condensed: Any) -> str:
     return text if len(text) <= len(original) else text[: max(len(original) - 1, 0)] + "…"
 
 
-def rerank(ask: AskJson, query: str, lexical: Sequence[Memory], candidates: Sequence[Memory],
-           k: int) -> Reranked:
+def rerank(
+    ask: AskJson, query: str, lexical: Sequence[Memory], candidates: Sequence[Memory], k: int
+) -> Reranked:
     """At most ``k`` memories that the model chose from ``candidates`` (condensed, in its
     order), or ``lexical`` unchanged with ``fallback`` saying why (module docs)."""
     result = Reranked(list(lexical))
@@ -150,12 +156,22 @@ def rerank(ask: AskJson, query: str, lexical: Sequence[Memory], candidates: Sequ
         text = condense(memory.text, row.get("text"))
         chosen.append(replace(memory, text=text))
         why = " ".join(str(row.get("why") or "").split())
-        result.chosen.append({"id": ref, "ref": memory.ref, "why": why[:WHY_CHARS],
-                              "chars": len(text), "original_chars": len(memory.text)})
+        result.chosen.append(
+            {
+                "id": ref,
+                "ref": memory.ref,
+                "why": why[:WHY_CHARS],
+                "chars": len(text),
+                "original_chars": len(memory.text),
+            }
+        )
     if not chosen:
         result.chosen = []
-        result.fallback = ("the model cited no candidate it was given" if result.invalid
-                           else "the model chose no candidate")
+        result.fallback = (
+            "the model cited no candidate it was given"
+            if result.invalid
+            else "the model chose no candidate"
+        )
         return result
     result.memories = chosen
     return result

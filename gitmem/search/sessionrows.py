@@ -48,8 +48,9 @@ def split_values(value: str) -> tuple[str, ...]:
     return tuple(item for item in value.split(_SEP) if item)
 
 
-def _labels(tags: Sequence[str], participants: Sequence[str], project: str | None
-            ) -> tuple[list[str], list[object]]:
+def _labels(
+    tags: Sequence[str], participants: Sequence[str], project: str | None
+) -> tuple[list[str], list[object]]:
     """SQL conditions (and their arguments) for sessions with all these tags and
     participants (a participant's case does not matter) and this project."""
     where: list[str] = []
@@ -72,19 +73,22 @@ class SessionTable(Vocabulary):
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
         # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
-        self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = (
-            (-1, None), {}
-        )
+        self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
 
     def _session_row(self, r: Sequence[Any]) -> SessionRow:
         return SessionRow(
-            int(r[0]), str(r[1]), str(r[2]), r[3] if r[3] is None else str(r[3]),
+            int(r[0]),
+            str(r[1]),
+            str(r[2]),
+            r[3] if r[3] is None else str(r[3]),
             r[4] if r[4] is None else float(r[4]),
             r[5] if r[5] is None else float(r[5]),
             r[6] if r[6] is None else str(r[6]),
-            split_values(str(r[7])), split_values(str(r[8])), split_values(str(r[9])),
+            split_values(str(r[7])),
+            split_values(str(r[8])),
+            split_values(str(r[9])),
             json.loads(str(r[10])),
-        )  # fmt: skip
+        )
 
     _SESSION_COLUMNS = (
         "skey, session_id, path, commit_sha, created, last_active, project, tags,"
@@ -188,8 +192,9 @@ class SessionTable(Vocabulary):
             args.append(active_until)
         condition = " WHERE " + " AND ".join(where)
         with self._lock:
-            total = int(self._db.execute(
-                "SELECT COUNT(*) FROM sessions" + condition, args).fetchone()[0])
+            total = int(
+                self._db.execute("SELECT COUNT(*) FROM sessions" + condition, args).fetchone()[0]
+            )
             rows = self._db.execute(
                 f"SELECT {self._SESSION_COLUMNS} FROM sessions{condition}"
                 " ORDER BY last_active DESC, session_id DESC LIMIT ? OFFSET ?",
@@ -208,7 +213,8 @@ class SessionTable(Vocabulary):
                 for sid, count in self._db.execute(
                     "SELECT s.session_id, COUNT(DISTINCT d.iid) FROM sessions s"
                     " JOIN docs d ON d.skey = s.skey AND d.kind = 0"
-                    f" WHERE s.session_id IN ({marks}) GROUP BY s.session_id", chunk,
+                    f" WHERE s.session_id IN ({marks}) GROUP BY s.session_id",
+                    chunk,
                 ):
                     out[str(sid)] = int(count)
         return out
@@ -223,7 +229,8 @@ class SessionTable(Vocabulary):
                 marks = ",".join("?" * len(chunk))
                 for skey, text in self._db.execute(
                     f"SELECT skey, substr(summary_text, 1, ?) FROM sessions WHERE skey IN"
-                    f" ({marks}) AND summary_text IS NOT NULL", [chars, *chunk],
+                    f" ({marks}) AND summary_text IS NOT NULL",
+                    [chars, *chunk],
                 ):
                     out[int(skey)] = str(text)
         return out
@@ -231,9 +238,13 @@ class SessionTable(Vocabulary):
     def session_ids_in(self, folder: str) -> set[str]:
         """The ids of the sessions whose main file is under ``folder``."""
         with self._lock:
-            return {str(r[0]) for r in self._db.execute(
-                "SELECT session_id FROM sessions WHERE substr(path, 1, ?) = ?",
-                (len(folder), folder))}
+            return {
+                str(r[0])
+                for r in self._db.execute(
+                    "SELECT session_id FROM sessions WHERE substr(path, 1, ?) = ?",
+                    (len(folder), folder),
+                )
+            }
 
     def session_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
         """(session id, links) of every session file under ``folder`` that links to
@@ -244,9 +255,12 @@ class SessionTable(Vocabulary):
             rows = self._db.execute(
                 "SELECT session_id, links, text_links FROM sessions"
                 " WHERE substr(path, 1, ?) = ? AND (links != ? OR text_links NOT IN ('', ?))",
-                (len(folder), folder, empty, empty)).fetchall()
-        return [(str(sid), split_values(str(meta)) + split_values(str(text)))
-                for sid, meta, text in rows]
+                (len(folder), folder, empty, empty),
+            ).fetchall()
+        return [
+            (str(sid), split_values(str(meta)) + split_values(str(text)))
+            for sid, meta, text in rows
+        ]
 
     def present(self, session_ids: Sequence[str]) -> set[str]:
         """Which of these session ids the index holds."""
@@ -255,9 +269,13 @@ class SessionTable(Vocabulary):
             for at in range(0, len(session_ids), 500):
                 chunk = list(session_ids[at : at + 500])
                 marks = ",".join("?" * len(chunk))
-                out.update(str(r[0]) for r in self._db.execute(
-                    f"SELECT DISTINCT session_id FROM sessions WHERE session_id IN ({marks})",
-                    chunk))
+                out.update(
+                    str(r[0])
+                    for r in self._db.execute(
+                        f"SELECT DISTINCT session_id FROM sessions WHERE session_id IN ({marks})",
+                        chunk,
+                    )
+                )
         return out
 
     def links_from(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
@@ -269,7 +287,8 @@ class SessionTable(Vocabulary):
                 marks = ",".join("?" * len(chunk))
                 for sid, meta, text in self._db.execute(
                     f"SELECT session_id, links, text_links FROM sessions WHERE session_id IN"
-                    f" ({marks}) ORDER BY skey", chunk,
+                    f" ({marks}) ORDER BY skey",
+                    chunk,
                 ):
                     found = out.setdefault(str(sid), {})
                     found.update(dict.fromkeys(split_values(str(meta))))
@@ -287,7 +306,8 @@ class SessionTable(Vocabulary):
             with self._lock:
                 rows = self._db.execute(
                     f"SELECT session_id, links, text_links FROM sessions WHERE {where}"
-                    " ORDER BY skey", [join_values((sid,)) for sid in chunk for _ in (0, 1)],
+                    " ORDER BY skey",
+                    [join_values((sid,)) for sid in chunk for _ in (0, 1)],
                 ).fetchall()
             for source, meta, text in rows:
                 targets = set(split_values(str(meta))) | set(split_values(str(text)))

@@ -17,6 +17,7 @@ from gitmem.text import is_cjk
 
 _PIECES = re.compile(r"[A-Za-z0-9]+|\s+|.", re.S)
 
+
 class TokenCounter(Protocol):
     """Counts tokens the way the model that reads the context would."""
 

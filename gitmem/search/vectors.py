@@ -32,6 +32,7 @@ def _numpy() -> Any:
 
     return numpy
 
+
 # above this many numbers (e.g. 13,000 vectors of 384) the matrix-vector product is bound by
 # memory bandwidth (~30 ms for 100,000 x 384 on a loaded machine): a first pass over one sign
 # bit per number (Hamming distance around the mean vector, 1/32 of the bytes) picks
@@ -42,8 +43,10 @@ EXACT_LIMIT = 4_000_000
 OVERSAMPLE = 20
 MIN_SHORTLIST = 3000
 
-SLOW_NOTE = ("numpy is not installed: the dense scan runs in pure Python, slow on large "
-             "stores (pip install 'gitmem-store[embeddings]')")
+SLOW_NOTE = (
+    "numpy is not installed: the dense scan runs in pure Python, slow on large "
+    "stores (pip install 'gitmem-store[embeddings]')"
+)
 
 
 def tag_of(key: str, dims: int) -> str:
@@ -64,7 +67,8 @@ def missing(index: Index, tag: str, limit: int) -> list[tuple[int, int, str]]:
         rows = index._db.execute(
             "SELECT d.id, d.hash, d.text FROM docs d LEFT JOIN vectors v"
             " ON v.hash = d.hash AND v.model = ? WHERE v.hash IS NULL ORDER BY d.id LIMIT ?",
-            (tag, limit))
+            (tag, limit),
+        )
         for doc_id, content, text in rows:
             out.setdefault(int(content), (int(doc_id), int(content), str(text)))
     return list(out.values())
@@ -84,9 +88,12 @@ def texts_of(index: Index, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]
     """(doc id, hash, text) of these documents (as :func:`missing`; gone ones left out)."""
     with index._lock:
         marks = ",".join("?" * len(doc_ids))
-        return [(int(i), int(h), str(t)) for i, h, t in index._db.execute(
-            f"SELECT id, hash, text FROM docs WHERE id IN ({marks}) ORDER BY id",
-            list(doc_ids))]
+        return [
+            (int(i), int(h), str(t))
+            for i, h, t in index._db.execute(
+                f"SELECT id, hash, text FROM docs WHERE id IN ({marks}) ORDER BY id", list(doc_ids)
+            )
+        ]
 
 
 def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
@@ -100,8 +107,11 @@ def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -
         try:
             index._db.executemany(
                 "INSERT OR REPLACE INTO vectors VALUES(?, ?, ?, ?)",
-                [(content, tag, len(vector), blob)
-                 for (content, vector), blob in zip(rows, blobs, strict=True)])
+                [
+                    (content, tag, len(vector), blob)
+                    for (content, vector), blob in zip(rows, blobs, strict=True)
+                ],
+            )
             bump = int(index.get_meta("vectors_gen") or 0) + 1
             index.set_meta("vectors_gen", str(bump))
         except BaseException:
@@ -113,8 +123,7 @@ def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -
 def prune(index: Index) -> int:
     """Drop the vectors no document has any more (left by a rebuild); how many went."""
     with index._lock:
-        cursor = index._db.execute(
-            "DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
+        cursor = index._db.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
         return max(cursor.rowcount, 0)
 
 
@@ -154,7 +163,9 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
         n_docs = index.stats()[0]
         for doc_id, skey, ts, data in index._db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
-            " WHERE v.model = ?", (tag,)):
+            " WHERE v.model = ?",
+            (tag,),
+        ):
             if len(data) != size:
                 continue
             ids.append(doc_id)
@@ -164,20 +175,35 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
     return _matrix(tag, dims, ids, skeys, stamps, blobs, max(n_docs - len(ids), 0), fast)
 
 
-def _matrix(tag: str, dims: int, ids: list[int], skeys: list[int], stamps: list[float],
-            blobs: list[bytes], pending: int, fast: bool) -> Matrix:
+def _matrix(
+    tag: str,
+    dims: int,
+    ids: list[int],
+    skeys: list[int],
+    stamps: list[float],
+    blobs: list[bytes],
+    pending: int,
+    fast: bool,
+) -> Matrix:
     if not fast:
         rows = [list(array("f", blob)) for blob in blobs]  # stored normalised
         return Matrix(tag, ids, skeys, stamps, rows, pending, fast=False)
     np = _numpy()
     unit = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dims)
-    found = Matrix(tag, np.asarray(ids, dtype=np.int64), np.asarray(skeys, dtype=np.int64),
-                   np.asarray(stamps, dtype=np.float64), unit, pending)
+    found = Matrix(
+        tag,
+        np.asarray(ids, dtype=np.int64),
+        np.asarray(skeys, dtype=np.int64),
+        np.asarray(stamps, dtype=np.float64),
+        unit,
+        pending,
+    )
     if unit.size > EXACT_LIMIT and hasattr(np, "bitwise_count"):  # numpy 2
         found.mean = unit.mean(axis=0)
         found.bits = np.ascontiguousarray(_signs(unit, found.mean).T)
-        found.ones = np.sqrt(np.maximum(
-            sum(np.bitwise_count(word) for word in found.bits), 1)).astype(np.float32)
+        found.ones = np.sqrt(
+            np.maximum(sum(np.bitwise_count(word) for word in found.bits), 1)
+        ).astype(np.float32)
     return found
 
 
@@ -188,7 +214,8 @@ def _signs(rows: Any, mean: Any) -> Any:
     pad = (-packed.shape[-1]) % 8
     if pad:
         packed = np.concatenate(
-            [packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1)
+            [packed, np.zeros((*packed.shape[:-1], pad), dtype=np.uint8)], axis=-1
+        )
     return np.ascontiguousarray(packed).view(np.uint64)
 
 
@@ -213,9 +240,17 @@ def _shortlist(matrix: Matrix, q: Any, size: int, mask: Any) -> Any:
     return np.argpartition(-score, size - 1)[:size]
 
 
-def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int] | None = None,
-            lo: float = -math.inf, hi: float = math.inf, floor: float = -1.0,
-            exact: bool = False) -> list[tuple[int, float]]:
+def nearest(
+    matrix: Matrix,
+    query: Sequence[float],
+    n: int,
+    *,
+    allowed: set[int] | None = None,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    floor: float = -1.0,
+    exact: bool = False,
+) -> list[tuple[int, float]]:
     """The ``n`` documents most similar to ``query`` (cosine, at least ``floor``), best
     first, among those of the ``allowed`` sessions timed from ``lo`` to ``hi``. A large
     matrix is first narrowed by sign bits (see ``EXACT_LIMIT``) unless ``exact``."""
@@ -224,8 +259,9 @@ def nearest(matrix: Matrix, query: Sequence[float], n: int, *, allowed: set[int]
     if not matrix.fast:
         unit = _unit(query)
         found = []
-        for doc_id, skey, ts, row in zip(matrix.ids, matrix.skeys, matrix.ts, matrix.data,
-                                         strict=True):
+        for doc_id, skey, ts, row in zip(
+            matrix.ids, matrix.skeys, matrix.ts, matrix.data, strict=True
+        ):
             if (allowed is not None and skey not in allowed) or not lo <= ts <= hi:
                 continue
             sim = sum(a * b for a, b in zip(row, unit, strict=True))
@@ -313,15 +349,17 @@ class VectorCache:
             main = self.main
             assert main is not None
             if self.added and self.delta is None:
-                ids, skeys, stamps, blobs = (list(column) for column in zip(*self.added,
-                                                                            strict=True))
+                ids, skeys, stamps, blobs = (
+                    list(column) for column in zip(*self.added, strict=True)
+                )
                 self.delta = _matrix(tag, dims, ids, skeys, stamps, blobs, 0, main.fast)
             parts = [main] if self.delta is None else [main, self.delta]
             waiting = None if self.waiting is None else list(self.waiting)
             return View(parts, self.pending, main.fast, waiting)
 
-    def _reload(self, index: Index, tag: str, dims: int, base: tuple[object, ...],
-                stored: str | None) -> None:
+    def _reload(
+        self, index: Index, tag: str, dims: int, base: tuple[object, ...], stored: str | None
+    ) -> None:
         self.main = load(index, tag, dims)
         self.base, self.vectors_gen, self.generation = base, stored, index.generation
         row = index._db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
@@ -332,7 +370,9 @@ class VectorCache:
     def _extend(self, index: Index, tag: str, dims: int) -> None:
         rows = index._db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d LEFT JOIN vectors v"
-            " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?", (tag, self.max_id))
+            " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
+            (tag, self.max_id),
+        )
         for doc_id, skey, ts, data in rows:
             self.max_id = max(self.max_id, int(doc_id))
             if data is None or len(data) != dims * 4:
@@ -344,8 +384,9 @@ class VectorCache:
                 self.delta = None
         self.generation = index.generation
 
-    def add(self, index: Index, tag: str, dims: int, doc_ids: Sequence[int],
-            rest: int | None = None) -> None:
+    def add(
+        self, index: Index, tag: str, dims: int, doc_ids: Sequence[int], rest: int | None = None
+    ) -> None:
         """This process just stored the vectors of ``doc_ids``: scan them too (without a
         reload); ``rest``, when known, is how many documents still have none."""
         with self.lock, index._lock:
@@ -353,9 +394,17 @@ class VectorCache:
                 return
             places = index.docs(doc_ids, text=False)
             marks = ",".join("?" * len(places))
-            blobs = dict(index._db.execute(
-                f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
-                f" WHERE v.model = ? AND d.id IN ({marks})", (tag, *places))) if places else {}
+            blobs = (
+                dict(
+                    index._db.execute(
+                        f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
+                        f" WHERE v.model = ? AND d.id IN ({marks})",
+                        (tag, *places),
+                    )
+                )
+                if places
+                else {}
+            )
             for doc_id, row in places.items():
                 if doc_id in blobs:
                     self.added.append((doc_id, row.skey, row.ts, bytes(blobs[doc_id])))

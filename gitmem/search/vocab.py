@@ -40,7 +40,6 @@ def unpack_terms(data: bytes) -> array[int]:
     return packed
 
 
-
 class Vocabulary(IndexFile):
     """An index file's terms: ids, document frequencies, and the in-memory id map."""
 
@@ -75,8 +74,10 @@ class Vocabulary(IndexFile):
         if new:
             new = list(dict.fromkeys(new))
             first = len(self._names)
-            self._db.executemany("INSERT INTO terms VALUES(?, ?, 0)",
-                                 [(first + at, term) for at, term in enumerate(new)])
+            self._db.executemany(
+                "INSERT INTO terms VALUES(?, ?, 0)",
+                [(first + at, term) for at, term in enumerate(new)],
+            )
             self._names.extend(new)
             self._tids.update((term, first + at) for at, term in enumerate(new))
         return [[tids[t] for t in ts] for ts in analysed]

@@ -39,7 +39,6 @@ class Identity:
     email: str = "gitmem@localhost"
 
 
-
 @dataclass
 class Housekeeping:
     """When to pack loose objects, off the save path; and when a run packs everything into
@@ -77,8 +76,10 @@ def _open_objects(root: Path) -> git.Repo:
 _HOLDERS: dict[tuple[int, str], str] = {}
 
 
-def _process_lock(key: str, _locks: dict[tuple[int, str], threading.RLock] = {}  # noqa: B006
-                  ) -> threading.RLock:
+def _process_lock(
+    key: str,
+    _locks: dict[tuple[int, str], threading.RLock] = {},  # noqa: B006
+) -> threading.RLock:
     # one in-process lock per store, shared by every Repository object opened on it; a
     # forked child gets its own (the parent's may have been held by another thread)
     return _locks.setdefault((os.getpid(), key), threading.RLock())

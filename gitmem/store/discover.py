@@ -71,9 +71,11 @@ def store_problem(repo: Repository) -> tuple[str, str] | None:
             "(MemoryManager.init(path, adopt=True))"
         )
     branch = repo.branch_ref().removeprefix("refs/heads/")
-    others = [name.removeprefix("refs/heads/").removeprefix("refs/remotes/")
-              for name in {**repo.refs("refs/heads/"), **repo.refs("refs/remotes/")}
-              if not name.endswith("/HEAD")]
+    others = [
+        name.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+        for name in {**repo.refs("refs/heads/"), **repo.refs("refs/remotes/")}
+        if not name.endswith("/HEAD")
+    ]
     if others:
         return "unborn", (
             f"{where}: the checked-out branch {branch!r} has no commits, but the repository "
@@ -106,8 +108,9 @@ def adopt(repo: Repository) -> None:
         txn.rebuilding(write)  # a person's edit of .gitattributes meanwhile is kept
 
 
-def open_repository(path: str | os.PathLike[str], *, init: bool = False, adopt_it: bool = False,
-                    **options: Any) -> Repository:
+def open_repository(
+    path: str | os.PathLike[str], *, init: bool = False, adopt_it: bool = False, **options: Any
+) -> Repository:
     """The store at ``path``, created with ``init`` (an existing repository is adopted
     only with ``adopt_it``).
 

@@ -54,8 +54,13 @@ def encode(positions: list[int]) -> bytes:
         out[marker] = (out[marker] & ((1 << 33) - 1)) | (literals << 33)
         next_word = number + 1
     size = positions[-1] + 1 if positions else 0
-    return b"".join((struct.pack(">II", size, len(out)), struct.pack(f">{len(out)}Q", *out),
-                     struct.pack(">I", marker)))
+    return b"".join(
+        (
+            struct.pack(">II", size, len(out)),
+            struct.pack(f">{len(out)}Q", *out),
+            struct.pack(">I", marker),
+        )
+    )
 
 
 def decode(data: bytes | memoryview, pos: int = 0) -> tuple[list[int], int]:

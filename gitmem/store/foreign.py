@@ -46,9 +46,20 @@ def is_repository(folder: Path) -> bool:
 def file_versions(folder: Path, paths: Sequence[str]) -> list[FileVersion]:
     """Every version of ``paths`` on the checked-out branch of the repository at
     ``folder``, oldest first (one entry per commit and file it changed)."""
-    done = run_git(folder, "-c", "core.quotepath=false", "log", "--reverse",
-                   f"--format={_FORMAT}", "--name-only", "--no-renames", "HEAD", "--",
-                   *paths, ok=None)  # fmt: skip
+    done = run_git(
+        folder,
+        "-c",
+        "core.quotepath=false",
+        "log",
+        "--reverse",
+        f"--format={_FORMAT}",
+        "--name-only",
+        "--no-renames",
+        "HEAD",
+        "--",
+        *paths,
+        ok=None,
+    )
     if done.returncode != 0:
         return []  # an empty repository (no HEAD yet) has no versions
     found: list[tuple[str, str, str, str, str, str]] = []
@@ -59,9 +70,10 @@ def file_versions(folder: Path, paths: Sequence[str]) -> list[FileVersion]:
             if name.strip() and name in paths:
                 found.append((sha, author, email, when, subject, name))
     blobs = _blobs(folder, [f"{sha}:{name}" for sha, *_rest, name in found])
-    return [FileVersion(sha, author, email, datetime.fromisoformat(when), subject, name,
-                        blobs[at])
-            for at, (sha, author, email, when, subject, name) in enumerate(found)]  # fmt: skip
+    return [
+        FileVersion(sha, author, email, datetime.fromisoformat(when), subject, name, blobs[at])
+        for at, (sha, author, email, when, subject, name) in enumerate(found)
+    ]
 
 
 def _blobs(folder: Path, specs: list[str]) -> list[str | None]:
@@ -80,6 +92,6 @@ def _blobs(folder: Path, specs: list[str]) -> list[str | None]:
             texts.append(None)
             continue
         size = int(header[2])
-        texts.append(out[at:at + size].decode("utf-8", "replace"))
+        texts.append(out[at : at + size].decode("utf-8", "replace"))
         at += size + 1
     return texts

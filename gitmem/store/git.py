@@ -206,8 +206,9 @@ class GitCommands:
         # called on every open: a plain read of the file settles the usual case (all set)
         with contextlib.suppress(OSError):
             raw = (self.git_dir / "config").read_text(errors="replace")
-            if all(f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in
-                   values.items()):  # fmt: skip
+            if all(
+                f"\t{name.rpartition('.')[2]} = {value}\n" in raw for name, value in values.items()
+            ):
                 return
         # git itself reads and writes: it knows config quoting (paths with spaces, quotes)
         listed = run_git(self.root, "config", "--local", "-z", "--get-regexp", ".", ok=None)
@@ -232,9 +233,13 @@ class GitCommands:
             return
         try:
             proc = subprocess.Popen(
-                ["git", *SAFE_GIT_ARGS, "cat-file", "--batch"], cwd=self.root,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                env=environment())  # fmt: skip
+                ["git", *SAFE_GIT_ARGS, "cat-file", "--batch"],
+                cwd=self.root,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=environment(),
+            )
         except OSError as exc:
             raise RepositoryError(f"cannot run git cat-file in {self.root}: {exc}") from None
         stdin, stdout = proc.stdin, proc.stdout
@@ -255,7 +260,8 @@ class GitCommands:
                     continue
                 if len(header) != 3 or header[0].decode() != sha:
                     raise RepositoryError(
-                        f"git cat-file --batch in {self.root} answered {header!r} for {sha}")
+                        f"git cat-file --batch in {self.root} answered {header!r} for {sha}"
+                    )
                 data = stdout.read(int(header[2]))
                 stdout.read(1)  # the newline after each object
                 yield sha, (data if header[1] == b"blob" else None)

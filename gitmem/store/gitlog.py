@@ -15,7 +15,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-
 _MARK = "\x1eGITMEM-LOG\x1f"
 
 # sha, parents, author name, author email, committer date, trailers, raw message

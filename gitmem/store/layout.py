@@ -45,8 +45,14 @@ def fanout_at(repo: StoreBase, commit: str | None = None) -> bool:
     return known
 
 
-def locate(repo: StoreBase, session_id: str, namespace: str | None = None,
-           commit: str | None = None, *, archive: bool = False) -> str:
+def locate(
+    repo: StoreBase,
+    session_id: str,
+    namespace: str | None = None,
+    commit: str | None = None,
+    *,
+    archive: bool = False,
+) -> str:
     """The path of a session's file (``archive``: its archive part) at ``commit``: in that
     commit's layout, unless only the other layout has it."""
     make = archive_path if archive else session_path
@@ -76,13 +82,14 @@ def session_files(repo: StoreBase, folder: str, commit: str | None = None) -> di
     return out
 
 
-_LOCAL_ATTRIBUTES = (b"# gitmem: files in sub-folders merge with the gitmem driver too, also\n"
-                     b"# while this clone's .gitattributes is still the flat one\n"
-                     b"sessions/**/*.md merge=gitmem\narchive/**/*.md merge=gitmem\n")
+_LOCAL_ATTRIBUTES = (
+    b"# gitmem: files in sub-folders merge with the gitmem driver too, also\n"
+    b"# while this clone's .gitattributes is still the flat one\n"
+    b"sessions/**/*.md merge=gitmem\narchive/**/*.md merge=gitmem\n"
+)
 # the curated memory file merges by fact id also in stores made before it existed (their
 # .gitattributes gains the line with the first fact, maybe on one side of a merge only)
-_LOCAL_MEMORY = (b"# gitmem: the curated memory file merges by fact id\n"
-                 b"memory/*.md merge=gitmem\n")
+_LOCAL_MEMORY = b"# gitmem: the curated memory file merges by fact id\nmemory/*.md merge=gitmem\n"
 
 
 def ensure_local_attributes(repo: StoreBase) -> None:
@@ -92,9 +99,14 @@ def ensure_local_attributes(repo: StoreBase) -> None:
     target = repo.git_dir / "info" / "attributes"
     try:
         current = target.read_bytes() if target.exists() else b""
-        missing = [lines for lines, marker in ((_LOCAL_ATTRIBUTES, b"sessions/**/*.md merge="),
-                                               (_LOCAL_MEMORY, b"memory/*.md merge="))
-                   if marker not in current]
+        missing = [
+            lines
+            for lines, marker in (
+                (_LOCAL_ATTRIBUTES, b"sessions/**/*.md merge="),
+                (_LOCAL_MEMORY, b"memory/*.md merge="),
+            )
+            if marker not in current
+        ]
         if not missing:
             return
         target.parent.mkdir(exist_ok=True)
@@ -108,11 +120,15 @@ def ensure_local_attributes(repo: StoreBase) -> None:
 def layout_mismatch(root: str, other: str, fanout_here: bool) -> str:
     """Why a merge of two stores in different layouts stops, and what to do."""
     if fanout_here:
-        return (f"{root} uses the fan-out layout (sessions/<xx>/<id>.md) but {other} is still "
-                "flat: run `gitmem migrate` in that store and push, then sync again. "
-                "Nothing was changed.")
-    return (f"{other} was moved to the fan-out layout (sessions/<xx>/<id>.md) but {root} is "
-            "still flat: run `gitmem migrate` here first, then sync again. Nothing was changed.")
+        return (
+            f"{root} uses the fan-out layout (sessions/<xx>/<id>.md) but {other} is still "
+            "flat: run `gitmem migrate` in that store and push, then sync again. "
+            "Nothing was changed."
+        )
+    return (
+        f"{other} was moved to the fan-out layout (sessions/<xx>/<id>.md) but {root} is "
+        "still flat: run `gitmem migrate` here first, then sync again. Nothing was changed."
+    )
 
 
 @dataclass
@@ -158,12 +174,17 @@ def _attributes(current: bytes) -> bytes:
     for at, line in enumerate(lines):
         for old, new in _OLD_ATTRIBUTES.items():
             if line.startswith(old):
-                lines[at] = new + line[len(old):]
+                lines[at] = new + line[len(old) :]
     return b"\n".join(lines)
 
 
-def migrate(repo: Repository, *, dry_run: bool = False, subject: str = "",
-            trailers: dict[str, str] | None = None) -> Migration:
+def migrate(
+    repo: Repository,
+    *,
+    dry_run: bool = False,
+    subject: str = "",
+    trailers: dict[str, str] | None = None,
+) -> Migration:
     """Move every flat session file and archive part to the fan-out layout in one commit
     (``Gitmem-Op: migrate``), with ``.gitmem-layout`` and widened ``.gitattributes``.
 
@@ -198,13 +219,15 @@ def migrate(repo: Repository, *, dry_run: bool = False, subject: str = "",
             if widened is not None and result.attributes:
                 txn.write(".gitattributes", widened)
             count = len(result.moves)
-            body = (f"Moves {count} session file(s) and archive part(s) from sessions/<id>.md "
-                    "to sessions/<xx>/<id>.md (xx: see .gitmem-layout), so that a save "
-                    "rewrites small trees. The content of every file is unchanged.")
+            body = (
+                f"Moves {count} session file(s) and archive part(s) from sessions/<id>.md "
+                "to sessions/<xx>/<id>.md (xx: see .gitmem-layout), so that a save "
+                "rewrites small trees. The content of every file is unchanged."
+            )
             result.commit = txn.commit(
-                subject or "Move session files to the fan-out layout", body=body,
-                trailers={**(trailers or {}), "Gitmem-Op": "migrate",
-                          "Gitmem-Moved": str(count)},
+                subject or "Move session files to the fan-out layout",
+                body=body,
+                trailers={**(trailers or {}), "Gitmem-Op": "migrate", "Gitmem-Moved": str(count)},
             )
             return result
 

@@ -132,8 +132,13 @@ class Tree:
 
     def copy(self) -> Tree:
         # ``keys`` only changes when an entry is added or removed: share it until then
-        return Tree(self.keys, list(self.chunks), dict(self.entries), shared_keys=True,
-                    joined=self.joined.copy())
+        return Tree(
+            self.keys,
+            list(self.chunks),
+            dict(self.entries),
+            shared_keys=True,
+            joined=self.joined.copy(),
+        )
 
     def set(self, name: bytes, mode: bytes, sha: bytes) -> None:
         """Add or replace entry ``name`` (``sha`` is the 20-byte binary id)."""

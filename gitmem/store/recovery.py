@@ -87,8 +87,9 @@ class RecoveryLayer(WorktreeLayer):
         with contextlib.suppress(OSError):
             names += (self.state_dir / "tmp").iterdir()
         with contextlib.suppress(OSError):
-            names += (p for p in (self.git_dir / "objects" / "pack").iterdir()
-                      if p.suffix == ".keep")  # fmt: skip
+            names += (
+                p for p in (self.git_dir / "objects" / "pack").iterdir() if p.suffix == ".keep"
+            )
         cutoff = time.time() - 60
         stale = []
         for item in names:
@@ -147,8 +148,9 @@ class RecoveryLayer(WorktreeLayer):
         moving the branch is its job."""
         return None
 
-    def _restage(self, wanted: dict[str, str | None],
-                 written: dict[str, tuple[str | None, str | None]]) -> bool:
+    def _restage(
+        self, wanted: dict[str, str | None], written: dict[str, tuple[str | None, str | None]]
+    ) -> bool:
         """Point the index entries a dead writer may have left at HEAD's blobs (``wanted``);
         an entry a person staged since (neither the old nor the new blob) stays. Returns
         whether any entry changed."""
@@ -158,8 +160,10 @@ class RecoveryLayer(WorktreeLayer):
             present = {p for p, sha in wanted.items() if sha is None or self.working_blob(p)}
             self._update_index_with_git({p: wanted[p] for p in present})  # git sets them
             return True
-        if all(self._entry_hex(seen, p) == sha or self._entry_hex(seen, p) not in written[p]
-               for p, sha in wanted.items()):
+        if all(
+            self._entry_hex(seen, p) == sha or self._entry_hex(seen, p) not in written[p]
+            for p, sha in wanted.items()
+        ):
             return False  # no lock then: a `git commit` whose hook runs this holds it
         with self._holding_git_lock(self.git_dir / "index"):
             index = self._load_index()
@@ -177,8 +181,9 @@ class RecoveryLayer(WorktreeLayer):
                 if current is not None and current[1] == sha:
                     self._staged_entries(index, {path: sha})
                 else:  # stat data git cannot match: it reads the file before trusting it
-                    index.set(path.encode(), (0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 0),
-                              bytes.fromhex(sha))
+                    index.set(
+                        path.encode(), (0, 0, 0, 0, 0, 0, 0o100644, 0, 0, 0), bytes.fromhex(sha)
+                    )
             if changed:
                 self._write_index(index)
         return changed
@@ -228,11 +233,18 @@ class RecoveryLayer(WorktreeLayer):
             with contextlib.suppress(OSError):
                 st = os.lstat(target)
                 if S_ISREG(st.st_mode) and object_id("blob", target.read_bytes()) == sha:
-                    fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
-                                         st.st_mode, st.st_uid, st.st_gid, st.st_size)
+                    fields = stat_fields(
+                        st.st_ctime_ns,
+                        st.st_mtime_ns,
+                        st.st_dev,
+                        st.st_ino,
+                        st.st_mode,
+                        st.st_uid,
+                        st.st_gid,
+                        st.st_size,
+                    )
             index.set(path.encode("utf-8", "surrogateescape"), fields, bytes.fromhex(sha))
         data = index.encode()
         self._locked_write(self.git_dir / "index", data, in_place=False)
         self._index = (data[-20:], index)
-        log.warning("%s: rebuilt .git/index left half-written by a writer that died",
-                    self.root)
+        log.warning("%s: rebuilt .git/index left half-written by a writer that died", self.root)

@@ -46,7 +46,6 @@ GITATTRIBUTES = (
 )
 
 
-
 class Repository(TransactionLayer):
     """A gitmem store: a non-bare git repository whose working tree holds the memory files.
 
@@ -114,7 +113,6 @@ class Repository(TransactionLayer):
                 self._discard_prepared()  # temp files of a save that failed
         self._maybe_housekeep()
 
-
     def unclean_paths(self, paths: Iterable[str]) -> list[str]:
         """Those of ``paths`` whose working file or index entry differs from HEAD."""
         try:
@@ -176,10 +174,7 @@ class Repository(TransactionLayer):
         # when each save writes a lot (a big sessions/ tree), 100 saves of unmerged packs
         # would outweigh the whole packed store: run once they reach a quarter of it
         every_bytes = min(policy.every_bytes, max(1 << 20, self._packed_bytes // 4))
-        due = (
-            self._commits_since_gc >= policy.every_commits
-            or self._bytes_since_gc >= every_bytes
-        )
+        due = self._commits_since_gc >= policy.every_commits or self._bytes_since_gc >= every_bytes
         if not (policy.enabled and due):
             return
         if self._gc_thread is not None and self._gc_thread.is_alive():
@@ -224,12 +219,28 @@ class Repository(TransactionLayer):
                 self._merge_packs()
             # not detached: it runs under the housekeeping lock, not beside the next run;
             # it takes git's gc lock itself
-            run_git(self.root, "-c", "gc.packRefs=false", "-c", "gc.autoDetach=false", "gc",
-                    "--auto", "--quiet", ok=None)  # fmt: skip
+            run_git(
+                self.root,
+                "-c",
+                "gc.packRefs=false",
+                "-c",
+                "gc.autoDetach=false",
+                "gc",
+                "--auto",
+                "--quiet",
+                ok=None,
+            )
             with git_gc_lock(self.git_dir) as ours:
                 if ours:
-                    run_git(self.root, "commit-graph", "write", "--reachable", "--split",
-                            "--changed-paths", ok=None)  # fmt: skip
+                    run_git(
+                        self.root,
+                        "commit-graph",
+                        "write",
+                        "--reachable",
+                        "--split",
+                        "--changed-paths",
+                        ok=None,
+                    )
         with contextlib.suppress(RepositoryError):
             self.index_history()
 

@@ -102,7 +102,7 @@ class RevisionsLayer(StoreBase):
         code, _ = self.run_git("merge-base", "--is-ancestor", commit, target, ok=(0, 1))
         return code == 0
 
-    def log(
+    def log(  # noqa: C901
         self,
         paths: Sequence[str] | None = None,
         *,
@@ -153,17 +153,20 @@ class RevisionsLayer(StoreBase):
         # git's --grep also matches a trailer line quoted in a message body, which the exact
         # check below drops: ask for some more than the limit, and for all only if too few
         # exact matches were among a full batch
-        cap = None if limit is None else max(0, limit) * (2 if trailers else 1) + (
-            16 if trailers else 0)
-        _, out = self.run_git(*args, *([f"--max-count={cap}"] if cap is not None else []),
-                              *tail)
+        cap = (
+            None
+            if limit is None
+            else max(0, limit) * (2 if trailers else 1) + (16 if trailers else 0)
+        )
+        _, out = self.run_git(*args, *([f"--max-count={cap}"] if cap is not None else []), *tail)
         entries = parse_log(out)
         if trailers:
             wanted = trailers
 
             def exact(found: list[LogEntry]) -> list[LogEntry]:
-                return [e for e in found
-                        if all(v in e.trailers.get(k, ()) for k, v in wanted.items())]
+                return [
+                    e for e in found if all(v in e.trailers.get(k, ()) for k, v in wanted.items())
+                ]
 
             matched = exact(entries)
             if cap is not None and len(entries) >= cap and len(matched) < max(0, limit or 0):

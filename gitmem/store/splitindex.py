@@ -112,8 +112,10 @@ def read_index(data: bytes, git_dir: Path) -> Index:
         ) from None
     _version, s_keys, s_chunks, s_link = parse_entries(shared_data)
     if s_link is not None or shared_data[-20:].hex() != name:
-        raise RepositoryError(f"{path} is not the shared index {git_dir / 'index'} names; "
-                              f"rebuild it with `rm {git_dir / 'index'} && git reset -q`")
+        raise RepositoryError(
+            f"{path} is not the shared index {git_dir / 'index'} names; "
+            f"rebuild it with `rm {git_dir / 'index'} && git reset -q`"
+        )
     with contextlib.suppress(OSError):
         os.utime(path)  # as git does: a shared index in use is never expired
     base = SharedBase(name, s_keys, s_chunks)
@@ -127,20 +129,28 @@ def read_index(data: bytes, git_dir: Path) -> Index:
     return _merge(version, base, chunks, keys, deleted, replaced)
 
 
-def _merge(version: int, base: SharedBase, chunks: list[bytes], keys: list[bytes],
-           deleted: list[int], replaced: list[int]) -> Index:
+def _merge(
+    version: int,
+    base: SharedBase,
+    chunks: list[bytes],
+    keys: list[bytes],
+    deleted: list[int],
+    replaced: list[int],
+) -> Index:
     """The full index: ``base`` with the main index's replacements, deletions and additions
     applied (as git's merge_base_index does)."""
     if len(replaced) > len(chunks):
-        raise UnsupportedIndex(f"index link extension: {len(replaced)} replacements for "
-                               f"{len(chunks)} entries")
+        raise UnsupportedIndex(
+            f"index link extension: {len(replaced)} replacements for {len(chunks)} entries"
+        )
     merged_keys = list(base.keys)
     merged = list(base.chunks)
     touched: set[bytes] = set()
     for at, position in enumerate(replaced):
         if position >= len(merged):
-            raise UnsupportedIndex(f"index link extension: replaces entry {position} of "
-                                   f"{len(merged)}")
+            raise UnsupportedIndex(
+                f"index link extension: replaces entry {position} of {len(merged)}"
+            )
         if keys[at][:-2]:
             raise UnsupportedIndex(f"index link extension: replacement {at} has a path")
         path = base.keys[position][:-2]
@@ -153,12 +163,13 @@ def _merge(version: int, base: SharedBase, chunks: list[bytes], keys: list[bytes
         raise UnsupportedIndex("index link extension: an entry both replaced and deleted")
     if gone:
         if max(gone) >= len(merged):
-            raise UnsupportedIndex(f"index link extension: deletes entry {max(gone)} of "
-                                   f"{len(merged)}")
+            raise UnsupportedIndex(
+                f"index link extension: deletes entry {max(gone)} of {len(merged)}"
+            )
         touched.update(base.keys[p] for p in gone)
         merged_keys = [k for p, k in enumerate(merged_keys) if p not in gone]
         merged = [c for p, c in enumerate(merged) if p not in gone]
-    added = list(zip(keys[len(replaced):], chunks[len(replaced):], strict=True))
+    added = list(zip(keys[len(replaced) :], chunks[len(replaced) :], strict=True))
     if any(not key[:-2] for key, _chunk in added):
         raise UnsupportedIndex("index link extension: an added entry has no path")
     index = Index(version, merged_keys, merged)
@@ -170,8 +181,9 @@ def _merge(version: int, base: SharedBase, chunks: list[bytes], keys: list[bytes
     return index
 
 
-def _insert_sorted(keys: list[bytes], chunks: list[bytes],
-                   added: list[tuple[bytes, bytes]]) -> tuple[list[bytes], list[bytes]]:
+def _insert_sorted(
+    keys: list[bytes], chunks: list[bytes], added: list[tuple[bytes, bytes]]
+) -> tuple[list[bytes], list[bytes]]:
     """Merge the ``added`` entries into the sorted ``keys``/``chunks`` in one pass: an added
     entry replaces one of the same path and stage, and a stage-0 entry every stage of its
     path (as git's add_index_entry)."""
@@ -281,14 +293,16 @@ def _expire_shared(git_dir: Path, current: str, expire: Callable[[], float]) -> 
                 path.unlink()
 
 
-def needs_rotation(index: Index, delta_entries: int, delta_bytes: int,
-                   settings: SplitSettings) -> bool:
+def needs_rotation(
+    index: Index, delta_entries: int, delta_bytes: int, settings: SplitSettings
+) -> bool:
     """True when the delta has grown past our byte cap, or past git's percentage and
     :data:`MIN_ROTATE_BYTES` (a small store would otherwise write a shared index per save)."""
     if settings.max_percent == 0:
         return True
     by_percent = settings.max_percent < 100 and (
-        len(index.keys) * settings.max_percent < delta_entries * 100)
+        len(index.keys) * settings.max_percent < delta_entries * 100
+    )
     return delta_bytes > MAX_DELTA_BYTES or (by_percent and delta_bytes > MIN_ROTATE_BYTES)
 
 

@@ -153,29 +153,43 @@ class TransactionLayer(RecoveryLayer):
         self._commits_since_gc += 1
         return commit
 
-    def _check_moved(self, ref: str, base: str | None, tip: str | None,
-                     changes: dict[str, bytes | None]) -> None:
+    def _check_moved(
+        self, ref: str, base: str | None, tip: str | None, changes: dict[str, bytes | None]
+    ) -> None:
         """Raise BranchMoved if the commits from ``base`` to ``tip`` touched ``changes``."""
         if tip is None:
-            raise ConflictError(f"{self.root}: {ref} was deleted during the save; nothing "
-                                "was written")
+            raise ConflictError(
+                f"{self.root}: {ref} was deleted during the save; nothing was written"
+            )
         touched = self.diff_trees(base, tip)
         overlap = sorted(p for p in changes if p in touched)
         if overlap:
             raise BranchMoved(
                 f"{', '.join(overlap[:3])} changed in commit {tip[:12]} (made by another git "
                 "command during the save); nothing was written, try again",
-                base=base, tip=tip, paths=overlap,
+                base=base,
+                tip=tip,
+                paths=overlap,
             )
 
-    def _publish(self, ref: str, old: str | None, new: str,
-                 files: dict[str, tuple[str | None, str | None]],
-                 prepared: dict[str, Path | None], subject: str) -> bool:
+    def _publish(
+        self,
+        ref: str,
+        old: str | None,
+        new: str,
+        files: dict[str, tuple[str | None, str | None]],
+        prepared: dict[str, Path | None],
+        subject: str,
+    ) -> bool:
         """Move ``ref`` from ``old`` to ``new`` with the working files and index entries of
         ``files`` (path -> (old blob, new blob)); False if the branch was not at ``old``.
         Steps and crash states: see the module docs."""
-        journal = {"ref": ref, "old": old, "new": new,
-                   "files": {p: [a, b] for p, (a, b) in files.items()}}
+        journal = {
+            "ref": ref,
+            "old": old,
+            "new": new,
+            "files": {p: [a, b] for p, (a, b) in files.items()},
+        }
         self._write_lock_file(json.dumps(journal).encode())
         try:
             try:
@@ -191,9 +205,15 @@ class TransactionLayer(RecoveryLayer):
         self._write_lock_file(b"")
         return moved
 
-    def _publish_locked(self, ref: str, old: str | None, new: str,
-                        files: dict[str, tuple[str | None, str | None]],
-                        prepared: dict[str, Path | None], subject: str) -> bool:
+    def _publish_locked(
+        self,
+        ref: str,
+        old: str | None,
+        new: str,
+        files: dict[str, tuple[str | None, str | None]],
+        prepared: dict[str, Path | None],
+        subject: str,
+    ) -> bool:
         target = self.git_dir / ref
         target.parent.mkdir(parents=True, exist_ok=True)
         # git takes index.lock before the branch's lock too: a person's git fails at once
@@ -218,8 +238,13 @@ class TransactionLayer(RecoveryLayer):
                     self._unpublish(index, saved, undo, logged)
         return True
 
-    def _unpublish(self, index: Index, saved: dict[str, list[bytes]],
-                   undo: list[tuple[Path, Path | None]], logged: list[tuple[Path, int]]) -> None:
+    def _unpublish(
+        self,
+        index: Index,
+        saved: dict[str, list[bytes]],
+        undo: list[tuple[Path, Path | None]],
+        logged: list[tuple[Path, int]],
+    ) -> None:
         """Put back the index entries, working files and reflogs of a publish that failed
         before the branch moved (if this fails too, the journal stays and the next writer
         brings them to HEAD)."""
@@ -229,9 +254,15 @@ class TransactionLayer(RecoveryLayer):
         self._write_index(index)
         self._swap_back(undo)
 
-    def _publish_with_git(self, ref: str, old: str | None, new: str,
-                          files: dict[str, tuple[str | None, str | None]],
-                          prepared: dict[str, Path | None], subject: str) -> bool:
+    def _publish_with_git(
+        self,
+        ref: str,
+        old: str | None,
+        new: str,
+        files: dict[str, tuple[str | None, str | None]],
+        prepared: dict[str, Path | None],
+        subject: str,
+    ) -> bool:
         """:meth:`_publish` for an index this writer cannot edit (version 4,
         sparse): git edits it, taking ``index.lock`` itself for each step (rare, slower)."""
         target = self.git_dir / ref
@@ -267,8 +298,7 @@ class TransactionLayer(RecoveryLayer):
         with self._holding_git_lock(self.git_dir / "index"):
             yield
 
-    def fast_forward(self, target: str, subject: str = "fast-forward", *,
-                     base: str | None) -> None:
+    def fast_forward(self, target: str, subject: str = "fast-forward", *, base: str | None) -> None:
         """Move the branch from ``base`` to its descendant ``target`` and bring the changed
         working files and index entries along. Must be called with the write lock held.
         Raises BranchMoved (nothing written) if a person's commit moved the branch past
@@ -286,7 +316,8 @@ class TransactionLayer(RecoveryLayer):
                     "gitmem stores hold regular files only, merge this with git"
                 )
         prepared = self._prepare_working_files(
-            {p: None if a is None else self.blob(a[1]) for p, (_b, a) in changes.items()})
+            {p: None if a is None else self.blob(a[1]) for p, (_b, a) in changes.items()}
+        )
         files = {p: (b[1] if b else None, a[1] if a else None) for p, (b, a) in changes.items()}
         if not self._publish(ref, old, target, files, prepared, subject):
             self._moved_on(base, self._read_ref(ref))
@@ -297,9 +328,10 @@ class TransactionLayer(RecoveryLayer):
         raise BranchMoved(
             f"the branch moved to {tip[:12]} (a commit made by another git command) during "
             "the fast-forward; nothing was written, try again",
-            base=base, tip=tip, paths=sorted(self.diff_trees(base, tip)),
+            base=base,
+            tip=tip,
+            paths=sorted(self.diff_trees(base, tip)),
         )
-
 
     def _finish_publish(self, record: dict[str, Any]) -> str | None:
         """Move the branch to the dead writer's commit if all that was left of its save was
@@ -329,10 +361,13 @@ class TransactionLayer(RecoveryLayer):
                 return None
             self._append_reflogs(ref, self._reflog_line(old, new, subject))
             self._move_ref(ref, new)
-        log.warning("%s: finished a save whose writer died before moving %s (commit %s)",
-                    self.root, ref, new[:12])
+        log.warning(
+            "%s: finished a save whose writer died before moving %s (commit %s)",
+            self.root,
+            ref,
+            new[:12],
+        )
         return new
-
 
     # --- objects, the branch and its reflog (the steps of a publish) ---------------------
 
@@ -485,8 +520,7 @@ class Transaction:
         self.pending, self.redacted = {}, {}
         self._head_known = False
 
-    def rebuilding(self, work: Callable[[], T], *, again: Callable[[], None] | None = None
-                   ) -> T:
+    def rebuilding(self, work: Callable[[], T], *, again: Callable[[], None] | None = None) -> T:
         """Run ``work`` (it reads through this transaction and commits) until a commit
         lands: each time a person's commit to the same files moved the branch meanwhile
         (BranchMoved, nothing written), read from the new tip and compute it again.
@@ -554,8 +588,9 @@ class Transaction:
             self.redacted = {}
         message = format_message(subject, body, trailers)
         with self.repo._os_errors("write the commit"):
-            sha = self.repo.commit_changes(changes, message, base=self.head(),
-                                           identity=identity, when=when)
+            sha = self.repo.commit_changes(
+                changes, message, base=self.head(), identity=identity, when=when
+            )
         # the next read starts from this commit (or from the tip, when nothing changed)
         self._head, self._head_known = sha, sha is not None
         return sha

@@ -220,8 +220,16 @@ class WorktreeLayer(LockingLayer):
                 index.remove(path.encode())
                 continue
             st = os.stat(self.root / path)
-            fields = stat_fields(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino,
-                                 st.st_mode, st.st_uid, st.st_gid, st.st_size)
+            fields = stat_fields(
+                st.st_ctime_ns,
+                st.st_mtime_ns,
+                st.st_dev,
+                st.st_ino,
+                st.st_mode,
+                st.st_uid,
+                st.st_gid,
+                st.st_size,
+            )
             index.set(path.encode(), fields, bytes.fromhex(sha))
 
     def _write_index(self, index: Index) -> None:
@@ -277,8 +285,9 @@ class WorktreeLayer(LockingLayer):
     def _shared_index_expiry(self) -> float:
         """The time before which an unused shared index may go (``splitIndex.sharedIndexExpire``,
         as git reads it; 0: never)."""
-        done = run_git(self.root, "config", "--type=expiry-date", "splitIndex.sharedIndexExpire",
-                       ok=None)
+        done = run_git(
+            self.root, "config", "--type=expiry-date", "splitIndex.sharedIndexExpire", ok=None
+        )
         if done.returncode == 0 and done.stdout.strip().isdigit():
             return float(done.stdout.strip())
         return time.time() - splitindex.DEFAULT_EXPIRE_SECONDS
@@ -291,14 +300,16 @@ class WorktreeLayer(LockingLayer):
             stamp = (0, 0, 0)
         if self._split_config is not None and self._split_config[0] == stamp:
             return self._split_config[1]
-        done = run_git(self.root, "config", "--get-regexp",
-                       r"^(core\.splitindex|splitindex\.)", ok=None)
+        done = run_git(
+            self.root, "config", "--get-regexp", r"^(core\.splitindex|splitindex\.)", ok=None
+        )
         values = dict(line.partition(" ")[::2] for line in done.stdout.splitlines())
         enabled = values.get("core.splitindex")
         percent = values.get("splitindex.maxpercentchange")
         settings = SplitSettings(
             None if enabled is None else parse_bool("core.splitIndex", enabled),
-            splitindex.DEFAULT_MAX_PERCENT if percent is None
+            splitindex.DEFAULT_MAX_PERCENT
+            if percent is None
             else parse_int("splitIndex.maxPercentChange", percent, 0, 100),
             "splitindex.sharedindexexpire" in values,
         )

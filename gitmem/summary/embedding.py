@@ -89,12 +89,14 @@ class EmbedConfig:
             if name not in EMBED_KEYS:
                 raise unknown_key(key, EMBED_KEYS)
             raw[name] = (key, value.strip())
-        for name, variables in (("url", ("GITMEM_EMBED_BASE_URL", "GITMEM_EMBED_URL")),
-                                ("model", ("GITMEM_EMBED_MODEL",)),
-                                ("dimensions", ("GITMEM_EMBED_DIMENSIONS",)),
-                                ("batch", ("GITMEM_EMBED_BATCH",)),
-                                ("timeout", ("GITMEM_EMBED_TIMEOUT",)),
-                                ("retries", ("GITMEM_EMBED_RETRIES",))):
+        for name, variables in (
+            ("url", ("GITMEM_EMBED_BASE_URL", "GITMEM_EMBED_URL")),
+            ("model", ("GITMEM_EMBED_MODEL",)),
+            ("dimensions", ("GITMEM_EMBED_DIMENSIONS",)),
+            ("batch", ("GITMEM_EMBED_BATCH",)),
+            ("timeout", ("GITMEM_EMBED_TIMEOUT",)),
+            ("retries", ("GITMEM_EMBED_RETRIES",)),
+        ):
             for variable in variables:
                 if env.get(variable, "").strip():
                     raw[name] = (variable, env[variable].strip())
@@ -122,13 +124,18 @@ class EmbedConfig:
 def _client(config: EmbedConfig) -> openai.OpenAI:
     import openai
 
-    return openai.OpenAI(api_key=config.api_key or "not-needed", base_url=config.base_url,
-                         timeout=config.timeout, max_retries=config.max_retries)
+    return openai.OpenAI(
+        api_key=config.api_key or "not-needed",
+        base_url=config.base_url,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+    )
 
 
 def _failed(config: EmbedConfig, reason: str) -> GitmemError:
-    return GitmemError(f"embedding model {config.model} at {config.where}: "
-                       f"{redact_key(reason, config.api_key)}")
+    return GitmemError(
+        f"embedding model {config.model} at {config.where}: {redact_key(reason, config.api_key)}"
+    )
 
 
 def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
@@ -142,8 +149,11 @@ def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
     except openai.APIStatusError as exc:
         raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
     except openai.APITimeoutError:
-        raise _failed(config, f"no answer within {config.timeout:g}s (set "
-                              "GITMEM_EMBED_TIMEOUT or git config gitmem.embed.timeout)") from None
+        raise _failed(
+            config,
+            f"no answer within {config.timeout:g}s (set "
+            "GITMEM_EMBED_TIMEOUT or git config gitmem.embed.timeout)",
+        ) from None
     except openai.APIConnectionError as exc:
         raise _failed(config, f"cannot reach the server ({brief_error(exc)})") from None
     except (openai.OpenAIError, ValueError, TypeError) as exc:  # a body the client cannot read
@@ -157,8 +167,7 @@ def _request(config: EmbedConfig, texts: list[str]) -> list[list[float]]:
     return [list(getattr(item, "embedding", None) or []) for item in ordered]
 
 
-def check_vectors(config: EmbedConfig, vectors: Sequence[Sequence[float]], expected: int
-                  ) -> None:
+def check_vectors(config: EmbedConfig, vectors: Sequence[Sequence[float]], expected: int) -> None:
     """Raise GitmemError unless ``vectors`` are ``expected`` usable vectors of one length
     (the configured dimensions, when given): finite numbers, not all zero."""
     if len(vectors) != expected:

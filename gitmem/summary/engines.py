@@ -223,8 +223,11 @@ def llm_budget(env: Mapping[str, str], git: Mapping[str, str]) -> dict[str, Any]
     ``GITMEM_LLM_TIMEOUT`` / ``GITMEM_LLM_RETRIES`` variables (checked: 0.1-3600 s, 0-10)."""
     settings: dict[str, Any] = {}
     sources = [(f"gitmem.llm.{k.rsplit('.', 1)[-1].lower()}", v) for k, v in git.items()]
-    sources += [(name, env[name]) for name in ("GITMEM_LLM_TIMEOUT", "GITMEM_LLM_RETRIES")
-                if env.get(name, "").strip()]
+    sources += [
+        (name, env[name])
+        for name in ("GITMEM_LLM_TIMEOUT", "GITMEM_LLM_RETRIES")
+        if env.get(name, "").strip()
+    ]
     for key, value in sources:
         what = key.rsplit(".", 1)[-1].rsplit("_", 1)[-1].lower()
         if what == "timeout":
@@ -251,10 +254,14 @@ MAX_ENTITIES = 100
 def _usable(found: StructuredSummary) -> StructuredSummary:
     """``found`` if it is within the bounds above; raises ``_Unusable`` naming the excess."""
     if len(found.summary) > MAX_SUMMARY_CHARS:
-        raise _Unusable(f"the summary text is too long ({len(found.summary):,} characters; at "
-                        f"most {MAX_SUMMARY_CHARS:,})")
-    for name, items, most in (("key facts", found.key_facts, MAX_KEY_FACTS),
-                              ("entities", found.entities, MAX_ENTITIES)):
+        raise _Unusable(
+            f"the summary text is too long ({len(found.summary):,} characters; at "
+            f"most {MAX_SUMMARY_CHARS:,})"
+        )
+    for name, items, most in (
+        ("key facts", found.key_facts, MAX_KEY_FACTS),
+        ("entities", found.entities, MAX_ENTITIES),
+    ):
         if len(items) > most:
             raise _Unusable(f"the answer has too many {name} ({len(items):,}; at most {most})")
     return found
@@ -366,8 +373,11 @@ class LLMSummarizer:
         if mode == "json_schema":
             extra["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "conversation_summary", "strict": True,
-                                "schema": SUMMARY_SCHEMA},
+                "json_schema": {
+                    "name": "conversation_summary",
+                    "strict": True,
+                    "schema": SUMMARY_SCHEMA,
+                },
             }
         elif mode == "json_object":
             extra["response_format"] = {"type": "json_object"}
@@ -389,14 +399,17 @@ class LLMSummarizer:
     @staticmethod
     def _parse(mode: str, content: str) -> StructuredSummary:
         if len(content) > MAX_ANSWER_CHARS:
-            raise _Unusable(f"the answer is too large ({len(content):,} characters; at most "
-                            f"{MAX_ANSWER_CHARS:,})")
+            raise _Unusable(
+                f"the answer is too large ({len(content):,} characters; at most "
+                f"{MAX_ANSWER_CHARS:,})"
+            )
         if mode != "text":
             try:
                 return _usable(StructuredSummary.model_validate(_json_object(content)))
             except ModelValidationError as exc:  # recorded in the commit: no pydantic wording
-                raise _Unusable("the JSON answer does not fit the schema "
-                                f"({describe_errors(exc)})") from None
+                raise _Unusable(
+                    f"the JSON answer does not fit the schema ({describe_errors(exc)})"
+                ) from None
         stripped = content.strip()
         if stripped.startswith(("{", "```")):
             try:
@@ -472,8 +485,11 @@ class LLMSummarizer:
                 attempts=tuple(attempts),
             )
         result = self.fallback.summarize(turns, previous=previous)
-        return replace(result, fallback=f"LLM {self.config.model}: {reason}",
-                       attempts=(*attempts, *result.attempts))
+        return replace(
+            result,
+            fallback=f"LLM {self.config.model}: {reason}",
+            attempts=(*attempts, *result.attempts),
+        )
 
     def _where(self) -> str:
         return str(self.client.base_url).rstrip("/")
@@ -493,14 +509,17 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
     import openai
 
     client = _shared_client(config)
-    messages: list[Any] = [{"role": "system", "content": system},
-                           {"role": "user", "content": user}]
+    messages: list[Any] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     modes: list[dict[str, Any]] = [{"response_format": {"type": "json_object"}}, {}]
     for extra in modes:
         try:
             reply = client.chat.completions.create(
-                model=config.model, messages=messages, temperature=config.temperature,
-                max_tokens=max(config.max_tokens, 4000), **extra)
+                model=config.model,
+                messages=messages,
+                temperature=config.temperature,
+                max_tokens=max(config.max_tokens, 4000),
+                **extra,
+            )
         except (openai.BadRequestError, openai.UnprocessableEntityError):
             if extra:
                 continue  # the server has no JSON mode: ask in the prompt only
@@ -508,8 +527,9 @@ def ask_json(config: LLMConfig, system: str, user: str) -> str:
         except openai.APIStatusError as exc:
             raise _failed(config, f"HTTP {exc.status_code} ({brief_error(exc)})") from None
         except openai.APITimeoutError:
-            raise _failed(config, f"no answer within {config.timeout:g}s "
-                                  f"({_BUDGET_HINT})") from None
+            raise _failed(
+                config, f"no answer within {config.timeout:g}s ({_BUDGET_HINT})"
+            ) from None
         except openai.OpenAIError as exc:
             raise _failed(config, f"{type(exc).__name__}: {brief_error(exc)}") from None
         try:
@@ -544,8 +564,9 @@ def redact_key(reason: str, api_key: str | None) -> str:
 
 
 def _failed(config: LLMConfig, reason: str) -> GitmemError:
-    return GitmemError(f"{config.model} at {config.base_url or 'OpenAI'}: "
-                       f"{redact_key(reason, config.api_key)}")
+    return GitmemError(
+        f"{config.model} at {config.base_url or 'OpenAI'}: {redact_key(reason, config.api_key)}"
+    )
 
 
 def brief_error(exc: BaseException) -> str:

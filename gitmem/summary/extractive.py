@@ -193,8 +193,8 @@ class Extractor:
     def keywords(self, text: str) -> list[str]:
         """Names first, then keywords, of a free text (e.g. an LLM's plain-text answer)."""
         sentences = self._vectorize(
-            _Sentence(0, at, "", part, topic_terms(part), {}) for at, part in enumerate(
-                split_sentences(text))
+            _Sentence(0, at, "", part, topic_terms(part), {})
+            for at, part in enumerate(split_sentences(text))
         )
         names = _entities(sentences, ())
         lowered = {n.casefold() for n in names}
@@ -230,7 +230,7 @@ class Extractor:
             sentence.length = math.sqrt(sum(v * v for v in vector.values()))
         return out
 
-    def _select(self, sentences: list[_Sentence], speakers: Iterable[str]) -> list[_Sentence]:
+    def _select(self, sentences: list[_Sentence], speakers: Iterable[str]) -> list[_Sentence]:  # noqa: C901
         if not sentences:
             return []
         # a term weighs more the more often the conversation returns to it (topic) and the
@@ -245,7 +245,8 @@ class Extractor:
         total = len(sentences)
         muted = name_terms(*speakers, short_forms=True)
         weight = {
-            t: 0.0 if t in muted
+            t: 0.0
+            if t in muted
             else math.sqrt(math.log1p(n)) * (math.log((total + 1) / (n + 1)) + 1.0)
             for t, n in counts.items()
         }
@@ -309,8 +310,7 @@ class Extractor:
         scored = [
             (count * (math.log((total + 1) / (df[t] + 1)) + 0.1), t)
             for t, count in counts.items()
-            if (len(t) >= 3 or (len(t) == 2 and is_cjk(t))) and not t.isdigit()
-            and t not in muted
+            if (len(t) >= 3 or (len(t) == 2 and is_cjk(t))) and not t.isdigit() and t not in muted
         ]
         scored.sort(key=lambda item: (-item[0], item[1]))
         return _spelled([t for _, t in scored[: self.max_keywords]], sentences)

@@ -70,8 +70,9 @@ _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
 def _ref_part(text: str) -> str:
     # a reversible, always-valid ref component (no '.', no '..', no '.lock' endings)
     return "".join(
-        ch if ch.isascii() and (ch.isalnum() or ch in "-_") else
-        "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        ch
+        if ch.isascii() and (ch.isalnum() or ch in "-_")
+        else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
         for ch in text
     )
 
@@ -154,8 +155,9 @@ class SummaryMethods(SessionCore):
         config = self.summary_config
         return config.llm or LLMConfig.from_env(git=self._llm_git)
 
-    def _ask_json(self, system: str, user: str, *, timeout: float | None = None
-                  ) -> tuple[str, str] | None:
+    def _ask_json(
+        self, system: str, user: str, *, timeout: float | None = None
+    ) -> tuple[str, str] | None:
         """The configured LLM's JSON answer and model (fact consolidation and the reranker
         ask through this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
         config = None if self.summary_config.offline else self.llm_config()
@@ -221,21 +223,34 @@ class SummaryMethods(SessionCore):
         """
         return self._summarize(session_id, **options)[0]
 
-    def summarize_outcome(self, session_id: str, **options: Unpack[SummarizeOptions]
-                          ) -> SummaryOutcome:
+    def summarize_outcome(
+        self, session_id: str, **options: Unpack[SummarizeOptions]
+    ) -> SummaryOutcome:
         """Like :meth:`summarize` (same arguments), but returns what happened: the commit, the
         model that wrote the summary and, if the LLM failed, why it fell back to the offline
         one. Raises what :meth:`summarize` raises.
         """
         sha, result = self._summarize(session_id, **options)
-        return SummaryOutcome(session_id=session_id, status="committed",
-                              trigger=options.get("trigger", MANUAL),
-                              reason=options.get("reason", ""), commit=sha, model=result.model,
-                              fallback=result.fallback)
+        return SummaryOutcome(
+            session_id=session_id,
+            status="committed",
+            trigger=options.get("trigger", MANUAL),
+            reason=options.get("reason", ""),
+            commit=sha,
+            model=result.model,
+            fallback=result.fallback,
+        )
 
-    def _summarize(self, session_id: str, *, trigger: str = MANUAL,
-                   summarizer: Summarizer | None = None, offline: bool = False,
-                   count: int | None = None, reason: str = "") -> tuple[str, SummaryResult]:
+    def _summarize(
+        self,
+        session_id: str,
+        *,
+        trigger: str = MANUAL,
+        summarizer: Summarizer | None = None,
+        offline: bool = False,
+        count: int | None = None,
+        reason: str = "",
+    ) -> tuple[str, SummaryResult]:
         if trigger not in TRIGGERS:
             raise ValidationError(f"unknown summary trigger {trigger!r} (one of {TRIGGERS})")
         if self._in_batch():
@@ -250,26 +265,35 @@ class SummaryMethods(SessionCore):
                 "its summary already; save more turns first"
             )
         engine = self._summarizer(summarizer, offline)
-        result = self._without_credentials(engine, engine.summarize(pending,
-                                                                    previous=session.summary))
+        result = self._without_credentials(
+            engine, engine.summarize(pending, previous=session.summary)
+        )
         config = self.summary_config
         turns = self._turns_with_archive(session)
-        report = check_loss(session.summary, result.content, turns,
-                            threshold=config.loss_threshold)
+        report = check_loss(session.summary, result.content, turns, threshold=config.loss_threshold)
         summary = self._new_summary(session.summary, result)
         if report.fires:
-            self._hold(session_id, session.summary, summary, result, trigger, report,
-                       review=config.on_loss == "review")
-        sha = self._write_summary(session_id, session.summary, summary, result, trigger,
-                                  reason, report)
+            self._hold(
+                session_id,
+                session.summary,
+                summary,
+                result,
+                trigger,
+                report,
+                review=config.on_loss == "review",
+            )
+        sha = self._write_summary(
+            session_id, session.summary, summary, result, trigger, reason, report
+        )
         if config.auto_tag and result.content.tags:
             fresh = [t for t in result.content.tags if t not in session.tags]
             if fresh:
                 self.update_metadata(session_id, add_tags=fresh)
         return sha, result
 
-    def maybe_summarize(self, session_id: str, *, now: datetime | str | None = None
-                        ) -> SummaryOutcome | None:
+    def maybe_summarize(
+        self, session_id: str, *, now: datetime | str | None = None
+    ) -> SummaryOutcome | None:
         """Run the configured triggers for a session and summarize if one fires.
 
         ``now`` (for the idle trigger): a ``datetime`` or an ISO string; default the clock.
@@ -282,13 +306,17 @@ class SummaryMethods(SessionCore):
             if session is None:
                 return None
             decision = check_triggers(
-                session.interactions, session.summary, self.summary_config.triggers,
-                last_active=session.last_active, now=as_when(now, "now"),
+                session.interactions,
+                session.summary,
+                self.summary_config.triggers,
+                last_active=session.last_active,
+                now=as_when(now, "now"),
             )
         except Exception as exc:  # a trigger check must never break the caller
             log.warning("summary trigger check for %r failed: %s", session_id, exc)
-            return SummaryOutcome(session_id=session_id, status="failed", trigger="",
-                                  error=str(exc))
+            return SummaryOutcome(
+                session_id=session_id, status="failed", trigger="", error=str(exc)
+            )
         if decision is None:
             return None
         return self._attempt(session_id, decision.trigger, decision.reason, decision.count)
@@ -324,12 +352,18 @@ class SummaryMethods(SessionCore):
         summarizer: Summarizer | None = None,
         offline: bool = False,
     ) -> SummaryOutcome:
-        outcome = SummaryOutcome(session_id=session_id, status="committed", trigger=trigger,
-                                 reason=reason)
+        outcome = SummaryOutcome(
+            session_id=session_id, status="committed", trigger=trigger, reason=reason
+        )
         try:
             outcome.commit, result = self._summarize(
-                session_id, trigger=trigger, summarizer=summarizer, offline=offline, count=count,
-                reason=reason)
+                session_id,
+                trigger=trigger,
+                summarizer=summarizer,
+                offline=offline,
+                count=count,
+                reason=reason,
+            )
             outcome.model, outcome.fallback = result.model, result.fallback
         except SummaryHeldForReview as exc:
             outcome.status, outcome.commit, outcome.error = "review", exc.commit, str(exc)
@@ -353,16 +387,20 @@ class SummaryMethods(SessionCore):
         known: list[str] = []
         if isinstance(config, LLMConfig):
             parts = urlsplit(config.base_url or "")
-            known = [k for k in (config.api_key, parts.password, parts.username)
-                     if k and len(k) >= 6]
+            known = [
+                k for k in (config.api_key, parts.password, parts.username) if k and len(k) >= 6
+            ]
 
         def clean(text: str) -> str:
             for secret in known:
                 text = text.replace(secret, "[REDACTED:api-key]")
             return self._safe_text(_USERINFO.sub(r"\1", text))  # the host is enough
 
-        return replace(result, fallback=None if result.fallback is None else clean(
-            result.fallback), attempts=tuple(clean(a) for a in result.attempts))
+        return replace(
+            result,
+            fallback=None if result.fallback is None else clean(result.fallback),
+            attempts=tuple(clean(a) for a in result.attempts),
+        )
 
     # --- building and writing -------------------------------------------------------------
 
@@ -382,8 +420,7 @@ class SummaryMethods(SessionCore):
             keywords=[one_line(k, 100) for k in content.entities],
         )
 
-    def _turns_with_archive(self, session: Session, commit: str | None = None
-                            ) -> list[Interaction]:
+    def _turns_with_archive(self, session: Session, commit: str | None = None) -> list[Interaction]:
         archived = self.load_archive(session.id, commit=commit)
         return [*(archived.interactions if archived else []), *session.interactions]
 
@@ -392,8 +429,9 @@ class SummaryMethods(SessionCore):
         self._remember(path, object_id("blob", data), session)  # spares the next parse
         return data
 
-    def _changes(self, txn: Transaction, current: Session, summary: Summary
-                 ) -> tuple[dict[str, bytes], int]:
+    def _changes(
+        self, txn: Transaction, current: Session, summary: Summary
+    ) -> tuple[dict[str, bytes], int]:
         """The files a summary writes: the session, and its archive part in archive mode."""
         path = self._path(current.id)
         summary = self._guard_summary(txn, current.id, summary)  # sizes, secrets redacted
@@ -408,18 +446,27 @@ class SummaryMethods(SessionCore):
         if moving:
             where = self._path(current.id, txn.head(), archive=True)
             raw = txn.read(where)
-            archive = parse_bytes(raw, where) if raw is not None else Session(
-                id=current.id, created=moving[0].timestamp, last_active=moving[-1].timestamp,
-                language=current.language, extra={"archive-of": current.id},
+            archive = (
+                parse_bytes(raw, where)
+                if raw is not None
+                else Session(
+                    id=current.id,
+                    created=moving[0].timestamp,
+                    last_active=moving[-1].timestamp,
+                    language=current.language,
+                    extra={"archive-of": current.id},
+                )
             )
             known = {t.id for t in archive.interactions}
             added = [t for t in moving if t.id not in known]
             speakers = [m.speaker for t in added for m in t.messages]
-            archive = archive.model_copy(update={
-                "interactions": [*archive.interactions, *added],
-                "last_active": max([archive.last_active, *(t.timestamp for t in added)]),
-                "participants": list(dict.fromkeys([*archive.participants, *speakers])),
-            })
+            archive = archive.model_copy(
+                update={
+                    "interactions": [*archive.interactions, *added],
+                    "last_active": max([archive.last_active, *(t.timestamp for t in added)]),
+                    "participants": list(dict.fromkeys([*archive.participants, *speakers])),
+                }
+            )
             changes[where] = self._render(where, archive)
         return changes, len(moving)
 
@@ -438,8 +485,15 @@ class SummaryMethods(SessionCore):
             )
         return current
 
-    def _summary_trailers(self, session_id: str, model: str, covers: Iterable[str],
-                          fallback: str | None, trigger: str, **extra: str) -> dict[str, str]:
+    def _summary_trailers(
+        self,
+        session_id: str,
+        model: str,
+        covers: Iterable[str],
+        fallback: str | None,
+        trigger: str,
+        **extra: str,
+    ) -> dict[str, str]:
         trailers = self._trailers("summarize", [session_id])
         trailers["Gitmem-Model"] = model
         trailers["Gitmem-Trigger"] = trigger
@@ -449,9 +503,16 @@ class SummaryMethods(SessionCore):
         trailers.update({f"Gitmem-{k}": v for k, v in extra.items()})
         return trailers
 
-    def _write_summary(self, session_id: str, previous: Summary | None, summary: Summary,
-                       result: SummaryResult, trigger: str, reason: str,
-                       report: LossReport) -> str:
+    def _write_summary(
+        self,
+        session_id: str,
+        previous: Summary | None,
+        summary: Summary,
+        result: SummaryResult,
+        trigger: str,
+        reason: str,
+        report: LossReport,
+    ) -> str:
         with self._repo.transaction() as txn:
 
             def write() -> str | None:
@@ -460,26 +521,31 @@ class SummaryMethods(SessionCore):
                 changes, moved = self._changes(txn, current, summary)
                 for path, data in changes.items():
                     txn.write(path, data)
-                body = [f"Summary by {result.model} ({result.mode}) of "
-                        f"{covers_label(result.covers)}."]
+                body = [
+                    f"Summary by {result.model} ({result.mode}) of {covers_label(result.covers)}."
+                ]
                 if reason:
                     body.append(f"Trigger: {reason}.")
                 if result.fallback:
                     body.append(f"Fell back to the offline summarizer: {result.fallback}")
                 if moved:
-                    body.append(f"Moved {moved} summarized turns to "
-                                f"{self._path(session_id, txn.head(), archive=True)}.")
+                    body.append(
+                        f"Moved {moved} summarized turns to "
+                        f"{self._path(session_id, txn.head(), archive=True)}."
+                    )
                 if report.dropped:
-                    body.append(f"Loss guard: {len(report.dropped)} of "
-                                f"{len(report.previous_facts)} previous facts dropped, within "
-                                f"the {report.threshold:.0%} allowed.")
+                    body.append(
+                        f"Loss guard: {len(report.dropped)} of "
+                        f"{len(report.previous_facts)} previous facts dropped, within "
+                        f"the {report.threshold:.0%} allowed."
+                    )
                 extra = {"Archived": str(moved)} if moved else {}
                 return txn.commit(
-                    f"Summarize {one_line(session_id, 40)}: {len(result.covers)} turns "
-                    f"({trigger})",
+                    f"Summarize {one_line(session_id, 40)}: {len(result.covers)} turns ({trigger})",
                     body="\n".join(body),
-                    trailers=self._summary_trailers(session_id, result.model, result.covers,
-                                                    result.fallback, trigger, **extra),
+                    trailers=self._summary_trailers(
+                        session_id, result.model, result.covers, result.fallback, trigger, **extra
+                    ),
                 )
 
             sha = txn.rebuilding(write)
@@ -496,47 +562,74 @@ class SummaryMethods(SessionCore):
 
     def review_branch(self, session_id: str) -> str:
         """The review branch name for a session (``gitmem/review/<session>``)."""
-        return (self._review_prefix() + _ref_part(session_id))[len("refs/heads/"):]
+        return (self._review_prefix() + _ref_part(session_id))[len("refs/heads/") :]
 
-    def _hold(self, session_id: str, previous: Summary | None, summary: Summary,
-              result: SummaryResult, trigger: str, report: LossReport, *, review: bool) -> None:
+    def _hold(
+        self,
+        session_id: str,
+        previous: Summary | None,
+        summary: Summary,
+        result: SummaryResult,
+        trigger: str,
+        report: LossReport,
+        *,
+        review: bool,
+    ) -> None:
         # the report quotes the model's proposed facts: never show a secret among them
         shown = redact(report.render(), self.secret_config)[0]
         if not review:
             raise SummaryRefused(
                 f"summary of session {session_id!r} refused by the loss guard; nothing was "
                 f"written.\n{shown}\nRetry with another model or prompt, or set "
-                "on_loss='review' to inspect it on a branch", session_id, report)
+                "on_loss='review' to inspect it on a branch",
+                session_id,
+                report,
+            )
         branch = self.review_branch(session_id)
         with self._repo.transaction() as txn:
             current = self._current(txn, session_id, previous)
             changes, _moved = self._changes(txn, current, summary)
             parent = txn.head()
             assert parent is not None  # a session exists, so a commit does
-            message = "\n\n".join([
-                f"Review summary of {one_line(session_id, 40)}: drops "
-                f"{len(report.dropped)} of {len(report.previous_facts)} facts",
-                report.render(),
-                "\n".join(f"{k}: {v}" for k, v in self._summary_trailers(
-                    session_id, result.model, result.covers, result.fallback, trigger,
-                    Review="pending").items()),
-            ])
-            commit = self._repo.commit_on_ref("refs/heads/" + branch, dict(changes), message,
-                                              parent=parent)
+            message = "\n\n".join(
+                [
+                    f"Review summary of {one_line(session_id, 40)}: drops "
+                    f"{len(report.dropped)} of {len(report.previous_facts)} facts",
+                    report.render(),
+                    "\n".join(
+                        f"{k}: {v}"
+                        for k, v in self._summary_trailers(
+                            session_id,
+                            result.model,
+                            result.covers,
+                            result.fallback,
+                            trigger,
+                            Review="pending",
+                        ).items()
+                    ),
+                ]
+            )
+            commit = self._repo.commit_on_ref(
+                "refs/heads/" + branch, dict(changes), message, parent=parent
+            )
         quoted = shlex.quote(session_id)  # the hint is pasted into a shell
         raise SummaryHeldForReview(
             f"summary of session {session_id!r} drops too many facts; it was committed to "
             f"branch {branch} ({commit[:12]}) for review, not to the session.\n"
             f"{shown}\nInspect it with `gitmem review show {quoted}`, then "
             f"`gitmem review accept|reject {quoted}`",
-            session_id, report, commit=commit, branch=branch)
+            session_id,
+            report,
+            commit=commit,
+            branch=branch,
+        )
 
     def review_list(self) -> list[Review]:
         """Summaries waiting for review in this namespace, by session id."""
         prefix = self._review_prefix()
         out = []
         for ref, sha in sorted(self._repo.refs(prefix).items()):
-            name = ref[len(prefix):]
+            name = ref[len(prefix) :]
             if "/" in name:
                 continue
             out.append(self._review(unquote(name), ref, sha, detail=False))
@@ -546,16 +639,24 @@ class SummaryMethods(SessionCore):
         message = self._repo.git("log", "-1", "--format=%B", sha)
         parent = self._repo.git("rev-parse", f"{sha}^").strip()
         diff = self._repo.git("diff", parent, sha) if detail else ""
-        return Review(session_id=session_id, branch=ref[len("refs/heads/"):], commit=sha,
-                      parent=parent, subject=message.split("\n", 1)[0],
-                      message=message if detail else "", diff=diff)
+        return Review(
+            session_id=session_id,
+            branch=ref[len("refs/heads/") :],
+            commit=sha,
+            parent=parent,
+            subject=message.split("\n", 1)[0],
+            message=message if detail else "",
+            diff=diff,
+        )
 
     def _review_ref(self, session_id: str) -> tuple[str, str]:
         ref = "refs/heads/" + self.review_branch(session_id)
         sha = self._repo.refs(ref).get(ref)
         if sha is None:
-            raise GitmemError(f"no summary of session {session_id!r} is waiting for review "
-                              "(see `gitmem review list`)")
+            raise GitmemError(
+                f"no summary of session {session_id!r} is waiting for review "
+                "(see `gitmem review list`)"
+            )
         return ref, sha
 
     def review_show(self, session_id: str) -> Review:
@@ -595,9 +696,14 @@ class SummaryMethods(SessionCore):
                 return txn.commit(
                     f"Accept reviewed summary of {one_line(session_id, 40)}",
                     body=f"Summary held for review on {review.branch} ({sha[:12]}), accepted.",
-                    trailers=self._summary_trailers(session_id, held.model or "unknown",
-                                                    covers, trailers.get("Gitmem-Fallback"),
-                                                    trigger, **extra),
+                    trailers=self._summary_trailers(
+                        session_id,
+                        held.model or "unknown",
+                        covers,
+                        trailers.get("Gitmem-Fallback"),
+                        trigger,
+                        **extra,
+                    ),
                 )
 
             commit = txn.rebuilding(write)

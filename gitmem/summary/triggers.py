@@ -83,12 +83,17 @@ def topic_similarity(recent: Sequence[Interaction], earlier: Sequence[Interactio
     Words every turn uses and the speakers' names (vocatives) weigh nothing; a side with
     fewer than 5 distinct content words is too short to judge and counts as similar.
     """
-    names = name_terms(*{m.speaker for t in (*recent, *earlier) for m in t.messages},
-                       short_forms=True)
+    names = name_terms(
+        *{m.speaker for t in (*recent, *earlier) for m in t.messages}, short_forms=True
+    )
     docs = [[w for w in topic_terms(t.text) if w not in names] for t in (*earlier, *recent)]
     split = len(earlier)
-    if min(len(set(chain.from_iterable(docs[split:]))),
-           len(set(chain.from_iterable(docs[:split])))) < 5:
+    if (
+        min(
+            len(set(chain.from_iterable(docs[split:]))), len(set(chain.from_iterable(docs[:split])))
+        )
+        < 5
+    ):
         return 1.0
     df: dict[str, int] = {}
     for doc in docs:
@@ -113,8 +118,9 @@ def check_triggers(
     if not pending:
         return None
     if triggers.every_turns is not None and len(pending) >= triggers.every_turns:
-        return Decision(TURNS, f"{len(pending)} turns since the last summary "
-                               f"(threshold {triggers.every_turns})")
+        return Decision(
+            TURNS, f"{len(pending)} turns since the last summary (threshold {triggers.every_turns})"
+        )
     window = triggers.shift_window
     if triggers.topic_shift is not None and len(pending) >= window + triggers.shift_history:
         # the recent window against at most the 12 turns before it: cheap on every save
@@ -195,8 +201,9 @@ class SummaryConfig:
             elif lowered == "idle":
                 trig = replace(trig, idle=None if off else _duration(key, value))
             elif lowered in ("auto", "autotag", "offline"):
-                setattr(config, {"autotag": "auto_tag"}.get(lowered, lowered),
-                        parse_bool(key, value))
+                setattr(
+                    config, {"autotag": "auto_tag"}.get(lowered, lowered), parse_bool(key, value)
+                )
             elif lowered == "archive":
                 config.archive = parse_choice(key, value, ("keep", "archive"))  # type: ignore[assignment]
             elif lowered == "onloss":
@@ -207,8 +214,20 @@ class SummaryConfig:
         return config
 
 
-SUMMARY_KEYS = {k.lower(): k for k in ("auto", "everyTurns", "topicShift", "idle", "archive",
-                                       "lossThreshold", "onLoss", "autoTag", "offline")}
+SUMMARY_KEYS = {
+    k.lower(): k
+    for k in (
+        "auto",
+        "everyTurns",
+        "topicShift",
+        "idle",
+        "archive",
+        "lossThreshold",
+        "onLoss",
+        "autoTag",
+        "offline",
+    )
+}
 
 
 def _duration(key: str, value: str) -> timedelta:
@@ -217,6 +236,8 @@ def _duration(key: str, value: str) -> timedelta:
     except ValueError:
         quiet = timedelta(0)
     if quiet <= timedelta(0):
-        raise ConfigError(f"{key} = {value!r} is not valid: expected a duration such as 30m, "
-                          f"2h, 1d or off; fix it with `git config {key} <value>`")
+        raise ConfigError(
+            f"{key} = {value!r} is not valid: expected a duration such as 30m, "
+            f"2h, 1d or off; fix it with `git config {key} <value>`"
+        )
     return quiet

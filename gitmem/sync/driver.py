@@ -36,8 +36,9 @@ def store_secrets() -> tuple[SecretConfig, str | None]:
     done = run_git(None, "config", "--get-regexp", r"^gitmem\.secrets\.", ok=None)
     if done.returncode != 0:  # 1: no key set; anything else: no config to read
         return DEFAULT_CONFIG, None
-    pairs = [(key, value) for key, _, value in (line.partition(" ")
-                                                for line in done.stdout.splitlines())]
+    pairs = [
+        (key, value) for key, _, value in (line.partition(" ") for line in done.stdout.splitlines())
+    ]
     try:
         return SecretConfig.from_git(pairs), None
     except ValueError as exc:
@@ -58,8 +59,20 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
     except (ParseError, ConflictError) as exc:
         from gitmem.store.git import run_git  # here: a clean merge starts no subprocess module
 
-        done = run_git(None, "merge-file", "-L", "ours", "-L", "base", "-L", "theirs",
-                       str(ours), str(base), str(theirs), ok=None)  # fmt: skip
+        done = run_git(
+            None,
+            "merge-file",
+            "-L",
+            "ours",
+            "-L",
+            "base",
+            "-L",
+            "theirs",
+            str(ours),
+            str(base),
+            str(theirs),
+            ok=None,
+        )
         messages = [f"gitmem: cannot merge {path} by meaning: {exc}".rstrip()]
         if done.returncode == 0:
             messages.append(f"gitmem: {path}: git's line merge is in the file; check it by hand")

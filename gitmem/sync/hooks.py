@@ -29,8 +29,9 @@ from gitmem.store.repository import Repository
 def staged_files(repo: Repository, wanted: Callable[[str], bool]) -> list[tuple[str, bytes]]:
     """(path, content) of every file staged in the index (``GIT_INDEX_FILE`` too) that
     ``wanted`` accepts and that differs from HEAD (what a commit is about to record)."""
-    changed = run_git(repo.root, "diff", "--cached", "--name-only", "-z", "--no-renames",
-                      "--diff-filter=ACMRT")  # fmt: skip
+    changed = run_git(
+        repo.root, "diff", "--cached", "--name-only", "-z", "--no-renames", "--diff-filter=ACMRT"
+    )
     paths = [p for p in changed.stdout.split("\0") if p and wanted(p)]
     if not paths:
         return []
@@ -165,9 +166,12 @@ def validate_memory_file(data: bytes, path: str) -> list[Diagnostic]:
         return sorted([*problems, *exc.diagnostics], key=lambda d: d.line)
     if expected is not None and session.id != expected:
         problems.append(
-            Diagnostic(path, 1, f"session id {session.id!r} does not match the file name "
-                       f"(expected {expected!r})")
-        )  # fmt: skip
+            Diagnostic(
+                path,
+                1,
+                f"session id {session.id!r} does not match the file name (expected {expected!r})",
+            )
+        )
     return problems
 
 

@@ -207,8 +207,15 @@ def merge_fact_texts(
 
 def fact_note(path: str, note: FactNote) -> MergeNote:
     """A fact merge's note as the merge driver and ``sync`` report notes."""
-    return MergeNote(session_id=path, kind=note.kind, key=note.subject, kept=note.kept,
-                     dropped=note.other, dropped_side=note.side, detail=note.describe())
+    return MergeNote(
+        session_id=path,
+        kind=note.kind,
+        key=note.subject,
+        kept=note.kept,
+        dropped=note.other,
+        dropped_side=note.side,
+        detail=note.describe(),
+    )
 
 
 def _text(value: object) -> str:
@@ -246,7 +253,7 @@ def _turn_key(turn: Interaction) -> tuple[datetime, str]:
     return turn.timestamp, turn.id
 
 
-def _merge_turns(
+def _merge_turns(  # noqa: C901
     base: Session | None, ours: Session, theirs: Session, notes: list[MergeNote]
 ) -> list[Interaction]:
     base_turns = {t.id: t for t in base.interactions} if base else {}

@@ -240,7 +240,11 @@ class SyncMethods(SessionCore):
         return result
 
     def sync(
-        self, remote: str = "origin", branch: str | None = None, *, attempts: int = 8,
+        self,
+        remote: str = "origin",
+        branch: str | None = None,
+        *,
+        attempts: int = 8,
         max_wait: float = 15.0,
     ) -> SyncResult:
         """Fetch, merge and push, trying again if the remote moved in between.
@@ -334,9 +338,14 @@ class SyncMethods(SessionCore):
         config = self.secret_config
         if not config.redact:
             return note
-        return MergeNote(**{**vars(note), "kept": redact_text(note.kept, config)[0],
-                            "dropped": redact_text(note.dropped, config)[0],
-                            "detail": redact_text(note.detail, config)[0]})
+        return MergeNote(
+            **{
+                **vars(note),
+                "kept": redact_text(note.kept, config)[0],
+                "dropped": redact_text(note.dropped, config)[0],
+                "detail": redact_text(note.detail, config)[0],
+            }
+        )
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
         dirty = self.repository.unclean_paths(paths)
@@ -375,8 +384,11 @@ class SyncMethods(SessionCore):
                 # deleted on one side, changed on the other: keep the changed file
                 if here is None and new is not None:
                     changes[path] = repo.blob(new[1])
-                notes.append(MergeNote(session_id=_session_of(path), kind="kept", key=path,
-                                       kept=path, dropped=""))
+                notes.append(
+                    MergeNote(
+                        session_id=_session_of(path), kind="kept", key=path, kept=path, dropped=""
+                    )
+                )
                 continue
             base_data = repo.blob(old[1]) if old else None
             if is_memory_file(path) or is_facts_path(path):  # sessions by meaning, facts by id
@@ -417,12 +429,16 @@ class SyncMethods(SessionCore):
         notes: list[MergeNote],
         changes: dict[str, bytes | None],
     ) -> str:
-        sessions = sorted({n.session_id for n in notes if not n.detail}
-                          | {_session_of(p) for p in merged if not is_facts_path(p)})
+        sessions = sorted(
+            {n.session_id for n in notes if not n.detail}
+            | {_session_of(p) for p in merged if not is_facts_path(p)}
+        )
         facts = [p for p in merged if is_facts_path(p)]
-        lines = [f"Merged {theirs[:12]} from {label} into {ours[:12]}: {len(changes)} file(s) "
-                 f"changed, {len(merged) - len(facts)} session file(s) merged by meaning"
-                 + (f", {len(facts)} memory file(s) by fact id." if facts else ".")]
+        lines = [
+            f"Merged {theirs[:12]} from {label} into {ours[:12]}: {len(changes)} file(s) "
+            f"changed, {len(merged) - len(facts)} session file(s) merged by meaning"
+            + (f", {len(facts)} memory file(s) by fact id." if facts else ".")
+        ]
         for note in notes:
             lines.append("")
             lines.append("- " + (f"{note.session_id}: " if note.detail else "") + note.describe())
@@ -489,8 +505,12 @@ class SyncMethods(SessionCore):
             problems += validate_memory_file(data, path)
         if os.environ.get(ALLOW_ENV) != "1":
             head = self.repository.head()
-            problems += staged_drops({path: (self.repository.read(path, head) if head else None,
-                                             data) for path, data in staged})  # fmt: skip
+            problems += staged_drops(
+                {
+                    path: (self.repository.read(path, head) if head else None, data)
+                    for path, data in staged
+                }
+            )
         return problems
 
     def _repaired_saves(self) -> list[Diagnostic]:
@@ -499,12 +519,21 @@ class SyncMethods(SessionCore):
         self.repository.recover()
         problems = []
         for finished, paths in self.repository.recovered:
-            done = (f"was finished as its own commit {finished[:12]}" if finished
-                    else "was undone (it had not reached its last step)")
-            problems += [Diagnostic(path, 1, f"a gitmem save cut short (its writer was "
-                                    f"killed) {done}; your commit was stopped so that it "
-                                    "does not take that save in: run your commit again")
-                         for path in paths]  # fmt: skip
+            done = (
+                f"was finished as its own commit {finished[:12]}"
+                if finished
+                else "was undone (it had not reached its last step)"
+            )
+            problems += [
+                Diagnostic(
+                    path,
+                    1,
+                    f"a gitmem save cut short (its writer was "
+                    f"killed) {done}; your commit was stopped so that it "
+                    "does not take that save in: run your commit again",
+                )
+                for path in paths
+            ]
         return problems
 
     def migrate(self, *, dry_run: bool = False) -> Migration:

@@ -125,10 +125,14 @@ class Remotes:
         """
         url = self.url(remote)
         done = self._git(
-            "fetch", "--no-tags", "--prune", "--quiet", remote,
+            "fetch",
+            "--no-tags",
+            "--prune",
+            "--quiet",
+            remote,
             f"+refs/heads/*:refs/remotes/{remote}/*",
             timeout=NETWORK_TIMEOUT,
-        )  # fmt: skip
+        )
         if done.returncode != 0:
             raise RepositoryError(
                 f"cannot fetch from remote {remote!r} ({url}): {done.tail()}; "
@@ -221,6 +225,7 @@ class Remotes:
         url = self._raw_url(remote)
         local = _local_path(url, self.repo.root)
         if local is not None:
+
             def there(*args: str) -> GitResult:
                 return run_git(None, "--git-dir", str(local), *args, ok=None)
 
@@ -242,7 +247,10 @@ class Remotes:
                 "a plain `git clone` checks out nothing. Set it on the server (`git "
                 "symbolic-ref HEAD refs/heads/%s` in the bare repository), or clone with "
                 "`gitmem clone` or `git clone --branch %s`",
-                remote, redact(url), branch, branch,
+                remote,
+                redact(url),
+                branch,
+                branch,
             )
 
     def _raw_url(self, name: str) -> str:
@@ -261,8 +269,19 @@ class Remotes:
                 path.write_bytes(data)
                 names.append(str(path))
             # the exit status is the number of conflicts (git caps it at 127)
-            done = run_git(self.repo.root, "merge-file", "-p", "-L", "ours", "-L", "base",
-                           "-L", "theirs", *names, ok=range(128))  # fmt: skip
+            done = run_git(
+                self.repo.root,
+                "merge-file",
+                "-p",
+                "-L",
+                "ours",
+                "-L",
+                "base",
+                "-L",
+                "theirs",
+                *names,
+                ok=range(128),
+            )
         return done.out, done.returncode
 
 
@@ -280,8 +299,17 @@ def clone(url: str, path: Path) -> None:
             f"URL {redact(url)} carries a password; gitmem never stores secrets (git would "
             "keep it in .git/config): leave it out and let git's credential helper authenticate"
         )
-    done = run_git(None, "clone", "--quiet", "--no-tags", "--", url, str(path),
-                   timeout=NETWORK_TIMEOUT, ok=None)  # fmt: skip
+    done = run_git(
+        None,
+        "clone",
+        "--quiet",
+        "--no-tags",
+        "--",
+        url,
+        str(path),
+        timeout=NETWORK_TIMEOUT,
+        ok=None,
+    )
     if done.returncode != 0:
         raise RepositoryError(
             f"cannot clone {redact(url)}: {done.tail()}; check the URL, the network "

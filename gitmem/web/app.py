@@ -51,10 +51,15 @@ class WebOptions:
 
 
 _STATUS: list[tuple[type[Exception], int]] = [
-    (SessionNotFound, 404), (RevisionNotFound, 404), (FactNotFound, 404),
-    (InvalidSessionId, 404), (ConflictError, 409), (SummaryLossError, 409),
-    (ReadOnlyError, 403), (ValidationError, 400),
-]  # fmt: skip
+    (SessionNotFound, 404),
+    (RevisionNotFound, 404),
+    (FactNotFound, 404),
+    (InvalidSessionId, 404),
+    (ConflictError, 409),
+    (SummaryLossError, 409),
+    (ReadOnlyError, 403),
+    (ValidationError, 400),
+]
 
 
 def status_of(exc: Exception) -> int:
@@ -66,9 +71,12 @@ def status_of(exc: Exception) -> int:
 
 
 def _templates(session_href: str) -> Jinja2Templates:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True),
-                      trim_blocks=True, lstrip_blocks=True)  # fmt: skip
+    env = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     markdown = MarkdownHtml(lambda target: session_href + target)
     env.filters["md"] = lambda text: Markup(markdown(text or ""))
     env.filters["when"] = when
@@ -78,15 +86,22 @@ def _templates(session_href: str) -> Jinja2Templates:
 
 async def _gitmem_error(request: Request, exc: Exception) -> Response:
     status = status_of(exc)
-    return render(request, "error.html", {"title": type(exc).__name__, "message": str(exc),
-                                          "status": status}, status)
+    return render(
+        request,
+        "error.html",
+        {"title": type(exc).__name__, "message": str(exc), "status": status},
+        status,
+    )
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    return render(request, "error.html", {"title": f"HTTP {exc.status_code}",
-                                          "message": exc.detail, "status": exc.status_code},
-                  exc.status_code)
+    return render(
+        request,
+        "error.html",
+        {"title": f"HTTP {exc.status_code}", "message": exc.detail, "status": exc.status_code},
+        exc.status_code,
+    )
 
 
 def _home(_request: Request) -> Response:
@@ -98,12 +113,19 @@ def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlett
     options = options or WebOptions()
     routes: list[BaseRoute] = [
         Route("/", _home, name="home"),
-        *sessions.ROUTES, *search.ROUTES, *history.ROUTES, *undo.ROUTES, *reviews.ROUTES,
-        *links.ROUTES, *facts.ROUTES, *login.ROUTES,
+        *sessions.ROUTES,
+        *search.ROUTES,
+        *history.ROUTES,
+        *undo.ROUTES,
+        *reviews.ROUTES,
+        *links.ROUTES,
+        *facts.ROUTES,
+        *login.ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
-    ]  # fmt: skip
-    app = Starlette(routes=routes, exception_handlers={
-        GitmemError: _gitmem_error, HTTPException: _http_error})
+    ]
+    app = Starlette(
+        routes=routes, exception_handlers={GitmemError: _gitmem_error, HTTPException: _http_error}
+    )
     app.state.manager = mm
     app.state.options = options
     app.state.templates = _templates("/sessions/")

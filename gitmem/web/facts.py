@@ -39,20 +39,37 @@ def facts_page(request: Request) -> Response:
     # a date reads the file of then and keeps only the facts valid then; a sha, its file
     as_of = at if at and _is_date(at) else None
     commit = mm.resolve(at) if at else None
-    shown = mm.facts(section=section or None, query=query or None, as_of=as_of,
-                     commit=None if as_of else commit, include_past=past)
+    shown = mm.facts(
+        section=section or None,
+        query=query or None,
+        as_of=as_of,
+        commit=None if as_of else commit,
+        include_past=past,
+    )
     memory = mm.memory_file(commit=commit)
     blame = {b.fact.id: b for b in mm.fact_blame(commit=commit)}
     groups: dict[str, list[Fact]] = {}
     for fact in shown:
         groups.setdefault(fact.section, []).append(fact)
-    return render(request, "facts.html", {
-        "title": "Facts", "q": query, "section": section, "at": at, "past": past,
-        "commit": commit, "groups": groups, "count": len(shown), "blame": blame,
-        "sections": [s for s in dict.fromkeys([*memory.sections,
-                                               *(f.section for f in memory.facts)])],
-        "path": mm.facts_path,
-    })  # fmt: skip
+    return render(
+        request,
+        "facts.html",
+        {
+            "title": "Facts",
+            "q": query,
+            "section": section,
+            "at": at,
+            "past": past,
+            "commit": commit,
+            "groups": groups,
+            "count": len(shown),
+            "blame": blame,
+            "sections": [
+                s for s in dict.fromkeys([*memory.sections, *(f.section for f in memory.facts)])
+            ],
+            "path": mm.facts_path,
+        },
+    )
 
 
 ROUTES: list[BaseRoute] = [Route("/facts", facts_page, name="facts")]

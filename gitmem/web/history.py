@@ -41,9 +41,11 @@ def trailer_filters(request: Request) -> dict[str, str]:
             continue
         match = _TRAILER.fullmatch(raw)
         if match is None:
-            raise ValidationError(f"the parameter 'trailer' must look like 'Gitmem-Via: web' "
-                                  f"(a key of letters, digits and '-', then a value), not "
-                                  f"{raw[:60]!r}")
+            raise ValidationError(
+                f"the parameter 'trailer' must look like 'Gitmem-Via: web' "
+                f"(a key of letters, digits and '-', then a value), not "
+                f"{raw[:60]!r}"
+            )
         found[match.group(1)] = match.group(2)
     return found
 
@@ -61,23 +63,39 @@ def history_page(request: Request) -> Response:
     before = param(request, "before")
     start = mm.resolve(before) if before else None
     # one more than a page (and the start itself) says whether there is an older page
-    found = mm.history(values["session"] or None, op=values["op"] or None,
-                       agent=values["agent"] or None, model=values["model"] or None,
-                       since=values["since"] or None, until=values["until"] or None,
-                       limit=PAGE_SIZE + 2, commit=start, trailers=trailers or None,
-                       changes=param(request, "changes") == "1")  # fmt: skip
+    found = mm.history(
+        values["session"] or None,
+        op=values["op"] or None,
+        agent=values["agent"] or None,
+        model=values["model"] or None,
+        since=values["since"] or None,
+        until=values["until"] or None,
+        limit=PAGE_SIZE + 2,
+        commit=start,
+        trailers=trailers or None,
+        changes=param(request, "changes") == "1",
+    )
     rows = [rev for rev in found if rev.sha != start]
     older = _older_link(request, rows[PAGE_SIZE - 1].sha) if len(rows) > PAGE_SIZE else None
     newest = None
     if before:
-        newest = "/history?" + urlencode([(k, v) for k, v in request.query_params.multi_items()
-                                          if k != "before"])
-    return render(request, "history.html", {
-        "title": f"History of {values['session']}" if values["session"] else "History",
-        "values": values, "trailer_text": "; ".join(f"{k}: {v}" for k, v in trailers.items()),
-        "rows": rows[:PAGE_SIZE], "older": older, "newest": newest, "start": start,
-        "changes": param(request, "changes") == "1",
-    })  # fmt: skip
+        newest = "/history?" + urlencode(
+            [(k, v) for k, v in request.query_params.multi_items() if k != "before"]
+        )
+    return render(
+        request,
+        "history.html",
+        {
+            "title": f"History of {values['session']}" if values["session"] else "History",
+            "values": values,
+            "trailer_text": "; ".join(f"{k}: {v}" for k, v in trailers.items()),
+            "rows": rows[:PAGE_SIZE],
+            "older": older,
+            "newest": newest,
+            "start": start,
+            "changes": param(request, "changes") == "1",
+        },
+    )
 
 
 def message_body(revision: Revision) -> str:
@@ -111,7 +129,7 @@ def session_view(mm: MemoryManager, diff: Diff, change: SessionDiff) -> dict[str
         "removed": [old.get(i, i) for i in change.interactions_removed],
         "changed": [(old.get(i), new.get(i), i) for i in change.interactions_changed],
         "metadata": [(key, _shown(fc.old), _shown(fc.new)) for key, fc in change.metadata.items()],
-    }  # fmt: skip
+    }
 
 
 def _shown(value: str | list[str] | None) -> str | None:
@@ -140,19 +158,34 @@ def commit_page(request: Request) -> Response:
     facts: list[dict[str, Any]] = []
     if diff.facts:
         old, new = _facts(mm, diff.a), _facts(mm, diff.b)
-        facts = [{"diff": fd, "added": [new.get(i, i) for i in fd.added],
-                  "removed": [old.get(i, i) for i in fd.removed],
-                  "changed": [(old.get(i), new.get(i), i) for i in fd.changed]}
-                 for fd in diff.facts]  # fmt: skip
+        facts = [
+            {
+                "diff": fd,
+                "added": [new.get(i, i) for i in fd.added],
+                "removed": [old.get(i, i) for i in fd.removed],
+                "changed": [(old.get(i), new.get(i), i) for i in fd.changed],
+            }
+            for fd in diff.facts
+        ]
     done = param(request, "done")
-    return render(request, "commit.html", {
-        "title": f"Commit {sha[:12]}", "sha": sha, "rev": revision, "diff": diff,
-        "body": message_body(revision), "session_id": session_id, "unified": unified,
-        "sessions": [session_view(mm, diff, change) for change in diff.sessions[:DETAILED]],
-        "brief": diff.sessions[DETAILED:],
-        "facts": facts, "notice": DONE.get(done),
-        "toggle": _toggle(request, unified),
-    })  # fmt: skip
+    return render(
+        request,
+        "commit.html",
+        {
+            "title": f"Commit {sha[:12]}",
+            "sha": sha,
+            "rev": revision,
+            "diff": diff,
+            "body": message_body(revision),
+            "session_id": session_id,
+            "unified": unified,
+            "sessions": [session_view(mm, diff, change) for change in diff.sessions[:DETAILED]],
+            "brief": diff.sessions[DETAILED:],
+            "facts": facts,
+            "notice": DONE.get(done),
+            "toggle": _toggle(request, unified),
+        },
+    )
 
 
 def _toggle(request: Request, unified: bool) -> str:

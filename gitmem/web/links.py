@@ -65,8 +65,9 @@ def _seed(node: str) -> tuple[float, float]:
 
 
 @lru_cache(maxsize=32)
-def layout(nodes: tuple[str, ...], edges: tuple[tuple[int, int], ...]
-           ) -> tuple[tuple[float, float], ...]:
+def layout(
+    nodes: tuple[str, ...], edges: tuple[tuple[int, int], ...]
+) -> tuple[tuple[float, float], ...]:
     """Positions in [0, 1] for ``nodes`` (Fruchterman-Reingold with a pull to the centre,
     so that parts not linked to each other stay in the picture). Deterministic: the start
     comes from each id's hash, and the same input gives the same output."""
@@ -143,19 +144,27 @@ def drawing(graph: LinkGraph, focus: str | None = None, cap: int = MAX_NODES) ->
         ranked = sorted(around, key=lambda n: (-len(around[n]), n))
     kept = sorted(ranked[:cap])
     at = {node: i for i, node in enumerate(kept)}
-    pairs = sorted({(min(at[a], at[b]), max(at[a], at[b]))
-                    for a in kept for b in around.get(a, ()) if b in at})
+    pairs = sorted(
+        {(min(at[a], at[b]), max(at[a], at[b])) for a in kept for b in around.get(a, ()) if b in at}
+    )
     spots = layout(tuple(kept), tuple(pairs))
     missing = set(graph.missing)
     # a few nodes in a small picture: two linked sessions are not drawn a page apart
     size = min(SIZE, 2 * MARGIN + 90 * math.sqrt(len(kept)))
     inner = size - 2 * MARGIN
-    nodes = [Node(node, MARGIN + x * inner, MARGIN + y * inner, len(around.get(node, ())),
-                  node in missing, node == focus)
-             for node, (x, y) in zip(kept, spots, strict=True)]
+    nodes = [
+        Node(
+            node,
+            MARGIN + x * inner,
+            MARGIN + y * inner,
+            len(around.get(node, ())),
+            node in missing,
+            node == focus,
+        )
+        for node, (x, y) in zip(kept, spots, strict=True)
+    ]
     edges = [(nodes[a], nodes[b]) for a, b in pairs]
-    return Drawing(nodes, edges, size, size + LABEL_ROOM, max(0, len(ranked) - cap),
-                   len(ranked))
+    return Drawing(nodes, edges, size, size + LABEL_ROOM, max(0, len(ranked) - cap), len(ranked))
 
 
 def _graph(request: Request) -> tuple[Drawing, str | None]:
@@ -170,14 +179,18 @@ def _graph(request: Request) -> tuple[Drawing, str | None]:
 
 def links_page(request: Request) -> Response:
     picture, focus = _graph(request)
-    return render(request, "links.html", {"title": "Links", "graph": picture, "focus": focus,
-                                          "cap": MAX_NODES})
+    return render(
+        request,
+        "links.html",
+        {"title": "Links", "graph": picture, "focus": focus, "cap": MAX_NODES},
+    )
 
 
 def links_svg(request: Request) -> Response:
     picture, _focus = _graph(request)
     body = request.app.state.templates.env.get_template("links_graph.svg").render(
-        graph=picture, standalone=True)
+        graph=picture, standalone=True
+    )
     return Response(body, media_type="image/svg+xml")
 
 

@@ -20,14 +20,25 @@ def login(request: Request) -> Response:
     security: Security = request.app.state.security
     target = _safe_next(request.query_params.get("next", "/"))
     if request.method == "GET":
-        return render(request, "login.html", {"title": "Log in", "next": target,
-                                              "needed": security.token is not None})
+        return render(
+            request,
+            "login.html",
+            {"title": "Log in", "next": target, "needed": security.token is not None},
+        )
     fields = form(request)
     target = _safe_next(fields.get("next", "/"))
     if not security.token_ok(fields.get("token", "")):
-        return render(request, "login.html", {"title": "Log in", "next": target,
-                                              "needed": True,
-                                              "error": "that is not this server's token"}, 401)
+        return render(
+            request,
+            "login.html",
+            {
+                "title": "Log in",
+                "next": target,
+                "needed": True,
+                "error": "that is not this server's token",
+            },
+            401,
+        )
     response = redirect(target)
     response.set_cookie(AUTH_COOKIE, security.auth_cookie(), httponly=True, samesite="strict")
     return response

@@ -40,8 +40,9 @@ def param(request: Request, name: str, default: str = "") -> str:
     return request.query_params.get(name, default).strip()
 
 
-def int_param(request: Request, name: str, default: int, low: int = 1,
-              high: int = 1_000_000) -> int:
+def int_param(
+    request: Request, name: str, default: int, low: int = 1, high: int = 1_000_000
+) -> int:
     """A whole-number query parameter within [low, high], or a ValidationError naming it."""
     raw = param(request, name)
     if not raw:
@@ -49,23 +50,29 @@ def int_param(request: Request, name: str, default: int, low: int = 1,
     try:
         value = int(raw)
     except ValueError:
-        raise ValidationError(f"the parameter {name!r} must be a whole number, not "
-                              f"{raw[:40]!r}") from None
+        raise ValidationError(
+            f"the parameter {name!r} must be a whole number, not {raw[:40]!r}"
+        ) from None
     if not low <= value <= high:
-        raise ValidationError(f"the parameter {name!r} must be between {low} and {high}, "
-                              f"not {value}")
+        raise ValidationError(
+            f"the parameter {name!r} must be between {low} and {high}, not {value}"
+        )
     return value
 
 
-def render(request: Request, template: str, context: Mapping[str, Any],
-           status: int = 200) -> HTMLResponse:
+def render(
+    request: Request, template: str, context: Mapping[str, Any], status: int = 200
+) -> HTMLResponse:
     """``template`` rendered with ``context`` plus what every page needs (request, CSRF
     token, the store)."""
     templates = request.app.state.templates
-    full = {"csrf": request.scope.get("state", {}).get("csrf", ""),
-            "store": manager(request), "options": request.app.state.options, **context}
-    response: HTMLResponse = templates.TemplateResponse(request, template, full,
-                                                        status_code=status)
+    full = {
+        "csrf": request.scope.get("state", {}).get("csrf", ""),
+        "store": manager(request),
+        "options": request.app.state.options,
+        **context,
+    }
+    response: HTMLResponse = templates.TemplateResponse(request, template, full, status_code=status)
     return response
 
 
@@ -98,8 +105,11 @@ class Paging:
 
 def paging(request: Request, total: int | None = None) -> Paging:
     """The page asked for by ``?page=`` and ``?size=``."""
-    return Paging(int_param(request, "page", 1), int_param(request, "size", PAGE_SIZE, 1,
-                                                             MAX_PAGE_SIZE), total)
+    return Paging(
+        int_param(request, "page", 1),
+        int_param(request, "size", PAGE_SIZE, 1, MAX_PAGE_SIZE),
+        total,
+    )
 
 
 def when(value: datetime | float | None) -> str:

@@ -27,9 +27,9 @@ from gitmem.web.undo import refuse_if_read_only
 NOTICES = {
     "accept": "Accepted: the held version is now in the store (commit {commit}).",
     "reject": "Rejected: the review branch was dropped (it held commit {commit}); nothing "
-              "else changed.",
+    "else changed.",
     "same": "Nothing to apply: the session already has that summary; the review branch was "
-            "dropped.",
+    "dropped.",
 }
 
 
@@ -64,24 +64,43 @@ def _back(done: str, commit: str | None, **extra: str) -> Response:
 
 def list_reviews(request: Request) -> Response:
     """/reviews: every held summary and the held facts consolidation, if any."""
-    return render(request, "reviews.html", {
-        "title": "Reviews", "reviews": manager(request).review_list(),
-        "facts": _facts_review(request), "notice": _notice(request),
-        "subject": param(request, "subject")})
+    return render(
+        request,
+        "reviews.html",
+        {
+            "title": "Reviews",
+            "reviews": manager(request).review_list(),
+            "facts": _facts_review(request),
+            "notice": _notice(request),
+            "subject": param(request, "subject"),
+        },
+    )
 
 
-def _summary_page(request: Request, session_id: str, *, error: str = "",
-                  status: int = 200) -> Response:
+def _summary_page(
+    request: Request, session_id: str, *, error: str = "", status: int = 200
+) -> Response:
     mm = manager(request)
     review = _held(mm.review_show, session_id)
     held = mm.load_memory(session_id, commit=review.commit)
     current = mm.load_memory(session_id)
-    return render(request, "review.html", {
-        "title": f"Review: summary of {session_id}", "kind": "session",
-        "session_id": session_id, "review": review, "message": review.message,
-        "diff": review.diff, "held": held.summary if held else None,
-        "current": current.summary if current else None, "error": error,
-        "action": f"/reviews/session/{quote(session_id)}"}, status)
+    return render(
+        request,
+        "review.html",
+        {
+            "title": f"Review: summary of {session_id}",
+            "kind": "session",
+            "session_id": session_id,
+            "review": review,
+            "message": review.message,
+            "diff": review.diff,
+            "held": held.summary if held else None,
+            "current": current.summary if current else None,
+            "error": error,
+            "action": f"/reviews/session/{quote(session_id)}",
+        },
+        status,
+    )
 
 
 def show_summary(request: Request) -> Response:
@@ -114,18 +133,36 @@ def reject_summary(request: Request) -> Response:
 
 def _facts_page(request: Request, *, error: str = "", status: int = 200) -> Response:
     held = _held(manager(request).review_facts_show)
-    return render(request, "review.html", {
-        "title": "Review: consolidation of the facts", "kind": "facts", "review": held,
-        "message": held["message"], "diff": held["diff"], "error": error,
-        "action": "/reviews/facts"}, status)
+    return render(
+        request,
+        "review.html",
+        {
+            "title": "Review: consolidation of the facts",
+            "kind": "facts",
+            "review": held,
+            "message": held["message"],
+            "diff": held["diff"],
+            "error": error,
+            "action": "/reviews/facts",
+        },
+        status,
+    )
 
 
 def show_facts(request: Request) -> Response:
     """GET /reviews/facts: the held consolidation, its loss report and diff."""
     if _facts_review(request) is None:
-        return render(request, "reviews.html", {
-            "title": "Reviews", "reviews": manager(request).review_list(), "facts": None,
-            "notice": "No consolidation of the facts is waiting for review.", "subject": ""})
+        return render(
+            request,
+            "reviews.html",
+            {
+                "title": "Reviews",
+                "reviews": manager(request).review_list(),
+                "facts": None,
+                "notice": "No consolidation of the facts is waiting for review.",
+                "subject": "",
+            },
+        )
     return _facts_page(request)
 
 
@@ -153,8 +190,7 @@ ROUTES: list[BaseRoute] = [
     Route("/reviews/facts/accept", accept_facts, methods=["POST"]),
     Route("/reviews/facts/reject", reject_facts, methods=["POST"]),
     # the GET first: a session id may end in "/accept"; POSTs fall through to the actions
-    Route("/reviews/session/{session_id:path}", show_summary, methods=["GET"],
-          name="review"),
+    Route("/reviews/session/{session_id:path}", show_summary, methods=["GET"], name="review"),
     Route("/reviews/session/{session_id:path}/accept", accept_summary, methods=["POST"]),
     Route("/reviews/session/{session_id:path}/reject", reject_summary, methods=["POST"]),
 ]

@@ -33,12 +33,18 @@ def run(options: WebRunOptions) -> None:
     sock = bind(options.host, options.port)
     try:
         port = sock.getsockname()[1]
-        names = {h.rsplit(":", 1)[0] if not h.endswith("]") else h
-                 for h in allowed_hosts(options.host, port, options.extra_hosts)}
+        names = {
+            h.rsplit(":", 1)[0] if not h.endswith("]") else h
+            for h in allowed_hosts(options.host, port, options.extra_hosts)
+        }
         mm = MemoryManager(options.path, agent=options.agent, model=options.model, via="web")
         try:
-            app = create_app(mm, WebOptions(token=options.token, hosts=tuple(sorted(names)),
-                                            read_only=options.read_only))
+            app = create_app(
+                mm,
+                WebOptions(
+                    token=options.token, hosts=tuple(sorted(names)), read_only=options.read_only
+                ),
+            )
             shown = f"[{options.host}]" if ":" in options.host else options.host
             # the token is never printed: a log is not a place for it
             login = " (open /?token=<token> or log in)" if options.token else ""

@@ -41,8 +41,9 @@ _counter = cache(default_counter)
 
 def many(request: Request, name: str) -> list[str]:
     """A parameter given several times or as a comma list (``tag=a&tag=b`` or ``tag=a,b``)."""
-    found = [part.strip() for value in request.query_params.getlist(name)
-             for part in value.split(",")]  # fmt: skip
+    found = [
+        part.strip() for value in request.query_params.getlist(name) for part in value.split(",")
+    ]
     return list(dict.fromkeys(part for part in found if part))
 
 
@@ -61,7 +62,7 @@ def highlight(text: str, wanted: set[str]) -> Markup:
             break
         start = pos + at
         if is_cjk(text[start]):
-            end = start + (2 if text[start:start + 2] in wanted else 1)
+            end = start + (2 if text[start : start + 2] in wanted else 1)
         else:
             end = start + 1
             while end < len(text) and _WORD_CHAR.match(text[end]) and not is_cjk(text[end]):
@@ -74,8 +75,9 @@ def highlight(text: str, wanted: set[str]) -> Markup:
 
 def components(values: dict[str, float]) -> list[dict[str, Any]]:
     """Score components as rows for a table of ``<meter>`` bars (0 .. max(1, value))."""
-    return [{"name": name, "value": value, "max": max(1.0, value)}
-            for name, value in values.items()]
+    return [
+        {"name": name, "value": value, "max": max(1.0, value)} for name, value in values.items()
+    ]
 
 
 def _hit_row(hit: Hit, wanted: set[str]) -> dict[str, Any]:
@@ -83,12 +85,15 @@ def _hit_row(hit: Hit, wanted: set[str]) -> dict[str, Any]:
         anchor = ""
     else:
         anchor = f"turn-{hit.interaction_id}" if hit.interaction_id else "summary"
-    return {"hit": hit, "anchor": anchor, "snippet": highlight(hit.snippet, wanted),
-            "components": components(hit.components)}
+    return {
+        "hit": hit,
+        "anchor": anchor,
+        "snippet": highlight(hit.snippet, wanted),
+        "components": components(hit.components),
+    }
 
 
-def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int
-            ) -> dict[str, Any]:
+def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int) -> dict[str, Any]:
     hits = manager(request).search(q, k, explain=True, kind=kind or None, **filters)
     explanation = hits.explanation or {}
     wanted = set(explanation.get("terms", {}))
@@ -96,13 +101,16 @@ def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int
     candidates = [
         {**row, "components": " · ".join(f"{k} {v:g}" for k, v in row["components"].items())}
         for row in explanation.get("candidates", [])
-    ]  # fmt: skip
-    return {"hits": [_hit_row(h, wanted) for h in hits], "notes": hits.notes,
-            "explanation": explanation, "candidates": candidates}
+    ]
+    return {
+        "hits": [_hit_row(h, wanted) for h in hits],
+        "notes": hits.notes,
+        "explanation": explanation,
+        "candidates": candidates,
+    }
 
 
-def _context(request: Request, session_id: str, q: str, filters: dict[str, Any]
-             ) -> dict[str, Any]:
+def _context(request: Request, session_id: str, q: str, filters: dict[str, Any]) -> dict[str, Any]:
     mm = manager(request)
     max_tokens = int_param(request, "max_tokens", DEFAULT_MAX_TOKENS, 1, MAX_TOKENS)
     wide = {key: filters[key] for key in ("tags", "project", "participant")}
@@ -114,15 +122,20 @@ def _context(request: Request, session_id: str, q: str, filters: dict[str, Any]
         "session_id": session_id,
         "max_tokens": max_tokens,
         "found": explanation.get("session_found", False),
-        "messages": [{"role": m["role"], "content": m["content"],
-                      "tokens": counter.count(m["content"]) + MESSAGE_OVERHEAD}
-                     for m in messages],
+        "messages": [
+            {
+                "role": m["role"],
+                "content": m["content"],
+                "tokens": counter.count(m["content"]) + MESSAGE_OVERHEAD,
+            }
+            for m in messages
+        ],
         "budget": budget,
         "cut": budget.get("cut", []),
         "included": budget.get("included", []),
         "facts": explanation.get("facts", {}),
         "notes": explanation.get("notes", []),
-    }  # fmt: skip
+    }
 
 
 def search_page(request: Request) -> Response:
@@ -130,8 +143,9 @@ def search_page(request: Request) -> Response:
     q = request.query_params.get("q", "")
     kind = param(request, "kind")
     if kind not in KINDS:
-        raise ValidationError(f"the parameter 'kind' must be one of session, fact, any, not "
-                              f"{kind[:40]!r}")
+        raise ValidationError(
+            f"the parameter 'kind' must be one of session, fact, any, not {kind[:40]!r}"
+        )
     k = int_param(request, "k", DEFAULT_K, 1, MAX_K)
     participants = many(request, "participant")
     filters: dict[str, Any] = {
@@ -144,13 +158,21 @@ def search_page(request: Request) -> Response:
     }
     context_id = param(request, "context")
     context: dict[str, Any] = {
-        "title": "Search", "q": q, "kind": kind, "k": k, "filters": filters,
-        "tags_text": ", ".join(filters["tags"]), "participants_text": ", ".join(participants),
+        "title": "Search",
+        "q": q,
+        "kind": kind,
+        "k": k,
+        "filters": filters,
+        "tags_text": ", ".join(filters["tags"]),
+        "participants_text": ", ".join(participants),
         "sessions_text": ", ".join(filters["session"] or []),
         "explain_open": param(request, "explain") not in ("", "0"),
-        "context_id": context_id, "max_tokens": param(request, "max_tokens"),
-        "searched": bool(q.strip()), "result": None, "context": None,
-    }  # fmt: skip
+        "context_id": context_id,
+        "max_tokens": param(request, "max_tokens"),
+        "searched": bool(q.strip()),
+        "result": None,
+        "context": None,
+    }
     if q.strip():
         context["result"] = _search(request, q, filters, kind, k)
     if context_id:

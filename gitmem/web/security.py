@@ -48,15 +48,17 @@ FORM_MAX_BYTES = 256 * 1024
 LOGIN_PATH = "/login"
 STATIC_PREFIX = "/static/"
 
-CSP = "; ".join([
-    "default-src 'none'",
-    "script-src 'none'",
-    "style-src 'self'",
-    "img-src 'self'",
-    "form-action 'self'",
-    "frame-ancestors 'none'",
-    "base-uri 'none'",
-])  # fmt: skip
+CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'none'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    ]
+)
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -119,8 +121,7 @@ def header(scope: Scope, wanted: bytes) -> str | None:
 
 
 def _cookie_header(name: str, value: str) -> tuple[bytes, bytes]:
-    return (b"set-cookie",
-            f"{name}={value}; Path=/; HttpOnly; SameSite=Strict".encode())
+    return (b"set-cookie", f"{name}={value}; Path=/; HttpOnly; SameSite=Strict".encode())
 
 
 class Guard:
@@ -147,8 +148,12 @@ class Guard:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 took = (time.perf_counter() - started) * 1000
-                message["headers"] = [*message.get("headers", []), *HEADERS, *extra,
-                                      (b"server-timing", f"app;dur={took:.2f}".encode())]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *HEADERS,
+                    *extra,
+                    (b"server-timing", f"app;dur={took:.2f}".encode()),
+                ]
             await send(message)
 
         refused = self._refusal(scope, jar)
@@ -167,20 +172,24 @@ class Guard:
             return
         body = await _read_body(receive)
         if body is None:
-            await _plain(send_with_headers, 413, f"the form is larger than {FORM_MAX_BYTES} "
-                         "bytes", None)
+            await _plain(
+                send_with_headers, 413, f"the form is larger than {FORM_MAX_BYTES} bytes", None
+            )
             return
         fields = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
         given = fields.pop(CSRF_FIELD, "")
         if CSRF_COOKIE not in jar or not hmac.compare_digest(given, state["csrf"]):
-            await _plain(send_with_headers, 403, "refused: this form has no valid CSRF token "
-                         "(reload the page and try again)", None)
+            await _plain(
+                send_with_headers,
+                403,
+                "refused: this form has no valid CSRF token (reload the page and try again)",
+                None,
+            )
             return
         state["form"] = fields
         await self.app(scope, _replay(body, receive), send_with_headers)
 
-    def _refusal(self, scope: Scope, jar: dict[str, str]
-                 ) -> tuple[int, str, str | None] | None:
+    def _refusal(self, scope: Scope, jar: dict[str, str]) -> tuple[int, str, str | None] | None:
         """Why this request may not go on (status, text, redirect), or None."""
         hosts = self.security.hosts
         if hosts is not None:
@@ -189,8 +198,12 @@ class Guard:
                 return 421, f"this server does not answer to the host {name!r}", None
         if scope["method"] not in SAFE_METHODS:
             origin = header(scope, b"origin")
-            if origin is not None and origin != "null" and _host_name(
-                    origin.split("://", 1)[-1]) != _host_name(header(scope, b"host") or ""):
+            if (
+                origin is not None
+                and origin != "null"
+                and _host_name(origin.split("://", 1)[-1])
+                != _host_name(header(scope, b"host") or "")
+            ):
                 return 403, f"refused: a form from another site ({origin})", None
         if self.security.token is None or scope["path"].startswith(STATIC_PREFIX):
             return None
@@ -203,8 +216,9 @@ class Guard:
         if scope["method"] in SAFE_METHODS and self.security.token_ok(_query_token(scope) or ""):
             return None  # the caller logs this browser in
         if scope["method"] in SAFE_METHODS:
-            wanted = scope["path"] + (f"?{scope['query_string'].decode()}"
-                                      if scope.get("query_string") else "")
+            wanted = scope["path"] + (
+                f"?{scope['query_string'].decode()}" if scope.get("query_string") else ""
+            )
             return 303, "log in first", f"{LOGIN_PATH}?{urlencode({'next': wanted})}"
         return 401, "unauthorized: log in at /login or send 'Authorization: Bearer <token>'", None
 
@@ -225,8 +239,11 @@ def _query_token(scope: Scope) -> str | None:
 
 
 def _without_token(scope: Scope) -> str:
-    kept = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
-            if k != "token"]
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"))
+        if k != "token"
+    ]
     # one leading slash: "//evil.example/" would send the browser to another site
     path = "/" + scope["path"].lstrip("/")
     return quote(path) + (f"?{urlencode(kept)}" if kept else "")

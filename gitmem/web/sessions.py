@@ -32,8 +32,9 @@ def _until(raw: str) -> str | None:
         try:
             day = date.fromisoformat(raw)
         except ValueError:
-            raise ValidationError(f"until: {raw!r} is not an ISO date or date-time "
-                                  "(e.g. 2024-04-15)") from None
+            raise ValidationError(
+                f"until: {raw!r} is not an ISO date or date-time (e.g. 2024-04-15)"
+            ) from None
         return (day + timedelta(days=1)).isoformat() + "T00:00:00+00:00"
     as_when(raw, "until")  # a clear error naming the field
     return raw
@@ -41,21 +42,35 @@ def _until(raw: str) -> str | None:
 
 def sessions_page(request: Request) -> Response:
     mm = manager(request)
-    filters = {name: param(request, name)
-               for name in ("tag", "participant", "project", "since", "until")}
+    filters = {
+        name: param(request, name) for name in ("tag", "participant", "project", "since", "until")
+    }
     pages = paging(request)
     until = _until(filters["until"])
     found = mm.browse_sessions(
         tags=[t for t in (x.strip() for x in filters["tag"].split(",")) if t],
-        participant=filters["participant"] or None, project=filters["project"] or None,
-        since=filters["since"] or None, until=until, offset=pages.offset, limit=pages.size)
+        participant=filters["participant"] or None,
+        project=filters["project"] or None,
+        since=filters["since"] or None,
+        until=until,
+        offset=pages.offset,
+        limit=pages.size,
+    )
     pages.total = found.total
-    return render(request, "sessions.html", {
-        "title": "Sessions", "filters": filters, "found": found, "paging": pages,
-        "prev": pages.link(request, pages.page - 1) if pages.page > 1 else None,
-        "next": pages.link(request, pages.page + 1)
-        if pages.pages is not None and pages.page < pages.pages else None,
-    })  # fmt: skip
+    return render(
+        request,
+        "sessions.html",
+        {
+            "title": "Sessions",
+            "filters": filters,
+            "found": found,
+            "paging": pages,
+            "prev": pages.link(request, pages.page - 1) if pages.page > 1 else None,
+            "next": pages.link(request, pages.page + 1)
+            if pages.pages is not None and pages.page < pages.pages
+            else None,
+        },
+    )
 
 
 def _revisions(request: Request, session_id: str) -> list[Revision]:
@@ -79,12 +94,17 @@ def session_page(request: Request) -> Response:
             blame[entry.interaction_id or ""] = entry  # "" is the summary
     revisions = _revisions(request, session_id)
     context: dict[str, Any] = {
-        "title": f"Session {session_id}", "session": session, "session_id": session_id,
-        "at": at, "commit": commit, "blamed": blamed, "blame": blame,
-        "revisions": revisions, "archived": {t.id for t in archived.interactions}
-        if archived else set(),
+        "title": f"Session {session_id}",
+        "session": session,
+        "session_id": session_id,
+        "at": at,
+        "commit": commit,
+        "blamed": blamed,
+        "blame": blame,
+        "revisions": revisions,
+        "archived": {t.id for t in archived.interactions} if archived else set(),
         "head": mm.head(),
-    }  # fmt: skip
+    }
     return render(request, "session.html", context)
 
 

@@ -28,8 +28,10 @@ AGENT_FIELDS = ("agent", "model", "op", "since", "until")
 def refuse_if_read_only(request: Request, what: str) -> None:
     """Raise ReadOnlyError (403) when this server only shows, never writes."""
     if request.app.state.options.read_only:
-        raise ReadOnlyError(f"this dashboard is read-only: {what} is refused and nothing was "
-                            "written (start `gitmem web` without --read-only to allow it)")
+        raise ReadOnlyError(
+            f"this dashboard is read-only: {what} is refused and nothing was "
+            "written (start `gitmem web` without --read-only to allow it)"
+        )
 
 
 def _status(exc: GitmemError) -> int:
@@ -61,20 +63,30 @@ def by_form(request: Request) -> Response:
 # --- revert ----------------------------------------------------------------------------------
 
 
-def _revert_page(request: Request, sha: str, *, error: str = "", notice: str = "",
-                 status: int = 200) -> Response:
+def _revert_page(
+    request: Request, sha: str, *, error: str = "", notice: str = "", status: int = 200
+) -> Response:
     mm = manager(request)
-    context: dict[str, Any] = {"title": f"Revert {sha[:12]}", "kind": "revert",
-                               "action": f"/undo/revert/{quote(sha, safe='')}",
-                               "error": error, "notice": notice, "hidden": {}}
+    context: dict[str, Any] = {
+        "title": f"Revert {sha[:12]}",
+        "kind": "revert",
+        "action": f"/undo/revert/{quote(sha, safe='')}",
+        "error": error,
+        "notice": notice,
+        "hidden": {},
+    }
     try:
         result = mm.revert_preview(sha)
         context.update(result=result, commit=result.reverted[0])
     except (ConflictError, ValidationError) as exc:
         # what the commit changed, to show beside the reason it cannot be reverted
         entry = mm.history(commit=sha, limit=1)[0]
-        context.update(commit=entry, result=None, changed=mm.diff(None, b=entry.sha, text=True),
-                       error=error or str(exc))
+        context.update(
+            commit=entry,
+            result=None,
+            changed=mm.diff(None, b=entry.sha, text=True),
+            error=error or str(exc),
+        )
         status = status if status != 200 else _status(exc)
     return render(request, "undo_preview.html", context, status)
 
@@ -94,29 +106,53 @@ def revert_confirm(request: Request) -> Response:
     except ConflictError as exc:
         return _revert_page(request, sha, error=str(exc), status=409)
     if new is None:
-        return _revert_page(request, sha, notice="Nothing to revert: what this commit "
-                            "changed is undone already. Nothing was written.")
+        return _revert_page(
+            request,
+            sha,
+            notice="Nothing to revert: what this commit "
+            "changed is undone already. Nothing was written.",
+        )
     return redirect(f"/commits/{new}?done=revert")
 
 
 # --- rollback --------------------------------------------------------------------------------
 
 
-def _rollback_page(request: Request, session_id: str, to: str, *, error: str = "",
-                   notice: str = "", status: int = 200) -> Response:
+def _rollback_page(
+    request: Request,
+    session_id: str,
+    to: str,
+    *,
+    error: str = "",
+    notice: str = "",
+    status: int = 200,
+) -> Response:
     mm = manager(request)
     context: dict[str, Any] = {
-        "title": f"Roll back {session_id}", "kind": "rollback", "session_id": session_id,
-        "to": to, "action": f"/undo/rollback/{quote(session_id)}", "hidden": {"to": to},
-        "error": error, "notice": notice, "result": None,
+        "title": f"Roll back {session_id}",
+        "kind": "rollback",
+        "session_id": session_id,
+        "to": to,
+        "action": f"/undo/rollback/{quote(session_id)}",
+        "hidden": {"to": to},
+        "error": error,
+        "notice": notice,
+        "result": None,
         # the versions to pick from (newest first)
-        "versions": mm.history(session_id, limit=50)}
+        "versions": mm.history(session_id, limit=50),
+    }
     if to:
         target = mm.resolve(to)
         if mm.load_memory(session_id, commit=target) is None:
-            context.update(target=target, sessions=[], error=error or (
-                f"session {session_id!r} did not exist at {target[:12]}: pick one of its "
-                "versions below"))
+            context.update(
+                target=target,
+                sessions=[],
+                error=error
+                or (
+                    f"session {session_id!r} did not exist at {target[:12]}: pick one of its "
+                    "versions below"
+                ),
+            )
             return render(request, "undo_preview.html", context, 404)
         head = mm.head()
         diff: Diff = mm.diff(session_id, a=head, b=target)
@@ -142,8 +178,13 @@ def rollback_confirm(request: Request) -> Response:
     except ConflictError as exc:
         return _rollback_page(request, session_id, to, error=str(exc), status=409)
     if new is None:
-        return _rollback_page(request, session_id, to, notice="Nothing to roll back: the "
-                              "session already is in that state. Nothing was written.")
+        return _rollback_page(
+            request,
+            session_id,
+            to,
+            notice="Nothing to roll back: the "
+            "session already is in that state. Nothing was written.",
+        )
     return redirect(f"/commits/{new}?done=rollback")
 
 
@@ -154,12 +195,25 @@ def _filters(fields: dict[str, str]) -> dict[str, str | None]:
     return {name: (fields.get(name, "").strip() or None) for name in AGENT_FIELDS}
 
 
-def _agent_page(request: Request, filters: dict[str, str | None], *, result: UndoResult |
-                None = None, error: str = "", notice: str = "", status: int = 200) -> Response:
+def _agent_page(
+    request: Request,
+    filters: dict[str, str | None],
+    *,
+    result: UndoResult | None = None,
+    error: str = "",
+    notice: str = "",
+    status: int = 200,
+) -> Response:
     context: dict[str, Any] = {
-        "title": "Undo an agent's window", "kind": "agent", "action": "/undo/agent",
-        "filters": filters, "hidden": {k: v for k, v in filters.items() if v},
-        "result": result, "error": error, "notice": notice}
+        "title": "Undo an agent's window",
+        "kind": "agent",
+        "action": "/undo/agent",
+        "filters": filters,
+        "hidden": {k: v for k, v in filters.items() if v},
+        "result": result,
+        "error": error,
+        "notice": notice,
+    }
     if result is None and not error:
         try:
             context["result"] = manager(request).revert_where(**filters, dry_run=True)
@@ -183,9 +237,14 @@ def agent_confirm(request: Request) -> Response:
     except (ConflictError, ValidationError) as exc:
         return _agent_page(request, filters, error=str(exc), status=_status(exc))
     if result.commit is None:
-        return _agent_page(request, filters, result=result, notice="Nothing to undo: no "
-                           "commit matches, or their changes are undone already. Nothing was "
-                           "written.")
+        return _agent_page(
+            request,
+            filters,
+            result=result,
+            notice="Nothing to undo: no "
+            "commit matches, or their changes are undone already. Nothing was "
+            "written.",
+        )
     return redirect(f"/commits/{result.commit}?done=undo")
 
 
@@ -197,7 +256,8 @@ ROUTES: list[BaseRoute] = [
     Route("/undo/agent", agent_confirm, methods=["POST"]),
     Route("/undo/revert/{sha}", revert_preview, methods=["GET"], name="undo-revert"),
     Route("/undo/revert/{sha}", revert_confirm, methods=["POST"]),
-    Route("/undo/rollback/{session_id:path}", rollback_preview, methods=["GET"],
-          name="undo-rollback"),
+    Route(
+        "/undo/rollback/{session_id:path}", rollback_preview, methods=["GET"], name="undo-rollback"
+    ),
     Route("/undo/rollback/{session_id:path}", rollback_confirm, methods=["POST"]),
 ]

@@ -36,6 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # GITMEM_FULL=1 lifts the project's default "-m 'not slow'": both sizes run
     if FULL and config.option.markexpr == "not slow":
         config.option.markexpr = ""
+
+
 SIZES = [pytest.param("ci", id="ci"), pytest.param("full", id="full", marks=pytest.mark.slow)]
 
 
@@ -102,10 +104,14 @@ def kill_and_wait(pid: int) -> None:
 def fsck_problems(store: Path) -> list[str]:
     """Lines of ``git fsck --strict`` that are problems (dangling objects are not)."""
     wait_for_git(store)
-    done = subprocess.run(["git", "fsck", "--strict", "--no-progress"], cwd=store,
-                          capture_output=True, text=True)
-    lines = [ln for ln in (done.stdout + done.stderr).splitlines()
-             if ln.strip() and not ln.startswith(("dangling ", "Checking"))]
+    done = subprocess.run(
+        ["git", "fsck", "--strict", "--no-progress"], cwd=store, capture_output=True, text=True
+    )
+    lines = [
+        ln
+        for ln in (done.stdout + done.stderr).splitlines()
+        if ln.strip() and not ln.startswith(("dangling ", "Checking"))
+    ]
     if done.returncode != 0 and not lines:
         lines.append(f"git fsck exited {done.returncode}")
     return lines
@@ -117,8 +123,11 @@ def memory_files(store: Path) -> list[str]:
     for folder in ("sessions", "archive"):
         base = store / folder
         if base.is_dir():
-            found += [p.relative_to(store).as_posix() for p in sorted(base.rglob("*"))
-                      if not p.is_dir() or p.parent != base]  # sessions/<xx>/ are folders
+            found += [
+                p.relative_to(store).as_posix()
+                for p in sorted(base.rglob("*"))
+                if not p.is_dir() or p.parent != base
+            ]  # sessions/<xx>/ are folders
     return found
 
 

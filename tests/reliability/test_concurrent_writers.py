@@ -18,35 +18,50 @@ from tests.reliability.conftest import SIZES, fsck_problems, worker
 SIZE = {"ci": (8, 8, 15), "full": (8, 8, 100)}
 
 
-def _thread_writer(mm: MemoryManager, tag: str, count: int, start: threading.Event,
-                   acked: list[tuple[str, str | None]]) -> None:
+def _thread_writer(
+    mm: MemoryManager,
+    tag: str,
+    count: int,
+    start: threading.Event,
+    acked: list[tuple[str, str | None]],
+) -> None:
     start.wait()
     for n in range(count):
         session = "shared" if n % 2 == 0 else f"own-{tag}"
         iid = f"{tag}-{n}"
-        acked.append((iid, mm.save_interaction(session, f"question {iid}", f"answer {iid}",
-                                               interaction_id=iid)))
+        acked.append(
+            (
+                iid,
+                mm.save_interaction(
+                    session, f"question {iid}", f"answer {iid}", interaction_id=iid
+                ),
+            )
+        )
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_processes_and_threads_lose_no_save(store: Path, size: str,
-                                            figures: dict[str, Any]) -> None:
+def test_processes_and_threads_lose_no_save(
+    store: Path, size: str, figures: dict[str, Any]
+) -> None:
     n_procs, n_threads, count = SIZE[size]
     MemoryManager.init(store).close()
-    procs = [worker("concurrent", str(store), f"p{w}", str(count), stdin=True)
-             for w in range(n_procs)]
+    procs = [
+        worker("concurrent", str(store), f"p{w}", str(count), stdin=True) for w in range(n_procs)
+    ]
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     # half the threads share one manager, the others open their own
     shared_mm = MemoryManager(store, agent="threads", lock_timeout=120)
-    managers = [shared_mm if t % 2 == 0 else MemoryManager(store, agent=f"t{t}",
-                                                           lock_timeout=120)
-                for t in range(n_threads)]
+    managers = [
+        shared_mm if t % 2 == 0 else MemoryManager(store, agent=f"t{t}", lock_timeout=120)
+        for t in range(n_threads)
+    ]
     start = threading.Event()
     acked: list[tuple[str, str | None]] = []
-    threads = [threading.Thread(target=_thread_writer,
-                                args=(managers[t], f"t{t}", count, start, acked))
-               for t in range(n_threads)]
+    threads = [
+        threading.Thread(target=_thread_writer, args=(managers[t], f"t{t}", count, start, acked))
+        for t in range(n_threads)
+    ]
     for thread in threads:
         thread.start()
     began = time.monotonic()
@@ -94,6 +109,12 @@ def test_processes_and_threads_lose_no_save(store: Path, size: str,
     assert all(n == 1 for n in present.values())
     assert fsck_problems(store) == []
     assert git(store, "status", "--porcelain") == ""
-    figures.update(saves_attempted=attempted, saves_present=len(present),
-                   saves_lost=attempted - len(present), commits=len(history),
-                   processes=n_procs, threads=n_threads, seconds=round(elapsed, 1))
+    figures.update(
+        saves_attempted=attempted,
+        saves_present=len(present),
+        saves_lost=attempted - len(present),
+        commits=len(history),
+        processes=n_procs,
+        threads=n_threads,
+        seconds=round(elapsed, 1),
+    )

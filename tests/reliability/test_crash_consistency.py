@@ -151,8 +151,14 @@ class Checker:
             applied = [i for i in in_flight[2] if i in present]
             assert len(applied) in (0, len(in_flight[2])), "half a batch"
             ledger.saved.update((i, in_flight[1]) for i in applied)
-        return {"in_flight": in_flight, "journal": journal_left, "stale_locks": stale_locks,
-                "torn_index": bool(torn), "next_save": took, "person": person}
+        return {
+            "in_flight": in_flight,
+            "journal": journal_left,
+            "stale_locks": stale_locks,
+            "torn_index": bool(torn),
+            "next_save": took,
+            "person": person,
+        }
 
     def close(self) -> None:
         if self.reader is not None:
@@ -218,12 +224,13 @@ def _run_and_kill(zygote: Zygote, store: Path, tag: str, seed: int, delay: float
     kill_and_wait(pid)
     text = out.read_text()
     assert text.startswith("ready\n")
-    return text[len("ready\n"):]
+    return text[len("ready\n") :]
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: Zygote,
-                                                figures: dict[str, Any]) -> None:
+def test_random_kills_lose_nothing_acknowledged(
+    store: Path, size: str, zygote: Zygote, figures: dict[str, Any]
+) -> None:
     rounds = ROUNDS[size]
     rng = random.Random(20240415)
     MemoryManager.init(store).close()
@@ -233,8 +240,9 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: 
     slowest = 0.0
     person: Counter[str] = Counter()
     for round_no in range(rounds):
-        out = _run_and_kill(zygote, store, f"r{round_no}", rng.randrange(10**6),
-                            rng.uniform(0, MAX_LIFE))
+        out = _run_and_kill(
+            zygote, store, f"r{round_no}", rng.randrange(10**6), rng.uniform(0, MAX_LIFE)
+        )
         result = checker.after_kill(out)
         killed_mid_op += result["in_flight"] is not None
         recoveries += result["journal"]
@@ -245,13 +253,19 @@ def test_random_kills_lose_nothing_acknowledged(store: Path, size: str, zygote: 
     assert fsck_problems(store) == []
     checker.close()
     assert len(checker.ledger.shas) > rounds  # the writers got work done between kills
-    figures.update(crash_rounds=rounds, recovered_rounds=rounds,
-                   acknowledged_ops=len(checker.ledger.shas),
-                   acknowledged_saves_present=len(checker.ledger.saved), saves_lost=0,
-                   killed_mid_operation=killed_mid_op, journal_recoveries=recoveries,
-                   torn_index_rebuilt=torn, stale_git_locks=stale,
-                   slowest_next_save_s=round(slowest, 2),
-                   persons_commit_after_kill=dict(person))
+    figures.update(
+        crash_rounds=rounds,
+        recovered_rounds=rounds,
+        acknowledged_ops=len(checker.ledger.shas),
+        acknowledged_saves_present=len(checker.ledger.saved),
+        saves_lost=0,
+        killed_mid_operation=killed_mid_op,
+        journal_recoveries=recoveries,
+        torn_index_rebuilt=torn,
+        stale_git_locks=stale,
+        slowest_next_save_s=round(slowest, 2),
+        persons_commit_after_kill=dict(person),
+    )
 
 
 # Deterministic kill points in the save path: (method, when, nth call after arming)
@@ -271,10 +285,12 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.parametrize(("method", "when", "nth"), KILL_POINTS,
-                         ids=[f"{m}-{w}-{n}" for m, w, n in KILL_POINTS])
-def test_kill_at_each_step_of_a_save(store: Path, zygote: Zygote, method: str, when: str,
-                                    nth: int) -> None:
+@pytest.mark.parametrize(
+    ("method", "when", "nth"), KILL_POINTS, ids=[f"{m}-{w}-{n}" for m, w, n in KILL_POINTS]
+)
+def test_kill_at_each_step_of_a_save(
+    store: Path, zygote: Zygote, method: str, when: str, nth: int
+) -> None:
     MemoryManager.init(store).close()
     checker = Checker(store)
     # a first writer leaves some history (and an index with several entries)
@@ -285,7 +301,7 @@ def test_kill_at_each_step_of_a_save(store: Path, zygote: Zygote, method: str, w
     while alive(pid):  # it kills itself at that step
         assert time.monotonic() < deadline
         time.sleep(0.005)
-    assert checker.after_kill(out.read_text()[len("ready\n"):])["in_flight"] is not None
+    assert checker.after_kill(out.read_text()[len("ready\n") :])["in_flight"] is not None
     checker.close()
 
 

@@ -25,8 +25,11 @@ BIG = "a paragraph of a long answer, " * 4000  # ~120 KB
 
 
 def _snapshot(store: Path) -> tuple[str, dict[str, bytes]]:
-    files = {str(p.relative_to(store)): p.read_bytes()
-             for p in store.rglob("*") if p.is_file() and ".git" not in p.parts}
+    files = {
+        str(p.relative_to(store)): p.read_bytes()
+        for p in store.rglob("*")
+        if p.is_file() and ".git" not in p.parts
+    }
     return git(store, "rev-parse", "HEAD").strip(), files
 
 
@@ -41,8 +44,11 @@ def _assert_intact(store: Path, before: tuple[str, dict[str, bytes]]) -> None:
 def _tmpfs(size: str) -> Iterator[Path]:
     """A small tmpfs of its own, or a skip where mounting is not allowed."""
     mount = Path(tempfile.mkdtemp(prefix="gitmem-tmpfs-"))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs",
-                           str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         mount.rmdir()
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
@@ -125,8 +131,9 @@ def _unprivileged() -> list[str]:
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
 
 
-def _run_limited(store: Path, code: str, *, unprivileged: bool = False,
-                 fsize: int | None = None) -> dict[str, str]:
+def _run_limited(
+    store: Path, code: str, *, unprivileged: bool = False, fsize: int | None = None
+) -> dict[str, str]:
     """Run ``code`` (which sets ``result``) in a subprocess with limits; its result."""
     prelude = (
         "import json, resource, signal, sys\n"
@@ -136,15 +143,21 @@ def _run_limited(store: Path, code: str, *, unprivileged: bool = False,
         f"if {fsize!r} is not None:\n"
         f"    resource.setrlimit(resource.RLIMIT_FSIZE, ({fsize!r}, {fsize!r}))\n"
         "result = {}\n"
-        "try:\n" + "".join(f"    {line}\n" for line in code.splitlines()) +
-        "except GitmemError as exc:\n"
+        "try:\n"
+        + "".join(f"    {line}\n" for line in code.splitlines())
+        + "except GitmemError as exc:\n"
         "    result = {'error': type(exc).__name__, 'message': str(exc)}\n"
         "print(json.dumps(result))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     prefix = _unprivileged() if unprivileged else []
-    done = subprocess.run([*prefix, sys.executable, "-c", prelude, str(store)], cwd=ROOT,
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*prefix, sys.executable, "-c", prelude, str(store)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     result: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -155,10 +168,14 @@ def test_a_file_size_limit_fails_the_save_cleanly(store: Path) -> None:
     mm.save_interaction("s", "first", "ok")
     mm.close()
     before = _snapshot(store)
-    result = _run_limited(store, (
-        "mm = MemoryManager(sys.argv[1])\n"
-        f"result = {{'sha': mm.save_interaction('s', 'x' * {len(BIG)}, 'ok')}}\n"
-    ), fsize=32768)
+    result = _run_limited(
+        store,
+        (
+            "mm = MemoryManager(sys.argv[1])\n"
+            f"result = {{'sha': mm.save_interaction('s', 'x' * {len(BIG)}, 'ok')}}\n"
+        ),
+        fsize=32768,
+    )
     assert result.get("error") == "RepositoryError", result
     assert "file-size limit" in result["message"] and "Nothing was saved" in result["message"]
     _assert_intact(store, before)
@@ -179,11 +196,15 @@ def test_a_store_without_write_permission_fails_clearly(store: Path) -> None:
     _writable(store, False)
     before = _snapshot(store)
     try:
-        result = _run_limited(store, (
-            "mm = MemoryManager(sys.argv[1])\n"
-            "assert mm.load_memory('s') is not None\n"
-            "result = {'sha': mm.save_interaction('s', 'second', 'ok')}\n"
-        ), unprivileged=True)
+        result = _run_limited(
+            store,
+            (
+                "mm = MemoryManager(sys.argv[1])\n"
+                "assert mm.load_memory('s') is not None\n"
+                "result = {'sha': mm.save_interaction('s', 'second', 'ok')}\n"
+            ),
+            unprivileged=True,
+        )
     finally:
         _writable(store, True)
     assert result.get("error") == "RepositoryError", result
@@ -198,10 +219,14 @@ def test_objects_folder_without_write_permission_leaves_no_trace(store: Path) ->
     pack.chmod(0o555)
     before = _snapshot(store)
     try:
-        result = _run_limited(store, (
-            "mm = MemoryManager(sys.argv[1])\n"
-            "result = {'sha': mm.save_interaction('s', 'second', 'ok')}\n"
-        ), unprivileged=True)
+        result = _run_limited(
+            store,
+            (
+                "mm = MemoryManager(sys.argv[1])\n"
+                "result = {'sha': mm.save_interaction('s', 'second', 'ok')}\n"
+            ),
+            unprivileged=True,
+        )
     finally:
         pack.chmod(0o755)
     assert result.get("error") == "RepositoryError", result

@@ -47,8 +47,9 @@ def _run(size: str, examples: int, test: Callable[..., None], *strategies: Any) 
         TRIED[name] += 1
         test(*args)
 
-    settings(max_examples=count, deadline=None, database=None,
-             suppress_health_check=list(HealthCheck))(given(st.tuples(*strategies))(counted))()
+    settings(
+        max_examples=count, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )(given(st.tuples(*strategies))(counted))()
     return TRIED[name]
 
 
@@ -73,13 +74,13 @@ def _cut(session: Session, at: float) -> None:
 
 def _splice(a: Session, b: Session, at_a: float, at_b: float) -> None:
     one, two = render(a).split("\n"), render(b).split("\n")
-    _only_parse_error("\n".join(one[: int(len(one) * at_a)] + two[int(len(two) * at_b):]).encode())
+    _only_parse_error("\n".join(one[: int(len(one) * at_a)] + two[int(len(two) * at_b) :]).encode())
 
 
 def _garble(session: Session, noise: bytes, at: float) -> None:
     data = render(session).encode("utf-8")
     where = int(len(data) * at)
-    _only_parse_error(data[:where] + noise + data[where + len(noise):])
+    _only_parse_error(data[:where] + noise + data[where + len(noise) :])
 
 
 FRACTION = st.floats(0, 1)
@@ -87,11 +88,13 @@ FRACTION = st.floats(0, 1)
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_file_cut_spliced_or_garbled_anywhere_fails_only_with_parse_error(
-        size: str, figures: dict[str, Any]) -> None:
+    size: str, figures: dict[str, Any]
+) -> None:
     tried = _run(size, EXAMPLES // 8, _cut, sessions(), FRACTION)
     tried += _run(size, EXAMPLES // 16, _splice, sessions(), sessions(), FRACTION, FRACTION)
-    tried += _run(size, EXAMPLES // 16, _garble, sessions(), st.binary(min_size=1, max_size=8),
-                  FRACTION)
+    tried += _run(
+        size, EXAMPLES // 16, _garble, sessions(), st.binary(min_size=1, max_size=8), FRACTION
+    )
     figures.update(examples=tried)
 
 
@@ -124,8 +127,9 @@ def test_pathological_markdown_fails_only_with_parse_error(text: str) -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_arbitrary_content_survives_a_save_byte_for_byte(store: Path, size: str,
-                                                         figures: dict[str, Any]) -> None:
+def test_arbitrary_content_survives_a_save_byte_for_byte(
+    store: Path, size: str, figures: dict[str, Any]
+) -> None:
     mm = MemoryManager.init(store)
     mm.secret_config = mm.secret_config.__class__(redact=False)  # compare content exactly
     count = Counter[str]()
@@ -149,8 +153,13 @@ def test_arbitrary_content_survives_a_save_byte_for_byte(store: Path, size: str,
         on_disk = parse_bytes((store / session_path(sid, fanout=True)).read_bytes(), "x.md")
         assert on_disk.interactions[-1].messages[0].content == content
 
-    tried = _run(size, max(EXAMPLES // 10, 50), save, CONTENT,
-                 st.sampled_from(["User", "Assistant", "Caroline", "用户", "x: y"]))
+    tried = _run(
+        size,
+        max(EXAMPLES // 10, 50),
+        save,
+        CONTENT,
+        st.sampled_from(["User", "Assistant", "Caroline", "用户", "x: y"]),
+    )
     assert git(store, "status", "--porcelain") == ""
     figures.update(examples=tried)
     mm.close()
@@ -158,7 +167,8 @@ def test_arbitrary_content_survives_a_save_byte_for_byte(store: Path, size: str,
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_hand_edit_of_any_text_is_adopted_or_refused_never_lost(
-        store: Path, size: str, figures: dict[str, Any]) -> None:
+    store: Path, size: str, figures: dict[str, Any]
+) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "first", "ok")
     path = store / "sessions" / "a0" / "s.md"
@@ -181,8 +191,9 @@ def test_a_hand_edit_of_any_text_is_adopted_or_refused_never_lost(
 
     lines = st.lists(st.one_of(st.sampled_from(NASTY), TEXT), max_size=12).map("\n".join)
     prefix = render(mm.load_memory("s") or Session(id="s", created=_now(), last_active=_now()))
-    tried = _run(size, max(EXAMPLES // 20, 30), edit,
-                 st.one_of(lines, lines.map(lambda tail: prefix + tail)))
+    tried = _run(
+        size, max(EXAMPLES // 20, 30), edit, st.one_of(lines, lines.map(lambda tail: prefix + tail))
+    )
     figures.update(examples=tried)
     mm.close()
 
@@ -194,8 +205,9 @@ def _now() -> Any:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: str,
-                                                            figures: dict[str, Any]) -> None:
+def test_any_session_id_lands_inside_sessions_or_is_refused(
+    store: Path, size: str, figures: dict[str, Any]
+) -> None:
     mm = MemoryManager.init(store)
     files: dict[Path, str] = {}
     sessions_dir = (store / "sessions").resolve()
@@ -216,14 +228,34 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(store: Path, size: s
     ids = st.one_of(
         st.text(max_size=60),
         st.text(st.sampled_from("./\\%~$: \x00\n\t.-_aA"), min_size=1, max_size=12),
-        st.sampled_from(["..", ".", "../x", "/abs", "a/../..", "C:\\x", "\\\\server\\s", ".git",
-                         "con", "x" * 300, "é", "e\u0301", "Å", "Å", "a\u200bb"]),
+        st.sampled_from(
+            [
+                "..",
+                ".",
+                "../x",
+                "/abs",
+                "a/../..",
+                "C:\\x",
+                "\\\\server\\s",
+                ".git",
+                "con",
+                "x" * 300,
+                "é",
+                "e\u0301",
+                "Å",
+                "Å",
+                "a\u200bb",
+            ]
+        ),
     )
     tried = _run(size, max(EXAMPLES // 10, 50), save, ids)
     assert set(mm.session_ids()) == set(files.values())
     assert git(store, "status", "--porcelain") == ""
-    assert not [p for p in store.iterdir() if p.name not in (".git", "sessions", "README.md",
-                                                            ".gitattributes", ".gitmem-layout")]
+    assert not [
+        p
+        for p in store.iterdir()
+        if p.name not in (".git", "sessions", "README.md", ".gitattributes", ".gitmem-layout")
+    ]
     figures.update(examples=tried, ids_stored=len(files), ids_refused=sum(refused.values()))
     mm.close()
 
@@ -277,13 +309,19 @@ print(json.dumps({"sha": sha, "base_kb": base, "peak_kb": peak, "save_s": round(
 """
 
 
-def test_a_10_mb_message_is_saved_without_memory_blow_up(store: Path,
-                                                         figures: dict[str, Any]) -> None:
+def test_a_10_mb_message_is_saved_without_memory_blow_up(
+    store: Path, figures: dict[str, Any]
+) -> None:
     MemoryManager.init(store).close()
     size = 10 * 1000 * 1000
-    done = subprocess.run([sys.executable, "-c", _BIG_SAVE, str(store), str(size)], cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _BIG_SAVE, str(store), str(size)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = json.loads(done.stdout)
     grown_mb = (result["peak_kb"] - result["base_kb"]) / 1024
     # the content, and a few copies a save keeps (rendered text, its bytes, the pack) and a
@@ -292,8 +330,12 @@ def test_a_10_mb_message_is_saved_without_memory_blow_up(store: Path,
     assert git(store, "rev-parse", "HEAD").strip() == result["sha"]
     assert git(store, "status", "--porcelain") == ""
     assert (store / "sessions" / "95" / "big.md").stat().st_size > size
-    figures.update(message_mb=size / 1e6, peak_rss_growth_mb=round(grown_mb),
-                   peak_rss_mb=round(result["peak_kb"] / 1024), save_s=result["save_s"])
+    figures.update(
+        message_mb=size / 1e6,
+        peak_rss_growth_mb=round(grown_mb),
+        peak_rss_mb=round(result["peak_kb"] / 1024),
+        save_s=result["save_s"],
+    )
 
 
 def test_a_message_over_the_limit_is_refused_with_the_limit_named(store: Path) -> None:
@@ -309,9 +351,21 @@ def test_a_message_over_the_limit_is_refused_with_the_limit_named(store: Path) -
     session = mm.load_memory("s")
     assert session is not None
     with pytest.raises(ValidationError, match="over the"):
-        mm.put_session(session.model_copy(update={"interactions": [
-            *session.interactions, session.interactions[0].model_copy(update={
-                "id": "big", "messages": [Message(speaker="User", content="y" * 1001)]})]}))
+        mm.put_session(
+            session.model_copy(
+                update={
+                    "interactions": [
+                        *session.interactions,
+                        session.interactions[0].model_copy(
+                            update={
+                                "id": "big",
+                                "messages": [Message(speaker="User", content="y" * 1001)],
+                            }
+                        ),
+                    ]
+                }
+            )
+        )
     assert mm.head() == head
     assert git(store, "status", "--porcelain") == ""
     mm.close()

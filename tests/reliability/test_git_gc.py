@@ -148,8 +148,9 @@ def test_saves_housekeeping_and_git_auto_gc_together_lose_nothing(
         attempts += 1
         (store / "notes.txt").write_text(f"note {attempts}\n")
         git(store, "add", "notes.txt", check=False)
-        done = subprocess.run(["git", "commit", "-q", "-m", f"note {attempts}"], cwd=store,
-                              capture_output=True)
+        done = subprocess.run(
+            ["git", "commit", "-q", "-m", f"note {attempts}"], cwd=store, capture_output=True
+        )
         accepted += done.returncode == 0
     thread.join()
     deadline = time.monotonic() + 60  # the last auto gc runs detached: let it finish
@@ -160,8 +161,9 @@ def test_saves_housekeeping_and_git_auto_gc_together_lose_nothing(
     assert session is not None
     missing = sorted(set(acked) - {turn.id for turn in session.interactions})
     reader.close()
-    figures.update(seconds=seconds, saves=len(acked), persons_commits=accepted,
-                   person_attempts=attempts)
+    figures.update(
+        seconds=seconds, saves=len(acked), persons_commits=accepted, person_attempts=attempts
+    )
     assert fsck_problems(store) == []
     assert not missing, f"acknowledged saves missing at HEAD: {missing[:5]}"
     assert len(acked) > 5 and accepted > 5

@@ -19,9 +19,19 @@ from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
 HOOKS = [
-    "pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit",
-    "post-merge", "post-checkout", "post-rewrite", "pre-push", "pre-auto-gc",
-    "reference-transaction", "post-index-change", "fsmonitor-watchman",
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-merge-commit",
+    "post-merge",
+    "post-checkout",
+    "post-rewrite",
+    "pre-push",
+    "pre-auto-gc",
+    "reference-transaction",
+    "post-index-change",
+    "fsmonitor-watchman",
 ]
 
 
@@ -67,8 +77,9 @@ def _exercise(store: Path) -> None:
     mm.close()
 
 
-def test_no_hook_or_fsmonitor_in_a_store_runs_during_gitmem_writes(store: Path,
-                                                                    tmp_path: Path) -> None:
+def test_no_hook_or_fsmonitor_in_a_store_runs_during_gitmem_writes(
+    store: Path, tmp_path: Path
+) -> None:
     MemoryManager.init(store).close()
     markers = tmp_path / "markers"
     _booby_trap(store, markers)
@@ -93,19 +104,26 @@ def test_a_clone_brings_no_hooks_and_no_config(store: Path, tmp_path: Path) -> N
     _booby_trap(store, markers)
     git(store, "config", "core.hooksPath", "hooks")
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", str(store), str(clone)], check=True,
-                   env=dict(os.environ, GIT_CONFIG_NOSYSTEM="1"))
+    subprocess.run(
+        ["git", "clone", "-q", str(store), str(clone)],
+        check=True,
+        env=dict(os.environ, GIT_CONFIG_NOSYSTEM="1"),
+    )
     assert not (markers / "shipped-post-checkout").exists()
     config = (clone / ".git" / "config").read_text()
     assert "hooksPath" not in config and "fsmonitor" not in config
-    assert not any(os.access(h, os.X_OK) for h in (clone / ".git" / "hooks").iterdir()
-                   if not h.name.endswith(".sample"))
+    assert not any(
+        os.access(h, os.X_OK)
+        for h in (clone / ".git" / "hooks").iterdir()
+        if not h.name.endswith(".sample")
+    )
     _exercise(clone)
     assert sorted(p.name for p in markers.iterdir()) == []
 
 
-def test_a_copied_store_with_a_hooks_path_in_its_config_runs_nothing(store: Path,
-                                                                      tmp_path: Path) -> None:
+def test_a_copied_store_with_a_hooks_path_in_its_config_runs_nothing(
+    store: Path, tmp_path: Path
+) -> None:
     MemoryManager.init(store).close()
     markers = tmp_path / "markers"
     _booby_trap(store, markers)

@@ -47,8 +47,9 @@ def _hand_edit(file: Path, value: int) -> None:
 
 def _commit(store: Path, value: int) -> str:
     """``git commit -a`` as a person types it; what git made of it."""
-    done = subprocess.run(["git", "commit", "-a", "-q", "-m", f"hand {value}"], cwd=store,
-                          capture_output=True)
+    done = subprocess.run(
+        ["git", "commit", "-a", "-q", "-m", f"hand {value}"], cwd=store, capture_output=True
+    )
     text = (done.stdout + done.stderr).decode(errors="replace")
     if done.returncode == 0:
         return "accepted"
@@ -66,13 +67,15 @@ def _commit(store: Path, value: int) -> str:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_a_persons_commits_and_the_saves_both_stay(store: Path, size: str,
-                                                    figures: dict[str, Any]) -> None:
+def test_a_persons_commits_and_the_saves_both_stay(
+    store: Path, size: str, figures: dict[str, Any]
+) -> None:
     seconds = SECONDS[size]
     path = session_path(SESSION, fanout=True)
     mm = MemoryManager.init(store)
-    mm.save_interaction(SESSION, "start", "ok", interaction_id="s0",
-                        metadata={"hand-counter": "0" * WIDTH})
+    mm.save_interaction(
+        SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
+    )
     mm.close()
     saver = worker("saver", str(store), SESSION, str(seconds), stdin=True)
     assert saver.stdin is not None and saver.stdout is not None
@@ -109,8 +112,10 @@ def test_a_persons_commits_and_the_saves_both_stay(store: Path, size: str,
     repo = reader.repository
     # the counter at every commit of the branch, oldest first
     chain = git(store, "rev-list", "--first-parent", "--reverse", "HEAD").split()
-    subjects = dict(line.split(" ", 1) for line in
-                    git(store, "log", "--first-parent", "--format=%H %s").splitlines())
+    subjects = dict(
+        line.split(" ", 1)
+        for line in git(store, "log", "--first-parent", "--format=%H %s").splitlines()
+    )
     values: list[int] = []
     for sha in chain:
         data = repo.read(path, sha)
@@ -146,8 +151,10 @@ def test_a_persons_commits_and_the_saves_both_stay(store: Path, size: str,
         hand_edits_adopted_by_saves=adopted,
         commits=len(chain),
     )
-    assert not lost_commits, f"{len(lost_commits)} of {len(accepted)} accepted person's " \
+    assert not lost_commits, (
+        f"{len(lost_commits)} of {len(accepted)} accepted person's "
         f"commits were overwritten, e.g. hand {lost_commits[:5]}"
+    )
     assert not lost_saves, f"acknowledged saves missing at HEAD: {lost_saves[:5]}"
     assert len(accepted) > 1 and len(acked) > 1  # both sides got work done
     assert git(store, "status", "--porcelain") == ""
@@ -175,8 +182,9 @@ def _person_commits_during_the_save(mm: MemoryManager, store: Path, value: int) 
 @pytest.mark.parametrize("batched", [False, True], ids=["save", "batch"])
 def test_a_commit_landing_inside_a_save_is_kept(store: Path, batched: bool) -> None:
     mm = MemoryManager.init(store)
-    mm.save_interaction(SESSION, "start", "ok", interaction_id="s0",
-                        metadata={"hand-counter": "0" * WIDTH})
+    mm.save_interaction(
+        SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
+    )
     outcome = _person_commits_during_the_save(mm, store, 7)
     if batched:
         with mm.batch("Two turns") as result:

@@ -31,8 +31,9 @@ from tests.reliability.test_person_commits import (
 @pytest.fixture
 def mm(store: Path) -> MemoryManager:
     mm = MemoryManager.init(store, agent="bot")
-    mm.save_interaction(SESSION, "start", "ok", interaction_id="s0",
-                        metadata={"hand-counter": "0" * WIDTH})
+    mm.save_interaction(
+        SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
+    )
     return mm
 
 
@@ -86,16 +87,19 @@ def test_undoing_an_agent_is_made_again_on_top(store: Path, mm: MemoryManager) -
 
 
 def test_summary_is_made_again_on_top(store: Path, mm: MemoryManager) -> None:
-    mm.save_interaction(SESSION, "Which book on asyncio?", "Try 'Using Asyncio in Python'.",
-                        interaction_id="s1")
+    mm.save_interaction(
+        SESSION, "Which book on asyncio?", "Try 'Using Asyncio in Python'.", interaction_id="s1"
+    )
     outcome = _person_commits_during_the_save(mm, store, 7)
     sha = mm.summarize(SESSION, offline=True)
     assert _counter(_landed(mm, store, sha, outcome)) == 7
     session = mm.load_memory(SESSION)
     assert session is not None and session.summary is not None
     assert set(session.summary.covers) == {"s0", "s1"}
-    assert git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)").strip() \
+    assert (
+        git(store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)").strip()
         == "summarize"
+    )
 
 
 def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryManager) -> None:
@@ -124,8 +128,9 @@ def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryM
     assert git(store, "status", "--porcelain") == ""
 
 
-def _diverged(store: Path, tmp_path: Path, mm: MemoryManager, monkeypatch: pytest.MonkeyPatch,
-              *, ours: bool) -> None:
+def _diverged(
+    store: Path, tmp_path: Path, mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, *, ours: bool
+) -> None:
     """A remote one turn ahead of ``mm``'s store (which is one turn ahead too if ``ours``)."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the merge driver runs as python -m gitmem
     remote = tmp_path / "remote.git"
@@ -141,8 +146,9 @@ def _diverged(store: Path, tmp_path: Path, mm: MemoryManager, monkeypatch: pytes
 
 
 @pytest.mark.parametrize("ours", [True, False], ids=["merge", "fast-forward"])
-def test_sync_merges_again_on_top(store: Path, tmp_path: Path, mm: MemoryManager,
-                                  monkeypatch: pytest.MonkeyPatch, ours: bool) -> None:
+def test_sync_merges_again_on_top(
+    store: Path, tmp_path: Path, mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, ours: bool
+) -> None:
     _diverged(store, tmp_path, mm, monkeypatch, ours=ours)
     outcome = _person_commits_during_the_save(mm, store, 7)
     result = mm.sync()

@@ -40,8 +40,13 @@ class PersonInEditor:
         editor.chmod(0o755)
         self.lock = store / ".git" / "index.lock"
         self.proc = subprocess.Popen(
-            ["git", "commit", "-a", "-q"], cwd=store, env=dict(os.environ, GIT_EDITOR=str(editor)),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ["git", "commit", "-a", "-q"],
+            cwd=store,
+            env=dict(os.environ, GIT_EDITOR=str(editor)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while not (flags / "open").exists():
             assert self.proc.poll() is None, self.proc.communicate()
@@ -64,8 +69,9 @@ class PersonInEditor:
 @pytest.fixture
 def started(store: Path, tmp_path: Path) -> Iterator[tuple[MemoryManager, PersonInEditor]]:
     mm = MemoryManager.init(store)
-    mm.save_interaction(SESSION, "start", "ok", interaction_id="s0",
-                        metadata={"hand-counter": "0" * WIDTH})
+    mm.save_interaction(
+        SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
+    )
     _hand_edit(store / session_path(SESSION, fanout=True), 7)
     person = PersonInEditor(store, tmp_path / "flags")
     try:
@@ -81,7 +87,8 @@ def _head_counter(store: Path) -> int:
 
 
 def test_a_save_waits_for_a_commit_open_in_the_editor(
-        store: Path, started: tuple[MemoryManager, PersonInEditor]) -> None:
+    store: Path, started: tuple[MemoryManager, PersonInEditor]
+) -> None:
     mm, person = started
     repo = mm.repository
     real = repo._create_lock
@@ -112,7 +119,8 @@ def test_a_save_waits_for_a_commit_open_in_the_editor(
 
 
 def test_a_save_gives_up_cleanly_on_a_commit_open_in_the_editor(
-        store: Path, started: tuple[MemoryManager, PersonInEditor]) -> None:
+    store: Path, started: tuple[MemoryManager, PersonInEditor]
+) -> None:
     mm, person = started
     mm.repository.lock_timeout = 0.3
     head = git(store, "rev-parse", "HEAD").strip()

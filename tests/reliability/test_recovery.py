@@ -75,8 +75,12 @@ def test_a_forked_child_reads_through_its_own_git_pipes(store: Path) -> None:
 
 
 def _dead_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(done.stdout)
 
 
@@ -96,8 +100,11 @@ def test_a_git_lock_of_a_live_process_is_respected_and_named(store: Path) -> Non
     lock = store / ".git" / "index.lock"
     lock.write_text(f"gitmem pid={os.getpid()} host={socket.gethostname()}\n")
     mm = MemoryManager(store, lock_timeout=0.3)
-    with pytest.raises(LockTimeout, match=r"index\.lock exists for \d+s: another gitmem "
-                       rf"process \(pid {os.getpid()} on {socket.gethostname()}\)"):
+    with pytest.raises(
+        LockTimeout,
+        match=r"index\.lock exists for \d+s: another gitmem "
+        rf"process \(pid {os.getpid()} on {socket.gethostname()}\)",
+    ):
         mm.save_interaction("s", "q", "a")
     lock.unlink()
     assert mm.save_interaction("s", "q", "a")
@@ -108,11 +115,19 @@ def test_a_git_lock_of_a_live_process_is_respected_and_named(store: Path) -> Non
 def test_lock_timeout_names_the_holder_and_its_age(store: Path) -> None:
     MemoryManager.init(store).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom gitmem.store.repository import Repository\n"
-         "r = Repository(sys.argv[1])\nwith r.transaction():\n"
-         "    print('held', flush=True); time.sleep(30)\n", str(store)],
-        cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom gitmem.store.repository import Repository\n"
+            "r = Repository(sys.argv[1])\nwith r.transaction():\n"
+            "    print('held', flush=True); time.sleep(30)\n",
+            str(store),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         mm = MemoryManager(store, lock_timeout=0.3)
@@ -129,12 +144,18 @@ def test_lock_timeout_names_the_holder_and_its_age(store: Path) -> None:
 
 
 def _killed_save(store: Path, kill_at: str) -> None:
-    code = ("import sys\nfrom gitmem.manager import MemoryManager\n"
-            "from tests.reliability.workers import arm\n"
-            f"mm = MemoryManager(sys.argv[1])\narm({kill_at!r})\n"
-            "mm.save_interaction('s', 'second', 'ok')\n")
-    done = subprocess.run([sys.executable, "-c", code, str(store)], cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True)
+    code = (
+        "import sys\nfrom gitmem.manager import MemoryManager\n"
+        "from tests.reliability.workers import arm\n"
+        f"mm = MemoryManager(sys.argv[1])\narm({kill_at!r})\n"
+        "mm.save_interaction('s', 'second', 'ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(store)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+    )
     assert done.returncode == -9
 
 

@@ -33,8 +33,9 @@ def _run(store: Path, *args: str) -> tuple[int, str]:
 def _no_secret_anywhere(store: Path, *secrets: str) -> None:
     """Not in any object, ref, reflog-free place a push would publish, nor in the files."""
     objects = _all_objects(store)
-    files = "\n".join(p.read_text(errors="replace") for p in store.rglob("*.md")
-                      if ".git" not in p.parts)
+    files = "\n".join(
+        p.read_text(errors="replace") for p in store.rglob("*.md") if ".git" not in p.parts
+    )
     for secret in secrets:
         assert secret not in objects, f"{secret[:6]}… reached a git object"
         assert secret not in files
@@ -49,10 +50,17 @@ def test_a_secret_in_an_id_or_a_metadata_key_is_refused_by_name(store: Path) -> 
     head = git(store, "rev-parse", "HEAD")
     cases = {
         "the session id": ["save", f"s-{key}", "--user", "hi", "--assistant", "ok"],
-        "the interaction id (--id)": ["save", "s", "--user", "hi", "--assistant", "ok",
-                                      "--id", key],
-        "a metadata key": ["save", "s", "--user", "hi", "--assistant", "ok",
-                           "--meta", f"{key}=x"],
+        "the interaction id (--id)": [
+            "save",
+            "s",
+            "--user",
+            "hi",
+            "--assistant",
+            "ok",
+            "--id",
+            key,
+        ],
+        "a metadata key": ["save", "s", "--user", "hi", "--assistant", "ok", "--meta", f"{key}=x"],
     }
     for field, args in cases.items():
         code, output = _run(store, *args)
@@ -75,12 +83,26 @@ def test_a_secret_in_an_id_or_a_metadata_key_is_refused_by_name(store: Path) -> 
 def test_agent_model_tags_speakers_and_batch_messages_are_redacted(store: Path) -> None:
     rng = random.Random(2)
     agent_key, model_key, tag_key, speaker_key, batch_key = (
-        make_secret("github-token", rng), make_secret("openai-key", rng),
-        make_secret("slack-token", rng), make_secret("aws-access-key", rng),
-        make_secret("stripe-key", rng))
+        make_secret("github-token", rng),
+        make_secret("openai-key", rng),
+        make_secret("slack-token", rng),
+        make_secret("aws-access-key", rng),
+        make_secret("stripe-key", rng),
+    )
     assert _run(store, "init")[0] == 0
-    code, output = _run(store, "--agent", f"bot {agent_key}", "--model", f"m-{model_key}",
-                        "save", "s", "-m", f"{speaker_key}: hello", "--tag", tag_key)
+    code, output = _run(
+        store,
+        "--agent",
+        f"bot {agent_key}",
+        "--model",
+        f"m-{model_key}",
+        "save",
+        "s",
+        "-m",
+        f"{speaker_key}: hello",
+        "--tag",
+        tag_key,
+    )
     assert code == 0, output
     author = git(store, "log", "-1", "--format=%an <%ae>")
     assert author.startswith("bot REDACTED:github-token <")
@@ -88,7 +110,8 @@ def test_agent_model_tags_speakers_and_batch_messages_are_redacted(store: Path) 
     assert found["Gitmem-Agent"] == "bot [REDACTED:github-token]"
     assert found["Gitmem-Model"] == "m-[REDACTED:openai-key]"
     assert found["Gitmem-Redacted"] == (
-        "aws-access-key=2, github-token=3, openai-key=1, slack-token=1")
+        "aws-access-key=2, github-token=3, openai-key=1, slack-token=1"
+    )
     mm = MemoryManager(store)
     session = mm.load_memory("s")
     assert session is not None
@@ -112,12 +135,14 @@ def test_agent_model_tags_speakers_and_batch_messages_are_redacted(store: Path) 
 
 
 def test_the_fallback_trailer_never_carries_the_llm_credentials(
-        store: Path, llm_server: FakeServer) -> None:
+    store: Path, llm_server: FakeServer
+) -> None:
     api_key = "plain-local-token-without-pattern"
     password = "hunter-two-pass"
     # the server's error text echoes the Authorization header it received
     llm_server.default = lambda request: error(
-        401, f"Incorrect credentials: Authorization: {llm_server.headers[-1]['authorization']}")
+        401, f"Incorrect credentials: Authorization: {llm_server.headers[-1]['authorization']}"
+    )
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "We moved the meeting to Friday.", "Noted.")
     config = LLMConfig(model="m", base_url=llm_server.base_url, api_key=api_key, max_retries=0)
@@ -145,10 +170,18 @@ def test_the_fallback_trailer_never_carries_the_llm_credentials(
 def test_the_loss_report_on_a_review_branch_is_redacted(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.summary_config = SummaryConfig(on_loss="review")
-    mm.save_interaction("caro", "I adopted Rex in May 2023. I work as a counselor in Boston.",
-                        "Nice.", interaction_id="t00")
-    mm.save_interaction("caro", "My sister Amy lives in Denver; I go to Sweden in June.",
-                        "Fun.", interaction_id="t01")
+    mm.save_interaction(
+        "caro",
+        "I adopted Rex in May 2023. I work as a counselor in Boston.",
+        "Nice.",
+        interaction_id="t00",
+    )
+    mm.save_interaction(
+        "caro",
+        "My sister Amy lives in Denver; I go to Sweden in June.",
+        "Fun.",
+        interaction_id="t01",
+    )
     mm.summarize("caro", summarizer=Fixed("- " + "\n- ".join(FACTS), FACTS))
     mm.save_interaction("caro", "I paint.", "Lovely.", interaction_id="t02")
     key = make_secret("openai-project-key", random.Random(3))
@@ -227,7 +260,8 @@ def test_sync_redacts_a_merge_and_reports_a_fast_forward(tmp_path: Path) -> None
     fast = a.sync()  # a fast-forward writes no commit: it can only report
     assert fast.action == "fast-forward"
     assert [s.split(": ", 1)[1] for s in fast.secrets] == [
-        "github-token " + keys[0][:4] + "…(40 chars)"]
+        "github-token " + keys[0][:4] + "…(40 chars)"
+    ]
     assert keys[0] not in "\n".join(fast.secrets)
     b.save_interaction("leak", f"and {keys[1]}", "ok")
     b.sync()
@@ -269,9 +303,12 @@ def test_the_merge_notes_sync_reports_are_redacted(tmp_path: Path) -> None:
 def test_scan_finds_secrets_outside_file_lines(store: Path) -> None:
     rng = random.Random(8)
     in_tag, in_author, in_name, in_binary, in_head = (
-        make_secret("github-token", rng), make_secret("slack-token", rng),
-        make_secret("aws-access-key", rng), make_secret("stripe-key", rng),
-        make_secret("openai-key", rng))
+        make_secret("github-token", rng),
+        make_secret("slack-token", rng),
+        make_secret("aws-access-key", rng),
+        make_secret("stripe-key", rng),
+        make_secret("openai-key", rng),
+    )
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "hello", "hi")
     (store / "blob.bin").write_bytes(b"\x00\x01binary\x00" + in_binary.encode() + b"\x00\n")
@@ -282,8 +319,13 @@ def test_scan_finds_secrets_outside_file_lines(store: Path) -> None:
     git(store, "tag", "-a", "v1", "-m", f"release with {in_tag}")
     git(store, "commit", "-q", "--allow-empty", "-m", f"rotate {in_head}")
     by_kind = {f.kind: f for f in mm.scan_history()}
-    assert set(by_kind) == {"github-token", "slack-token", "aws-access-key", "stripe-key",
-                            "openai-key"}
+    assert set(by_kind) == {
+        "github-token",
+        "slack-token",
+        "aws-access-key",
+        "stripe-key",
+        "openai-key",
+    }
     assert by_kind["github-token"].path == "(tag message)"
     assert by_kind["slack-token"].path == "(author or committer)"
     name = by_kind["aws-access-key"]

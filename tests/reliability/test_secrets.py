@@ -52,35 +52,68 @@ def make_secret(kind: str, rng: random.Random) -> str:
         "openai-key": lambda: "sk-" + _rand(rng, ALNUM, 47) + digit,
         "openai-project-key": lambda: "sk-proj-" + _rand(rng, ALNUM + "_-", 120) + digit,
         "anthropic-key": lambda: "sk-ant-api03-" + _rand(rng, ALNUM + "_-", 93),
-        "aws-access-key": lambda: rng.choice(["AKIA", "ASIA"]) + _rand(
-            rng, string.ascii_uppercase + string.digits, 16),
+        "aws-access-key": lambda: (
+            rng.choice(["AKIA", "ASIA"]) + _rand(rng, string.ascii_uppercase + string.digits, 16)
+        ),
         "aws-secret-key": lambda: "aws_secret_access_key = " + _rand(rng, B64, 40),
         "github-token": lambda: rng.choice(["ghp_", "gho_", "ghs_"]) + _rand(rng, ALNUM, 36),
         "github-pat": lambda: "github_pat_" + _rand(rng, ALNUM, 22) + "_" + _rand(rng, ALNUM, 59),
-        "slack-token": lambda: rng.choice("baprs").join(["xox", "-"]) + "-".join(
-            _rand(rng, string.digits, 12) for _ in range(2)) + "-" + _rand(rng, ALNUM, 24),
-        "private-key": lambda: "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(
-            _rand(rng, B64, 64) for _ in range(5)) + "\n-----END RSA PRIVATE KEY-----",
-        "openssh-key": lambda: "-----BEGIN OPENSSH PRIVATE KEY-----\n" + _rand(rng, B64, 70)
-        + "\n-----END OPENSSH PRIVATE KEY-----",
+        "slack-token": lambda: (
+            rng.choice("baprs").join(["xox", "-"])
+            + "-".join(_rand(rng, string.digits, 12) for _ in range(2))
+            + "-"
+            + _rand(rng, ALNUM, 24)
+        ),
+        "private-key": lambda: (
+            "-----BEGIN RSA PRIVATE KEY-----\n"
+            + "\n".join(_rand(rng, B64, 64) for _ in range(5))
+            + "\n-----END RSA PRIVATE KEY-----"
+        ),
+        "openssh-key": lambda: (
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n"
+            + _rand(rng, B64, 70)
+            + "\n-----END OPENSSH PRIVATE KEY-----"
+        ),
         "google-api-key": lambda: "AIza" + _rand(rng, ALNUM + "_-", 35),
         "stripe-key": lambda: "sk_live_" + _rand(rng, ALNUM, 24),
         "bearer-token": lambda: "Authorization: Bearer " + _rand(rng, ALNUM, 31) + digit,
         "url-password": lambda: f"https://bob:{_rand(rng, ALNUM, 12)}@git.example.com/r.git",
-        "url-token": lambda: "https://api.example.com/v1/items?page=2&access_token="
-        + _rand(rng, ALNUM, 24),
+        "url-token": lambda: (
+            "https://api.example.com/v1/items?page=2&access_token=" + _rand(rng, ALNUM, 24)
+        ),
         "assigned-secret": lambda: "DB_PASSWORD=" + _rand(rng, string.ascii_letters, 14) + digit,
-        "jwt": lambda: "eyJ" + _rand(rng, ALNUM, 20) + ".eyJ" + _rand(rng, ALNUM, 30) + "."
-        + _rand(rng, ALNUM + "_-", 43),
+        "jwt": lambda: (
+            "eyJ"
+            + _rand(rng, ALNUM, 20)
+            + ".eyJ"
+            + _rand(rng, ALNUM, 30)
+            + "."
+            + _rand(rng, ALNUM + "_-", 43)
+        ),
     }
     return makers[kind]()
 
 
 KINDS = sorted(
-    ["openai-key", "openai-project-key", "anthropic-key", "aws-access-key", "aws-secret-key",
-     "github-token", "github-pat", "slack-token", "private-key", "openssh-key",
-     "google-api-key", "stripe-key", "bearer-token", "url-password", "url-token",
-     "assigned-secret", "jwt"]
+    [
+        "openai-key",
+        "openai-project-key",
+        "anthropic-key",
+        "aws-access-key",
+        "aws-secret-key",
+        "github-token",
+        "github-pat",
+        "slack-token",
+        "private-key",
+        "openssh-key",
+        "google-api-key",
+        "stripe-key",
+        "bearer-token",
+        "url-password",
+        "url-token",
+        "assigned-secret",
+        "jwt",
+    ]
 )
 # Ordinary text that looks a little like secrets: none of it may be redacted.
 BENIGN = [
@@ -152,8 +185,7 @@ def test_patterns_are_configurable() -> None:
     example = "AKIAIOSFODNN7EXAMPLE"
     allowing = SecretConfig(allow=(r"AKIA[A-Z0-9]*EXAMPLE",))
     assert redact(example, allowing)[0] == example
-    only_aws = SecretConfig(patterns=tuple(p for p in DEFAULT_PATTERNS
-                                           if p.kind.startswith("aws")))
+    only_aws = SecretConfig(patterns=tuple(p for p in DEFAULT_PATTERNS if p.kind.startswith("aws")))
     assert redact(f"{example} {token}", only_aws)[0] == f"[REDACTED:aws-access-key] {token}"
     case = SecretConfig(patterns=(), extra=(SecretPattern("word", r"hunter2", ignore_case=True),))
     assert redact("HUNTER2 hunter2", case)[0] == "[REDACTED:word] [REDACTED:word]"
@@ -174,14 +206,17 @@ def test_bad_patterns_are_refused(pattern: SecretPattern, problem: str) -> None:
 
 
 def test_settings_from_git_config() -> None:
-    config = SecretConfig.from_git([
-        ("gitmem.secrets.pattern", r"acme-token=(?i)acme_[0-9a-f]{8}"),
-        ("gitmem.secrets.allow", "AKIAIOSFODNN7EXAMPLE"),
-        ("gitmem.secrets.redact", "true"),
-    ])
+    config = SecretConfig.from_git(
+        [
+            ("gitmem.secrets.pattern", r"acme-token=(?i)acme_[0-9a-f]{8}"),
+            ("gitmem.secrets.allow", "AKIAIOSFODNN7EXAMPLE"),
+            ("gitmem.secrets.redact", "true"),
+        ]
+    )
     assert config.redact and config.extra[0].kind == "acme-token" and config.extra[0].ignore_case
     assert redact("ACME_0123abcd AKIAIOSFODNN7EXAMPLE", config)[0] == (
-        "[REDACTED:acme-token] AKIAIOSFODNN7EXAMPLE")
+        "[REDACTED:acme-token] AKIAIOSFODNN7EXAMPLE"
+    )
     assert not SecretConfig.from_git([("gitmem.secrets.redact", "false")]).redact
     with pytest.raises(ValueError, match="unknown"):
         SecretConfig.from_git([("gitmem.secrets.colour", "red")])
@@ -194,8 +229,9 @@ def test_mask_never_shows_a_short_secret() -> None:
 
 # --- planted at random: every one is caught --------------------------------------------
 
-FILLER = st.lists(st.sampled_from([*BENIGN, "", "ok", "see below", "> quoted", "### 2024"]),
-                  max_size=4).map("\n".join)
+FILLER = st.lists(
+    st.sampled_from([*BENIGN, "", "ok", "see below", "> quoted", "### 2024"]), max_size=4
+).map("\n".join)
 TOTALS: Counter[str] = Counter()
 
 
@@ -229,20 +265,29 @@ def _check_planted(case: tuple[str, list[str]]) -> None:
 def test_every_planted_secret_is_caught(size: str, figures: dict[str, Any]) -> None:
     examples = EXAMPLES if size == "ci" else FULL_EXAMPLES
     TOTALS.clear()
-    run = settings(max_examples=examples, deadline=None, database=None,
-                   suppress_health_check=[HealthCheck.too_slow])(given(planted())(_check_planted))
+    run = settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )(given(planted())(_check_planted))
     run()
     assert TOTALS["caught"] == TOTALS["planted"] > 0
-    figures.update(examples=examples, secrets_planted=TOTALS["planted"],
-                   secrets_caught=TOTALS["caught"])
+    figures.update(
+        examples=examples, secrets_planted=TOTALS["planted"], secrets_caught=TOTALS["caught"]
+    )
 
 
 # --- through the manager: nothing reaches a git object ---------------------------------
 
 
 def _all_objects(store: Path) -> str:
-    done = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=store,
-                          capture_output=True, check=True)
+    done = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"],
+        cwd=store,
+        capture_output=True,
+        check=True,
+    )
     return done.stdout.decode("utf-8", "replace")
 
 
@@ -251,9 +296,12 @@ def test_no_secret_reaches_any_git_object(store: Path) -> None:
     mm = MemoryManager.init(store)
     planted_ = {kind: make_secret(kind, rng) for kind in KINDS}
     for kind, secret in planted_.items():
-        mm.save_interaction("leaky", f"{secret} is my {kind}", "noted",
-                            metadata={"note": secret.replace("\n", " ")} if "\n" not in secret
-                            else None)
+        mm.save_interaction(
+            "leaky",
+            f"{secret} is my {kind}",
+            "noted",
+            metadata={"note": secret.replace("\n", " ")} if "\n" not in secret else None,
+        )
     with mm.batch("Import"):
         mm.save_messages("batched", [Message(speaker="Ops", content=planted_["github-token"])])
         mm.update_metadata("batched", metadata={"project-url": planted_["url-password"]})
@@ -261,8 +309,11 @@ def test_no_secret_reaches_any_git_object(store: Path) -> None:
     objects = _all_objects(store)
     for kind, secret in planted_.items():
         for line in secret.splitlines():
-            core = line.rsplit("=", 1)[-1] if kind in ("assigned-secret", "aws-secret-key",
-                                                       "url-token") else line
+            core = (
+                line.rsplit("=", 1)[-1]
+                if kind in ("assigned-secret", "aws-secret-key", "url-token")
+                else line
+            )
             core = core.split(":", 2)[-1].split("@")[0] if kind == "url-password" else core
             if "BEGIN" in core or "END" in core:
                 continue
@@ -318,12 +369,15 @@ class _LeakySummarizer:
     def __init__(self, secret: str) -> None:
         self.secret = secret
 
-    def summarize(self, turns: Sequence[Interaction], *, previous: Summary | None = None
-                  ) -> SummaryResult:
-        content = StructuredSummary(summary=f"They shared {self.secret}.",
-                                    key_facts=[f"key is {self.secret}"])
-        return SummaryResult(content=content, model="leaky", mode="test",
-                             covers=tuple(t.id for t in turns))
+    def summarize(
+        self, turns: Sequence[Interaction], *, previous: Summary | None = None
+    ) -> SummaryResult:
+        content = StructuredSummary(
+            summary=f"They shared {self.secret}.", key_facts=[f"key is {self.secret}"]
+        )
+        return SummaryResult(
+            content=content, model="leaky", mode="test", covers=tuple(t.id for t in turns)
+        )
 
 
 def test_a_summary_that_repeats_a_secret_is_redacted(store: Path) -> None:
@@ -383,16 +437,23 @@ def test_scan_reports_secrets_anywhere_in_history(store: Path) -> None:
     token = make_secret("github-token", rng)
     pem = make_secret("private-key", rng)
     first = _plain_commit(store, "notes/setup.md", f"line one\nline two\nkey {key}\n", "setup")
-    second = _plain_commit(store, "notes/setup.md", "line one\nline two\nrotated\n",
-                           f"remove the key; old token {token}")
+    second = _plain_commit(
+        store,
+        "notes/setup.md",
+        "line one\nline two\nrotated\n",
+        f"remove the key; old token {token}",
+    )
     git(store, "checkout", "-qb", "side")
     third = _plain_commit(store, "keys/deploy.pem", pem + "\n", "deploy key")
     git(store, "checkout", "-q", "main")
     findings = mm.scan_history()
     by_kind = {f.kind: f for f in findings}
     assert set(by_kind) == {"aws-access-key", "github-token", "private-key"}
-    assert (by_kind["aws-access-key"].commit, by_kind["aws-access-key"].path,
-            by_kind["aws-access-key"].line) == (first, "notes/setup.md", 3)
+    assert (
+        by_kind["aws-access-key"].commit,
+        by_kind["aws-access-key"].path,
+        by_kind["aws-access-key"].line,
+    ) == (first, "notes/setup.md", 3)
     assert by_kind["aws-access-key"].at_head is False  # removed since, still in history
     assert by_kind["github-token"].commit == second
     assert by_kind["github-token"].path == "(commit message)"
@@ -409,8 +470,9 @@ def test_scan_reports_secrets_anywhere_in_history(store: Path) -> None:
     result = runner.invoke(cli, ["--repo", str(store), "scan", "--json"])
     listed = json.loads(result.output)
     assert {item["kind"] for item in listed} == set(by_kind)
-    assert all(set(item) == {"commit", "path", "line", "kind", "masked", "at_head"}
-               for item in listed)
+    assert all(
+        set(item) == {"commit", "path", "line", "kind", "masked", "at_head"} for item in listed
+    )
     mm.close()
 
 

@@ -91,8 +91,7 @@ def test_namespace_folder_symlinked_outside(store: Path, outside: Path) -> None:
     _untouched(outside)
 
 
-def test_a_symlink_committed_in_history_is_not_written_through(store: Path,
-                                                               outside: Path) -> None:
+def test_a_symlink_committed_in_history_is_not_written_through(store: Path, outside: Path) -> None:
     """A remote can carry a symlink (mode 120000); a clone checks it out as a link."""
     mm = MemoryManager.init(store)
     mm.save_interaction("plain", "x", "y")
@@ -119,8 +118,19 @@ def test_a_file_where_a_folder_should_be(store: Path) -> None:
 def test_nothing_is_written_outside_the_store(store: Path, tmp_path: Path) -> None:
     before = {p for p in tmp_path.rglob("*")}
     mm = MemoryManager.init(store)
-    for sid in ["../escape", "/etc/passwd", "..", ".", "a/../../b", "~", "$HOME", "\\..\\x",
-                "a\\b", ".git", "sessions/../../x"]:
+    for sid in [
+        "../escape",
+        "/etc/passwd",
+        "..",
+        ".",
+        "a/../../b",
+        "~",
+        "$HOME",
+        "\\..\\x",
+        "a\\b",
+        ".git",
+        "sessions/../../x",
+    ]:
         mm.save_interaction(sid, "x", "y")
         session = mm.load_memory(sid)
         assert session is not None and session.id == sid

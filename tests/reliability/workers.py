@@ -50,8 +50,7 @@ def concurrent(store: str, tag: str, count: int) -> None:
         session = SHARED if n % 2 == 0 else f"own-{tag}"
         iid = f"{tag}-{n}"
         say(f"begin save {session} {iid}")
-        sha = mm.save_interaction(session, f"question {iid}", f"answer {iid}",
-                                  interaction_id=iid)
+        sha = mm.save_interaction(session, f"question {iid}", f"answer {iid}", interaction_id=iid)
         say(f"ok {sha}")
     mm.close()
 
@@ -67,8 +66,9 @@ def saver(store: str, session: str, seconds: float) -> None:
         n += 1
         iid = f"s{n}"
         try:
-            sha = mm.save_interaction(session, f"question {iid}", f"answer {iid}",
-                                      interaction_id=iid)
+            sha = mm.save_interaction(
+                session, f"question {iid}", f"answer {iid}", interaction_id=iid
+            )
         except GitmemError as exc:
             say(f"fail {iid} {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
             continue
@@ -140,8 +140,7 @@ def crash(store: str, tag: str, seed: int, kill_at: str | None = None) -> None:
             say(f"begin batch {session} {','.join(ids)}")
             with mm.batch(f"Batch {tag} {n}") as result:
                 for iid in ids:
-                    mm.save_interaction(session, f"batched {iid}", f"ok {iid}",
-                                        interaction_id=iid)
+                    mm.save_interaction(session, f"batched {iid}", f"ok {iid}", interaction_id=iid)
             sha = result.commit
         elif roll < 0.18:
             session = rng.choice(CRASH_SHARED)
