@@ -17,7 +17,7 @@ from gitmem.errors import (
     ValidationError,
 )
 from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
-from gitmem.oldpaths import install as _install_old_paths
+from gitmem.version import __version__
 
 if TYPE_CHECKING:
     from gitmem.aio import AsyncMemoryManager
@@ -51,10 +51,8 @@ __all__ = [
     "SessionPage",
     "Summary",
     "ValidationError",
+    "__version__",
 ]
-__version__ = "0.1.0"
-
-_install_old_paths()  # 0.1 import paths keep working for one release (docs/upgrading.md)
 
 
 def __getattr__(name: str) -> Any:

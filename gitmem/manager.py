@@ -23,10 +23,3 @@ class MemoryManager(
     arguments are documented on :meth:`SessionCore.__init__ <gitmem.core.SessionCore.__init__>`,
     which ``help(MemoryManager)`` shows too.
     """
-
-
-def __getattr__(name: str) -> object:
-    # gitmem 0.1 kept BatchResult, agent_identity and the mixins' names here; one more release
-    from gitmem.oldpaths import old_attribute
-
-    return old_attribute("manager", name)

@@ -4,29 +4,20 @@ Every page is read as a reader would read it: the `gitmem ...` command lines (co
 inline code) must name real commands and options of the click tree, the `mm.<method>(` calls
 real `MemoryManager` methods, every `gitmem.x.y` path a module or name that imports, every
 `gitmem.<section>.<key>` config key one the code accepts, and every link a page and heading that
-exist. docs/upgrading.md's table of moved names is generated from the lead's moved.json:
-
-    python tests/test_docs.py /path/to/moved.json     # rewrites the table in docs/upgrading.md
+exist.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import shlex
-import sys
-import typing
-import warnings
 from pathlib import Path
-from types import ModuleType
 
 import click
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-UPGRADING = DOCS / "upgrading.md"
-TABLE_BEGIN, TABLE_END = "<!-- moved:begin", "<!-- moved:end -->"
 
 CONFIG_SECTIONS = ("summary", "llm", "secrets", "facts", "embed")
 SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}
@@ -212,15 +203,10 @@ def path_problems(page: Path, text: str) -> list[str]:
     return problems
 
 
-def without_moved_table(text: str) -> str:
-    begin, end = text.find(TABLE_BEGIN), text.find(TABLE_END)
-    return text[:begin] + text[end:] if begin >= 0 else text
-
-
 def test_module_paths_and_config_keys_are_real() -> None:
     problems = []
     for page in pages():
-        problems += path_problems(page, without_moved_table(page.read_text()))
+        problems += path_problems(page, page.read_text())
     assert not problems, "\n".join(problems)
 
 
@@ -299,73 +285,3 @@ def test_package_map_names_every_package_and_top_module() -> None:
     missing_files = named_here - real
     assert not missing_files, f"package map names missing {missing_files}"
     assert not real - named_here, f"package map does not name {real - named_here}"
-
-
-def moved_rows() -> list[tuple[str, list[str], str]]:
-    """(old module, names, new module) rows of the table in docs/upgrading.md."""
-    text = UPGRADING.read_text()
-    table = text[text.index(TABLE_BEGIN) : text.index(TABLE_END)]
-    rows = []
-    for old, names, new in re.findall(
-        r"^\| `([\w.]+)` \| (.+) \| `([\w.]+)` \|$", table, flags=re.M
-    ):
-        rows.append((old, re.findall(r"`(\w+)`", names), new))
-    return rows
-
-
-def test_moved_names_live_in_their_new_home() -> None:
-    rows = moved_rows()
-    assert len(rows) > 30
-    problems = []
-    for _, names, new in rows:
-        module = importlib.import_module(new)
-        problems += [f"{new} has no {name}" for name in names if not hasattr(module, name)]
-    assert not problems, "\n".join(problems)
-
-
-def test_old_import_paths_still_work() -> None:
-    problems = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # tests/test_old_paths.py checks it
-        for old, names, _ in moved_rows():
-            try:
-                module: ModuleType | None = importlib.import_module(old)
-            except ImportError as exc:
-                problems.append(f"{old} does not import: {exc}")
-                module = None
-            problems += [
-                f"{old} has no {name}"
-                for name in names
-                if module is not None and not hasattr(module, name)
-            ]
-    assert not problems, "\n".join(problems)
-
-
-def render_moved_table(moved: dict[str, dict[str, str]]) -> str:
-    """The Markdown table of moved names: one row per old module and new home, type
-    variables and names that stayed in their module left out."""
-    lines = ["| old import | names | new home |", "|---|---|---|"]
-    for old in sorted(moved):
-        homes: dict[str, list[str]] = {}
-        for name, new in moved[old].items():
-            obj = getattr(importlib.import_module(f"gitmem.{new}"), name, None)
-            if new == old or isinstance(obj, typing.TypeVar | typing.ParamSpec):
-                continue
-            homes.setdefault(new, []).append(name)
-        for new, names in sorted(homes.items()):
-            listed = ", ".join(f"`{n}`" for n in sorted(names))
-            lines.append(f"| `gitmem.{old}` | {listed} | `gitmem.{new}` |")
-    return "\n".join(lines)
-
-
-def write_moved_table(moved_json: Path) -> None:
-    text = UPGRADING.read_text()
-    begin = text.index("\n", text.index(TABLE_BEGIN)) + 1
-    end = text.index(TABLE_END)
-    table = render_moved_table(json.loads(moved_json.read_text()))
-    UPGRADING.write_text(text[:begin] + table + "\n" + text[end:])
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
-    write_moved_table(Path(sys.argv[1]))

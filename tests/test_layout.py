@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 # first part of the dotted path under gitmem -> layer; a tuple's members share one layer
 LAYERS: list[tuple[str, ...]] = [
-    ("errors", "oldpaths"),  # oldpaths imports gitmem modules only by name, at run time
+    ("errors", "version"),
     ("models",),
     ("text",),
     ("format",),

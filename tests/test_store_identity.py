@@ -136,12 +136,12 @@ def test_a_network_remote_without_a_default_branch_is_reported(
     mm = MemoryManager.init(tmp_path / "a")
     mm.save_interaction("s", "hello", "hi")
     mm.remote_add("origin", f"{url}/memory.git")
-    with caplog.at_level(logging.WARNING, logger="gitmem.sharing"):
+    with caplog.at_level(logging.WARNING, logger="gitmem.sync.remotes"):
         assert mm.push()
     assert "has no default branch" in caplog.text and "--branch main" in caplog.text
     caplog.clear()
     mm.save_interaction("s", "again", "yes")
-    with caplog.at_level(logging.WARNING, logger="gitmem.sharing"):
+    with caplog.at_level(logging.WARNING, logger="gitmem.sync.remotes"):
         mm.push()  # reported once, on the push that creates the branch
     assert caplog.text == ""
     # gitmem's own clone still lands on the memory branch

@@ -22,6 +22,7 @@ from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
 from gitmem.manager import MemoryManager
 from gitmem.store.discover import find_store
 from gitmem.store.gitlog import looks_like_date
+from gitmem.version import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 # an option value longer than this is never repeated in an error (a pasted token, not a date)
@@ -207,7 +208,7 @@ class GitmemGroup(click.Group):
     help="Agent name recorded as commit author.",
 )
 @click.option("--model", envvar="GITMEM_MODEL", default=None, help="Model name for trailers.")
-@click.version_option(package_name="gitmem-store")
+@click.version_option(version=__version__, prog_name="gitmem")
 @click.pass_context
 def cli(
     ctx: click.Context, repo: str | None, json_out: bool, agent: str, model: str | None

@@ -38,6 +38,7 @@ from typing import Any
 
 from gitmem.errors import ConflictError, GitmemError
 from gitmem.manager import MemoryManager
+from gitmem.version import __version__
 
 PLUGIN_SCHEMA = "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json"
 MCP_SCHEMA = "https://agent-plugins.org/schemas/1.0.0/mcp.schema.json"
@@ -69,7 +70,7 @@ def bundle_files(
     manifest = {
         "$schema": PLUGIN_SCHEMA,
         "name": NAME,
-        **_version(),
+        "version": __version__,
         "description": f"Long-term conversation memory: every exchange worth keeping is a "
         f"commit in the gitmem store at {store}.",
         "license": "MIT",
@@ -145,14 +146,6 @@ def write_plugin(folder: str | Path, *, store: str | Path, agent: str) -> list[P
             todo.append((target, data, mode))  # same text, lost its executable bit
     _write_all(todo)
     return [root / name for name in files]
-
-
-def _version() -> dict[str, str]:
-    """The manifest's optional ``version``: the installed distribution's, if it is installed."""
-    try:
-        return {"version": importlib.metadata.version("gitmem-store")}
-    except importlib.metadata.PackageNotFoundError:
-        return {}
 
 
 def _json(value: Any) -> bytes:

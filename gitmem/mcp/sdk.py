@@ -20,6 +20,7 @@ from mcp import types
 from mcp.types import CallToolResult
 
 from gitmem.errors import GitmemError
+from gitmem.version import __version__
 
 try:  # mcp 2.x
     _server_module = importlib.import_module("mcp.server.mcpserver")
@@ -83,7 +84,9 @@ class HttpOptions:
 def new_server(name: str, instructions: str, http: HttpOptions | None = None) -> Any:
     """A server object of the installed major (``MCPServer`` or ``FastMCP``)."""
     if MAJOR == 2:
-        return _SERVER_CLASS(name=name, instructions=instructions, log_level="WARNING")
+        return _SERVER_CLASS(
+            name=name, instructions=instructions, version=__version__, log_level="WARNING"
+        )
     options: dict[str, Any] = {}
     if http is not None:
         options = {
@@ -93,7 +96,9 @@ def new_server(name: str, instructions: str, http: HttpOptions | None = None) ->
             "stateless_http": http.stateless,
             "transport_security": http.security(),
         }
-    return _SERVER_CLASS(name=name, instructions=instructions, log_level="WARNING", **options)
+    server = _SERVER_CLASS(name=name, instructions=instructions, log_level="WARNING", **options)
+    server._mcp_server.version = __version__  # 1.x takes no version: serverInfo reads this one
+    return server
 
 
 def add_tool(

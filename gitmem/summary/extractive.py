@@ -57,19 +57,6 @@ def cosine(a: Vector, b: Vector, norm_a: float | None = None, norm_b: float | No
     return dot / (na * nb) if na and nb else 0.0
 
 
-def idf_of(documents: Sequence[Iterable[str]]) -> dict[str, float]:
-    """Smoothed inverse document frequency of every term over ``documents``.
-
-    Nothing in gitmem calls it; it stays public because 0.1 exported it
-    (``gitmem.extractive.idf_of`` still resolves to it for one release).
-    """
-    df: Counter[str] = Counter()
-    for doc in documents:
-        df.update(set(doc))
-    total = len(documents)
-    return {t: math.log((total + 1) / (n + 1)) + 1.0 for t, n in df.items()}
-
-
 def coverage(needle: Sequence[str], haystack: set[str]) -> float:
     """Share of ``needle``'s distinct terms found in ``haystack`` (numbers count double)."""
     distinct = set(needle)

@@ -59,7 +59,7 @@ from gitmem.summary.triggers import (
 )
 from gitmem.text import one_line
 
-log = logging.getLogger("gitmem.summarize")  # its 0.1 name: logging configs refer to it
+log = logging.getLogger(__name__)
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
 

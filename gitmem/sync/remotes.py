@@ -21,7 +21,7 @@ from gitmem.store.discover import is_store_commit
 from gitmem.store.git import NETWORK_TIMEOUT, GitResult, redact, run_git
 from gitmem.store.repository import Repository
 
-log = logging.getLogger("gitmem.sharing")  # its 0.1 name: logging configs refer to it
+log = logging.getLogger(__name__)
 
 _REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
