@@ -81,7 +81,7 @@ def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
             )
         return len(rows)
 
-    count = mm._store_index().run(work)
+    count = mm._search._store_index().run(work)
     return count, time.perf_counter() - start
 
 
@@ -150,9 +150,9 @@ def main() -> None:
                     mm.search(query)
                     samples += _time([query], mm.search)
                 warm = _stats(samples)
-            matrix = mm._dense.cache.main
+            matrix = mm._search._dense.cache.main
             overlap = []
-            for vector in list(mm._dense._queries.values()):
+            for vector in list(mm._search._dense._queries.values()):
                 if matrix is None:
                     break
                 found = {i for i, _ in vectors.nearest(matrix, vector, 50)}
@@ -160,7 +160,7 @@ def main() -> None:
                 overlap.append(len(found & exact) / max(len(exact), 1))
             recall = statistics.mean(overlap) if overlap else float("nan")
             t0 = time.perf_counter()
-            for vector in list(mm._dense._queries.values()):
+            for vector in list(mm._search._dense._queries.values()):
                 if matrix is not None:
                     vectors.nearest(matrix, vector, 50, exact=True)
             exact_ms = (time.perf_counter() - t0) / max(len(overlap), 1) * 1000

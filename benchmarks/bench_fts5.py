@@ -141,7 +141,7 @@ def _measure(name: str, store: Path, queries: list[str], sessions: list[str]) ->
     mm.reindex()
     rebuild = time.perf_counter() - start
     size = _size(store)
-    text = mm._store_index().run(_text_bytes)
+    text = mm._search._store_index().run(_text_bytes)
     mm.search(queries[0])
     search = []
     for query in queries:

@@ -190,7 +190,7 @@ def main() -> None:
     report = mm.reindex()
     rebuild, rebuild_cpu = time.perf_counter() - start, time.process_time() - cpu0
     size = sum(p.stat().st_size for p in (store / ".git" / "gitmem").glob("index.sqlite*"))
-    text = mm._store_index().run(_text_bytes)
+    text = mm._search._store_index().run(_text_bytes)
     parse, parse_cpu = _parse_all(mm)
     print(
         f"full rebuild: {rebuild:.1f} s (cpu {rebuild_cpu:.1f} s) for {report.indexed} sessions "
@@ -244,7 +244,7 @@ def main() -> None:
             "noted",
             timestamp=START + timedelta(days=4000 + n),
         )
-        _timed(samples, cpu, lambda: mm._store_index().run(lambda index: None))
+        _timed(samples, cpu, lambda: mm._search._store_index().run(lambda index: None))
     print(f"catch-up 1 commit {_stats(samples, cpu)}")
 
     samples, cpu = [], []

@@ -273,7 +273,7 @@ class AsyncMemoryManager:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def _refuse_loop_batch(self) -> None:
-        if getattr(self.manager._local, "batch", None) is not None:
+        if self.manager.in_batch():
             # the sync batch holds the write lock in this (the event loop's) thread: a worker
             # thread would wait for it forever while the loop waits for the worker
             raise ValidationError(

@@ -1,11 +1,10 @@
-"""``SessionCore``: the state and the save path every feature's methods class builds on.
+"""``SessionStore``: the store's state and the one save path the features share.
 
-Each ``<feature>/methods.py`` class inherits :class:`SessionCore`; ``gitmem.manager`` only
-composes them. The core owns the store's state (repository, namespace, agent, the parsed
-session cache), reading sessions at a commit, the one save path (``_modify`` -> ``_apply``:
-hand-edit adoption, the guard, portable names, render, one commit with trailers), batches,
-and the hooks the features override with cooperative ``super()`` calls instead of importing
-each other (``_on_open``, ``_before_save``, ``_after_save``, ``_ask_json``, ``_embed``).
+The store owns the state (repository, namespace, agent, the parsed session cache), reading
+sessions at a commit, the one save path (``_modify`` -> ``_apply``: hand-edit adoption, the
+guard, portable names, render, one commit with trailers) and batches. The feature objects
+(history, search, summaries, facts, sync) are given the store by ``gitmem.manager``, which
+also fills the store's ``before_save`` and ``after_save`` lists in the order they run.
 """
 
 from __future__ import annotations
@@ -17,21 +16,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import id_from_path, session_dir
 from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
-from gitmem.guard.methods import GuardMethods
+from gitmem.guard.methods import Guard
 from gitmem.guard.names import NewNames, agent_identity
 from gitmem.guard.secrets import redact
 from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
 from gitmem.store.discover import open_repository
 from gitmem.store.layout import locate, session_files
 from gitmem.store.objects import object_id
-from gitmem.store.repository import Housekeeping, Repository
+from gitmem.store.repository import Housekeeping
 from gitmem.store.transaction import Identity, Transaction
 from gitmem.text import one_line
 
@@ -51,14 +50,11 @@ class _Batch:
     )
 
 
-C = TypeVar("C", bound="SessionCore")
+class SessionStore:
+    """The sessions of one store (and namespace): reading them at a commit and saving.
 
-
-class SessionCore(GuardMethods):
-    """Long-term conversation memory in a git repository of Markdown files (the core).
-
-    The state and the save path every ``<feature>/methods.py`` class builds on; callers use
-    :class:`~gitmem.manager.MemoryManager`, which composes them.
+    Callers use :class:`~gitmem.manager.MemoryManager`, which builds one store and the
+    feature objects over it.
     """
 
     def __init__(
@@ -108,63 +104,22 @@ class SessionCore(GuardMethods):
             "lock_timeout": lock_timeout,
         }
         repo = open_repository(path, init=init, adopt_it=adopt, **options)
-        super().__init__(repo, namespace)  # the guard: secrets in messages and authors
+        self.repo = repo
+        self.namespace = namespace
+        self.guard = Guard(repo, namespace)  # secrets in messages and authors, sizes
         self.path = repo.root
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._local = threading.local()
+        self.local = threading.local()
         self._names = NewNames(repo, namespace)
-        self._on_open()
-
-    @classmethod
-    def init(cls: type[C], path: str | os.PathLike[str], **kwargs: Any) -> C:
-        """Create a new store at ``path`` (or open it if it is one already)."""
-        return cls(path, init=True, **kwargs)
+        # what a save runs before committing (raise to stop it) and after (never raises),
+        # in order: the composition root fills them
+        self.before_save: list[Callable[[], None]] = []
+        self.after_save: list[Callable[[str], None]] = []
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
-        self._repo.close()
-
-    def __enter__(self: C) -> C:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def repository(self) -> Repository:
-        """The repository layer underneath (for front ends that need raw history)."""
-        return self._repo
-
-    # --- hooks the feature classes override (each calls ``super()`` first) ----------------
-
-    def _on_open(self) -> None:
-        """The store is open and the core's state set: a feature sets up its own state."""
-
-    def _before_save(self) -> None:
-        """A save is about to commit: raise to stop it (e.g. a setting gitmem cannot use)."""
-
-    def _after_save(self, session_id: str) -> None:
-        """A save committed a turn to ``session_id`` (not inside a batch); must not raise."""
-
-    def _fact_candidates(
-        self, query: str, commit: str | None, limit: int
-    ) -> list[tuple[str, str, float]]:
-        """Current facts as (id, text, score): ``query``'s matches best first, then the rest in
-        file order (score 0), at most ``limit``. facts/ overrides it; search/ reads it."""
-        return []
-
-    def _ask_json(
-        self, system: str, user: str, *, timeout: float | None = None
-    ) -> tuple[str, str] | None:
-        """The configured LLM's JSON answer, (content, model), or None without an LLM (summary/
-        answers; GitmemError when the call fails); ``timeout``: that many seconds, no retry."""
-        return None
-
-    def _embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
-        """Vectors of ``texts`` and the model's key, or None when embeddings are off (summary/
-        answers; ``[]`` asks the key only; raises GitmemError when the call fails)."""
-        return None
+        self.repo.close()
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
         """Within the block, this thread's commits name ``agent`` (author, ``Gitmem-Agent``),
@@ -173,39 +128,40 @@ class SessionCore(GuardMethods):
 
     @contextlib.contextmanager
     def _acting(self, identity: Identity) -> Iterator[None]:
-        before = getattr(self._local, "agent", None)
-        self._local.agent = identity.name
+        before = getattr(self.local, "agent", None)
+        self.local.agent = identity.name
         try:
-            with self._repo.acting_as(identity):
+            with self.repo.acting_as(identity):
                 yield
         finally:
-            self._local.agent = before
+            self.local.agent = before
 
-    def _in_batch(self) -> bool:
-        return getattr(self._local, "batch", None) is not None
+    def in_batch(self) -> bool:
+        """Whether this thread is inside ``batch()`` (its writes wait for the batch's commit)."""
+        return getattr(self.local, "batch", None) is not None
 
-    def _no_batch(self, what: str) -> None:
-        if self._in_batch():
+    def no_batch(self, what: str) -> None:
+        if self.in_batch():
             raise ValidationError(f"{what} makes its own commit; call it outside mm.batch()")
 
     # --- reading -------------------------------------------------------------------------
 
-    def _path(self, session_id: str, commit: str | None = None, archive: bool = False) -> str:
+    def path_of(self, session_id: str, commit: str | None = None, archive: bool = False) -> str:
         # the commit's layout (flat or fan-out), or the other one if only it has the file
-        return locate(self._repo, session_id, self.namespace, commit, archive=archive)
+        return locate(self.repo, session_id, self.namespace, commit, archive=archive)
 
-    def _parse_blob(self, path: str, blob_id: str) -> Session:
+    def parse_blob(self, path: str, blob_id: str) -> Session:
         key = (path, blob_id)
         with self._cache_lock:
             cached = self._sessions.get(key)
             if cached is not None:
                 self._sessions.move_to_end(key)
                 return cached
-        session = parse_bytes(self._repo.blob(blob_id), path)
-        self._remember(path, blob_id, session)
+        session = parse_bytes(self.repo.blob(blob_id), path)
+        self.cache_session(path, blob_id, session)
         return session
 
-    def _remember(self, path: str, blob_id: str, session: Session) -> None:
+    def cache_session(self, path: str, blob_id: str, session: Session) -> None:
         with self._cache_lock:
             self._sessions[(path, blob_id)] = session
             while len(self._sessions) > 512:
@@ -213,7 +169,7 @@ class SessionCore(GuardMethods):
 
     def head(self) -> str | None:
         """The commit the store's branch points at."""
-        return self._repo.head()
+        return self.repo.head()
 
     def load_memory(
         self, session_id: str, *, commit: str | None = None, include_archive: bool = False
@@ -223,18 +179,18 @@ class SessionCore(GuardMethods):
         ``include_archive`` puts back the turns summaries moved to the archive part; raises
         ParseError (``path:line``) if the committed file is broken.
         """
-        path = self._path(session_id, commit)
-        found = self._repo.entry(path, commit)
-        session = None if found is None else self._parse_blob(path, found[1])
+        path = self.path_of(session_id, commit)
+        found = self.repo.entry(path, commit)
+        session = None if found is None else self.parse_blob(path, found[1])
         if include_archive and session is not None:
             session = self._with_archive(session, commit)
         return session
 
     def load_archive(self, session_id: str, *, commit: str | None = None) -> Session | None:
         """The archive part of a session at HEAD (or ``commit``), or None if it has none."""
-        path = self._path(session_id, commit, archive=True)
-        found = self._repo.entry(path, commit)
-        return None if found is None else self._parse_blob(path, found[1])
+        path = self.path_of(session_id, commit, archive=True)
+        found = self.repo.entry(path, commit)
+        return None if found is None else self.parse_blob(path, found[1])
 
     def _with_archive(self, session: Session, commit: str | None) -> Session:
         """``session`` with its archived turns put back in front (for ``load_memory``)."""
@@ -247,7 +203,7 @@ class SessionCore(GuardMethods):
 
     def session_ids(self, *, commit: str | None = None) -> list[str]:
         """Every session id in the store (this namespace), sorted."""
-        files = session_files(self._repo, session_dir(self.namespace), commit)
+        files = session_files(self.repo, session_dir(self.namespace), commit)
         ids = [id_from_path(path, self.namespace) for path in files]
         return sorted(i for i in ids if i is not None)
 
@@ -271,11 +227,11 @@ class SessionCore(GuardMethods):
         wanted_tags = set(tags)
         low, high = as_when(since, "since"), as_when(until, "until")
         found: list[Session] = []
-        for path, blob_id in session_files(self._repo, session_dir(self.namespace), commit).items():
+        for path, blob_id in session_files(self.repo, session_dir(self.namespace), commit).items():
             if id_from_path(path, self.namespace) is None:
                 continue
             try:
-                session = self._parse_blob(path, blob_id)
+                session = self.parse_blob(path, blob_id)
             except ParseError:
                 continue
             if wanted_tags and not wanted_tags <= set(session.tags):
@@ -305,21 +261,21 @@ class SessionCore(GuardMethods):
 
         The write lock is held for the whole block; an exception drops all its changes.
         """
-        if self._in_batch():
+        if self.in_batch():
             raise ValidationError("batches do not nest")
         result = BatchResult()
-        with self._repo.transaction(f"the batch {message!r}") as txn:
+        with self.repo.transaction(f"the batch {message!r}") as txn:
             current = _Batch(txn, message)
-            self._local.batch = current
+            self.local.batch = current
             try:
                 yield result
             finally:
-                self._local.batch = None
+                self.local.batch = None
 
             def commit() -> None:
                 op = "batch" if len(set(current.ops)) != 1 else current.ops[0]
                 base, names = txn.head(), self._names.pending(txn)
-                all_trailers = {**self._trailers(op, current.touched), **(trailers or {})}
+                all_trailers = {**self.trailers(op, current.touched), **(trailers or {})}
                 result.commit = txn.commit(message, trailers=all_trailers)
                 self._names.advance(base, result.commit, names)
 
@@ -332,14 +288,14 @@ class SessionCore(GuardMethods):
         done, batch.done = batch.done, []
         batch.sessions, batch.touched, batch.ops = {}, [], []
         batch.created = {}
-        self._local.batch = batch  # hand edits go into the batch's commit, as the first time
+        self.local.batch = batch  # hand edits go into the batch's commit, as the first time
         try:
             for session_id, path, change, op in done:
                 self._apply(batch.txn, batch, session_id, path, change, op)
         finally:
-            self._local.batch = None
+            self.local.batch = None
 
-    def _trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
+    def trailers(self, op: str, sessions: Sequence[str], **extra: str) -> dict[str, str]:
         trailers = {"Gitmem-Op": op}
         unique = list(dict.fromkeys(sessions))
         if len(unique) <= 20:
@@ -349,7 +305,7 @@ class SessionCore(GuardMethods):
                 trailers["Gitmem-Session"] = ", ".join(unique)
         else:
             trailers["Gitmem-Sessions"] = str(len(unique))
-        trailers["Gitmem-Agent"] = getattr(self._local, "agent", None) or self.agent
+        trailers["Gitmem-Agent"] = getattr(self.local, "agent", None) or self.agent
         if self.model:
             trailers["Gitmem-Model"] = self.model
         if self.via:
@@ -369,20 +325,20 @@ class SessionCore(GuardMethods):
         body: str = "",
     ) -> str | None:
         """Read-modify-write one session under the lock; one commit unless in a batch."""
-        batch: _Batch | None = getattr(self._local, "batch", None)
+        batch: _Batch | None = getattr(self.local, "batch", None)
         if batch is not None:
             # the batch holds the lock: its head is the branch's (no ref file read per save)
-            path = self._path(session_id, batch.txn.head())
+            path = self.path_of(session_id, batch.txn.head())
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
-        path = self._path(session_id)
-        with self._repo.transaction() as txn:
+        path = self.path_of(session_id)
+        with self.repo.transaction() as txn:
 
             def write() -> str | None:
                 # the layout as the lock-holder sees it: a migrate may have just landed
-                where = self._path(session_id, txn.head())
+                where = self.path_of(session_id, txn.head())
                 self._apply(txn, None, session_id, where, change, op)
-                all_trailers = self._trailers(op, [session_id])
+                all_trailers = self.trailers(op, [session_id])
                 all_trailers.update(trailers or {})
                 base, names = txn.head(), self._names.pending(txn)
                 sha = txn.commit(subject, body=body, trailers=all_trailers)
@@ -422,11 +378,13 @@ class SessionCore(GuardMethods):
     ) -> None:
         current = batch.sessions.get(path) if batch is not None else None
         if current is None:
-            current = self._adopt_hand_edit(txn, path)
+            current = self.adopt_hand_edit(txn, path)
         if current is None:
-            found = self._repo.entry(path, txn.head())
-            current = self._parse_blob(path, found[1]) if found else None
-        updated = self._guard(txn, current, change(current))  # sizes, secrets redacted
+            found = self.repo.entry(path, txn.head())
+            current = self.parse_blob(path, found[1]) if found else None
+        updated = self.guard.screen_session(
+            txn, current, change(current)
+        )  # sizes, secrets redacted
         if current is None and updated is not None:
             self._names.check(txn, batch.created if batch else None, session_id, path)
         if updated is None:
@@ -437,7 +395,7 @@ class SessionCore(GuardMethods):
             data = render(updated).encode("utf-8")
             txn.write(path, data)
             # the next save to this session starts from here without parsing the file again
-            self._remember(path, object_id("blob", data), updated)
+            self.cache_session(path, object_id("blob", data), updated)
         if batch is not None:
             if updated is not None:
                 batch.sessions[path] = updated
@@ -445,7 +403,7 @@ class SessionCore(GuardMethods):
             batch.ops.append(op)
             batch.done.append((session_id, path, change, op))
 
-    def _adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
+    def adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
 
         A hand edit that does not parse raises ParseError and nothing is written.
@@ -454,19 +412,19 @@ class SessionCore(GuardMethods):
         if edited is None:
             return None
         session = parse_bytes(edited, path)
-        session, edited = self._guard_hand_edit(txn, session, edited)
-        if not self._in_batch():
+        session, edited = self.guard.screen_hand_edit(txn, session, edited)
+        if not self.in_batch():
             txn.write(path, edited)
             txn.commit(
                 f"Record hand edit of {path}",
                 trailers={"Gitmem-Op": "edit", "Gitmem-Session": session.id},
-                identity=self._hand_identity(),
+                identity=self.hand_identity(),
                 body="A person edited this file outside gitmem; recorded before the next save.",
             )
         return session
 
-    def _hand_identity(self) -> Identity:
-        name, email = self._repo.configured_identity()
+    def hand_identity(self) -> Identity:
+        name, email = self.repo.configured_identity()
         return Identity(name or "hand edit", email or "hand-edit@gitmem.local")
 
     def _new_session(self, session_id: str, when: datetime) -> Session:
@@ -526,8 +484,9 @@ class SessionCore(GuardMethods):
             }
             return with_metadata(session, update, metadata)
 
-        first = one_line(self._safe_text(parsed[0].content), 48)
-        self._before_save()  # e.g. a bad gitmem.summary.* setting stops the save here
+        first = one_line(self.guard.safe_text(parsed[0].content), 48)
+        for check in self.before_save:  # e.g. a bad gitmem.summary.* setting stops the save
+            check()
         sha = self._modify(
             session_id,
             change,
@@ -538,7 +497,8 @@ class SessionCore(GuardMethods):
             else f"Save turn in {one_line(session_id, 40)}",
         )
         if sha is not None:
-            self._after_save(session_id)  # e.g. summary triggers; never raises
+            for follow_up in self.after_save:  # e.g. summary triggers; never raise
+                follow_up(session_id)
         return sha
 
     def save_interaction(

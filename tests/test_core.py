@@ -1,4 +1,4 @@
-"""The core every feature builds on: SessionCore alone, its hooks, and outcomes that are returned
+"""The store every feature builds on: SessionStore alone, the parts, and outcomes that are returned
 (never left on a shared attribute)."""
 
 from __future__ import annotations
@@ -9,24 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import ReadOnlyError
-from gitmem.facts.consolidation import ConsolidationMethods
-from gitmem.facts.methods import FactMethods
-from gitmem.history.methods import HistoryMethods
+from gitmem.facts.consolidation import Consolidator
+from gitmem.facts.methods import Facts
+from gitmem.guard.methods import Guard
+from gitmem.history.methods import History
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
-from gitmem.search.methods import SearchMethods
-from gitmem.summary.methods import SummaryMethods
+from gitmem.search.methods import Search
+from gitmem.summary.methods import Summaries
 from gitmem.sync.merge import MergeNote
-from gitmem.sync.methods import SyncMethods, SyncResult
+from gitmem.sync.methods import Sync, SyncResult
 from tests.conftest import git
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 
-def test_the_core_alone_saves_and_reads(store: Path) -> None:
-    core = SessionCore.init(store, agent="bot")
+def test_the_store_alone_saves_and_reads(store: Path) -> None:
+    core = SessionStore(store, init=True, agent="bot")
     sha = core.save_interaction("s", "hello", "hi")
     assert sha == git(store, "rev-parse", "HEAD").strip()
     session = core.load_memory("s")
@@ -39,17 +40,14 @@ def test_the_core_alone_saves_and_reads(store: Path) -> None:
     core.close()
 
 
-def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
-    for feature in (HistoryMethods, SearchMethods, SummaryMethods, SyncMethods, FactMethods):
-        assert issubclass(feature, SessionCore)
-    assert issubclass(ConsolidationMethods, FactMethods)
-    assert MemoryManager.__bases__ == (
-        HistoryMethods,
-        SearchMethods,
-        SummaryMethods,
-        SyncMethods,
-        ConsolidationMethods,
-    )
+def test_the_manager_is_one_class_over_parts(store: Path) -> None:
+    assert MemoryManager.__mro__ == (MemoryManager, object)
+    for part in (SessionStore, Guard, History, Search, Summaries, Sync, Facts, Consolidator):
+        assert part.__mro__ == (part, object), part
+    mm = MemoryManager.init(store)
+    parts = {type(value) for value in vars(mm).values()}
+    assert {SessionStore, Guard, History, Search, Summaries, Sync, Facts, Consolidator} <= parts
+    mm.close()
     stubbed = []
     for path in [PACKAGE / "core.py", *PACKAGE.glob("*/methods.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -58,19 +56,30 @@ def test_every_feature_class_builds_on_the_core_without_stubs() -> None:
     assert not stubbed, f"TYPE_CHECKING blocks left: {stubbed}"
 
 
-def test_a_hook_runs_after_each_save_through_super(store: Path) -> None:
+def test_what_runs_after_a_save_is_a_list_in_order(store: Path) -> None:
     seen: list[str] = []
-
-    class Audited(MemoryManager):
-        def _after_save(self, session_id: str) -> None:
-            super()._after_save(session_id)
-            seen.append(session_id)
-
-    mm = Audited.init(store)
-    mm.save_interaction("a", "one", "two")
-    with mm.batch("two at once"):
-        mm.save_interaction("b", "three", "four")  # in a batch: the batch commits, no hook
+    core = SessionStore(store, init=True)
+    core.after_save.append(seen.append)
+    core.save_interaction("a", "one", "two")
+    with core.batch("two at once"):
+        core.save_interaction("b", "three", "four")  # in a batch: the batch commits, no hook
     assert seen == ["a"]
+    core.close()
+
+
+def test_a_summary_written_by_a_save_reaches_consolidation_in_that_save(store: Path) -> None:
+    mm = MemoryManager.init(store)
+    git(store, "config", "gitmem.summary.auto", "true")
+    git(store, "config", "gitmem.summary.everyTurns", "1")
+    git(store, "config", "gitmem.summary.offline", "true")
+    git(store, "config", "gitmem.facts.every", "1")
+    git(store, "config", "gitmem.facts.offline", "true")
+    mm.close()
+    mm = MemoryManager(store)
+    mm.save_interaction("trip", "I moved to Lisbon in May.", "Noted: you live in Lisbon now.")
+    ops = git(store, "log", "--format=%(trailers:key=Gitmem-Op,valueonly)").split()
+    # newest first: the save, its summary, then the consolidation that read the summary
+    assert ops[:3] == ["consolidate", "summarize", "save"], ops
     mm.close()
 
 

@@ -355,7 +355,7 @@ def test_the_pure_python_scan_gives_the_same_hits(
     mm.rank_config = type(mm.rank_config)(dense_min_similarity=0.15)
     fast = [(h.session_id, h.interaction_id) for h in mm.search("puppy automobile")]
     monkeypatch.setattr(vectors, "HAVE_NUMPY", False)
-    mm._dense.cache.forget()
+    mm._search._dense.cache.forget()
     slow = mm.search("puppy automobile")
     assert [(h.session_id, h.interaction_id) for h in slow] == fast
     assert any("numpy is not installed" in n for n in slow.notes)
@@ -420,7 +420,9 @@ def test_search_with_the_sign_bit_pass_finds_the_synonym(
     mm.embed_settings = config(server)
     assert mm.embed_pending() == 3
     hits = mm.search("puppy")
-    assert mm._dense.cache.main is not None and mm._dense.cache.main.bits is not None
+    assert (
+        mm._search._dense.cache.main is not None and mm._search._dense.cache.main.bits is not None
+    )
     assert hits[0].session_id == "pets"
     assert list(mm.search("puppy", tags=["vehicles"])) == []
     mm.rank_config = type(mm.rank_config)(dense_exact=True)
@@ -445,10 +447,10 @@ def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(
 ) -> None:
     mm.embed_settings = config(server)
     mm.search("puppy")
-    loaded = mm._dense.cache.main
+    loaded = mm._search._dense.cache.main
     mm.save_interaction("garage", "The automobile needs new tyres", "Book the garage")
     hits = mm.search("automobile")
-    assert mm._dense.cache.main is loaded and mm._dense.cache.delta is not None
+    assert mm._search._dense.cache.main is loaded and mm._search._dense.cache.delta is not None
     assert "garage" in {h.session_id for h in hits}
     assert inputs(server)[-2:] == [
         ["automobile"],

@@ -39,7 +39,7 @@ def test_catch_up_after_saves_by_another_manager(mm: MemoryManager, store: Path)
     other = MemoryManager(store, agent="other")
     other.save_interaction("b", "second topic: trombones", "ok")
     other.save_interaction("a", "more about violins and bows", "ok")
-    report = mm._store_index().catch_up()
+    report = mm._search._store_index().catch_up()
     assert not report.rebuilt and report.indexed == 2
     assert _ids(mm.search("trombones")) == ["b"]
     assert {h.interaction_id for h in mm.search("violins")} == {

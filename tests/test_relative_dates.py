@@ -144,7 +144,7 @@ def _events(mm: MemoryManager, sid: str) -> dict[str, tuple[tuple[float, float],
         keys = index.session_keys(session_ids=[sid])
         return {d.iid or "": d.events for d in index.session_docs(keys, text=False)}
 
-    return mm._store_index().run(work)
+    return mm._search._store_index().run(work)
 
 
 def _stamp(day: date) -> float:
@@ -177,9 +177,9 @@ def test_event_spans_survive_reopen_and_rebuild(store: Path) -> None:
         found = index.event_docs(_stamp(date(2023, 5, 7)), _stamp(date(2023, 5, 8)), 10)
         return {d.iid or "" for d in index.docs(found).values()}
 
-    assert mm._store_index().run(about) == {"t1"}  # last week holds 7 May
+    assert mm._search._store_index().run(about) == {"t1"}  # last week holds 7 May
     mm.put_session(_session("s1", _turn("t1", may8, "We adopted a puppy.")))
-    assert mm._store_index().run(about) == set()
+    assert mm._search._store_index().run(about) == set()
     mm.close_index()
     mm.close()
 

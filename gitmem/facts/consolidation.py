@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from gitmem.core import SessionStore
 from gitmem.errors import GitmemError, ValidationError
 from gitmem.facts.consolidate import (
     OFFLINE,
@@ -36,11 +37,12 @@ from gitmem.facts.consolidate import (
     unified,
 )
 from gitmem.facts.extract import KeyFact, NewTurn, extract
-from gitmem.facts.methods import FactMethods
+from gitmem.facts.methods import Facts
 from gitmem.format.facts import MemoryFile, parse_facts, render_facts
 from gitmem.format.paths import id_from_path
 from gitmem.models import Session, as_when
 from gitmem.store.gitlog import LogEntry, looks_like_date
+from gitmem.summary.methods import Summaries
 from gitmem.text import one_line, split_sentences
 
 log = logging.getLogger("gitmem.facts")
@@ -51,18 +53,20 @@ OFFLINE_MODEL = "gitmem-offline"
 OnLoss = Literal["review", "refuse"]
 
 
-class ConsolidationMethods(FactMethods):
+class Consolidator:
     """Consolidation of facts from summaries and turns (see module docs)."""
 
-    def _on_open(self) -> None:
-        super()._on_open()
+    def __init__(self, store: SessionStore, facts: Facts, summaries: Summaries) -> None:
+        self.store = store
+        self.facts = facts  # the one write path of the memory file
+        self.summaries = summaries  # the LLM that consolidates
         self._facts_config: FactsConfig | None = None
 
     @property
     def facts_config(self) -> FactsConfig:
         """``git config gitmem.facts.*`` (read once; set it to override)."""
         if self._facts_config is None:
-            found = self._repo.config_section("gitmem.facts")
+            found = self.store.repo.config_section("gitmem.facts")
             self._facts_config = FactsConfig.from_git(dict(found))
         return self._facts_config
 
@@ -73,7 +77,9 @@ class ConsolidationMethods(FactMethods):
     # --- what is new -----------------------------------------------------------------------
 
     def _last_consolidation(self) -> LogEntry | None:
-        found = self._repo.log([self.facts_path], trailers={"Gitmem-Op": "consolidate"}, limit=1)
+        found = self.store.repo.log(
+            [self.facts.facts_path], trailers={"Gitmem-Op": "consolidate"}, limit=1
+        )
         return found[0] if found else None
 
     def _material(
@@ -87,27 +93,28 @@ class ConsolidationMethods(FactMethods):
         elif isinstance(since, datetime) or looks_like_date(since):
             moment = as_when(since, "since")
         else:
-            base = self._repo.resolve(since)
-        head = self.head()
+            base = self.store.repo.resolve(since)
+        head = self.store.head()
         wanted = None if sessions is None else set(sessions)
         if base is not None and head is not None:
             changed = {
-                id_from_path(c.path, self.namespace) for c in self._repo.diff_tree(base, head)
+                id_from_path(c.path, self.store.namespace)
+                for c in self.store.repo.diff_tree(base, head)
             }
             found = [
                 s
-                for s in (self.load_memory(i) for i in sorted(i for i in changed if i))
+                for s in (self.store.load_memory(i) for i in sorted(i for i in changed if i))
                 if s is not None
             ]
         else:
-            found = self.list_sessions(since=moment)
+            found = self.store.list_sessions(since=moment)
         if wanted is not None:
             found = [s for s in found if s.id in wanted]
         found.sort(key=lambda s: (s.created, s.id))
         key_facts: list[KeyFact] = []
         turns: list[NewTurn] = []
         for session in found:
-            old = None if base is None else self.load_memory(session.id, commit=base)
+            old = None if base is None else self.store.load_memory(session.id, commit=base)
             known = {t.id for t in old.interactions} if old else set()
             turns += [
                 NewTurn(session.id, t)
@@ -156,9 +163,9 @@ class ConsolidationMethods(FactMethods):
             A :class:`~gitmem.facts.consolidate.Consolidation`: changes, diff, engine, status,
             commit / branch, the fallback note and the rejected changes.
         """
-        self._no_batch("consolidate()")
+        self.store.no_batch("consolidate()")
         config = self.facts_config
-        memory = self.memory_file()
+        memory = self.facts.memory_file()
         key_facts, turns = self._material(since, sessions)
         fallback: str | None = None
         rejected: list[str] = []
@@ -166,7 +173,7 @@ class ConsolidationMethods(FactMethods):
         engine = OFFLINE
         if not (offline or config.offline) and (key_facts or turns):
             try:
-                asked = self._ask_json(SYSTEM, prompt(memory.facts, key_facts, turns))
+                asked = self.summaries.ask_json(SYSTEM, prompt(memory.facts, key_facts, turns))
                 if asked is not None:
                     engine = asked[1]
                     changes, rejected = parse_proposal(asked[0], memory)
@@ -185,7 +192,7 @@ class ConsolidationMethods(FactMethods):
                 )
                 for c in picked
             ]
-        agent = self._writer()
+        agent = self.facts.writer()
         today = datetime.now(UTC).date().isoformat()
         after, notes = apply_changes(memory, changes, today=today, agent=agent)
         rejected += notes
@@ -194,7 +201,7 @@ class ConsolidationMethods(FactMethods):
             engine=engine,
             fallback=fallback,
             rejected=rejected,
-            diff=unified(render_facts(memory), render_facts(after), self.facts_path),
+            diff=unified(render_facts(memory), render_facts(after), self.facts.facts_path),
             loss=check_loss(memory, changes, config.threshold),
         )
         if not apply:
@@ -210,7 +217,7 @@ class ConsolidationMethods(FactMethods):
         # which model wrote these facts (blame shows it): never the manager's own model
         trailers["Gitmem-Model"] = engine if engine != OFFLINE else OFFLINE_MODEL
         if fallback:
-            trailers["Gitmem-Fallback"] = one_line(self._safe_text(fallback), 200)
+            trailers["Gitmem-Fallback"] = one_line(self.store.guard.safe_text(fallback), 200)
         body = "\n".join(
             [c.describe() for c in changes[:50]]
             + ([f"(+{len(changes) - 50} more)"] if len(changes) > 50 else [])
@@ -231,7 +238,7 @@ class ConsolidationMethods(FactMethods):
         def change(current: MemoryFile) -> MemoryFile:
             return apply_changes(current, changes, today=today, agent=agent)[0]
 
-        result.commit = self.change_facts(
+        result.commit = self.facts.change_facts(
             change, op="consolidate", subject=subject, body=body, trailers=trailers
         )
         result.status = "committed" if result.commit else "unchanged"
@@ -241,13 +248,13 @@ class ConsolidationMethods(FactMethods):
 
     def review_facts_branch(self) -> str:
         """The branch a held consolidation waits on (``gitmem/review-facts``)."""
-        if self.namespace is None:
+        if self.store.namespace is None:
             return REVIEW_REF[len("refs/heads/") :]
         part = "".join(
             ch
             if ch.isascii() and (ch.isalnum() or ch in "-_")
             else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
-            for ch in self.namespace
+            for ch in self.store.namespace
         )
         return f"gitmem/review-facts-ns/{part}"
 
@@ -261,16 +268,16 @@ class ConsolidationMethods(FactMethods):
         report: str,
     ) -> tuple[str, str]:
         branch = self.review_facts_branch()
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
             parent = txn.head()
             if parent is None:
                 raise ValidationError("the store has no commit to hold a review on")
-            if self.memory_file(commit=parent) != memory:
+            if self.facts.memory_file(commit=parent) != memory:
                 raise GitmemError(
                     "the memory file changed while consolidating; run consolidate again"
                 )
             all_trailers = {
-                **self._trailers("consolidate", []),
+                **self.store.trailers("consolidate", []),
                 **trailers,
                 "Gitmem-Review": "pending",
             }
@@ -283,15 +290,15 @@ class ConsolidationMethods(FactMethods):
                 ]
             )
             data = render_facts(after).encode("utf-8")
-            commit = self._repo.commit_on_ref(
-                "refs/heads/" + branch, {self.facts_path: data}, message, parent=parent
+            commit = self.store.repo.commit_on_ref(
+                "refs/heads/" + branch, {self.facts.facts_path: data}, message, parent=parent
             )
         log.warning("consolidation held for review on %s (%s): %s", branch, commit[:12], report)
         return branch, commit
 
     def _held(self) -> tuple[str, str]:
         ref = "refs/heads/" + self.review_facts_branch()
-        sha = self._repo.refs(ref).get(ref)
+        sha = self.store.repo.refs(ref).get(ref)
         if sha is None:
             raise GitmemError(
                 "no consolidation is waiting for review (see `gitmem facts consolidate`)"
@@ -301,44 +308,43 @@ class ConsolidationMethods(FactMethods):
     def review_facts_show(self) -> dict[str, Any]:
         """The held consolidation: its branch, commit, message (loss report) and diff."""
         ref, sha = self._held()
-        parent = self._repo.parents(sha)[0]
+        parent = self.store.repo.parents(sha)[0]
         return {
             "branch": ref[len("refs/heads/") :],
             "commit": sha,
             "parent": parent,
-            "message": self._repo.git("log", "-1", "--format=%B", sha),
-            "diff": self._repo.git("diff", parent, sha),
+            "message": self.store.repo.git("log", "-1", "--format=%B", sha),
+            "diff": self.store.repo.git("diff", parent, sha),
         }
 
     def review_facts_accept(self) -> str | None:
         """Apply the held consolidation on top of the facts as they are now (by fact id:
         facts written since are kept) as one commit, and drop the branch."""
         ref, sha = self._held()
-        parent = self._repo.parents(sha)[0]
-        path = self.facts_path
-        base = _file(self, path, parent)
-        held = _file(self, path, sha)
+        parent = self.store.repo.parents(sha)[0]
+        path = self.facts.facts_path
+        base = _file(self.store, path, parent)
+        held = _file(self.store, path, sha)
         trailers = {"Gitmem-Review": "accepted", "Gitmem-Reviewed-Commit": sha}
-        commit = self.change_facts(
+        commit = self.facts.change_facts(
             lambda now: rebase(base, held, now),
             op="consolidate",
             subject="Accept reviewed consolidation of facts",
             body=f"Held on {ref[len('refs/heads/') :]} ({sha[:12]}), accepted.",
             trailers=trailers,
         )
-        self._repo.set_ref(ref, None, sha)
+        self.store.repo.set_ref(ref, None, sha)
         return commit
 
     def review_facts_reject(self) -> str:
         """Drop the held consolidation's branch; returns the dropped commit's id."""
         ref, sha = self._held()
-        self._repo.set_ref(ref, None, sha)
+        self.store.repo.set_ref(ref, None, sha)
         return sha
 
     # --- triggers --------------------------------------------------------------------------
 
-    def _after_save(self, session_id: str) -> None:
-        super()._after_save(session_id)
+    def after_save(self, session_id: str) -> None:
         try:
             config = self.facts_config
             if config.every is not None or config.idle is not None:
@@ -356,7 +362,7 @@ class ConsolidationMethods(FactMethods):
             trigger = None
             last = self._last_consolidation()
             if config.every is not None:
-                summaries = self._repo.log(
+                summaries = self.store.repo.log(
                     trailers={"Gitmem-Op": "summarize"}, since=None if last is None else last.time
                 )
                 if last is not None:
@@ -364,7 +370,7 @@ class ConsolidationMethods(FactMethods):
                 if len(summaries) >= config.every:
                     trigger = "every"
             if trigger is None and config.idle is not None:
-                recent = self._repo.log(limit=2)
+                recent = self.store.repo.log(limit=2)
                 moment = as_when(now, "now")
                 # quiet until ``now``, or before the newest commit (the save that woke it)
                 gap = (
@@ -390,8 +396,8 @@ class ConsolidationMethods(FactMethods):
             )
 
 
-def _file(mm: FactMethods, path: str, commit: str) -> MemoryFile:
-    data = mm.repository.read(path, commit)
+def _file(mm: SessionStore, path: str, commit: str) -> MemoryFile:
+    data = mm.repo.read(path, commit)
     return parse_facts(data or b"# Memory\n", path)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import FactNotFound, ParseError, ValidationError
 from gitmem.format.facts import (
     DEFAULT_SECTION,
@@ -159,11 +159,11 @@ def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSo
     return tuple(out)
 
 
-class FactMethods(SessionCore):
+class Facts:
     """Curated facts: remember, update, forget, supersede, list, blame (see module docs)."""
 
-    def _on_open(self) -> None:
-        super()._on_open()
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
         self._fact_cache: dict[str, tuple[MemoryFile, _FactIndex | None]] = {}
         self._fact_lock = threading.Lock()
         # each fact's rendered line, by the identity of the (frozen) Fact object it renders
@@ -174,7 +174,7 @@ class FactMethods(SessionCore):
     @property
     def facts_path(self) -> str:
         """The memory file's path in the store (per namespace)."""
-        return memory_path(self.namespace)
+        return memory_path(self.store.namespace)
 
     # --- reading -------------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ class FactMethods(SessionCore):
         with self._fact_lock:
             found = self._fact_cache.get(blob_id)
         if found is None:
-            memory = parse_facts(self._repo.blob(blob_id), self.facts_path)
+            memory = parse_facts(self.store.repo.blob(blob_id), self.facts_path)
             found = self._cache_memory(blob_id, memory)
         return found
 
@@ -216,11 +216,11 @@ class FactMethods(SessionCore):
     def memory_file(self, *, commit: str | None = None) -> MemoryFile:
         """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
         Raises ParseError (``path:line``) if the committed file is broken."""
-        found = self._repo.entry(self.facts_path, commit)
+        found = self.store.repo.entry(self.facts_path, commit)
         return MemoryFile() if found is None else self._memory_blob(found[1])[0]
 
     def _fact_index(self, commit: str | None) -> _FactIndex:
-        found = self._repo.entry(self.facts_path, commit)
+        found = self.store.repo.entry(self.facts_path, commit)
         if found is None:
             return _FactIndex(())
         memory, index = self._memory_blob(found[1])
@@ -230,7 +230,7 @@ class FactMethods(SessionCore):
                 self._fact_cache[found[1]] = (memory, index)
         return index
 
-    def _fact_candidates(
+    def candidates(
         self, query: str, commit: str | None, limit: int
     ) -> list[tuple[str, str, float]]:
         return self._fact_index(commit).candidates(query, limit)
@@ -262,7 +262,7 @@ class FactMethods(SessionCore):
         if as_of is not None:
             moment = as_when(as_of, "as_of")
             assert moment is not None
-            commit = self._repo.resolve(moment)
+            commit = self.store.repo.resolve(moment)
         index = self._fact_index(commit)
         picked: Iterable[Fact]
         picked = index.facts if query is None else [f for _, f in index.rank(query)]
@@ -308,18 +308,18 @@ class FactMethods(SessionCore):
 
     def _redact_fact(self, txn: Transaction, fact: Fact) -> Fact:
         """``fact`` with its secrets redacted (counted on ``txn``)."""
-        if not self.secret_config.redact:
+        if not self.store.guard.secret_config.redact:
             return fact
-        fact, counts = redact_fact(fact, self.secret_config)
+        fact, counts = redact_fact(fact, self.store.guard.secret_config)
         for kind, n in counts.items():
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
         return fact
 
     def _redact_sections(self, txn: Transaction, memory: MemoryFile) -> MemoryFile:
         """``memory`` with its section headings' secrets redacted (counted on ``txn``)."""
-        if not self.secret_config.redact:
+        if not self.store.guard.secret_config.redact:
             return memory
-        memory, counts = redact_sections(memory, self.secret_config)
+        memory, counts = redact_sections(memory, self.store.guard.secret_config)
         for kind, n in counts.items():
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
         return memory
@@ -340,14 +340,14 @@ class FactMethods(SessionCore):
             txn.commit(
                 f"Record hand edit of {path}",
                 trailers={"Gitmem-Op": "edit"},
-                identity=self._hand_identity(),
+                identity=self.store.hand_identity(),
                 body="A person edited this file outside gitmem; recorded before the next change.",
             )
             return memory
         if path in txn.pending:
             data = txn.read(path)
             return MemoryFile() if data is None else parse_facts(data, path)
-        found = self._repo.entry(path, txn.head())  # parsed once per version (the cache)
+        found = self.store.repo.entry(path, txn.head())  # parsed once per version (the cache)
         return MemoryFile() if found is None else self._memory_blob(found[1])[0]
 
     def change_facts(
@@ -362,8 +362,8 @@ class FactMethods(SessionCore):
         """Read-modify-write the memory file as one commit (``Gitmem-Op: op``); returns the
         commit id, or None when ``change`` changed nothing. Facts that are new or changed
         are guarded (size, secrets); ``Gitmem-Fact`` lists their ids and the removed ones."""
-        self._no_batch("a change to the facts")
-        with self._repo.transaction() as txn:
+        self.store.no_batch("a change to the facts")
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 before = self._read_facts(txn)
@@ -388,13 +388,15 @@ class FactMethods(SessionCore):
                 touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
                 gone = set(old) - {f.id for f in after.facts}
                 ids = [*touched, *sorted(gone)]
-                all_trailers = self._trailers(op, [])
+                all_trailers = self.store.trailers(op, [])
                 if ids:
                     all_trailers["Gitmem-Fact"] = ", ".join(ids[:20]) + (
                         f" (+{len(ids) - 20})" if len(ids) > 20 else ""
                     )
                 all_trailers.update(trailers or {})
-                return txn.commit(self._safe_text(subject), body=body, trailers=all_trailers)
+                return txn.commit(
+                    self.store.guard.safe_text(subject), body=body, trailers=all_trailers
+                )
 
             return txn.rebuilding(write)
 
@@ -429,7 +431,7 @@ class FactMethods(SessionCore):
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("a fact needs text (got an empty one)")
         sources = as_sources(source)
-        by = None if sources or by_hand else self._writer()
+        by = None if sources or by_hand else self.writer()
         made: list[Fact] = []
 
         def change(memory: MemoryFile) -> MemoryFile:
@@ -563,7 +565,7 @@ class FactMethods(SessionCore):
                     until,
                     None,
                     None,
-                    None if sources else self._writer(),
+                    None if sources else self.writer(),
                 )
                 facts.insert(facts.index(old) + 1, target)
             elif target.id == old.id:
@@ -584,8 +586,8 @@ class FactMethods(SessionCore):
         )
         return self.fact(made[-1])
 
-    def _writer(self) -> str:
-        return str(getattr(self._local, "agent", None) or self.agent)
+    def writer(self) -> str:
+        return str(getattr(self.store.local, "agent", None) or self.store.agent)
 
     def _require(self, memory: MemoryFile, fact_id: str) -> Fact:
         found = memory.get(fact_id)
@@ -599,7 +601,7 @@ class FactMethods(SessionCore):
 
     def fact_history(self, *, commit: str | None = None) -> list[LogEntry]:
         """The commits that changed the memory file, newest first."""
-        return self._repo.file_log([self.facts_path], commit)
+        return self.store.repo.file_log([self.facts_path], commit)
 
     def fact_blame(self, *, commit: str | None = None) -> list[FactBlame]:
         """For each fact of the file at HEAD (or ``commit``), the commit that last changed

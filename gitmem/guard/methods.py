@@ -2,7 +2,7 @@
 
 :class:`GuardMethods` sits below the core in the layer order: ``SessionCore`` inherits it,
 so the save path guards every write. Every write builds the new ``Session`` and hands it to
-:meth:`GuardMethods._guard` before it is rendered: new message content,
+:meth:`Guard._guard` before it is rendered: new message content,
 summary text and metadata values are scanned (``gitmem.guard.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
 trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
@@ -10,12 +10,12 @@ that names something (session id, interaction id, metadata key) is refused
 (``SecretRefused``), as redacting it would change the name. Content over
 :data:`MAX_MESSAGE_BYTES` is refused with a ``ValidationError``.
 
-Two more guards sit on every path into a commit: :meth:`GuardMethods._guard_commit` sees
+Two more guards sit on every path into a commit: :meth:`Guard._guard_commit` sees
 each commit message and author line last (the repository calls it), and
-:meth:`GuardMethods._guard_files` checks whole files that rollback, revert, restore and a
-sync merge bring back from history. :meth:`GuardMethods.scan_history` reports secrets that
+:meth:`Guard._guard_files` checks whole files that rollback, revert, restore and a
+sync merge bring back from history. :meth:`Guard.scan_history` reports secrets that
 reached history before (or around) the guards, never printing a secret, and
-:meth:`GuardMethods.check` reports session files that do not parse (``path:line``).
+:meth:`Guard.check` reports session files that do not parse (``path:line``).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from gitmem.store.transaction import Identity, Transaction
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-class GuardMethods:
+class Guard:
     """Secret redaction, size limits and the history scan, over one repository.
 
     Args:
@@ -106,7 +106,7 @@ class GuardMethods:
 
     # --- the guard on every write ---------------------------------------------------------
 
-    def _guard(
+    def screen_session(
         self, txn: Transaction, current: Session | None, updated: Session | None
     ) -> Session | None:
         """``updated`` with the content it adds over ``current`` checked for size and with
@@ -147,7 +147,7 @@ class GuardMethods:
                 txn.redacted[kind] = txn.redacted.get(kind, 0) + n
         return updated.model_copy(update=changes) if changes else updated
 
-    def _guard_summary(self, txn: Transaction, session_id: str, summary: Summary) -> Summary:
+    def screen_summary(self, txn: Transaction, session_id: str, summary: Summary) -> Summary:
         """A new summary, size-checked and redacted (for the summary commits)."""
         counts: Counter[str] = Counter()
         guarded = self._guard_summary_with(session_id, summary, self.secret_config, counts)
@@ -155,18 +155,18 @@ class GuardMethods:
             txn.redacted[kind] = txn.redacted.get(kind, 0) + n
         return guarded
 
-    def _guard_hand_edit(
+    def screen_hand_edit(
         self, txn: Transaction, session: Session, raw: bytes
     ) -> tuple[Session, bytes]:
         """A person's uncommitted edit, redacted before it is recorded; the file is then
         written as rendered (only if it held a secret: otherwise it is kept byte for byte)."""
-        guarded = self._guard(txn, None, session)
+        guarded = self.screen_session(txn, None, session)
         assert guarded is not None
         if guarded is session:
             return session, raw
         return guarded, render(guarded).encode("utf-8")
 
-    def _guard_files(
+    def screen_files(
         self, txn: Transaction, changes: dict[str, bytes | None], *, refuse: bool = True
     ) -> tuple[dict[str, bytes | None], list[str]]:
         """Whole files brought back from history (rollback, revert, restore, a merge),
@@ -207,7 +207,7 @@ class GuardMethods:
             out[path] = data
         return out, problems
 
-    def _secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]:
+    def secrets_in_files(self, files: Mapping[str, bytes | None]) -> list[str]:
         """``path:line: kind masked`` of every secret in ``files`` (for reports)."""
         config = self.secret_config
         return [
@@ -223,7 +223,7 @@ class GuardMethods:
         except ParseError:
             return data  # not a session: the caller reports what is left
         try:
-            guarded = self._guard(txn, None, session)
+            guarded = self.screen_session(txn, None, session)
         except ValidationError as exc:
             raise type(exc)(f"{path}: {exc}") from None
         if guarded is session or guarded is None:
@@ -258,7 +258,7 @@ class GuardMethods:
             known = cache[1][identity] = (Identity(name, email), in_name + in_email)
         return known
 
-    def _safe_text(self, text: str) -> str:
+    def safe_text(self, text: str) -> str:
         """``text`` fit for a commit subject: secrets replaced (not counted: the content it
         quotes is) and lone surrogates, which UTF-8 cannot hold, shown as ``?``."""
         config = self.secret_config

@@ -1,8 +1,8 @@
 """The read-only view of a store as of one commit (what ``mm.at(rev)`` returns).
 
 The view wraps the manager it came from and pins ``commit=`` on every method that takes one;
-anything else (a write) raises ``ReadOnlyError``. It knows the manager only as a
-:class:`~gitmem.core.SessionCore`, so it works for any class composed on the core.
+anything else (a write) raises ``ReadOnlyError``. It knows the manager only by the
+small protocol it reads through, so it works for any object with the manager's methods.
 """
 
 from __future__ import annotations
@@ -10,11 +10,21 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from gitmem.core import SessionCore
 from gitmem.errors import ReadOnlyError
 from gitmem.models import Session
+
+
+class Readable(Protocol):
+    """What the view needs of the manager it wraps (it looks up any other method by name)."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def load_memory(self) -> Callable[..., Session | None]: ...
 
 
 class StoreView:
@@ -23,7 +33,7 @@ class StoreView:
     Any manager method that takes ``commit=`` is available and reads at this view's commit.
     """
 
-    def __init__(self, manager: SessionCore, commit: str, asked: str) -> None:
+    def __init__(self, manager: Readable, commit: str, asked: str) -> None:
         self._manager = manager
         self.commit = commit
         self.asked = asked

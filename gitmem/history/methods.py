@@ -16,7 +16,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import (
     ConflictError,
     ParseError,
@@ -33,7 +33,6 @@ from gitmem.format.paths import (
     relocated,
     session_path,
 )
-from gitmem.history.asof import StoreView
 from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
@@ -54,8 +53,11 @@ def _last(trailers: dict[str, list[str]], key: str) -> str | None:
     return values[-1] if values else None
 
 
-class HistoryMethods(SessionCore):
-    """History, diff, blame, rollback, revert and read-as-of (see the module docs)."""
+class History:
+    """History, diff, blame, rollback and revert of one store's sessions (see the module docs)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
 
     # --- reading history -----------------------------------------------------------------
 
@@ -64,7 +66,7 @@ class HistoryMethods(SessionCore):
 
         A date means the last commit at or before it. Raises RevisionNotFound otherwise.
         """
-        return self._repo.resolve(rev)
+        return self.store.repo.resolve(rev)
 
     def _revision(self, entry: LogEntry, changes: dict[str, list[str]] | None = None) -> Revision:
         # gitmem's own commits name their sessions in a trailer (see _trailers); for others
@@ -92,12 +94,12 @@ class HistoryMethods(SessionCore):
     def _both(self, session_id: str, archive: bool = False) -> list[str]:
         """A session's file (or archive part) in both layouts: history follows a migrate."""
         make = archive_path if archive else session_path
-        return [make(session_id, self.namespace, fanout=fanout) for fanout in (True, False)]
+        return [make(session_id, self.store.namespace, fanout=fanout) for fanout in (True, False)]
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
-        if not self._repo.file_log(self._both(session_id), rev):
+        if not self.store.repo.file_log(self._both(session_id), rev):
             raise SessionNotFound(
-                f"no session {session_id!r} in {self.path}: it has no history ({path} was "
+                f"no session {session_id!r} in {self.store.path}: it has no history ({path} was "
                 "never committed); `gitmem list` shows the sessions there are"
             )
 
@@ -117,7 +119,7 @@ class HistoryMethods(SessionCore):
     ) -> list[LogEntry]:
         if limit is not None and limit < 1:
             raise ValidationError(f"limit must be a positive number, not {limit}")
-        rev = self._repo.resolve(commit) if commit is not None else None
+        rev = self.store.repo.resolve(commit) if commit is not None else None
         low, high = as_when(since, "since"), as_when(until, "until")
         wanted = {
             key: value
@@ -125,11 +127,11 @@ class HistoryMethods(SessionCore):
             if value
         } | dict(trailers or {})
         if session_id is None:
-            return self._repo.log(
+            return self.store.repo.log(
                 rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
             )
-        path = self._path(session_id, rev)
-        everything = self._repo.file_log(self._both(session_id), rev)
+        path = self.store.path_of(session_id, rev)
+        everything = self.store.repo.file_log(self._both(session_id), rev)
         if not everything:
             self._require_history(session_id, path, rev)
         entries = [
@@ -190,12 +192,14 @@ class HistoryMethods(SessionCore):
         revisions: list[Revision] = []
         for entry in entries:
             labels: dict[str, list[str]] = {}
-            moved = by_session(((c.path, c.old, c.new) for c in entry.files), self.namespace)
+            moved = by_session(((c.path, c.old, c.new) for c in entry.files), self.store.namespace)
             for sid, (path, old, new) in moved.items():
                 if session_id in (None, sid):
                     labels[sid] = self._session_diff(sid, path, old, new, False).labels()
             if session_id is None:  # the memory file's changes, keyed by its path
-                found = changed_facts(entry.files, self.namespace, self._repo.blob, False)
+                found = changed_facts(
+                    entry.files, self.store.namespace, self.store.repo.blob, False
+                )
                 labels.update((d.path, d.labels()) for d in found)
             revisions.append(self._revision(entry, labels))
         return revisions
@@ -203,7 +207,7 @@ class HistoryMethods(SessionCore):
     def _parsed(self, path: str, blob: str | None, problems: list[str], where: str) -> Session:
         assert blob is not None
         try:
-            return self._parse_blob(path, blob)
+            return self.store.parse_blob(path, blob)
         except ParseError as exc:
             problems.append(f"{where} version does not parse: {exc.diagnostics[0]}")
             raise
@@ -226,7 +230,7 @@ class HistoryMethods(SessionCore):
     def _text(self, blob: str | None) -> str | None:
         if blob is None:
             return None
-        return self._repo.blob(blob).decode("utf-8", "replace")
+        return self.store.repo.blob(blob).decode("utf-8", "replace")
 
     def diff(
         self,
@@ -243,21 +247,25 @@ class HistoryMethods(SessionCore):
         interactions added / removed / changed by id, metadata keys, the old and new summary;
         without a session, the memory file's facts added / removed / changed (``Diff.facts``).
         """
-        b_sha = self._repo.resolve(b) if b is not None else self._repo.head()
+        b_sha = self.store.repo.resolve(b) if b is not None else self.store.repo.head()
         if b_sha is None:
-            raise RevisionNotFound(f"{self.path}: the store has no commits yet")
+            raise RevisionNotFound(f"{self.store.path}: the store has no commits yet")
         if a is not None:
-            a_sha: str | None = self._repo.resolve(a)
+            a_sha: str | None = self.store.repo.resolve(a)
         else:
-            parents = self._repo.parents(b_sha)
+            parents = self.store.repo.parents(b_sha)
             a_sha = parents[0] if parents else None
         sessions: list[SessionDiff] = []
         files: list[str] = []
-        changed = self._repo.diff_tree(a_sha, b_sha) if session_id is None else []
+        changed = self.store.repo.diff_tree(a_sha, b_sha) if session_id is None else []
         if session_id is not None:
-            path = self._path(session_id, b_sha)
-            old = self._repo.entry(self._path(session_id, a_sha), a_sha) if a_sha else None
-            new = self._repo.entry(path, b_sha)
+            path = self.store.path_of(session_id, b_sha)
+            old = (
+                self.store.repo.entry(self.store.path_of(session_id, a_sha), a_sha)
+                if a_sha
+                else None
+            )
+            new = self.store.repo.entry(path, b_sha)
             if old is None and new is None:
                 self._require_history(session_id, path)
             elif (old and old[1]) != (new and new[1]):
@@ -267,14 +275,14 @@ class HistoryMethods(SessionCore):
                     )
                 )
         else:
-            files = [c.path for c in changed if id_from_path(c.path, self.namespace) is None]
-            moved = by_session(((c.path, c.old, c.new) for c in changed), self.namespace)
+            files = [c.path for c in changed if id_from_path(c.path, self.store.namespace) is None]
+            moved = by_session(((c.path, c.old, c.new) for c in changed), self.store.namespace)
             sessions = [
                 self._session_diff(sid, path, old, new, text)
                 for sid, (path, old, new) in sorted(moved.items())
                 if old != new
             ]
-        facts = changed_facts(changed, self.namespace, self._repo.blob, text)
+        facts = changed_facts(changed, self.store.namespace, self.store.repo.blob, text)
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files, facts=facts)
 
     def _parts(self, files: dict[str, str | None], path: str, strict: bool) -> dict[str, Any]:
@@ -285,7 +293,7 @@ class HistoryMethods(SessionCore):
             if blob is None:
                 continue
             try:
-                version = self._parse_blob(name, blob)
+                version = self.store.parse_blob(name, blob)
             except ParseError:
                 if strict and name == path:
                     raise
@@ -304,17 +312,17 @@ class HistoryMethods(SessionCore):
         summary moved to the archive is followed there. Cost grows with the number of
         versions times the size of the session.
         """
-        rev = self._repo.resolve(commit) if commit is not None else self._repo.head()
-        path = self._path(session_id, rev)
-        part = self._path(session_id, rev, archive=True)
-        found = self._repo.entry(path, rev) if rev else None
+        rev = self.store.repo.resolve(commit) if commit is not None else self.store.repo.head()
+        path = self.store.path_of(session_id, rev)
+        part = self.store.path_of(session_id, rev, archive=True)
+        found = self.store.repo.entry(path, rev) if rev else None
         if found is None:
             self._require_history(session_id, path, rev)
             raise SessionNotFound(
                 f"session {session_id!r} does not exist at {(rev or '')[:12]} (it was "
                 f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
             )
-        archived = self._repo.entry(part, rev)
+        archived = self.store.repo.entry(part, rev)
         state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
         wanted = self._parts(state, path, strict=True)
         if wanted.get("summary") is None:
@@ -325,7 +333,7 @@ class HistoryMethods(SessionCore):
             **dict.fromkeys(self._both(session_id), path),
             **dict.fromkeys(self._both(session_id, archive=True), part),
         }
-        for entry in self._repo.file_log(list(alias), rev):
+        for entry in self.store.repo.file_log(list(alias), rev):
             if len(owner) == len(wanted):
                 break
             before_entry: dict[str, str | None] = {}
@@ -357,16 +365,6 @@ class HistoryMethods(SessionCore):
             )
         return result
 
-    def at(self, rev: str | datetime) -> StoreView:
-        """A read-only view of the store as it was at ``rev`` (a sha, ``HEAD~3``, a branch, a
-        datetime or an ISO date: the last commit at or before it).
-
-        The view has ``load_memory``, ``session_ids``, ``list_sessions`` and every other
-        manager method that can read a past commit (``search``, ``retrieve_context`` when
-        they take ``commit=``); anything that would write raises ReadOnlyError.
-        """
-        return StoreView(self, self._repo.resolve(rev), str(rev))
-
     # --- writing: every undo is a new commit ---------------------------------------------
 
     def _working_or_head(self, txn: Transaction, path: str) -> bytes | None:
@@ -383,11 +381,11 @@ class HistoryMethods(SessionCore):
     ) -> str | None:
         for path in changes:
             if self._owner(path) is not None:
-                self._adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
+                self.store.adopt_hand_edit(txn, path)  # a person's edit is recorded, never lost
             elif is_facts_path(path):
                 self._adopt_facts_edit(txn, path)
         # old content comes back: its secrets are redacted like new ones (or it is refused)
-        changes, _ = self._guard_files(txn, changes)
+        changes, _ = self.store.guard.screen_files(txn, changes)
         for path, data in changes.items():
             if data is None:
                 txn.delete(path)
@@ -398,20 +396,20 @@ class HistoryMethods(SessionCore):
     def _adopt_facts_edit(self, txn: Transaction, path: str) -> None:
         """Commit a person's uncommitted edit of a memory file first (it must parse)."""
         edited = txn.hand_edit(path)
-        if edited is not None and not self._in_batch():
+        if edited is not None and not self.store.in_batch():
             parse_facts(edited, path)  # a broken file is never written over
             txn.write(path, edited)
             txn.commit(
                 f"Record hand edit of {path}",
                 trailers={"Gitmem-Op": "edit"},
-                identity=self._hand_identity(),
+                identity=self.store.hand_identity(),
                 body="A person edited it outside gitmem.",
             )
 
     def _blob_at(self, session_id: str, path: str, sha: str, hint: str) -> str:
         """The blob of the session's file at commit ``sha``, or SessionNotFound ending in
         ``hint`` (its ``{}`` filled with the quoted session id)."""
-        found = self._repo.entry(path, sha)
+        found = self.store.repo.entry(path, sha)
         if found is None:
             self._require_history(session_id, path)
             raise SessionNotFound(
@@ -430,21 +428,23 @@ class HistoryMethods(SessionCore):
         Returns the commit id, or None if the session already is in that state. Raises
         SessionNotFound if the session did not exist at ``to``.
         """
-        self._no_batch("rollback")
-        target = self._repo.resolve(to)
-        path = self._path(session_id)
+        self.store.no_batch("rollback")
+        target = self.store.repo.resolve(to)
+        path = self.store.path_of(session_id)
         found = self._blob_at(
             session_id,
-            self._path(session_id, target),
+            self.store.path_of(session_id, target),
             target,
             "pick a revision from `gitmem log {}`",
         )
-        wanted: dict[str, bytes | None] = {path: self._repo.blob(found)}
-        part = self._path(session_id, archive=True)
-        archived = self._repo.entry(self._path(session_id, target, archive=True), target)
-        if archived is not None or self._repo.entry(part) is not None:
-            wanted[part] = None if archived is None else self._repo.blob(archived[1])
-        with self._repo.transaction() as txn:
+        wanted: dict[str, bytes | None] = {path: self.store.repo.blob(found)}
+        part = self.store.path_of(session_id, archive=True)
+        archived = self.store.repo.entry(
+            self.store.path_of(session_id, target, archive=True), target
+        )
+        if archived is not None or self.store.repo.entry(part) is not None:
+            wanted[part] = None if archived is None else self.store.repo.blob(archived[1])
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 if all(
@@ -456,7 +456,7 @@ class HistoryMethods(SessionCore):
                     wanted,
                     f"Roll back {one_line(session_id, 40)} to {target[:12]}",
                     f"Restores {path} as it was at commit {target}.",
-                    self._trailers("rollback", [session_id], rollback_to=target),
+                    self.store.trailers("rollback", [session_id], rollback_to=target),
                 )
 
             return txn.rebuilding(write)
@@ -467,42 +467,42 @@ class HistoryMethods(SessionCore):
         Without ``rev`` the last version before it was deleted comes back. Raises
         ConflictError if the session exists, SessionNotFound if it never did.
         """
-        self._no_batch("restore_session")
-        path = self._path(session_id)
+        self.store.no_batch("restore_session")
+        path = self.store.path_of(session_id)
         if rev is not None:
-            source = self._repo.resolve(rev)
+            source = self.store.repo.resolve(rev)
             blob = self._blob_at(
                 session_id,
-                self._path(session_id, source),
+                self.store.path_of(session_id, source),
                 source,
                 "`gitmem log {}` lists its versions",
             )
         else:
             both = self._both(session_id)
-            last = self._repo.file_log(both)[:1]
+            last = self.store.repo.file_log(both)[:1]
             if not last:
                 self._require_history(session_id, path)
-                raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+                raise SessionNotFound(f"no session {session_id!r} in {self.store.path}")
             change = next((c for c in last[0].files if c.path in both), None)
             blob_or_none = change.new or change.old if change else None
             if blob_or_none is None:
                 raise SessionNotFound(f"no earlier version of session {session_id!r} found")
             source, blob = last[0].sha, blob_or_none
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 if txn.read(path) is not None or txn.hand_edit(path) is not None:
                     raise ConflictError(
-                        f"session {session_id!r} exists in {self.path}; nothing was written. "
+                        f"session {session_id!r} exists in {self.store.path}; nothing was written. "
                         f"Use `gitmem rollback {shlex.quote(session_id)} --to REV` to go back "
                         "to an old version"
                     )
                 return self._write(
                     txn,
-                    {path: self._repo.blob(blob)},
+                    {path: self.store.repo.blob(blob)},
                     f"Restore session {one_line(session_id, 50)}",
                     f"Brings back {path} as it was at commit {source}.",
-                    self._trailers("restore", [session_id], restored_from=source),
+                    self.store.trailers("restore", [session_id], restored_from=source),
                 )
 
             sha = txn.rebuilding(write)
@@ -513,12 +513,13 @@ class HistoryMethods(SessionCore):
 
         A commit made before a migrate named the files' old paths: they are read as the
         paths the files have now."""
-        fanout = fanout_at(self._repo, txn.head())
+        fanout = fanout_at(self.store.repo, txn.head())
         entries = [
             replace(
                 e,
                 files=tuple(
-                    replace(c, path=relocated(c.path, fanout, self.namespace)) for c in e.files
+                    replace(c, path=relocated(c.path, fanout, self.store.namespace))
+                    for c in e.files
                 ),
             )
             for e in entries
@@ -526,20 +527,20 @@ class HistoryMethods(SessionCore):
         return plan_undo(
             entries,
             current=lambda path: self._working_or_head(txn, path),
-            blob=self._repo.blob,
-            parse_blob=self._parse_blob,
+            blob=self.store.repo.blob,
+            parse_blob=self.store.parse_blob,
             owner=self._owner,
-            namespace=self.namespace,
+            namespace=self.store.namespace,
         )
 
     def _entry(self, commit: str | datetime) -> LogEntry:
-        sha = self._repo.resolve(commit)
-        if not self._repo.is_ancestor(sha):
+        sha = self.store.repo.resolve(commit)
+        if not self.store.repo.is_ancestor(sha):
             raise RevisionNotFound(
-                f"commit {sha[:12]} is not in the history of {self.path}'s branch; "
+                f"commit {sha[:12]} is not in the history of {self.store.path}'s branch; "
                 "there is nothing of it to revert"
             )
-        entries = self._repo.log(rev=sha, limit=1, files=True)
+        entries = self.store.repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
         if _last(entries[0].trailers, "Gitmem-Op") == "migrate":
@@ -562,13 +563,13 @@ class HistoryMethods(SessionCore):
                 session and the part); nothing is written.
             RevisionNotFound: ``commit`` is not in this store's history.
         """
-        self._no_batch("revert")
+        self.store.no_batch("revert")
         entry = self._entry(commit)
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 plan = self._plan(txn, [entry])  # on the files as they are now
-                plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
+                plan.raise_conflicts(f"revert {entry.sha[:12]}", self.store.path)
                 changes = plan.changed()
                 if not changes:
                     return None
@@ -579,7 +580,7 @@ class HistoryMethods(SessionCore):
                     changes,
                     f'Revert "{one_line(entry.subject, 60)}"',
                     body,
-                    self._trailers(
+                    self.store.trailers(
                         "revert", sessions, reverts=entry.sha, **plan.fact_trailer(changes)
                     ),
                 )
@@ -590,9 +591,9 @@ class HistoryMethods(SessionCore):
         """What ``revert(commit)`` would change now (per session and fact; none if undone
         already), writing nothing. Raises as ``revert`` would: a conflict shows up front."""
         entry = self._entry(commit)
-        with self._repo.transaction() as txn:  # read through it; it never commits
+        with self.store.repo.transaction() as txn:  # read through it; it never commits
             plan = self._plan(txn, [entry])  # on the files as they are now
-            plan.raise_conflicts(f"revert {entry.sha[:12]}", self.path)
+            plan.raise_conflicts(f"revert {entry.sha[:12]}", self.store.path)
             return UndoResult(
                 dry_run=True,
                 reverted=[self._revision(entry)],
@@ -602,8 +603,8 @@ class HistoryMethods(SessionCore):
 
     def _owner(self, path: str) -> str | None:
         """The session a file belongs to: its own file or its archive part."""
-        found = id_from_path(path, self.namespace)
-        return found if found is not None else id_from_archive_path(path, self.namespace)
+        found = id_from_path(path, self.store.namespace)
+        return found if found is not None else id_from_archive_path(path, self.store.namespace)
 
     def _sessions_of(self, changes: Iterable[str]) -> list[str]:
         found = (self._owner(p) for p in changes)
@@ -629,7 +630,7 @@ class HistoryMethods(SessionCore):
         if not (agent or model or op):
             raise ValidationError("say whose changes to undo: give an agent, a model or an op")
         if not dry_run:
-            self._no_batch("revert_where")
+            self.store.no_batch("revert_where")
         entries = self._log(
             None, op=op, agent=agent, model=model, since=since, until=until, files=True
         )
@@ -650,11 +651,11 @@ class HistoryMethods(SessionCore):
             extra["reverts"] = ", ".join(e.sha for e in chosen)
         else:
             extra["reverts_count"] = str(len(chosen))
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
 
             def write() -> UndoResult:
                 plan = self._plan(txn, chosen)  # on the files as they are now
-                plan.raise_conflicts(f"undo {len(chosen)} commits", self.path)
+                plan.raise_conflicts(f"undo {len(chosen)} commits", self.store.path)
                 result = UndoResult(
                     dry_run=dry_run,
                     reverted=reverted,
@@ -669,7 +670,7 @@ class HistoryMethods(SessionCore):
                     changes,
                     f"Undo {len(chosen)} commit(s) by {who}",
                     "This reverts, part by part:\n" + "\n".join(lines),
-                    self._trailers(
+                    self.store.trailers(
                         "revert", self._sessions_of(changes), **extra, **plan.fact_trailer(changes)
                     ),
                 )

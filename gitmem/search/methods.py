@@ -15,8 +15,9 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import ParseError, ValidationError
+from gitmem.facts.methods import Facts
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
 from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
@@ -37,6 +38,7 @@ from gitmem.search.rerank import TIMEOUT as RERANK_TIMEOUT
 from gitmem.search.rerank import Reranked
 from gitmem.search.rerank import rerank as rerank_memories
 from gitmem.search.tokens import TokenCounter, default_counter
+from gitmem.summary.methods import Summaries
 from gitmem.text import one_line
 
 # how many explain rows a search shows
@@ -145,20 +147,22 @@ def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -
     return memories
 
 
-class SearchMethods(SessionCore):
+class Search:
     """Search and context assembly for ``MemoryManager``.
 
     Set ``rank_config`` (a :class:`~gitmem.search.rank.RankConfig`) to change weights and
     ``token_counter`` to count tokens with your model's tokenizer.
     """
 
-    def _on_open(self) -> None:
-        super()._on_open()
+    def __init__(self, store: SessionStore, summaries: Summaries, facts: Facts) -> None:
+        self.store = store
+        self.summaries = summaries  # the embedding model and the LLM the reranker asks
+        self.facts = facts  # curated facts are candidates too
         self.rank_config = RankConfig()
         self.token_counter: TokenCounter | None = None
         self._index: StoreIndex | None = None  # opened on first use
         self._index_lock = threading.Lock()
-        self._dense = Dense(self._store_index, self._embed)  # optional embeddings
+        self._dense = Dense(self._store_index, self.summaries.embed)  # optional embeddings
 
     # --- the index -------------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class SearchMethods(SessionCore):
             with self._index_lock:
                 found = self._index
                 if found is None:
-                    found = self._index = StoreIndex(self.repository, self.namespace)
+                    found = self._index = StoreIndex(self.store.repo, self.store.namespace)
         return found
 
     def reindex(self, progress: ProgressCallback | None = None) -> SyncReport:
@@ -342,10 +346,10 @@ class SearchMethods(SessionCore):
     def _fact_hits(self, query: str, k: int, commit: str | None) -> tuple[list[Hit], list[str]]:
         """The facts that match ``query`` as hits, best first (a broken file: a note)."""
         try:
-            found = self._fact_candidates(query, commit, k)
+            found = self.facts.candidates(query, commit, k)
         except ParseError as exc:
             return [], [f"the facts were left out: {exc}"]
-        at = commit or self.head()
+        at = commit or self.store.head()
         return [
             Hit(
                 session_id="",
@@ -412,7 +416,7 @@ class SearchMethods(SessionCore):
             raise ValidationError(f"offset must be 0 or more, not {offset}")
         if limit < 1:
             raise ValidationError(f"limit must be at least 1, not {limit}")
-        folder = session_dir(self.namespace) + "/"
+        folder = session_dir(self.store.namespace) + "/"
 
         def work(index: Index) -> SessionPage:
             total, rows = index.browse(
@@ -447,7 +451,7 @@ class SearchMethods(SessionCore):
 
         ``commit``: the links as of that commit instead of HEAD.
         """
-        folder = session_dir(self.namespace) + "/"
+        folder = session_dir(self.store.namespace) + "/"
 
         def work(index: Index) -> LinkGraph:
             links = index.session_links(folder)
@@ -510,7 +514,7 @@ class SearchMethods(SessionCore):
         counter = token_counter or self.token_counter or default_counter()
         notes: list[str] = []
         try:
-            session = self.load_memory(session_id, commit=commit)
+            session = self.store.load_memory(session_id, commit=commit)
         except ParseError as exc:
             session = None
             notes.append(f"session {session_id!r} could not be read: {exc}")
@@ -537,7 +541,11 @@ class SearchMethods(SessionCore):
                     )
                 )
                 reranked = rerank_memories(
-                    partial(self._ask_json, timeout=RERANK_TIMEOUT), query, memories, pool, k
+                    partial(self.summaries.ask_json, timeout=RERANK_TIMEOUT),
+                    query,
+                    memories,
+                    pool,
+                    k,
                 )
                 memories = reranked.memories
                 if reranked.fallback:
@@ -611,7 +619,7 @@ class SearchMethods(SessionCore):
         they are every current fact; a broken memory file adds a note and gives none."""
         limit = min(max(int(max_tokens * FACTS_SHARE) // 4, 1), MAX_FACTS)
         try:
-            found = self._fact_candidates(query, commit, limit + 1)
+            found = self.facts.candidates(query, commit, limit + 1)
         except ParseError as exc:
             notes.append(f"the facts were left out: {exc}")
             return [], True

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TypedDict, Unpack
 from urllib.parse import unquote, urlsplit
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import (
     ConflictError,
     GitmemError,
@@ -97,14 +97,14 @@ class SummarizeOptions(TypedDict, total=False):
     reason: str
 
 
-class SummaryMethods(SessionCore):
+class Summaries:
     """Summaries, archive and review branches for ``MemoryManager`` (see module docs).
 
     Set ``summarizer`` to summarize with your own :class:`~gitmem.summary.engines.Summarizer`.
     """
 
-    def _on_open(self) -> None:
-        super()._on_open()
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
         self.summarizer: Summarizer | None = None
         self._summary_config: SummaryConfig | None = None
         self._default_summarizer: Summarizer | None = None
@@ -113,13 +113,11 @@ class SummaryMethods(SessionCore):
         self.embed_settings: EmbedConfig | None = None
         self._embed_found: tuple[EmbedConfig | None] | None = None
 
-    def _before_save(self) -> None:
-        super()._before_save()
+    def before_save(self) -> None:
         self.summary_config  # noqa: B018  a bad gitmem.summary.* setting stops the save here
 
-    def _after_save(self, session_id: str) -> None:
+    def after_save(self, session_id: str) -> None:
         """Run the summary triggers if enabled (their outcome is logged; never raises)."""
-        super()._after_save(session_id)
         if self.summary_config.auto:  # read (and checked) before the commit
             self.maybe_summarize(session_id)
 
@@ -134,7 +132,7 @@ class SummaryMethods(SessionCore):
             ConfigError: a setting has a value gitmem cannot use.
         """
         if self._summary_config is None:
-            found = self._repo.config_section("gitmem")
+            found = self.store.repo.config_section("gitmem")
             summary = {k: v for k, v in found if k.lower().startswith("gitmem.summary.")}
             llm = {k: v for k, v in found if k.lower().startswith("gitmem.llm.")}
             config = SummaryConfig.from_git(summary)
@@ -155,14 +153,14 @@ class SummaryMethods(SessionCore):
         config = self.summary_config
         return config.llm or LLMConfig.from_env(git=self._llm_git)
 
-    def _ask_json(
+    def ask_json(
         self, system: str, user: str, *, timeout: float | None = None
     ) -> tuple[str, str] | None:
         """The configured LLM's JSON answer and model (fact consolidation and the reranker
         ask through this); None when offline (no LLM, or ``gitmem.summary.offline``)."""
         config = None if self.summary_config.offline else self.llm_config()
         if config is None:
-            return super()._ask_json(system, user, timeout=timeout)
+            return None
         if timeout is not None:
             config = replace(config, timeout=min(config.timeout, timeout), max_retries=0)
         return ask_json(config, system, user), config.model
@@ -178,15 +176,15 @@ class SummaryMethods(SessionCore):
         if self.embed_settings is not None:
             return self.embed_settings
         if self._embed_found is None:
-            git = dict(self._repo.config_section("gitmem.embed"))
+            git = dict(self.store.repo.config_section("gitmem.embed"))
             self._embed_found = (EmbedConfig.from_env(git=git),)
         return self._embed_found[0]
 
-    def _embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
+    def embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
         """Vectors from the configured embedding model (search asks through this)."""
         config = self.embedding_config()
         if config is None:
-            return super()._embed(texts)
+            return None
         return (embed_texts(config, texts) if texts else []), config.key
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
@@ -253,11 +251,11 @@ class SummaryMethods(SessionCore):
     ) -> tuple[str, SummaryResult]:
         if trigger not in TRIGGERS:
             raise ValidationError(f"unknown summary trigger {trigger!r} (one of {TRIGGERS})")
-        if self._in_batch():
+        if self.store.in_batch():
             raise ValidationError("summarize() cannot run inside a batch; call it after")
-        session = self.load_memory(session_id)
+        session = self.store.load_memory(session_id)
         if session is None:
-            raise SessionNotFound(f"no session {session_id!r} in {self.path}")
+            raise SessionNotFound(f"no session {session_id!r} in {self.store.path}")
         pending = uncovered(session.interactions, session.summary)[:count]
         if not pending:
             raise NothingToSummarize(
@@ -288,7 +286,7 @@ class SummaryMethods(SessionCore):
         if config.auto_tag and result.content.tags:
             fresh = [t for t in result.content.tags if t not in session.tags]
             if fresh:
-                self.update_metadata(session_id, add_tags=fresh)
+                self.store.update_metadata(session_id, add_tags=fresh)
         return sha, result
 
     def maybe_summarize(
@@ -302,7 +300,7 @@ class SummaryMethods(SessionCore):
         logged) as an outcome with ``status="failed"`` (or refused/review).
         """
         try:
-            session = self.load_memory(session_id)
+            session = self.store.load_memory(session_id)
             if session is None:
                 return None
             decision = check_triggers(
@@ -335,7 +333,7 @@ class SummaryMethods(SessionCore):
         quiet = parse_duration(older_than)
         moment = as_when(now, "now") or datetime.now(UTC)
         outcomes = []
-        for session in self.list_sessions():
+        for session in self.store.list_sessions():
             idle_for = moment - session.last_active
             if idle_for < quiet or not uncovered(session.interactions, session.summary):
                 continue
@@ -394,7 +392,7 @@ class SummaryMethods(SessionCore):
         def clean(text: str) -> str:
             for secret in known:
                 text = text.replace(secret, "[REDACTED:api-key]")
-            return self._safe_text(_USERINFO.sub(r"\1", text))  # the host is enough
+            return self.store.guard.safe_text(_USERINFO.sub(r"\1", text))  # the host is enough
 
         return replace(
             result,
@@ -421,20 +419,22 @@ class SummaryMethods(SessionCore):
         )
 
     def _turns_with_archive(self, session: Session, commit: str | None = None) -> list[Interaction]:
-        archived = self.load_archive(session.id, commit=commit)
+        archived = self.store.load_archive(session.id, commit=commit)
         return [*(archived.interactions if archived else []), *session.interactions]
 
     def _render(self, path: str, session: Session) -> bytes:
         data = render(session).encode("utf-8")
-        self._remember(path, object_id("blob", data), session)  # spares the next parse
+        self.store.cache_session(path, object_id("blob", data), session)  # spares the next parse
         return data
 
     def _changes(
         self, txn: Transaction, current: Session, summary: Summary
     ) -> tuple[dict[str, bytes], int]:
         """The files a summary writes: the session, and its archive part in archive mode."""
-        path = self._path(current.id)
-        summary = self._guard_summary(txn, current.id, summary)  # sizes, secrets redacted
+        path = self.store.path_of(current.id)
+        summary = self.store.guard.screen_summary(
+            txn, current.id, summary
+        )  # sizes, secrets redacted
         if self.summary_config.archive != "archive":
             updated = current.model_copy(update={"summary": summary})
             return {path: self._render(path, updated)}, 0
@@ -444,7 +444,7 @@ class SummaryMethods(SessionCore):
         updated = current.model_copy(update={"summary": summary, "interactions": staying})
         changes = {path: self._render(path, updated)}
         if moving:
-            where = self._path(current.id, txn.head(), archive=True)
+            where = self.store.path_of(current.id, txn.head(), archive=True)
             raw = txn.read(where)
             archive = (
                 parse_bytes(raw, where)
@@ -471,11 +471,11 @@ class SummaryMethods(SessionCore):
         return changes, len(moving)
 
     def _current(self, txn: Transaction, session_id: str, expected: Summary | None) -> Session:
-        path = self._path(session_id)
-        current = self._adopt_hand_edit(txn, path)
+        path = self.store.path_of(session_id)
+        current = self.store.adopt_hand_edit(txn, path)
         if current is None:
-            found = self._repo.entry(path, txn.head())
-            current = self._parse_blob(path, found[1]) if found else None
+            found = self.store.repo.entry(path, txn.head())
+            current = self.store.parse_blob(path, found[1]) if found else None
         if current is None:
             raise SessionNotFound(f"session {session_id!r} was deleted while summarizing")
         if current.summary != expected:
@@ -494,7 +494,7 @@ class SummaryMethods(SessionCore):
         trigger: str,
         **extra: str,
     ) -> dict[str, str]:
-        trailers = self._trailers("summarize", [session_id])
+        trailers = self.store.trailers("summarize", [session_id])
         trailers["Gitmem-Model"] = model
         trailers["Gitmem-Trigger"] = trigger
         trailers["Gitmem-Covers"] = covers_label(list(covers))
@@ -513,7 +513,7 @@ class SummaryMethods(SessionCore):
         reason: str,
         report: LossReport,
     ) -> str:
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 # on the session as it is now: a person's commit meanwhile is kept
@@ -531,7 +531,7 @@ class SummaryMethods(SessionCore):
                 if moved:
                     body.append(
                         f"Moved {moved} summarized turns to "
-                        f"{self._path(session_id, txn.head(), archive=True)}."
+                        f"{self.store.path_of(session_id, txn.head(), archive=True)}."
                     )
                 if report.dropped:
                     body.append(
@@ -556,9 +556,9 @@ class SummaryMethods(SessionCore):
     # --- review branches ------------------------------------------------------------------
 
     def _review_prefix(self) -> str:
-        if self.namespace is None:
+        if self.store.namespace is None:
             return REVIEW_PREFIX
-        return f"refs/heads/gitmem/review-ns/{_ref_part(self.namespace)}/"
+        return f"refs/heads/gitmem/review-ns/{_ref_part(self.store.namespace)}/"
 
     def review_branch(self, session_id: str) -> str:
         """The review branch name for a session (``gitmem/review/<session>``)."""
@@ -576,7 +576,7 @@ class SummaryMethods(SessionCore):
         review: bool,
     ) -> None:
         # the report quotes the model's proposed facts: never show a secret among them
-        shown = redact(report.render(), self.secret_config)[0]
+        shown = redact(report.render(), self.store.guard.secret_config)[0]
         if not review:
             raise SummaryRefused(
                 f"summary of session {session_id!r} refused by the loss guard; nothing was "
@@ -586,7 +586,7 @@ class SummaryMethods(SessionCore):
                 report,
             )
         branch = self.review_branch(session_id)
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
             current = self._current(txn, session_id, previous)
             changes, _moved = self._changes(txn, current, summary)
             parent = txn.head()
@@ -609,7 +609,7 @@ class SummaryMethods(SessionCore):
                     ),
                 ]
             )
-            commit = self._repo.commit_on_ref(
+            commit = self.store.repo.commit_on_ref(
                 "refs/heads/" + branch, dict(changes), message, parent=parent
             )
         quoted = shlex.quote(session_id)  # the hint is pasted into a shell
@@ -628,7 +628,7 @@ class SummaryMethods(SessionCore):
         """Summaries waiting for review in this namespace, by session id."""
         prefix = self._review_prefix()
         out = []
-        for ref, sha in sorted(self._repo.refs(prefix).items()):
+        for ref, sha in sorted(self.store.repo.refs(prefix).items()):
             name = ref[len(prefix) :]
             if "/" in name:
                 continue
@@ -636,9 +636,9 @@ class SummaryMethods(SessionCore):
         return out
 
     def _review(self, session_id: str, ref: str, sha: str, *, detail: bool) -> Review:
-        message = self._repo.git("log", "-1", "--format=%B", sha)
-        parent = self._repo.git("rev-parse", f"{sha}^").strip()
-        diff = self._repo.git("diff", parent, sha) if detail else ""
+        message = self.store.repo.git("log", "-1", "--format=%B", sha)
+        parent = self.store.repo.git("rev-parse", f"{sha}^").strip()
+        diff = self.store.repo.git("diff", parent, sha) if detail else ""
         return Review(
             session_id=session_id,
             branch=ref[len("refs/heads/") :],
@@ -651,7 +651,7 @@ class SummaryMethods(SessionCore):
 
     def _review_ref(self, session_id: str) -> tuple[str, str]:
         ref = "refs/heads/" + self.review_branch(session_id)
-        sha = self._repo.refs(ref).get(ref)
+        sha = self.store.repo.refs(ref).get(ref)
         if sha is None:
             raise GitmemError(
                 f"no summary of session {session_id!r} is waiting for review "
@@ -672,18 +672,18 @@ class SummaryMethods(SessionCore):
         """
         ref, sha = self._review_ref(session_id)
         review = self._review(session_id, ref, sha, detail=False)
-        path = self._path(session_id)
-        found, base = self._repo.entry(path, sha), self._repo.entry(path, review.parent)
+        path = self.store.path_of(session_id)
+        found, base = self.store.repo.entry(path, sha), self.store.repo.entry(path, review.parent)
         if found is None or base is None:
             raise ConflictError(f"review branch {review.branch} has no file {path}")
-        held = self._parse_blob(path, found[1]).summary
-        expected = self._parse_blob(path, base[1]).summary
+        held = self.store.parse_blob(path, found[1]).summary
+        expected = self.store.parse_blob(path, base[1]).summary
         assert held is not None
-        trailers = _trailer_values(self._repo.git("log", "-1", "--format=%B", sha))
+        trailers = _trailer_values(self.store.repo.git("log", "-1", "--format=%B", sha))
         before = set(expected.covers) if expected else set()
         covers = [c for c in held.covers if c not in before]
         trigger = trailers.get("Gitmem-Trigger", MANUAL)
-        with self._repo.transaction() as txn:
+        with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
                 current = self._current(txn, session_id, expected)  # as it is now
@@ -707,7 +707,7 @@ class SummaryMethods(SessionCore):
                 )
 
             commit = txn.rebuilding(write)
-        self._repo.set_ref(ref, None, sha)
+        self.store.repo.set_ref(ref, None, sha)
         if commit is None:
             raise NothingToSummarize(f"session {session_id!r} already has that summary")
         return commit
@@ -715,5 +715,5 @@ class SummaryMethods(SessionCore):
     def review_reject(self, session_id: str) -> str:
         """Drop a held summary's review branch; returns the dropped commit's id."""
         ref, sha = self._review_ref(session_id)
-        self._repo.set_ref(ref, None, sha)
+        self.store.repo.set_ref(ref, None, sha)
         return sha

@@ -19,11 +19,11 @@ import random
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gitmem.core import SessionCore
+from gitmem.core import SessionStore
 from gitmem.errors import (
     ConflictError,
     Diagnostic,
@@ -65,7 +65,7 @@ from gitmem.sync.hooks import (
 from gitmem.sync.merge import CONFLICT_KINDS, MergeNote, merge_texts
 from gitmem.sync.remotes import Remote, Remotes, clone, sync_hint
 
-C = TypeVar("C", bound="SyncMethods")
+T = TypeVar("T")
 
 
 class SyncResult(Result):
@@ -120,27 +120,27 @@ def _gave_up(exc: ConflictError, remote: str, rounds: int, seconds: float) -> Co
     )
 
 
-class SyncMethods(SessionCore):
+class Sync:
     """Remotes, sync, hooks and namespaces for ``MemoryManager``."""
 
-    def _on_open(self) -> None:
-        super()._on_open()
-        if self.namespace is not None:
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        if self.store.namespace is not None:
             try:
-                encode_id(self.namespace)
+                encode_id(self.store.namespace)
             except InvalidSessionId as exc:
                 raise InvalidSessionId(
-                    f"namespace {self.namespace!r} cannot name a folder: {exc}"
+                    f"namespace {self.store.namespace!r} cannot name a folder: {exc}"
                 ) from None
-            self._check_new_namespace(self.namespace)
+            self._check_new_namespace(self.store.namespace)
         # every clone needs the driver in its own config: .gitattributes names it, but git
         # never copies config, so a plain `git clone` would otherwise merge sessions as text.
         # A store whose config cannot be written (read-only) can still be read.
         with contextlib.suppress(RepositoryError):
-            self.repository.ensure_config(
+            self.store.repo.ensure_config(
                 {"merge.gitmem.name": DRIVER_NAME, "merge.gitmem.driver": driver_command()}
             )
-        ensure_local_attributes(self.repository)
+        ensure_local_attributes(self.store.repo)
 
     def _check_new_namespace(self, namespace: str) -> None:
         """Refuse a new namespace whose folder a clone on Windows or macOS would lose: a
@@ -165,43 +165,14 @@ class SyncMethods(SessionCore):
                 )
 
     def _remotes(self) -> Remotes:
-        return Remotes(self.repository)
+        return Remotes(self.store.repo)
 
     def _branch(self, branch: str | None) -> str:
         if branch:
             return branch
-        return self.repository.branch_ref().removeprefix("refs/heads/")
+        return self.store.repo.branch_ref().removeprefix("refs/heads/")
 
     # --- remotes -------------------------------------------------------------------------
-
-    @classmethod
-    def clone(cls: type[C], url: str, path: str | os.PathLike[str], **kwargs: Any) -> C:
-        """Clone the memory store at ``url`` into ``path`` and open it.
-
-        Cloning an empty repository creates a fresh store there (pushed by the first
-        ``sync``). Extra keyword arguments go to the manager (``agent=``, ``namespace=``...).
-
-        Raises:
-            RepositoryError: the remote cannot be reached or is not a gitmem store (the
-                half-made clone is removed again).
-        """
-        target = Path(path)
-        existed = target.exists()
-        clone(url, target)
-        try:
-            repo_head = run_git(target, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=None)
-            if repo_head.returncode != 0:  # an empty remote: start the store on main
-                run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
-                return cls(target, init=True, **kwargs)
-            probe = Repository(target)  # before the manager refuses it as "not a store"
-            try:
-                Remotes(probe).check_is_store(repo_head.stdout.strip(), redact(url))
-            finally:
-                probe.close()
-            return cls(target, **kwargs)
-        except RepositoryError:
-            _remove_tree(target, keep_root=existed)
-            raise
 
     def remote_add(self, name: str, url: str) -> Remote:
         """Add a remote (``git remote add``); credentials stay with git, never in gitmem."""
@@ -222,21 +193,21 @@ class SyncMethods(SessionCore):
             ConflictError: the remote has commits this store does not; use ``sync``.
         """
         branch = self._branch(branch)
-        if self.repository.head() is None:
-            raise RepositoryError(f"{self.path} has no commits to push")
+        if self.store.repo.head() is None:
+            raise RepositoryError(f"{self.store.path} has no commits to push")
         return self._remotes().push(remote, branch)
 
     def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
         """Fetch ``remote`` and merge its branch into this store (no push)."""
         branch = self._branch(branch)
-        result = SyncResult(remote=remote, branch=branch, before=self.repository.head())
+        result = SyncResult(remote=remote, branch=branch, before=self.store.repo.head())
         result.attempts = 1
         tip = self._remotes().fetch(remote, branch)
         if tip is None:
             result.action = "empty-remote"
         else:
             self._merge_from(tip, result)
-        result.after = self.repository.head()
+        result.after = self.store.repo.head()
         return result
 
     def sync(
@@ -260,7 +231,7 @@ class SyncMethods(SessionCore):
             RepositoryError: the remote is unreachable or not a gitmem store.
         """
         branch = self._branch(branch)
-        result = SyncResult(remote=remote, branch=branch, before=self.repository.head())
+        result = SyncResult(remote=remote, branch=branch, before=self.store.repo.head())
         remotes = self._remotes()
         started = time.monotonic()
         waited = 0.0
@@ -282,13 +253,13 @@ class SyncMethods(SessionCore):
                 waited += pause
                 continue  # someone pushed (or was pushing) between our fetch and our push
             break
-        result.after = self.repository.head()
+        result.after = self.store.repo.head()
         return result
 
     # --- merging -------------------------------------------------------------------------
 
     def _merge_from(self, theirs: str, result: SyncResult) -> None:
-        repo = self.repository
+        repo = self.store.repo
         with repo.transaction() as txn:
             if (repo.git_dir / "MERGE_HEAD").exists():
                 raise ConflictError(
@@ -301,7 +272,7 @@ class SyncMethods(SessionCore):
     def _merge_into_tip(self, txn: Transaction, theirs: str, result: SyncResult) -> None:
         """Merge (or fast-forward to) ``theirs`` from the branch's tip as ``txn`` reads it;
         ``result`` is filled in once the branch moved."""
-        repo = self.repository
+        repo = self.store.repo
         remotes = Remotes(repo)
         label = f"{result.remote}/{result.branch}"
         ours = txn.head()
@@ -312,7 +283,7 @@ class SyncMethods(SessionCore):
             self._refuse_unclean(list(changed))
             repo.fast_forward(theirs, f"sync: fast-forward to {label}", base=ours)
             # nothing is committed here, so nothing can be redacted: say what came in
-            result.secrets = self._secrets_in_files({p: repo.read(p) for p in changed})
+            result.secrets = self.store.guard.secrets_in_files({p: repo.read(p) for p in changed})
             result.action = "fast-forward"
             result.files += [p for p in changed if is_memory_file(p) or is_facts_path(p)]
             return
@@ -322,7 +293,7 @@ class SyncMethods(SessionCore):
         changes, notes, merged = self._three_way(remotes, base, ours, theirs)
         self._refuse_unclean(list(changes))
         # content from the other side is new here: redacted like a save, never refused
-        changes, result.secrets = self._guard_files(txn, changes, refuse=False)
+        changes, result.secrets = self.store.guard.screen_files(txn, changes, refuse=False)
         message = self._merge_message(label, ours, theirs, merged, notes, changes)
         if txn.redacted:
             message = with_redacted_trailer(message, txn.redacted)
@@ -335,7 +306,7 @@ class SyncMethods(SessionCore):
     def _redacted_note(self, note: MergeNote) -> MergeNote:
         """``note`` as printed by ``gitmem sync`` (and returned): its texts quote either side
         of the merge, so secrets in them are redacted as in the merge commit's message."""
-        config = self.secret_config
+        config = self.store.guard.secret_config
         if not config.redact:
             return note
         return MergeNote(
@@ -348,11 +319,11 @@ class SyncMethods(SessionCore):
         )
 
     def _refuse_unclean(self, paths: Sequence[str]) -> None:
-        dirty = self.repository.unclean_paths(paths)
+        dirty = self.store.repo.unclean_paths(paths)
         if dirty:
             shown = ", ".join(dirty[:5]) + (" ..." if len(dirty) > 5 else "")
             raise ConflictError(
-                f"{self.path}: uncommitted changes in {shown} would be overwritten by the "
+                f"{self.store.path}: uncommitted changes in {shown} would be overwritten by the "
                 "merge; commit them (git commit) or restore them (git restore) first. "
                 "Nothing was changed."
             )
@@ -360,7 +331,7 @@ class SyncMethods(SessionCore):
     def _three_way(
         self, remotes: Remotes, base: str | None, ours: str, theirs: str
     ) -> tuple[dict[str, bytes | None], list[MergeNote], list[str]]:
-        repo = self.repository
+        repo = self.store.repo
         mine = repo.diff_trees(base, ours)
         other = repo.diff_trees(base, theirs)
         changes: dict[str, bytes | None] = {}
@@ -451,7 +422,7 @@ class SyncMethods(SessionCore):
             trailers["Gitmem-Session"] = ", ".join(sessions)
         else:
             trailers["Gitmem-Sessions"] = str(len(sessions))
-        trailers["Gitmem-Agent"] = self.agent
+        trailers["Gitmem-Agent"] = self.store.agent
         conflicts = [n for n in notes if n.kind in CONFLICT_KINDS]
         if conflicts:
             trailers["Gitmem-Conflicts"] = str(len(conflicts))
@@ -478,7 +449,7 @@ class SyncMethods(SessionCore):
         Returns the paths written.
         """
         script = f"{shlex.quote(sys.executable)} -P -m gitmem"
-        return [install_hook(self.repository, name, script) for name in HOOK_NAMES]
+        return [install_hook(self.store.repo, name, script) for name in HOOK_NAMES]
 
     def run_hook(self, name: str, args: Sequence[str] = ()) -> list[Diagnostic]:
         """Run the work of git hook ``name``; returns the problems that should stop git.
@@ -500,14 +471,14 @@ class SyncMethods(SessionCore):
         problems = self._repaired_saves()
         if problems:  # the index git is committing may hold that save: commit anew
             return problems
-        staged = staged_files(self.repository, lambda p: is_memory_file(p) or is_facts_path(p))
+        staged = staged_files(self.store.repo, lambda p: is_memory_file(p) or is_facts_path(p))
         for path, data in staged:
             problems += validate_memory_file(data, path)
         if os.environ.get(ALLOW_ENV) != "1":
-            head = self.repository.head()
+            head = self.store.repo.head()
             problems += staged_drops(
                 {
-                    path: (self.repository.read(path, head) if head else None, data)
+                    path: (self.store.repo.read(path, head) if head else None, data)
                     for path, data in staged
                 }
             )
@@ -516,9 +487,9 @@ class SyncMethods(SessionCore):
     def _repaired_saves(self) -> list[Diagnostic]:
         """A save whose writer was killed, repaired now (opening the store does it, under
         the write lock): a person's commit must not take it in under their name."""
-        self.repository.recover()
+        self.store.repo.recover()
         problems = []
-        for finished, paths in self.repository.recovered:
+        for finished, paths in self.store.repo.recovered:
             done = (
                 f"was finished as its own commit {finished[:12]}"
                 if finished
@@ -541,15 +512,44 @@ class SyncMethods(SessionCore):
         ``sessions/<xx>/<id>.md``, in one commit (``Gitmem-Op: migrate``); history, blame,
         revert and ``at()`` follow the files across it. ``dry_run`` lists the moves and
         writes nothing; a store already fanned out has nothing to do (``commit`` None)."""
-        self._no_batch("migrate")
-        return migrate(self.repository, dry_run=dry_run, trailers=self._trailers("migrate", []))
+        self.store.no_batch("migrate")
+        return migrate(
+            self.store.repo, dry_run=dry_run, trailers=self.store.trailers("migrate", [])
+        )
 
     def namespaces(self) -> list[str]:
         """The namespaces that hold sessions in this store (the default one is not listed)."""
         found = []
-        for name in subfolders(self.repository, "namespaces"):
+        for name in subfolders(self.store.repo, "namespaces"):
             try:
                 found.append(decode_id(name))
             except InvalidSessionId:
                 continue
         return sorted(found)
+
+
+def clone_store(url: str, path: str | os.PathLike[str], open_store: Callable[[Path, bool], T]) -> T:
+    """Clone the memory store at ``url`` into ``path`` and open it with ``open_store(target,
+    init)`` (``init``: the remote was empty, so a fresh store starts there).
+
+    Raises:
+        RepositoryError: the remote cannot be reached or is not a gitmem store (the
+            half-made clone is removed again).
+    """
+    target = Path(path)
+    existed = target.exists()
+    clone(url, target)
+    try:
+        repo_head = run_git(target, "rev-parse", "--verify", "-q", "HEAD^{commit}", ok=None)
+        if repo_head.returncode != 0:  # an empty remote: start the store on main
+            run_git(target, "symbolic-ref", "HEAD", "refs/heads/main")
+            return open_store(target, True)
+        probe = Repository(target)  # before the manager refuses it as "not a store"
+        try:
+            Remotes(probe).check_is_store(repo_head.stdout.strip(), redact(url))
+        finally:
+            probe.close()
+        return open_store(target, False)
+    except RepositoryError:
+        _remove_tree(target, keep_root=existed)
+        raise
