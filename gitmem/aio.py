@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gitmem.errors import Diagnostic, ValidationError
+from gitmem.facts.consolidate import FactsConfig
 from gitmem.guard.secrets import SecretConfig
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Language
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Repository
+from gitmem.summary.embedding import EmbedConfig
 from gitmem.summary.engines import Summarizer
 from gitmem.summary.triggers import SummaryConfig
 
@@ -192,6 +194,11 @@ class AsyncMemoryManager:
     summarizer = _Setting[Summarizer | None]()
     token_counter = _Setting[TokenCounter | None]()
     max_message_bytes = _Setting[int]()
+    max_fact_bytes = _Setting[int]()
+    facts_config = _Setting[FactsConfig]()
+    facts_path = _Setting[str](writable=False)
+    embed_settings = _Setting[EmbedConfig | None]()
+    via = _Setting[str | None]()
     agent = _Setting[str]()
     model = _Setting[str | None]()
     language = _Setting[Language]()
@@ -300,6 +307,7 @@ class AsyncMemoryManager:
     fetch = _Coroutine(MemoryManager.fetch)
     forget = _Coroutine(MemoryManager.forget)
     head = _Coroutine(MemoryManager.head)
+    in_batch = _Coroutine(MemoryManager.in_batch)
     history = _Coroutine(MemoryManager.history)
     install_hooks = _Coroutine(MemoryManager.install_hooks)
     embed_pending = _Coroutine(MemoryManager.embed_pending)

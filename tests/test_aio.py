@@ -13,6 +13,7 @@ import pytest
 from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.aio import AsyncMemoryManager as FromAio
 from gitmem.errors import LockTimeout, ValidationError
+from gitmem.manager import _Setting as ManagerSetting
 from gitmem.guard.secrets import SecretConfig, SecretPattern
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
@@ -201,3 +202,14 @@ def test_a_sync_write_inside_an_async_batch_fails_instead_of_hanging(store: Path
     assert "the batch 'import things'" in outcome[0]
     assert MemoryManager(store).load_memory("b") is None
     assert git(store, "status", "--porcelain") == ""
+
+
+def test_every_setting_of_the_manager_is_a_setting_here() -> None:
+    settings = {
+        name
+        for name, raw in vars(MemoryManager).items()
+        if isinstance(raw, ManagerSetting | property) and not name.startswith("_")
+    }
+    assert {"facts_config", "facts_path", "summary_config", "secret_config"} <= settings
+    missing = sorted(name for name in settings if not hasattr(AsyncMemoryManager, name))
+    assert not missing, f"AsyncMemoryManager lacks the settings {missing}"
