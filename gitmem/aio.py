@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gitmem.errors import Diagnostic, ValidationError
-from gitmem.facts.consolidate import FactsConfig
+from gitmem.facts.proposal import FactsConfig
 from gitmem.guard.secrets import SecretConfig
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Language

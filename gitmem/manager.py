@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from gitmem.core import SessionStore
-from gitmem.facts.consolidate import FactsConfig
 from gitmem.facts.consolidation import Consolidator
 from gitmem.facts.methods import Facts
+from gitmem.facts.proposal import FactsConfig
 from gitmem.guard.methods import Guard
 from gitmem.guard.secrets import SecretConfig
 from gitmem.history.asof import StoreView

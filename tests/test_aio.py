@@ -13,8 +13,8 @@ import pytest
 from gitmem import AsyncMemoryManager, MemoryManager
 from gitmem.aio import AsyncMemoryManager as FromAio
 from gitmem.errors import LockTimeout, ValidationError
-from gitmem.manager import _Setting as ManagerSetting
 from gitmem.guard.secrets import SecretConfig, SecretPattern
+from gitmem.manager import _Setting as ManagerSetting
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 

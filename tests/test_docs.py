@@ -152,7 +152,7 @@ def resolve(path: str) -> object:
 def config_problem(section: str, key: str) -> str | None:
     """Why the code does not accept `gitmem.<section>.<key>`, or None if it does."""
     from gitmem.errors import ConfigError
-    from gitmem.facts.consolidate import FactsConfig
+    from gitmem.facts.proposal import FactsConfig
     from gitmem.guard.secrets import SecretConfig
     from gitmem.summary.embedding import EmbedConfig
     from gitmem.summary.engines import llm_budget

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from gitmem import MemoryManager
 from gitmem.cli.base import GitmemGroup, cli
 from gitmem.cli.consolidate import consolidate_command, review_command
-from gitmem.facts.consolidate import Change, FactsConfig, check_loss, parse_proposal
 from gitmem.facts.extract import NewTurn, extract, has_specifics, section_for
+from gitmem.facts.proposal import Change, FactsConfig, check_loss, parse_proposal
 from gitmem.format.facts import Fact, MemoryFile
 from gitmem.models import Interaction, Message
 from tests.conftest import git

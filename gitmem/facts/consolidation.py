@@ -1,11 +1,10 @@
-"""``ConsolidationMethods``: ``mm.consolidate()``, its review branch and its triggers.
+"""``Consolidator``: ``mm.consolidate()``, its review branch and its triggers.
 
 Consolidation turns what was said since the last consolidation (new summaries' key facts,
 new turns) into changes of the memory file: an LLM proposes add / update / supersede /
-forget through the store's OpenAI-compatible settings (``SessionCore._ask_json``, which the
-summary feature answers), or the offline extractor adds salient sentences
-(:mod:`gitmem.facts.extract`). Whatever the engine, the proposal is a diff applied as one
-commit ``Gitmem-Op: consolidate`` through :meth:`FactMethods.change_facts` (the one write
+forget through the store's OpenAI-compatible settings (``Summaries.ask_json``), or the
+offline extractor adds salient sentences (:mod:`gitmem.facts.extract`). Whatever the engine, the proposal is a diff applied as one
+commit ``Gitmem-Op: consolidate`` through :meth:`Facts.change_facts` (the one write
 path), unless the loss guard fires: a proposal removing more than the threshold of the facts,
 or touching one written by hand, goes to the branch ``gitmem/review-facts`` (or is refused)
 and waits for ``review_facts_accept`` / ``review_facts_reject``. An LLM that fails, answers
@@ -22,7 +21,9 @@ from typing import Any, Literal
 
 from gitmem.core import SessionStore
 from gitmem.errors import GitmemError, ValidationError
-from gitmem.facts.consolidate import (
+from gitmem.facts.extract import KeyFact, NewTurn, extract
+from gitmem.facts.methods import Facts
+from gitmem.facts.proposal import (
     OFFLINE,
     SYSTEM,
     Change,
@@ -36,8 +37,6 @@ from gitmem.facts.consolidate import (
     rebase,
     unified,
 )
-from gitmem.facts.extract import KeyFact, NewTurn, extract
-from gitmem.facts.methods import Facts
 from gitmem.format.facts import MemoryFile, parse_facts, render_facts
 from gitmem.format.paths import id_from_path
 from gitmem.models import Session, as_when
@@ -160,7 +159,7 @@ class Consolidator:
             trigger: recorded in ``Gitmem-Trigger``.
 
         Returns:
-            A :class:`~gitmem.facts.consolidate.Consolidation`: changes, diff, engine, status,
+            A :class:`~gitmem.facts.proposal.Consolidation`: changes, diff, engine, status,
             commit / branch, the fallback note and the rejected changes.
         """
         self.store.no_batch("consolidate()")

@@ -93,7 +93,7 @@ class NewTurn:
 
 
 @dataclass(frozen=True)
-class Candidate:
+class FactCandidate:
     """A fact the extractor proposes to add."""
 
     text: str
@@ -197,7 +197,7 @@ def trim(sentence: str, speakers: Iterable[str] = ()) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-class Extractor:
+class FactExtractor:
     """Picks facts from key facts and new turns (see the module docstring)."""
 
     def __init__(self, existing: Sequence[Fact], budget: int) -> None:
@@ -226,7 +226,9 @@ class Extractor:
             score *= 1.15
         return score
 
-    def candidates(self, key_facts: Sequence[KeyFact], turns: Sequence[NewTurn]) -> list[Candidate]:
+    def candidates(
+        self, key_facts: Sequence[KeyFact], turns: Sequence[NewTurn]
+    ) -> list[FactCandidate]:
         """Every sentence worth considering, scored."""
         speakers = sorted(
             {m.speaker for t in turns for m in t.turn.messages} - {""}, key=len, reverse=True
@@ -236,14 +238,14 @@ class Extractor:
         )
         skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
         by_id = {(t.session, t.turn.id): t.turn for t in turns}
-        out: list[Candidate] = []
+        out: list[FactCandidate] = []
         for at, fact in enumerate(key_facts):
             text = " ".join(fact.text.split())
             if not text or not has_specifics(text) or text.endswith("?"):
                 continue  # offline keeps statements with names, numbers or dates only
             source = _best_source(fact, text, by_id)
             out.append(
-                Candidate(
+                FactCandidate(
                     text,
                     section_for(text, None),
                     (source,),
@@ -264,7 +266,7 @@ class Extractor:
                     len(picked) - 1
                 )
                 out.append(
-                    Candidate(
+                    FactCandidate(
                         text,
                         section_for(text, message.speaker),
                         (FactSource(session=item.session, interaction=item.turn.id),),
@@ -313,9 +315,9 @@ class Extractor:
         order = {s: n for n, (_, s) in enumerate(scored)}
         return sorted(best, key=lambda s: order[s[1]])
 
-    def pick(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+    def pick(self, candidates: Sequence[FactCandidate]) -> list[FactCandidate]:
         """The best candidates within the budget, without duplicates, in input order."""
-        chosen: list[Candidate] = []
+        chosen: list[FactCandidate] = []
         spent = 0
         for cand in sorted(candidates, key=lambda c: (-c.score / cost(c.text), c.order)):
             if cand.score <= 0:
@@ -351,7 +353,7 @@ def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interact
 
 def extract(
     existing: Sequence[Fact], key_facts: Sequence[KeyFact], turns: Sequence[NewTurn], budget: int
-) -> list[Candidate]:
+) -> list[FactCandidate]:
     """The facts to add offline: salient, new, within ``budget`` tokens."""
-    extractor = Extractor(existing, budget)
+    extractor = FactExtractor(existing, budget)
     return extractor.pick(extractor.candidates(key_facts, turns))

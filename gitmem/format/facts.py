@@ -343,10 +343,10 @@ def parse_facts(text: str | bytes, path: str = "memory/MEMORY.md") -> MemoryFile
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise ParseError([Diagnostic(path, line, "not UTF-8 text")]) from None
-    return _Reader(path).read(text)
+    return _MemoryReader(path).read(text)
 
 
-class _Reader:
+class _MemoryReader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.diagnostics: list[Diagnostic] = []

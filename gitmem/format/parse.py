@@ -91,7 +91,7 @@ def parse_lenient(
         in line order, empty when the file is clean.
     """
     for fast in (True, False) if shortcut else (False,):
-        reader, failed = _Reader(path, fast=fast, remember=remember), False
+        reader, failed = _SessionReader(path, fast=fast, remember=remember), False
         try:
             session = reader.read(text)
         except Exception as exc:  # a parser bug must not escape as anything but a diagnostic
@@ -128,7 +128,7 @@ class _Turn:
     run: list[Interaction] | None = None  # turns read ahead by format.turns
 
 
-class _Reader:
+class _SessionReader:
     """One parse: walks the top-level blocks section by section, collecting diagnostics."""
 
     def __init__(self, path: str, *, fast: bool = False, remember: bool = True) -> None:

@@ -1,8 +1,8 @@
 """Guards on what ``MemoryManager`` commits: secrets redacted, sizes bounded; history scanned.
 
-:class:`GuardMethods` sits below the core in the layer order: ``SessionCore`` inherits it,
+:class:`Guard` is a part of the store (:class:`~gitmem.core.SessionStore`),
 so the save path guards every write. Every write builds the new ``Session`` and hands it to
-:meth:`Guard._guard` before it is rendered: new message content,
+:meth:`Guard.screen_session` before it is rendered: new message content,
 summary text and metadata values are scanned (``gitmem.guard.secrets``), each secret is replaced
 by ``[REDACTED:<kind>]``, and the commit gets a ``Gitmem-Redacted: <kind>=<count>, ...``
 trailer. Labels (speakers, tags, project, links) get ``REDACTED:<kind>``; a secret in a value
@@ -12,7 +12,7 @@ that names something (session id, interaction id, metadata key) is refused
 
 Two more guards sit on every path into a commit: :meth:`Guard._guard_commit` sees
 each commit message and author line last (the repository calls it), and
-:meth:`Guard._guard_files` checks whole files that rollback, revert, restore and a
+:meth:`Guard.screen_files` checks whole files that rollback, revert, restore and a
 sync merge bring back from history. :meth:`Guard.scan_history` reports secrets that
 reached history before (or around) the guards, never printing a secret, and
 :meth:`Guard.check` reports session files that do not parse (``path:line``).

@@ -1,6 +1,6 @@
 """The time machine: history, diff, blame, rollback, revert and read-as-of for a store.
 
-:class:`HistoryMethods` is ``MemoryManager``'s part for them; undo plans are worked out in
+:class:`History` is ``MemoryManager``'s part for them; undo plans are worked out in
 :mod:`gitmem.history.plan` and the read-only view of ``at()`` is :mod:`gitmem.history.asof`.
 Nothing here rewrites history: rollback, revert and restore are new commits made through
 the repository's transaction, each with ``Gitmem-Op`` and trailers naming what it undid.

@@ -96,7 +96,7 @@ EXPECTED = (
 
 
 @dataclass(frozen=True)
-class Conversation:
+class ChatConversation:
     """One conversation read from the file, as the session it becomes.
 
     Attributes:
@@ -120,7 +120,7 @@ class _Raw:
     data: dict[str, Any]
 
 
-class _Reader:
+class _ChatReader:
     """What converting one file's conversations needs to know."""
 
     def __init__(
@@ -144,7 +144,7 @@ def read_chat(
     session: str | None = None,
     tz: str | tzinfo | None = None,
     meter: Meter | None = None,
-) -> Iterator[Conversation]:
+) -> Iterator[ChatConversation]:
     """The conversations of a chat transcript file, one at a time, without a store.
 
     ``session`` names the session (the file must then hold one conversation); ``tz`` is the
@@ -161,7 +161,7 @@ def read_chat(
         stat = os.fstat(handle.fileno())
         if meter is not None:
             meter.total = stat.st_size
-        reader = _Reader(name, session, zone, datetime.fromtimestamp(int(stat.st_mtime), UTC))
+        reader = _ChatReader(name, session, zone, datetime.fromtimestamp(int(stat.st_mtime), UTC))
         for raw in _raw_conversations(name, handle, meter):
             found = _convert(reader, raw)
             if found is not None:
@@ -299,7 +299,7 @@ def _one(path: str, line: int, value: Any) -> _Raw:
 # --- converting ---------------------------------------------------------------------------
 
 
-def _convert(reader: _Reader, raw: _Raw) -> Conversation | None:
+def _convert(reader: _ChatReader, raw: _Raw) -> ChatConversation | None:
     where = f"{reader.path}:{raw.line}"
     reader.count += 1
     if reader.session is not None and reader.count == 2:
@@ -352,7 +352,7 @@ def _session(
     mtime: datetime,
     title: str | None,
     line: int,
-) -> Conversation | None:
+) -> ChatConversation | None:
     turns: list[list[Item]] = []
     for item in items:
         if item.role == "user" or not turns:
@@ -400,7 +400,7 @@ def _session(
         )
     except ModelValidationError as exc:
         raise ImportFormatError(where, describe_errors(exc)) from None
-    return Conversation(session, frozenset(derived), created is not None, line)
+    return ChatConversation(session, frozenset(derived), created is not None, line)
 
 
 # --- the store ----------------------------------------------------------------------------
@@ -453,7 +453,7 @@ def import_chat(
     )
 
 
-def _keep_stored_times(mm: MemoryManager, found: Conversation) -> Session:
+def _keep_stored_times(mm: MemoryManager, found: ChatConversation) -> Session:
     """The session with the stored time of each turn whose time the file does not give:
     that time was derived (file mtime, position), and must not turn into a conflict."""
     session = found.session

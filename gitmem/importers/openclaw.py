@@ -182,7 +182,7 @@ def import_openclaw(
     """
     space, agents = locate(workspace, agents_dir)
     has_space = space.is_dir()
-    reader = _Reader(mm, resolve_tz(tz), meter or Meter())
+    reader = _OpenClawReader(mm, resolve_tz(tz), meter or Meter())
     files = reader.plan(space if has_space else None, agents)
     reader.meter.total = sum(_size(path) for _kind, path, _agent in files)
 
@@ -211,7 +211,7 @@ def _size(path: Path) -> int:
 
 
 @dataclass
-class _Reader:
+class _OpenClawReader:
     mm: MemoryManager
     tz: tzinfo
     meter: Meter

@@ -1,7 +1,7 @@
 """Browsing the store from the search index: a page of sessions, and the links between them.
 
-:meth:`~gitmem.search.methods.SearchMethods.browse_sessions` and
-:meth:`~gitmem.search.methods.SearchMethods.link_graph` answer from the index's session
+:meth:`~gitmem.search.methods.Search.browse_sessions` and
+:meth:`~gitmem.search.methods.Search.link_graph` answer from the index's session
 rows (no session file is parsed, so a page out of 10,000 sessions costs a few SQLite
 queries); this module holds what they return and the pure steps between rows and results.
 """

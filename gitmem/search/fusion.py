@@ -6,7 +6,7 @@ lexical ranking is computed as without embeddings, then :meth:`Dense.fuse` merge
 the ``dense_candidates`` nearest documents (cosine at least ``dense_min_similarity``) by
 reciprocal rank fusion (``1/(rrf_k + lexical rank) + dense_weight/(rrf_k + dense rank)``,
 scaled so that first in both is 1). A document found by meaning only becomes a candidate
-of its own, under the same filters. Embedding goes through ``SessionCore._embed`` (the
+of its own, under the same filters. Embedding goes through ``Summaries.embed`` (the
 summary feature answers), so search never imports the client. Any failure (no answer, an
 HTTP error, wrong vectors) leaves the lexical ranking as it was, with a note: embeddings
 may only add to search, never break it. Nothing here writes to git.

@@ -1,4 +1,4 @@
-"""``SearchMethods``: search, context assembly and the index, as ``MemoryManager`` methods.
+"""``Search``: search, context assembly and the index, for ``MemoryManager``.
 
 Saves never touch the index: it lives under ``.git/gitmem/`` and catches up lazily, on
 the next search, from whatever the store's HEAD is by then (another process, a pull, a

@@ -1,7 +1,7 @@
 """The optional LLM reranker / condenser of ``retrieve_context(rerank=True)`` (seed §5.3).
 
 The lexical ranking proposes the top N candidates; the configured chat model (asked through
-``SessionCore._ask_json``, which the summary feature answers) chooses the ones that matter
+``Summaries.ask_json``) chooses the ones that matter
 for the query, in its own order, and condenses each to what matters. The memories keep their
 source (session, turn, date), so citations survive; a condensed text is never longer than
 the memory it replaces, and the budget assembly (:mod:`gitmem.search.context`) still has the

@@ -32,7 +32,7 @@ from gitmem.models import (
 from gitmem.store.config import parse_float, parse_int, unknown_key
 from gitmem.summary.extractive import (
     EXTRACTIVE_MODEL,
-    Extractor,
+    SummaryExtractor,
 )
 from gitmem.text import json_in
 
@@ -115,9 +115,9 @@ class Summarizer(Protocol):
         ...
 
 
-class ExtractiveSummarizer(Extractor):
+class ExtractiveSummarizer(SummaryExtractor):
     """The offline default: deterministic, no network (see
-    :class:`~gitmem.summary.extractive.Extractor`)."""
+    :class:`~gitmem.summary.extractive.SummaryExtractor`)."""
 
     def summarize(
         self, turns: Sequence[Interaction], *, previous: Summary | None = None
@@ -291,7 +291,9 @@ def _from_text(text: str) -> StructuredSummary:
         marker = re.match(r"(?:[-*•+]|\d{1,3}[.)])\s+", stripped)
         if marker and not stripped.endswith(":"):
             facts.append(stripped[marker.end() :])
-    return StructuredSummary(summary=text, key_facts=facts, entities=Extractor().keywords(text))
+    return StructuredSummary(
+        summary=text, key_facts=facts, entities=SummaryExtractor().keywords(text)
+    )
 
 
 class LLMSummarizer:

@@ -1,6 +1,6 @@
 """Offline text statistics and the extractive summarizer (no network, deterministic).
 
-:class:`Extractor` (wrapped by :class:`~gitmem.summary.engines.ExtractiveSummarizer`,
+:class:`SummaryExtractor` (wrapped by :class:`~gitmem.summary.engines.ExtractiveSummarizer`,
 gitmem's default) scores every sentence of the covered turns by its TF-IDF cosine similarity
 to the conversation's centroid (the sentences that say what the whole conversation is about),
 prefers ones that carry facts (numbers, names, the user's own words), removes near-duplicates
@@ -121,7 +121,7 @@ def _entities(sentences: Sequence[_Sentence], speakers: Iterable[str]) -> list[s
     return sorted(counts, key=lambda name: (-counts[name], first_seen[name], name))
 
 
-class Extractor:
+class SummaryExtractor:
     """Deterministic offline summarization: the most central, fact-bearing, non-redundant
     sentences of the covered turns, plus keywords and names found in them.
 

@@ -1,4 +1,4 @@
-"""``SummaryMethods``: summaries for ``MemoryManager`` — manual, triggered after saves, idle.
+"""``Summaries``: summaries for ``MemoryManager`` — manual, triggered after saves, idle.
 
 A summary is its own commit (``Gitmem-Op: summarize`` with the model, the trigger and the
 interactions it covers), so reverting it undoes exactly the summary and keeps later turns.
@@ -87,7 +87,7 @@ def _trailer_values(message: str) -> dict[str, str]:
 
 
 class SummarizeOptions(TypedDict, total=False):
-    """The options of :meth:`SummaryMethods.summarize` and ``summarize_outcome`` (the defaults
+    """The options of :meth:`Summaries.summarize` and ``summarize_outcome`` (the defaults
     are those of ``_summarize``: a manual trigger, the configured summarizer, all turns)."""
 
     trigger: str

@@ -1,6 +1,6 @@
 """Sharing memory between agents and machines: remotes, sync, the merge driver and hooks.
 
-``SyncMethods`` gives ``MemoryManager`` ``remote_add``, ``remotes``,
+``Sync`` gives ``MemoryManager`` ``remote_add``, ``remotes``,
 ``fetch``, ``push``, ``pull``, ``sync``, ``clone``, ``install_hooks`` and ``run_hook``. A
 merge of two histories is written in-process, like a save: session files are merged by
 meaning (:mod:`gitmem.sync.merge`), other files by git's line merge, and the result is one

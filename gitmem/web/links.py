@@ -1,6 +1,6 @@
 """The wiki-link graph between sessions (``/links``, raw ``/links.svg``), drawn on the server.
 
-Edges come from :meth:`~gitmem.search.methods.SearchMethods.link_graph` (metadata
+Edges come from :meth:`~gitmem.search.methods.Search.link_graph` (metadata
 ``links`` and ``[[id]]`` in the text). The picture is an inline SVG with no script and no
 library: a force layout whose start is seeded by each id's hash, so the same graph always
 looks the same. Each node links to its session; a target that is no session of the store

@@ -1,6 +1,6 @@
 """The sessions list (``/sessions``) and one session (``/sessions/{id}``).
 
-The list is one page of :meth:`~gitmem.search.methods.SearchMethods.browse_sessions`
+The list is one page of :meth:`~gitmem.search.methods.Search.browse_sessions`
 (answered from the search index, so 10,000 sessions stay fast). A session shows its
 metadata, summary and turns, rendered by the ``md`` filter (memory content is untrusted:
 raw HTML shows as text); ``?blame=1`` adds who wrote each turn, ``?at=REV`` shows the

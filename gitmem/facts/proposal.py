@@ -1,4 +1,4 @@
-"""Consolidation logic: a proposal of fact changes, checked, applied to a memory file, diffed.
+"""A proposal of fact changes: read, checked, applied to a memory file, diffed.
 
 ``mm.consolidate()`` (:mod:`gitmem.facts.consolidation`) gathers new summaries' key facts and
 turns, asks an LLM for a proposal (or runs the offline extractor, :mod:`gitmem.facts.extract`)
@@ -8,7 +8,7 @@ LLM's JSON answer into changes (rejecting, one by one, changes that name unknown
 applies changes to a :class:`~gitmem.format.facts.MemoryFile` (a contradiction is a
 supersede: the old fact stays with ``valid until`` and ``replaced by``), runs the loss guard
 (too many facts removed, or a fact written by hand touched) and renders the diff. It writes
-nothing: the methods class commits.
+nothing: :class:`~gitmem.facts.consolidation.Consolidator` commits.
 """
 
 from __future__ import annotations
