@@ -1,15 +1,15 @@
 """``Consolidator``: ``mm.consolidate()``, its review branch and its triggers.
 
-Consolidation turns what was said since the last consolidation (new summaries' key facts,
-new turns) into changes of the memory file: an LLM proposes add / update / supersede /
-forget through the store's OpenAI-compatible settings (``Summaries.ask_json``), or the
-offline extractor adds salient sentences (:mod:`gitmem.facts.extract`). Whatever the
-engine, the proposal is a diff applied as one commit ``Gitmem-Op: consolidate`` through :meth:`Facts.change_facts` (the one write
-path), unless the loss guard fires: a proposal removing more than the threshold of the facts,
-or touching one written by hand, goes to the branch ``gitmem/review-facts`` (or is refused)
-and waits for ``review_facts_accept`` / ``review_facts_reject``. An LLM that fails, answers
-garbage or names unknown fact ids never loses anything: the offline path runs instead and
-the commit says why (``Gitmem-Fallback``).
+Consolidation turns what was said since the last consolidation (new summaries' key facts, new
+turns) into changes of the memory file: an LLM proposes add / update / supersede / forget
+through the store's OpenAI-compatible settings (``Summaries.ask_json``), or the offline
+extractor adds salient sentences (:mod:`gitmem.facts.extract`). Whatever the engine, the
+proposal is a diff applied as one commit ``Gitmem-Op: consolidate`` through
+:meth:`Facts.change_facts` (the one write path), unless the loss guard fires: a proposal
+removing more than the threshold of the facts, or touching one written by hand, goes to the
+branch ``gitmem/review-facts`` (or is refused) and waits for ``review_facts_accept`` /
+``review_facts_reject``. An LLM that fails, answers garbage or names unknown fact ids never
+loses anything: the offline path runs instead and the commit says why (``Gitmem-Fallback``).
 """
 
 from __future__ import annotations
