@@ -320,7 +320,6 @@ class AsyncMemoryManager:
     maybe_consolidate = _Coroutine(MemoryManager.maybe_consolidate)
     maybe_summarize = _Coroutine(MemoryManager.maybe_summarize)
     memory_file = _Coroutine(MemoryManager.memory_file)
-    migrate = _Coroutine(MemoryManager.migrate)
     namespaces = _Coroutine(MemoryManager.namespaces)
     pull = _Coroutine(MemoryManager.pull)
     push = _Coroutine(MemoryManager.push)

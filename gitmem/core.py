@@ -20,7 +20,7 @@ from typing import Any
 
 from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import id_from_path, session_dir
+from gitmem.format.paths import archive_path, id_from_path, session_dir, session_path
 from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import Guard
@@ -28,7 +28,7 @@ from gitmem.guard.names import NewNames, agent_identity
 from gitmem.guard.secrets import redact
 from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
 from gitmem.store.discover import open_repository
-from gitmem.store.layout import locate, session_files
+from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Housekeeping
 from gitmem.store.transaction import Identity, Transaction
@@ -146,9 +146,9 @@ class SessionStore:
 
     # --- reading -------------------------------------------------------------------------
 
-    def path_of(self, session_id: str, commit: str | None = None, archive: bool = False) -> str:
-        # the commit's layout (flat or fan-out), or the other one if only it has the file
-        return locate(self.repo, session_id, self.namespace, commit, archive=archive)
+    def path_of(self, session_id: str, *, archive: bool = False) -> str:
+        make = archive_path if archive else session_path
+        return make(session_id, self.namespace)
 
     def parse_blob(self, path: str, blob_id: str) -> Session:
         key = (path, blob_id)
@@ -179,7 +179,7 @@ class SessionStore:
         ``include_archive`` puts back the turns summaries moved to the archive part; raises
         ParseError (``path:line``) if the committed file is broken.
         """
-        path = self.path_of(session_id, commit)
+        path = self.path_of(session_id)
         found = self.repo.entry(path, commit)
         session = None if found is None else self.parse_blob(path, found[1])
         if include_archive and session is not None:
@@ -188,7 +188,7 @@ class SessionStore:
 
     def load_archive(self, session_id: str, *, commit: str | None = None) -> Session | None:
         """The archive part of a session at HEAD (or ``commit``), or None if it has none."""
-        path = self.path_of(session_id, commit, archive=True)
+        path = self.path_of(session_id, archive=True)
         found = self.repo.entry(path, commit)
         return None if found is None else self.parse_blob(path, found[1])
 
@@ -326,18 +326,14 @@ class SessionStore:
     ) -> str | None:
         """Read-modify-write one session under the lock; one commit unless in a batch."""
         batch: _Batch | None = getattr(self.local, "batch", None)
+        path = self.path_of(session_id)
         if batch is not None:
-            # the batch holds the lock: its head is the branch's (no ref file read per save)
-            path = self.path_of(session_id, batch.txn.head())
             self._apply(batch.txn, batch, session_id, path, change, op)
             return None
-        path = self.path_of(session_id)
         with self.repo.transaction() as txn:
 
             def write() -> str | None:
-                # the layout as the lock-holder sees it: a migrate may have just landed
-                where = self.path_of(session_id, txn.head())
-                self._apply(txn, None, session_id, where, change, op)
+                self._apply(txn, None, session_id, path, change, op)
                 all_trailers = self.trailers(op, [session_id])
                 all_trailers.update(trailers or {})
                 base, names = txn.head(), self._names.pending(txn)

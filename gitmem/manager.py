@@ -292,7 +292,6 @@ class MemoryManager:
     sync = _Call("_sync", Sync.sync)
     install_hooks = _Call("_sync", Sync.install_hooks)
     run_hook = _Call("_sync", Sync.run_hook)
-    migrate = _Call("_sync", Sync.migrate)
     namespaces = _Call("_sync", Sync.namespaces)
     merge_file = staticmethod(Sync.merge_file)
     validate_files = staticmethod(Sync.validate_files)

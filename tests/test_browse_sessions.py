@@ -113,7 +113,7 @@ def test_a_session_with_an_archive_part_is_listed_once_with_every_turn(store: Pa
         mm.save_interaction("long", f"turn {n}", "ok", START + timedelta(minutes=n))
     mm.save_interaction("other", "hello", "hi", START)
     mm.summarize("long", count=3, offline=True)  # three turns move to archive/long.md
-    assert git(store, "ls-files", "archive").strip() == archive_path("long", fanout=True)
+    assert git(store, "ls-files", "archive").strip() == archive_path("long")
     page = mm.browse_sessions()
     assert _ids(page) == ["long", "other"] and page.total == 2
     assert page.sessions[0].turns == 4
@@ -124,12 +124,12 @@ def test_a_session_with_an_archive_part_is_listed_once_with_every_turn(store: Pa
 def test_a_hand_commit_by_real_git_shows_up(store: Path) -> None:
     mm = _store(store)
     assert mm.browse_sessions().total == 12  # the index is built now
-    text = (store / session_path("s03", fanout=True)).read_text()
-    added = store / session_path("by-hand", fanout=True)
+    text = (store / session_path("s03")).read_text()
+    added = store / session_path("by-hand")
     added.parent.mkdir(parents=True, exist_ok=True)
     added.write_text(text.replace("s03", "by-hand").replace("2026-01-08", "2027-05-01"))
     git(store, "add", str(added))
-    git(store, "rm", "-q", session_path("s05", fanout=True))
+    git(store, "rm", "-q", session_path("s05"))
     git(store, "commit", "-qm", "a person adds and removes a session")
     page = mm.browse_sessions(limit=3)
     assert page.total == 12

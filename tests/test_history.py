@@ -254,7 +254,7 @@ def test_history_by_time_uses_commit_times(mm: MemoryManager, store: Path) -> No
 
 def commit_at(mm: MemoryManager, session_id: str, n: int, when: datetime) -> str:
     """A save with a chosen commit time (through the repository's own transaction)."""
-    path = session_path(session_id, fanout=True)
+    path = session_path(session_id)
     current = mm.load_memory(session_id)
     with mm.repository.transaction() as txn:
         session = current or markdown.parse(
@@ -325,7 +325,7 @@ def test_revisions_accept_shas_relative_names_branches_and_dates(
     other = MemoryManager.init(tmp_path / "other")
     with pytest.raises(RevisionNotFound, match="another repository"):
         mm.resolve(other.head() or "")
-    blob = git(store, "rev-parse", f"HEAD:{session_path('s', fanout=True)}").strip()
+    blob = git(store, "rev-parse", f"HEAD:{session_path('s')}").strip()
     with pytest.raises(RevisionNotFound):
         mm.resolve(blob)
 

@@ -105,7 +105,7 @@ def author(store: Path, rev: str = "HEAD") -> str:
 
 
 def blob(store: Path, session: str, rev: str = "HEAD") -> str:
-    return git(store, "show", f"{rev}:{session_path(session, fanout=True)}")
+    return git(store, "show", f"{rev}:{session_path(session)}")
 
 
 def run(main: Coroutine[Any, Any, None]) -> None:
@@ -522,7 +522,7 @@ def test_resources_are_the_files_in_git(store: Path) -> None:
                 resource_text(await session.read_resource("gitmem://sessions/s1/history"))
             )
             assert [c["sha"] for c in log["commits"]] == git(
-                store, "log", "--format=%H", "--", session_path("s1", fanout=True)
+                store, "log", "--format=%H", "--", session_path("s1")
             ).split()
 
             for sid in odd:

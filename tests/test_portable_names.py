@@ -11,7 +11,6 @@ import pytest
 from gitmem import MemoryManager
 from gitmem.errors import InvalidSessionId
 from gitmem.format.paths import encode_id, fold_name, portability_problem
-from tests.conftest import git
 
 
 @pytest.mark.parametrize("session_id", ["CON", "nul", "com1", "lpt1.x", "Aux.notes", "COM¹"])
@@ -74,24 +73,6 @@ def test_twins_inside_one_batch_are_refused(store: Path) -> None:
         mm.save_interaction("Dave", "q", "a")
         mm.save_interaction("dave", "q", "a")
     assert mm.session_ids() == []
-
-
-def test_existing_twins_and_device_files_in_old_stores_still_load(store: Path) -> None:
-    MemoryManager.init(store).close()
-    git(store, "rm", "-q", ".gitmem-layout")  # a store made before the fan-out layout
-    git(store, "commit", "-qm", "flat store")
-    source = MemoryManager(store)
-    source.save_interaction("seed", "q", "a")
-    text = (store / "sessions" / "seed.md").read_text()
-    for name in ("CON", "Eve", "eve"):  # written by an older gitmem
-        (store / "sessions" / f"{name}.md").write_text(text.replace("seed", name))
-    git(store, "add", "-A")
-    git(store, "commit", "-qm", "old store")
-    mm = MemoryManager(store)
-    assert mm.session_ids() == ["CON", "Eve", "eve", "seed"]
-    mm.save_interaction("CON", "still", "saves")
-    mm.save_interaction("eve", "still", "saves")
-    assert mm.check() == []
 
 
 @pytest.mark.parametrize(

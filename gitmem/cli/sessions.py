@@ -1,4 +1,4 @@
-"""Session commands: init, save, show, list, check, migrate, demo, scan."""
+"""Session commands: init, save, show, list, check, demo, scan."""
 
 from __future__ import annotations
 
@@ -175,36 +175,6 @@ def check(ctx: Context) -> None:
     )
     if problems:
         sys.exit(1)
-
-
-@cli.command()
-@click.option("--dry-run", is_flag=True, help="List the files it would move; write nothing.")
-@pass_ctx
-def migrate(ctx: Context, dry_run: bool) -> None:
-    """Move a flat store's session files to sessions/<xx>/<id>.md in one commit."""
-    mm = ctx.manager()
-    done = mm.migrate(dry_run=dry_run)
-
-    def text() -> str:
-        if done.nothing_to_do:
-            return "nothing to do: the store already uses the fan-out layout"
-        lines = [f"{old} -> {new}" for old, new in done.moves]
-        verb = "would move" if dry_run else "moved"
-        lines.append(
-            f"{verb} {len(done.moves)} file(s)"
-            + (f" in commit {done.commit[:12]}" if done.commit else "")
-        )
-        return "\n".join(lines)
-
-    emit(
-        ctx,
-        {
-            "dry_run": dry_run,
-            "commit": done.commit,
-            "moves": [{"from": old, "to": new} for old, new in done.moves],
-        },
-        text,
-    )
 
 
 @cli.command()

@@ -10,15 +10,13 @@ that are Windows devices (``CON``, ``nul.x``, ``COM1``...) are refused, and so i
 to an existing one up to case or Unicode normalisation (one file on macOS and Windows).
 Existing names never change, so stores written before keep their files.
 
-Layouts: a flat store keeps every file directly in ``sessions/`` (``sessions/<enc>.md``); a
-fan-out store (every new one, or one moved by ``gitmem migrate``) puts it one folder down,
-``sessions/<xx>/<enc>.md`` with ``xx`` the first two hex digits of the SHA-1 of the case- and
-normalisation-folded file name (:func:`fanout_folder`), so that one save rewrites a 256-entry
-tree and a small sub-tree instead of one tree naming every session. Folding first puts names
-that one file system would confuse into the same folder, where the twin check sees them. The
-file name is still the encoded id, and :func:`id_from_path` accepts both layouts but checks
-that the folder is the one the id belongs in. Which layout a commit uses is said by a small
-committed file, ``.gitmem-layout`` (:func:`layout_text`, :func:`parse_layout`).
+Layout: a session's file sits one folder down, ``sessions/<xx>/<enc>.md`` with ``xx`` the first
+two hex digits of the SHA-1 of the case- and normalisation-folded file name
+(:func:`fanout_folder`), so that one save rewrites a 256-entry tree and a small sub-tree
+instead of one tree naming every session. Folding first puts names that one file system would
+confuse into the same folder, where the twin check sees them. The file name is the encoded id,
+and :func:`id_from_path` checks that the folder is the one the id belongs in. The layout is
+said by a small committed file, ``.gitmem-layout`` (:func:`layout_text`).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 
-from gitmem.errors import ConfigError, InvalidSessionId
+from gitmem.errors import InvalidSessionId
 
 SESSIONS_DIR = "sessions"
 
@@ -128,36 +126,34 @@ def _is_folder(name: str) -> bool:
     return len(name) == 2 and all(ch in "0123456789abcdef" for ch in name)
 
 
-def session_path(session_id: str, namespace: str | None = None, *, fanout: bool = False) -> str:
-    """The store-relative path (always with ``/``) of a session's file, in the flat layout
-    or (``fanout``) one sub-folder down."""
+def session_path(session_id: str, namespace: str | None = None) -> str:
+    """The store-relative path (always with ``/``) of a session's file."""
     base = (
         SESSIONS_DIR if namespace is None else f"namespaces/{encode_id(namespace)}/{SESSIONS_DIR}"
     )
-    sub = f"{fanout_folder(session_id)}/" if fanout else ""
-    return f"{base}/{sub}{encode_id(session_id)}{SUFFIX}"
+    return f"{base}/{fanout_folder(session_id)}/{encode_id(session_id)}{SUFFIX}"
 
 
 def session_dir(namespace: str | None = None) -> str:
-    """The folder holding a namespace's session files (directly, or in its sub-folders)."""
-    return session_path("x", namespace).rsplit("/", 1)[0]
+    """The folder holding a namespace's session files (in its sub-folders)."""
+    return session_path("x", namespace).rsplit("/", 2)[0]
 
 
 def id_from_path(path: str, namespace: str | None = None) -> str | None:
     """The session id a store path belongs to, or None if it is not a session file: a file
-    in the namespace's folder (flat layout) or in the fan-out sub-folder its id belongs in."""
+    in the fan-out sub-folder of the namespace's folder that its id belongs in."""
     folder = session_dir(namespace) + "/"
     if not path.startswith(folder) or not path.endswith(SUFFIX):
         return None
     name = path[len(folder) : -len(SUFFIX)]
     sub, _, rest = name.rpartition("/")
-    if "/" in sub or (sub and not _is_folder(sub)):
+    if not _is_folder(sub):
         return None
     try:
         session_id = decode_id(rest)
     except InvalidSessionId:
         return None
-    if sub and fanout_folder(session_id) != sub:
+    if fanout_folder(session_id) != sub:
         return None  # a file put in the wrong folder by hand: check() reports it
     return session_id
 
@@ -186,47 +182,24 @@ LAYOUT_FILE = ".gitmem-layout"
 
 FANOUT = "fanout"
 
-FLAT = "flat"
 
-
-def layout_text(fanout: bool = True) -> bytes:
+def layout_text() -> bytes:
     """The content of ``.gitmem-layout`` for a layout."""
     return (
         "# How gitmem lays out session files here (written by gitmem; see docs/format.md).\n"
         "# fanout: sessions/<xx>/<id>.md, xx = first 2 hex digits of sha1(folded file name)\n"
-        f"{FANOUT if fanout else FLAT}\n"
+        f"{FANOUT}\n"
     ).encode()
-
-
-def parse_layout(data: bytes | None) -> bool:
-    """True for the fan-out layout, False for flat (no file: a store made before fan-out).
-
-    Raises ConfigError naming the file and line for a layout this version does not know.
-    """
-    if data is None:
-        return False
-    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line in (FANOUT, FLAT):
-            return line == FANOUT
-        raise ConfigError(
-            f"{LAYOUT_FILE}:{number}: unknown store layout {line!r} (expected {FANOUT!r} or "
-            f"{FLAT!r}); a newer gitmem may have written it: upgrade gitmem"
-        )
-    return False
 
 
 ARCHIVE_DIR = "archive"
 
 
-def archive_path(session_id: str, namespace: str | None = None, *, fanout: bool = False) -> str:
+def archive_path(session_id: str, namespace: str | None = None) -> str:
     """The store path of a session's archive part: summarized raw turns moved out of the
-    main file (``archive/<enc>.md`` or ``archive/<xx>/<enc>.md``, beside ``sessions/`` so it
-    is never taken as a session)."""
-    sub = f"{fanout_folder(session_id)}/" if fanout else ""
-    return f"{archive_dir(namespace)}/{sub}{encode_id(session_id)}{SUFFIX}"
+    main file (``archive/<xx>/<enc>.md``, beside ``sessions/`` so it is never taken as a
+    session)."""
+    return f"{archive_dir(namespace)}/{fanout_folder(session_id)}/{encode_id(session_id)}{SUFFIX}"
 
 
 def archive_dir(namespace: str | None = None) -> str:
@@ -241,18 +214,6 @@ def id_from_archive_path(path: str, namespace: str | None = None) -> str | None:
     if not path.startswith(folder) or not path.endswith(SUFFIX):
         return None
     return id_from_path(session_dir(namespace) + "/" + path[len(folder) :], namespace)
-
-
-def relocated(path: str, fanout: bool, namespace: str | None = None) -> str:
-    """``path`` (a session file or archive part in either layout) in the layout asked for;
-    any other path as it is."""
-    session_id = id_from_path(path, namespace)
-    if session_id is not None:
-        return session_path(session_id, namespace, fanout=fanout)
-    session_id = id_from_archive_path(path, namespace)
-    if session_id is not None:
-        return archive_path(session_id, namespace, fanout=fanout)
-    return path
 
 
 # the curated memory file (facts), beside the sessions: one per namespace

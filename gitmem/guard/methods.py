@@ -39,7 +39,6 @@ from gitmem.format.paths import (
     archive_dir,
     id_from_archive_path,
     id_from_path,
-    is_fanout_path,
     memory_path,
     misplaced,
     session_dir,
@@ -56,7 +55,7 @@ from gitmem.guard.redact import (
 from gitmem.guard.scan import SecretFinding, scan_repository
 from gitmem.guard.secrets import SecretConfig, redact, redacted_label
 from gitmem.models import Interaction, Message, Session, Summary
-from gitmem.store.layout import fanout_at, session_files
+from gitmem.store.layout import session_files
 from gitmem.store.repository import Repository
 from gitmem.store.transaction import Identity, Transaction
 
@@ -350,7 +349,6 @@ class Guard:
                     for p in [*top.glob("*.md"), *top.glob("??/*.md")]
                 }
             paths |= {name: id_of(name, self.namespace) for name in names}
-        fanout = fanout_at(self._repo, commit)
         for path, expected in sorted(paths.items()):
             if expected is None:
                 right = misplaced(path)
@@ -364,17 +362,6 @@ class Guard:
                     )
                 )
                 continue
-            if is_fanout_path(path) != fanout:
-                problems.append(
-                    Diagnostic(
-                        path,
-                        1,
-                        "file is in the {} layout but the store uses "
-                        "the {} one; `gitmem migrate` moves it".format(
-                            *(("fan-out", "flat") if not fanout else ("flat", "fan-out"))
-                        ),
-                    )
-                )
             try:
                 data = self._repo.working_blob(path) if commit is None else None
             except RepositoryError as exc:  # e.g. a symlink: report it, read nothing through it

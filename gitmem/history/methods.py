@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -30,19 +29,17 @@ from gitmem.format.paths import (
     id_from_archive_path,
     id_from_path,
     is_facts_path,
-    relocated,
     session_path,
 )
 from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
-from gitmem.store.layout import fanout_at
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line
 
 # commits an undo never takes back: the store's creation
-_NEVER_UNDONE = frozenset({"init", "migrate"})
+_NEVER_UNDONE = frozenset({"init"})
 
 # listed one by one in a trailer up to this many; the body always lists them all
 _MAX_LISTED = 20
@@ -92,9 +89,9 @@ class History:
         )
 
     def _both(self, session_id: str, archive: bool = False) -> list[str]:
-        """A session's file (or archive part) in both layouts: history follows a migrate."""
+        """A session's file (or archive part), as the one path history follows."""
         make = archive_path if archive else session_path
-        return [make(session_id, self.store.namespace, fanout=fanout) for fanout in (True, False)]
+        return [make(session_id, self.store.namespace)]
 
     def _require_history(self, session_id: str, path: str, rev: str | None = None) -> None:
         if not self.store.repo.file_log(self._both(session_id), rev):
@@ -130,7 +127,7 @@ class History:
             return self.store.repo.log(
                 rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
             )
-        path = self.store.path_of(session_id, rev)
+        path = self.store.path_of(session_id)
         everything = self.store.repo.file_log(self._both(session_id), rev)
         if not everything:
             self._require_history(session_id, path, rev)
@@ -259,12 +256,8 @@ class History:
         files: list[str] = []
         changed = self.store.repo.diff_tree(a_sha, b_sha) if session_id is None else []
         if session_id is not None:
-            path = self.store.path_of(session_id, b_sha)
-            old = (
-                self.store.repo.entry(self.store.path_of(session_id, a_sha), a_sha)
-                if a_sha
-                else None
-            )
+            path = self.store.path_of(session_id)
+            old = self.store.repo.entry(self.store.path_of(session_id), a_sha) if a_sha else None
             new = self.store.repo.entry(path, b_sha)
             if old is None and new is None:
                 self._require_history(session_id, path)
@@ -313,8 +306,8 @@ class History:
         versions times the size of the session.
         """
         rev = self.store.repo.resolve(commit) if commit is not None else self.store.repo.head()
-        path = self.store.path_of(session_id, rev)
-        part = self.store.path_of(session_id, rev, archive=True)
+        path = self.store.path_of(session_id)
+        part = self.store.path_of(session_id, archive=True)
         found = self.store.repo.entry(path, rev) if rev else None
         if found is None:
             self._require_history(session_id, path, rev)
@@ -328,7 +321,6 @@ class History:
         if wanted.get("summary") is None:
             wanted.pop("summary", None)
         owner: dict[str, LogEntry] = {}
-        # each layout's path of the file and of the archive part, to the one named here
         alias = {
             **dict.fromkeys(self._both(session_id), path),
             **dict.fromkeys(self._both(session_id, archive=True), part),
@@ -337,7 +329,7 @@ class History:
             if len(owner) == len(wanted):
                 break
             before_entry: dict[str, str | None] = {}
-            for c in entry.files:  # a move between layouts: the old path holds the old blob
+            for c in entry.files:
                 if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
                     before_entry[alias[c.path]] = c.old
             state = {**state, **before_entry}
@@ -433,15 +425,13 @@ class History:
         path = self.store.path_of(session_id)
         found = self._blob_at(
             session_id,
-            self.store.path_of(session_id, target),
+            self.store.path_of(session_id),
             target,
             "pick a revision from `gitmem log {}`",
         )
         wanted: dict[str, bytes | None] = {path: self.store.repo.blob(found)}
         part = self.store.path_of(session_id, archive=True)
-        archived = self.store.repo.entry(
-            self.store.path_of(session_id, target, archive=True), target
-        )
+        archived = self.store.repo.entry(self.store.path_of(session_id, archive=True), target)
         if archived is not None or self.store.repo.entry(part) is not None:
             wanted[part] = None if archived is None else self.store.repo.blob(archived[1])
         with self.store.repo.transaction() as txn:
@@ -473,7 +463,7 @@ class History:
             source = self.store.repo.resolve(rev)
             blob = self._blob_at(
                 session_id,
-                self.store.path_of(session_id, source),
+                self.store.path_of(session_id),
                 source,
                 "`gitmem log {}` lists its versions",
             )
@@ -509,21 +499,7 @@ class History:
         return sha or ""
 
     def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> UndoPlan:
-        """Undo ``entries`` (newest first) on the current files, without writing anything.
-
-        A commit made before a migrate named the files' old paths: they are read as the
-        paths the files have now."""
-        fanout = fanout_at(self.store.repo, txn.head())
-        entries = [
-            replace(
-                e,
-                files=tuple(
-                    replace(c, path=relocated(c.path, fanout, self.store.namespace))
-                    for c in e.files
-                ),
-            )
-            for e in entries
-        ]
+        """Undo ``entries`` (newest first) on the current files, without writing anything."""
         return plan_undo(
             entries,
             current=lambda path: self._working_or_head(txn, path),
@@ -543,11 +519,6 @@ class History:
         entries = self.store.repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
-        if _last(entries[0].trailers, "Gitmem-Op") == "migrate":
-            raise ValidationError(
-                f"{sha[:12]} moved files to the fan-out layout (migrate) and "
-                "changed no session; there is nothing to revert"
-            )
         return entries[0]
 
     def revert(self, commit: str | datetime) -> str | None:

@@ -444,7 +444,7 @@ class Summaries:
         updated = current.model_copy(update={"summary": summary, "interactions": staying})
         changes = {path: self._render(path, updated)}
         if moving:
-            where = self.store.path_of(current.id, txn.head(), archive=True)
+            where = self.store.path_of(current.id, archive=True)
             raw = txn.read(where)
             archive = (
                 parse_bytes(raw, where)
@@ -531,7 +531,7 @@ class Summaries:
                 if moved:
                     body.append(
                         f"Moved {moved} summarized turns to "
-                        f"{self.store.path_of(session_id, txn.head(), archive=True)}."
+                        f"{self.store.path_of(session_id, archive=True)}."
                     )
                 if report.dropped:
                     body.append(

@@ -38,13 +38,7 @@ from gitmem.guard.redact import with_redacted_trailer
 from gitmem.guard.secrets import redact as redact_text
 from gitmem.models import Result
 from gitmem.store.git import redact, run_git
-from gitmem.store.layout import (
-    Migration,
-    ensure_local_attributes,
-    fanout_at,
-    layout_mismatch,
-    migrate,
-)
+from gitmem.store.layout import ensure_local_attributes
 from gitmem.store.objects import MODE_FILE, format_message
 from gitmem.store.repository import Repository
 from gitmem.store.transaction import Transaction
@@ -287,8 +281,6 @@ class Sync:
             result.action = "fast-forward"
             result.files += [p for p in changed if is_memory_file(p) or is_facts_path(p)]
             return
-        if fanout_at(repo, ours) != fanout_at(repo, theirs):
-            raise ConflictError(layout_mismatch(str(repo.root), label, fanout_at(repo, ours)))
         base = remotes.merge_base(ours, theirs)
         changes, notes, merged = self._three_way(remotes, base, ours, theirs)
         self._refuse_unclean(list(changes))
@@ -506,16 +498,6 @@ class Sync:
                 for path in paths
             ]
         return problems
-
-    def migrate(self, *, dry_run: bool = False) -> Migration:
-        """Move a flat store (every namespace, archive parts too) to the fan-out layout,
-        ``sessions/<xx>/<id>.md``, in one commit (``Gitmem-Op: migrate``); history, blame,
-        revert and ``at()`` follow the files across it. ``dry_run`` lists the moves and
-        writes nothing; a store already fanned out has nothing to do (``commit`` None)."""
-        self.store.no_batch("migrate")
-        return migrate(
-            self.store.repo, dry_run=dry_run, trailers=self.store.trailers("migrate", [])
-        )
 
     def namespaces(self) -> list[str]:
         """The namespaces that hold sessions in this store (the default one is not listed)."""

@@ -150,7 +150,7 @@ def test_arbitrary_content_survives_a_save_byte_for_byte(
         session = mm.load_memory(sid)
         assert session is not None
         assert session.interactions[-1].messages[0].content == content
-        on_disk = parse_bytes((store / session_path(sid, fanout=True)).read_bytes(), "x.md")
+        on_disk = parse_bytes((store / session_path(sid)).read_bytes(), "x.md")
         assert on_disk.interactions[-1].messages[0].content == content
 
     tried = _run(
@@ -219,7 +219,7 @@ def test_any_session_id_lands_inside_sessions_or_is_refused(
         except (InvalidSessionId, ValidationError) as exc:
             refused[type(exc).__name__] += 1
             return
-        target = (store / session_path(session_id, fanout=True)).resolve()
+        target = (store / session_path(session_id)).resolve()
         assert target.parent.parent == sessions_dir  # inside sessions/<xx>/, no traversal
         assert files.setdefault(target, session_id) == session_id  # no two ids share a file
         loaded = mm.load_memory(session_id)

@@ -71,7 +71,7 @@ def test_a_persons_commits_and_the_saves_both_stay(
     store: Path, size: str, figures: dict[str, Any]
 ) -> None:
     seconds = SECONDS[size]
-    path = session_path(SESSION, fanout=True)
+    path = session_path(SESSION)
     mm = MemoryManager.init(store)
     mm.save_interaction(
         SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
@@ -171,7 +171,7 @@ def _person_commits_during_the_save(mm: MemoryManager, store: Path, value: int) 
 
     def prepare(changes: dict[str, bytes | None]) -> Any:
         if not done:
-            _hand_edit(store / session_path(SESSION, fanout=True), value)
+            _hand_edit(store / session_path(SESSION), value)
             done.append(_commit(store, value))
         return real(changes)
 
@@ -196,7 +196,7 @@ def test_a_commit_landing_inside_a_save_is_kept(store: Path, batched: bool) -> N
     assert outcome == ["accepted"]
     assert sha == git(store, "rev-parse", "HEAD").strip()
     assert git(store, "log", "--format=%s", "-2").splitlines()[1] == "hand 7"
-    data = mm.repository.read(session_path(SESSION, fanout=True))
+    data = mm.repository.read(session_path(SESSION))
     assert data is not None and _counter(data) == 7  # the person's change
     session = mm.load_memory(SESSION)
     assert session is not None and [t.id for t in session.interactions] == ["s0", "s1"]

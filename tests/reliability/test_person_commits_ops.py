@@ -45,7 +45,7 @@ def _landed(mm: MemoryManager, store: Path, sha: str | None, outcome: list[str])
     assert git(store, "log", "--first-parent", "--format=%s", "-2").splitlines()[1] == "hand 7"
     assert git(store, "status", "--porcelain") == ""
     assert fsck_problems(store) == []
-    data = mm.repository.read(session_path(SESSION, fanout=True))
+    data = mm.repository.read(session_path(SESSION))
     assert data is not None
     return data
 
@@ -58,7 +58,7 @@ def _turns(mm: MemoryManager) -> list[str]:
 
 def test_rollback_is_made_again_on_top(store: Path, mm: MemoryManager) -> None:
     target = git(store, "rev-parse", "HEAD").strip()
-    wanted = mm.repository.read(session_path(SESSION, fanout=True))
+    wanted = mm.repository.read(session_path(SESSION))
     mm.save_interaction(SESSION, "q1", "a1", interaction_id="s1")
     outcome = _person_commits_during_the_save(mm, store, 7)
     sha = mm.rollback(SESSION, to=target)
@@ -111,8 +111,8 @@ def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryM
     def prepare(changes: dict[str, bytes | None]) -> object:
         # the person brings the session back by hand, with their own change
         if not done:
-            git(store, "checkout", "HEAD~1", "--", session_path(SESSION, fanout=True))
-            _hand_edit(store / session_path(SESSION, fanout=True), 7)
+            git(store, "checkout", "HEAD~1", "--", session_path(SESSION))
+            _hand_edit(store / session_path(SESSION), 7)
             done.append(git(store, "commit", "-qam", "hand 7"))
         return real(changes)
 
@@ -124,7 +124,7 @@ def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryM
     assert not isinstance(caught.value, BranchMoved)
     assert "exists" in str(caught.value)
     assert git(store, "rev-parse", "HEAD~1").strip() == head
-    assert _counter((store / session_path(SESSION, fanout=True)).read_bytes()) == 7
+    assert _counter((store / session_path(SESSION)).read_bytes()) == 7
     assert git(store, "status", "--porcelain") == ""
 
 

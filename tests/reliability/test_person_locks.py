@@ -72,7 +72,7 @@ def started(store: Path, tmp_path: Path) -> Iterator[tuple[MemoryManager, Person
     mm.save_interaction(
         SESSION, "start", "ok", interaction_id="s0", metadata={"hand-counter": "0" * WIDTH}
     )
-    _hand_edit(store / session_path(SESSION, fanout=True), 7)
+    _hand_edit(store / session_path(SESSION), 7)
     person = PersonInEditor(store, tmp_path / "flags")
     try:
         yield mm, person
@@ -83,7 +83,7 @@ def started(store: Path, tmp_path: Path) -> Iterator[tuple[MemoryManager, Person
 
 
 def _head_counter(store: Path) -> int:
-    return _counter(git(store, "show", f"HEAD:{session_path(SESSION, fanout=True)}").encode())
+    return _counter(git(store, "show", f"HEAD:{session_path(SESSION)}").encode())
 
 
 def test_a_save_waits_for_a_commit_open_in_the_editor(
@@ -135,7 +135,7 @@ def test_a_save_gives_up_cleanly_on_a_commit_open_in_the_editor(
     assert git(store, "rev-parse", "HEAD").strip() == head
     assert (store / ".git" / "index").read_bytes() == index
     assert person.lock.exists()
-    assert MARK + b"000007" in (store / session_path(SESSION, fanout=True)).read_bytes()
+    assert MARK + b"000007" in (store / session_path(SESSION)).read_bytes()
     assert b'"files"' not in (store / ".git" / "gitmem" / "write.lock").read_bytes()
     code, output = person.finish()
     assert code == 0, output

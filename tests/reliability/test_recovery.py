@@ -64,7 +64,7 @@ def test_a_forked_child_reads_through_its_own_git_pipes(store: Path) -> None:
     _FORKED = MemoryManager.init(store)
     _FORKED.save_interaction("shared", "parent", "ok")
     assert _FORKED.load_memory("shared") is not None  # the parent's pipes are open
-    _FORKED._sessions.clear()  # the child must read the objects, not the caches
+    _FORKED._store._sessions.clear()  # the child must read the objects, not the caches
     _FORKED.repository._trees.clear()
     child = multiprocessing.get_context("fork").Process(target=_forked_reader)
     child.start()
