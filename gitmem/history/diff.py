@@ -111,18 +111,12 @@ def diff_facts(old: MemoryFile | None, new: MemoryFile | None, path: str) -> Fac
 def by_session(
     changes: Iterable[tuple[str, str | None, str | None]], namespace: str | None
 ) -> dict[str, tuple[str, str | None, str | None]]:
-    """Session id -> (path, old blob, new blob) of changed session files; a file moved
-    between layouts (migrate) is one change from its old blob to its new one."""
+    """Session id -> (path, old blob, new blob) of changed session files."""
     found: dict[str, tuple[str, str | None, str | None]] = {}
     for path, old, new in changes:
         sid = id_from_path(path, namespace)
-        seen = found.get(sid) if sid is not None else None
         if sid is not None:
-            found[sid] = (
-                (path, old, new)
-                if seen is None
-                else (path if new else seen[0], seen[1] or old, seen[2] or new)
-            )
+            found[sid] = (path, old, new)
     return found
 
 
