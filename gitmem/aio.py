@@ -229,14 +229,19 @@ class AsyncMemoryManager:
         return cls(path, init=True, **kwargs)
 
     @classmethod
+    def over(cls, manager: MemoryManager) -> AsyncMemoryManager:
+        """An async manager over ``manager``, already open (e.g. the one a server holds)."""
+        amm = cls.__new__(cls)
+        object.__setattr__(amm, "manager", manager)
+        return amm
+
+    @classmethod
     async def clone(
         cls, url: str, path: str | os.PathLike[str], **kwargs: Any
     ) -> AsyncMemoryManager:
         """``MemoryManager.clone`` in a worker thread; returns an ``AsyncMemoryManager``."""
         manager = await asyncio.to_thread(MemoryManager.clone, url, path, **kwargs)
-        amm = cls.__new__(cls)
-        object.__setattr__(amm, "manager", manager)
-        return amm
+        return cls.over(manager)
 
     async def __aenter__(self) -> AsyncMemoryManager:
         return self
@@ -260,6 +265,14 @@ class AsyncMemoryManager:
         carry raises ValidationError here."""
         self.manager.acting_as(agent)  # checks the name now, as the manager does
         return _acting(self.manager, agent)
+
+    async def run(
+        self, work: Callable[Concatenate[MemoryManager, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``work(manager, *args, **kwargs)`` in a worker thread, as every coroutine here runs
+        (in this context's batch thread, as the agent of ``acting_as``): for work that makes
+        several manager calls at once, e.g. an MCP tool."""
+        return await self._run(functools.partial(work, self.manager), *args, **kwargs)
 
     async def _run(self, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         fn = call

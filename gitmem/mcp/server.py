@@ -1,8 +1,9 @@
 """The gitmem MCP server: tools, resources and a prompt over one store.
 
 Each tool is a thin wrapper over a function of ``tools.py``: it validates its arguments
-through its signature (the SDK turns it into the input schema), runs the work in a worker
-thread so concurrent calls do not wait on each other's disk and git work, and answers with a
+through its signature (the SDK turns it into the input schema), runs the work through
+:class:`~gitmem.aio.AsyncMemoryManager` (a worker thread, as the calling client's agent) so
+concurrent calls do not wait on each other's disk and git work, and answers with a
 short text plus structured content. A ``GitmemError`` becomes a tool error carrying gitmem's
 own message; any other exception is logged on the server's stderr and the client gets a
 one-line error, never a traceback. ``--read-only`` registers only the reads; ``--allow-undo``
@@ -11,7 +12,6 @@ adds revert, rollback and undo_agent.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from gitmem.aio import AsyncMemoryManager
 from gitmem.errors import GitmemError, ValidationError
 from gitmem.manager import MemoryManager
 from gitmem.mcp import sdk, tools
@@ -82,26 +83,22 @@ class ServerOptions:
 
 
 class _Runner:
-    """Runs a tool's work in a worker thread and shapes the answer or the error."""
+    """Runs a tool's work through the async manager and shapes the answer or the error."""
 
-    def __init__(self, mm: MemoryManager) -> None:
-        self.mm = mm
+    def __init__(self, amm: AsyncMemoryManager) -> None:
+        self.amm = amm
 
     async def __call__(
         self, ctx: Any, work: Callable[[MemoryManager], Answer], *, write: bool = False
     ) -> CallToolResult:
         client = sdk.client_name(ctx) if write else None
-
-        def run() -> Answer:
-            acting: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-            if client is not None:
-                with contextlib.suppress(ValidationError):  # a name no commit can carry
-                    acting = self.mm.acting_as(client)
-            with acting:
-                return work(self.mm)
-
+        acting: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+        if client is not None:
+            with contextlib.suppress(ValidationError):  # a name no commit can carry
+                acting = self.amm.acting_as(client)
         try:
-            answer = await asyncio.to_thread(run)
+            with acting:
+                answer = await self.amm.run(work)
         except GitmemError as exc:
             return sdk.tool_result(
                 str(exc), {"error": str(exc), "kind": type(exc).__name__}, error=True
@@ -119,13 +116,14 @@ def build_server(
     """An MCP server (of the installed SDK major) over ``mm``'s store: give ``mm`` the
     ``via="mcp"`` its commits should carry, and the ``agent`` of clients without a name."""
     server = sdk.new_server("gitmem", INSTRUCTIONS, http)
-    run = _Runner(mm)
+    amm = AsyncMemoryManager.over(mm)
+    run = _Runner(amm)
     _add_reads(server, run)
     if not options.read_only:
         _add_writes(server, run, options)
         if options.allow_undo:
             _add_undo(server, run)
-    _add_resources(server, mm)
+    _add_resources(server, amm)
     return server
 
 
@@ -492,10 +490,10 @@ def _add_undo(server: Any, run: _Runner) -> None:
         )
 
 
-def _add_resources(server: Any, mm: MemoryManager) -> None:
+def _add_resources(server: Any, amm: AsyncMemoryManager) -> None:
     async def read(work: Callable[[MemoryManager], str]) -> str:
         try:
-            return await asyncio.to_thread(work, mm)
+            return await amm.run(work)
         except GitmemError as exc:
             raise sdk.resource_error(str(exc)) from None
 
@@ -554,8 +552,8 @@ def _add_resources(server: Any, mm: MemoryManager) -> None:
     async def recall(session: str, question: str, max_tokens: str = "2000") -> list[Any]:
         try:  # the client sees gitmem's reason (a prompt's other errors reach only the log)
             budget = tools.context_budget(max_tokens)
-            context = await asyncio.to_thread(
-                lambda: tools.get_context(mm, session, question, budget, 8, 8).text
+            context = await amm.run(
+                lambda mm: tools.get_context(mm, session, question, budget, 8, 8).text
             )
         except GitmemError as exc:
             raise sdk.prompt_error(str(exc)) from None
