@@ -25,7 +25,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from gitmem.errors import Diagnostic, ValidationError
 from gitmem.facts.proposal import FactsConfig
 from gitmem.guard.secrets import SecretConfig
-from gitmem.manager import MemoryManager
+from gitmem.manager import MemoryManager, Settings
 from gitmem.models import BatchResult, Language
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
@@ -205,6 +205,7 @@ class AsyncMemoryManager:
     namespace = _Setting[str | None](writable=False)
     path = _Setting[Path](writable=False)
     repository = _Setting[Repository](writable=False)
+    settings = _Setting[Settings](writable=False)
 
     manager: MemoryManager
 

@@ -106,7 +106,9 @@ class SessionStore:
         repo = open_repository(path, init=init, adopt_it=adopt, **options)
         self.repo = repo
         self.namespace = namespace
-        self.guard = Guard(repo, namespace)  # secrets in messages and authors, sizes
+        self._git_config: list[tuple[str, str]] | None = None
+        self._config_lock = threading.Lock()
+        self.guard = Guard(repo, namespace, self.git_config)  # secrets in messages, sizes
         self.path = repo.root
         self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -120,6 +122,16 @@ class SessionStore:
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
         self.repo.close()
+
+    def git_config(self, section: str) -> list[tuple[str, str]]:
+        """The store's ``<section>.*`` git settings (``section`` under ``gitmem``), from one
+        read of every ``gitmem.*`` key, made the first time any feature asks."""
+        with self._config_lock:
+            if self._git_config is None:
+                self._git_config = self.repo.config_section("gitmem")
+            found = self._git_config
+        prefix = section.lower() + "."
+        return [(key, value) for key, value in found if key.lower().startswith(prefix)]
 
     def acting_as(self, agent: str) -> contextlib.AbstractContextManager[None]:
         """Within the block, this thread's commits name ``agent`` (author, ``Gitmem-Agent``),

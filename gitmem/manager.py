@@ -36,7 +36,7 @@ from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Housekeeping, Repository
 from gitmem.summary.embedding import EmbedConfig
-from gitmem.summary.engines import Summarizer
+from gitmem.summary.engines import LLMConfig, Summarizer
 from gitmem.summary.methods import Summaries
 from gitmem.summary.triggers import SummaryConfig
 from gitmem.sync.methods import Sync, clone_store
@@ -72,26 +72,63 @@ class _Call(Generic[P, T]):
 
 
 class _Setting(Generic[T]):
-    """A setting of one part, read and set on ``MemoryManager`` (``mm.summary_config = ...``)."""
+    """A setting of one part, read and set on ``MemoryManager`` (``mm.summary_config = ...``)
+    or ``Settings``; ``name`` is the part's attribute when it differs."""
 
-    def __init__(self, part: str, *, writable: bool = True) -> None:
+    def __init__(self, part: str, name: str = "", *, writable: bool = True) -> None:
         self.part = part
         self.writable = writable
-        self.name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, obj: MemoryManager | None, owner: type | None = None) -> T:
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> T:
         if obj is None:
             return self  # type: ignore[return-value]  # the descriptor, for introspection
         value: T = getattr(getattr(obj, self.part), self.name)
         return value
 
-    def __set__(self, obj: MemoryManager, value: T) -> None:
+    def __set__(self, obj: object, value: T) -> None:
         if not self.writable:
             raise AttributeError(f"{self.name} cannot be set")
         setattr(getattr(obj, self.part), self.name, value)
+
+
+class Settings:
+    """Every setting of a store in one object (``mm.settings``): each is read from the
+    store's git config (``gitmem.*``, one read for all) the first time it is needed, and
+    assigning one overrides it for this manager.
+
+    ``secrets`` (``gitmem.secrets.*``), ``summary`` (``gitmem.summary.*``, ``gitmem.llm.*``),
+    ``embed`` (None: ``gitmem.embed.*`` and ``GITMEM_EMBED_*``), ``facts``
+    (``gitmem.facts.*``), ``rank`` (the search weights), ``summarizer`` and ``token_counter``
+    (None: the built-in ones); ``llm`` and ``embedding`` are what the store resolved.
+    """
+
+    secrets: _Setting[SecretConfig] = _Setting("_guard", "secret_config")
+    summary: _Setting[SummaryConfig] = _Setting("_summaries", "summary_config")
+    embed: _Setting[EmbedConfig | None] = _Setting("_summaries", "embed_settings")
+    facts: _Setting[FactsConfig] = _Setting("_consolidation", "facts_config")
+    rank: _Setting[RankConfig] = _Setting("_search", "rank_config")
+    summarizer: _Setting[Summarizer | None] = _Setting("_summaries")
+    token_counter: _Setting[TokenCounter | None] = _Setting("_search")
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self._guard = manager._guard
+        self._summaries = manager._summaries
+        self._consolidation = manager._consolidation
+        self._search = manager._search
+
+    @property
+    def llm(self) -> LLMConfig | None:
+        """The LLM the store summarizes and consolidates with (None: offline)."""
+        return self._summaries.llm_config()
+
+    @property
+    def embedding(self) -> EmbedConfig | None:
+        """The embedding model search uses (None: lexical search only)."""
+        return self._summaries.embedding_config()
 
 
 class MemoryManager:
@@ -153,6 +190,7 @@ class MemoryManager:
         store.before_save[:] = [self._summaries.before_save]
         # summaries first: consolidation then sees the summary the same save wrote
         store.after_save[:] = [self._summaries.after_save, self._consolidation.after_save]
+        self.settings = Settings(self)
 
     @classmethod
     def init(cls: type[M], path: str | os.PathLike[str], **kwargs: Any) -> M:

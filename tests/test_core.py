@@ -19,6 +19,7 @@ from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
 from gitmem.search.methods import Search
 from gitmem.summary.methods import Summaries
+from gitmem.summary.triggers import SummaryConfig
 from gitmem.sync.merge import MergeNote
 from gitmem.sync.methods import Sync, SyncResult
 from tests.conftest import git
@@ -180,3 +181,29 @@ def test_result_json_forms() -> None:
         "pushed",
         "attempts",
     ]
+
+
+def test_settings_are_one_object_read_from_git_config_once(store: Path) -> None:
+    MemoryManager.init(store).close()
+    git(store, "config", "gitmem.summary.auto", "true")
+    git(store, "config", "gitmem.facts.every", "3")
+    git(store, "config", "gitmem.secrets.redact", "false")
+    mm = MemoryManager(store)
+    reads: list[str] = []
+    config_section = mm.repository.config_section
+
+    def counted(section: str) -> list[tuple[str, str]]:
+        reads.append(section)
+        return config_section(section)
+
+    mm.repository.config_section = counted  # type: ignore[method-assign]
+    assert mm.settings.summary.auto is True
+    assert mm.settings.facts.every == 3
+    assert mm.settings.secrets.redact is False
+    assert mm.settings.embed is None and mm.settings.llm is None
+    assert reads == ["gitmem"]
+    # one object, the same values as the manager's own names
+    mm.settings.summary = SummaryConfig(auto=False)
+    assert mm.summary_config.auto is False
+    assert mm.settings.rank is mm.rank_config
+    mm.close()

@@ -65,7 +65,7 @@ class Consolidator:
     def facts_config(self) -> FactsConfig:
         """``git config gitmem.facts.*`` (read once; set it to override)."""
         if self._facts_config is None:
-            found = self.store.repo.config_section("gitmem.facts")
+            found = self.store.git_config("gitmem.facts")
             self._facts_config = FactsConfig.from_git(dict(found))
         return self._facts_config
 

@@ -21,7 +21,7 @@ reached history before (or around) the guards, never printing a secret, and
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from operator import is_
 from typing import Any
 
@@ -70,10 +70,17 @@ class Guard:
     Args:
         repo: the store's repository; its commit guard is set to :meth:`_guard_commit`.
         namespace: the namespace new sessions go into (its name is checked for secrets).
+        git_config: the store's git settings of a section (``gitmem.secrets`` is read).
     """
 
-    def __init__(self, repo: Repository, namespace: str | None) -> None:
+    def __init__(
+        self,
+        repo: Repository,
+        namespace: str | None,
+        git_config: Callable[[str], list[tuple[str, str]]],
+    ) -> None:
         self._repo = repo
+        self._git_config = git_config
         self.namespace = namespace
         self.max_message_bytes = MAX_MESSAGE_BYTES
         self._secret_config: SecretConfig | None = None
@@ -90,7 +97,7 @@ class Guard:
         """What counts as a secret here: set it, or it is read from git config once
         (``gitmem.secrets.redact``, ``gitmem.secrets.pattern``, ``gitmem.secrets.allow``)."""
         if self._secret_config is None:
-            pairs = self._repo.config_section("gitmem.secrets")
+            pairs = self._git_config("gitmem.secrets")
             try:
                 self._secret_config = SecretConfig.from_git(pairs)
             except ValueError as exc:

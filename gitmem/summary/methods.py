@@ -132,7 +132,7 @@ class Summaries:
             ConfigError: a setting has a value gitmem cannot use.
         """
         if self._summary_config is None:
-            found = self.store.repo.config_section("gitmem")
+            found = self.store.git_config("gitmem")
             summary = {k: v for k, v in found if k.lower().startswith("gitmem.summary.")}
             llm = {k: v for k, v in found if k.lower().startswith("gitmem.llm.")}
             config = SummaryConfig.from_git(summary)
@@ -176,7 +176,7 @@ class Summaries:
         if self.embed_settings is not None:
             return self.embed_settings
         if self._embed_found is None:
-            git = dict(self.store.repo.config_section("gitmem.embed"))
+            git = dict(self.store.git_config("gitmem.embed"))
             self._embed_found = (EmbedConfig.from_env(git=git),)
         return self._embed_found[0]
 
