@@ -41,9 +41,9 @@ import numpy as np
 from bench_search import Corpus, synthetic_store
 
 from gitmem import MemoryManager
+from gitmem.llm.embeddings import EmbedConfig
 from gitmem.search import vectors
 from gitmem.search.index import Index
-from gitmem.summary.embedding import EmbedConfig
 from gitmem.text import terms
 from tests.fake_openai import FakeServer, embedder, start
 

@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_search import Corpus, synthetic_store
 from timing import median_p95_ms, print_comparison, timed
 
-from gitmem.summary.engines import LLMConfig, LLMSummarizer
+from gitmem.llm.config import LLMConfig
+from gitmem.summary.engines import LLMSummarizer
 from tests.fake_openai import FakeServer, Reply, completion, error, start
 
 REF = re.compile(r"^\[([^\]]+)\] \(session ", re.M)

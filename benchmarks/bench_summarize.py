@@ -34,10 +34,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitmem.format import parse as markdown
+from gitmem.llm.config import LLMConfig
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, Message, Session
 from gitmem.store.repository import Housekeeping
-from gitmem.summary.engines import ExtractiveSummarizer, LLMConfig, LLMSummarizer
+from gitmem.summary.engines import ExtractiveSummarizer, LLMSummarizer
 from gitmem.text import split_sentences, terms
 from tests.fake_openai import FakeServer, completion, start, structured
 

@@ -25,12 +25,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from gitmem.errors import Diagnostic, ValidationError
 from gitmem.facts.proposal import FactsConfig
 from gitmem.guard.secrets import SecretConfig
+from gitmem.llm.embeddings import EmbedConfig
 from gitmem.manager import MemoryManager, Settings
 from gitmem.models import BatchResult, Language
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Repository
-from gitmem.summary.embedding import EmbedConfig
 from gitmem.summary.engines import Summarizer
 from gitmem.summary.triggers import SummaryConfig
 

@@ -30,13 +30,14 @@ from gitmem.guard.methods import Guard
 from gitmem.guard.secrets import SecretConfig
 from gitmem.history.asof import StoreView
 from gitmem.history.methods import History
+from gitmem.llm.config import LLMConfig
+from gitmem.llm.embeddings import EmbedConfig
 from gitmem.models import Language
 from gitmem.search.methods import Search
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Housekeeping, Repository
-from gitmem.summary.embedding import EmbedConfig
-from gitmem.summary.engines import LLMConfig, Summarizer
+from gitmem.summary.engines import Summarizer
 from gitmem.summary.methods import Summaries
 from gitmem.summary.triggers import SummaryConfig
 from gitmem.sync.methods import Sync, clone_store

@@ -9,8 +9,8 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.errors import ConfigError, GitmemError
+from gitmem.llm.config import LLMConfig
 from gitmem.store.config import parse_bool
-from gitmem.summary.engines import LLMConfig
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 

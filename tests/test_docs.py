@@ -154,8 +154,8 @@ def config_problem(section: str, key: str) -> str | None:
     from gitmem.errors import ConfigError
     from gitmem.facts.proposal import FactsConfig
     from gitmem.guard.secrets import SecretConfig
-    from gitmem.summary.embedding import EmbedConfig
-    from gitmem.summary.engines import llm_budget
+    from gitmem.llm.config import llm_budget
+    from gitmem.llm.embeddings import EmbedConfig
     from gitmem.summary.triggers import SummaryConfig
 
     full = f"gitmem.{section}.{key}"
@@ -225,7 +225,7 @@ def test_imports_shown_work() -> None:
 
 
 def test_every_summary_and_llm_setting_is_documented() -> None:
-    from gitmem.summary.engines import LLM_KEYS
+    from gitmem.llm.config import LLM_KEYS
     from gitmem.summary.triggers import SUMMARY_KEYS
 
     text = (DOCS / "summaries.md").read_text()

@@ -21,10 +21,10 @@ from click.testing import CliRunner
 from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import ConfigError, GitmemError
+from gitmem.llm.embeddings import EmbedConfig, embed_texts
 from gitmem.search import vectors
 from gitmem.search.catchup import index_path
 from gitmem.search.index import Index
-from gitmem.summary.embedding import EmbedConfig, embed_texts
 from tests.conftest import git
 from tests.fake_openai import (
     FakeServer,

@@ -3,7 +3,7 @@
 Every import counts, also under ``TYPE_CHECKING`` and inside functions (DESIGN.md, "Package
 layout"). The layers, lowest first:
 
-    errors -> models -> text -> format -> store -> guard -> core
+    errors -> models -> text -> format -> store -> guard -> llm -> core
            -> {history, search, summary, sync, facts} -> manager -> aio -> importers -> serving
            -> {mcp, web} -> cli
 
@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("format",),
     ("store",),
     ("guard",),
+    ("llm",),
     ("core",),
     ("history", "search", "summary", "sync", "facts"),
     ("manager",),
@@ -53,7 +54,7 @@ OWNERS: dict[str, str | tuple[str, ...]] = {
     "mistune": "gitmem.format",
     "git": "gitmem.store",
     "gitdb": "gitmem.store",
-    "openai": ("gitmem.summary.engines", "gitmem.summary.embedding"),
+    "openai": "gitmem.llm",
     "rapidfuzz": "gitmem.search",
     "tiktoken": "gitmem.search.tokens",
     "click": "gitmem.cli",

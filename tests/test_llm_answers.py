@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryManager
-from gitmem.summary.engines import LLMConfig, LLMSummarizer
+from gitmem.llm.config import LLMConfig
+from gitmem.summary.engines import LLMSummarizer
 from tests.conftest import git
 from tests.fake_openai import FakeServer, completion, llm_server, structured
 

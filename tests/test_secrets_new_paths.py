@@ -15,10 +15,11 @@ from click.testing import CliRunner
 
 from gitmem.cli import cli
 from gitmem.errors import ConfigError, SummaryRefused
+from gitmem.llm.config import LLMConfig
+from gitmem.llm.embeddings import EmbedConfig
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, StructuredSummary, Summary
-from gitmem.summary.embedding import EmbedConfig
-from gitmem.summary.engines import LLMConfig, LLMSummarizer, SummaryResult
+from gitmem.summary.engines import LLMSummarizer, SummaryResult
 from tests.conftest import git
 from tests.fake_openai import FakeServer, error, llm_server
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from gitmem.llm.config import LLMConfig
 from gitmem.models import Interaction, Message, StructuredSummary, Summary
 from gitmem.summary.engines import (
     IDLE,
     TOPIC_SHIFT,
     TURNS,
     ExtractiveSummarizer,
-    LLMConfig,
     LLMSummarizer,
     default_summarizer,
 )

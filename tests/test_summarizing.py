@@ -21,9 +21,10 @@ from gitmem.errors import (
     SummaryRefused,
     ValidationError,
 )
+from gitmem.llm.config import LLMConfig
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, StructuredSummary, Summary
-from gitmem.summary.engines import ExtractiveSummarizer, LLMConfig, LLMSummarizer, SummaryResult
+from gitmem.summary.engines import ExtractiveSummarizer, LLMSummarizer, SummaryResult
 from gitmem.summary.triggers import SummaryConfig, Triggers
 from tests.conftest import git
 from tests.fake_openai import FakeServer, closed_port, completion, llm_server, structured

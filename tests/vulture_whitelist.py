@@ -12,6 +12,7 @@ import gitmem
 from gitmem.cli import base, history, sessions, sharing
 from gitmem.format import render, spans, turns
 from gitmem.guard.secrets import SecretConfig
+from gitmem.llm.config import LLMConfig
 from gitmem.models import (
     USER_SPEAKERS,
     Result,
@@ -21,7 +22,6 @@ from gitmem.models import (
     _Model,
 )
 from gitmem.search.catchup import SyncReport
-from gitmem.summary.engines import LLMConfig
 
 # click: commands registered by decorators, and the hooks click calls
 history.log_

@@ -35,20 +35,13 @@ from gitmem.errors import (
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.guard.secrets import redact
+from gitmem.llm.chat import ask_json
+from gitmem.llm.config import LLMConfig, llm_budget
+from gitmem.llm.embeddings import EmbedConfig, embed_texts
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
-from gitmem.summary.embedding import EmbedConfig, embed_texts
-from gitmem.summary.engines import (
-    IDLE,
-    MANUAL,
-    LLMConfig,
-    Summarizer,
-    SummaryResult,
-    ask_json,
-    default_summarizer,
-    llm_budget,
-)
+from gitmem.summary.engines import IDLE, MANUAL, Summarizer, SummaryResult, default_summarizer
 from gitmem.summary.loss import LossReport, check_loss, covers_label
 from gitmem.summary.triggers import (
     TRIGGERS,

@@ -11,6 +11,7 @@ from itertools import chain
 from typing import Literal
 
 from gitmem.errors import ConfigError
+from gitmem.llm.config import LLMConfig
 from gitmem.models import Interaction, Summary, as_aware
 from gitmem.store.config import (
     is_off,
@@ -20,7 +21,7 @@ from gitmem.store.config import (
     parse_int,
     unknown_key,
 )
-from gitmem.summary.engines import IDLE, MANUAL, TOPIC_SHIFT, TURNS, LLMConfig
+from gitmem.summary.engines import IDLE, MANUAL, TOPIC_SHIFT, TURNS
 from gitmem.summary.extractive import cosine, tf_vector
 from gitmem.text import name_terms, topic_terms
 

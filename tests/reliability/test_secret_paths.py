@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from gitmem.cli import cli, views
 from gitmem.errors import ConfigError, SecretRefused, SummaryHeldForReview
 from gitmem.guard.secrets import SecretConfig
+from gitmem.llm.config import LLMConfig
 from gitmem.manager import MemoryManager
-from gitmem.summary.engines import LLMConfig, LLMSummarizer
+from gitmem.summary.engines import LLMSummarizer
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 from tests.fake_openai import FakeServer, error, llm_server

@@ -3,8 +3,8 @@ call that turns texts into vectors (:func:`embed_texts`).
 
 Any OpenAI-compatible ``/v1/embeddings`` server works (OpenAI, Ollama, vLLM, llama.cpp, LM
 Studio). Not configured (no model) means off: gitmem then never makes a request and search
-stays lexical. This module and :mod:`gitmem.summary.engines` are the only ones that import
-``openai`` (lazily: it takes ~0.4 s). Every answer is checked (count, equal lengths, finite,
+stays lexical. Like the rest of :mod:`gitmem.llm` it imports ``openai`` lazily (it takes
+~0.4 s). Every answer is checked (count, equal lengths, finite,
 not all zero) because a vector that is silently wrong ranks garbage without any error; a
 bad answer raises :class:`~gitmem.errors.GitmemError` naming the model, the URL and what was
 wrong. Nothing here touches the store or the index.
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gitmem.errors import GitmemError
+from gitmem.llm.config import brief_error, redact_key, refuse_credentials
 from gitmem.store.config import parse_float, parse_int, unknown_key
-from gitmem.summary.engines import brief_error, redact_key, refuse_credentials
 
 if TYPE_CHECKING:
     import openai
