@@ -69,3 +69,36 @@ def test_readme_python_blocks_run_in_an_empty_folder(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"a README block failed:\n{done.stdout}\n{done.stderr}"
+
+
+# gitmem is on no package index (and `gitmem` there is another project): every install line
+# must name this checkout, a path or a URL, never the distribution by name
+UNPUBLISHED = re.compile(r"^(?:gitmem|gitmem-store)(?:\[[\w,]*\])?(?:[<>=!~].*)?$")
+
+
+def install_targets(text: str) -> list[str]:
+    """What each ``pip install ...`` / ``--with ...`` in the text would install."""
+    targets = []
+    for match in re.finditer(r"(?:pip install|--with)((?:[ \t]+[^\s`\"&|;#)]+)+)", text):
+        words = [w.strip("'\"").rstrip(",") for w in match.group(1).split()]
+        targets += [w for w in words if w and not w.startswith("-")]
+    return targets
+
+
+def test_every_install_line_works_from_a_checkout() -> None:
+    files = [README, *sorted((ROOT / "docs").glob("*.md")), *sorted(ROOT.glob("gitmem/**/*.py"))]
+    bad = [
+        f"{path.relative_to(ROOT)}: pip install {target}"
+        for path in files
+        for target in install_targets(path.read_text())
+        if UNPUBLISHED.match(target)
+    ]
+    assert not bad, "install lines naming an unpublished package:\n" + "\n".join(bad)
+
+
+def test_install_line_check_sees_the_distribution_name() -> None:
+    text = "`pip install 'gitmem-store[mcp]'` or pip install gitmem, not\npip install '.[mcp]' x"
+    assert [t for t in install_targets(text) if UNPUBLISHED.match(t)] == [
+        "gitmem-store[mcp]",
+        "gitmem",
+    ]
