@@ -167,6 +167,6 @@ def test_mcp_without_the_mcp_extra_says_what_to_install(store: Path) -> None:
         cwd=Path(__file__).resolve().parent.parent,
     )
     assert done.returncode == 1
-    assert "pip install 'gitmem-store[mcp]'" in done.stderr
+    assert "pip install '.[mcp]' in gitmem's checkout" in done.stderr
     assert "Traceback" not in done.stderr
     assert not store.exists()  # nothing made: not even the --init store

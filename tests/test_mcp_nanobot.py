@@ -153,7 +153,7 @@ def test_nanobot_config_stdio(
     nanobot_python: Path, env_for: dict[str, str], store: Path, tmp_path: Path
 ) -> None:
     MemoryManager.init(store).close()
-    # exactly the README's config.json entry (with this test's store)
+    # exactly the config.json entry of docs/mcp.md (with this test's store)
     config = {
         "agents": {"defaults": {"workspace": str(tmp_path / "workspace")}},
         "tools": {

@@ -1,4 +1,4 @@
-"""The nanobot plugin bundle (``gitmem mcp --nanobot-plugin DIR``) and the README's MCP client
+"""The nanobot plugin bundle (``gitmem mcp --nanobot-plugin DIR``) and docs/mcp.md's MCP client
 snippet, against a real ``gitmem mcp`` started the way the bundle (or the snippet) starts it.
 
 The checks of the bundle's form follow nanobot's loader (``nanobot/agent/plugins.py``): closed
@@ -236,20 +236,20 @@ def test_cli_writes_the_bundle_and_refuses_a_conflict(made: Path, tmp_path: Path
     assert f"{folder / 'plugin.json'}: exists with other content" in done.output
 
 
-# -- the README's generic client snippet, run as written --------------------------------------
+# -- docs/mcp.md's generic client snippet, run as written ---------------------------------------
 
 
-def readme_python_client() -> str:
-    """The first ``python`` block under the README's heading for a generic MCP client."""
-    text = (ROOT / "README.md").read_text()
+def docs_python_client() -> str:
+    """The first ``python`` block under docs/mcp.md's heading for a generic MCP client."""
+    text = (ROOT / "docs" / "mcp.md").read_text()
     heading = text.index("### Any MCP client (Python)")
     match = re.compile(r"^```python\n(.*?)^```$", re.M | re.S).search(text, heading)
     assert match, "a python block follows the heading"
     return match.group(1)
 
 
-def test_readme_python_client_runs_against_a_real_server(tmp_path: Path) -> None:
-    code = readme_python_client()
+def test_docs_python_client_runs_against_a_real_server(tmp_path: Path) -> None:
+    code = docs_python_client()
     assert 'command="gitmem"' in code  # as a reader would run it: gitmem on PATH
     MemoryManager.init(tmp_path / "memory").close()
     bin_dir = tmp_path / "bin"

@@ -93,7 +93,7 @@ def mcp(
     """Serve the store to MCP clients (nanobot, Claude Desktop, Cursor...).
 
     Every write is a commit whose agent is the client's name (else --agent), with a
-    ``Gitmem-Via: mcp`` trailer. Needs the mcp extra: pip install 'gitmem-store[mcp]'.
+    ``Gitmem-Via: mcp`` trailer. Needs the mcp extra: pip install '.[mcp]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
     if plugin_dir is not None:
@@ -110,7 +110,7 @@ def mcp(
     except ImportError as exc:
         raise _MissingExtra(
             f"gitmem mcp needs the mcp package ({exc}); install it with "
-            "pip install 'gitmem-store[mcp]'"
+            "pip install '.[mcp]' in gitmem's checkout"
         ) from None
     if transport != "stdio":  # a refused bind creates nothing, not even the --init store
         check_bind(host, token or None, what="gitmem mcp", env="GITMEM_MCP_TOKEN")
@@ -177,7 +177,7 @@ def web(
     """Serve the web dashboard: sessions, search, history, diff, blame, undo, links, facts.
 
     Binds 127.0.0.1 by default. Writes (undo, review) are commits by --agent with a
-    ``Gitmem-Via: web`` trailer. Needs the web extra: pip install 'gitmem-store[web]'.
+    ``Gitmem-Via: web`` trailer. Needs the web extra: pip install '.[web]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
     try:  # imported here: the web extra is optional, and every other command starts faster
@@ -185,7 +185,7 @@ def web(
     except ImportError as exc:
         raise _MissingExtra(
             f"gitmem web needs starlette, jinja2 and uvicorn ({exc}); install them with "
-            "pip install 'gitmem-store[web]'"
+            "pip install '.[web]' in gitmem's checkout"
         ) from None
     check_bind(host, token or None, what="gitmem web", env="GITMEM_WEB_TOKEN")
     if init:

@@ -189,7 +189,7 @@ def _ctrl_c_stops() -> Iterator[_Busy]:
         yield busy
         return
 
-    def handler(signum: int, frame: FrameType | None) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         if not busy.importing or busy.asked:
             raise KeyboardInterrupt
         busy.asked = True

@@ -5,5 +5,5 @@ that imports the ``mcp`` package (both of its majors), ``tools`` holds what each
 (``paging`` cuts load_session's answers to what a client reads), ``server`` registers the
 tools, resources and prompt, ``run`` serves them over stdio or streamable HTTP, ``plugin``
 writes the nanobot plugin bundle. Importing ``gitmem.mcp`` needs the ``mcp`` extra
-(``pip install 'gitmem-store[mcp]'``).
+(``pip install '.[mcp]'`` in gitmem's checkout).
 """

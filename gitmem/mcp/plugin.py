@@ -121,7 +121,7 @@ def write_plugin(folder: str | Path, *, store: str | Path, agent: str) -> list[P
     if importlib.util.find_spec("mcp") is None:
         raise PluginError(
             "the bundle runs `gitmem mcp`, which needs the mcp package: "
-            "pip install 'gitmem-store[mcp]'"
+            "pip install '.[mcp]' in gitmem's checkout"
         )
     manager = MemoryManager(store, agent=agent)  # refuses a folder that is not a store
     try:

@@ -45,7 +45,7 @@ MIN_SHORTLIST = 3000
 
 SLOW_NOTE = (
     "numpy is not installed: the dense scan runs in pure Python, slow on large "
-    "stores (pip install 'gitmem-store[embeddings]')"
+    "stores (pip install numpy)"
 )
 
 

@@ -5,7 +5,7 @@ A thin layer over :class:`~gitmem.manager.MemoryManager`: Starlette routes, one 
 page group, Jinja2 templates and one stylesheet shipped in the package (no CDN, no
 script: the machine may be offline, and the Content-Security-Policy runs none). Every
 state-changing request is a CSRF-checked POST; writes are commits with ``Gitmem-Via: web``.
-Needs the ``web`` extra: ``pip install 'gitmem-store[web]'``.
+Needs the ``web`` extra: ``pip install '.[web]'`` in gitmem's checkout.
 """
 
 from __future__ import annotations
