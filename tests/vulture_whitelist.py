@@ -18,6 +18,7 @@ from gitmem.guard.secrets import SecretConfig
 from gitmem.importers.live import Capture
 from gitmem.importers.nanobot_live import GitmemCapture
 from gitmem.llm.config import LLMConfig
+from gitmem.manager import MemoryManager
 from gitmem.models import (
     USER_SPEAKERS,
     Result,
@@ -49,6 +50,10 @@ base._JsonError.show
 
 # Python: a module-level __getattr__ loads the manager lazily
 gitmem.__getattr__
+
+# the manager's parts that only its one-line delegations reach (by name: _Call("_history", ...))
+MemoryManager._history
+MemoryManager._sync
 
 # pydantic: model configuration and field validators
 _Model.model_config
