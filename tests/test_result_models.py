@@ -20,7 +20,7 @@ from gitmem.summary.loss import LossReport
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 from tests.reliability.test_secrets import make_secret
-from tests.test_summarizing import FACTS, Fixed, _with_previous
+from tests.test_summary_commits import FACTS, Fixed, _with_previous
 
 
 def _cli(store: Path, *args: str, code: int = 0) -> str:

@@ -15,7 +15,7 @@ from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import NotAStore, RepositoryError
 from tests.conftest import git
-from tests.test_sharing import daemon, this_gitmem
+from tests.test_sync_remotes import daemon, this_gitmem
 
 __all__ = ["daemon", "this_gitmem"]  # fixtures, imported for pytest
 

@@ -37,7 +37,7 @@ from gitmem.cli.demo import run_demo
 from gitmem.errors import SummaryHeldForReview
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import IDENTITY, git
-from tests.test_summarizing import Fixed, _with_previous
+from tests.test_summary_commits import Fixed, _with_previous
 from tests.web_helpers import HOSTILE
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ file gitmem wrote is short and fixed: the title, the ``- **Key**: value`` list, 
 conversation heading and the summary section. :func:`read_head` reads it with string
 operations into a ``Session``, then checks it the only way that is exact: it renders that
 session's head and summary again (``render.head``/``render.tail``) and requires the same text.
-``parse(render(s)) == s`` holds for every valid session (tests/test_markdown_roundtrip.py), and
+``parse(render(s)) == s`` holds for every valid session (tests/test_format_roundtrip.py), and
 the placeholder parses as the turns it stands for, so the full parse of such a file gives this
 very session with no diagnostic. Anything else (a hand edit, another order, a label in the
 other language, a value the models normalise) returns None and mistune reads the file as before.

@@ -18,7 +18,7 @@ start of a line after a blank line, so everything around it parses the same; the
 that could have swallowed the turn there (an unclosed fence or HTML block, a heading or quote
 out of place) are themselves reported as problems. Whenever the result has a diagnostic, or
 a turn id repeats across blocks, the parser throws it away and parses the whole file again
-(``tests/test_incremental.py`` compares both on random edits).
+(``tests/test_format_turns.py`` compares both on random edits).
 """
 
 from __future__ import annotations

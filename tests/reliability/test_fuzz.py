@@ -1,7 +1,7 @@
 """Hostile input: files cut or spliced anywhere, pathological Markdown, arbitrary ids and
 content through a real store, and a 10 MB message.
 
-Extends ``tests/test_markdown_roundtrip.py`` (which fuzzes the parser on its own) with what
+Extends ``tests/test_format_roundtrip.py`` (which fuzzes the parser on its own) with what
 a store meets in practice. ``GITMEM_HYPOTHESIS_EXAMPLES`` (default 2000) scales the CI size:
 a quarter of it for the file properties (a random session is costly to draw), a tenth for
 those that write to a store; the ``full`` variants run ten times as many.
@@ -31,7 +31,7 @@ from gitmem.manager import MemoryManager
 from gitmem.models import Message, Session
 from tests.conftest import git
 from tests.reliability.conftest import ROOT, SIZES
-from tests.test_markdown_roundtrip import CONTENT, NASTY, TEXT, sessions
+from tests.test_format_roundtrip import CONTENT, NASTY, TEXT, sessions
 
 EXAMPLES = int(os.environ.get("GITMEM_HYPOTHESIS_EXAMPLES", "2000"))
 TRIED: Counter[str] = Counter()

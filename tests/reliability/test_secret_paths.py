@@ -21,7 +21,7 @@ from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 from tests.fake_openai import FakeServer, error, llm_server
 from tests.reliability.test_secrets import _all_objects, make_secret
-from tests.test_summarizing import FACTS, Fixed, trailers
+from tests.test_summary_commits import FACTS, Fixed, trailers
 
 __all__ = ["llm_server"]
 

@@ -12,7 +12,7 @@ from gitmem.search.index import Index
 from gitmem.search.rank import RankConfig, Ranker
 from gitmem.text import IRREGULAR, stem, terms
 from tests.conftest import git
-from tests.test_retrieval import _index, _session
+from tests.test_search_retrieval import _index, _session
 
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
 

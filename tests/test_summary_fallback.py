@@ -79,7 +79,7 @@ def test_too_many_key_facts_are_refused(
 
 
 def test_a_long_summary_text_is_refused(llm_server: FakeServer) -> None:
-    from tests.test_summarize import BOOK_TURNS
+    from tests.test_summary_engines import BOOK_TURNS
 
     llm_server.default = lambda request: completion(structured("x" * 30_000, ["a fact"]))
     result = LLMSummarizer(_config(llm_server)).summarize(BOOK_TURNS)
@@ -108,7 +108,7 @@ def test_key_facts_that_look_like_labels_round_trip(
 
 
 def test_a_slow_server_message_states_the_real_budget(llm_server: FakeServer) -> None:
-    from tests.test_summarize import BOOK_TURNS
+    from tests.test_summary_engines import BOOK_TURNS
 
     def slow(request: dict[str, object]) -> tuple[int, dict[str, str], bytes]:
         llm_server.sleep(5)

@@ -19,7 +19,7 @@ from gitmem.format import turns
 from gitmem.format.parse import parse, parse_lenient
 from gitmem.format.render import render
 from gitmem.models import Interaction, Message, Session
-from tests.test_markdown_roundtrip import sessions
+from tests.test_format_roundtrip import sessions
 
 EDIT_LINES = [
     "",
