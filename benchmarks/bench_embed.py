@@ -17,7 +17,7 @@ vector comes from that loopback server through the real ``openai`` client. Repor
 
 and the ratio to lexical, the one-off cost of loading the vector matrix (the first search
 after the index changed), how much of the exact dense top-50 the sign-bit first pass keeps
-(vectors.EXACT_LIMIT) and what the exact scan alone costs. Issue 17 targets: embeddings
+(vectors.EXACT_LIMIT) and what the exact scan alone costs. Targets: embeddings
 p50 <= 20 ms at 100,000 interactions; lexical (offline) not slower than before (compare
 with bench_search.py's search p50 on main).
 """

@@ -1,4 +1,4 @@
-"""The link graph and link following on a large store (issue 17, wiki links), in one run.
+"""The link graph and link following on a large store (wiki links), in one run.
 
     python benchmarks/bench_links.py                      # 10,000 sessions of 10 turns
     python benchmarks/bench_links.py --path /tmp/bl --sessions 2000 --repeat 10

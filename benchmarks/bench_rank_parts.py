@@ -4,7 +4,7 @@ search with some fields changed, interleaved query by query on one store, in one
     python benchmarks/bench_rank_parts.py --path /tmp/bs_17        # a bench_search.py store
     python benchmarks/bench_rank_parts.py --path P --set hop_weight=0 --set answer_weight=0
 
-Without ``--set`` the comparator turns off issue 17's parts: the second (multi-hop) round,
+Without ``--set`` the comparator turns off the second-round parts: the second (multi-hop) round,
 the answer component and the speaker share. Prints p50/p95 wall and cpu of both and their
 ratio (the machine is shared: the ratio is the figure to read).
 """
@@ -41,7 +41,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="the comparator's RankConfig changes (default: issue 17's parts off)",
+        help="the comparator's RankConfig changes (default: the second-round parts off)",
     )
     args = parser.parse_args()
     changes = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)} or PARTS_OFF

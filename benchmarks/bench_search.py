@@ -11,7 +11,7 @@ Reports the median (p50) and p95 of
                     comparator: what a store without an index would do per query)
 and the full index rebuild: its time, next to the time of parsing every session file alone
 (the floor: a rebuild must read every file), the index size on disk and its ratio to the
-bytes of text it holds (issue 12 targets: rebuild of 100,000 interactions <= 10 s, index
+bytes of text it holds (targets: rebuild of 100,000 interactions <= 10 s, index
 <= 2x its text, search p50 <= 10 ms, retrieve_context p50 <= 15 ms).
 The corpus is synthetic: sessions about one of a few hundred topics, each with its own
 words, mixed with Zipf-distributed common words; queries are a few words of a random stored

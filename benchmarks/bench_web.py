@@ -1,5 +1,5 @@
 """Server time of the dashboard's pages on a large store, against the library calls they
-wrap, and the first paint of the sessions page in Chromium, in one run (issue 16).
+wrap, and the first paint of the sessions page in Chromium, in one run.
 
     python benchmarks/bench_web.py                          # 10,000 sessions of 10 turns
     python benchmarks/bench_web.py --path /tmp/bw --sessions 2000 --targets 10 --paints 5

@@ -1,5 +1,5 @@
 """``AsyncMemoryManager``: a complete, typed mirror of ``MemoryManager`` whose batch and
-settings really reach the wrapped manager (issue 10)."""
+settings really reach the wrapped manager."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Session files survive a clone onto case-insensitive, normalising file systems (macOS,
-Windows): device names and case/normalisation twins are refused when created (issue 10)."""
+Windows): device names and case/normalisation twins are refused when created."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance leftovers of issue 10: datetime parameters given strings, date options' errors
+"""Edges of the interface: datetime parameters given strings, date options' errors
 (exit code, masked values), agent names (length, bidi controls), the merge driver's secret
 patterns."""
 

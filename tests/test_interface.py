@@ -1,5 +1,5 @@
 """The CLI and library surface under awkward input: special files, huge ranges, --json
-errors, quoting in hints, empty turns and odd agent names (issue 10, crashes and interface)."""
+errors, quoting in hints, empty turns and odd agent names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Optional embeddings (issue 17): the settings, the client call and its checks, vectors in
+"""Optional embeddings: the settings, the client call and its checks, vectors in
 the index, fusion with the lexical ranking, and every way the server can fail.
 
 The embedding server is tests/fake_openai.py, a real HTTP server on 127.0.0.1 that answers

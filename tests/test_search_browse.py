@@ -1,5 +1,5 @@
 """``browse_sessions`` and ``link_graph``: pages of sessions and the links between them,
-answered from the search index (issue 16: the dashboard's sessions page stays fast on
+answered from the search index (the dashboard's sessions page stays fast on
 10,000 sessions), agreeing with ``list_sessions`` and following every change to the store."""
 
 from __future__ import annotations

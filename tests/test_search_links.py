@@ -1,4 +1,4 @@
-"""Wiki links (issue 17, seed §6.2): ``[[session-id]]`` in a message or a summary is a link
+"""Wiki links: ``[[session-id]]`` in a message or a summary is a link
 like the ``Links`` metadata line; the index keeps them (the link graph reads no text);
 ``include_links`` follows links both ways; ``--meta links=[[x]]`` is accepted.
 

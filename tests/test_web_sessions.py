@@ -1,4 +1,4 @@
-"""The dashboard's sessions list, session, links and facts pages (issue 16), through
+"""The dashboard's sessions list, session, links and facts pages, through
 Starlette's TestClient on real stores: status codes, filters, paging, escaping of hostile
 content, blame, reading as of a revision, the link graph and facts with provenance."""
 

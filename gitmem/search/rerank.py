@@ -1,4 +1,4 @@
-"""The optional LLM reranker / condenser of ``retrieve_context(rerank=True)`` (seed §5.3).
+"""The optional LLM reranker / condenser of ``retrieve_context(rerank=True)``.
 
 The lexical ranking proposes the top N candidates; the configured chat model (asked through
 ``Summaries.ask_json``) chooses the ones that matter

@@ -141,7 +141,7 @@ def test_arbitrary_content_survives_a_save_byte_for_byte(
             message = Message(speaker=speaker, content=content)
         except Exception:
             return  # not a valid speaker name: refused by the model, nothing to store
-        if not content.strip():  # an empty turn is refused (issue 10), nothing to store
+        if not content.strip():  # an empty turn is refused, nothing to store
             with pytest.raises(ValidationError, match="empty"):
                 mm.save_messages(sid, [message])
             return

@@ -134,7 +134,7 @@ def test_nothing_is_written_outside_the_store(store: Path, tmp_path: Path) -> No
         mm.save_interaction(sid, "x", "y")
         session = mm.load_memory(sid)
         assert session is not None and session.id == sid
-    for sid in ["con", "nul"]:  # Windows device names: refused (issue 10)
+    for sid in ["con", "nul"]:  # Windows device names: refused
         with pytest.raises(InvalidSessionId, match="reserved device name"):
             mm.save_interaction(sid, "x", "y")
     created = {p for p in tmp_path.rglob("*")} - before
