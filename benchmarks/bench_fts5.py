@@ -2,7 +2,7 @@
 
     python benchmarks/bench_fts5.py --path /tmp/store-100k            # reuse bench_search's store
     python benchmarks/bench_fts5.py --path /tmp/s --sessions 1000      # a small store
-    python benchmarks/bench_fts5.py --locomo ../shared/data/locomo/locomo-dev.json
+    python benchmarks/bench_fts5.py --locomo LOCOMO_JSON
 
 Both variants hold the same documents table (text, analysed terms, session, position); they
 differ in the inverted index the ranker reads:

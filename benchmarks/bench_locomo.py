@@ -4,7 +4,7 @@ Direct mode (default) ranks each conversation in an in-memory index, no store, s
 changes can be measured in seconds; ``--store`` goes through a real gitmem store
 (``gitmem import locomo`` + ``mm.search``), as ``gitmem bench locomo`` does.
 
-    python benchmarks/bench_locomo.py ../shared/data/locomo/locomo-dev.json
+    python benchmarks/bench_locomo.py LOCOMO_JSON
     python benchmarks/bench_locomo.py FILE --set prf_weight=0 --set neighbour_weight=0
     python benchmarks/bench_locomo.py FILE --baseline      # plain BM25 over the same terms
 """

@@ -1,6 +1,6 @@
 """What the offline summarizer keeps: LoCoMo evidence turns found in its key facts.
 
-    python benchmarks/bench_summary_locomo.py ../shared/data/locomo/locomo-dev.json --convs 0-2
+    python benchmarks/bench_summary_locomo.py LOCOMO_JSON --convs 0-2
 
 Each LoCoMo session is summarized on its own by ``ExtractiveSummarizer``. A question counts
 as kept for a session when one of its evidence turns in that session has a sentence among

@@ -1,7 +1,7 @@
 """The package layout holds: imports run one way, no circles, small modules, one owner per library.
 
-Every import counts, also under ``TYPE_CHECKING`` and inside functions (DESIGN.md, "Package
-layout"). The layers, lowest first:
+Every import counts, also under ``TYPE_CHECKING`` and inside functions (the package map in
+README.md). The layers, lowest first:
 
     errors -> models -> text -> format -> store -> guard -> llm -> core
            -> {history, search, summary, sync, facts} -> manager -> aio -> importers -> serving
