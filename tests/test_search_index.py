@@ -118,7 +118,7 @@ def test_index_for_a_foreign_commit_is_rebuilt(mm: MemoryManager, store: Path) -
     index.set_meta("commit", "0" * 40)  # a commit this repository does not have
     index.close()
     fresh = MemoryManager(store)
-    assert fresh._store_index().catch_up().rebuilt
+    assert fresh._search._store_index().catch_up().rebuilt
     assert _ids(fresh.search("meteor")) == ["s"]
 
 

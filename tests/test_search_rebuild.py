@@ -74,7 +74,7 @@ def test_a_rebuild_killed_half_way_leaves_the_last_good_index(tmp_path: Path) ->
     assert db.execute("SELECT name FROM sqlite_master WHERE name='docs_session'").fetchone()
     db.close()
     fresh = MemoryManager(store)
-    report = fresh._store_index().catch_up()
+    report = fresh._search._store_index().catch_up()
     assert not report.rebuilt and report.indexed == 1  # caught up, not rebuilt
     assert _ids(fresh.search("zeppelin")) == {"late"}
     assert len(_ids(fresh.search("lighthouse", k=200))) == catchup.STREAM_FROM + 16
