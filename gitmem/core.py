@@ -10,7 +10,6 @@ also fills the store's ``before_save`` and ``after_save`` lists in the order the
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,12 +24,10 @@ from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import Guard
 from gitmem.guard.names import NewNames, agent_identity
-from gitmem.guard.secrets import redact
 from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
-from gitmem.store.discover import open_repository
 from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
-from gitmem.store.repository import Housekeeping
+from gitmem.store.repository import Repository
 from gitmem.store.transaction import Identity, Transaction
 from gitmem.text import one_line
 
@@ -59,51 +56,20 @@ class SessionStore:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        repo: Repository,
         *,
-        init: bool = False,
         agent: str = "gitmem",
-        email: str | None = None,
         model: str | None = None,
         via: str | None = None,
         language: Language = "en",
         namespace: str | None = None,
-        housekeeping: Housekeeping | None = None,
-        lock_timeout: float = 30.0,
-        adopt: bool = False,
     ) -> None:
-        """Open the store at ``path`` (with ``init``, create it first).
-
-        Args:
-            path: the store's folder (a git repository with a working tree).
-            init: create the store if it does not exist yet.
-            agent: the name recorded as commit author and in ``Gitmem-Agent`` trailers.
-            email: the author email (default ``<agent>@gitmem.local``).
-            model: the LLM model name recorded in ``Gitmem-Model`` trailers, if any.
-            via: the front end the writes come through (``Gitmem-Via`` trailer, e.g. ``mcp``).
-            language: labels for new session files, ``"en"`` or ``"zh"``.
-            namespace: keep this manager's sessions apart from other namespaces.
-            housekeeping: when to pack loose objects in the background.
-            lock_timeout: seconds to wait for the store's write lock before giving up.
-            adopt: with ``init``, make an existing git repository that is not a store one (a
-                commit adding the merge attributes); else such a repository is refused
-                (:class:`~gitmem.errors.NotAStore`), as without ``init``.
-        """
-        identity = agent_identity(agent, email)
-        self.agent = identity.name
+        """The sessions of the open ``repo``; the arguments are those of
+        :class:`~gitmem.manager.MemoryManager`, which opens the repository."""
+        self.agent = agent
         self.model = model
         self.via = via
         self.language: Language = language
-        if init:  # the first commit is written before the store's settings can be read
-            identity = Identity(
-                redact(identity.name, label=True)[0], redact(identity.email, label=True)[0]
-            )
-        options: dict[str, Any] = {
-            "identity": identity,
-            "housekeeping": housekeeping,
-            "lock_timeout": lock_timeout,
-        }
-        repo = open_repository(path, init=init, adopt_it=adopt, **options)
         self.repo = repo
         self.namespace = namespace
         self._git_config: list[tuple[str, str]] | None = None

@@ -27,7 +27,8 @@ from gitmem.facts.consolidation import Consolidator
 from gitmem.facts.methods import Facts
 from gitmem.facts.proposal import FactsConfig
 from gitmem.guard.methods import Guard
-from gitmem.guard.secrets import SecretConfig
+from gitmem.guard.names import agent_identity
+from gitmem.guard.secrets import SecretConfig, redact
 from gitmem.history.asof import StoreView
 from gitmem.history.methods import History
 from gitmem.llm.config import LLMConfig
@@ -36,7 +37,9 @@ from gitmem.models import Language
 from gitmem.search.methods import Search
 from gitmem.search.rank import RankConfig
 from gitmem.search.tokens import TokenCounter
+from gitmem.store.discover import open_repository
 from gitmem.store.repository import Housekeeping, Repository
+from gitmem.store.transaction import Identity
 from gitmem.summary.engines import Summarizer
 from gitmem.summary.methods import Summaries
 from gitmem.summary.triggers import SummaryConfig
@@ -167,18 +170,27 @@ class MemoryManager:
                 commit adding the merge attributes); else such a repository is refused
                 (:class:`~gitmem.errors.NotAStore`), as without ``init``.
         """
-        store = SessionStore(
+        identity = agent_identity(agent, email)
+        opening = identity
+        if init:  # the first commit is written before the store's settings can be read
+            opening = Identity(
+                redact(identity.name, label=True)[0], redact(identity.email, label=True)[0]
+            )
+        repo = open_repository(
             path,
             init=init,
-            agent=agent,
-            email=email,
+            adopt_it=adopt,
+            identity=opening,
+            housekeeping=housekeeping,
+            lock_timeout=lock_timeout,
+        )
+        store = SessionStore(
+            repo,
+            agent=identity.name,
             model=model,
             via=via,
             language=language,
             namespace=namespace,
-            housekeeping=housekeeping,
-            lock_timeout=lock_timeout,
-            adopt=adopt,
         )
         self._store = store
         self._guard: Guard = store.guard

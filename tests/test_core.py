@@ -18,6 +18,7 @@ from gitmem.history.methods import History
 from gitmem.manager import MemoryManager
 from gitmem.models import BatchResult, Session, SummaryOutcome
 from gitmem.search.methods import Search
+from gitmem.store.discover import open_repository
 from gitmem.summary.methods import Summaries
 from gitmem.summary.triggers import SummaryConfig
 from gitmem.sync.merge import MergeNote
@@ -28,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 
 
 def test_the_store_alone_saves_and_reads(store: Path) -> None:
-    core = SessionStore(store, init=True, agent="bot")
+    core = SessionStore(open_repository(store, init=True), agent="bot")
     sha = core.save_interaction("s", "hello", "hi")
     assert sha == git(store, "rev-parse", "HEAD").strip()
     session = core.load_memory("s")
@@ -59,7 +60,7 @@ def test_the_manager_is_one_class_over_parts(store: Path) -> None:
 
 def test_what_runs_after_a_save_is_a_list_in_order(store: Path) -> None:
     seen: list[str] = []
-    core = SessionStore(store, init=True)
+    core = SessionStore(open_repository(store, init=True))
     core.after_save.append(seen.append)
     core.save_interaction("a", "one", "two")
     with core.batch("two at once"):
