@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmem.errors import InvalidSessionId
-from gitmem.format.paths import decode_id, encode_id, id_from_path, session_path
+from gitmem.format.paths import decode_id, encode_id, fanout_folder, id_from_path, session_path
 
 
 @pytest.mark.parametrize(
@@ -36,14 +36,16 @@ def test_refused_ids(bad: str) -> None:
 
 def test_a_slash_b_and_a_underscore_b_never_share_a_file() -> None:
     assert session_path("a/b") != session_path("a_b")
-    assert session_path("a/b") == "sessions/a%2Fb.md"
+    assert session_path("a/b") == f"sessions/{fanout_folder('a/b')}/a%2Fb.md"
 
 
 def test_non_canonical_names_are_not_sessions() -> None:
-    assert id_from_path("sessions/a%5fb.md") is None  # lower-case hex is not what we write
+    ok = fanout_folder("ok")
+    assert id_from_path(f"sessions/{ok}/a%5fb.md") is None  # lower-case hex is not what we write
     assert id_from_path("sessions/sub/x.md") is None
-    assert id_from_path("sessions/x.txt") is None
-    assert id_from_path("sessions/ok.md") == "ok"
+    assert id_from_path(f"sessions/{ok}/x.txt") is None
+    assert id_from_path("sessions/ok.md") is None  # a file directly in sessions/
+    assert id_from_path(f"sessions/{ok}/ok.md") == "ok"
 
 
 @settings(max_examples=1000)
@@ -53,8 +55,8 @@ def test_every_id_maps_inside_sessions_or_is_refused(session_id: str) -> None:
         path = session_path(session_id)
     except InvalidSessionId:
         return
-    folder, name = path.split("/")
-    assert folder == "sessions"
+    folder, sub, name = path.split("/")
+    assert folder == "sessions" and sub == fanout_folder(session_id)
     assert name.endswith(".md") and not name.startswith(".")
     assert "/" not in name and "\\" not in name and "\0" not in name
     assert id_from_path(path) == session_id

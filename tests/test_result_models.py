@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from gitmem.cli import cli
+from gitmem.format.paths import session_path
 from gitmem.guard.scan import SecretFinding
 from gitmem.manager import MemoryManager
 from gitmem.models import ModelValidationError, Review, SummaryOutcome
@@ -126,11 +127,13 @@ def test_review_json_is_what_the_cli_prints(store: Path) -> None:
 def test_sync_report_counts_into_its_own_list(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("a", "hello", "hi")
-    (store / "sessions" / "broken.md").write_text("# not a session\n")
+    broken = session_path("broken")
+    (store / broken).parent.mkdir(exist_ok=True)
+    (store / broken).write_text("# not a session\n")
     git(store, "add", "-A")
     git(store, "commit", "-qm", "hand edit")
     report = mm.reindex()
-    assert (report.rebuilt, report.indexed, report.unreadable) == (True, 1, ["sessions/broken.md"])
+    assert (report.rebuilt, report.indexed, report.unreadable) == (True, 1, [broken])
     assert SyncReport.model_validate(report.to_dict()) == report
     assert SyncReport(commit=None).unreadable == []  # the default list is not shared
     mm.close()
