@@ -183,6 +183,107 @@ def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
     return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
 
 
+@dataclass
+class RankState:
+    """What flows between the stages of one ranking (see :meth:`Ranker.rank`)."""
+
+    text: str
+    filters: Filters
+    now: datetime | None
+    ranking: Ranking
+    n_docs: int = 0
+    avgdl: float = 0.0
+    weights: dict[str, float] = field(default_factory=dict)
+    idf: dict[str, float] = field(default_factory=dict)
+    ideal: float = 1.0  # the best BM25 any document could get: scores are shares of it
+    allowed: set[int] | None = None  # the filters' session keys (None: no filter)
+    scan: dict[int, DocRow] | None = None  # the documents scored one by one, if few
+    # doc id -> (session key, position, kind) of every document seen
+    where: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    base: dict[int, float] = field(default_factory=dict)  # first-round BM25
+    extra: dict[int, float] = field(default_factory=dict)  # expansion BM25
+    ideal_x: float = 1.0
+    hop: dict[int, float] = field(default_factory=dict)  # second-round scores
+    first: dict[int, float] = field(default_factory=dict)  # all of the above, normalised
+    pool: list[int] = field(default_factory=list)  # the candidates, best first
+    # candidate -> (its score so far, its components)
+    pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class _Context:
+    """The first round seen per place, session and summary (for :meth:`Ranker.fuse`)."""
+
+    at_place: dict[tuple[int, int], float]
+    in_session: dict[int, list[float]]
+    summary_score: dict[int, float]
+    top_n: int
+    asking: set[tuple[int, int]] = field(default_factory=set)
+    _sessions: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, first: dict[int, float], where: dict[int, tuple[int, int, int]], top_n: int
+    ) -> _Context:
+        at_place: dict[tuple[int, int], float] = {}
+        in_session: defaultdict[int, list[float]] = defaultdict(list)
+        summary_score: dict[int, float] = {}
+        for doc_id, value in first.items():
+            skey, pos, kind = where[doc_id]
+            if kind == KIND_SUMMARY:
+                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
+            else:
+                at_place[skey, pos] = value
+                in_session[skey].append(value)
+        return cls(at_place, in_session, summary_score, top_n)
+
+    def session(self, skey: int) -> float:
+        """A session's strength: the mean of its best ``top_n`` turns."""
+        found = self._sessions.get(skey)
+        if found is None:
+            values = self.in_session.get(skey, ())
+            best = values if len(values) <= self.top_n else heapq.nlargest(self.top_n, values)
+            found = self._sessions[skey] = sum(best) / self.top_n
+        return found
+
+    def neighbour(self, skey: int, pos: int) -> float:
+        return max(self.at_place.get((skey, pos - 1), 0.0), self.at_place.get((skey, pos + 1), 0.0))
+
+    def pre_score(
+        self,
+        doc_id: int,
+        first: dict[int, float],
+        where: dict[int, tuple[int, int, int]],
+        cfg: RankConfig,
+    ) -> float:
+        """The order in which candidates are kept (the components' sum, cheaply)."""
+        skey, pos, kind = where[doc_id]
+        value = first.get(doc_id, 0.0) + cfg.session_weight * self.session(skey)
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                value += cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            value += cfg.neighbour_weight * self.neighbour(skey, pos)
+            value += cfg.summary_weight * self.summary_score.get(skey, 0.0)
+        return value
+
+    def components(
+        self, doc_id: int, where: dict[int, tuple[int, int, int]], cfg: RankConfig
+    ) -> dict[str, float]:
+        """The answer, context, summary and session components of a candidate."""
+        skey, pos, kind = where[doc_id]
+        comp: dict[str, float] = {}
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                comp["answer"] = cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            if cfg.neighbour_weight:
+                comp["context"] = cfg.neighbour_weight * self.neighbour(skey, pos)
+            if cfg.summary_weight:
+                comp["summary"] = cfg.summary_weight * self.summary_score.get(skey, 0.0)
+        if cfg.session_weight:
+            comp["session"] = cfg.session_weight * self.session(skey)
+        return comp
+
+
 class Ranker:
     """Scores an :class:`~gitmem.search.index.Index` for queries (see the module docstring)."""
 
@@ -273,7 +374,7 @@ class Ranker:
                 where[doc_id] = (skey, pos, kind)
         return scores
 
-    def rank(  # noqa: C901
+    def rank(
         self,
         query: str,
         k: int = 10,
@@ -282,136 +383,146 @@ class Ranker:
         now: datetime | None = None,
         head: str | None = None,
     ) -> Ranking:
-        """Rank the index for ``query``; see :class:`Ranking` for what comes back."""
-        cfg = self.config
-        filters = filters or Filters()
-        text = strip_controls(query)[: cfg.max_query_chars]
-        n_docs, avgdl = self.index.stats()
-        ranking = Ranking(query, {}, {}, {}, [], [])
-        if not text.strip() or n_docs == 0:
-            ranking.notes.append("empty query" if not text.strip() else "the index is empty")
-            return ranking
-        weights, df, corrections = self._query_terms(text, n_docs)
+        """Rank the index for ``query``; see :class:`Ranking` for what comes back.
+
+        The stages run in order over one :class:`RankState`: :meth:`parse_query`,
+        :meth:`first_round`, :meth:`expand`, :meth:`fuse`, :meth:`finish`.
+        """
+        text = strip_controls(query)[: self.config.max_query_chars]
+        state = RankState(text, filters or Filters(), now, Ranking(query, {}, {}, {}, [], []))
+        if self.parse_query(state):
+            self.first_round(state)
+            self.expand(state)
+            self.fuse(state)
+            self.finish(state, k, head)
+        return state.ranking
+
+    # --- the stages ------------------------------------------------------------------
+
+    def parse_query(self, state: RankState) -> bool:
+        """Weighted query terms (with typo corrections), their idf, the filters' sessions;
+        False (with a note saying why) when nothing can match."""
+        cfg, ranking = self.config, state.ranking
+        state.n_docs, state.avgdl = self.index.stats()
+        if not state.text.strip() or state.n_docs == 0:
+            ranking.notes.append("empty query" if not state.text.strip() else "the index is empty")
+            return False
+        weights, df, corrections = self._query_terms(state.text, state.n_docs)
         ranking.terms, ranking.corrections = weights, corrections
         if not weights:
             ranking.notes.append("no query term occurs in any memory")
-            return ranking
-        allowed = None if filters.empty else self._allowed(filters)
-        if allowed is not None and not allowed:
+            return False
+        state.weights = weights
+        state.allowed = None if state.filters.empty else self._allowed(state.filters)
+        if state.allowed is not None and not state.allowed:
             ranking.notes.append("no session matches the filters")
-            return ranking
-        idf = {t: self._idf(df[t], n_docs) for t in weights}
-        ideal = sum(w * idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+            return False
+        state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
+        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+        return True
 
-        scan: dict[int, DocRow] | None = None
+    def first_round(self, state: RankState) -> None:
+        """BM25 of the query terms, from the postings or (few documents left by the
+        filters) by scoring those documents one by one."""
+        cfg = self.config
         limit = cfg.postings_limit
-        where: dict[int, tuple[int, int, int]] = {}
-        if allowed is not None:
-            if self.index.count_session_docs(allowed) <= cfg.scan_limit:
-                scan = {d.id: d for d in self.index.session_docs(allowed, text=False)}
-                where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
+        if state.allowed is not None:
+            if self.index.count_session_docs(state.allowed) <= cfg.scan_limit:
+                state.scan = {d.id: d for d in self.index.session_docs(state.allowed, text=False)}
+                state.where = {d.id: (d.skey, d.pos, d.kind) for d in state.scan.values()}
             else:  # most postings read will be filtered out: read deeper
                 limit *= 10
-        base = self._bm25(weights, idf, avgdl, allowed, limit, scan, where)
+        state.base = self._bm25(
+            state.weights, state.idf, state.avgdl, state.allowed, limit, state.scan, state.where
+        )
 
-        # pseudo relevance feedback: borrow terms from the best first-round documents
+    def expand(self, state: RankState) -> None:
+        """Pseudo relevance feedback (terms borrowed from the best first-round documents)
+        and the second round (multi-hop), added to the first round's normalised scores."""
+        cfg, base, idf = self.config, state.base, state.idf
         expansion: dict[str, float] = {}
         extra: dict[int, float] = {}
         if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
             top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
+            scan = state.scan
             rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
-            expansion = self._expansion(rows, base, weights, n_docs)
+            expansion = self._expansion(rows, base, state.weights, state.n_docs)
             if expansion:
-                idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
+                found = self.index.df(expansion).items()
+                idf.update({t: self._idf(c, state.n_docs) for t, c in found})
                 expansion = {t: w for t, w in expansion.items() if t in idf}
                 extra = self._bm25(
                     expansion,
                     idf,
-                    avgdl,
-                    allowed,
+                    state.avgdl,
+                    state.allowed,
                     cfg.prf_postings,
-                    scan,
-                    where,
+                    state.scan,
+                    state.where,
                     floor=cfg.prf_postings // 2,
                 )
-        ranking.expansion = expansion
-        ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
-        first = {i: v / ideal for i, v in base.items()}
+        state.ranking.expansion, state.extra = expansion, extra
+        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
+        first = {i: v / state.ideal for i, v in base.items()}
         for i, v in extra.items():
-            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
-        hop, ranking.hop_terms = self._second_round(
-            first, weights, idf, n_docs, avgdl, allowed, scan, where
+            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / state.ideal_x
+        state.hop, state.ranking.hop_terms = self._second_round(
+            first,
+            state.weights,
+            idf,
+            state.n_docs,
+            state.avgdl,
+            state.allowed,
+            state.scan,
+            state.where,
         )
-        for i, v in hop.items():
+        for i, v in state.hop.items():
             first[i] = first.get(i, 0.0) + v
+        state.first = first
 
-        # what the first round says about each turn's neighbours, session and summary
-        at_place: dict[tuple[int, int], float] = {}
-        in_session: defaultdict[int, list[float]] = defaultdict(list)
-        summary_score: dict[int, float] = {}
-        for doc_id, value in first.items():
-            skey, pos, kind = where[doc_id]
-            if kind == KIND_SUMMARY:
-                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
-            else:
-                at_place[skey, pos] = value
-                in_session[skey].append(value)
-        top_n = max(cfg.session_top, 1)
-        session_cache: dict[int, float] = {}
-
-        def session_of(skey: int) -> float:
-            found = session_cache.get(skey)
-            if found is None:
-                values = in_session.get(skey, ())
-                best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
-                found = session_cache[skey] = sum(best) / top_n
-            return found
-
-        # rescore the best first-round documents plus their neighbours and dated turns
-        ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
+    def fuse(self, state: RankState) -> None:
+        """What the first round says about each turn's neighbours, answer, session and
+        summary, fused into one score per candidate: the best first-round documents plus
+        their neighbours and the dated turns, the best ``candidates`` of them kept."""
+        cfg = self.config
+        context = _Context.of(state.first, state.where, max(cfg.session_top, 1))
+        ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.rescore_pool])
-        consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
-        consider |= self._dated(text, allowed, where, now)
-        nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
-        asking = self._asking(ordered[: cfg.neighbour_pool], where) if cfg.answer_weight else set()
-        aw = cfg.answer_weight
+        consider |= self._neighbours(ordered[: cfg.neighbour_pool], state.where, state.scan)
+        consider |= self._dated(state.text, state.allowed, state.where, state.now)
+        if cfg.answer_weight:
+            context.asking = self._asking(ordered[: cfg.neighbour_pool], state.where)
 
         def pre_score(doc_id: int) -> float:
-            skey, pos, kind = where[doc_id]
-            value = first.get(doc_id, 0.0) + sw * session_of(skey)
-            if kind == KIND_INTERACTION:
-                if (skey, pos - 1) in asking:
-                    value += aw * at_place.get((skey, pos - 1), 0.0)
-                value += nw * max(
-                    at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
-                )
-                value += uw * summary_score.get(skey, 0.0)
-            return value
+            return context.pre_score(doc_id, state.first, state.where, cfg)
 
         pool = heapq.nlargest(cfg.candidates, consider, key=pre_score)
-        pre: dict[int, tuple[float, dict[str, float]]] = {}
         for doc_id in pool:
-            skey, pos, kind = where[doc_id]
             comp = {
-                "keyword": base.get(doc_id, 0.0) / ideal,
-                "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
+                "keyword": state.base.get(doc_id, 0.0) / state.ideal,
+                "expansion": cfg.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
             }
-            if doc_id in hop:
-                comp["hop"] = hop[doc_id]
-            if kind == KIND_INTERACTION:
-                if (skey, pos - 1) in asking:
-                    comp["answer"] = aw * at_place.get((skey, pos - 1), 0.0)
-                if nw:
-                    comp["context"] = nw * max(
-                        at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
-                    )
-                if uw:
-                    comp["summary"] = uw * summary_score.get(skey, 0.0)
-            if sw:
-                comp["session"] = sw * session_of(skey)
-            pre[doc_id] = (sum(comp.values()), comp)
+            if doc_id in state.hop:
+                comp["hop"] = state.hop[doc_id]
+            comp.update(context.components(doc_id, state.where, cfg))
+            state.pre[doc_id] = (sum(comp.values()), comp)
+        state.pool = pool
+
+    def finish(self, state: RankState, k: int, head: str | None) -> None:
+        """What needs the document itself (speaker, fuzzy, dates, age, use), the order, the
+        floor below which hits are dropped, and the ``k`` hits with their text."""
+        cfg, ranking, pool, scan = self.config, state.ranking, state.pool, state.scan
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
-        candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
+        candidates = self._finish(
+            rows,
+            state.pre,
+            state.weights,
+            state.idf,
+            state.ideal,
+            state.text,
+            state.filters,
+            state.now,
+        )
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
         # the text is read for the candidates that may be shown only
         shown = candidates[: max(k, SHOWN_CANDIDATES)]
@@ -422,8 +533,7 @@ class Ranker:
         kept = [c for c in candidates if c.score >= floor]
         ranking.below_min = len(candidates) - len(kept)
         ranking.candidates = candidates
-        ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
-        return ranking
+        ranking.hits = [self._hit(c, state.weights, head) for c in kept[:k]]
 
     def _second_round(
         self,
