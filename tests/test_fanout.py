@@ -280,14 +280,14 @@ mm.migrate()
 @pytest.mark.parametrize(
     "kill_at",
     [
-        "flush_objects:before:1",
-        "flush_objects:after:1",
-        "_write_lock_file:after:1",
-        "_place_working:after:3",
-        "_append_reflogs:after:1",
-        "_write_index:before:1",
-        "_move_ref:before:1",
-        "_move_ref:after:1",
+        "ObjectDatabase.flush:before:1",
+        "ObjectDatabase.flush:after:1",
+        "WriteLock.write_journal:after:1",
+        "WorkTree.place:after:3",
+        "Refs.append_reflogs:after:1",
+        "IndexFile.write:before:1",
+        "Refs.move:before:1",
+        "Refs.move:after:1",
     ],
 )
 def test_a_migration_killed_half_way_leaves_one_layout(store: Path, kill_at: str) -> None:

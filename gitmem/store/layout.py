@@ -23,7 +23,6 @@ from gitmem.format.paths import (
     relocated,
     session_path,
 )
-from gitmem.store.base import StoreBase
 from gitmem.store.objects import MODE_TREE
 from gitmem.store.repository import Repository
 
@@ -34,7 +33,7 @@ _OLD_ATTRIBUTES = {b"sessions/*.md ": b"sessions/**/*.md ", b"archive/*.md ": b"
 _PARSED: dict[str, bool] = {}
 
 
-def fanout_at(repo: StoreBase, commit: str | None = None) -> bool:
+def fanout_at(repo: Repository, commit: str | None = None) -> bool:
     """Whether the store's files at ``commit`` (default HEAD) use the fan-out layout."""
     found = repo.entry(LAYOUT_FILE, commit)
     if found is None:
@@ -46,7 +45,7 @@ def fanout_at(repo: StoreBase, commit: str | None = None) -> bool:
 
 
 def locate(
-    repo: StoreBase,
+    repo: Repository,
     session_id: str,
     namespace: str | None = None,
     commit: str | None = None,
@@ -65,7 +64,7 @@ def locate(
     return preferred
 
 
-def session_files(repo: StoreBase, folder: str, commit: str | None = None) -> dict[str, str]:
+def session_files(repo: Repository, folder: str, commit: str | None = None) -> dict[str, str]:
     """Path -> blob id of the files in ``folder`` and in its fan-out sub-folders."""
     tree = repo.folder_tree(folder, commit)
     if tree is None:
@@ -92,7 +91,7 @@ _LOCAL_ATTRIBUTES = (
 _LOCAL_MEMORY = b"# gitmem: the curated memory file merges by fact id\nmemory/*.md merge=gitmem\n"
 
 
-def ensure_local_attributes(repo: StoreBase) -> None:
+def ensure_local_attributes(repo: Repository) -> None:
     """Name the merge driver for fan-out paths in ``.git/info/attributes``: a flat clone's
     ``.gitattributes`` says ``sessions/*.md``, which a plain ``git merge`` of a migrated
     clone (files renamed into sub-folders) would not match. Local, like the driver config."""
