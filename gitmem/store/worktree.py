@@ -104,11 +104,9 @@ class WorkTree:
         return target
 
     def write(self, path: str, data: bytes | None) -> None:
-        self.write_files({path: data})
-
-    def write_files(self, changes: dict[str, bytes | None]) -> None:
-        """Write working files atomically: temp file, fsync, rename (or unlink for None)."""
-        self.place_all(self.prepare(changes))
+        """Write a working file atomically: temp file, fsync, rename (or unlink for None)."""
+        for name, tmp in self.prepare({path: data}).items():
+            self.place(name, tmp)
 
     def prepare(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
         """Write each file's new content to a durable temp file (None: to be deleted).
@@ -135,10 +133,6 @@ class WorkTree:
         if many:
             os.sync()
         return prepared
-
-    def place_all(self, prepared: dict[str, Path | None]) -> None:
-        for path, tmp in prepared.items():
-            self.place(path, tmp)
 
     def place(self, path: str, tmp: Path | None) -> None:
         target = self.safe_target(path)
