@@ -18,7 +18,7 @@ import threading
 import zlib
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ import git
 from git.exc import BadName, BadObject
 
 from gitmem.errors import RepositoryError
-from gitmem.store.git import SAFE_GIT_CONFIG
+from gitmem.store.git import SAFE_GIT_CONFIG, GitCommands
 from gitmem.store.scratch import TempFiles, naming
 
 MODE_FILE = b"100644"
@@ -407,9 +407,10 @@ def open_git(root: Path) -> git.Repo:
 class ObjectDatabase:
     """Reading objects (cached), and staging and flushing the objects of a save."""
 
-    def __init__(self, gitpython: git.Repo, root: Path, git_dir: Path, temps: TempFiles) -> None:
-        self.root = root  # for messages
-        self.git_dir = git_dir
+    def __init__(self, gitpython: git.Repo, runner: GitCommands, temps: TempFiles) -> None:
+        self.root = runner.root  # for messages
+        self.git_dir = runner.git_dir
+        self.runner = runner  # streams many blobs through one process
         self.temps = temps
         self._git = gitpython
         self._lock = threading.Lock()  # the cat-file pipes of self._git
@@ -459,6 +460,12 @@ class ObjectDatabase:
         except (BadObject, BadName, ValueError):
             return False
         return bool(info.type.decode() == kind)
+
+    def stream_blobs(self, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        """(blob id, content or None when missing) of each of ``shas``, in order: many blobs
+        (an index rebuild reads every file of a commit) through one pipelined
+        ``git cat-file --batch``, not a request and an answer per blob."""
+        return self.runner.stream_blobs(shas)
 
     def tree(self, hexsha: str) -> Tree:
         """The parsed tree object ``hexsha`` (cached; trees are immutable)."""

@@ -105,7 +105,7 @@ class Repository:
         self.authors = Authors(identity or Identity())
         self.temps = TempFiles(self.state_dir / "tmp")
         self.runner = GitCommands(top, git_dir)
-        self.objects = ObjectDatabase(gitpython, top, git_dir, self.temps)
+        self.objects = ObjectDatabase(gitpython, self.runner, self.temps)
         self.refs = Refs(top, git_dir, self.temps)
         self.revisions = Revisions(self.runner, self.refs, self.objects, self.state_dir)
         self.worktree = WorkTree(top, self.temps)
@@ -314,7 +314,7 @@ class Repository:
         self.runner.ensure_config(values)
 
     def stream_blobs(self, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
-        return self.runner.stream_blobs(shas)
+        return self.objects.stream_blobs(shas)
 
     def branch_ref(self) -> str:
         return self.refs.branch_ref()
