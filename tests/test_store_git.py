@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitmem"
 PROCESS_MODULES = {"store/git.py": "the git runner itself"}
 
 # the third-party git libraries: object reads through GitPython's cat-file pipes only
-GITPYTHON_MODULES = {"store/base.py", "store/repository.py"}
+GITPYTHON_MODULES = {"store/objects.py"}
 
 SECRET = "s3cret-Pa55"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gitmem.store.gitindex import Index
+from gitmem.store.gitindex import GitIndex
 from gitmem.store.objects import Tree, encode_pack, object_id
 from tests.conftest import git
 
@@ -56,12 +56,12 @@ def test_tree_edits_match_git_mktree(tmp_path: Path) -> None:
 
 
 def test_index_round_trip_and_edit() -> None:
-    index = Index.empty()
+    index = GitIndex.empty()
     stat = (1, 2, 3, 4, 5, 6, 0o100644, 0, 0, 9)
     index.set(b"sessions/b.md", stat, b"\1" * 20)
     index.set(b"sessions/a.md", stat, b"\2" * 20)
     index.set(b"sessions/a.md", stat, b"\3" * 20)
-    again = Index.parse(index.encode())
+    again = GitIndex.parse(index.encode())
     assert again.keys == index.keys
     assert again.entry_sha(b"sessions/a.md") == b"\3" * 20
     again.remove(b"sessions/a.md")
@@ -73,7 +73,7 @@ def test_patched_buffers_equal_a_fresh_join() -> None:
     import random
 
     rng = random.Random(3)
-    tree, index = Tree.empty(), Index.empty()
+    tree, index = Tree.empty(), GitIndex.empty()
     names = [f"s{n:03d}.md".encode() for n in range(60)]
     for step in range(400):
         name = rng.choice(names)
@@ -88,4 +88,4 @@ def test_patched_buffers_equal_a_fresh_join() -> None:
             tree = tree.copy()  # copies share offsets; edits must not leak between them
         assert tree.serialize() == b"".join(tree.chunks)
         encoded = index.encode()
-        assert Index.parse(encoded).chunks == index.chunks
+        assert GitIndex.parse(encoded).chunks == index.chunks

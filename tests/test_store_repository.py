@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -148,14 +147,16 @@ def test_refs_in_packed_refs_are_read(store: Path) -> None:
 
 
 def _racing(repo: Repository, person: Callable[[], None]) -> None:
-    """Run ``person`` (a person's git commands) just before the save publishes its commit."""
-    real: Callable[..., bool] = repo._publish
+    """Run ``person`` (a person's git commands) just before the save publishes its commit
+    (publishing starts by writing the journal)."""
+    real: Callable[[bytes], None] = repo.lock.write_journal
 
-    def racing(*args: Any) -> bool:
-        person()
-        return real(*args)
+    def racing(journal: bytes) -> None:
+        if journal:
+            person()
+        real(journal)
 
-    repo._publish = racing  # type: ignore[method-assign]
+    repo.lock.write_journal = racing  # type: ignore[method-assign]
 
 
 def test_lost_race_against_an_unrelated_commit_is_retried(store: Path) -> None:
@@ -231,16 +232,16 @@ def test_journal_finishes_a_save_that_died_after_the_ref_moved(store: Path) -> N
     repo = Repository.init(store)
     _save(repo, "sessions/a.md", b"v1\n")
     # a writer interrupted right after it moved the ref: file and index are there already
-    real_move = repo._move_ref
+    real_move = repo.refs.move
 
     def die(ref: str, new: str) -> None:
         real_move(ref, new)
         raise KeyboardInterrupt
 
-    repo._move_ref = die  # type: ignore[method-assign]
+    repo.refs.move = die  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         _save(repo, "sessions/a.md", b"v2\n")
-    repo._move_ref = real_move  # type: ignore[method-assign]
+    repo.refs.move = real_move  # type: ignore[method-assign]
     assert git(store, "show", "HEAD:sessions/a.md") == "v2\n"
     assert b'"files"' in (store / ".git" / "gitmem" / "write.lock").read_bytes()
     assert git(store, "status", "--porcelain") == ""
@@ -335,7 +336,7 @@ def read(offset):
     for n in range(200):
         sha = blobs[(n + offset) % len(blobs)]
         try:
-            if repo._read_object(sha, "blob").decode() != want[sha]:
+            if repo.objects.read_object(sha, "blob").decode() != want[sha]:
                 problems.append("wrong content for " + sha)
             if not repo.has_object(sha, "blob"):
                 problems.append(sha + " reported missing")

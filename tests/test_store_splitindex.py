@@ -11,8 +11,8 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.errors import RepositoryError, UnsupportedIndex
-from gitmem.store import ewah, splitindex, worktree
-from gitmem.store.gitindex import Index, parse_entries
+from gitmem.store import ewah, indexfile, splitindex
+from gitmem.store.gitindex import GitIndex, parse_entries
 from gitmem.store.repository import Repository
 from tests.conftest import git
 
@@ -210,7 +210,7 @@ def test_existing_store_switches_to_split_past_the_threshold(
     git(store, "config", "--unset", "core.splitIndex")
     git(store, "config", "--unset", "splitIndex.sharedIndexExpire")
     git(store, "update-index", "--no-split-index")
-    monkeypatch.setattr(worktree, "SPLIT_FROM_ENTRIES", 6)
+    monkeypatch.setattr(indexfile, "SPLIT_FROM_ENTRIES", 6)
     mm.save_interaction("a", "q", "a")
     assert _link(store) is None  # 3 entries: stays plain
     for n in range(4):
@@ -247,7 +247,7 @@ def test_delta_follows_random_edits_and_drops_reverted_ones(tmp_path: Path) -> N
     def stat(n: int) -> tuple[int, ...]:
         return (n, 0, n, 0, 1, n, 0o100644, 0, 0, n)
 
-    index = Index.empty()
+    index = GitIndex.empty()
     for n in range(40):
         index.set(f"f{n:02d}".encode(), stat(n), bytes([n]) * 20)
     splitindex.rotate(index, tmp_path, tmp_path / "tmp", lambda: 0.0)

@@ -120,8 +120,8 @@ def _killed_save(store: Path, kill_at: str) -> None:
 @pytest.mark.parametrize(
     ("kill_at", "outcome"),
     [
-        ("_move_ref:before:1", "finished"),  # the index staged, the branch not moved
-        ("_write_index:before:1", "undone"),  # the new file in place, not staged
+        ("Refs.move:before:1", "finished"),  # the index staged, the branch not moved
+        ("GitIndexFile.write:before:1", "undone"),  # the new file in place, not staged
     ],
 )
 def test_a_person_s_commit_does_not_take_in_a_killed_save(

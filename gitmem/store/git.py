@@ -1,15 +1,14 @@
 """The one way gitmem runs the git binary: safe ``-c`` options, environment, timeouts, errors.
 
 Every git process gitmem starts goes through :func:`run_git` (the ``cat-file`` pipes that
-GitPython keeps open for object reads, in ``base.py``, and the one ``cat-file --batch`` a
+GitPython keeps open for object reads, in ``objects.py``, and the one ``cat-file --batch`` a
 search index rebuild streams blobs from, :meth:`GitCommands.stream_blobs`, get the same
 safe options), so
 one place answers: which of the store's own settings may run code (none: a store that
 arrives as a copied folder may carry hooks or an fsmonitor command in ``.git``), what the
 environment is (never a password prompt, messages in English), how long a command may take,
 and what a failure says (the command, its exit status and the end of git's message, with no
-password from a URL). :class:`GitCommands` gives ``Repository`` its git-running methods (the
-bottom of its chain of layers).
+password from a URL). :class:`GitCommands` is the runner ``Repository`` and its parts share.
 
 Kept light (no GitPython): the merge driver imports it, and git starts the driver once per
 merged file.
@@ -27,7 +26,7 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitmem.errors import ConflictError, RepositoryError
+from gitmem.errors import RepositoryError
 
 # gitmem's own git commands run no hooks and no fsmonitor: a store that arrives as a folder
 # (a copy, an archive, a shared volume) may carry .git/hooks or config that would execute
@@ -166,14 +165,11 @@ def run_git(
 
 
 class GitCommands:
-    """The methods of ``Repository`` that run git in the store (through :func:`run_git`):
-    the bottom of its chain of layers (``base.py``), which opens the store and passes up
-    the two folders these need."""
+    """Runs git in one store (through :func:`run_git`)."""
 
     def __init__(self, root: Path, git_dir: Path) -> None:
         self.root = root  # the working tree's top folder
         self.git_dir = git_dir
-        self.ref_updates = 0  # bumped whenever this object moves a ref
 
     def git(self, *args: str) -> str:
         """Run a read-only git command in the store and return its output (text, without the
@@ -271,19 +267,3 @@ class GitCommands:
                 proc.kill()
             proc.wait()
             feeder.join()
-
-    def set_ref(self, ref: str, new: str | None, old: str | None) -> None:
-        """Point ``ref`` at ``new`` (None deletes it) if it still points at ``old`` (None:
-        must not exist); raises ConflictError if it moved."""
-        expected = old or "0" * 40
-        args = ["-d", ref, expected] if new is None else [ref, new, expected]
-        self.ref_updates += 1
-        done = run_git(self.root, "update-ref", "-m", "gitmem", *args, ok=None)
-        if done.returncode != 0:
-            raise ConflictError(f"{ref} moved meanwhile ({done.tail()}); try again")
-
-    def refs(self, prefix: str) -> dict[str, str]:
-        """Ref name -> commit id of every ref under ``prefix`` (e.g. ``refs/heads/x/``)."""
-        out = self.git("for-each-ref", "--format=%(refname) %(objectname)", prefix)
-        pairs = (line.partition(" ") for line in out.splitlines())
-        return {name: sha for name, _, sha in pairs if sha}

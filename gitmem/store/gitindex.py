@@ -82,7 +82,7 @@ class SharedBase:
 
 
 @dataclass
-class Index:
+class GitIndex:
     """An index file held as sorted keys and the raw bytes of each entry.
 
     Keeping each entry's encoded bytes means rewriting a 10,000-entry index after one save is
@@ -101,11 +101,11 @@ class Index:
     delta: dict[bytes, tuple[int, bytes]] = field(default_factory=dict)
 
     @classmethod
-    def empty(cls) -> Index:
+    def empty(cls) -> GitIndex:
         return cls(2, [], [])
 
     @classmethod
-    def parse(cls, data: bytes) -> Index:
+    def parse(cls, data: bytes) -> GitIndex:
         """Parse a plain index file (versions 2 and 3); extensions are dropped."""
         version, keys, chunks, link = parse_entries(data)
         if link is not None:

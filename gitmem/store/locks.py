@@ -5,8 +5,7 @@ a writer dies; the file also holds the owner line and the journal of a save in p
 plus an in-process lock per store. Files git itself locks (refs, the index) are written while
 holding git's ``<file>.lock``, so a person's git command and gitmem never interleave. gitmem
 removes only git locks it can prove dead (its own, naming a process that is gone); a person's
-lock is waited for, then the save fails naming it.
-``Repository`` inherits :class:`LockingLayer`.
+lock is waited for, then the save fails naming it. :class:`WriteLock` holds all of it.
 """
 
 from __future__ import annotations
@@ -23,22 +22,26 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gitmem.errors import LockTimeout
-from gitmem.store.revisions import RevisionsLayer
+from gitmem.errors import LockTimeout, RepositoryError
+from gitmem.store.scratch import TempFiles, naming
 
 _HELD = threading.local()
 
+# what to do about an OSError while writing, by errno
+_OS_ADVICE = {
+    errno.ENOSPC: "the disk is full: free some space, then save again",
+    errno.EDQUOT: "the disk quota is used up: free some space, then save again",
+    errno.EROFS: "the file system is read-only: open the store from a writable place",
+    errno.EACCES: "permission denied: check the owner and mode of the store's files",
+    errno.EPERM: "operation not permitted: check the owner and mode of the store's files",
+    errno.EFBIG: "the file is larger than the file-size limit (see `ulimit -f`)",
+    errno.EIO: "an I/O error: check the disk",
+}
 
-@contextlib.contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """Name ``path`` in an OSError raised inside the block (a failed write to an open file
-    does not say which file)."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is None:
-            exc.filename = str(path)
-        raise
+# who holds each store's in-process lock, for the error of a thread that waits too long
+_HOLDERS: dict[tuple[int, str], str] = {}
+
+_locks: dict[tuple[int, str], threading.RLock] = {}
 
 
 def owner_is_dead(lock: Path) -> bool:
@@ -136,22 +139,129 @@ def git_gc_lock(git_dir: Path) -> Iterator[bool]:
                 pidfile.unlink()
 
 
-class LockingLayer(RevisionsLayer):
-    """The write lock, the journal slot in the lock file, and git lock files."""
+def _process_lock(
+    key: str,
+    _locks: dict[tuple[int, str], threading.RLock] = {},  # noqa: B006
+) -> threading.RLock:
+    # one in-process lock per store, shared by every Repository object opened on it; a
+    # forked child gets its own (the parent's may have been held by another thread)
+    return _locks.setdefault((os.getpid(), key), threading.RLock())
 
-    def _recover(self) -> None:
-        """Repair what a dead writer left, on taking the write lock: nothing at this layer.
 
-        :class:`~gitmem.store.recovery.RecoveryLayer` overrides it: the repair needs the
-        working tree and the index, which sit above the locks.
-        """
+def overwrite(target: Path, data: bytes, temps: TempFiles, *, in_place: bool = True) -> None:
+    """Replace ``target``'s content while holding its git lock: in place if it exists
+    (see :meth:`WriteLock.locked_write` for why), else (or with ``in_place=False``) by
+    renaming a new file into place; never the lock itself, so the lock names its owner to
+    the end and a writer killed here leaves a lock provably dead."""
+    try:
+        if not in_place:
+            raise FileNotFoundError
+        handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        tmp = temps.folder / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
+        with naming(tmp), open(tmp, "wb") as out:
+            out.write(data)
+        os.replace(tmp, target)
+        return
+    try:
+        os.pwrite(handle, data, 0)
+        os.ftruncate(handle, len(data))
+    finally:
+        os.close(handle)
 
-    def _held(self) -> bool:
+
+class WriteLock:
+    """The store's write lock (in-process and ``flock``), the journal slot in the lock file,
+    and git's lock files."""
+
+    def __init__(
+        self,
+        root: Path,
+        git_dir: Path,
+        temps: TempFiles,
+        *,
+        head: Callable[[], str | None],
+        timeout: float,
+    ) -> None:
+        self.root = root
+        self.git_dir = git_dir
+        self.path = git_dir / "gitmem" / "write.lock"
+        self.temps = temps
+        self.head = head  # named in the error of a failed write
+        self.timeout = timeout
+        # run on taking the lock, before the holder writes: repairs what a dead writer left
+        self.on_acquire: Callable[[], None] = lambda: None
+        self.thread_lock = _process_lock(str(git_dir))
+        self._handle: int | None = None
+        self._owner = b""
+        self._git_locks_held: set[Path] = set()  # git lock files this writer holds now
+        self._pid = os.getpid()
+
+    def check_fork(self) -> bool:
+        """True (once) in a forked child, which then takes its own lock file and in-process
+        lock: it shares its parent's open lock file, so flock would not keep the two apart."""
+        if self._pid == os.getpid():
+            return False
+        self._pid = os.getpid()
+        if self._handle is not None:
+            os.close(self._handle)  # closing (not unlocking) leaves the parent's lock
+            self._handle = None
+        self.thread_lock = _process_lock(str(self.git_dir))
+        return True
+
+    def close(self) -> None:
+        if self._handle is not None:
+            os.close(self._handle)
+            self._handle = None
+
+    @contextlib.contextmanager
+    def holding_thread_lock(self, what: str) -> Iterator[None]:
+        """The in-process write lock, waited for at most ``timeout`` seconds: a thread
+        that holds it may be waiting for this one (e.g. an async batch whose worker needs
+        the event loop that a synchronous write blocks)."""
+        key = (os.getpid(), str(self.git_dir))
+        if not self.thread_lock.acquire(timeout=self.timeout):
+            holder = _HOLDERS.get(key, "another thread")
+            raise LockTimeout(
+                f"{self.root}: {holder} has held the write lock for over "
+                f"{self.timeout:.0f}s in this process; inside `async with amm.batch()`, "
+                "write through the AsyncMemoryManager, not the synchronous manager"
+            )
+        mine = key not in _HOLDERS
+        if mine:
+            _HOLDERS[key] = f"{what} (thread {threading.current_thread().name})"
+        try:
+            yield
+        finally:
+            if mine:
+                del _HOLDERS[key]
+            self.thread_lock.release()
+
+    @contextlib.contextmanager
+    def os_errors(self, doing: str, where: Path | None = None) -> Iterator[None]:
+        """Turn an OSError into a RepositoryError that says where, and what to do."""
+        try:
+            yield
+        except OSError as exc:
+            place = f"{exc.filename or where or self.root}"
+            if exc.filename2:
+                place += f" -> {exc.filename2}"
+            advice = _OS_ADVICE.get(exc.errno or 0, "check the disk and the store's permissions")
+            try:
+                head = str(self.head())[:12]
+            except OSError:
+                head = "its last commit"
+            raise RepositoryError(
+                f"{self.root}: could not {doing}: {exc.strerror or exc} ({place}); {advice}. "
+                f"Nothing was saved: the branch is still at {head}"
+            ) from exc
+
+    def held(self) -> bool:
         """True if this thread holds the store's write lock already."""
         return bool(_HELD.__dict__.get("depth", {}).get(str(self.git_dir)))
 
     @contextlib.contextmanager
-    def _file_lock(self) -> Iterator[None]:
+    def file_lock(self) -> Iterator[None]:
         # flock conflicts between two open files even in one process: a thread that holds
         # the lock already (through another Repository object) must not take it again
         held: dict[str, int] = _HELD.__dict__.setdefault("depth", {})
@@ -163,26 +273,26 @@ class LockingLayer(RevisionsLayer):
             finally:
                 held[key] -= 1
             return
-        with self._flock():
+        with self.flock():
             held[key] = 1
             try:
                 yield
             finally:
                 held[key] = 0
 
-    def _lock_fd(self) -> int:
-        if self._lock_handle is None:
-            path = self.state_dir / "write.lock"
-            with self._os_errors("open the write lock", path):
-                self._lock_handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        return self._lock_handle
+    def _fd(self) -> int:
+        if self._handle is None:
+            path = self.path
+            with self.os_errors("open the write lock", path):
+                self._handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        return self._handle
 
     @contextlib.contextmanager
-    def _flock(self, wait: bool = True) -> Iterator[bool]:
-        path = self.state_dir / "write.lock"
-        fd = self._lock_fd()
+    def flock(self, wait: bool = True) -> Iterator[bool]:
+        path = self.path
+        fd = self._fd()
         try:
-            deadline = time.monotonic() + self.lock_timeout
+            deadline = time.monotonic() + self.timeout
             delay = 0.001
             while True:
                 try:
@@ -198,7 +308,7 @@ class LockingLayer(RevisionsLayer):
                         owner = owner_text(os.pread(fd, 200, 0))
                         raise LockTimeout(
                             f"{self.root}: another writer has held {path} for over "
-                            f"{self.lock_timeout:.0f}s (held by {owner}); it is released "
+                            f"{self.timeout:.0f}s (held by {owner}); it is released "
                             "when that process ends"
                         ) from None
                     time.sleep(delay)
@@ -206,23 +316,23 @@ class LockingLayer(RevisionsLayer):
             self._owner = (
                 f"pid={os.getpid()} host={socket.gethostname()} since={time.time():.0f}\n"
             ).encode()
-            with self._os_errors("recover the last save", path):
-                self._recover()
-                self._write_lock_file(b"")
+            with self.os_errors("recover the last save", path):
+                self.on_acquire()
+                self.write_journal(b"")
             yield True
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)  # also released by the kernel if we die
 
-    def _write_lock_file(self, journal: bytes) -> None:
+    def write_journal(self, journal: bytes) -> None:
         # the lock file holds the owner line, then the journal of a save in progress:
         # keeping the journal here saves creating a file per save
-        fd = self._lock_fd()
+        fd = self._fd()
         payload = self._owner + journal
         os.pwrite(fd, payload, 0)
         os.ftruncate(fd, len(payload))
 
-    def _read_journal(self) -> dict[str, Any] | None:
-        data = os.pread(self._lock_fd(), 1 << 20, 0)
+    def read_journal(self) -> dict[str, Any] | None:
+        data = os.pread(self._fd(), 1 << 20, 0)
         _owner, _sep, journal = data.partition(b"\n")
         if not journal.strip():
             return None
@@ -232,7 +342,7 @@ class LockingLayer(RevisionsLayer):
             return {"files": {}}
         return record
 
-    def _git_lock(self, target: Path) -> int:
+    def _take_git_lock(self, target: Path) -> int:
         """Take git's ``<file>.lock`` for ``target``, clearing one left by a dead gitmem writer.
 
         Only a lock that gitmem can prove dead is removed: one that names its gitmem owner
@@ -244,7 +354,7 @@ class LockingLayer(RevisionsLayer):
         """
         lock = target.with_name(target.name + ".lock")
         owner = f"gitmem pid={os.getpid()} host={socket.gethostname()}\n".encode()
-        deadline = time.monotonic() + self.lock_timeout
+        deadline = time.monotonic() + self.timeout
         delay = 0.001
         while True:
             try:
@@ -272,14 +382,14 @@ class LockingLayer(RevisionsLayer):
             fields = dict(item.partition("=")[::2] for item in text.split())
             holder = f"another gitmem process (pid {fields.get('pid')} on {fields.get('host')})"
         return (
-            f"{lock} exists{age}: {holder} holds it; gitmem waited {self.lock_timeout:g}s "
+            f"{lock} exists{age}: {holder} holds it; gitmem waited {self.timeout:g}s "
             f"for it. Nothing was saved. Let that command finish and save again; if no git "
             f"command is running, remove {lock}"
         )
 
     def _create_lock(self, lock: Path, owner: bytes) -> int:
         """Create ``lock`` holding ``owner`` in one step; FileExistsError if it exists."""
-        aside = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
+        aside = self.temps.folder / f"{os.getpid()}-{threading.get_ident()}-lock.tmp"
         with naming(aside), open(aside, "wb") as handle:
             handle.write(owner)
         try:
@@ -296,14 +406,14 @@ class LockingLayer(RevisionsLayer):
         return os.open(lock, os.O_WRONLY)
 
     @contextlib.contextmanager
-    def _holding_git_lock(self, target: Path) -> Iterator[None]:
+    def holding_git_lock(self, target: Path) -> Iterator[None]:
         """Hold git's ``<target>.lock`` for the block: a git command that would write
         ``target`` meanwhile (``git add``, ``git commit``) fails instead of interleaving."""
         held = self._git_locks_held
         if target in held:  # taken already by an enclosing block of this writer
             yield
             return
-        fd = self._git_lock(target)
+        fd = self._take_git_lock(target)
         held.add(target)
         try:
             yield
@@ -313,28 +423,7 @@ class LockingLayer(RevisionsLayer):
             with contextlib.suppress(FileNotFoundError):
                 target.with_name(target.name + ".lock").unlink()
 
-    def _overwrite(self, target: Path, data: bytes, *, in_place: bool = True) -> None:
-        """Replace ``target``'s content while holding its git lock: in place if it exists
-        (see :meth:`_locked_write` for why), else (or with ``in_place=False``) by renaming a
-        new file into place; never the lock itself, so the lock names its owner to the end
-        and a writer killed here leaves a lock provably dead."""
-        try:
-            if not in_place:
-                raise FileNotFoundError
-            handle = os.open(target, os.O_WRONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            tmp = self.state_dir / "tmp" / f"{os.getpid()}-{threading.get_ident()}-new.tmp"
-            with naming(tmp), open(tmp, "wb") as out:
-                out.write(data)
-            os.replace(tmp, target)
-            return
-        try:
-            os.pwrite(handle, data, 0)
-            os.ftruncate(handle, len(data))
-        finally:
-            os.close(handle)
-
-    def _locked_write(
+    def locked_write(
         self,
         target: Path,
         data: bytes,
@@ -351,12 +440,12 @@ class LockingLayer(RevisionsLayer):
         ``in_place=False`` always renames a new file into place (a reader never sees a
         partly written file).
         """
-        fd = self._git_lock(target)
+        fd = self._take_git_lock(target)
         lock = target.with_name(target.name + ".lock")
         try:
             if check is not None and not check():
                 return False
-            self._overwrite(target, data, in_place=in_place)
+            overwrite(target, data, self.temps, in_place=in_place)
             return True
         finally:
             if fd >= 0:

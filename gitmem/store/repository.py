@@ -16,21 +16,33 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-
-import git
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.format.paths import LAYOUT_FILE, layout_text
-from gitmem.store.base import Housekeeping as Housekeeping  # importable from here as before
-from gitmem.store.base import Identity
-from gitmem.store.git import run_git
-from gitmem.store.gitindex import Index
-from gitmem.store.locks import git_gc_lock
-from gitmem.store.objects import commit_body
-from gitmem.store.transaction import Transaction, TransactionLayer, signature
-from gitmem.store.worktree import split_config
+from gitmem.store.git import GitCommands, run_git
+from gitmem.store.gitindex import GitIndex
+from gitmem.store.gitlog import FileChange, LogEntry
+from gitmem.store.indexfile import GitIndexFile, split_config
+from gitmem.store.locks import WriteLock, git_gc_lock
+from gitmem.store.objects import (
+    Authors,
+    FileEntry,
+    Identity,
+    ObjectDatabase,
+    Tree,
+    is_repository,
+    open_store,
+    signature,
+)
+from gitmem.store.recovery import Recovery
+from gitmem.store.revisions import Refs, Revisions
+from gitmem.store.scratch import TempFiles
+from gitmem.store.transaction import CommitGuard, Transaction
+from gitmem.store.worktree import WorkTree
 
 STORE_README = """# gitmem memory store
 
@@ -46,15 +58,64 @@ GITATTRIBUTES = (
 )
 
 
-class Repository(TransactionLayer):
+@dataclass
+class Housekeeping:
+    """When to pack loose objects, off the save path; and when a run packs everything into
+    one pack (once the packs grew ``full_growth`` times since the last such run, and such
+    runs took at most ``full_share`` of the time)."""
+
+    enabled: bool = True
+    every_commits: int = 100
+    every_bytes: int = 64 * 1024 * 1024
+    full_growth: float = 1.5
+    full_share: float = 0.25
+
+
+class Repository:
     """A gitmem store: a non-bare git repository whose working tree holds the memory files.
 
-    The top of a chain of layers, each inheriting the one below (see ``base.py``); this one
-    adds creation, the transaction, side refs and housekeeping.
+    Built from parts, each owning its state: ``runner`` runs git commands, ``objects`` reads
+    and writes objects, ``refs`` reads and moves refs, ``revisions`` reads history,
+    ``worktree`` writes working files, ``index`` reads and writes ``.git/index``, ``lock``
+    is the write lock and ``recovery`` repairs what a dead writer left. A
+    :class:`~gitmem.store.transaction.Transaction` writes through them; the methods here
+    are the store's interface to the rest of gitmem, most of them one call to a part.
     """
 
-    def _opened(self) -> None:
-        super()._opened()
+    # Set by the manager: the last look at every commit message and author before it is
+    # written (secrets redacted), so no path into a commit can bypass it.
+    commit_guard: CommitGuard | None = None
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        identity: Identity | None = None,
+        housekeeping: Housekeeping | None = None,
+        lock_timeout: float = 30.0,
+    ) -> None:
+        top = Path(root).resolve()
+        gitpython, git_dir = open_store(top)
+        self.root = top  # the working tree's top folder
+        self.git_dir = git_dir
+        self.state_dir = git_dir / "gitmem"
+        with contextlib.suppress(OSError):  # a read-only store can still be read
+            (self.state_dir / "tmp").mkdir(parents=True, exist_ok=True)
+        self.housekeeping = housekeeping or Housekeeping()
+        self.authors = Authors(identity or Identity())
+        self.temps = TempFiles(self.state_dir / "tmp")
+        self.runner = GitCommands(top, git_dir)
+        self.objects = ObjectDatabase(gitpython, self.runner, self.temps)
+        self.refs = Refs(top, git_dir, self.temps)
+        self.revisions = Revisions(self.runner, self.refs, self.objects, self.state_dir)
+        self.worktree = WorkTree(top, self.temps)
+        self.index = GitIndexFile(self.runner, self.temps)
+        self.lock = WriteLock(top, git_dir, self.temps, head=self.refs.head, timeout=lock_timeout)
+        self.recovery = Recovery(
+            self.lock, self.refs, self.objects, self.worktree, self.index, self.authors
+        )
+        self.lock.on_acquire = self.recovery.repair
+        self._gc_thread: threading.Thread | None = None
         # a short-lived writer (one CLI save) never reaches the housekeeping threshold by
         # itself: the packs that earlier ones left count towards it
         self._commits_since_gc = self._packs_on_disk()
@@ -75,9 +136,7 @@ class Repository(TransactionLayer):
         """Create a store (or adopt an existing empty repository) with an initial commit."""
         path = Path(root)
         path.mkdir(parents=True, exist_ok=True)
-        try:
-            git.Repo(path)
-        except git.InvalidGitRepositoryError:
+        if not is_repository(path):
             run_git(path, "init", "--quiet", f"--initial-branch={branch}")
         repo = cls(path, identity=identity, **kwargs)  # type: ignore[arg-type]
         if repo.head() is None:
@@ -93,12 +152,25 @@ class Repository(TransactionLayer):
         """Wait for background housekeeping and release the git helper processes."""
         if self._gc_thread is not None:
             self._gc_thread.join()
-        if self._lock_handle is not None:
-            os.close(self._lock_handle)
-            self._lock_handle = None
-        self._git.close()
+        self.lock.close()
+        self.objects.close()
+
+    def _check_fork(self) -> None:
+        if self.lock.check_fork():  # a forked child: the parent's housekeeping is not ours
+            self._gc_thread = None
 
     # --- writing -------------------------------------------------------------------------
+
+    def _transaction(self) -> Transaction:
+        return Transaction(
+            self.objects,
+            self.refs,
+            self.worktree,
+            self.index,
+            self.lock,
+            self.authors,
+            guard=self.commit_guard,
+        )
 
     @contextlib.contextmanager
     def transaction(self, what: str = "a write") -> Iterator[Transaction]:
@@ -106,24 +178,58 @@ class Repository(TransactionLayer):
         by ``txn.commit(...)`` (uncommitted changes are dropped when the block ends).
         ``what`` names the holder in the error another thread gets when it waits too long."""
         self._check_fork()
-        with self._holding_thread_lock(what), self._file_lock():
+        with self.lock.holding_thread_lock(what), self.lock.file_lock():
+            txn = self._transaction()
             try:
-                yield Transaction(self)
+                yield txn
             finally:
-                self._discard_prepared()  # temp files of a save that failed
+                self._commits_since_gc += txn.commits
+                self.temps.discard()  # temp files of a save that failed
         self._maybe_housekeep()
+
+    def commit_changes(
+        self,
+        changes: dict[str, bytes | None],
+        message: str,
+        *,
+        base: str | None,
+        identity: Identity | None = None,
+        when: datetime | None = None,
+        merge_parents: Sequence[str] = (),
+    ) -> str | None:
+        """See :meth:`Transaction.commit_changes` (the write lock must be held)."""
+        txn = self._transaction()
+        try:
+            return txn.commit_changes(
+                changes,
+                message,
+                base=base,
+                identity=identity,
+                when=when,
+                merge_parents=merge_parents,
+            )
+        finally:
+            self._commits_since_gc += txn.commits
+
+    def fast_forward(self, target: str, subject: str = "fast-forward", *, base: str | None) -> None:
+        """See :meth:`Transaction.fast_forward` (the write lock must be held)."""
+        self._transaction().fast_forward(target, subject, base=base)
+
+    def excluding_git(self) -> contextlib.AbstractContextManager[None]:
+        """See :meth:`Transaction.excluding_git`."""
+        return self._transaction().excluding_git()
 
     def unclean_paths(self, paths: Iterable[str]) -> list[str]:
         """Those of ``paths`` whose working file or index entry differs from HEAD."""
         try:
-            index: Index | None = self._load_index()
+            index: GitIndex | None = self.index.load()
         except UnsupportedIndex:
             index = None
         dirty = []
         for path in paths:
             committed = self.entry(path)
             want = committed[1] if committed else None
-            current = self.working_blob(path)
+            current = self.worktree.working_blob(path)
             staged = index.entry_sha(path.encode()) if index is not None else None
             # a deleted working file is only restored: nothing of the person's is lost
             if (current[1] if current else want) != want or (
@@ -145,20 +251,167 @@ class Repository(TransactionLayer):
     ) -> str:
         """Commit ``changes`` over ``parent``'s tree as the new tip of ``ref`` (created or
         replaced); ``ref`` must not be the checked-out branch: working tree and index stay."""
-        if ref == self.branch_ref():
+        if ref == self.refs.branch_ref():
             raise RepositoryError(f"{ref} is checked out; use a transaction to commit to it")
-        self._staged.clear()
+        self.objects.staged.clear()
         blobs: dict[str, bytes | None] = {}
         for path, data in changes.items():
-            self._safe_target(path)
-            blobs[path] = None if data is None else bytes.fromhex(self.stage_object("blob", data))
-        tree = self._build_tree(self.commit_tree(parent), blobs)
-        message, author = self._guarded(message, identity)
-        sig = signature(author)
-        commit = self.stage_object("commit", commit_body(tree, [parent], sig, sig, message))
-        self.flush_objects()
-        self.set_ref(ref, commit, self._read_ref(ref))
+            self.worktree.safe_target(path)
+            blobs[path] = None if data is None else bytes.fromhex(self.objects.stage("blob", data))
+        tree = self.objects.stage_tree(self.objects.commit_tree(parent), blobs)
+        message, author = self._transaction().guarded(message, identity)
+        commit = self.objects.stage_commit(tree, [parent], signature(author), message)
+        self.objects.flush()
+        self.refs.cas(ref, commit, self.refs.read(ref))
         return commit
+
+    # --- the store's interface to the rest of gitmem: one call to a part each -----------
+
+    @property
+    def identity(self) -> Identity:
+        """The author of this thread's commits: the store's, or the one ``acting_as`` set."""
+        return self.authors.current()
+
+    @identity.setter
+    def identity(self, value: Identity) -> None:
+        self.authors.default = value
+
+    def acting_as(self, identity: Identity) -> contextlib.AbstractContextManager[None]:
+        """Within the block, this thread's commits are authored by ``identity``."""
+        return self.authors.acting_as(identity)
+
+    @property
+    def lock_timeout(self) -> float:
+        """Seconds a writer waits for the write lock or a git lock."""
+        return self.lock.timeout
+
+    @lock_timeout.setter
+    def lock_timeout(self, value: float) -> None:
+        self.lock.timeout = value
+
+    @property
+    def recovered(self) -> list[tuple[str | None, list[str]]]:
+        """Saves of dead writers repaired: (commit finished or None when undone, files)."""
+        return self.recovery.recovered
+
+    def recover(self) -> bool:
+        """See :meth:`Recovery.recover`."""
+        return self.recovery.recover()
+
+    def git(self, *args: str) -> str:
+        return self.runner.git(*args)
+
+    def run_git(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, bytes]:
+        return self.runner.run_git(*args, ok=ok)
+
+    def config_section(self, section: str) -> list[tuple[str, str]]:
+        return self.runner.config_section(section)
+
+    def configured_identity(self) -> tuple[str, str]:
+        return self.runner.configured_identity()
+
+    def ensure_config(self, values: dict[str, str]) -> None:
+        self.runner.ensure_config(values)
+
+    def stream_blobs(self, shas: Iterable[str]) -> Iterator[tuple[str, bytes | None]]:
+        return self.objects.stream_blobs(shas)
+
+    def branch_ref(self) -> str:
+        return self.refs.branch_ref()
+
+    def head(self) -> str | None:
+        return self.refs.head()
+
+    def set_ref(self, ref: str, new: str | None, old: str | None) -> None:
+        self.refs.cas(ref, new, old)
+
+    def has_object(self, hexsha: str, kind: str) -> bool:
+        return self.objects.has_object(hexsha, kind)
+
+    def tree(self, hexsha: str) -> Tree:
+        return self.objects.tree(hexsha)
+
+    def commit_tree(self, commit: str) -> str:
+        return self.objects.commit_tree(commit)
+
+    def parents(self, commit: str) -> list[str]:
+        return self.objects.parents(commit)
+
+    def blob(self, hexsha: str) -> bytes:
+        return self.objects.blob(hexsha)
+
+    def entry(self, path: str, commit: str | None = None) -> FileEntry | None:
+        """(mode, blob id) of ``path`` at ``commit`` (default HEAD), or None."""
+        rev = commit or self.head()
+        return None if rev is None else self.objects.entry(path, rev)
+
+    def read(self, path: str, commit: str | None = None) -> bytes | None:
+        """The committed content of ``path`` at ``commit`` (default HEAD), or None."""
+        found = self.entry(path, commit)
+        return None if found is None else self.objects.blob(found[1])
+
+    def folder_tree(self, folder: str, commit: str | None = None) -> Tree | None:
+        """The tree of ``folder`` at ``commit`` (default HEAD), or None when there is none."""
+        rev = commit or self.head()
+        return None if rev is None else self.objects.folder_tree(folder, rev)
+
+    def list_dir(self, folder: str, commit: str | None = None) -> dict[str, str]:
+        """File name -> blob id of the files directly inside ``folder`` at ``commit``."""
+        tree = self.folder_tree(folder, commit)
+        if tree is None:
+            return {}
+        return {
+            name.decode("utf-8", "surrogateescape"): sha.hex()
+            for name, (mode, sha) in tree.entries.items()
+            if mode != b"40000"
+        }
+
+    def diff_trees(
+        self, old: str | None, new: str | None
+    ) -> dict[str, tuple[FileEntry | None, FileEntry | None]]:
+        return self.objects.diff_trees(old, new)
+
+    def working_blob(self, path: str) -> tuple[bytes, str] | None:
+        return self.worktree.working_blob(path)
+
+    def resolve(self, rev: str | datetime) -> str:
+        return self.revisions.resolve(rev)
+
+    def is_ancestor(self, commit: str, of: str | None = None) -> bool:
+        return self.revisions.is_ancestor(commit, of)
+
+    def log(
+        self,
+        paths: Sequence[str] | None = None,
+        *,
+        rev: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
+        trailers: Mapping[str, str] | None = None,
+        files: bool = False,
+        full_diff: bool = True,
+    ) -> list[LogEntry]:
+        """See :meth:`Revisions.log`."""
+        return self.revisions.log(
+            paths,
+            rev=rev,
+            since=since,
+            until=until,
+            limit=limit,
+            trailers=trailers,
+            files=files,
+            full_diff=full_diff,
+        )
+
+    def index_history(self) -> str | None:
+        return self.revisions.index_history()
+
+    def file_log(self, paths: Sequence[str], rev: str | None = None) -> list[LogEntry]:
+        return self.revisions.file_log(paths, rev)
+
+    def diff_tree(self, old: str | None, new: str) -> list[FileChange]:
+        return self.revisions.diff_tree(old, new)
 
     # --- housekeeping --------------------------------------------------------------------
 
@@ -174,7 +427,10 @@ class Repository(TransactionLayer):
         # when each save writes a lot (a big sessions/ tree), 100 saves of unmerged packs
         # would outweigh the whole packed store: run once they reach a quarter of it
         every_bytes = min(policy.every_bytes, max(1 << 20, self._packed_bytes // 4))
-        due = self._commits_since_gc >= policy.every_commits or self._bytes_since_gc >= every_bytes
+        due = (
+            self._commits_since_gc >= policy.every_commits
+            or self.objects.bytes_written >= every_bytes
+        )
         if not (policy.enabled and due):
             return
         if self._gc_thread is not None and self._gc_thread.is_alive():
@@ -184,8 +440,8 @@ class Repository(TransactionLayer):
         everything = self._commits_since_gc >= policy.every_commits
         if everything:
             self._commits_since_gc = 0
-        self._bytes_since_gc = 0
-        self._packs_since_gc = 0
+        self.objects.bytes_written = 0
+        self.objects.packs_written = 0
         work = self.pack if everything else self.merge_packs
         self._gc_thread = threading.Thread(target=work, daemon=True, name="gitmem-gc")
         self._gc_thread.start()

@@ -1,17 +1,19 @@
-"""``RevisionsLayer``: resolving revisions and reading a file's history through git.
-
-The first layer of ``Repository`` above :class:`~gitmem.store.base.StoreBase` (the chain
-is described there): reading history needs nothing of the locks and the save path.
+"""Refs and revisions: reading, compare-and-swapping and logging refs (:class:`Refs`), and
+resolving revisions and reading a file's history through git (:class:`Revisions`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gitmem.errors import RevisionNotFound, ValidationError
+from gitmem.errors import ConflictError, RepositoryError, RevisionNotFound, ValidationError
 from gitmem.models import as_aware
-from gitmem.store.base import StoreBase
+from gitmem.store.git import GitCommands, run_git
 from gitmem.store.gitlog import (
     _HEX40,
     FORMAT,
@@ -24,22 +26,128 @@ from gitmem.store.gitlog import (
     parse_diff_tree,
     parse_log,
 )
+from gitmem.store.locks import overwrite
 from gitmem.store.logcache import LogCache
+from gitmem.store.objects import Identity, ObjectDatabase, signature
+from gitmem.store.scratch import TempFiles
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
 
-class RevisionsLayer(StoreBase):
-    """History reading for ``Repository``."""
+class Refs:
+    """The store's refs: HEAD and the branch, side refs, their reflogs.
 
-    _history_cache: LogCache | None = None  # made on first use: most calls need no history
+    Calling it lists the refs under a prefix: ``refs("refs/heads/x/")``.
+    """
 
-    def parents(self, commit: str) -> list[str]:
-        """The parent commit ids of ``commit`` (empty for a root commit)."""
-        body = self._read_object(commit, "commit")
-        header = body.split(b"\n\n", 1)[0]
-        return [line[7:47].decode() for line in header.split(b"\n") if line.startswith(b"parent ")]
+    def __init__(self, root: Path, git_dir: Path, temps: TempFiles) -> None:
+        self.root = root
+        self.git_dir = git_dir
+        self.temps = temps
+
+    def branch_ref(self) -> str:
+        """The ref HEAD points at (``refs/heads/main``); detached HEAD cannot be written to."""
+        head = (self.git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            raise RepositoryError(
+                f"{self.root}: HEAD is detached at {head[:12]}; check out a branch before saving"
+            )
+        return head[5:]
+
+    def read(self, ref: str) -> str | None:
+        """The commit id ``ref`` points at, or None."""
+        try:
+            value = (self.git_dir / ref).read_text().strip()
+            if value:
+                return value
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:
+            return None
+        packed = self.git_dir / "packed-refs"
+        with contextlib.suppress(FileNotFoundError):
+            for line in packed.read_text().splitlines():
+                if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                    return line.split(" ", 1)[0]
+        return None
+
+    def head(self) -> str | None:
+        """The commit id the current branch points at, or None in an empty repository."""
+        head = (self.git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref: "):
+            return head
+        return self.read(head[5:])
+
+    def __call__(self, prefix: str) -> dict[str, str]:
+        """Ref name -> commit id of every ref under ``prefix`` (e.g. ``refs/heads/x/``)."""
+        out = run_git(self.root, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
+        pairs = (line.partition(" ") for line in out.stdout.splitlines())
+        return {name: sha for name, _, sha in pairs if sha}
+
+    def cas(self, ref: str, new: str | None, old: str | None) -> None:
+        """Point ``ref`` at ``new`` (None deletes it) if it still points at ``old`` (None:
+        must not exist), through git (which takes the ref's lock); raises ConflictError if
+        it moved."""
+        expected = old or "0" * 40
+        args = ["-d", ref, expected] if new is None else [ref, new, expected]
+        done = run_git(self.root, "update-ref", "-m", "gitmem", *args, ok=None)
+        if done.returncode != 0:
+            raise ConflictError(f"{ref} moved meanwhile ({done.tail()}); try again")
+
+    def move(self, ref: str, new: str) -> None:
+        """Point ``ref`` at ``new``; the caller holds its git lock and checked the old value."""
+        overwrite(self.git_dir / ref, (new + "\n").encode(), self.temps)
+
+    @staticmethod
+    def reflog_line(old: str | None, new: str, subject: str, identity: Identity) -> bytes:
+        who = signature(identity).encode().decode()
+        return f"{old or '0' * 40} {new} {who}\tcommit: {subject}\n".encode()
+
+    def append_reflogs(self, ref: str, line: bytes) -> list[tuple[Path, int]]:
+        """Append ``line`` to the reflogs of ``ref`` and HEAD; returns (file, size before)
+        for :meth:`unlog`."""
+        written: list[tuple[Path, int]] = []
+        try:
+            for reflog in (self.git_dir / "logs" / ref, self.git_dir / "logs" / "HEAD"):
+                reflog.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(reflog, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    written.append((reflog, os.fstat(fd).st_size))
+                    if os.write(fd, line) != len(line):
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(reflog))
+                finally:
+                    os.close(fd)
+        except OSError:
+            self.unlog(written)  # no half line is left behind
+            raise
+        return written
+
+    @staticmethod
+    def unlog(written: list[tuple[Path, int]]) -> None:
+        for reflog, size in written:
+            with contextlib.suppress(OSError):
+                os.truncate(reflog, size)
+
+
+class Revisions:
+    """History reading: revisions resolved, commits logged, a file's history (cached)."""
+
+    def __init__(
+        self, runner: GitCommands, refs: Refs, objects: ObjectDatabase, state_dir: Path
+    ) -> None:
+        self.root = runner.root
+        self.runner = runner
+        self.refs = refs
+        self.objects = objects
+        self.state_dir = state_dir
+        self._history_cache: LogCache | None = None  # made on first use
+
+    def head(self) -> str | None:
+        return self.refs.head()
+
+    def run_git(self, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[int, bytes]:
+        return self.runner.run_git(*args, ok=ok)
 
     def resolve(self, rev: str | datetime) -> str:
         """The full commit id of a revision of this store.
@@ -64,7 +172,7 @@ class RevisionsLayer(StoreBase):
             raise RevisionNotFound(f"{self.root}: empty revision; give a commit sha or a date")
         if looks_like_date(text):
             return self._commit_at(parse_date(text), text)
-        if _HEX40.fullmatch(text) and self.has_object(text, "commit"):
+        if _HEX40.fullmatch(text) and self.objects.has_object(text, "commit"):
             return text
         code, out = self.run_git(
             "rev-parse", "--verify", "--quiet", "--end-of-options", text + "^{commit}", ok=(0, 1)

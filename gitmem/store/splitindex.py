@@ -33,7 +33,7 @@ from pathlib import Path
 
 from gitmem.errors import RepositoryError, UnsupportedIndex
 from gitmem.store import ewah
-from gitmem.store.gitindex import Index, SharedBase, index_key, parse_entries, seal
+from gitmem.store.gitindex import GitIndex, SharedBase, index_key, parse_entries, seal
 
 # a save's main index stays under this; past it the next write rotates the shared index
 MAX_DELTA_BYTES = 16 * 1024
@@ -91,16 +91,16 @@ def shared_path(git_dir: Path, name: str) -> Path:
     return git_dir / f"sharedindex.{name}"
 
 
-def read_index(data: bytes, git_dir: Path) -> Index:
+def read_index(data: bytes, git_dir: Path) -> GitIndex:
     """Parse ``.git/index`` bytes, merging a split index with its shared index."""
     version, keys, chunks, link = parse_entries(data)
     if link is None:
-        return Index(version, keys, chunks)
+        return GitIndex(version, keys, chunks)
     if len(link) < 20:
         raise UnsupportedIndex("index link extension too short")
     name = link[:20].hex()
     if name == "0" * 40:  # a link naming no shared index: not split
-        return Index(version, keys, chunks)
+        return GitIndex(version, keys, chunks)
     path = shared_path(git_dir, name)
     try:
         shared_data = path.read_bytes()
@@ -136,7 +136,7 @@ def _merge(
     keys: list[bytes],
     deleted: list[int],
     replaced: list[int],
-) -> Index:
+) -> GitIndex:
     """The full index: ``base`` with the main index's replacements, deletions and additions
     applied (as git's merge_base_index does)."""
     if len(replaced) > len(chunks):
@@ -172,7 +172,7 @@ def _merge(
     added = list(zip(keys[len(replaced) :], chunks[len(replaced) :], strict=True))
     if any(not key[:-2] for key, _chunk in added):
         raise UnsupportedIndex("index link extension: an added entry has no path")
-    index = Index(version, merged_keys, merged)
+    index = GitIndex(version, merged_keys, merged)
     if added:
         index.keys, index.chunks = _insert_sorted(merged_keys, merged, added)
         touched.update(key for key, _chunk in added)
@@ -215,7 +215,7 @@ def _insert_sorted(
     return out_keys, out_chunks
 
 
-def encode_delta(index: Index) -> tuple[bytes, int]:
+def encode_delta(index: GitIndex) -> tuple[bytes, int]:
     """The main index of a split ``index`` over its shared base, and how many entries the
     delta holds; only the keys touched since the last call are compared with the base."""
     base = index.base
@@ -252,7 +252,7 @@ def encode_delta(index: Index) -> tuple[bytes, int]:
     return seal(index.version, entries + added, [(b"link", link)]), len(delta)
 
 
-def encode_unsplit(index: Index) -> bytes:
+def encode_unsplit(index: GitIndex) -> bytes:
     """The whole ``index`` as one plain index file (for ``core.splitIndex=false``)."""
     index.base = None
     index.touched = set()
@@ -260,7 +260,7 @@ def encode_unsplit(index: Index) -> bytes:
     return index.encode()
 
 
-def rotate(index: Index, git_dir: Path, temp: Path, expire: Callable[[], float]) -> bytes:
+def rotate(index: GitIndex, git_dir: Path, temp: Path, expire: Callable[[], float]) -> bytes:
     """Write the whole ``index`` as a new shared index (durably: temp file, fsync, rename)
     and return the main index that points at it with an empty delta. Shared indexes older
     than ``expire()`` (a time; 0 for never) are removed afterwards, as git does."""
@@ -294,7 +294,7 @@ def _expire_shared(git_dir: Path, current: str, expire: Callable[[], float]) -> 
 
 
 def needs_rotation(
-    index: Index, delta_entries: int, delta_bytes: int, settings: SplitSettings
+    index: GitIndex, delta_entries: int, delta_bytes: int, settings: SplitSettings
 ) -> bool:
     """True when the delta has grown past our byte cap, or past git's percentage and
     :data:`MIN_ROTATE_BYTES` (a small store would otherwise write a shared index per save)."""
@@ -306,7 +306,7 @@ def needs_rotation(
     return delta_bytes > MAX_DELTA_BYTES or (by_percent and delta_bytes > MIN_ROTATE_BYTES)
 
 
-def freshen(git_dir: Path, index: Index) -> bool:
+def freshen(git_dir: Path, index: GitIndex) -> bool:
     """Refresh the mtime of ``index``'s shared index, as git does at every write, so that
     no expiry removes it; False if it is gone (the caller writes a new one)."""
     assert index.base is not None

@@ -35,7 +35,7 @@ from gitmem.format.html import MarkdownHtml
 from gitmem.manager import MemoryManager
 from gitmem.web import facts, history, links, login, reviews, search, sessions, undo
 from gitmem.web.pages import redirect, render, when
-from gitmem.web.security import Guard, Security
+from gitmem.web.security import Security, WebGuard
 
 HERE = Path(__file__).resolve().parent
 
@@ -131,5 +131,5 @@ def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlett
     app.state.templates = _templates("/sessions/")
     security = Security(token=options.token, hosts=options.hosts)
     app.state.security = security
-    app.add_middleware(Guard, security=security)
+    app.add_middleware(WebGuard, security=security)
     return app

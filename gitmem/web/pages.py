@@ -30,7 +30,7 @@ def manager(request: Request) -> MemoryManager:
 
 
 def form(request: Request) -> dict[str, str]:
-    """The fields of a POSTed form, CSRF-checked by :class:`gitmem.web.security.Guard`."""
+    """The fields of a POSTed form, CSRF-checked by :class:`gitmem.web.security.WebGuard`."""
     fields: dict[str, str] = request.scope.get("state", {}).get("form", {})
     return fields
 

@@ -5,7 +5,7 @@ A summary that drops too many facts waits on ``gitmem/review/<session>``
 (:mod:`gitmem.summary.methods`); a consolidation of the facts file that removes too much
 waits on ``gitmem/review-facts`` (:mod:`gitmem.facts.consolidation`). These pages list
 them, show the held version beside the current one with the loss report and the diff, and
-accept or reject them with POST forms (CSRF-checked by the Guard), then redirect (303) back
+accept or reject them with POST forms (CSRF-checked by the WebGuard), then redirect (303) back
 with a notice. Read-only servers show them without forms and refuse the POSTs (403).
 """
 
@@ -112,7 +112,7 @@ def accept_summary(request: Request) -> Response:
     """POST /reviews/session/{id}/accept: apply the held summary (one commit)."""
     session_id = request.path_params["session_id"]
     refuse_if_read_only(request, f"accepting the summary of {session_id!r}")
-    form(request)  # CSRF was checked by the Guard
+    form(request)  # CSRF was checked by the WebGuard
     try:
         commit = _held(manager(request).review_accept, session_id)
     except ConflictError as exc:

@@ -2,7 +2,7 @@
 
 Plain ASGI middleware, outermost first (see :func:`gitmem.web.app.create_app`):
 
-* :class:`Guard` answers every HTTP request: it times it (``Server-Timing``), sets the
+* :class:`WebGuard` answers every HTTP request: it times it (``Server-Timing``), sets the
   strict headers (a Content-Security-Policy that runs no script at all and loads nothing
   from elsewhere), refuses a ``Host`` the server does not answer to (DNS rebinding), asks
   for the token when one is set, and checks the CSRF token of every request that is not a
@@ -124,7 +124,7 @@ def _cookie_header(name: str, value: str) -> tuple[bytes, bytes]:
     return (b"set-cookie", f"{name}={value}; Path=/; HttpOnly; SameSite=Strict".encode())
 
 
-class Guard:
+class WebGuard:
     """The one security middleware (see the module docstring)."""
 
     def __init__(self, app: ASGIApp, security: Security) -> None:

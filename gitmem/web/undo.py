@@ -100,7 +100,7 @@ def revert_confirm(request: Request) -> Response:
     """POST /undo/revert/{sha}: revert it, then show the new commit."""
     sha = request.path_params["sha"]
     refuse_if_read_only(request, f"reverting {sha[:12]}")
-    form(request)  # CSRF was checked by the Guard before this runs
+    form(request)  # CSRF was checked by the WebGuard before this runs
     try:
         new = manager(request).revert(sha)
     except ConflictError as exc:

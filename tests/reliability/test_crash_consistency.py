@@ -270,18 +270,18 @@ def test_random_kills_lose_nothing_acknowledged(
 
 # Deterministic kill points in the save path: (method, when, nth call after arming)
 KILL_POINTS = [
-    ("flush_objects", "before", 1),
-    ("flush_objects", "after", 1),
-    ("_write_lock_file", "after", 1),  # journal written, nothing else
-    ("_place_working", "after", 1),  # working file written, index and ref not
-    ("_append_reflogs", "after", 1),  # reflog line written, index and ref not
-    ("_write_index", "before", 1),
-    ("_write_index", "torn", 1),  # new index file half written, not yet in place
-    ("_write_index", "torn", 5),
-    ("_move_ref", "before", 1),  # index staged, ref not moved
-    ("_move_ref", "after", 1),  # ref moved, git locks still held
-    ("_move_ref", "after", 3),
-    ("_place_working", "after", 4),
+    ("ObjectDatabase.flush", "before", 1),
+    ("ObjectDatabase.flush", "after", 1),
+    ("WriteLock.write_journal", "after", 1),  # journal written, nothing else
+    ("WorkTree.place", "after", 1),  # working file written, index and ref not
+    ("Refs.append_reflogs", "after", 1),  # reflog line written, index and ref not
+    ("GitIndexFile.write", "before", 1),
+    ("GitIndexFile.write", "torn", 1),  # new index file half written, not yet in place
+    ("GitIndexFile.write", "torn", 5),
+    ("Refs.move", "before", 1),  # index staged, ref not moved
+    ("Refs.move", "after", 1),  # ref moved, git locks still held
+    ("Refs.move", "after", 3),
+    ("WorkTree.place", "after", 4),
 ]
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from gitmem.manager import MemoryManager
-from gitmem.store.base import Housekeeping
 from gitmem.store.locks import git_gc_lock
+from gitmem.store.repository import Housekeeping
 from tests.conftest import git
 from tests.reliability.conftest import SIZES, fsck_problems
 

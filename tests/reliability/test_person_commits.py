@@ -166,7 +166,7 @@ def _person_commits_during_the_save(mm: MemoryManager, store: Path, value: int) 
     """Make a person's ``git commit -a`` land after the next save has read the session and
     before it moves the branch (while it prepares its working file); returns its outcome."""
     repo = mm.repository
-    real = repo._prepare_working_files
+    real = repo.worktree.prepare
     done: list[str] = []
 
     def prepare(changes: dict[str, bytes | None]) -> Any:
@@ -175,7 +175,7 @@ def _person_commits_during_the_save(mm: MemoryManager, store: Path, value: int) 
             done.append(_commit(store, value))
         return real(changes)
 
-    repo._prepare_working_files = prepare  # type: ignore[method-assign]
+    repo.worktree.prepare = prepare  # type: ignore[method-assign]
     return done
 
 

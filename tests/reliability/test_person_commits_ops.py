@@ -106,7 +106,7 @@ def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryM
     mm.delete_session(SESSION)
     head = git(store, "rev-parse", "HEAD").strip()
     repo = mm.repository
-    real = repo._prepare_working_files
+    real = repo.worktree.prepare
 
     def prepare(changes: dict[str, bytes | None]) -> object:
         # the person brings the session back by hand, with their own change
@@ -117,7 +117,7 @@ def test_restore_looks_again_and_finds_the_persons_file(store: Path, mm: MemoryM
         return real(changes)
 
     done: list[str] = []
-    repo._prepare_working_files = prepare  # type: ignore[method-assign]
+    repo.worktree.prepare = prepare  # type: ignore[method-assign]
     with pytest.raises(ConflictError) as caught:
         mm.restore_session(SESSION)
     # looked again from the person's commit: the session exists, nothing to restore

@@ -91,7 +91,7 @@ def test_a_save_waits_for_a_commit_open_in_the_editor(
 ) -> None:
     mm, person = started
     repo = mm.repository
-    real = repo._create_lock
+    real = repo.lock._create_lock
     blocked: list[Path] = []
 
     def create(lock: Path, owner: bytes) -> Any:
@@ -103,7 +103,7 @@ def test_a_save_waits_for_a_commit_open_in_the_editor(
                 person.release()
             raise
 
-    repo._create_lock = create  # type: ignore[method-assign]
+    repo.lock._create_lock = create  # type: ignore[method-assign]
     sha = mm.save_interaction(SESSION, "q1", "a1", interaction_id="s1")
     code, output = person.finish()
     assert blocked == [person.lock]

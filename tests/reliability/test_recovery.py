@@ -56,7 +56,7 @@ def _forked_reader() -> None:
     assert _FORKED.load_memory("shared") is not None
     # the read took the child's own cat-file pipes: the parent's are shared with every
     # sibling, and two children reading through them take each other's answers (or hang)
-    sys.exit(0 if _FORKED.repository._pid == os.getpid() else 3)
+    sys.exit(0 if _FORKED.repository.objects._pid == os.getpid() else 3)
 
 
 def test_a_forked_child_reads_through_its_own_git_pipes(store: Path) -> None:
@@ -65,7 +65,7 @@ def test_a_forked_child_reads_through_its_own_git_pipes(store: Path) -> None:
     _FORKED.save_interaction("shared", "parent", "ok")
     assert _FORKED.load_memory("shared") is not None  # the parent's pipes are open
     _FORKED._store._sessions.clear()  # the child must read the objects, not the caches
-    _FORKED.repository._trees.clear()
+    _FORKED.repository.objects.forget_trees()
     child = multiprocessing.get_context("fork").Process(target=_forked_reader)
     child.start()
     child.join(60)
@@ -163,7 +163,7 @@ def test_opening_the_store_finishes_a_dead_writers_save(store: Path) -> None:
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "first", "ok")
     mm.close()
-    _killed_save(store, "_move_ref:after:1")
+    _killed_save(store, "Refs.move:after:1")
     # the branch, file and index are right; git's locks name the dead writer
     assert git(store, "status", "--porcelain") == ""
     assert (store / ".git" / "index.lock").read_text().startswith("gitmem pid=")
@@ -183,7 +183,7 @@ def test_opening_the_store_undoes_a_dead_writers_unfinished_save(store: Path) ->
     mm = MemoryManager.init(store)
     mm.save_interaction("s", "first", "ok")
     mm.close()
-    _killed_save(store, "_write_index:before:1")
+    _killed_save(store, "GitIndexFile.write:before:1")
     # the new file is in place, not staged, the branch did not move
     assert git(store, "status", "--porcelain") == " M sessions/a0/s.md\n"
     reader = MemoryManager(store)

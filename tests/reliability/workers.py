@@ -29,7 +29,11 @@ from typing import Any
 
 from gitmem.errors import GitmemError
 from gitmem.manager import MemoryManager
-from gitmem.store.repository import Repository
+from gitmem.store.indexfile import GitIndexFile
+from gitmem.store.locks import WriteLock
+from gitmem.store.objects import ObjectDatabase
+from gitmem.store.revisions import Refs
+from gitmem.store.worktree import WorkTree
 from gitmem.summary.triggers import SummaryConfig
 
 SHARED = "shared"
@@ -81,21 +85,29 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+# the parts of a Repository whose methods a kill point names (``Part.method``)
+PARTS: dict[str, type] = {
+    cls.__name__: cls for cls in (GitIndexFile, ObjectDatabase, Refs, WorkTree, WriteLock)
+}
+
+
 def arm(kill_at: str) -> None:
-    """Make the repository layer SIGKILL this process at ``method:when:nth``.
+    """Make the store SIGKILL this process at ``Part.method:when:nth``.
 
-    ``when`` is ``before``, ``after`` or ``torn`` (``_write_index``: write the first half of
-    the new index to its temp file; ``_locked_write`` of the index: the first half of the
-    new bytes in place; then die).
+    ``when`` is ``before``, ``after`` or ``torn`` (``GitIndexFile.write``: write the first half
+    of the new index to its temp file; ``WriteLock.locked_write`` of the index: the first
+    half of the new bytes in place; then die).
     """
-    method, when, nth = kill_at.split(":")
+    target, when, nth = kill_at.split(":")
+    part, _, method = target.partition(".")
+    owner = PARTS[part]
     countdown = [int(nth)]
-    original: Callable[..., Any] = getattr(Repository, method)
+    original: Callable[..., Any] = getattr(owner, method)
 
-    def wrapper(self: Repository, *args: Any, **kwargs: Any) -> Any:
-        if method == "_write_lock_file" and not args[0]:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if target == "WriteLock.write_journal" and not args[0]:
             return original(self, *args, **kwargs)  # count journal writes only
-        if method == "_locked_write" and Path(args[0]).name != "index":
+        if target == "WriteLock.locked_write" and Path(args[0]).name != "index":
             return original(self, *args, **kwargs)
         countdown[0] -= 1
         if countdown[0] > 0:
@@ -103,18 +115,18 @@ def arm(kill_at: str) -> None:
         if when == "before":
             _kill_self()
         if when == "torn":
-            if method == "_write_index":  # it swaps a whole new file in: cut the new file
-                target, data = self._temp_name(), self._encode_index(args[0])
+            if target == "GitIndexFile.write":  # it swaps a whole new file in: cut the new file
+                path, data = self.temps.name(), self.encode(args[0])
             else:
-                target, data = Path(args[0]), args[1]
-            handle = os.open(target, os.O_WRONLY | os.O_CREAT)
+                path, data = Path(args[0]), args[1]
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT)
             os.pwrite(handle, data[: len(data) // 2], 0)
             _kill_self()
         result = original(self, *args, **kwargs)
         _kill_self()
         return result
 
-    setattr(Repository, method, wrapper)
+    setattr(owner, method, wrapper)
 
 
 def crash(store: str, tag: str, seed: int, kill_at: str | None = None) -> None:
