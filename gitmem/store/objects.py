@@ -421,7 +421,6 @@ class ObjectDatabase:
         self._big_tree_lookups: OrderedDict[str, None] = OrderedDict()
         self.staged: list[tuple[str, bytes, str]] = []
         self.bytes_written = 0  # since housekeeping last ran
-        self.packs_written = 0
 
     def _check_fork(self) -> None:
         # a forked child shares its parent's cat-file pipes: it takes its own (and a new
@@ -699,4 +698,3 @@ class ObjectDatabase:
             self.temps.done(keep)
             keep.unlink()
         self.bytes_written += len(pack)
-        self.packs_written += 1

@@ -355,17 +355,6 @@ class Repository:
         rev = commit or self.head()
         return None if rev is None else self.objects.folder_tree(folder, rev)
 
-    def list_dir(self, folder: str, commit: str | None = None) -> dict[str, str]:
-        """File name -> blob id of the files directly inside ``folder`` at ``commit``."""
-        tree = self.folder_tree(folder, commit)
-        if tree is None:
-            return {}
-        return {
-            name.decode("utf-8", "surrogateescape"): sha.hex()
-            for name, (mode, sha) in tree.entries.items()
-            if mode != b"40000"
-        }
-
     def diff_trees(
         self, old: str | None, new: str | None
     ) -> dict[str, tuple[FileEntry | None, FileEntry | None]]:
@@ -441,7 +430,6 @@ class Repository:
         if everything:
             self._commits_since_gc = 0
         self.objects.bytes_written = 0
-        self.objects.packs_written = 0
         work = self.pack if everything else self.merge_packs
         self._gc_thread = threading.Thread(target=work, daemon=True, name="gitmem-gc")
         self._gc_thread.start()
