@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 
 # numpy is imported on first use (~0.1 s): an offline search or any other command never pays
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
@@ -59,7 +59,7 @@ def pack(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
-def missing(index: Index, tag: str, limit: int) -> list[tuple[int, int, str]]:
+def missing(index: SearchIndex, tag: str, limit: int) -> list[tuple[int, int, str]]:
     """Up to ``limit`` documents without a ``tag`` vector: (doc id, hash, text), one per
     content hash, in document order."""
     out: dict[int, tuple[int, int, str]] = {}
@@ -84,7 +84,7 @@ def _packed_units(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     return [pack(_unit(vector)) for vector in vectors]
 
 
-def texts_of(index: Index, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+def texts_of(index: SearchIndex, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]:
     """(doc id, hash, text) of these documents (as :func:`missing`; gone ones left out)."""
     with index._lock:
         marks = ",".join("?" * len(doc_ids))
@@ -96,7 +96,7 @@ def texts_of(index: Index, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]
         ]
 
 
-def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
+def store(index: SearchIndex, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
     """Keep these (content hash, vector) rows, normalised to length 1 (the scan reads them
     as they are), in one transaction; another model's vector of the same content goes."""
     if not rows:
@@ -120,7 +120,7 @@ def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -
         index._db.execute("COMMIT")
 
 
-def prune(index: Index) -> int:
+def prune(index: SearchIndex) -> int:
     """Drop the vectors no document has any more (left by a rebuild); how many went."""
     with index._lock:
         cursor = index._db.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
@@ -151,7 +151,7 @@ def _unit(values: Sequence[float]) -> list[float]:
     return [x / norm for x in values]
 
 
-def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matrix:
+def load(index: SearchIndex, tag: str, dims: int, *, fast: bool | None = None) -> Matrix:
     """Every document's ``tag`` vector (rows of another size are skipped)."""
     fast = HAVE_NUMPY if fast is None else fast
     ids: list[int] = []
@@ -335,7 +335,7 @@ class VectorCache:
     delta: Matrix | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def get(self, index: Index, tag: str, dims: int) -> View:
+    def get(self, index: SearchIndex, tag: str, dims: int) -> View:
         """The vectors of ``tag`` for ``index`` as it is now."""
         with self.lock, index._lock:
             base = (id(index), index.get_meta("doc_epoch"), tag, dims, HAVE_NUMPY)
@@ -358,7 +358,7 @@ class VectorCache:
             return View(parts, self.pending, main.fast, waiting)
 
     def _reload(
-        self, index: Index, tag: str, dims: int, base: tuple[object, ...], stored: str | None
+        self, index: SearchIndex, tag: str, dims: int, base: tuple[object, ...], stored: str | None
     ) -> None:
         self.main = load(index, tag, dims)
         self.base, self.vectors_gen, self.generation = base, stored, index.generation
@@ -367,7 +367,7 @@ class VectorCache:
         self.added, self.delta = [], None
         self.waiting = [] if not self.pending else None
 
-    def _extend(self, index: Index, tag: str, dims: int) -> None:
+    def _extend(self, index: SearchIndex, tag: str, dims: int) -> None:
         rows = index._db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d LEFT JOIN vectors v"
             " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
@@ -385,7 +385,12 @@ class VectorCache:
         self.generation = index.generation
 
     def add(
-        self, index: Index, tag: str, dims: int, doc_ids: Sequence[int], rest: int | None = None
+        self,
+        index: SearchIndex,
+        tag: str,
+        dims: int,
+        doc_ids: Sequence[int],
+        rest: int | None = None,
     ) -> None:
         """This process just stored the vectors of ``doc_ids``: scan them too (without a
         reload); ``rest``, when known, is how many documents still have none."""
