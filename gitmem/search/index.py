@@ -250,10 +250,6 @@ class SearchIndex:
         """Close the database connection."""
         self.file.close()
 
-    def check(self) -> None:
-        """Raise IndexCorrupted unless SQLite's quick check passes."""
-        self.file.check()
-
     def get_meta(self, key: str) -> str | None:
         """A value from the meta table (None when unset)."""
         return self.file.get_meta(key)
