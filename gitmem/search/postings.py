@@ -243,7 +243,7 @@ class PostingTable:
             tail = sorted([*self._tail(tid), *keys], reverse=True)
             if len(tail) > TAIL_MAX:
                 main = self._main(tid)
-                norms = self.refresh_places().norm
+                norms = self._refresh_places().norm
                 self._store_main(tid, main.merged(tail, norms, len(main) + len(tail)))
                 tail = []
             self._store_tail(tid, tail)
@@ -263,7 +263,7 @@ class PostingTable:
 
     # --- reading ----------------------------------------------------------------------
 
-    def refresh_places(self) -> DocPlaces:
+    def _refresh_places(self) -> DocPlaces:
         """The document places, read again when a rebuild started a new epoch, and
         extended by the documents added since they were last read."""
         epoch = self._file.get_meta("doc_epoch")
@@ -304,7 +304,7 @@ class PostingTable:
                     block = PostingBlock.decode(int(n), int(size), docs, tfs)
                 else:
                     tail = unpack(data)
-            places = self.refresh_places()
+            places = self._refresh_places()
             try:
                 if tail:
                     block = block.merged(tail, places.norm, limit)
