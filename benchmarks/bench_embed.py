@@ -43,7 +43,7 @@ from bench_search import Corpus, synthetic_store
 from gitmem import MemoryManager
 from gitmem.llm.embeddings import EmbedConfig
 from gitmem.search import vectors
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.text import terms
 from tests.fake_openai import FakeServer, embedder, start
 
@@ -60,7 +60,7 @@ def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
     start = time.perf_counter()
     tag = vectors.tag_of(MODEL, dims)
 
-    def work(index: Index) -> int:
+    def work(index: SearchIndex) -> int:
         index._db.execute("DELETE FROM vectors")
         rows = vectors.missing(index, tag, 10**9)
         for at in range(0, len(rows), 5000):

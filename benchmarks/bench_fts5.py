@@ -41,7 +41,7 @@ import bench_search
 from gitmem import MemoryManager
 from gitmem.search import catchup
 from gitmem.search import index as index_module
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.store.repository import Housekeeping
 
 # the analysed terms are space-separated: every other ASCII character is part of a token
@@ -54,11 +54,12 @@ _FTS = (
 ).format(chars=_TOKENCHARS.replace('"', '""'))
 
 
-class Fts5Index(Index):
-    """An :class:`Index` whose inverted index is an FTS5 table instead of ``postings``."""
+class Fts5Index(SearchIndex):
+    """An :class:`SearchIndex` whose inverted index is an FTS5 table instead of ``postings``."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         super().__init__(path)
+        self._fts_vocab: tuple[int, list[str]] | None = None
         self._db.executescript(_FTS)
 
     def _write_postings(self, postings, speakers, *, fresh=False):  # type: ignore[no-untyped-def]
@@ -74,11 +75,12 @@ class Fts5Index(Index):
                 self._db.execute(f"SELECT id, terms FROM docs WHERE id IN ({marks})", chunk)
             )
         self._db.executemany(
-            "INSERT INTO fts(rowid, terms) VALUES(?, ?)", [(i, self.term_text(t)) for i, t in rows]
+            "INSERT INTO fts(rowid, terms) VALUES(?, ?)",
+            [(i, self.vocab.term_text(t)) for i, t in rows],
         )
         self._count_speakers(speakers, 1)
 
-    def _delete_docs(self, doc_ids):  # type: ignore[no-untyped-def]
+    def _delete_docs(self, doc_ids, keep=None):  # type: ignore[no-untyped-def]
         for at in range(0, len(doc_ids), 500):
             chunk = list(doc_ids[at : at + 500])
             marks = ",".join("?" * len(chunk))
@@ -87,9 +89,9 @@ class Fts5Index(Index):
             ).fetchall()
             self._db.executemany(
                 "INSERT INTO fts(fts, rowid, terms) VALUES('delete', ?, ?)",
-                [(i, self.term_text(t)) for i, t in rows],
+                [(i, self.vocab.term_text(t)) for i, t in rows],
             )
-        super()._delete_docs(doc_ids)
+        super()._delete_docs(doc_ids, keep)
 
     def clear(self) -> None:
         super().clear()
@@ -107,12 +109,12 @@ class Fts5Index(Index):
 
     def vocabulary(self) -> list[str]:
         with self._lock:
-            if self._vocab is None or self._vocab[0] != self.generation:
-                self._vocab = (
+            if self._fts_vocab is None or self._fts_vocab[0] != self.generation:
+                self._fts_vocab = (
                     self.generation,
                     [r[0] for r in self._db.execute("SELECT term FROM fts_rows")],
                 )
-            return self._vocab[1]
+            return self._fts_vocab[1]
 
     def postings(self, term, limit):  # type: ignore[no-untyped-def]
         with self._lock:
@@ -130,7 +132,7 @@ def _size(store: Path) -> int:
     return sum(p.stat().st_size for p in (store / ".git" / "gitmem").glob("index.sqlite*"))
 
 
-def _text_bytes(index: Index) -> int:
+def _text_bytes(index: SearchIndex) -> int:
     row = index._db.execute("SELECT SUM(LENGTH(CAST(text AS BLOB))) FROM docs").fetchone()
     return int(row[0] or 0)
 
@@ -166,13 +168,13 @@ def _measure(name: str, store: Path, queries: list[str], sessions: list[str]) ->
     ]
 
 
-def _locomo(path: str, variant: type[Index]) -> str:
+def _locomo(path: str, variant: type[SearchIndex]) -> str:
     import bench_locomo
 
     from gitmem.importers import locomo
     from gitmem.search.rank import RankConfig
 
-    bench_locomo.Index = variant  # type: ignore[attr-defined,misc]
+    bench_locomo.SearchIndex = variant  # type: ignore[attr-defined,misc]
     convs = locomo.load(path)[:3]
     scores = bench_locomo.direct(convs, RankConfig(), 25)
     overall = next(row for row in scores.rows() if row["category"] == "overall")
@@ -208,9 +210,9 @@ def main() -> None:
     sessions = [s.id for s in picks]
     rows = []
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    for name, variant in (("own postings", Index), ("fts5 (detail=full)", Fts5Index)):
+    for name, variant in (("own postings", SearchIndex), ("fts5 (detail=full)", Fts5Index)):
         # the store's index file is opened by index.open_file: patch its module too
-        catchup.Index = index_module.Index = variant  # type: ignore[attr-defined,misc]
+        catchup.SearchIndex = index_module.SearchIndex = variant  # type: ignore[attr-defined,misc]
         (store / ".git" / "gitmem" / "index.sqlite").unlink(missing_ok=True)
         rows.append(_measure(name, store, queries, sessions))
         if args.locomo:

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitmem.importers import locomo
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import RankConfig, Ranker
 
 # plain BM25 (k1 1.2, b 0.75) over the same terms: every other component off
@@ -52,7 +52,7 @@ def _value(text: str) -> object:
 def direct(convs: list[locomo.Conversation], config: RankConfig, depth: int) -> locomo.Scores:
     scores = locomo.Scores()
     for conv in convs:
-        index = Index(":memory:")
+        index = SearchIndex(":memory:")
         with index.writing():
             for session in conv.sessions:
                 index.put_session(session, path=session.id, blob="")

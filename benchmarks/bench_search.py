@@ -38,7 +38,7 @@ from rapidfuzz import fuzz, process
 from gitmem import MemoryManager
 from gitmem.format.parse import parse_lenient
 from gitmem.models import Interaction, Message, Session
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2023, 1, 1, tzinfo=UTC)
@@ -124,7 +124,7 @@ def _timed(samples: list[float], cpu: list[float], work: Callable[[], object]) -
     return out
 
 
-def _text_bytes(index: Index) -> int:
+def _text_bytes(index: SearchIndex) -> int:
     row = index._db.execute("SELECT SUM(LENGTH(CAST(text AS BLOB))) FROM docs").fetchone()
     return int(row[0] or 1)
 

@@ -24,7 +24,7 @@ from gitmem.errors import ConfigError, GitmemError
 from gitmem.llm.embeddings import EmbedConfig, embed_texts
 from gitmem.search import vectors
 from gitmem.search.catchup import index_path
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from tests.conftest import git
 from tests.fake_openai import (
     FakeServer,
@@ -379,14 +379,14 @@ def test_the_embed_command_backfills(
 
 def _matrix(rows: list[list[float]], monkeypatch: pytest.MonkeyPatch) -> vectors.Matrix:
     monkeypatch.setattr(vectors, "EXACT_LIMIT", 0)  # every matrix gets the sign-bit pass
-    index = Index(":memory:")
+    index = SearchIndex(":memory:")
     with index.writing():
         index._db.executemany(
             "INSERT INTO docs(id, skey, kind, iid, pos, speaker, ts, text, terms, dl, norm, hash)"
             " VALUES(?, ?, 0, ?, ?, '', ?, '', x'', 0, 1.0, ?)",
             [(n + 1, n % 3, f"t{n}", n, float(n), n + 1) for n in range(len(rows))],
         )
-        index._set_counts(len(rows), 0)
+        index.file.set_counts(len(rows), 0)
     vectors.store(index, "m/5", [(n + 1, row) for n, row in enumerate(rows)])
     return vectors.load(index, "m/5", 5)
 

@@ -11,7 +11,7 @@ import pytest
 from gitmem import MemoryManager
 from gitmem.models import Interaction, Message, Session
 from gitmem.search.events import closeness, event_spans, relative_spans
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import Ranker
 
 WED = datetime(2023, 5, 10, 15, 30, tzinfo=UTC)  # a Wednesday
@@ -140,7 +140,7 @@ def _session(sid: str, *turns: Interaction) -> Session:
 
 
 def _events(mm: MemoryManager, sid: str) -> dict[str, tuple[tuple[float, float], ...]]:
-    def work(index: Index) -> dict[str, tuple[tuple[float, float], ...]]:
+    def work(index: SearchIndex) -> dict[str, tuple[tuple[float, float], ...]]:
         keys = index.session_keys(session_ids=[sid])
         return {d.iid or "": d.events for d in index.session_docs(keys, text=False)}
 
@@ -173,7 +173,7 @@ def test_event_spans_survive_reopen_and_rebuild(store: Path) -> None:
     mm.put_session(_session("s1", _turn("t1", may8, "We adopted a puppy last week!")))
     assert _events(mm, "s1") == {"t1": ((_stamp(date(2023, 5, 1)), _stamp(date(2023, 5, 8))),)}
 
-    def about(index: Index) -> set[str]:
+    def about(index: SearchIndex) -> set[str]:
         found = index.event_docs(_stamp(date(2023, 5, 7)), _stamp(date(2023, 5, 8)), 10)
         return {d.iid or "" for d in index.docs(found).values()}
 
@@ -233,7 +233,7 @@ def test_a_date_in_the_query_finds_the_turn_that_talks_about_it(store: Path) -> 
 
 
 def test_a_relative_date_in_the_query_is_seen_from_now() -> None:
-    index = Index(":memory:")
+    index = SearchIndex(":memory:")
     with index.writing():
         for sid, when, text in [
             ("a", datetime(2023, 5, 3, tzinfo=UTC), "We talked about the garden."),

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryManager
-from gitmem.search.catchup import StoreIndex, index_path, sync
-from gitmem.search.index import Index
+from gitmem.search.catchup import StoreIndex, catch_up, index_path
+from gitmem.search.index import SearchIndex
 from tests.conftest import git
 
 
@@ -114,7 +114,7 @@ def test_index_from_another_repository_is_replaced(tmp_path: Path) -> None:
 
 def test_index_for_a_foreign_commit_is_rebuilt(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("s", "meteor showers in august", "ok")
-    index = Index(index_path(mm.repository))
+    index = SearchIndex(index_path(mm.repository))
     index.set_meta("commit", "0" * 40)  # a commit this repository does not have
     index.close()
     fresh = MemoryManager(store)
@@ -138,8 +138,8 @@ def test_incremental_sync_matches_a_rebuild(mm: MemoryManager, store: Path) -> N
     mm.delete_session("s1")
     mm.save_interaction("s2", "alpha delta", "epsilon")
     incremental = [(h.session_id, h.interaction_id, h.score) for h in mm.search("alpha", k=50)]
-    fresh = Index(":memory:")
-    sync(fresh, mm.repository)
+    fresh = SearchIndex(":memory:")
+    catch_up(fresh, mm.repository)
     rebuilt = StoreIndex(mm.repository)
     rebuilt.reindex()
     again = [(h.session_id, h.interaction_id, h.score) for h in mm.search("alpha", k=50)]

@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from gitmem.models import Interaction, Message, Session
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.postings import (
     TAIL_MAX,
-    Block,
+    PostingBlock,
     impact,
     pack,
     posting_key,
@@ -34,7 +34,7 @@ def _session(sid: str, turns: list[str]) -> Session:
     )
 
 
-def _put(index: Index, sid: str, turns: list[str], *, bulk: bool = False) -> None:
+def _put(index: SearchIndex, sid: str, turns: list[str], *, bulk: bool = False) -> None:
     """Index one session: as a save's catch-up does, or (``bulk``) as a rebuild does."""
     with index.writing(bulk=bulk):
         if bulk:
@@ -42,14 +42,14 @@ def _put(index: Index, sid: str, turns: list[str], *, bulk: bool = False) -> Non
         index.put_session(_session(sid, turns), f"sessions/{sid}.md", "0" * 40)
 
 
-def _places(index: Index, term: str, limit: int = 10_000) -> list[tuple[str, int]]:
+def _places(index: SearchIndex, term: str, limit: int = 10_000) -> list[tuple[str, int]]:
     """(session id, position) of each posting of ``term``, in the order the index gives."""
     rows = index.postings(term, limit)
     sessions = index.sessions(r[3] for r in rows)
     return [(sessions[r[3]].session_id, r[4]) for r in rows]
 
 
-def _blocks(index: Index, term: str) -> tuple[int, int]:
+def _blocks(index: SearchIndex, term: str) -> tuple[int, int]:
     """How many postings of ``term`` its main block and its tail hold (the stored rows)."""
     tid = index._db.execute("SELECT tid FROM terms WHERE term=?", (term,)).fetchone()[0]
     sizes = dict(
@@ -83,14 +83,16 @@ def test_keys_round_trip_through_a_blob_in_order() -> None:
 
 def test_a_main_block_keeps_ids_and_tfs_in_five_bytes_and_its_head_decodes() -> None:
     keys = [posting_key(9, doc, tf) for doc, tf in [(70_000, 3), (5, 1), (4, 200)]]
-    n, data = Block.of_keys(keys).encode()
+    n, data = PostingBlock.of_keys(keys).encode()
     assert (n, len(data)) == (3, 15)  # 4 bytes an id, 1 a tf
-    whole = Block.decode(n, len(data), data[:12], data[12:])
+    whole = PostingBlock.decode(n, len(data), data[:12], data[12:])
     assert (list(whole.docs), list(whole.tfs)) == ([70_000, 5, 4], [3, 1, 200])
-    head = Block.decode(n, len(data), data[:8], data[12:14])  # what a query reads first
+    head = PostingBlock.decode(n, len(data), data[:8], data[12:14])  # what a query reads first
     assert (list(head.docs), list(head.tfs)) == ([70_000, 5], [3, 1])
-    n, data = Block.of_keys([posting_key(9, 1, 300)]).encode()
-    assert len(data) == 6 and list(Block.decode(n, len(data), data[:4], data[4:]).tfs) == [300]
+    n, data = PostingBlock.of_keys([posting_key(9, 1, 300)]).encode()
+    assert len(data) == 6 and list(PostingBlock.decode(n, len(data), data[:4], data[4:]).tfs) == [
+        300
+    ]
 
 
 def test_tail_postings_merge_into_a_block_at_their_impact() -> None:
@@ -102,7 +104,7 @@ def test_tail_postings_merge_into_a_block_at_their_impact() -> None:
         ),
         reverse=True,
     )
-    main = Block.of_keys(ranked[::2])
+    main = PostingBlock.of_keys(ranked[::2])
     merged = main.merged(ranked[1::2], norms, 10)
     assert list(merged.docs) == [split_key(k)[1] for k in ranked]
     assert list(main.merged(ranked[1::2], norms, 2).docs) == [split_key(k)[1] for k in ranked[:2]]
@@ -112,7 +114,7 @@ def test_tail_postings_merge_into_a_block_at_their_impact() -> None:
 
 
 def test_postings_come_best_first_and_a_head_is_the_best(tmp_path: Path) -> None:
-    index = Index(tmp_path / "i.sqlite")
+    index = SearchIndex(tmp_path / "i.sqlite")
     # the same word once in turns of growing length: the shorter turn has the higher impact
     turns = ["kiwi " + " ".join(f"pad{n}x{m}" for m in range(n)) for n in range(40)]
     _put(index, "s", turns, bulk=True)
@@ -124,11 +126,11 @@ def test_postings_come_best_first_and_a_head_is_the_best(tmp_path: Path) -> None
 
 
 def test_appended_postings_equal_a_rebuild_past_the_tail_limit(tmp_path: Path) -> None:
-    grown = Index(tmp_path / "grown.sqlite")
+    grown = SearchIndex(tmp_path / "grown.sqlite")
     names = [f"s{n:03d}" for n in range(TAIL_MAX // 2 + 40)]
     for sid in names:  # two postings per save: the tail folds into the main block
         _put(grown, sid, ["mango and more words", "mango " * 3])
-    rebuilt = Index(tmp_path / "rebuilt.sqlite")
+    rebuilt = SearchIndex(tmp_path / "rebuilt.sqlite")
     with rebuilt.writing(bulk=True):
         rebuilt.clear()
         for sid in names:
@@ -153,7 +155,7 @@ def test_appended_postings_equal_a_rebuild_past_the_tail_limit(tmp_path: Path) -
 
 
 def test_deleting_a_document_removes_its_postings_from_main_and_tail(tmp_path: Path) -> None:
-    index = Index(tmp_path / "i.sqlite")
+    index = SearchIndex(tmp_path / "i.sqlite")
     _put(index, "a", ["papaya salad", "papaya juice"], bulk=True)  # main block
     _put(index, "b", ["papaya tree"])  # tail
     assert sorted(_places(index, "papaya")) == [("a", 0), ("a", 1), ("b", 0)]
@@ -173,8 +175,8 @@ def test_deleting_a_document_removes_its_postings_from_main_and_tail(tmp_path: P
 def test_document_ids_are_not_reused_so_a_reader_never_sees_a_stale_place(
     tmp_path: Path,
 ) -> None:
-    writer = Index(tmp_path / "i.sqlite")
-    reader = Index(tmp_path / "i.sqlite")
+    writer = SearchIndex(tmp_path / "i.sqlite")
+    reader = SearchIndex(tmp_path / "i.sqlite")
     _put(writer, "a", ["lime one", "lime two"])
     assert _places(reader, "lime") != []  # the reader caches the documents' places now
     _put(writer, "a", ["lime one"])  # the last document (highest id) is deleted

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gitmem import MemoryManager
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import RankConfig, Ranker
 from gitmem.text import IRREGULAR, stem, terms
 from tests.conftest import git
@@ -17,7 +17,7 @@ from tests.test_search_retrieval import _index, _session
 T0 = datetime(2024, 4, 15, 15, 30, tzinfo=UTC)
 
 
-def _order(index: Index, query: str, config: RankConfig | None = None) -> list[str]:
+def _order(index: SearchIndex, query: str, config: RankConfig | None = None) -> list[str]:
     ranking = Ranker(index, config or RankConfig()).rank(query, k=10)
     return [f"{h.session_id}/{h.interaction_id}" for h in ranking.hits]
 
@@ -57,7 +57,7 @@ def test_a_past_tense_memory_answers_a_present_tense_question(store: Path) -> No
 # --- the answer after a question ---------------------------------------------------------
 
 
-def _asked_and_answered() -> Index:
+def _asked_and_answered() -> SearchIndex:
     chat = _session(
         "chat",
         [
@@ -102,7 +102,7 @@ def test_a_statement_before_a_turn_gives_no_answer_component() -> None:
 # --- the second round (multi-hop) ------------------------------------------------------
 
 
-def _two_hops() -> Index:
+def _two_hops() -> SearchIndex:
     # the question names the studio; only the first session ties it to "Moravec", and
     # the second session talks about Moravec without ever naming the studio
     first = _session(

@@ -18,7 +18,7 @@ from gitmem.cli import cli
 from gitmem.models import Interaction, Message, Session
 from gitmem.search import catchup
 from gitmem.search.catchup import index_path
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.indexfile import SCHEMA_VERSION
 from gitmem.store.repository import Repository
 from tests.conftest import git
@@ -93,7 +93,7 @@ def test_an_index_of_an_older_layout_is_rebuilt(tmp_path: Path) -> None:
     db.close()
     fresh = MemoryManager(store)
     assert _ids(fresh.search("walrus")) == {"s"}
-    index = Index(index_path(mm.repository))
+    index = SearchIndex(index_path(mm.repository))
     assert index.get_meta("schema") == SCHEMA_VERSION
     assert index.get_meta("left-over") is None  # a new file, not the old one patched
     index.close()
@@ -103,7 +103,7 @@ def test_terms_another_process_added_are_read_and_rolled_back_ids_are_forgotten(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "index.sqlite"
-    one, two = Index(path), Index(path)
+    one, two = SearchIndex(path), SearchIndex(path)
     with one.writing():
         one.put_session(_session("a", "apples and pears"), "a.md", "b1")
     assert [d.terms for d in one.session_docs(one.session_keys())] == ["appl pear"]
@@ -128,7 +128,7 @@ def test_terms_another_process_added_are_read_and_rolled_back_ids_are_forgotten(
 def test_a_rebuild_keeps_term_ids_and_drops_unused_terms_from_the_vocabulary(
     tmp_path: Path,
 ) -> None:
-    index = Index(tmp_path / "index.sqlite")
+    index = SearchIndex(tmp_path / "index.sqlite")
     with index.writing():
         index.put_session(_session("a", "violins"), "a.md", "b1")
     with index.writing(bulk=True):

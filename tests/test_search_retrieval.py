@@ -14,7 +14,7 @@ from gitmem.cli import cli
 from gitmem.errors import ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.search.context import Memory, assemble
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import Filters, RankConfig, Ranker
 from gitmem.search.tokens import EstimateCounter
 from gitmem.text import dates, stem, terms, words
@@ -58,8 +58,8 @@ def _session(
     )
 
 
-def _index(*sessions: Session) -> Index:
-    index = Index(":memory:")
+def _index(*sessions: Session) -> SearchIndex:
+    index = SearchIndex(":memory:")
     with index.writing():
         for session in sessions:
             index.put_session(session, path=session.id, blob="b-" + session.id)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 import gitmem.text as text_module
 from gitmem.models import Interaction, Message, Session, StructuredSummary, Summary
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import Ranker, snippet
 from gitmem.search.tokens import EstimateCounter
 from gitmem.summary.engines import ExtractiveSummarizer
@@ -87,7 +87,7 @@ def test_loss_guard_keeps_a_fact_restated_with_other_inflections() -> None:
     assert not report.fires
 
 
-def _index(*turns: tuple[str, str]) -> Index:
+def _index(*turns: tuple[str, str]) -> SearchIndex:
     interactions = [
         Interaction(
             id=f"t{n}",
@@ -103,7 +103,7 @@ def _index(*turns: tuple[str, str]) -> Index:
         interactions=interactions,
         participants=sorted({s for s, _ in turns}),
     )
-    index = Index(":memory:")
+    index = SearchIndex(":memory:")
     with index.writing():
         index.put_session(session, path="s", blob="b-s")
     return index

@@ -1,6 +1,6 @@
 """Keeping the search index in step with the store: catch-up, rebuild, recovery.
 
-The index (:mod:`gitmem.search.index`) records the commit it reflects. :func:`sync` brings it to
+The index (:mod:`gitmem.search.index`) records the commit it reflects. :func:`catch_up` brings it to
 HEAD by diffing that commit with HEAD, so saves by other processes, ``git pull`` and hand
 commits are all picked up, and only the files that changed are parsed again.
 :class:`StoreIndex` wraps this for the manager: every use catches up first, and an index
@@ -26,7 +26,7 @@ from gitmem.format.paths import (
     session_dir,
 )
 from gitmem.models import Result, Session
-from gitmem.search.index import Index, open_file
+from gitmem.search.index import SearchIndex, open_file
 from gitmem.search.indexfile import DATABASE_ERRORS, damaged, discard, unavailable
 from gitmem.store.layout import session_files
 from gitmem.store.repository import Repository
@@ -36,7 +36,7 @@ ProgressCallback = Callable[[int, int], None]
 
 
 class SyncReport(Result):
-    """What one catch-up did (``reindex`` returns it); :func:`sync` counts into it once per
+    """What one catch-up did (``reindex`` returns it); :func:`catch_up` counts into it once per
     changed file, never per turn."""
 
     commit: str | None
@@ -67,19 +67,21 @@ class StoreIndex:
         self.repository = repository
         self.namespace = namespace
         self._lock = threading.RLock()
-        self._index: Index | None = None
-        self._past: dict[str, Index] = {}
+        self._index: SearchIndex | None = None
+        self._past: dict[str, SearchIndex] = {}
         # why the last run answered from an in-memory index, if it did
         self.fallback: str | None = None
 
     def _current(
         self, full: bool = False, progress: ProgressCallback | None = None
-    ) -> tuple[Index, SyncReport]:
+    ) -> tuple[SearchIndex, SyncReport]:
         """The index of HEAD, opened on first use and caught up, and what catching up did."""
         if self._index is None:
             path = index_path(self.repository, self.namespace)
             self._index = open_file(path, str(self.repository.git_dir))
-        report = sync(self._index, self.repository, self.namespace, full=full, progress=progress)
+        report = catch_up(
+            self._index, self.repository, self.namespace, full=full, progress=progress
+        )
         return self._index, report
 
     def _reset(self) -> None:
@@ -102,7 +104,7 @@ class StoreIndex:
                 self._reset()
         raise AssertionError("unreachable")
 
-    def run(self, work: Callable[[Index], T], *, commit: str | None = None) -> T:
+    def run(self, work: Callable[[SearchIndex], T], *, commit: str | None = None) -> T:
         """Call ``work`` with an up-to-date index (of HEAD, or of ``commit``).
 
         When the index file cannot be used (a read-only store, a full disk), ``work`` gets
@@ -137,11 +139,11 @@ class StoreIndex:
         """Rebuild the index from HEAD (a corrupted file is replaced)."""
         return self.catch_up(full=True, progress=progress)
 
-    def _at(self, commit: str) -> Index:
+    def _at(self, commit: str) -> SearchIndex:
         found = self._past.get(commit)
         if found is None:
-            found = Index(":memory:")
-            sync(found, self.repository, self.namespace, commit=commit)
+            found = SearchIndex(":memory:")
+            catch_up(found, self.repository, self.namespace, commit=commit)
             self._past[commit] = found
             while len(self._past) > 2:
                 self._past.pop(next(iter(self._past))).close()
@@ -168,8 +170,8 @@ def _belongs(repository: Repository, commit: str | None) -> bool:
     return True
 
 
-def sync(  # noqa: C901
-    index: Index,
+def catch_up(  # noqa: C901
+    index: SearchIndex,
     repository: Repository,
     namespace: str | None = None,
     *,
@@ -267,7 +269,12 @@ def _diff(
 
 
 def _compare(
-    repository: Repository, index: Index, head: str | None, folders: tuple[str, ...], *, fresh: bool
+    repository: Repository,
+    index: SearchIndex,
+    head: str | None,
+    folders: tuple[str, ...],
+    *,
+    fresh: bool,
 ) -> list[tuple[str, str | None]]:
     """The same list as :func:`_diff`, by comparing every file's blob id at ``head`` with
     the blob the index read it from (for rebuilds, or when the old commit is gone)."""

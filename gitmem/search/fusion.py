@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 from gitmem.search.rank import SHOWN_CANDIDATES, Candidate, Filters, RankConfig, Ranker, Ranking
 from gitmem.search.vectors import (
     SLOW_NOTE,
@@ -138,7 +138,7 @@ class Dense:
             ]
         rest = None if len(rows) == limit else 0  # fewer than asked: that was all of them
 
-        def keep(idx: Index) -> None:
+        def keep(idx: SearchIndex) -> None:
             store(
                 idx,
                 query.tag,
@@ -192,7 +192,7 @@ class Dense:
 
     def fuse(
         self,
-        index: Index,
+        index: SearchIndex,
         ranking: Ranking,
         query: DenseQuery,
         config: RankConfig,

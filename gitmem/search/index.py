@@ -11,15 +11,17 @@ packed blocks that hold it: :mod:`.postings`).
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
 thrown away and rebuilt. The SQLite file itself (schema, connection, meta values, access
-counts, which survive a rebuild) is :mod:`gitmem.search.indexfile`; this module writes and
-reads the documents, postings and session rows.
+counts, which survive a rebuild) is :mod:`gitmem.search.indexfile`. :class:`SearchIndex`
+holds four parts, each given the file: the :class:`~.indexfile.IndexFile` itself, the
+:class:`~.vocab.Vocabulary`, the :class:`~.sessionrows.SessionTable` and the
+:class:`~.postings.PostingTable`; it writes and reads the documents itself and calls the
+parts for the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,11 +33,23 @@ from pathlib import Path
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
 from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
-from gitmem.search.indexfile import BULK_CACHE_KIB, CACHE_KIB, DOCS_SESSION_INDEX, discard
-from gitmem.search.postings import IMPACT_B, IMPACT_K1, PostingTable, impact, posting_key
-from gitmem.search.postings import Posting as Posting  # re-exported (its old home)
+from gitmem.search.indexfile import (
+    BULK_CACHE_KIB,
+    CACHE_KIB,
+    DOCS_SESSION_INDEX,
+    IndexFile,
+    discard,
+)
+from gitmem.search.postings import (
+    IMPACT_B,
+    IMPACT_K1,
+    Posting,
+    PostingTable,
+    impact,
+    posting_key,
+)
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
-from gitmem.search.sessionrows import join_values
+from gitmem.search.sessionrows import SessionTable
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms, wiki_links
 
@@ -166,18 +180,31 @@ def session_documents(session: Session) -> list[DocInput]:
     return docs
 
 
-class Index(PostingTable):
+class SearchIndex:
     """A SQLite search index (a file, or ``":memory:"`` for throw-away corpora).
 
-    Thread-safe: one connection guarded by a lock. Write methods must run inside
-    :meth:`writing`, which makes them one SQLite transaction.
+    Thread-safe: one connection guarded by a lock, both held by :attr:`file` and shared
+    with the other parts. Write methods must run inside :meth:`writing`, which makes them
+    one SQLite transaction.
     """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
-        super().__init__(path)
+        self.file = IndexFile(path)
+        self.vocab = Vocabulary(self.file)
+        self.session_table = SessionTable(self.file)
+        self.posting_table = PostingTable(self.file)
+        self.path = self.file.path
+        # the file's connection and lock, for the modules that run their own statements
+        # on it (vectors.py) and for this class's
+        self._db, self._lock = self.file.db, self.file.lock
         self._stats: tuple[int, float] | None = None
         self._speakers: tuple[int, dict[str, int]] | None = None
         self._bulk: _Bulk | None = None
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every committed write (caches compare it)."""
+        return self.file.generation
 
     @contextlib.contextmanager
     def writing(self, *, bulk: bool = False) -> Iterator[None]:
@@ -194,7 +221,7 @@ class Index(PostingTable):
             self._db.execute("BEGIN IMMEDIATE")
             self._bulk = _Bulk() if bulk else None
             try:
-                self._load_terms()  # with the write lock held: no one else adds terms now
+                self.vocab.load()  # with the write lock held: no one else adds terms now
                 yield
                 self._flush()
                 if bulk:
@@ -203,8 +230,8 @@ class Index(PostingTable):
                 self._bulk = None
                 self._db.execute("ROLLBACK")
                 self._stats = None
-                self._forget_terms()  # it may hold ids handed out in this transaction
-                self._forget_places()  # and documents that were never committed
+                self.vocab.forget()  # it may hold ids handed out in this transaction
+                self.posting_table.forget_places()  # and documents never committed
                 raise
             finally:
                 if bulk:
@@ -214,13 +241,44 @@ class Index(PostingTable):
             if bulk and self.path != ":memory:":
                 # a rebuild leaves a WAL as large as the index: fold it back in now
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self.generation += 1
+            self.file.generation += 1
             self._stats = None
+
+    # --- the file ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self.file.close()
+
+    def get_meta(self, key: str) -> str | None:
+        """A value from the meta table (None when unset)."""
+        return self.file.get_meta(key)
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set or (with None) remove a meta value."""
+        self.file.set_meta(key, value)
+
+    def touch(self, refs: Iterable[tuple[str, str]], when: float) -> None:
+        """Count one access of each (session id, interaction id or "" for a summary)."""
+        self.file.touch(refs, when)
+
+    def access_counts(self, session_ids: Iterable[str]) -> dict[tuple[str, str], int]:
+        """Access counts of the memories of these sessions (see IndexFile.access_counts)."""
+        return self.file.access_counts(session_ids)
+
+    def broken(self) -> dict[str, str]:
+        """path -> blob id of committed session files that could not be read."""
+        return self.file.broken()
+
+    def mark_broken(self, path: str, blob: str | None, problem: str = "") -> None:
+        """Remember (or with blob None, forget) a session file that could not be read."""
+        self.file.mark_broken(path, blob, problem)
 
     # --- writing documents -----------------------------------------------------------
 
     def clear(self) -> None:
-        super().clear()
+        """Drop every document and session (access counts and term ids are kept)."""
+        self.file.clear()
         # document ids start again: places cached by any process are void
         epoch = int(self.get_meta("doc_epoch") or 0) + 1
         self.set_meta("doc_epoch", str(epoch))
@@ -237,45 +295,12 @@ class Index(PostingTable):
     ) -> None:
         """Index (or re-index) the session file at ``path`` (a session's main file or its
         archive part: both are rows of the same session id); unchanged interactions stay."""
-        row = (
-            None
-            if self._bulk is not None and self._bulk.fresh
-            else self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
-        )
+        fresh = self._bulk is not None and self._bulk.fresh
         docs = session_documents(session)
         # the [[id]] links in this file's turns and summary, kept with its row so that the
         # link graph and link following never read the texts again
         written = dict.fromkeys(link for doc in docs for link in wiki_links(doc.text))
-        values = (
-            path,
-            blob,
-            commit,
-            _stamp(session.created),
-            _stamp(session.last_active),
-            session.project,
-            join_values(session.tags),
-            join_values(session.participants),
-            join_values(session.links),
-            json.dumps(session.extra, ensure_ascii=False),
-            session.summary.text if session.summary else None,
-            join_values(written),
-        )
-        if row is None:
-            cursor = self._db.execute(
-                "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
-                " project, tags, participants, links, extra, summary_text, text_links)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (session.id, *values),
-            )
-            skey = int(cursor.lastrowid or 0)
-        else:
-            skey = int(row[0])
-            self._db.execute(
-                "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
-                " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
-                " text_links=? WHERE skey=?",
-                (*values, skey),
-            )
+        skey = self.session_table.put(session, path, blob, commit, written, replace=not fresh)
         self._put_docs(skey, docs)
 
     def _put_docs(self, skey: int, docs: Sequence[DocInput]) -> None:
@@ -304,13 +329,10 @@ class Index(PostingTable):
         if bulk is not None:
             bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
             return
-        self._add_postings(postings, fresh=fresh)
+        self.posting_table.add(postings, fresh=fresh)
         self._count_speakers(speakers, 1)
         # a term's new postings are its new documents: one each
-        self._db.executemany(
-            "UPDATE terms SET df = df + ? WHERE tid=?",
-            [(len(keys), tid) for tid, keys in postings.items()],
-        )
+        self.vocab.change_df([(len(keys), tid) for tid, keys in postings.items()])
 
     def _flush(self) -> None:
         """Write what bulk mode holds back (its cached counts stay valid)."""
@@ -324,7 +346,7 @@ class Index(PostingTable):
                 )
                 bulk.written = True
             if bulk.counts is not None:
-                self._set_counts(*bulk.counts)
+                self.file.set_counts(*bulk.counts)
             if bulk.next_doc:
                 self.set_meta("next_doc", str(bulk.next_doc))
         finally:
@@ -334,12 +356,12 @@ class Index(PostingTable):
     def _doc_counts(self) -> tuple[int, int]:
         # (documents, total length): kept in memory during a rebuild, written at a flush
         if self._bulk is not None and self._bulk.counts is None:
-            self._bulk.counts = self._counts()
-        return self._counts() if self._bulk is None else self._bulk.counts or (0, 0)
+            self._bulk.counts = self.file.counts()
+        return self.file.counts() if self._bulk is None else self._bulk.counts or (0, 0)
 
     def _set_doc_counts(self, n_docs: int, total: int) -> None:
         if self._bulk is None:
-            self._set_counts(n_docs, total)
+            self.file.set_counts(n_docs, total)
         else:
             self._bulk.counts = (n_docs, total)
 
@@ -379,7 +401,7 @@ class Index(PostingTable):
         for doc_id, doc, tids, words in zip(
             range(first, first + len(docs)),
             docs,
-            self._term_ids(analysed),
+            self.vocab.ids(analysed),
             analysed,
             strict=True,
         ):
@@ -452,14 +474,11 @@ class Index(PostingTable):
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
             self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
-        self._drop_postings(gone)
-        # a term left in no document keeps its row (and id) with df 0
-        self._db.executemany(
-            "UPDATE terms SET df = df - ? WHERE tid=?", [(count, tid) for tid, count in df.items()]
-        )
+        self.posting_table.drop(gone)
+        self.vocab.change_df([(-count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
-        self.drop_vectors(hashes - (keep or set()))
+        self.file.drop_vectors(hashes - (keep or set()))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
         counts = Counter(name for joined in speakers for name in joined.split(", ") if name)
@@ -472,20 +491,116 @@ class Index(PostingTable):
 
     def remove_path(self, path: str) -> None:
         """Remove the session file at ``path`` and its documents."""
-        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
-        if row is None:
+        skey = self.session_table.key_of(path)
+        if skey is None:
             return
-        ids = [r[0] for r in self._db.execute("SELECT id FROM docs WHERE skey=?", (row[0],))]
+        ids = [r[0] for r in self._db.execute("SELECT id FROM docs WHERE skey=?", (skey,))]
         self._delete_docs(ids)
-        self._db.execute("DELETE FROM sessions WHERE skey=?", (row[0],))
+        self.session_table.remove(skey)
 
-    # --- reading ---------------------------------------------------------------------
+    # --- reading: terms, postings, session rows (the parts answer) ----------------------
+
+    def df(self, words: Iterable[str]) -> dict[str, int]:
+        """Document frequency of each term (absent terms are left out)."""
+        return self.vocab.df(words)
+
+    def vocabulary(self) -> list[str]:
+        """Every indexed term (cached until the next write)."""
+        return self.vocab.words()
+
+    def postings(self, term: str, limit: int) -> list[Posting]:
+        """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
+        ``term``, highest impact first."""
+        return self.posting_table.read(term, limit)
+
+    def sessions(self, skeys: Iterable[int]) -> dict[int, SessionRow]:
+        """Session rows by session key (cached until the next write)."""
+        return self.session_table.sessions(skeys)
+
+    def sessions_by_id(self, session_id: str) -> list[SessionRow]:
+        """The rows of one session (its file, and its archive part if it has one)."""
+        return self.session_table.sessions_by_id(session_id)
+
+    def session_keys(
+        self,
+        *,
+        session_ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        project: str | None = None,
+        participants: Sequence[str] = (),
+        active_since: float | None = None,
+        created_until: float | None = None,
+    ) -> set[int]:
+        """Keys of sessions matching every given condition (tags and participants: all)."""
+        return self.session_table.session_keys(
+            session_ids=session_ids,
+            tags=tags,
+            project=project,
+            participants=participants,
+            active_since=active_since,
+            created_until=created_until,
+        )
+
+    def indexed_blobs(self) -> dict[str, tuple[str, str]]:
+        """path -> (session id, blob id) of every indexed session."""
+        return self.session_table.indexed_blobs()
+
+    def browse(
+        self,
+        folder: str,
+        *,
+        tags: Sequence[str] = (),
+        participants: Sequence[str] = (),
+        project: str | None = None,
+        active_since: float | None = None,
+        active_until: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[int, list[SessionRow]]:
+        """How many session files under ``folder`` match, and one page of their rows
+        (see SessionTable.browse)."""
+        return self.session_table.browse(
+            folder,
+            tags=tags,
+            participants=participants,
+            project=project,
+            active_since=active_since,
+            active_until=active_until,
+            offset=offset,
+            limit=limit,
+        )
+
+    def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """How many interactions each of these sessions holds."""
+        return self.session_table.turn_counts(session_ids)
+
+    def summary_texts(self, skeys: Sequence[int], chars: int) -> dict[int, str]:
+        """The first ``chars`` characters of the summaries of these session rows."""
+        return self.session_table.summary_texts(skeys, chars)
+
+    def session_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
+        """(session id, links) of every session file under ``folder`` that links out."""
+        return self.session_table.session_links(folder)
+
+    def present(self, session_ids: Sequence[str]) -> set[str]:
+        """Which of these session ids the index holds."""
+        return self.session_table.present(session_ids)
+
+    def links_from(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The sessions each of these sessions links to."""
+        return self.session_table.links_from(session_ids)
+
+    def links_to(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The sessions that link to each of these sessions."""
+        return self.session_table.links_to(session_ids)
+
+    # --- reading documents -------------------------------------------------------------
 
     def stats(self) -> tuple[int, float]:
         """(number of documents, average document length in terms)."""
         with self._lock:
             if self._stats is None:
-                n_docs, total = self._counts()
+                n_docs, total = self.file.counts()
                 self._stats = (n_docs, total / n_docs if n_docs else 0.0)
             return self._stats
 
@@ -521,7 +636,7 @@ class Index(PostingTable):
 
     def _doc_rows(self, sql: str, args: Sequence[object]) -> list[DocRow]:
         return [
-            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self, r[10])
+            DocRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], self.vocab, r[10])
             for r in self._db.execute(sql, args)
         ]
 
@@ -609,20 +724,20 @@ class Index(PostingTable):
         return total
 
 
-def open_file(path: Path, owner: str) -> Index:
+def open_file(path: Path, owner: str) -> SearchIndex:
     """Open an index file made for ``owner`` (the git dir); a file that is unusable or was
     made for another repository is replaced by an empty one."""
     try:
-        index = Index(path)  # reads the schema: a file that is not SQLite fails here
+        index = SearchIndex(path)  # reads the schema: a file that is not SQLite fails here
     except IndexCorrupted:
         discard(path)
-        index = Index(path)
+        index = SearchIndex(path)
     recorded = index.get_meta("git_dir")
     if recorded is not None and recorded != owner:
         # copied from another store: its documents and access counts mean nothing here
         index.close()
         discard(path)
-        index = Index(path)
+        index = SearchIndex(path)
     if recorded != owner:
         index.set_meta("git_dir", owner)
     return index

@@ -2,9 +2,10 @@
 that git cannot rebuild (access counts: how often a memory went into an agent's context,
 kept across rebuilds) or that record files which did not parse.
 
-:class:`gitmem.search.index.Index` builds the searchable documents on top of this; this
-module knows nothing of sessions or terms. Also here: which errors mean the file itself is
-damaged (rebuilding helps) and which mean it is only unusable now (locked, read-only, full).
+:class:`gitmem.search.index.SearchIndex` holds one :class:`IndexFile` and hands it to its
+other parts; this module knows nothing of sessions or terms. Also here: which errors mean
+the file itself is damaged (rebuilding helps) and which mean it is only unusable now
+(locked, read-only, full).
 """
 
 from __future__ import annotations
@@ -60,12 +61,17 @@ CREATE TABLE IF NOT EXISTS access(
 
 
 class IndexFile:
-    """One SQLite connection to an index file (or ``":memory:"``), guarded by a lock."""
+    """One SQLite connection to an index file (or ``":memory:"``), guarded by a lock.
+
+    The search index's other parts share it: they run their statements on :attr:`db`
+    while holding :attr:`lock`, and key their caches on :attr:`generation`.
+    """
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
-        self._lock = threading.RLock()
-        self._db = self._connect()
+        self.lock = threading.RLock()
+        self.db = self._connect()
+        self.generation = 0  # bumped by every committed write (caches compare it)
 
     # --- connection -------------------------------------------------------------------
 
@@ -102,14 +108,14 @@ class IndexFile:
 
     def close(self) -> None:
         """Close the database connection."""
-        with self._lock:
-            self._db.close()
+        with self.lock:
+            self.db.close()
 
     def check(self) -> None:
         """Raise IndexCorrupted unless SQLite's quick check passes."""
-        with self._lock:
+        with self.lock:
             try:
-                row = self._db.execute("PRAGMA quick_check").fetchone()
+                row = self.db.execute("PRAGMA quick_check").fetchone()
             except sqlite3.DatabaseError as exc:
                 raise IndexCorrupted(str(exc)) from exc
             if row is None or row[0] != "ok":
@@ -119,34 +125,35 @@ class IndexFile:
 
     def get_meta(self, key: str) -> str | None:
         """A value from the meta table (None when unset)."""
-        with self._lock:
-            row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        with self.lock:
+            row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Set or (with None) remove a meta value."""
-        with self._lock:
+        with self.lock:
             if value is None:
-                self._db.execute("DELETE FROM meta WHERE key=?", (key,))
+                self.db.execute("DELETE FROM meta WHERE key=?", (key,))
             else:
-                self._db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
 
     def clear(self) -> None:
         """Drop every document and session (access counts are kept). Terms keep their ids
         (with no documents): a term id means the same term for the file's whole life, so
         readers may keep them in memory."""
         for table in ("sessions", "docs", "postings", "broken", "speakers", "events"):
-            self._db.execute(f"DELETE FROM {table}")
-        self._db.execute("UPDATE terms SET df = 0")
-        self._db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
+            self.db.execute(f"DELETE FROM {table}")
+        self.db.execute("UPDATE terms SET df = 0")
+        self.db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")
 
-    def _counts(self) -> tuple[int, int]:
-        n = self._db.execute("SELECT value FROM meta WHERE key='n_docs'").fetchone()
-        total = self._db.execute("SELECT value FROM meta WHERE key='total_dl'").fetchone()
+    def counts(self) -> tuple[int, int]:
+        """(documents, their total length in terms) as last written."""
+        n = self.db.execute("SELECT value FROM meta WHERE key='n_docs'").fetchone()
+        total = self.db.execute("SELECT value FROM meta WHERE key='total_dl'").fetchone()
         return (int(n[0]) if n else 0, int(total[0]) if total else 0)
 
-    def _set_counts(self, n_docs: int, total_dl: int) -> None:
-        self._db.executemany(
+    def set_counts(self, n_docs: int, total_dl: int) -> None:
+        self.db.executemany(
             "INSERT OR REPLACE INTO meta VALUES(?, ?)",
             [("n_docs", str(n_docs)), ("total_dl", str(total_dl))],
         )
@@ -156,7 +163,7 @@ class IndexFile:
         gone = list(set(hashes))
         for at in range(0, len(gone), 500):
             chunk = gone[at : at + 500]
-            self._db.execute(
+            self.db.execute(
                 f"DELETE FROM vectors WHERE hash IN ({','.join('?' * len(chunk))})", chunk
             )
 
@@ -167,29 +174,29 @@ class IndexFile:
         rows = [(sid, iid, when) for sid, iid in dict.fromkeys(refs)]
         if not rows:
             return
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany(
+                self.db.executemany(
                     "INSERT INTO access VALUES(?, ?, 1, ?) ON CONFLICT(session_id, iid)"
                     " DO UPDATE SET count = count + 1, last = excluded.last",
                     rows,
                 )
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self.db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            self.db.execute("COMMIT")
 
     def access_counts(self, session_ids: Iterable[str]) -> dict[tuple[str, str], int]:
         """Access counts of the memories of these sessions: (session id, interaction id or
         "" for a summary) -> count (memories never used are left out)."""
         wanted = list(dict.fromkeys(session_ids))
         out: dict[tuple[str, str], int] = {}
-        with self._lock:
+        with self.lock:
             for at in range(0, len(wanted), 500):
                 chunk = wanted[at : at + 500]
                 marks = ",".join("?" * len(chunk))
-                for sid, iid, count in self._db.execute(
+                for sid, iid, count in self.db.execute(
                     f"SELECT session_id, iid, count FROM access WHERE session_id IN ({marks})",
                     chunk,
                 ):
@@ -200,15 +207,15 @@ class IndexFile:
 
     def broken(self) -> dict[str, str]:
         """path -> blob id of committed session files that could not be read."""
-        with self._lock:
-            return {str(p): str(b) for p, b in self._db.execute("SELECT path, blob FROM broken")}
+        with self.lock:
+            return {str(p): str(b) for p, b in self.db.execute("SELECT path, blob FROM broken")}
 
     def mark_broken(self, path: str, blob: str | None, problem: str = "") -> None:
         """Remember (or with blob None, forget) a session file that could not be read."""
         if blob is None:
-            self._db.execute("DELETE FROM broken WHERE path=?", (path,))
+            self.db.execute("DELETE FROM broken WHERE path=?", (path,))
         else:
-            self._db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
+            self.db.execute("INSERT OR REPLACE INTO broken VALUES(?, ?, ?)", (path, blob, problem))
 
 
 # made after a rebuild's bulk load (much faster than keeping it up to date row by row)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitmem.models import Hit
-from gitmem.search.index import KIND_SUMMARY, Index
+from gitmem.search.index import KIND_SUMMARY, SearchIndex
 from gitmem.search.rank import Filters, RankConfig, Ranker, Ranking, snippet
 
 # a linked hit's score: this share of the score of the hit that led to it
@@ -49,7 +49,7 @@ class Followed:
 
 
 def follow_links(
-    index: Index,
+    index: SearchIndex,
     config: RankConfig,
     ranking: Ranking,
     hits: Sequence[Hit],
@@ -105,7 +105,7 @@ def follow_links(
 
 
 def _pull(
-    index: Index,
+    index: SearchIndex,
     config: RankConfig,
     first: Ranking,
     wanted: dict[str, tuple[float, set[str]]],

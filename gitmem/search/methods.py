@@ -24,7 +24,7 @@ from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, l
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Known, Memory, assemble
 from gitmem.search.fusion import Dense
-from gitmem.search.index import KIND_SUMMARY, Index
+from gitmem.search.index import KIND_SUMMARY, SearchIndex
 from gitmem.search.linked import Followed, follow_links
 from gitmem.search.rank import (
     SHOWN_CANDIDATES,
@@ -233,7 +233,7 @@ class Search:
         config = self.rank_config
         dense, dense_notes = self._dense.prepare(query, config, commit)
 
-        def work(index: Index) -> tuple[Ranking, dict[str, Any]]:
+        def work(index: SearchIndex) -> tuple[Ranking, dict[str, Any]]:
             head = index.get_meta("commit")
             ranking = Ranker(index, config).rank(query, k, filters, head=head)
             if dense is not None:
@@ -261,7 +261,7 @@ class Search:
         return ranking, info
 
     def _unknown_tag(self, tag: str, commit: str | None) -> list[str]:
-        def work(index: Index) -> list[str]:
+        def work(index: SearchIndex) -> list[str]:
             if index.session_keys(tags=[tag]):
                 return []
             return [f"no session has the tag {tag!r}"]
@@ -418,7 +418,7 @@ class Search:
             raise ValidationError(f"limit must be at least 1, not {limit}")
         folder = session_dir(self.store.namespace) + "/"
 
-        def work(index: Index) -> SessionPage:
+        def work(index: SearchIndex) -> SessionPage:
             total, rows = index.browse(
                 folder,
                 tags=tuple(tags),
@@ -453,7 +453,7 @@ class Search:
         """
         folder = session_dir(self.store.namespace) + "/"
 
-        def work(index: Index) -> LinkGraph:
+        def work(index: SearchIndex) -> LinkGraph:
             links = index.session_links(folder)
             targets = list({target for _, found in links for target in found})
             return graph(links, index.present(targets), index.get_meta("commit"))

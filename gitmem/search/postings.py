@@ -5,7 +5,7 @@ in descending order the highest precomputed BM25 impact comes first (ties: the h
 document id), so a query reads only the head of a common term's list. A term's postings are
 two rows of the ``postings`` table (row id ``tid * 2 + part``):
 
-- the main block (:class:`Block`), written whole by a rebuild: the document ids (4 bytes
+- the main block (:class:`PostingBlock`), written whole by a rebuild: the document ids (4 bytes
   each) then the tfs (1 byte each, 2 if one does not fit), 5 bytes a posting; the impact is
   left out because it follows from the tf and the document's ``norm`` (stored with the
   document), and is recomputed only where a merge needs it;
@@ -26,10 +26,9 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
-from gitmem.search.sessionrows import SessionTable
+from gitmem.search.indexfile import IndexFile
 
 # a posting as the ranker reads it: (doc id, tf, doc length, session key, position, kind)
 Posting = tuple[int, int, int, int, int, int]
@@ -82,7 +81,7 @@ def unpack(data: bytes | None) -> array[int]:
     return _little(block)
 
 
-class Block:
+class PostingBlock:
     """A main block: document ids and term frequencies, best first (the impacts are left
     out, 5 bytes a posting: they follow from tf and the document's ``norm``)."""
 
@@ -92,7 +91,7 @@ class Block:
         self.docs, self.tfs = docs, tfs
 
     @classmethod
-    def of_keys(cls, keys: Sequence[int]) -> Block:
+    def of_keys(cls, keys: Sequence[int]) -> PostingBlock:
         """A block of posting keys sorted best first."""
         return cls(
             array("I", [(k >> 16) & _DOC_BITS for k in keys]),
@@ -106,7 +105,7 @@ class Block:
         return len(self.docs), _little(array("I", self.docs)).tobytes() + _little(tfs).tobytes()
 
     @classmethod
-    def decode(cls, n: int, size: int, docs: bytes, tfs: bytes) -> Block:
+    def decode(cls, n: int, size: int, docs: bytes, tfs: bytes) -> PostingBlock:
         """A block (or its head) of ``n`` postings in a BLOB of ``size`` bytes, from the
         start of its id part and of its tf part (either may be cut short)."""
         ids = array("I")
@@ -126,7 +125,7 @@ class Block:
         doc, tf = self.docs[at], self.tfs[at]
         return posting_key(impact(tf, norms[doc]), doc, tf)
 
-    def merged(self, tail: Sequence[int], norms: Sequence[float], limit: int) -> Block:
+    def merged(self, tail: Sequence[int], norms: Sequence[float], limit: int) -> PostingBlock:
         """This block with tail postings (keys, best first) put in their places, cut to
         ``limit``; only O(len(tail) * log(len(self))) impacts are recomputed."""
         docs, tfs = array("I"), array("H")
@@ -148,12 +147,12 @@ class Block:
                 break
         docs.extend(self.docs[done : done + max(limit - len(docs), 0)])
         tfs.extend(self.tfs[done : done + max(limit - len(tfs), 0)])
-        return Block(docs[:limit], tfs[:limit])
+        return PostingBlock(docs[:limit], tfs[:limit])
 
-    def without(self, gone: set[int]) -> Block:
+    def without(self, gone: set[int]) -> PostingBlock:
         """This block without the postings of these documents."""
         keep = [at for at, doc in enumerate(self.docs) if doc not in gone]
-        return Block(
+        return PostingBlock(
             array("I", [self.docs[at] for at in keep]), array("H", [self.tfs[at] for at in keep])
         )
 
@@ -189,28 +188,29 @@ class DocPlaces:
         return len(self.dl)
 
 
-class PostingTable(SessionTable):
+class PostingTable:
     """Reading and writing the packed postings of an index file (see the module docstring)."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        super().__init__(path)
+    def __init__(self, file: IndexFile) -> None:
+        self._file = file
+        self._db, self._lock = file.db, file.lock
         self._places = DocPlaces()
 
     # --- blocks -----------------------------------------------------------------------
 
-    def _main(self, tid: int) -> Block:
+    def _main(self, tid: int) -> PostingBlock:
         found = self._db.execute("SELECT n, data FROM postings WHERE id=?", (tid * 2,)).fetchone()
         if found is None:
-            return Block(array("I"), array("H"))
+            return PostingBlock(array("I"), array("H"))
         n, data = int(found[0]), bytes(found[1])
-        return Block.decode(n, len(data), data[: 4 * n], data[4 * n :])
+        return PostingBlock.decode(n, len(data), data[: 4 * n], data[4 * n :])
 
     def _tail(self, tid: int) -> array[int]:
         found = self._db.execute("SELECT data FROM postings WHERE id=?", (tid * 2 + 1,))
         row = found.fetchone()
         return unpack(None if row is None else row[0])
 
-    def _store_main(self, tid: int, block: Block) -> None:
+    def _store_main(self, tid: int, block: PostingBlock) -> None:
         if block:
             self._db.execute(
                 "INSERT OR REPLACE INTO postings VALUES(?, ?, ?)", (tid * 2, *block.encode())
@@ -227,14 +227,14 @@ class PostingTable(SessionTable):
         else:
             self._db.execute("DELETE FROM postings WHERE id=?", (tid * 2 + 1,))
 
-    def _add_postings(self, new: Mapping[int, Iterable[int]], *, fresh: bool = False) -> None:
+    def add(self, new: Mapping[int, Iterable[int]], *, fresh: bool = False) -> None:
         """Add postings (keys) by term id: to the tails, or (``fresh``: a rebuild into
         empty tables) straight into new main blocks, one row per term."""
         if fresh:
             self._db.executemany(
                 "INSERT INTO postings VALUES(?, ?, ?)",
                 (
-                    (tid * 2, *Block.of_keys(sorted(keys, reverse=True)).encode())
+                    (tid * 2, *PostingBlock.of_keys(sorted(keys, reverse=True)).encode())
                     for tid, keys in new.items()
                 ),
             )
@@ -248,7 +248,7 @@ class PostingTable(SessionTable):
                 tail = []
             self._store_tail(tid, tail)
 
-    def _drop_postings(self, gone: Mapping[int, set[int]]) -> None:
+    def drop(self, gone: Mapping[int, set[int]]) -> None:
         """Remove the postings of these documents (by term id) from the blocks."""
         for tid, docs in gone.items():
             tail = self._tail(tid)
@@ -266,7 +266,7 @@ class PostingTable(SessionTable):
     def _refresh_places(self) -> DocPlaces:
         """The document places, read again when a rebuild started a new epoch, and
         extended by the documents added since they were last read."""
-        epoch = self.get_meta("doc_epoch")
+        epoch = self._file.get_meta("doc_epoch")
         places = self._places
         if epoch != places.epoch:
             places = self._places = DocPlaces()
@@ -279,10 +279,11 @@ class PostingTable(SessionTable):
         )
         return places
 
-    def _forget_places(self) -> None:
+    def forget_places(self) -> None:
+        """Drop the places read so far (a rolled-back transaction may have added some)."""
         self._places = DocPlaces()
 
-    def postings(self, term: str, limit: int) -> list[Posting]:
+    def read(self, term: str, limit: int) -> list[Posting]:
         """Up to ``limit`` (doc id, tf, doc length, session key, position, kind) for
         ``term``, highest impact first."""
         with self._lock:
@@ -292,7 +293,7 @@ class PostingTable(SessionTable):
             tid = int(row[0])
             # one statement, so one snapshot of both rows even while another process folds
             # the tail into the main block; of the main block only the head is read
-            block, tail = Block(array("I"), array("H")), array("Q")
+            block, tail = PostingBlock(array("I"), array("H")), array("Q")
             for part, n, size, docs, tfs, data in self._db.execute(
                 "SELECT id % 2, n, length(data), substr(data, 1, ?1 * 4),"
                 " substr(data, n * 4 + 1, ?1 * 2), CASE WHEN id % 2 = 1 THEN data END"
@@ -300,7 +301,7 @@ class PostingTable(SessionTable):
                 (limit, tid * 2),
             ):
                 if part == MAIN:
-                    block = Block.decode(int(n), int(size), docs, tfs)
+                    block = PostingBlock.decode(int(n), int(size), docs, tfs)
                 else:
                     tail = unpack(data)
             places = self._refresh_places()

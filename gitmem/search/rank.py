@@ -41,7 +41,7 @@ from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
 from gitmem.search.events import closeness, date_span, relative_spans
-from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, Index, SessionRow
+from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
@@ -285,9 +285,9 @@ class _Context:
 
 
 class Ranker:
-    """Scores an :class:`~gitmem.search.index.Index` for queries (see the module docstring)."""
+    """Scores a :class:`~gitmem.search.index.SearchIndex` for queries (see the module docstring)."""
 
-    def __init__(self, index: Index, config: RankConfig | None = None) -> None:
+    def __init__(self, index: SearchIndex, config: RankConfig | None = None) -> None:
         self.index = index
         self.config = config or RankConfig()
 

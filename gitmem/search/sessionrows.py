@@ -2,8 +2,9 @@
 
 One row per session file (a session's main file and its archive part are two rows of the
 same session id): path, blob, commit, dates, project, and tags, participants and links
-each kept as one separated column. :class:`gitmem.search.index.Index` writes them (with a
-session's documents); this layer reads them, caching rows by key until the next write. It
+each kept as one separated column. :class:`SessionTable` writes them (the search index
+calls it with a session's documents) and reads them, caching rows by key until the next
+write. It
 also answers the dashboard's browsing (a page of sessions out of 10,000 without parsing a
 file; the links between sessions) from the same rows.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gitmem.search.vocab import Vocabulary
+from gitmem.models import Session
+from gitmem.search.indexfile import IndexFile
 
 _SEP = "\x1f"
 
@@ -67,13 +68,70 @@ def _labels(
     return where, args
 
 
-class SessionTable(Vocabulary):
-    """Reading the session rows of an index file."""
+class SessionTable:
+    """Writing and reading the session rows of an index file."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        super().__init__(path)
+    def __init__(self, file: IndexFile) -> None:
+        self._file = file
+        self._db, self._lock = file.db, file.lock
         # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
         self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
+
+    # --- writing (inside the search index's write transaction) -------------------------
+
+    def key_of(self, path: str) -> int | None:
+        """The key of the row of the session file at ``path`` (None: not indexed)."""
+        row = self._db.execute("SELECT skey FROM sessions WHERE path=?", (path,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def put(
+        self,
+        session: Session,
+        path: str,
+        blob: str,
+        commit: str | None,
+        text_links: Iterable[str],
+        *,
+        replace: bool = True,
+    ) -> int:
+        """Write the row of the session file at ``path`` (replacing its row unless
+        ``replace`` is off: a rebuild into empty tables) and return its key."""
+        skey = self.key_of(path) if replace else None
+        values = (
+            path,
+            blob,
+            commit,
+            session.created.timestamp(),
+            session.last_active.timestamp(),
+            session.project,
+            join_values(session.tags),
+            join_values(session.participants),
+            join_values(session.links),
+            json.dumps(session.extra, ensure_ascii=False),
+            session.summary.text if session.summary else None,
+            join_values(text_links),
+        )
+        if skey is None:
+            cursor = self._db.execute(
+                "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
+                " project, tags, participants, links, extra, summary_text, text_links)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (session.id, *values),
+            )
+            return int(cursor.lastrowid or 0)
+        self._db.execute(
+            "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
+            " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
+            " text_links=? WHERE skey=?",
+            (*values, skey),
+        )
+        return skey
+
+    def remove(self, skey: int) -> None:
+        """Delete a session file's row (its documents are the caller's)."""
+        self._db.execute("DELETE FROM sessions WHERE skey=?", (skey,))
+
+    # --- reading ----------------------------------------------------------------------
 
     def _session_row(self, r: Sequence[Any]) -> SessionRow:
         return SessionRow(
@@ -99,7 +157,7 @@ class SessionTable(Vocabulary):
         """Session rows by session key (cached until the next write)."""
         out: dict[int, SessionRow] = {}
         with self._lock:
-            stamp = (self.generation, self.get_meta("doc_epoch"))
+            stamp = (self._file.generation, self._file.get_meta("doc_epoch"))
             if self._session_cache[0] != stamp:
                 self._session_cache = (stamp, {})
             cache = self._session_cache[1]

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitmem.search.index import Index
+from gitmem.search.index import SearchIndex
 
 # numpy is imported on first use (~0.1 s): an offline search or any other command never pays
 HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
@@ -59,12 +59,12 @@ def pack(vector: Sequence[float]) -> bytes:
     return array("f", vector).tobytes()
 
 
-def missing(index: Index, tag: str, limit: int) -> list[tuple[int, int, str]]:
+def missing(index: SearchIndex, tag: str, limit: int) -> list[tuple[int, int, str]]:
     """Up to ``limit`` documents without a ``tag`` vector: (doc id, hash, text), one per
     content hash, in document order."""
     out: dict[int, tuple[int, int, str]] = {}
-    with index._lock:
-        rows = index._db.execute(
+    with index.file.lock:
+        rows = index.file.db.execute(
             "SELECT d.id, d.hash, d.text FROM docs d LEFT JOIN vectors v"
             " ON v.hash = d.hash AND v.model = ? WHERE v.hash IS NULL ORDER BY d.id LIMIT ?",
             (tag, limit),
@@ -84,28 +84,28 @@ def _packed_units(vectors: Sequence[Sequence[float]]) -> list[bytes]:
     return [pack(_unit(vector)) for vector in vectors]
 
 
-def texts_of(index: Index, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+def texts_of(index: SearchIndex, doc_ids: Sequence[int]) -> list[tuple[int, int, str]]:
     """(doc id, hash, text) of these documents (as :func:`missing`; gone ones left out)."""
-    with index._lock:
+    with index.file.lock:
         marks = ",".join("?" * len(doc_ids))
         return [
             (int(i), int(h), str(t))
-            for i, h, t in index._db.execute(
+            for i, h, t in index.file.db.execute(
                 f"SELECT id, hash, text FROM docs WHERE id IN ({marks}) ORDER BY id", list(doc_ids)
             )
         ]
 
 
-def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
+def store(index: SearchIndex, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -> None:
     """Keep these (content hash, vector) rows, normalised to length 1 (the scan reads them
     as they are), in one transaction; another model's vector of the same content goes."""
     if not rows:
         return
     blobs = _packed_units([vector for _, vector in rows])
-    with index._lock:
-        index._db.execute("BEGIN IMMEDIATE")
+    with index.file.lock:
+        index.file.db.execute("BEGIN IMMEDIATE")
         try:
-            index._db.executemany(
+            index.file.db.executemany(
                 "INSERT OR REPLACE INTO vectors VALUES(?, ?, ?, ?)",
                 [
                     (content, tag, len(vector), blob)
@@ -115,15 +115,15 @@ def store(index: Index, tag: str, rows: Sequence[tuple[int, Sequence[float]]]) -
             bump = int(index.get_meta("vectors_gen") or 0) + 1
             index.set_meta("vectors_gen", str(bump))
         except BaseException:
-            index._db.execute("ROLLBACK")
+            index.file.db.execute("ROLLBACK")
             raise
-        index._db.execute("COMMIT")
+        index.file.db.execute("COMMIT")
 
 
-def prune(index: Index) -> int:
+def prune(index: SearchIndex) -> int:
     """Drop the vectors no document has any more (left by a rebuild); how many went."""
-    with index._lock:
-        cursor = index._db.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
+    with index.file.lock:
+        cursor = index.file.db.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
         return max(cursor.rowcount, 0)
 
 
@@ -151,7 +151,7 @@ def _unit(values: Sequence[float]) -> list[float]:
     return [x / norm for x in values]
 
 
-def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matrix:
+def load(index: SearchIndex, tag: str, dims: int, *, fast: bool | None = None) -> Matrix:
     """Every document's ``tag`` vector (rows of another size are skipped)."""
     fast = HAVE_NUMPY if fast is None else fast
     ids: list[int] = []
@@ -159,9 +159,9 @@ def load(index: Index, tag: str, dims: int, *, fast: bool | None = None) -> Matr
     stamps: list[float] = []
     blobs: list[bytes] = []
     size = dims * 4
-    with index._lock:
+    with index.file.lock:
         n_docs = index.stats()[0]
-        for doc_id, skey, ts, data in index._db.execute(
+        for doc_id, skey, ts, data in index.file.db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
             " WHERE v.model = ?",
             (tag,),
@@ -335,9 +335,9 @@ class VectorCache:
     delta: Matrix | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def get(self, index: Index, tag: str, dims: int) -> View:
+    def get(self, index: SearchIndex, tag: str, dims: int) -> View:
         """The vectors of ``tag`` for ``index`` as it is now."""
-        with self.lock, index._lock:
+        with self.lock, index.file.lock:
             base = (id(index), index.get_meta("doc_epoch"), tag, dims, HAVE_NUMPY)
             stored = index.get_meta("vectors_gen")
             if self.main is None or self.base != base or stored != self.vectors_gen:
@@ -358,17 +358,17 @@ class VectorCache:
             return View(parts, self.pending, main.fast, waiting)
 
     def _reload(
-        self, index: Index, tag: str, dims: int, base: tuple[object, ...], stored: str | None
+        self, index: SearchIndex, tag: str, dims: int, base: tuple[object, ...], stored: str | None
     ) -> None:
         self.main = load(index, tag, dims)
         self.base, self.vectors_gen, self.generation = base, stored, index.generation
-        row = index._db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
+        row = index.file.db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
         self.max_id, self.pending = int(row[0]), self.main.pending
         self.added, self.delta = [], None
         self.waiting = [] if not self.pending else None
 
-    def _extend(self, index: Index, tag: str, dims: int) -> None:
-        rows = index._db.execute(
+    def _extend(self, index: SearchIndex, tag: str, dims: int) -> None:
+        rows = index.file.db.execute(
             "SELECT d.id, d.skey, d.ts, v.data FROM docs d LEFT JOIN vectors v"
             " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
             (tag, self.max_id),
@@ -385,18 +385,23 @@ class VectorCache:
         self.generation = index.generation
 
     def add(
-        self, index: Index, tag: str, dims: int, doc_ids: Sequence[int], rest: int | None = None
+        self,
+        index: SearchIndex,
+        tag: str,
+        dims: int,
+        doc_ids: Sequence[int],
+        rest: int | None = None,
     ) -> None:
         """This process just stored the vectors of ``doc_ids``: scan them too (without a
         reload); ``rest``, when known, is how many documents still have none."""
-        with self.lock, index._lock:
+        with self.lock, index.file.lock:
             if self.main is None or self.base[2:4] != (tag, dims):
                 return
             places = index.docs(doc_ids, text=False)
             marks = ",".join("?" * len(places))
             blobs = (
                 dict(
-                    index._db.execute(
+                    index.file.db.execute(
                         f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
                         f" WHERE v.model = ? AND d.id IN ({marks})",
                         (tag, *places),

@@ -6,7 +6,7 @@ vocabulary is under 65,536 terms), which makes the index less than half the size
 with the term text repeated in every posting and document. An id names the same term for
 the whole life of a file (a rebuild keeps the ids; a term in no document stays with
 ``df`` 0), so every process keeps the id -> term map in memory and only ever reads the
-terms added since it last looked. :class:`gitmem.search.index.Index` builds on this.
+terms added since it last looked. :class:`gitmem.search.index.SearchIndex` holds one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.search.indexfile import IndexFile
@@ -40,22 +39,23 @@ def unpack_terms(data: bytes) -> array[int]:
     return packed
 
 
-class Vocabulary(IndexFile):
+class Vocabulary:
     """An index file's terms: ids, document frequencies, and the in-memory id map."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        super().__init__(path)
-        self.generation = 0  # bumped by every committed write (caches compare it)
+    def __init__(self, file: IndexFile) -> None:
+        self._file = file
+        self._db, self._lock = file.db, file.lock
         self._vocab: tuple[int, list[str]] | None = None
         # term id -> term (None: a gap) and back, of committed terms and of this
         # transaction's; ids are never reused within a file (see IndexFile.clear)
         self._names: list[str | None] = [None]
         self._tids: dict[str, int] = {}
 
-    def _forget_terms(self) -> None:
+    def forget(self) -> None:
+        """Drop the id map (a rolled-back transaction may have added ids to it)."""
         self._names, self._tids = [None], {}
 
-    def _load_terms(self) -> None:
+    def load(self) -> None:
         """Read the terms added since this object last looked (by any process)."""
         for tid, term in self._db.execute(
             "SELECT tid, term FROM terms WHERE tid >= ? ORDER BY tid", (len(self._names),)
@@ -64,7 +64,7 @@ class Vocabulary(IndexFile):
             self._names.append(term)
             self._tids[term] = tid
 
-    def _term_ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
+    def ids(self, analysed: Sequence[list[str]]) -> list[list[int]]:
         """The ids of these documents' terms, adding the new terms (write transaction)."""
         tids = self._tids
         try:
@@ -82,6 +82,11 @@ class Vocabulary(IndexFile):
             self._tids.update((term, first + at) for at, term in enumerate(new))
         return [[tids[t] for t in ts] for ts in analysed]
 
+    def change_df(self, changes: Iterable[tuple[int, int]]) -> None:
+        """Add (change, term id) to the terms' document frequencies (write transaction); a
+        term left in no document keeps its row (and id) with df 0."""
+        self._db.executemany("UPDATE terms SET df = df + ? WHERE tid=?", changes)
+
     def term_text(self, data: bytes) -> str:
         """A document's packed term ids as space-separated terms."""
         tids = unpack_terms(data)
@@ -92,7 +97,7 @@ class Vocabulary(IndexFile):
                 except (IndexError, TypeError):
                     if attempt == 2:
                         break
-                self._load_terms()  # terms another process added since we last looked
+                self.load()  # terms another process added since we last looked
         raise IndexCorrupted("a document names a term id the index does not have")
 
     def df(self, words: Iterable[str]) -> dict[str, int]:
@@ -109,10 +114,11 @@ class Vocabulary(IndexFile):
                 )
             }
 
-    def vocabulary(self) -> list[str]:
+    def words(self) -> list[str]:
         """Every indexed term (cached until the next write)."""
         with self._lock:
-            if self._vocab is None or self._vocab[0] != self.generation:
+            generation = self._file.generation
+            if self._vocab is None or self._vocab[0] != generation:
                 words = [r[0] for r in self._db.execute("SELECT term FROM terms WHERE df > 0")]
-                self._vocab = (self.generation, words)
+                self._vocab = (generation, words)
             return self._vocab[1]
