@@ -105,7 +105,6 @@ _.forget_trees
 
 # dead, as far as vulture and grep can tell, in code other work is restructuring right now
 # (store, search, the locomo scorer, the 0.1 exports): to delete there, then drop from here
-_.session_ids_in  # search index: no caller
 _.TAIL  # search postings: only MAIN is read
 _.Searcher  # importers/locomo.py: a type alias nothing uses
 _.idf_of  # summary/extractive.py: kept only because 0.1 exported it

@@ -293,17 +293,6 @@ class SessionTable:
                     out[int(skey)] = str(text)
         return out
 
-    def session_ids_in(self, folder: str) -> set[str]:
-        """The ids of the sessions whose main file is under ``folder``."""
-        with self._lock:
-            return {
-                str(r[0])
-                for r in self._db.execute(
-                    "SELECT session_id FROM sessions WHERE substr(path, 1, ?) = ?",
-                    (len(folder), folder),
-                )
-            }
-
     def session_links(self, folder: str) -> list[tuple[str, tuple[str, ...]]]:
         """(session id, links) of every session file under ``folder`` that links to
         another session: its metadata ``links``, then the ``[[id]]`` links of its text

@@ -123,7 +123,9 @@ def store(index: SearchIndex, tag: str, rows: Sequence[tuple[int, Sequence[float
 def prune(index: SearchIndex) -> int:
     """Drop the vectors no document has any more (left by a rebuild); how many went."""
     with index.file.lock:
-        cursor = index.file.db.execute("DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)")
+        cursor = index.file.db.execute(
+            "DELETE FROM vectors WHERE hash NOT IN (SELECT hash FROM docs)"
+        )
         return max(cursor.rowcount, 0)
 
 
