@@ -166,6 +166,117 @@ class Ranking:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class RankState:
+    """What flows between the stages of one ranking (see :meth:`Ranker.rank`)."""
+
+    ranking: Ranking
+    filters: Filters
+    now: datetime | None
+    text: str = ""
+    n_docs: int = 0
+    avgdl: float = 0.0
+    # query terms with their weights and idf (expansion and hop terms join the idf)
+    weights: dict[str, float] = field(default_factory=dict)
+    idf: dict[str, float] = field(default_factory=dict)
+    # the best BM25 score any document could get for the query terms
+    ideal: float = 1.0
+    # the sessions the filters allow (None: all), and their documents when few enough
+    allowed: set[int] | None = None
+    scan: dict[int, DocRow] | None = None
+    limit: int = 0
+    # document id -> (session key, position, kind) of every document seen
+    where: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    base: dict[int, float] = field(default_factory=dict)
+    extra: dict[int, float] = field(default_factory=dict)
+    ideal_x: float = 1.0
+    hop: dict[int, float] = field(default_factory=dict)
+    # the normalised first round with the expansions added
+    first: dict[int, float] = field(default_factory=dict)
+    pool: list[int] = field(default_factory=list)
+    pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class FirstRound:
+    """What the first round says about each turn's neighbours, session and summary."""
+
+    first: dict[int, float]
+    where: dict[int, tuple[int, int, int]]
+    # the places of the best turns that end in a question
+    asking: set[tuple[int, int]]
+    config: RankConfig
+    at_place: dict[tuple[int, int], float] = field(default_factory=dict)
+    in_session: defaultdict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    summary_score: dict[int, float] = field(default_factory=dict)
+    sessions: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        first: dict[int, float],
+        where: dict[int, tuple[int, int, int]],
+        asking: set[tuple[int, int]],
+        config: RankConfig,
+    ) -> FirstRound:
+        view = cls(first, where, asking, config)
+        for doc_id, value in first.items():
+            skey, pos, kind = where[doc_id]
+            if kind == KIND_SUMMARY:
+                view.summary_score[skey] = max(view.summary_score.get(skey, 0.0), value)
+            else:
+                view.at_place[skey, pos] = value
+                view.in_session[skey].append(value)
+        return view
+
+    def session(self, skey: int) -> float:
+        """The mean of the session's best turns (cached)."""
+        found = self.sessions.get(skey)
+        if found is None:
+            top_n = max(self.config.session_top, 1)
+            values = self.in_session.get(skey, ())
+            best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
+            found = self.sessions[skey] = sum(best) / top_n
+        return found
+
+    def beside(self, skey: int, pos: int) -> float:
+        """The better first-round score of the turns before and after."""
+        return max(self.at_place.get((skey, pos - 1), 0.0), self.at_place.get((skey, pos + 1), 0.0))
+
+    def pre_score(self, doc_id: int) -> float:
+        """The score that chooses which documents go on to be finished."""
+        cfg = self.config
+        skey, pos, kind = self.where[doc_id]
+        value = self.first.get(doc_id, 0.0) + cfg.session_weight * self.session(skey)
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                value += cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            value += cfg.neighbour_weight * self.beside(skey, pos)
+            value += cfg.summary_weight * self.summary_score.get(skey, 0.0)
+        return value
+
+    def components(self, doc_id: int, state: RankState) -> tuple[float, dict[str, float]]:
+        """The named parts of a document's score so far, and their sum."""
+        cfg = self.config
+        skey, pos, kind = self.where[doc_id]
+        comp = {
+            "keyword": state.base.get(doc_id, 0.0) / state.ideal,
+            "expansion": cfg.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
+        }
+        if doc_id in state.hop:
+            comp["hop"] = state.hop[doc_id]
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                comp["answer"] = cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            if cfg.neighbour_weight:
+                comp["context"] = cfg.neighbour_weight * self.beside(skey, pos)
+            if cfg.summary_weight:
+                comp["summary"] = cfg.summary_weight * self.summary_score.get(skey, 0.0)
+        if cfg.session_weight:
+            comp["session"] = cfg.session_weight * self.session(skey)
+        return sum(comp.values()), comp
+
+
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
 SHOWN_CANDIDATES = 25
 
@@ -273,7 +384,7 @@ class Ranker:
                 where[doc_id] = (skey, pos, kind)
         return scores
 
-    def rank(  # noqa: C901
+    def rank(
         self,
         query: str,
         k: int = 10,
@@ -282,136 +393,119 @@ class Ranker:
         now: datetime | None = None,
         head: str | None = None,
     ) -> Ranking:
-        """Rank the index for ``query``; see :class:`Ranking` for what comes back."""
+        """Rank the index for ``query``; see :class:`Ranking` for what comes back.
+
+        The stages run in order over one :class:`RankState`: parse the query, choose where
+        candidates come from, score the first round, add the expansions, fuse the
+        components, and finish with what needs the documents themselves."""
+        state = RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), now)
+        if not self.parse_query(state):
+            return state.ranking
+        self.choose_candidates(state)
+        self.first_round(state)
+        self.expand(state)
+        self.fuse(state)
+        self.finish(state, k, head)
+        return state.ranking
+
+    # --- stages ----------------------------------------------------------------------
+
+    def parse_query(self, state: RankState) -> bool:
+        """Query terms, their weights and idf, and the sessions the filters allow; False
+        (with a note on the ranking) when nothing can match."""
         cfg = self.config
-        filters = filters or Filters()
-        text = strip_controls(query)[: cfg.max_query_chars]
-        n_docs, avgdl = self.index.stats()
-        ranking = Ranking(query, {}, {}, {}, [], [])
-        if not text.strip() or n_docs == 0:
-            ranking.notes.append("empty query" if not text.strip() else "the index is empty")
-            return ranking
-        weights, df, corrections = self._query_terms(text, n_docs)
+        ranking = state.ranking
+        state.text = strip_controls(ranking.query)[: cfg.max_query_chars]
+        state.n_docs, state.avgdl = self.index.stats()
+        if not state.text.strip() or state.n_docs == 0:
+            ranking.notes.append("empty query" if not state.text.strip() else "the index is empty")
+            return False
+        weights, df, corrections = self._query_terms(state.text, state.n_docs)
         ranking.terms, ranking.corrections = weights, corrections
         if not weights:
             ranking.notes.append("no query term occurs in any memory")
-            return ranking
-        allowed = None if filters.empty else self._allowed(filters)
-        if allowed is not None and not allowed:
+            return False
+        state.allowed = None if state.filters.empty else self._allowed(state.filters)
+        if state.allowed is not None and not state.allowed:
             ranking.notes.append("no session matches the filters")
-            return ranking
-        idf = {t: self._idf(df[t], n_docs) for t in weights}
-        ideal = sum(w * idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+            return False
+        state.weights = weights
+        state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
+        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+        return True
 
-        scan: dict[int, DocRow] | None = None
-        limit = cfg.postings_limit
-        where: dict[int, tuple[int, int, int]] = {}
-        if allowed is not None:
-            if self.index.count_session_docs(allowed) <= cfg.scan_limit:
-                scan = {d.id: d for d in self.index.session_docs(allowed, text=False)}
-                where = {d.id: (d.skey, d.pos, d.kind) for d in scan.values()}
-            else:  # most postings read will be filtered out: read deeper
-                limit *= 10
-        base = self._bm25(weights, idf, avgdl, allowed, limit, scan, where)
+    def choose_candidates(self, state: RankState) -> None:
+        """Where the candidates come from: a scan of the few documents the filters leave,
+        or the postings (read deeper when the filters will drop most of them)."""
+        state.limit = self.config.postings_limit
+        if state.allowed is None:
+            return
+        if self.index.count_session_docs(state.allowed) <= self.config.scan_limit:
+            state.scan = {d.id: d for d in self.index.session_docs(state.allowed, text=False)}
+            state.where = {d.id: (d.skey, d.pos, d.kind) for d in state.scan.values()}
+        else:  # most postings read will be filtered out: read deeper
+            state.limit *= 10
 
-        # pseudo relevance feedback: borrow terms from the best first-round documents
-        expansion: dict[str, float] = {}
-        extra: dict[int, float] = {}
-        if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
-            top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
-            rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
-            expansion = self._expansion(rows, base, weights, n_docs)
-            if expansion:
-                idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
-                expansion = {t: w for t, w in expansion.items() if t in idf}
-                extra = self._bm25(
-                    expansion,
-                    idf,
-                    avgdl,
-                    allowed,
-                    cfg.prf_postings,
-                    scan,
-                    where,
-                    floor=cfg.prf_postings // 2,
-                )
-        ranking.expansion = expansion
-        ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
-        first = {i: v / ideal for i, v in base.items()}
-        for i, v in extra.items():
-            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / ideal_x
-        hop, ranking.hop_terms = self._second_round(
-            first, weights, idf, n_docs, avgdl, allowed, scan, where
+    def first_round(self, state: RankState) -> None:
+        """BM25 of the query terms."""
+        state.base = self._bm25(
+            state.weights,
+            state.idf,
+            state.avgdl,
+            state.allowed,
+            state.limit,
+            state.scan,
+            state.where,
         )
-        for i, v in hop.items():
+
+    def expand(self, state: RankState) -> None:
+        """Pseudo relevance feedback and the second round, added to the normalised first
+        round (``state.first``)."""
+        cfg = self.config
+        expansion = self._feedback(state)
+        state.ranking.expansion = expansion
+        idf = state.idf
+        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
+        first = {i: v / state.ideal for i, v in state.base.items()}
+        for i, v in state.extra.items():
+            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / state.ideal_x
+        state.hop, state.ranking.hop_terms = self._second_round(
+            first,
+            state.weights,
+            idf,
+            state.n_docs,
+            state.avgdl,
+            state.allowed,
+            state.scan,
+            state.where,
+        )
+        for i, v in state.hop.items():
             first[i] = first.get(i, 0.0) + v
+        state.first = first
 
-        # what the first round says about each turn's neighbours, session and summary
-        at_place: dict[tuple[int, int], float] = {}
-        in_session: defaultdict[int, list[float]] = defaultdict(list)
-        summary_score: dict[int, float] = {}
-        for doc_id, value in first.items():
-            skey, pos, kind = where[doc_id]
-            if kind == KIND_SUMMARY:
-                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
-            else:
-                at_place[skey, pos] = value
-                in_session[skey].append(value)
-        top_n = max(cfg.session_top, 1)
-        session_cache: dict[int, float] = {}
-
-        def session_of(skey: int) -> float:
-            found = session_cache.get(skey)
-            if found is None:
-                values = in_session.get(skey, ())
-                best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
-                found = session_cache[skey] = sum(best) / top_n
-            return found
-
-        # rescore the best first-round documents plus their neighbours and dated turns
-        ordered = [i for i, _ in sorted(first.items(), key=_second, reverse=True)]
+    def fuse(self, state: RankState) -> None:
+        """The best first-round documents plus their neighbours and dated turns, scored with
+        what the first round says about their neighbours, session and summary; the best
+        ``candidates`` of them go on with their components (``state.pre``)."""
+        cfg = self.config
+        ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.rescore_pool])
-        consider |= self._neighbours(ordered[: cfg.neighbour_pool], where, scan)
-        consider |= self._dated(text, allowed, where, now)
-        nw, sw, uw = cfg.neighbour_weight, cfg.session_weight, cfg.summary_weight
-        asking = self._asking(ordered[: cfg.neighbour_pool], where) if cfg.answer_weight else set()
-        aw = cfg.answer_weight
+        consider |= self._neighbours(ordered[: cfg.neighbour_pool], state.where, state.scan)
+        consider |= self._dated(state.text, state.allowed, state.where, state.now)
+        asking = (
+            self._asking(ordered[: cfg.neighbour_pool], state.where) if cfg.answer_weight else set()
+        )
+        context = FirstRound.of(state.first, state.where, asking, cfg)
+        pool = heapq.nlargest(cfg.candidates, consider, key=context.pre_score)
+        state.pool = pool
+        state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
 
-        def pre_score(doc_id: int) -> float:
-            skey, pos, kind = where[doc_id]
-            value = first.get(doc_id, 0.0) + sw * session_of(skey)
-            if kind == KIND_INTERACTION:
-                if (skey, pos - 1) in asking:
-                    value += aw * at_place.get((skey, pos - 1), 0.0)
-                value += nw * max(
-                    at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
-                )
-                value += uw * summary_score.get(skey, 0.0)
-            return value
-
-        pool = heapq.nlargest(cfg.candidates, consider, key=pre_score)
-        pre: dict[int, tuple[float, dict[str, float]]] = {}
-        for doc_id in pool:
-            skey, pos, kind = where[doc_id]
-            comp = {
-                "keyword": base.get(doc_id, 0.0) / ideal,
-                "expansion": cfg.prf_weight * extra.get(doc_id, 0.0) / ideal_x,
-            }
-            if doc_id in hop:
-                comp["hop"] = hop[doc_id]
-            if kind == KIND_INTERACTION:
-                if (skey, pos - 1) in asking:
-                    comp["answer"] = aw * at_place.get((skey, pos - 1), 0.0)
-                if nw:
-                    comp["context"] = nw * max(
-                        at_place.get((skey, pos - 1), 0.0), at_place.get((skey, pos + 1), 0.0)
-                    )
-                if uw:
-                    comp["summary"] = uw * summary_score.get(skey, 0.0)
-            if sw:
-                comp["session"] = sw * session_of(skey)
-            pre[doc_id] = (sum(comp.values()), comp)
+    def finish(self, state: RankState, k: int, head: str | None) -> None:
+        """Score what needs the documents, order, read the shown texts and drop the weak."""
+        cfg = self.config
+        scan, pool = state.scan, state.pool
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
-        candidates = self._finish(rows, pre, weights, idf, ideal, text, filters, now)
+        candidates = self._score_documents(rows, state)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
         # the text is read for the candidates that may be shown only
         shown = candidates[: max(k, SHOWN_CANDIDATES)]
@@ -420,10 +514,39 @@ class Ranker:
             cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
         floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
         kept = [c for c in candidates if c.score >= floor]
+        ranking = state.ranking
         ranking.below_min = len(candidates) - len(kept)
         ranking.candidates = candidates
-        ranking.hits = [self._hit(c, weights, head) for c in kept[:k]]
-        return ranking
+        ranking.hits = [self._hit(c, state.weights, head) for c in kept[:k]]
+
+    # --- stage helpers ---------------------------------------------------------------
+
+    def _feedback(self, state: RankState) -> dict[str, float]:
+        """Pseudo relevance feedback: terms borrowed from the best first-round documents
+        (their BM25 goes to ``state.extra``)."""
+        cfg = self.config
+        if not (cfg.prf_weight > 0 and cfg.prf_docs > 0 and state.base):
+            return {}
+        base, scan, n_docs = state.base, state.scan, state.n_docs
+        top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
+        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
+        expansion = self._expansion(rows, base, state.weights, n_docs)
+        if not expansion:
+            return expansion
+        idf = state.idf
+        idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
+        expansion = {t: w for t, w in expansion.items() if t in idf}
+        state.extra = self._bm25(
+            expansion,
+            idf,
+            state.avgdl,
+            state.allowed,
+            cfg.prf_postings,
+            scan,
+            state.where,
+            floor=cfg.prf_postings // 2,
+        )
+        return expansion
 
     def _second_round(
         self,
@@ -587,19 +710,11 @@ class Ranker:
         top = scored[best[0]]
         return {t: scored[t] / top for t in best}
 
-    def _finish(
-        self,
-        rows: dict[int, DocRow],
-        pre: dict[int, tuple[float, dict[str, float]]],
-        weights: dict[str, float],
-        idf: dict[str, float],
-        ideal: float,
-        text: str,
-        filters: Filters,
-        now: datetime | None,
-    ) -> list[Candidate]:
+    def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[Candidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
+        pre, weights, idf, ideal = state.pre, state.weights, state.idf, state.ideal
+        text, filters, now = state.text, state.filters, state.now
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
             self.index.access_counts(s.session_id for s in sessions.values())

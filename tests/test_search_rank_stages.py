@@ -1,0 +1,139 @@
+"""The ranking's stages one at a time, over a small in-memory index."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitmem.search.index import KIND_INTERACTION, Index
+from gitmem.search.rank import (
+    Filters,
+    FirstRound,
+    RankConfig,
+    Ranker,
+    Ranking,
+    RankState,
+)
+from tests.test_retrieval import _index, _session
+
+
+@pytest.fixture
+def index() -> Index:
+    return _index(
+        _session(
+            "garden",
+            [
+                ("Ana", "Which tomatoes did you plant this spring?"),
+                ("Ben", "Cherry ones, next to the basil and the greenhouse."),
+                ("Ana", "The greenhouse needs new glass."),
+            ],
+        ),
+        _session("code", [("Ana", "The parser fails on nested lists."), ("Ben", "Use a stack.")]),
+        _session("trip", [("Ben", "We hiked to the lake and saw herons.")]),
+    )
+
+
+def _state(query: str, filters: Filters | None = None) -> RankState:
+    return RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), None)
+
+
+def _through(ranker: Ranker, query: str, stages: int, filters: Filters | None = None) -> RankState:
+    state = _state(query, filters)
+    steps = [ranker.parse_query, ranker.choose_candidates, ranker.first_round, ranker.expand]
+    steps.append(ranker.fuse)
+    assert steps[0](state)
+    for step in steps[1:stages]:
+        step(state)
+    return state
+
+
+def test_parse_query_weights_terms_and_stops_with_a_note(index: Index) -> None:
+    ranker = Ranker(index)
+    state = _state("tomatoes tomatoes greenhouse")
+    assert ranker.parse_query(state)
+    assert state.weights == {"tomato": 2.0, "greenhous": 1.0}
+    assert state.idf["tomato"] > state.idf["greenhous"] > 0  # rarer term weighs more
+    assert state.ideal == pytest.approx(
+        (2 * state.idf["tomato"] + state.idf["greenhous"]) * (ranker.config.k1 + 1)
+    )
+    for query, filters, note in [
+        ("   ", None, "empty query"),
+        ("zebra", None, "no query term occurs in any memory"),
+        ("tomatoes", Filters(sessions=("nowhere",)), "no session matches the filters"),
+    ]:
+        stopped = _state(query, filters)
+        assert not ranker.parse_query(stopped)
+        assert stopped.ranking.notes == [note]
+
+
+def test_choose_candidates_scans_few_filtered_documents(index: Index) -> None:
+    plain = _through(Ranker(index), "tomatoes", 2)
+    assert plain.scan is None and plain.limit == RankConfig().postings_limit
+    only = Filters(sessions=("garden",))
+    scanned = _through(Ranker(index), "tomatoes", 2, only)
+    assert scanned.scan is not None and len(scanned.scan) == 3
+    assert {place[0] for place in scanned.where.values()} == scanned.allowed
+    deep = _through(Ranker(index, RankConfig(scan_limit=0)), "tomatoes", 2, only)
+    assert deep.scan is None and deep.limit == 10 * RankConfig().postings_limit
+
+
+def test_first_round_scores_only_matching_documents(index: Index) -> None:
+    state = _through(Ranker(index), "greenhouse", 3)
+    assert len(state.base) == 2 and all(v > 0 for v in state.base.values())
+    assert sorted(state.where[i][1] for i in state.base) == [1, 2]  # garden's 2nd and 3rd turn
+    filtered = _through(Ranker(index), "greenhouse", 3, Filters(sessions=("code",)))
+    assert filtered.base == {}
+
+
+def test_expand_normalises_and_adds_borrowed_terms(index: Index) -> None:
+    # "greenhouse" is in the best turn and in another one: a term worth borrowing
+    plain = _through(Ranker(index, RankConfig(prf_weight=0, hop_weight=0)), "cherry", 4)
+    assert plain.ranking.expansion == {} and plain.extra == {}
+    assert plain.first == {i: v / plain.ideal for i, v in plain.base.items()}
+    assert all(0 < v <= 1 for v in plain.first.values())
+    fed = _through(Ranker(index, RankConfig(hop_weight=0)), "cherry", 4)
+    assert fed.ranking.expansion == {"greenhous": 1.0}
+    assert len(fed.first) == 2 and all(fed.first[i] > plain.first.get(i, 0.0) for i in fed.first)
+
+
+def test_fuse_adds_the_neighbours_and_names_every_component(index: Index) -> None:
+    config = RankConfig(prf_weight=0, hop_weight=0)
+    state = _through(Ranker(index, config), "tomatoes", 5)
+    # the answer after the question joins the pool though it never says "tomatoes"
+    assert len(state.pool) > len(state.base)
+    answer = next(i for i in state.pool if state.where[i][1] == 1)
+    total, comp = state.pre[answer]
+    assert comp["keyword"] == 0.0 and comp["answer"] > 0 and comp["context"] > 0
+    assert total == sum(comp.values())
+    small = _through(Ranker(index, RankConfig(candidates=1)), "tomatoes", 5)
+    assert len(small.pool) == 1
+
+
+def test_first_round_view_means_the_best_turns_of_a_session() -> None:
+    where = {1: (7, 0, KIND_INTERACTION), 2: (7, 1, KIND_INTERACTION), 3: (7, 2, KIND_INTERACTION)}
+    first = {1: 0.9, 2: 0.3, 3: 0.6}
+    view = FirstRound.of(first, where, {(7, 0)}, RankConfig(session_top=2))
+    assert view.session(7) == pytest.approx((0.9 + 0.6) / 2)
+    assert view.session(8) == 0.0
+    assert view.beside(7, 1) == 0.9
+    config = view.config
+    assert view.pre_score(2) == pytest.approx(
+        0.3
+        + config.session_weight * 0.75
+        + config.answer_weight * 0.9
+        + config.neighbour_weight * 0.9
+    )
+
+
+def test_finish_orders_reads_texts_and_drops_the_weak(index: Index) -> None:
+    ranker = Ranker(index)
+    state = _through(ranker, "tomatoes greenhouse", 5)
+    ranker.finish(state, 1, "HEAD")
+    ranking = state.ranking
+    scores = [c.score for c in ranking.candidates]
+    assert scores == sorted(scores, reverse=True)
+    assert len(ranking.hits) == 1 and ranking.hits[0].commit == "HEAD"
+    assert all(c.doc.text for c in ranking.candidates)
+    strict = _through(Ranker(index, RankConfig(relative_min=1.0)), "tomatoes greenhouse", 5)
+    Ranker(index, RankConfig(relative_min=1.0)).finish(strict, 10, None)
+    assert len(strict.ranking.hits) == 1
+    assert strict.ranking.below_min == len(strict.ranking.candidates) - 1
