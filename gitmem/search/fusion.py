@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import Index
-from gitmem.search.rank import SHOWN_CANDIDATES, Candidate, Filters, RankConfig, Ranker, Ranking
+from gitmem.search.rank import (
+    SHOWN_CANDIDATES,
+    Filters,
+    RankConfig,
+    RankedCandidate,
+    Ranker,
+    Ranking,
+)
 from gitmem.search.vectors import (
     SLOW_NOTE,
     VectorCache,
@@ -233,7 +240,7 @@ class Dense:
                 row = rows.get(doc_id)
                 session = sessions.get(row.skey) if row is not None else None
                 if row is not None and session is not None:
-                    by_id[doc_id] = Candidate(row, session, 0.0, {})
+                    by_id[doc_id] = RankedCandidate(row, session, 0.0, {})
         rrf, weight = config.rrf_k, config.dense_weight
         scale = (rrf + 1) / (1 + weight)
         pool = [c for doc_id, c in by_id.items() if doc_id in kept or doc_id in dense]

@@ -142,7 +142,7 @@ class Filters:
 
 
 @dataclass
-class Candidate:
+class RankedCandidate:
     """A scored document with its score components (for ``--explain``)."""
 
     doc: DocRow
@@ -160,7 +160,7 @@ class Ranking:
     expansion: dict[str, float]
     corrections: dict[str, str]
     hits: list[Hit]
-    candidates: list[Candidate]
+    candidates: list[RankedCandidate]
     below_min: int = 0
     hop_terms: dict[str, float] = field(default_factory=dict)  # the second round's terms
     notes: list[str] = field(default_factory=list)
@@ -710,7 +710,7 @@ class Ranker:
         top = scored[best[0]]
         return {t: scored[t] / top for t in best}
 
-    def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[Candidate]:
+    def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[RankedCandidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
         pre, weights, idf, ideal = state.pre, state.weights, state.idf, state.ideal
@@ -736,7 +736,7 @@ class Ranker:
         stamp = (now or datetime.now(UTC)).timestamp()
         lo = filters.since.timestamp() if filters.since else -math.inf
         hi = filters.until.timestamp() if filters.until else math.inf
-        out: list[Candidate] = []
+        out: list[RankedCandidate] = []
         for doc_id, row in rows.items():
             session = sessions.get(row.skey)
             if session is None or not lo <= row.ts <= hi:
@@ -776,10 +776,10 @@ class Ranker:
                 activation = 1 + cfg.activation_weight * math.log1p(used)
             comp["decay"] = decay
             comp["activation"] = activation
-            out.append(Candidate(row, session, additive * decay * activation, comp))
+            out.append(RankedCandidate(row, session, additive * decay * activation, comp))
         return out
 
-    def _hit(self, cand: Candidate, weights: dict[str, float], head: str | None) -> Hit:
+    def _hit(self, cand: RankedCandidate, weights: dict[str, float], head: str | None) -> Hit:
         row = cand.doc
         # the values are valid by construction: skip pydantic's validation on the hot path
         return Hit.model_construct(
