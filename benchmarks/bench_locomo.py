@@ -14,7 +14,6 @@ model when one is configured (``GITMEM_EMBED_MODEL``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -105,7 +104,7 @@ def main() -> None:
     for item in args.set:
         key, _, value = item.partition("=")
         changes[key] = _value(value)
-    config = dataclasses.replace(RankConfig(), **changes)  # type: ignore[arg-type]
+    config = RankConfig().tuned(**changes)
     scores = direct(convs, config, args.depth)
     rows = scores.rows()
     if args.json:

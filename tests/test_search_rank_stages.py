@@ -53,7 +53,7 @@ def test_parse_query_weights_terms_and_stops_with_a_note(index: Index) -> None:
     assert state.weights == {"tomato": 2.0, "greenhous": 1.0}
     assert state.idf["tomato"] > state.idf["greenhous"] > 0  # rarer term weighs more
     assert state.ideal == pytest.approx(
-        (2 * state.idf["tomato"] + state.idf["greenhous"]) * (ranker.config.k1 + 1)
+        (2 * state.idf["tomato"] + state.idf["greenhous"]) * (ranker.config.first.k1 + 1)
     )
     for query, filters, note in [
         ("   ", None, "empty query"),
@@ -67,13 +67,13 @@ def test_parse_query_weights_terms_and_stops_with_a_note(index: Index) -> None:
 
 def test_choose_candidates_scans_few_filtered_documents(index: Index) -> None:
     plain = _through(Ranker(index), "tomatoes", 2)
-    assert plain.scan is None and plain.limit == RankConfig().postings_limit
+    assert plain.scan is None and plain.limit == RankConfig().first.postings_limit
     only = Filters(sessions=("garden",))
     scanned = _through(Ranker(index), "tomatoes", 2, only)
     assert scanned.scan is not None and len(scanned.scan) == 3
     assert {place[0] for place in scanned.where.values()} == scanned.allowed
-    deep = _through(Ranker(index, RankConfig(scan_limit=0)), "tomatoes", 2, only)
-    assert deep.scan is None and deep.limit == 10 * RankConfig().postings_limit
+    deep = _through(Ranker(index, RankConfig().tuned(scan_limit=0)), "tomatoes", 2, only)
+    assert deep.scan is None and deep.limit == 10 * RankConfig().first.postings_limit
 
 
 def test_first_round_scores_only_matching_documents(index: Index) -> None:
@@ -86,17 +86,17 @@ def test_first_round_scores_only_matching_documents(index: Index) -> None:
 
 def test_expand_normalises_and_adds_borrowed_terms(index: Index) -> None:
     # "greenhouse" is in the best turn and in another one: a term worth borrowing
-    plain = _through(Ranker(index, RankConfig(prf_weight=0, hop_weight=0)), "cherry", 4)
+    plain = _through(Ranker(index, RankConfig().tuned(prf_weight=0, hop_weight=0)), "cherry", 4)
     assert plain.ranking.expansion == {} and plain.extra == {}
     assert plain.first == {i: v / plain.ideal for i, v in plain.base.items()}
     assert all(0 < v <= 1 for v in plain.first.values())
-    fed = _through(Ranker(index, RankConfig(hop_weight=0)), "cherry", 4)
+    fed = _through(Ranker(index, RankConfig().tuned(hop_weight=0)), "cherry", 4)
     assert fed.ranking.expansion == {"greenhous": 1.0}
     assert len(fed.first) == 2 and all(fed.first[i] > plain.first.get(i, 0.0) for i in fed.first)
 
 
 def test_fuse_adds_the_neighbours_and_names_every_component(index: Index) -> None:
-    config = RankConfig(prf_weight=0, hop_weight=0)
+    config = RankConfig().tuned(prf_weight=0, hop_weight=0)
     state = _through(Ranker(index, config), "tomatoes", 5)
     # the answer after the question joins the pool though it never says "tomatoes"
     assert len(state.pool) > len(state.base)
@@ -104,23 +104,23 @@ def test_fuse_adds_the_neighbours_and_names_every_component(index: Index) -> Non
     total, comp = state.pre[answer]
     assert comp["keyword"] == 0.0 and comp["answer"] > 0 and comp["context"] > 0
     assert total == sum(comp.values())
-    small = _through(Ranker(index, RankConfig(candidates=1)), "tomatoes", 5)
+    small = _through(Ranker(index, RankConfig().tuned(candidates=1)), "tomatoes", 5)
     assert len(small.pool) == 1
 
 
 def test_first_round_view_means_the_best_turns_of_a_session() -> None:
     where = {1: (7, 0, KIND_INTERACTION), 2: (7, 1, KIND_INTERACTION), 3: (7, 2, KIND_INTERACTION)}
     first = {1: 0.9, 2: 0.3, 3: 0.6}
-    view = FirstRound.of(first, where, {(7, 0)}, RankConfig(session_top=2))
+    view = FirstRound.of(first, where, {(7, 0)}, RankConfig().tuned(session_top=2))
     assert view.session(7) == pytest.approx((0.9 + 0.6) / 2)
     assert view.session(8) == 0.0
     assert view.beside(7, 1) == 0.9
     config = view.config
     assert view.pre_score(2) == pytest.approx(
         0.3
-        + config.session_weight * 0.75
-        + config.answer_weight * 0.9
-        + config.neighbour_weight * 0.9
+        + config.fusion.session_weight * 0.75
+        + config.fusion.answer_weight * 0.9
+        + config.fusion.neighbour_weight * 0.9
     )
 
 
@@ -133,7 +133,16 @@ def test_finish_orders_reads_texts_and_drops_the_weak(index: Index) -> None:
     assert scores == sorted(scores, reverse=True)
     assert len(ranking.hits) == 1 and ranking.hits[0].commit == "HEAD"
     assert all(c.doc.text for c in ranking.candidates)
-    strict = _through(Ranker(index, RankConfig(relative_min=1.0)), "tomatoes greenhouse", 5)
-    Ranker(index, RankConfig(relative_min=1.0)).finish(strict, 10, None)
+    strict = _through(Ranker(index, RankConfig().tuned(relative_min=1.0)), "tomatoes greenhouse", 5)
+    Ranker(index, RankConfig().tuned(relative_min=1.0)).finish(strict, 10, None)
     assert len(strict.ranking.hits) == 1
     assert strict.ranking.below_min == len(strict.ranking.candidates) - 1
+
+
+def test_tuned_changes_a_field_in_its_group_and_refuses_unknown_names() -> None:
+    config = RankConfig().tuned(prf_weight=0.0, min_score=0.5, dense_exact=True)
+    assert config.expansion.prf_weight == 0.0 and config.expansion.prf_docs == 3
+    assert config.cutoff.min_score == 0.5 and config.dense.dense_exact
+    assert config.fusion == RankConfig().fusion
+    with pytest.raises(TypeError, match="no field 'prf'"):
+        RankConfig().tuned(prf=1)

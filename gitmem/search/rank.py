@@ -33,9 +33,10 @@ import heapq
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from operator import itemgetter
+from typing import Any
 
 from rapidfuzz import fuzz, process
 
@@ -46,8 +47,17 @@ from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
-class RankConfig:
-    """Weights and limits of the ranking; every field has a measured default."""
+class QueryConfig:
+    """How much of a query is read, and how near a typo must be to a stored word."""
+
+    max_query_terms: int = 48
+    max_query_chars: int = 4000
+    typo_min_ratio: float = 80.0
+
+
+@dataclass(frozen=True)
+class FirstRoundConfig:
+    """BM25 of the query terms: its parameters and how many postings are read."""
 
     # BM25 with a low length normalisation: short chat turns are not penalised for brevity
     k1: float = 0.9
@@ -57,20 +67,33 @@ class RankConfig:
     postings_floor: int = 200
     # when filters leave at most this many documents, they are scored one by one
     scan_limit: int = 1500
-    max_query_terms: int = 48
-    max_query_chars: int = 4000
-    candidates: int = 100
-    # first-round documents considered for the final scoring (plus neighbours, dated turns)
-    rescore_pool: int = 300
-    speaker_weight: float = 1.0
-    # plus this share of the turn's own score: a lift that grows with the match, so a
-    # named speaker's weak turn cannot outvote the other person's strong one by itself
-    speaker_share: float = 0.2
+
+
+@dataclass(frozen=True)
+class ExpansionConfig:
+    """Pseudo relevance feedback and the second (multi-hop) round."""
+
     prf_docs: int = 3
     prf_terms: int = 10
     prf_weight: float = 0.2
     # postings read per expansion term (scaled down for common words like postings_limit)
     prf_postings: int = 300
+    # second round (multi-hop): the rarest terms of the best first-round turns find the
+    # other sessions that talk about the same people, places and things
+    hop_weight: float = 0.1
+    hop_docs: int = 3
+    hop_terms: int = 4
+    hop_max_df: int = 20
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """What the first round lends a turn's neighbours, session and summary, and how many
+    documents go on to be finished."""
+
+    candidates: int = 100
+    # first-round documents considered for the final scoring (plus neighbours, dated turns)
+    rescore_pool: int = 300
     neighbour_weight: float = 0.5
     # a turn right after one of the best turns that ends in a question: the answer to it
     answer_weight: float = 0.35
@@ -80,9 +103,24 @@ class RankConfig:
     # a session's strength is the mean of its best turns (not one lucky turn)
     session_top: int = 3
     summary_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """Components that need the document itself: the speaker named and fuzzy spelling."""
+
+    speaker_weight: float = 1.0
+    # plus this share of the turn's own score: a lift that grows with the match, so a
+    # named speaker's weak turn cannot outvote the other person's strong one by itself
+    speaker_share: float = 0.2
     fuzzy_weight: float = 0.05
     fuzzy_candidates: int = 30
-    typo_min_ratio: float = 80.0
+
+
+@dataclass(frozen=True)
+class DateConfig:
+    """A query naming a date prefers memories from then."""
+
     # a query naming a date ("in July 2023") prefers memories from then
     temporal_weight: float = 0.3
     temporal_half_life_days: float = 7.0
@@ -91,20 +129,32 @@ class RankConfig:
     # ... and at most this many turns that talk about that time ("yesterday" said the day
     # after it), per date named
     event_pool: int = 30
-    # second round (multi-hop): the rarest terms of the best first-round turns find the
-    # other sessions that talk about the same people, places and things
-    hop_weight: float = 0.1
-    hop_docs: int = 3
-    hop_terms: int = 4
-    hop_max_df: int = 20
+
+
+@dataclass(frozen=True)
+class RecencyConfig:
+    """Multipliers for a memory's age and for how often it was used."""
+
     decay_weight: float = 0.1
     half_life_days: float = 180.0
     activation_weight: float = 0.05
+
+
+@dataclass(frozen=True)
+class CutoffConfig:
+    """Which hits are kept, and how much of their text is shown."""
+
     min_score: float = 0.05
     # hits scoring below this share of the best hit's score are dropped too
     relative_min: float = 0.2
     snippet_chars: int = 200
-    # embeddings (issue 17): reciprocal rank fusion of the lexical order with the dense
+
+
+@dataclass(frozen=True)
+class DenseConfig:
+    """Embeddings, when a model is configured: fused with the lexical order."""
+
+    # embeddings: reciprocal rank fusion of the lexical order with the dense
     # top-N (see search/fusion.py); used only when an embedding model is configured. Fit on
     # LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline): weight 1 and
     # k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may earn more weight
@@ -116,6 +166,42 @@ class RankConfig:
     dense_catchup: int = 128
     # score every stored vector exactly (slower on large stores: see search/vectors.py)
     dense_exact: bool = False
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Weights and limits of the ranking, grouped by stage; every field has a measured default.
+
+    ``RankConfig().tuned(prf_weight=0, min_score=0.1)`` changes fields by name, wherever
+    their group is."""
+
+    query: QueryConfig = field(default_factory=QueryConfig)
+    first: FirstRoundConfig = field(default_factory=FirstRoundConfig)
+    expansion: ExpansionConfig = field(default_factory=ExpansionConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    match: MatchConfig = field(default_factory=MatchConfig)
+    dates: DateConfig = field(default_factory=DateConfig)
+    recency: RecencyConfig = field(default_factory=RecencyConfig)
+    cutoff: CutoffConfig = field(default_factory=CutoffConfig)
+    dense: DenseConfig = field(default_factory=DenseConfig)
+
+    def tuned(self, **changes: Any) -> RankConfig:
+        """A copy with the named fields (``prf_weight``, ``min_score``, ...) changed."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in changes.items():
+            group = _GROUP_OF.get(name)
+            if group is None:
+                raise TypeError(f"RankConfig has no field {name!r}")
+            grouped.setdefault(group, {})[name] = value
+        return replace(self, **{g: replace(getattr(self, g), **c) for g, c in grouped.items()})
+
+
+# field name -> the RankConfig group that holds it
+_GROUP_OF = {
+    f.name: group.name
+    for group in fields(RankConfig)
+    for f in fields(getattr(RankConfig(), group.name))
+}
 
 
 @dataclass(frozen=True)
@@ -233,7 +319,7 @@ class FirstRound:
         """The mean of the session's best turns (cached)."""
         found = self.sessions.get(skey)
         if found is None:
-            top_n = max(self.config.session_top, 1)
+            top_n = max(self.config.fusion.session_top, 1)
             values = self.in_session.get(skey, ())
             best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
             found = self.sessions[skey] = sum(best) / top_n
@@ -247,12 +333,12 @@ class FirstRound:
         """The score that chooses which documents go on to be finished."""
         cfg = self.config
         skey, pos, kind = self.where[doc_id]
-        value = self.first.get(doc_id, 0.0) + cfg.session_weight * self.session(skey)
+        value = self.first.get(doc_id, 0.0) + cfg.fusion.session_weight * self.session(skey)
         if kind == KIND_INTERACTION:
             if (skey, pos - 1) in self.asking:
-                value += cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
-            value += cfg.neighbour_weight * self.beside(skey, pos)
-            value += cfg.summary_weight * self.summary_score.get(skey, 0.0)
+                value += cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            value += cfg.fusion.neighbour_weight * self.beside(skey, pos)
+            value += cfg.fusion.summary_weight * self.summary_score.get(skey, 0.0)
         return value
 
     def components(self, doc_id: int, state: RankState) -> tuple[float, dict[str, float]]:
@@ -261,19 +347,19 @@ class FirstRound:
         skey, pos, kind = self.where[doc_id]
         comp = {
             "keyword": state.base.get(doc_id, 0.0) / state.ideal,
-            "expansion": cfg.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
+            "expansion": cfg.expansion.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
         }
         if doc_id in state.hop:
             comp["hop"] = state.hop[doc_id]
         if kind == KIND_INTERACTION:
             if (skey, pos - 1) in self.asking:
-                comp["answer"] = cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
-            if cfg.neighbour_weight:
-                comp["context"] = cfg.neighbour_weight * self.beside(skey, pos)
-            if cfg.summary_weight:
-                comp["summary"] = cfg.summary_weight * self.summary_score.get(skey, 0.0)
-        if cfg.session_weight:
-            comp["session"] = cfg.session_weight * self.session(skey)
+                comp["answer"] = cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            if cfg.fusion.neighbour_weight:
+                comp["context"] = cfg.fusion.neighbour_weight * self.beside(skey, pos)
+            if cfg.fusion.summary_weight:
+                comp["summary"] = cfg.fusion.summary_weight * self.summary_score.get(skey, 0.0)
+        if cfg.fusion.session_weight:
+            comp["session"] = cfg.fusion.session_weight * self.session(skey)
         return sum(comp.values()), comp
 
 
@@ -310,7 +396,7 @@ class Ranker:
         counts = Counter(terms(text))
         df = self.index.df(counts)
         corrections: dict[str, str] = {}
-        if self.config.speaker_weight and any(t not in df for t in counts):
+        if self.config.match.speaker_weight and any(t not in df for t in counts):
             # a name that only ever appears as a speaker still counts (for the speaker part)
             for name, spoken in self.index.speakers().items():
                 for term in name_terms(name):
@@ -322,15 +408,15 @@ class Ranker:
             vocab = self.index.vocabulary()
             for term in missing[:8]:
                 found = process.extractOne(
-                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.typo_min_ratio
+                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.query.typo_min_ratio
                 )
                 if found is not None:
                     corrections[term] = found[0]
                     weights[found[0]] = max(weights.get(found[0], 0.0), found[1] / 100)
             df.update(self.index.df(corrections.values()))
-        if len(weights) > self.config.max_query_terms:
+        if len(weights) > self.config.query.max_query_terms:
             rarest = sorted(weights, key=lambda t: (df.get(t, 0), t))
-            weights = {t: weights[t] for t in rarest[: self.config.max_query_terms]}
+            weights = {t: weights[t] for t in rarest[: self.config.query.max_query_terms]}
         return weights, df, corrections
 
     def _idf(self, df: int, n_docs: int) -> float:
@@ -344,9 +430,9 @@ class Ranker:
         if not doc.dl:
             return 0.0
         cfg = self.config
-        norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
+        norm = cfg.first.k1 * (1 - cfg.first.b + cfg.first.b * doc.dl / avgdl)
         tf = Counter(t for t in doc.terms.split() if t in weights)
-        return sum(weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items())
+        return sum(weights[t] * idf[t] * n * (cfg.first.k1 + 1) / (n + norm) for t, n in tf.items())
 
     def _bm25(
         self,
@@ -366,14 +452,15 @@ class Ranker:
             }
         cfg = self.config
         scores: dict[int, float] = {}
-        k1, b = cfg.k1, cfg.b
+        k1, b = cfg.first.k1, cfg.first.b
         n_docs = self.index.stats()[0]
         top_idf = self._idf(1, n_docs) or 1.0
         for term, weight in weights.items():
             w = weight * idf[term] * (k1 + 1)
             # common words add little to any score: read only their best postings
             cap = max(
-                cfg.postings_floor if floor is None else floor, int(limit * idf[term] / top_idf)
+                cfg.first.postings_floor if floor is None else floor,
+                int(limit * idf[term] / top_idf),
             )
             for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
                 if allowed is not None and skey not in allowed:
@@ -415,7 +502,7 @@ class Ranker:
         (with a note on the ranking) when nothing can match."""
         cfg = self.config
         ranking = state.ranking
-        state.text = strip_controls(ranking.query)[: cfg.max_query_chars]
+        state.text = strip_controls(ranking.query)[: cfg.query.max_query_chars]
         state.n_docs, state.avgdl = self.index.stats()
         if not state.text.strip() or state.n_docs == 0:
             ranking.notes.append("empty query" if not state.text.strip() else "the index is empty")
@@ -431,16 +518,16 @@ class Ranker:
             return False
         state.weights = weights
         state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
-        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
         return True
 
     def choose_candidates(self, state: RankState) -> None:
         """Where the candidates come from: a scan of the few documents the filters leave,
         or the postings (read deeper when the filters will drop most of them)."""
-        state.limit = self.config.postings_limit
+        state.limit = self.config.first.postings_limit
         if state.allowed is None:
             return
-        if self.index.count_session_docs(state.allowed) <= self.config.scan_limit:
+        if self.index.count_session_docs(state.allowed) <= self.config.first.scan_limit:
             state.scan = {d.id: d for d in self.index.session_docs(state.allowed, text=False)}
             state.where = {d.id: (d.skey, d.pos, d.kind) for d in state.scan.values()}
         else:  # most postings read will be filtered out: read deeper
@@ -465,10 +552,10 @@ class Ranker:
         expansion = self._feedback(state)
         state.ranking.expansion = expansion
         idf = state.idf
-        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
+        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.first.k1 + 1) or 1.0
         first = {i: v / state.ideal for i, v in state.base.items()}
         for i, v in state.extra.items():
-            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / state.ideal_x
+            first[i] = first.get(i, 0.0) + cfg.expansion.prf_weight * v / state.ideal_x
         state.hop, state.ranking.hop_terms = self._second_round(
             first,
             state.weights,
@@ -489,14 +576,16 @@ class Ranker:
         ``candidates`` of them go on with their components (``state.pre``)."""
         cfg = self.config
         ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
-        consider = set(ordered[: cfg.rescore_pool])
-        consider |= self._neighbours(ordered[: cfg.neighbour_pool], state.where, state.scan)
+        consider = set(ordered[: cfg.fusion.rescore_pool])
+        consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
         asking = (
-            self._asking(ordered[: cfg.neighbour_pool], state.where) if cfg.answer_weight else set()
+            self._asking(ordered[: cfg.fusion.neighbour_pool], state.where)
+            if cfg.fusion.answer_weight
+            else set()
         )
         context = FirstRound.of(state.first, state.where, asking, cfg)
-        pool = heapq.nlargest(cfg.candidates, consider, key=context.pre_score)
+        pool = heapq.nlargest(cfg.fusion.candidates, consider, key=context.pre_score)
         state.pool = pool
         state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
 
@@ -512,7 +601,10 @@ class Ranker:
         texts = self.index.texts(c.doc.id for c in shown)
         for cand in shown:
             cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
-        floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
+        floor = max(
+            cfg.cutoff.min_score,
+            cfg.cutoff.relative_min * candidates[0].score if candidates else 0.0,
+        )
         kept = [c for c in candidates if c.score >= floor]
         ranking = state.ranking
         ranking.below_min = len(candidates) - len(kept)
@@ -525,10 +617,10 @@ class Ranker:
         """Pseudo relevance feedback: terms borrowed from the best first-round documents
         (their BM25 goes to ``state.extra``)."""
         cfg = self.config
-        if not (cfg.prf_weight > 0 and cfg.prf_docs > 0 and state.base):
+        if not (cfg.expansion.prf_weight > 0 and cfg.expansion.prf_docs > 0 and state.base):
             return {}
         base, scan, n_docs = state.base, state.scan, state.n_docs
-        top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
+        top = [i for i, _ in heapq.nlargest(cfg.expansion.prf_docs, base.items(), key=_second)]
         rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
         expansion = self._expansion(rows, base, state.weights, n_docs)
         if not expansion:
@@ -541,10 +633,10 @@ class Ranker:
             idf,
             state.avgdl,
             state.allowed,
-            cfg.prf_postings,
+            cfg.expansion.prf_postings,
             scan,
             state.where,
-            floor=cfg.prf_postings // 2,
+            floor=cfg.expansion.prf_postings // 2,
         )
         return expansion
 
@@ -564,29 +656,39 @@ class Ranker:
         those terms. Evidence of one question is often spread over sessions that only the
         entities tie together."""
         cfg = self.config
-        if not (cfg.hop_weight and cfg.hop_docs and first):
+        if not (cfg.expansion.hop_weight and cfg.expansion.hop_docs and first):
             return {}, {}
-        top = [i for i, _ in heapq.nlargest(cfg.hop_docs, first.items(), key=_second)]
+        top = [i for i, _ in heapq.nlargest(cfg.expansion.hop_docs, first.items(), key=_second)]
         rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top, text=False)
         own = {i: set(row.terms.split()) - weights.keys() for i, row in rows.items()}
         df = self.index.df(set().union(*own.values()))
         chosen: dict[str, float] = {}
         for found in own.values():
             rare = sorted(
-                (t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df), key=lambda t: (df[t], t)
+                (t for t in found if 1 < df.get(t, 0) <= cfg.expansion.hop_max_df),
+                key=lambda t: (df[t], t),
             )
-            for term in rare[: cfg.hop_terms]:
+            for term in rare[: cfg.expansion.hop_terms]:
                 chosen[term] = 1.0
                 idf.setdefault(term, self._idf(df[term], n_docs))
         if not chosen:
             return {}, {}
         scores = self._bm25(
-            chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where, floor=cfg.prf_postings // 2
+            chosen,
+            idf,
+            avgdl,
+            allowed,
+            cfg.expansion.prf_postings,
+            scan,
+            where,
+            floor=cfg.expansion.prf_postings // 2,
         )
-        ideal = sum(idf[t] for t in chosen) * (cfg.k1 + 1) or 1.0
+        ideal = sum(idf[t] for t in chosen) * (cfg.first.k1 + 1) or 1.0
         sources = {where[i][0] for i in top}
         return {
-            i: cfg.hop_weight * v / ideal for i, v in scores.items() if where[i][0] not in sources
+            i: cfg.expansion.hop_weight * v / ideal
+            for i, v in scores.items()
+            if where[i][0] not in sources
         }, chosen
 
     def _asking(
@@ -604,7 +706,7 @@ class Ranker:
         scan: dict[int, DocRow] | None,
     ) -> set[int]:
         """The turns next to the best first-round turns (added to ``where``)."""
-        if not (self.config.neighbour_weight and best):
+        if not (self.config.fusion.neighbour_weight and best):
             return set()
         places = {
             (where[i][0], where[i][1] + step)
@@ -635,7 +737,7 @@ class Ranker:
         about them (event spans: "yesterday" said the day after); added to ``where``.
         Relative dates in the query ("last week") are seen from ``now``."""
         cfg = self.config
-        if not ((cfg.date_pool or cfg.event_pool) and cfg.temporal_weight):
+        if not ((cfg.dates.date_pool or cfg.dates.event_pool) and cfg.dates.temporal_weight):
             return set()
         out: set[int] = set()
         windows = [
@@ -646,7 +748,7 @@ class Ranker:
         windows += relative_spans(text, now or datetime.now(UTC))
         for start, end in windows:
             lo, hi = start.timestamp(), end.timestamp()
-            if cfg.date_pool:
+            if cfg.dates.date_pool:
                 keys = self.index.session_keys(active_since=lo, created_until=hi)
                 if allowed is not None:
                     keys &= allowed
@@ -657,16 +759,16 @@ class Ranker:
                     )
                     if lo <= d.ts < hi
                 ]
-                for d in rows[: cfg.date_pool]:
+                for d in rows[: cfg.dates.date_pool]:
                     where.setdefault(d.id, (d.skey, d.pos, d.kind))
                     out.add(d.id)
-            if cfg.event_pool:
+            if cfg.dates.event_pool:
                 # read a few more: the filters may leave some out
                 found = self.index.event_docs(
-                    lo, hi, cfg.event_pool * (1 if allowed is None else 4)
+                    lo, hi, cfg.dates.event_pool * (1 if allowed is None else 4)
                 )
                 kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
-                for doc_id in kept[: cfg.event_pool]:
+                for doc_id in kept[: cfg.dates.event_pool]:
                     where.setdefault(doc_id, found[doc_id])
                     out.add(doc_id)
         return out
@@ -704,7 +806,7 @@ class Ranker:
         scored = {
             t: m * self._idf(df.get(t, 1), n_docs) for t, m in mass.items() if df.get(t, 0) > 1
         }
-        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.prf_terms]
+        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.expansion.prf_terms]
         if not best:
             return {}
         top = scored[best[0]]
@@ -718,19 +820,19 @@ class Ranker:
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
             self.index.access_counts(s.session_id for s in sessions.values())
-            if cfg.activation_weight
+            if cfg.recency.activation_weight
             else {}
         )
-        fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
-        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
-        named_dates = dates(text) if cfg.temporal_weight else []
+        fuzzy_query = " ".join(terms(text)) if cfg.match.fuzzy_weight else ""
+        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
+        named_dates = dates(text) if cfg.dates.temporal_weight else []
         # relative dates in the query ("last week") are seen from now
         query_spans = (
             [
                 (a.timestamp(), b.timestamp())
                 for a, b in relative_spans(text, now or datetime.now(UTC))
             ]
-            if cfg.temporal_weight
+            if cfg.dates.temporal_weight
             else []
         )
         stamp = (now or datetime.now(UTC)).timestamp()
@@ -743,37 +845,37 @@ class Ranker:
                 continue
             additive, comp = pre[doc_id]
             comp = dict(comp)
-            if row.speaker and cfg.speaker_weight:
+            if row.speaker and cfg.match.speaker_weight:
                 asked = name_terms(row.speaker) & weights.keys()
                 if asked:
                     comp["speaker"] = (
-                        cfg.speaker_weight
+                        cfg.match.speaker_weight
                         * sum(weights[t] * idf[t] for t in asked)
-                        * (cfg.k1 + 1)
+                        * (cfg.first.k1 + 1)
                         / ideal
-                        + cfg.speaker_share * additive
+                        + cfg.match.speaker_share * additive
                     )
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
-                comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
+                comp["fuzzy"] = cfg.match.fuzzy_weight * ratio / 100
             if named_dates or query_spans:
-                comp["temporal"] = cfg.temporal_weight * closeness(
+                comp["temporal"] = cfg.dates.temporal_weight * closeness(
                     named_dates,
                     row.ts,
-                    cfg.temporal_half_life_days,
+                    cfg.dates.temporal_half_life_days,
                     events=row.events,
                     spans=query_spans,
                 )
             additive = sum(comp.values())
             decay = 1.0
-            if cfg.decay_weight:
+            if cfg.recency.decay_weight:
                 age_days = max(stamp - row.ts, 0.0) / 86400
-                fresh = 0.5 ** (age_days / cfg.half_life_days)
-                decay = 1 - cfg.decay_weight + cfg.decay_weight * fresh
+                fresh = 0.5 ** (age_days / cfg.recency.half_life_days)
+                decay = 1 - cfg.recency.decay_weight + cfg.recency.decay_weight * fresh
             activation = 1.0
-            if cfg.activation_weight:
+            if cfg.recency.activation_weight:
                 used = access.get((session.session_id, row.iid or ""), 0)
-                activation = 1 + cfg.activation_weight * math.log1p(used)
+                activation = 1 + cfg.recency.activation_weight * math.log1p(used)
             comp["decay"] = decay
             comp["activation"] = activation
             out.append(RankedCandidate(row, session, additive * decay * activation, comp))
@@ -786,7 +888,7 @@ class Ranker:
             session_id=cand.session.session_id,
             interaction_id=row.iid,
             score=round(cand.score, 6),
-            snippet=snippet(row.text, weights, self.config.snippet_chars),
+            snippet=snippet(row.text, weights, self.config.cutoff.snippet_chars),
             commit=cand.session.commit or head,
             kind="summary" if row.kind == KIND_SUMMARY else "interaction",
             speaker=row.speaker or None,
