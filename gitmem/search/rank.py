@@ -154,10 +154,10 @@ class CutoffConfig:
 class DenseConfig:
     """Embeddings, when a model is configured: fused with the lexical order."""
 
-    # embeddings: reciprocal rank fusion of the lexical order with the dense
-    # top-N (see search/fusion.py); used only when an embedding model is configured. Fit on
-    # LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline): weight 1 and
-    # k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may earn more weight
+    # reciprocal rank fusion of the lexical order with the dense top-N (search/fusion.py),
+    # fit on LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline):
+    # weight 1 and k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may
+    # earn more weight
     dense_weight: float = 0.3
     rrf_k: float = 5.0
     dense_candidates: int = 50
