@@ -1,10 +1,12 @@
 """LoCoMo retrieval benchmark: turn R@5/10/25 and session S@1/3 per question category.
 
 Direct mode (default) ranks each conversation in an in-memory index, no store, so ranking
-changes can be measured in seconds; ``--store`` goes through a real gitmem store
-(``gitmem import locomo`` + ``mm.search``), as ``gitmem bench locomo`` does.
+changes can be measured in seconds; ``--store`` imports each conversation into a fresh
+gitmem store (``gitmem import locomo``) and asks through ``mm.search``, with the embedding
+model when one is configured (``GITMEM_EMBED_MODEL``).
 
     python benchmarks/bench_locomo.py LOCOMO_JSON
+    python benchmarks/bench_locomo.py FILE --store --convs 0-2
     python benchmarks/bench_locomo.py FILE --set prf_weight=0 --set neighbour_weight=0
     python benchmarks/bench_locomo.py FILE --baseline      # plain BM25 over the same terms
 """
@@ -12,7 +14,6 @@ changes can be measured in seconds; ``--store`` goes through a real gitmem store
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -20,6 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import locomo_eval
+
+from gitmem.errors import ValidationError
 from gitmem.importers import locomo
 from gitmem.search.index import SearchIndex
 from gitmem.search.rank import RankConfig, Ranker
@@ -49,8 +53,8 @@ def _value(text: str) -> object:
         return text
 
 
-def direct(convs: list[locomo.Conversation], config: RankConfig, depth: int) -> locomo.Scores:
-    scores = locomo.Scores()
+def direct(convs: list[locomo.LocomoSample], config: RankConfig, depth: int) -> locomo_eval.Scores:
+    scores = locomo_eval.Scores()
     for conv in convs:
         index = SearchIndex(":memory:")
         with index.writing():
@@ -58,7 +62,7 @@ def direct(convs: list[locomo.Conversation], config: RankConfig, depth: int) -> 
                 index.put_session(session, path=session.id, blob="")
         ranker = Ranker(index, config)
         for question in conv.questions:
-            if question.category not in locomo.CATEGORIES:
+            if question.category not in locomo_eval.CATEGORIES:
                 continue
             start = time.perf_counter()
             ranking = ranker.rank(question.text, k=depth)
@@ -83,20 +87,53 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="plain BM25 only")
     parser.add_argument("--depth", type=int, default=50, help="hits asked per question")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--store", action="store_true", help="through real stores and mm.search (not --set)"
+    )
+    parser.add_argument("--workdir", help="keep the --store stores here (default: a temp folder)")
     args = parser.parse_args()
+    if args.store:
+        try:
+            _store(args)
+        except ValidationError as error:
+            sys.exit(f"error: {error}")
+        return
     convs = locomo.load(args.file)
     convs = [convs[i] for i in locomo.parse_range(args.convs, len(convs))]
     changes: dict[str, object] = dict(BASELINE) if args.baseline else {}
     for item in args.set:
         key, _, value = item.partition("=")
         changes[key] = _value(value)
-    config = dataclasses.replace(RankConfig(), **changes)  # type: ignore[arg-type]
+    config = RankConfig().tuned(**changes)
     scores = direct(convs, config, args.depth)
     rows = scores.rows()
     if args.json:
         print(json.dumps(rows))
     else:
-        print(locomo.table(rows))
+        print(locomo_eval.table(rows))
+
+
+def _store(args: argparse.Namespace) -> None:
+    result = locomo_eval.bench_store(
+        args.file,
+        convs=args.convs,
+        depth=args.depth,
+        workdir=args.workdir,
+        progress=None if args.json else (lambda text: print(text, file=sys.stderr)),
+    )
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(locomo_eval.table(result["rows"]))
+    print(
+        f"import {result['import_s']} s, index {result['index_s']} s "
+        f"({', '.join(result['conversations'])})"
+        + (
+            f"; embeddings {result['embeddings']}, {result['embed_s']} s"
+            if result["embeddings"]
+            else "; offline"
+        )
+    )
 
 
 if __name__ == "__main__":

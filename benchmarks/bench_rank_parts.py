@@ -12,7 +12,6 @@ ratio (the machine is shared: the ratio is the figure to read).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import statistics
@@ -49,7 +48,7 @@ def main() -> None:
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-bench-"))
     mm, texts, _ids = synthetic_store(base / "store", corpus, args.sessions, args.turns)
     queries = [corpus.query(texts[corpus.rng.randrange(len(texts))]) for _ in range(args.queries)]
-    default, other = RankConfig(), dataclasses.replace(RankConfig(), **changes)
+    default, other = RankConfig(), RankConfig().tuned(**changes)
     mm.search(queries[0])  # catch up and warm the caches
     runs: dict[str, tuple[list[float], list[float]]] = {"default": ([], []), "other": ([], [])}
     pair = (("default", default), ("other", other))

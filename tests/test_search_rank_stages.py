@@ -1,137 +1,148 @@
-"""The stages of one ranking, each on its own: parse the query, the first round, the
-expansions, the fusion of context signals, the finish; and ``rank`` is exactly them in order."""
+"""The ranking's stages one at a time, over a small in-memory index."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import UTC, datetime
-
 import pytest
 
-from gitmem.search.rank import Filters, RankConfig, Ranker, Ranking, RankState
+from gitmem.search.index import KIND_INTERACTION, SearchIndex
+from gitmem.search.rank import (
+    Filters,
+    FirstRound,
+    RankConfig,
+    Ranker,
+    Ranking,
+    RankState,
+)
 from tests.test_search_retrieval import _index, _session
 
-NOW = datetime(2024, 5, 1, tzinfo=UTC)
 
-GARDEN = _session(
-    "garden",
-    [
-        ("user", "Which tomato variety grows well on a balcony?"),
-        ("assistant", "Try Sungold cherry tomatoes in a deep pot."),
-        ("user", "And the basil next to them?"),
-        ("assistant", "Basil likes the same sun; water both in the morning."),
-    ],
-)
-TRAVEL = _session(
-    "travel",
-    [
-        ("user", "Which train goes from Lisbon to Porto?"),
-        ("assistant", "The Alfa Pendular, about three hours."),
-        ("user", "Can I bring Sungold seedlings on the train?"),
-    ],
-)
-KITCHEN = _session("kitchen", [("user", "The oven timer beeps twice."), ("assistant", "Noted.")])
+@pytest.fixture
+def index() -> SearchIndex:
+    return _index(
+        _session(
+            "garden",
+            [
+                ("Ana", "Which tomatoes did you plant this spring?"),
+                ("Ben", "Cherry ones, next to the basil and the greenhouse."),
+                ("Ana", "The greenhouse needs new glass."),
+            ],
+        ),
+        _session("code", [("Ana", "The parser fails on nested lists."), ("Ben", "Use a stack.")]),
+        _session("trip", [("Ben", "We hiked to the lake and saw herons.")]),
+    )
 
 
-def _state(ranker: Ranker, query: str, filters: Filters | None = None) -> RankState:
-    return RankState(query, filters or Filters(), NOW, Ranking(query, {}, {}, {}, [], []))
+def _state(query: str, filters: Filters | None = None) -> RankState:
+    return RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), None)
 
 
-def test_parse_query_weighs_terms_corrects_typos_and_stops_with_a_reason() -> None:
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN))
-    state = _state(ranker, "tomatto balcony")
+def _through(ranker: Ranker, query: str, stages: int, filters: Filters | None = None) -> RankState:
+    state = _state(query, filters)
+    steps = [ranker.parse_query, ranker.choose_candidates, ranker.first_round, ranker.expand]
+    steps.append(ranker.fuse)
+    assert steps[0](state)
+    for step in steps[1:stages]:
+        step(state)
+    return state
+
+
+def test_parse_query_weights_terms_and_stops_with_a_note(index: SearchIndex) -> None:
+    ranker = Ranker(index)
+    state = _state("tomatoes tomatoes greenhouse")
     assert ranker.parse_query(state)
-    assert state.ranking.corrections == {"tomatto": "tomato"}
-    assert set(state.weights) == {"tomato", "balconi"} and state.ideal > 1
-    assert all(state.idf[t] > 0 for t in state.weights)
+    assert state.weights == {"tomato": 2.0, "greenhous": 1.0}
+    assert state.idf["tomato"] > state.idf["greenhous"] > 0  # rarer term weighs more
+    assert state.ideal == pytest.approx(
+        (2 * state.idf["tomato"] + state.idf["greenhous"]) * (ranker.config.first.k1 + 1)
+    )
     for query, filters, note in [
         ("   ", None, "empty query"),
-        ("xylophone quasar", None, "no query term occurs in any memory"),
-        ("tomato", Filters(tags=("nowhere",)), "no session matches the filters"),
+        ("zebra", None, "no query term occurs in any memory"),
+        ("tomatoes", Filters(sessions=("nowhere",)), "no session matches the filters"),
     ]:
-        stopped = _state(ranker, query, filters)
+        stopped = _state(query, filters)
         assert not ranker.parse_query(stopped)
         assert stopped.ranking.notes == [note]
 
 
-def test_the_first_round_scores_one_by_one_when_the_filters_leave_few_documents() -> None:
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN))
-    everywhere = _state(ranker, "Sungold")
-    assert ranker.parse_query(everywhere)
-    ranker.first_round(everywhere)
-    assert everywhere.scan is None
-    sessions = {everywhere.where[d][0] for d in everywhere.base}
-    assert len(sessions) == 2 and all(v > 0 for v in everywhere.base.values())
-    one = _state(ranker, "Sungold", Filters(sessions=("travel",)))
-    assert ranker.parse_query(one)
-    ranker.first_round(one)
-    assert one.scan is not None and len(one.base) == 1
-    assert set(one.base) < set(everywhere.base)
+def test_choose_candidates_scans_few_filtered_documents(index: SearchIndex) -> None:
+    plain = _through(Ranker(index), "tomatoes", 2)
+    assert plain.scan is None and plain.limit == RankConfig().first.postings_limit
+    only = Filters(sessions=("garden",))
+    scanned = _through(Ranker(index), "tomatoes", 2, only)
+    assert scanned.scan is not None and len(scanned.scan) == 3
+    assert {place[0] for place in scanned.where.values()} == scanned.allowed
+    deep = _through(Ranker(index, RankConfig().tuned(scan_limit=0)), "tomatoes", 2, only)
+    assert deep.scan is None and deep.limit == 10 * RankConfig().first.postings_limit
 
 
-def test_expand_borrows_terms_and_hops_only_into_other_sessions() -> None:
-    config = RankConfig(hop_max_df=5)
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN), config)
-    state = _state(ranker, "balcony")
-    assert ranker.parse_query(state)
-    ranker.first_round(state)
-    ranker.expand(state)
-    assert state.ranking.expansion and "balconi" not in state.ranking.expansion
-    assert set(state.first) >= set(state.base)
-    top_session = state.where[max(state.base, key=state.base.__getitem__)][0]
-    assert state.hop and all(state.where[d][0] != top_session for d in state.hop)
-    off = Ranker(ranker.index, replace(config, prf_weight=0.0, hop_weight=0.0))
-    plain = _state(off, "balcony")
-    assert off.parse_query(plain)
-    off.first_round(plain)
-    off.expand(plain)
-    assert not plain.ranking.expansion and not plain.hop
-    assert plain.first == {d: v / plain.ideal for d, v in plain.base.items()}
+def test_first_round_scores_only_matching_documents(index: SearchIndex) -> None:
+    state = _through(Ranker(index), "greenhouse", 3)
+    assert len(state.base) == 2 and all(v > 0 for v in state.base.values())
+    assert sorted(state.where[i][1] for i in state.base) == [1, 2]  # garden's 2nd and 3rd turn
+    filtered = _through(Ranker(index), "greenhouse", 3, Filters(sessions=("code",)))
+    assert filtered.base == {}
 
 
-def test_fuse_adds_the_answer_after_a_question_and_the_neighbours() -> None:
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN))
-    state = _state(ranker, "train Lisbon Porto")
-    assert ranker.parse_query(state)
-    ranker.first_round(state)
-    ranker.expand(state)
-    ranker.fuse(state)
-    by_place = {(state.where[d][0], state.where[d][1]): d for d in state.pool}
-    question = max(state.base, key=state.base.__getitem__)
-    skey, pos, _ = state.where[question]
-    answer = by_place[skey, pos + 1]  # shares no word with the query
-    assert answer not in state.base
-    components = state.pre[answer][1]
-    assert components["answer"] > 0 and components["context"] > 0
-    assert state.pre[answer][0] == sum(components.values())
-    assert len(state.pool) <= ranker.config.candidates and set(state.pre) == set(state.pool)
+def test_expand_normalises_and_adds_borrowed_terms(index: SearchIndex) -> None:
+    # "greenhouse" is in the best turn and in another one: a term worth borrowing
+    plain = _through(Ranker(index, RankConfig().tuned(prf_weight=0, hop_weight=0)), "cherry", 4)
+    assert plain.ranking.expansion == {} and plain.extra == {}
+    assert plain.first == {i: v / plain.ideal for i, v in plain.base.items()}
+    assert all(0 < v <= 1 for v in plain.first.values())
+    fed = _through(Ranker(index, RankConfig().tuned(hop_weight=0)), "cherry", 4)
+    assert fed.ranking.expansion == {"greenhous": 1.0}
+    assert len(fed.first) == 2 and all(fed.first[i] > plain.first.get(i, 0.0) for i in fed.first)
 
 
-def test_finish_orders_drops_the_weak_and_cuts_to_k() -> None:
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN))
-    state = _state(ranker, "Sungold tomatoes")
-    assert ranker.parse_query(state)
-    for stage in (ranker.first_round, ranker.expand, ranker.fuse):
-        stage(state)
-    ranker.finish(state, 1, None)
+def test_fuse_adds_the_neighbours_and_names_every_component(index: SearchIndex) -> None:
+    config = RankConfig().tuned(prf_weight=0, hop_weight=0)
+    state = _through(Ranker(index, config), "tomatoes", 5)
+    # the answer after the question joins the pool though it never says "tomatoes"
+    assert len(state.pool) > len(state.base)
+    answer = next(i for i in state.pool if state.where[i][1] == 1)
+    total, comp = state.pre[answer]
+    assert comp["keyword"] == 0.0 and comp["answer"] > 0 and comp["context"] > 0
+    assert total == sum(comp.values())
+    small = _through(Ranker(index, RankConfig().tuned(candidates=1)), "tomatoes", 5)
+    assert len(small.pool) == 1
+
+
+def test_first_round_view_means_the_best_turns_of_a_session() -> None:
+    where = {1: (7, 0, KIND_INTERACTION), 2: (7, 1, KIND_INTERACTION), 3: (7, 2, KIND_INTERACTION)}
+    first = {1: 0.9, 2: 0.3, 3: 0.6}
+    view = FirstRound.of(first, where, {(7, 0)}, RankConfig().tuned(session_top=2))
+    assert view.session(7) == pytest.approx((0.9 + 0.6) / 2)
+    assert view.session(8) == 0.0
+    assert view.beside(7, 1) == 0.9
+    config = view.config
+    assert view.pre_score(2) == pytest.approx(
+        0.3
+        + config.fusion.session_weight * 0.75
+        + config.fusion.answer_weight * 0.9
+        + config.fusion.neighbour_weight * 0.9
+    )
+
+
+def test_finish_orders_reads_texts_and_drops_the_weak(index: SearchIndex) -> None:
+    ranker = Ranker(index)
+    state = _through(ranker, "tomatoes greenhouse", 5)
+    ranker.finish(state, 1, "HEAD")
     ranking = state.ranking
     scores = [c.score for c in ranking.candidates]
     assert scores == sorted(scores, reverse=True)
-    assert len(ranking.hits) == 1 and ranking.hits[0].score == pytest.approx(scores[0], abs=1e-6)
-    floor = max(ranker.config.min_score, ranker.config.relative_min * scores[0])
-    assert ranking.below_min == sum(1 for s in scores if s < floor)
-    assert ranking.hits[0].snippet  # the text is read for what is shown
+    assert len(ranking.hits) == 1 and ranking.hits[0].commit == "HEAD"
+    assert all(c.doc.text for c in ranking.candidates)
+    strict = _through(Ranker(index, RankConfig().tuned(relative_min=1.0)), "tomatoes greenhouse", 5)
+    Ranker(index, RankConfig().tuned(relative_min=1.0)).finish(strict, 10, None)
+    assert len(strict.ranking.hits) == 1
+    assert strict.ranking.below_min == len(strict.ranking.candidates) - 1
 
 
-def test_rank_is_the_stages_in_order() -> None:
-    ranker = Ranker(_index(GARDEN, TRAVEL, KITCHEN))
-    for query in ["Sungold tomatoes", "train Lisbon Porto", "oven", "basil morning water"]:
-        state = _state(ranker, query)
-        if ranker.parse_query(state):
-            for stage in (ranker.first_round, ranker.expand, ranker.fuse):
-                stage(state)
-            ranker.finish(state, 5, None)
-        whole = ranker.rank(query, k=5, now=NOW)
-        assert [(h.session_id, h.interaction_id, h.score) for h in whole.hits] == [
-            (h.session_id, h.interaction_id, h.score) for h in state.ranking.hits
-        ]
+def test_tuned_changes_a_field_in_its_group_and_refuses_unknown_names() -> None:
+    config = RankConfig().tuned(prf_weight=0.0, min_score=0.5, dense_exact=True)
+    assert config.expansion.prf_weight == 0.0 and config.expansion.prf_docs == 3
+    assert config.cutoff.min_score == 0.5 and config.dense.dense_exact
+    assert config.fusion == RankConfig().fusion
+    with pytest.raises(TypeError, match="no field 'prf'"):
+        RankConfig().tuned(prf=1)

@@ -126,7 +126,7 @@ def test_unrelated_query_gives_nothing_rather_than_a_guess() -> None:
 
 def test_min_score_cuts_weak_matches() -> None:
     index = _index(_session("a", [("User", "tomatoes " + "filler words here " * 30)]))
-    strict = Ranker(index, RankConfig(min_score=0.99)).rank("tomatoes", k=5)
+    strict = Ranker(index, RankConfig().tuned(min_score=0.99)).rank("tomatoes", k=5)
     assert strict.hits == [] and strict.below_min == 1
     assert Ranker(index).rank("tomatoes", k=5).hits
 
@@ -218,7 +218,7 @@ def test_decay_prefers_recent_and_activation_prefers_used() -> None:
     now = datetime(2024, 2, 1, tzinfo=UTC)
     hits = Ranker(index).rank("budget spreadsheet", k=2, now=now).hits
     assert hits[0].session_id == "new"
-    config = RankConfig(decay_weight=0.0, activation_weight=0.5)
+    config = RankConfig().tuned(decay_weight=0.0, activation_weight=0.5)
     index.touch([("old", "t0")] * 1, when=0)
     index.touch([("old", "t0")], when=0)
     hits = Ranker(index, config).rank("budget spreadsheet", k=2, now=now).hits
@@ -256,7 +256,7 @@ def test_filters_narrow_the_candidates() -> None:
 def test_postings_limit_keeps_the_best_documents() -> None:
     sessions = [_session(f"s{n}", [("User", "common word " + "pad " * n)]) for n in range(30)]
     index = _index(*sessions)
-    config = RankConfig(postings_limit=5, postings_floor=5, prf_weight=0)
+    config = RankConfig().tuned(postings_limit=5, postings_floor=5, prf_weight=0)
     hits = Ranker(index, config).rank("common", k=10).hits
     assert hits[0].session_id == "s0"  # shortest document, highest impact
     assert {h.session_id for h in hits} <= {f"s{n}" for n in range(5)}

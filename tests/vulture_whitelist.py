@@ -99,6 +99,11 @@ _.__doc__
 _.create_module  # importlib's loader protocol
 _.exec_module
 
+# public API: RankConfig.tuned (flat overrides, documented in docs/retrieval.md); the
+# LoCoMo scorer in benchmarks/ maps an evidence id to its session
+_.tuned
+_.session_of
+
 # for tests: a posting key taken apart; the object caches dropped (as a fork must)
 _.split_key
 _.forget_trees
@@ -106,6 +111,5 @@ _.forget_trees
 # dead, as far as vulture and grep can tell, in code other work is restructuring right now
 # (store, search, the locomo scorer, the 0.1 exports): to delete there, then drop from here
 _.TAIL  # search postings: only MAIN is read
-_.Searcher  # importers/locomo.py: a type alias nothing uses
 _.idf_of  # summary/extractive.py: kept only because 0.1 exported it
 _.Loader  # oldpaths.py: used in a string cast only

@@ -1,4 +1,4 @@
-"""Search commands: search, context, reindex, embed, import, bench."""
+"""Search commands: search, context, reindex, embed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import click
 
 from gitmem.cli import views
 from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
-from gitmem.importers import locomo
 
 
 @cli.command()
@@ -250,43 +249,3 @@ def embed(ctx: Context) -> None:
     model = config.model if config else None
     data = {"embedded": count, "model": model, "seconds": round(seconds, 3)}
     emit(ctx, data, lambda: f"embedded {count} memories with {model} in {seconds:.2f} s")
-
-
-@cli.group()
-def bench() -> None:
-    """Benchmarks that go through a real store."""
-
-
-@bench.command("locomo")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--convs", help="Only these conversations, e.g. 0-2 (default: all).")
-@click.option(
-    "--depth",
-    default=50,
-    show_default=True,
-    type=click.IntRange(25, 1000),
-    help="Hits asked per question.",
-)
-@pass_ctx
-def bench_locomo(ctx: Context, file: str, convs: str | None, depth: int) -> None:
-    """Retrieval recall on LoCoMo (R@5/10/25 of turns, S@1/3 of sessions) per category."""
-    quiet = ctx.json
-    result = locomo.bench_locomo(
-        file,
-        convs=convs,
-        depth=depth,
-        progress=None if quiet else (lambda text: click.echo(text, err=True)),
-    )
-    emit(
-        ctx,
-        result,
-        lambda: (
-            locomo.table(result["rows"]) + f"\nimport {result['import_s']} s, "
-            f"index {result['index_s']} s ({', '.join(result['conversations'])})"
-            + (
-                f"; embeddings {result['embeddings']}, {result['embed_s']} s"
-                if result["embeddings"]
-                else "; offline"
-            )
-        ),
-    )

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import SHOWN_CANDIDATES, Candidate, Filters, RankConfig, Ranker, Ranking
+from gitmem.search.rank import (
+    SHOWN_CANDIDATES,
+    Filters,
+    RankConfig,
+    RankedCandidate,
+    Ranker,
+    Ranking,
+)
 from gitmem.search.vectors import (
     SLOW_NOTE,
     VectorCache,
@@ -103,13 +110,13 @@ class Dense:
                 "embeddings are kept for the current memories only: the past "
                 "commit is ranked lexically"
             ]
-        text = strip_controls(query)[: config.max_query_chars].strip()
+        text = strip_controls(query)[: config.query.max_query_chars].strip()
         try:
             vector = self._query_vector(key, text)
         except GitmemError as exc:
             return None, [f"embeddings unused ({exc}): lexical ranking only"]
         found = DenseQuery(vector, tag_of(key, len(vector)))
-        found.notes = self._catch_up(found, config.dense_catchup)
+        found.notes = self._catch_up(found, config.dense.dense_catchup)
         return found, found.notes
 
     def _catch_up(self, query: DenseQuery, limit: int) -> list[str]:
@@ -209,17 +216,21 @@ class Dense:
         near = scan(
             view,
             query.vector,
-            config.dense_candidates,
+            config.dense.dense_candidates,
             allowed=allowed,
             lo=filters.since.timestamp() if filters.since else -math.inf,
             hi=filters.until.timestamp() if filters.until else math.inf,
-            floor=config.dense_min_similarity,
-            exact=config.dense_exact,
+            floor=config.dense.dense_min_similarity,
+            exact=config.dense.dense_exact,
         )
         if not near:
             return
         cands = ranking.candidates
-        floor = max(config.min_score, config.relative_min * cands[0].score) if cands else 0.0
+        floor = (
+            max(config.cutoff.min_score, config.cutoff.relative_min * cands[0].score)
+            if cands
+            else 0.0
+        )
         kept = {c.doc.id for c in cands if c.score >= floor}
         lexical = {c.doc.id: at for at, c in enumerate(cands, 1)}
         dense = {doc_id: at for at, (doc_id, _) in enumerate(near, 1)}
@@ -233,8 +244,8 @@ class Dense:
                 row = rows.get(doc_id)
                 session = sessions.get(row.skey) if row is not None else None
                 if row is not None and session is not None:
-                    by_id[doc_id] = Candidate(row, session, 0.0, {})
-        rrf, weight = config.rrf_k, config.dense_weight
+                    by_id[doc_id] = RankedCandidate(row, session, 0.0, {})
+        rrf, weight = config.dense.rrf_k, config.dense.dense_weight
         scale = (rrf + 1) / (1 + weight)
         pool = [c for doc_id, c in by_id.items() if doc_id in kept or doc_id in dense]
         for cand in pool:

@@ -125,7 +125,7 @@ def _pull(
             hit = Hit(
                 session_id=sid,
                 score=round(score * LINK_WEIGHT, 6),
-                snippet=snippet(doc.text, first.terms, config.snippet_chars),
+                snippet=snippet(doc.text, first.terms, config.cutoff.snippet_chars),
                 commit=rows[doc.skey].commit or head,
                 kind="summary",
                 timestamp=datetime.fromtimestamp(doc.ts, UTC),

@@ -84,7 +84,7 @@ def _explain_ranking(
         status = (
             "hit"
             if ref in kept
-            else ("below min_score" if cand.score < config.min_score else "beyond k")
+            else ("below min_score" if cand.score < config.cutoff.min_score else "beyond k")
         )
         rows.append(
             {
@@ -117,7 +117,7 @@ def _explain_ranking(
             }.items()
             if v
         },
-        "min_score": config.min_score,
+        "min_score": config.cutoff.min_score,
         "candidates_scored": len(ranking.candidates),
         "below_min_score": ranking.below_min,
         "candidates": rows,
@@ -246,15 +246,15 @@ class Search:
         if index.fallback is not None:
             ranking.notes.append(index.fallback)
         ranking.notes.extend(dense_notes)
-        if len(query) > config.max_query_chars:
+        if len(query) > config.query.max_query_chars:
             ranking.notes.append(
                 f"query of {len(query)} characters: only the first "
-                f"{config.max_query_chars} were used"
+                f"{config.query.max_query_chars} were used"
             )
         if not ranking.hits and ranking.below_min:
             ranking.notes.append(
                 f"{ranking.below_min} weak candidates scored below min_score "
-                f"{config.min_score}: nothing relevant"
+                f"{config.cutoff.min_score}: nothing relevant"
             )
         for tag in filters.tags:
             ranking.notes.extend(self._unknown_tag(tag, commit))

@@ -33,9 +33,10 @@ import heapq
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from operator import itemgetter
+from typing import Any
 
 from rapidfuzz import fuzz, process
 
@@ -46,8 +47,17 @@ from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
-class RankConfig:
-    """Weights and limits of the ranking; every field has a measured default."""
+class QueryConfig:
+    """How much of a query is read, and how near a typo must be to a stored word."""
+
+    max_query_terms: int = 48
+    max_query_chars: int = 4000
+    typo_min_ratio: float = 80.0
+
+
+@dataclass(frozen=True)
+class FirstRoundConfig:
+    """BM25 of the query terms: its parameters and how many postings are read."""
 
     # BM25 with a low length normalisation: short chat turns are not penalised for brevity
     k1: float = 0.9
@@ -57,20 +67,33 @@ class RankConfig:
     postings_floor: int = 200
     # when filters leave at most this many documents, they are scored one by one
     scan_limit: int = 1500
-    max_query_terms: int = 48
-    max_query_chars: int = 4000
-    candidates: int = 100
-    # first-round documents considered for the final scoring (plus neighbours, dated turns)
-    rescore_pool: int = 300
-    speaker_weight: float = 1.0
-    # plus this share of the turn's own score: a lift that grows with the match, so a
-    # named speaker's weak turn cannot outvote the other person's strong one by itself
-    speaker_share: float = 0.2
+
+
+@dataclass(frozen=True)
+class ExpansionConfig:
+    """Pseudo relevance feedback and the second (multi-hop) round."""
+
     prf_docs: int = 3
     prf_terms: int = 10
     prf_weight: float = 0.2
     # postings read per expansion term (scaled down for common words like postings_limit)
     prf_postings: int = 300
+    # second round (multi-hop): the rarest terms of the best first-round turns find the
+    # other sessions that talk about the same people, places and things
+    hop_weight: float = 0.1
+    hop_docs: int = 3
+    hop_terms: int = 4
+    hop_max_df: int = 20
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    """What the first round lends a turn's neighbours, session and summary, and how many
+    documents go on to be finished."""
+
+    candidates: int = 100
+    # first-round documents considered for the final scoring (plus neighbours, dated turns)
+    rescore_pool: int = 300
     neighbour_weight: float = 0.5
     # a turn right after one of the best turns that ends in a question: the answer to it
     answer_weight: float = 0.35
@@ -80,9 +103,24 @@ class RankConfig:
     # a session's strength is the mean of its best turns (not one lucky turn)
     session_top: int = 3
     summary_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class MatchConfig:
+    """Components that need the document itself: the speaker named and fuzzy spelling."""
+
+    speaker_weight: float = 1.0
+    # plus this share of the turn's own score: a lift that grows with the match, so a
+    # named speaker's weak turn cannot outvote the other person's strong one by itself
+    speaker_share: float = 0.2
     fuzzy_weight: float = 0.05
     fuzzy_candidates: int = 30
-    typo_min_ratio: float = 80.0
+
+
+@dataclass(frozen=True)
+class DateConfig:
+    """A query naming a date prefers memories from then."""
+
     # a query naming a date ("in July 2023") prefers memories from then
     temporal_weight: float = 0.3
     temporal_half_life_days: float = 7.0
@@ -91,23 +129,35 @@ class RankConfig:
     # ... and at most this many turns that talk about that time ("yesterday" said the day
     # after it), per date named
     event_pool: int = 30
-    # second round (multi-hop): the rarest terms of the best first-round turns find the
-    # other sessions that talk about the same people, places and things
-    hop_weight: float = 0.1
-    hop_docs: int = 3
-    hop_terms: int = 4
-    hop_max_df: int = 20
+
+
+@dataclass(frozen=True)
+class RecencyConfig:
+    """Multipliers for a memory's age and for how often it was used."""
+
     decay_weight: float = 0.1
     half_life_days: float = 180.0
     activation_weight: float = 0.05
+
+
+@dataclass(frozen=True)
+class CutoffConfig:
+    """Which hits are kept, and how much of their text is shown."""
+
     min_score: float = 0.05
     # hits scoring below this share of the best hit's score are dropped too
     relative_min: float = 0.2
     snippet_chars: int = 200
-    # embeddings (issue 17): reciprocal rank fusion of the lexical order with the dense
-    # top-N (see search/fusion.py); used only when an embedding model is configured. Fit on
-    # LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline): weight 1 and
-    # k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may earn more weight
+
+
+@dataclass(frozen=True)
+class DenseConfig:
+    """Embeddings, when a model is configured: fused with the lexical order."""
+
+    # reciprocal rank fusion of the lexical order with the dense top-N (search/fusion.py),
+    # fit on LoCoMo dev with all-MiniLM-L6-v2 (the only model that runs here offline):
+    # weight 1 and k 60 took turn R@5 from 73.3 to 59.6, these 74.1; a stronger model may
+    # earn more weight
     dense_weight: float = 0.3
     rrf_k: float = 5.0
     dense_candidates: int = 50
@@ -116,6 +166,42 @@ class RankConfig:
     dense_catchup: int = 128
     # score every stored vector exactly (slower on large stores: see search/vectors.py)
     dense_exact: bool = False
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Weights and limits of the ranking, grouped by stage; every field has a measured default.
+
+    ``RankConfig().tuned(prf_weight=0, min_score=0.1)`` changes fields by name, wherever
+    their group is."""
+
+    query: QueryConfig = field(default_factory=QueryConfig)
+    first: FirstRoundConfig = field(default_factory=FirstRoundConfig)
+    expansion: ExpansionConfig = field(default_factory=ExpansionConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    match: MatchConfig = field(default_factory=MatchConfig)
+    dates: DateConfig = field(default_factory=DateConfig)
+    recency: RecencyConfig = field(default_factory=RecencyConfig)
+    cutoff: CutoffConfig = field(default_factory=CutoffConfig)
+    dense: DenseConfig = field(default_factory=DenseConfig)
+
+    def tuned(self, **changes: Any) -> RankConfig:
+        """A copy with the named fields (``prf_weight``, ``min_score``, ...) changed."""
+        grouped: dict[str, dict[str, Any]] = {}
+        for name, value in changes.items():
+            group = _GROUP_OF.get(name)
+            if group is None:
+                raise TypeError(f"RankConfig has no field {name!r}")
+            grouped.setdefault(group, {})[name] = value
+        return replace(self, **{g: replace(getattr(self, g), **c) for g, c in grouped.items()})
+
+
+# field name -> the RankConfig group that holds it
+_GROUP_OF = {
+    f.name: group.name
+    for group in fields(RankConfig)
+    for f in fields(getattr(RankConfig(), group.name))
+}
 
 
 @dataclass(frozen=True)
@@ -142,7 +228,7 @@ class Filters:
 
 
 @dataclass
-class Candidate:
+class RankedCandidate:
     """A scored document with its score components (for ``--explain``)."""
 
     doc: DocRow
@@ -160,10 +246,121 @@ class Ranking:
     expansion: dict[str, float]
     corrections: dict[str, str]
     hits: list[Hit]
-    candidates: list[Candidate]
+    candidates: list[RankedCandidate]
     below_min: int = 0
     hop_terms: dict[str, float] = field(default_factory=dict)  # the second round's terms
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RankState:
+    """What flows between the stages of one ranking (see :meth:`Ranker.rank`)."""
+
+    ranking: Ranking
+    filters: Filters
+    now: datetime | None
+    text: str = ""
+    n_docs: int = 0
+    avgdl: float = 0.0
+    # query terms with their weights and idf (expansion and hop terms join the idf)
+    weights: dict[str, float] = field(default_factory=dict)
+    idf: dict[str, float] = field(default_factory=dict)
+    # the best BM25 score any document could get for the query terms
+    ideal: float = 1.0
+    # the sessions the filters allow (None: all), and their documents when few enough
+    allowed: set[int] | None = None
+    scan: dict[int, DocRow] | None = None
+    limit: int = 0
+    # document id -> (session key, position, kind) of every document seen
+    where: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    base: dict[int, float] = field(default_factory=dict)
+    extra: dict[int, float] = field(default_factory=dict)
+    ideal_x: float = 1.0
+    hop: dict[int, float] = field(default_factory=dict)
+    # the normalised first round with the expansions added
+    first: dict[int, float] = field(default_factory=dict)
+    pool: list[int] = field(default_factory=list)
+    pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+
+
+@dataclass
+class FirstRound:
+    """What the first round says about each turn's neighbours, session and summary."""
+
+    first: dict[int, float]
+    where: dict[int, tuple[int, int, int]]
+    # the places of the best turns that end in a question
+    asking: set[tuple[int, int]]
+    config: RankConfig
+    at_place: dict[tuple[int, int], float] = field(default_factory=dict)
+    in_session: defaultdict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    summary_score: dict[int, float] = field(default_factory=dict)
+    sessions: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        first: dict[int, float],
+        where: dict[int, tuple[int, int, int]],
+        asking: set[tuple[int, int]],
+        config: RankConfig,
+    ) -> FirstRound:
+        view = cls(first, where, asking, config)
+        for doc_id, value in first.items():
+            skey, pos, kind = where[doc_id]
+            if kind == KIND_SUMMARY:
+                view.summary_score[skey] = max(view.summary_score.get(skey, 0.0), value)
+            else:
+                view.at_place[skey, pos] = value
+                view.in_session[skey].append(value)
+        return view
+
+    def session(self, skey: int) -> float:
+        """The mean of the session's best turns (cached)."""
+        found = self.sessions.get(skey)
+        if found is None:
+            top_n = max(self.config.fusion.session_top, 1)
+            values = self.in_session.get(skey, ())
+            best = values if len(values) <= top_n else heapq.nlargest(top_n, values)
+            found = self.sessions[skey] = sum(best) / top_n
+        return found
+
+    def beside(self, skey: int, pos: int) -> float:
+        """The better first-round score of the turns before and after."""
+        return max(self.at_place.get((skey, pos - 1), 0.0), self.at_place.get((skey, pos + 1), 0.0))
+
+    def pre_score(self, doc_id: int) -> float:
+        """The score that chooses which documents go on to be finished."""
+        cfg = self.config
+        skey, pos, kind = self.where[doc_id]
+        value = self.first.get(doc_id, 0.0) + cfg.fusion.session_weight * self.session(skey)
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                value += cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            value += cfg.fusion.neighbour_weight * self.beside(skey, pos)
+            value += cfg.fusion.summary_weight * self.summary_score.get(skey, 0.0)
+        return value
+
+    def components(self, doc_id: int, state: RankState) -> tuple[float, dict[str, float]]:
+        """The named parts of a document's score so far, and their sum."""
+        cfg = self.config
+        skey, pos, kind = self.where[doc_id]
+        comp = {
+            "keyword": state.base.get(doc_id, 0.0) / state.ideal,
+            "expansion": cfg.expansion.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
+        }
+        if doc_id in state.hop:
+            comp["hop"] = state.hop[doc_id]
+        if kind == KIND_INTERACTION:
+            if (skey, pos - 1) in self.asking:
+                comp["answer"] = cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+            if cfg.fusion.neighbour_weight:
+                comp["context"] = cfg.fusion.neighbour_weight * self.beside(skey, pos)
+            if cfg.fusion.summary_weight:
+                comp["summary"] = cfg.fusion.summary_weight * self.summary_score.get(skey, 0.0)
+        if cfg.fusion.session_weight:
+            comp["session"] = cfg.fusion.session_weight * self.session(skey)
+        return sum(comp.values()), comp
 
 
 # candidates whose text is read (hits beyond these are never shown, even by --explain)
@@ -183,109 +380,8 @@ def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
     return ("…" if start else "") + piece + ("…" if start + limit < len(flat) else "")
 
 
-@dataclass
-class RankState:
-    """What flows between the stages of one ranking (see :meth:`Ranker.rank`)."""
-
-    text: str
-    filters: Filters
-    now: datetime | None
-    ranking: Ranking
-    n_docs: int = 0
-    avgdl: float = 0.0
-    weights: dict[str, float] = field(default_factory=dict)
-    idf: dict[str, float] = field(default_factory=dict)
-    ideal: float = 1.0  # the best BM25 any document could get: scores are shares of it
-    allowed: set[int] | None = None  # the filters' session keys (None: no filter)
-    scan: dict[int, DocRow] | None = None  # the documents scored one by one, if few
-    # doc id -> (session key, position, kind) of every document seen
-    where: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    base: dict[int, float] = field(default_factory=dict)  # first-round BM25
-    extra: dict[int, float] = field(default_factory=dict)  # expansion BM25
-    ideal_x: float = 1.0
-    hop: dict[int, float] = field(default_factory=dict)  # second-round scores
-    first: dict[int, float] = field(default_factory=dict)  # all of the above, normalised
-    pool: list[int] = field(default_factory=list)  # the candidates, best first
-    # candidate -> (its score so far, its components)
-    pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
-
-
-@dataclass
-class _Context:
-    """The first round seen per place, session and summary (for :meth:`Ranker.fuse`)."""
-
-    at_place: dict[tuple[int, int], float]
-    in_session: dict[int, list[float]]
-    summary_score: dict[int, float]
-    top_n: int
-    asking: set[tuple[int, int]] = field(default_factory=set)
-    _sessions: dict[int, float] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls, first: dict[int, float], where: dict[int, tuple[int, int, int]], top_n: int
-    ) -> _Context:
-        at_place: dict[tuple[int, int], float] = {}
-        in_session: defaultdict[int, list[float]] = defaultdict(list)
-        summary_score: dict[int, float] = {}
-        for doc_id, value in first.items():
-            skey, pos, kind = where[doc_id]
-            if kind == KIND_SUMMARY:
-                summary_score[skey] = max(summary_score.get(skey, 0.0), value)
-            else:
-                at_place[skey, pos] = value
-                in_session[skey].append(value)
-        return cls(at_place, in_session, summary_score, top_n)
-
-    def session(self, skey: int) -> float:
-        """A session's strength: the mean of its best ``top_n`` turns."""
-        found = self._sessions.get(skey)
-        if found is None:
-            values = self.in_session.get(skey, ())
-            best = values if len(values) <= self.top_n else heapq.nlargest(self.top_n, values)
-            found = self._sessions[skey] = sum(best) / self.top_n
-        return found
-
-    def neighbour(self, skey: int, pos: int) -> float:
-        return max(self.at_place.get((skey, pos - 1), 0.0), self.at_place.get((skey, pos + 1), 0.0))
-
-    def pre_score(
-        self,
-        doc_id: int,
-        first: dict[int, float],
-        where: dict[int, tuple[int, int, int]],
-        cfg: RankConfig,
-    ) -> float:
-        """The order in which candidates are kept (the components' sum, cheaply)."""
-        skey, pos, kind = where[doc_id]
-        value = first.get(doc_id, 0.0) + cfg.session_weight * self.session(skey)
-        if kind == KIND_INTERACTION:
-            if (skey, pos - 1) in self.asking:
-                value += cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
-            value += cfg.neighbour_weight * self.neighbour(skey, pos)
-            value += cfg.summary_weight * self.summary_score.get(skey, 0.0)
-        return value
-
-    def components(
-        self, doc_id: int, where: dict[int, tuple[int, int, int]], cfg: RankConfig
-    ) -> dict[str, float]:
-        """The answer, context, summary and session components of a candidate."""
-        skey, pos, kind = where[doc_id]
-        comp: dict[str, float] = {}
-        if kind == KIND_INTERACTION:
-            if (skey, pos - 1) in self.asking:
-                comp["answer"] = cfg.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
-            if cfg.neighbour_weight:
-                comp["context"] = cfg.neighbour_weight * self.neighbour(skey, pos)
-            if cfg.summary_weight:
-                comp["summary"] = cfg.summary_weight * self.summary_score.get(skey, 0.0)
-        if cfg.session_weight:
-            comp["session"] = cfg.session_weight * self.session(skey)
-        return comp
-
-
 class Ranker:
-    """Scores a :class:`~gitmem.search.index.SearchIndex` for queries (see the module docstring)."""
+    """Scores a :class:`~gitmem.search.index.SearchIndex` for queries (see the module docs)."""
 
     def __init__(self, index: SearchIndex, config: RankConfig | None = None) -> None:
         self.index = index
@@ -300,7 +396,7 @@ class Ranker:
         counts = Counter(terms(text))
         df = self.index.df(counts)
         corrections: dict[str, str] = {}
-        if self.config.speaker_weight and any(t not in df for t in counts):
+        if self.config.match.speaker_weight and any(t not in df for t in counts):
             # a name that only ever appears as a speaker still counts (for the speaker part)
             for name, spoken in self.index.speakers().items():
                 for term in name_terms(name):
@@ -312,15 +408,15 @@ class Ranker:
             vocab = self.index.vocabulary()
             for term in missing[:8]:
                 found = process.extractOne(
-                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.typo_min_ratio
+                    term, vocab, scorer=fuzz.ratio, score_cutoff=self.config.query.typo_min_ratio
                 )
                 if found is not None:
                     corrections[term] = found[0]
                     weights[found[0]] = max(weights.get(found[0], 0.0), found[1] / 100)
             df.update(self.index.df(corrections.values()))
-        if len(weights) > self.config.max_query_terms:
+        if len(weights) > self.config.query.max_query_terms:
             rarest = sorted(weights, key=lambda t: (df.get(t, 0), t))
-            weights = {t: weights[t] for t in rarest[: self.config.max_query_terms]}
+            weights = {t: weights[t] for t in rarest[: self.config.query.max_query_terms]}
         return weights, df, corrections
 
     def _idf(self, df: int, n_docs: int) -> float:
@@ -334,9 +430,9 @@ class Ranker:
         if not doc.dl:
             return 0.0
         cfg = self.config
-        norm = cfg.k1 * (1 - cfg.b + cfg.b * doc.dl / avgdl)
+        norm = cfg.first.k1 * (1 - cfg.first.b + cfg.first.b * doc.dl / avgdl)
         tf = Counter(t for t in doc.terms.split() if t in weights)
-        return sum(weights[t] * idf[t] * n * (cfg.k1 + 1) / (n + norm) for t, n in tf.items())
+        return sum(weights[t] * idf[t] * n * (cfg.first.k1 + 1) / (n + norm) for t, n in tf.items())
 
     def _bm25(
         self,
@@ -356,14 +452,15 @@ class Ranker:
             }
         cfg = self.config
         scores: dict[int, float] = {}
-        k1, b = cfg.k1, cfg.b
+        k1, b = cfg.first.k1, cfg.first.b
         n_docs = self.index.stats()[0]
         top_idf = self._idf(1, n_docs) or 1.0
         for term, weight in weights.items():
             w = weight * idf[term] * (k1 + 1)
             # common words add little to any score: read only their best postings
             cap = max(
-                cfg.postings_floor if floor is None else floor, int(limit * idf[term] / top_idf)
+                cfg.first.postings_floor if floor is None else floor,
+                int(limit * idf[term] / top_idf),
             )
             for doc_id, tf, dl, skey, pos, kind in self.index.postings(term, cap):
                 if allowed is not None and skey not in allowed:
@@ -385,24 +482,27 @@ class Ranker:
     ) -> Ranking:
         """Rank the index for ``query``; see :class:`Ranking` for what comes back.
 
-        The stages run in order over one :class:`RankState`: :meth:`parse_query`,
-        :meth:`first_round`, :meth:`expand`, :meth:`fuse`, :meth:`finish`.
-        """
-        text = strip_controls(query)[: self.config.max_query_chars]
-        state = RankState(text, filters or Filters(), now, Ranking(query, {}, {}, {}, [], []))
-        if self.parse_query(state):
-            self.first_round(state)
-            self.expand(state)
-            self.fuse(state)
-            self.finish(state, k, head)
+        The stages run in order over one :class:`RankState`: parse the query, choose where
+        candidates come from, score the first round, add the expansions, fuse the
+        components, and finish with what needs the documents themselves."""
+        state = RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), now)
+        if not self.parse_query(state):
+            return state.ranking
+        self.choose_candidates(state)
+        self.first_round(state)
+        self.expand(state)
+        self.fuse(state)
+        self.finish(state, k, head)
         return state.ranking
 
-    # --- the stages ------------------------------------------------------------------
+    # --- stages ----------------------------------------------------------------------
 
     def parse_query(self, state: RankState) -> bool:
-        """Weighted query terms (with typo corrections), their idf, the filters' sessions;
-        False (with a note saying why) when nothing can match."""
-        cfg, ranking = self.config, state.ranking
+        """Query terms, their weights and idf, and the sessions the filters allow; False
+        (with a note on the ranking) when nothing can match."""
+        cfg = self.config
+        ranking = state.ranking
+        state.text = strip_controls(ranking.query)[: cfg.query.max_query_chars]
         state.n_docs, state.avgdl = self.index.stats()
         if not state.text.strip() or state.n_docs == 0:
             ranking.notes.append("empty query" if not state.text.strip() else "the index is empty")
@@ -412,60 +512,50 @@ class Ranker:
         if not weights:
             ranking.notes.append("no query term occurs in any memory")
             return False
-        state.weights = weights
         state.allowed = None if state.filters.empty else self._allowed(state.filters)
         if state.allowed is not None and not state.allowed:
             ranking.notes.append("no session matches the filters")
             return False
+        state.weights = weights
         state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
-        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.k1 + 1) or 1.0
+        state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
         return True
 
+    def choose_candidates(self, state: RankState) -> None:
+        """Where the candidates come from: a scan of the few documents the filters leave,
+        or the postings (read deeper when the filters will drop most of them)."""
+        state.limit = self.config.first.postings_limit
+        if state.allowed is None:
+            return
+        if self.index.count_session_docs(state.allowed) <= self.config.first.scan_limit:
+            state.scan = {d.id: d for d in self.index.session_docs(state.allowed, text=False)}
+            state.where = {d.id: (d.skey, d.pos, d.kind) for d in state.scan.values()}
+        else:  # most postings read will be filtered out: read deeper
+            state.limit *= 10
+
     def first_round(self, state: RankState) -> None:
-        """BM25 of the query terms, from the postings or (few documents left by the
-        filters) by scoring those documents one by one."""
-        cfg = self.config
-        limit = cfg.postings_limit
-        if state.allowed is not None:
-            if self.index.count_session_docs(state.allowed) <= cfg.scan_limit:
-                state.scan = {d.id: d for d in self.index.session_docs(state.allowed, text=False)}
-                state.where = {d.id: (d.skey, d.pos, d.kind) for d in state.scan.values()}
-            else:  # most postings read will be filtered out: read deeper
-                limit *= 10
+        """BM25 of the query terms."""
         state.base = self._bm25(
-            state.weights, state.idf, state.avgdl, state.allowed, limit, state.scan, state.where
+            state.weights,
+            state.idf,
+            state.avgdl,
+            state.allowed,
+            state.limit,
+            state.scan,
+            state.where,
         )
 
     def expand(self, state: RankState) -> None:
-        """Pseudo relevance feedback (terms borrowed from the best first-round documents)
-        and the second round (multi-hop), added to the first round's normalised scores."""
-        cfg, base, idf = self.config, state.base, state.idf
-        expansion: dict[str, float] = {}
-        extra: dict[int, float] = {}
-        if cfg.prf_weight > 0 and cfg.prf_docs > 0 and base:
-            top = [i for i, _ in heapq.nlargest(cfg.prf_docs, base.items(), key=_second)]
-            scan = state.scan
-            rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
-            expansion = self._expansion(rows, base, state.weights, state.n_docs)
-            if expansion:
-                found = self.index.df(expansion).items()
-                idf.update({t: self._idf(c, state.n_docs) for t, c in found})
-                expansion = {t: w for t, w in expansion.items() if t in idf}
-                extra = self._bm25(
-                    expansion,
-                    idf,
-                    state.avgdl,
-                    state.allowed,
-                    cfg.prf_postings,
-                    state.scan,
-                    state.where,
-                    floor=cfg.prf_postings // 2,
-                )
-        state.ranking.expansion, state.extra = expansion, extra
-        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.k1 + 1) or 1.0
-        first = {i: v / state.ideal for i, v in base.items()}
-        for i, v in extra.items():
-            first[i] = first.get(i, 0.0) + cfg.prf_weight * v / state.ideal_x
+        """Pseudo relevance feedback and the second round, added to the normalised first
+        round (``state.first``)."""
+        cfg = self.config
+        expansion = self._feedback(state)
+        state.ranking.expansion = expansion
+        idf = state.idf
+        state.ideal_x = sum(w * idf[t] for t, w in expansion.items()) * (cfg.first.k1 + 1) or 1.0
+        first = {i: v / state.ideal for i, v in state.base.items()}
+        for i, v in state.extra.items():
+            first[i] = first.get(i, 0.0) + cfg.expansion.prf_weight * v / state.ideal_x
         state.hop, state.ranking.hop_terms = self._second_round(
             first,
             state.weights,
@@ -481,59 +571,74 @@ class Ranker:
         state.first = first
 
     def fuse(self, state: RankState) -> None:
-        """What the first round says about each turn's neighbours, answer, session and
-        summary, fused into one score per candidate: the best first-round documents plus
-        their neighbours and the dated turns, the best ``candidates`` of them kept."""
+        """The best first-round documents plus their neighbours and dated turns, scored with
+        what the first round says about their neighbours, session and summary; the best
+        ``candidates`` of them go on with their components (``state.pre``)."""
         cfg = self.config
-        context = _Context.of(state.first, state.where, max(cfg.session_top, 1))
         ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
-        consider = set(ordered[: cfg.rescore_pool])
-        consider |= self._neighbours(ordered[: cfg.neighbour_pool], state.where, state.scan)
+        consider = set(ordered[: cfg.fusion.rescore_pool])
+        consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
-        if cfg.answer_weight:
-            context.asking = self._asking(ordered[: cfg.neighbour_pool], state.where)
-
-        def pre_score(doc_id: int) -> float:
-            return context.pre_score(doc_id, state.first, state.where, cfg)
-
-        pool = heapq.nlargest(cfg.candidates, consider, key=pre_score)
-        for doc_id in pool:
-            comp = {
-                "keyword": state.base.get(doc_id, 0.0) / state.ideal,
-                "expansion": cfg.prf_weight * state.extra.get(doc_id, 0.0) / state.ideal_x,
-            }
-            if doc_id in state.hop:
-                comp["hop"] = state.hop[doc_id]
-            comp.update(context.components(doc_id, state.where, cfg))
-            state.pre[doc_id] = (sum(comp.values()), comp)
+        asking = (
+            self._asking(ordered[: cfg.fusion.neighbour_pool], state.where)
+            if cfg.fusion.answer_weight
+            else set()
+        )
+        context = FirstRound.of(state.first, state.where, asking, cfg)
+        pool = heapq.nlargest(cfg.fusion.candidates, consider, key=context.pre_score)
         state.pool = pool
+        state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
 
     def finish(self, state: RankState, k: int, head: str | None) -> None:
-        """What needs the document itself (speaker, fuzzy, dates, age, use), the order, the
-        floor below which hits are dropped, and the ``k`` hits with their text."""
-        cfg, ranking, pool, scan = self.config, state.ranking, state.pool, state.scan
+        """Score what needs the documents, order, read the shown texts and drop the weak."""
+        cfg = self.config
+        scan, pool = state.scan, state.pool
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
-        candidates = self._finish(
-            rows,
-            state.pre,
-            state.weights,
-            state.idf,
-            state.ideal,
-            state.text,
-            state.filters,
-            state.now,
-        )
+        candidates = self._score_documents(rows, state)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
         # the text is read for the candidates that may be shown only
         shown = candidates[: max(k, SHOWN_CANDIDATES)]
         texts = self.index.texts(c.doc.id for c in shown)
         for cand in shown:
             cand.doc = replace(cand.doc, text=texts.get(cand.doc.id, ""))
-        floor = max(cfg.min_score, cfg.relative_min * candidates[0].score if candidates else 0.0)
+        floor = max(
+            cfg.cutoff.min_score,
+            cfg.cutoff.relative_min * candidates[0].score if candidates else 0.0,
+        )
         kept = [c for c in candidates if c.score >= floor]
+        ranking = state.ranking
         ranking.below_min = len(candidates) - len(kept)
         ranking.candidates = candidates
         ranking.hits = [self._hit(c, state.weights, head) for c in kept[:k]]
+
+    # --- stage helpers ---------------------------------------------------------------
+
+    def _feedback(self, state: RankState) -> dict[str, float]:
+        """Pseudo relevance feedback: terms borrowed from the best first-round documents
+        (their BM25 goes to ``state.extra``)."""
+        cfg = self.config
+        if not (cfg.expansion.prf_weight > 0 and cfg.expansion.prf_docs > 0 and state.base):
+            return {}
+        base, scan, n_docs = state.base, state.scan, state.n_docs
+        top = [i for i, _ in heapq.nlargest(cfg.expansion.prf_docs, base.items(), key=_second)]
+        rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top)
+        expansion = self._expansion(rows, base, state.weights, n_docs)
+        if not expansion:
+            return expansion
+        idf = state.idf
+        idf.update({t: self._idf(c, n_docs) for t, c in self.index.df(expansion).items()})
+        expansion = {t: w for t, w in expansion.items() if t in idf}
+        state.extra = self._bm25(
+            expansion,
+            idf,
+            state.avgdl,
+            state.allowed,
+            cfg.expansion.prf_postings,
+            scan,
+            state.where,
+            floor=cfg.expansion.prf_postings // 2,
+        )
+        return expansion
 
     def _second_round(
         self,
@@ -551,29 +656,39 @@ class Ranker:
         those terms. Evidence of one question is often spread over sessions that only the
         entities tie together."""
         cfg = self.config
-        if not (cfg.hop_weight and cfg.hop_docs and first):
+        if not (cfg.expansion.hop_weight and cfg.expansion.hop_docs and first):
             return {}, {}
-        top = [i for i, _ in heapq.nlargest(cfg.hop_docs, first.items(), key=_second)]
+        top = [i for i, _ in heapq.nlargest(cfg.expansion.hop_docs, first.items(), key=_second)]
         rows = {i: scan[i] for i in top} if scan is not None else self.index.docs(top, text=False)
         own = {i: set(row.terms.split()) - weights.keys() for i, row in rows.items()}
         df = self.index.df(set().union(*own.values()))
         chosen: dict[str, float] = {}
         for found in own.values():
             rare = sorted(
-                (t for t in found if 1 < df.get(t, 0) <= cfg.hop_max_df), key=lambda t: (df[t], t)
+                (t for t in found if 1 < df.get(t, 0) <= cfg.expansion.hop_max_df),
+                key=lambda t: (df[t], t),
             )
-            for term in rare[: cfg.hop_terms]:
+            for term in rare[: cfg.expansion.hop_terms]:
                 chosen[term] = 1.0
                 idf.setdefault(term, self._idf(df[term], n_docs))
         if not chosen:
             return {}, {}
         scores = self._bm25(
-            chosen, idf, avgdl, allowed, cfg.prf_postings, scan, where, floor=cfg.prf_postings // 2
+            chosen,
+            idf,
+            avgdl,
+            allowed,
+            cfg.expansion.prf_postings,
+            scan,
+            where,
+            floor=cfg.expansion.prf_postings // 2,
         )
-        ideal = sum(idf[t] for t in chosen) * (cfg.k1 + 1) or 1.0
+        ideal = sum(idf[t] for t in chosen) * (cfg.first.k1 + 1) or 1.0
         sources = {where[i][0] for i in top}
         return {
-            i: cfg.hop_weight * v / ideal for i, v in scores.items() if where[i][0] not in sources
+            i: cfg.expansion.hop_weight * v / ideal
+            for i, v in scores.items()
+            if where[i][0] not in sources
         }, chosen
 
     def _asking(
@@ -591,7 +706,7 @@ class Ranker:
         scan: dict[int, DocRow] | None,
     ) -> set[int]:
         """The turns next to the best first-round turns (added to ``where``)."""
-        if not (self.config.neighbour_weight and best):
+        if not (self.config.fusion.neighbour_weight and best):
             return set()
         places = {
             (where[i][0], where[i][1] + step)
@@ -622,7 +737,7 @@ class Ranker:
         about them (event spans: "yesterday" said the day after); added to ``where``.
         Relative dates in the query ("last week") are seen from ``now``."""
         cfg = self.config
-        if not ((cfg.date_pool or cfg.event_pool) and cfg.temporal_weight):
+        if not ((cfg.dates.date_pool or cfg.dates.event_pool) and cfg.dates.temporal_weight):
             return set()
         out: set[int] = set()
         windows = [
@@ -633,7 +748,7 @@ class Ranker:
         windows += relative_spans(text, now or datetime.now(UTC))
         for start, end in windows:
             lo, hi = start.timestamp(), end.timestamp()
-            if cfg.date_pool:
+            if cfg.dates.date_pool:
                 keys = self.index.session_keys(active_since=lo, created_until=hi)
                 if allowed is not None:
                     keys &= allowed
@@ -644,16 +759,16 @@ class Ranker:
                     )
                     if lo <= d.ts < hi
                 ]
-                for d in rows[: cfg.date_pool]:
+                for d in rows[: cfg.dates.date_pool]:
                     where.setdefault(d.id, (d.skey, d.pos, d.kind))
                     out.add(d.id)
-            if cfg.event_pool:
+            if cfg.dates.event_pool:
                 # read a few more: the filters may leave some out
                 found = self.index.event_docs(
-                    lo, hi, cfg.event_pool * (1 if allowed is None else 4)
+                    lo, hi, cfg.dates.event_pool * (1 if allowed is None else 4)
                 )
                 kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
-                for doc_id in kept[: cfg.event_pool]:
+                for doc_id in kept[: cfg.dates.event_pool]:
                     where.setdefault(doc_id, found[doc_id])
                     out.add(doc_id)
         return out
@@ -691,97 +806,89 @@ class Ranker:
         scored = {
             t: m * self._idf(df.get(t, 1), n_docs) for t, m in mass.items() if df.get(t, 0) > 1
         }
-        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.prf_terms]
+        best = sorted(scored, key=lambda t: (-scored[t], t))[: cfg.expansion.prf_terms]
         if not best:
             return {}
         top = scored[best[0]]
         return {t: scored[t] / top for t in best}
 
-    def _finish(
-        self,
-        rows: dict[int, DocRow],
-        pre: dict[int, tuple[float, dict[str, float]]],
-        weights: dict[str, float],
-        idf: dict[str, float],
-        ideal: float,
-        text: str,
-        filters: Filters,
-        now: datetime | None,
-    ) -> list[Candidate]:
+    def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[RankedCandidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
+        pre, weights, idf, ideal = state.pre, state.weights, state.idf, state.ideal
+        text, filters, now = state.text, state.filters, state.now
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
             self.index.access_counts(s.session_id for s in sessions.values())
-            if cfg.activation_weight
+            if cfg.recency.activation_weight
             else {}
         )
-        fuzzy_query = " ".join(terms(text)) if cfg.fuzzy_weight else ""
-        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.fuzzy_candidates])
-        named_dates = dates(text) if cfg.temporal_weight else []
+        fuzzy_query = " ".join(terms(text)) if cfg.match.fuzzy_weight else ""
+        fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
+        named_dates = dates(text) if cfg.dates.temporal_weight else []
         # relative dates in the query ("last week") are seen from now
         query_spans = (
             [
                 (a.timestamp(), b.timestamp())
                 for a, b in relative_spans(text, now or datetime.now(UTC))
             ]
-            if cfg.temporal_weight
+            if cfg.dates.temporal_weight
             else []
         )
         stamp = (now or datetime.now(UTC)).timestamp()
         lo = filters.since.timestamp() if filters.since else -math.inf
         hi = filters.until.timestamp() if filters.until else math.inf
-        out: list[Candidate] = []
+        out: list[RankedCandidate] = []
         for doc_id, row in rows.items():
             session = sessions.get(row.skey)
             if session is None or not lo <= row.ts <= hi:
                 continue
             additive, comp = pre[doc_id]
             comp = dict(comp)
-            if row.speaker and cfg.speaker_weight:
+            if row.speaker and cfg.match.speaker_weight:
                 asked = name_terms(row.speaker) & weights.keys()
                 if asked:
                     comp["speaker"] = (
-                        cfg.speaker_weight
+                        cfg.match.speaker_weight
                         * sum(weights[t] * idf[t] for t in asked)
-                        * (cfg.k1 + 1)
+                        * (cfg.first.k1 + 1)
                         / ideal
-                        + cfg.speaker_share * additive
+                        + cfg.match.speaker_share * additive
                     )
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
-                comp["fuzzy"] = cfg.fuzzy_weight * ratio / 100
+                comp["fuzzy"] = cfg.match.fuzzy_weight * ratio / 100
             if named_dates or query_spans:
-                comp["temporal"] = cfg.temporal_weight * closeness(
+                comp["temporal"] = cfg.dates.temporal_weight * closeness(
                     named_dates,
                     row.ts,
-                    cfg.temporal_half_life_days,
+                    cfg.dates.temporal_half_life_days,
                     events=row.events,
                     spans=query_spans,
                 )
             additive = sum(comp.values())
             decay = 1.0
-            if cfg.decay_weight:
+            if cfg.recency.decay_weight:
                 age_days = max(stamp - row.ts, 0.0) / 86400
-                fresh = 0.5 ** (age_days / cfg.half_life_days)
-                decay = 1 - cfg.decay_weight + cfg.decay_weight * fresh
+                fresh = 0.5 ** (age_days / cfg.recency.half_life_days)
+                decay = 1 - cfg.recency.decay_weight + cfg.recency.decay_weight * fresh
             activation = 1.0
-            if cfg.activation_weight:
+            if cfg.recency.activation_weight:
                 used = access.get((session.session_id, row.iid or ""), 0)
-                activation = 1 + cfg.activation_weight * math.log1p(used)
+                activation = 1 + cfg.recency.activation_weight * math.log1p(used)
             comp["decay"] = decay
             comp["activation"] = activation
-            out.append(Candidate(row, session, additive * decay * activation, comp))
+            out.append(RankedCandidate(row, session, additive * decay * activation, comp))
         return out
 
-    def _hit(self, cand: Candidate, weights: dict[str, float], head: str | None) -> Hit:
+    def _hit(self, cand: RankedCandidate, weights: dict[str, float], head: str | None) -> Hit:
         row = cand.doc
         # the values are valid by construction: skip pydantic's validation on the hot path
         return Hit.model_construct(
             session_id=cand.session.session_id,
             interaction_id=row.iid,
             score=round(cand.score, 6),
-            snippet=snippet(row.text, weights, self.config.snippet_chars),
+            snippet=snippet(row.text, weights, self.config.cutoff.snippet_chars),
             commit=cand.session.commit or head,
             kind="summary" if row.kind == KIND_SUMMARY else "interaction",
             speaker=row.speaker or None,
