@@ -172,7 +172,7 @@ def _locomo(path: str, variant: type[SearchIndex]) -> str:
     import bench_locomo
 
     from gitmem.importers import locomo
-    from gitmem.search.rank import RankConfig
+    from gitmem.search.rankconfig import RankConfig
 
     bench_locomo.SearchIndex = variant  # type: ignore[attr-defined,misc]
     convs = locomo.load(path)[:3]

@@ -26,7 +26,8 @@ import locomo_eval
 from gitmem.errors import ValidationError
 from gitmem.importers import locomo
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import RankConfig, Ranker
+from gitmem.search.rank import Ranker
+from gitmem.search.rankconfig import RankConfig
 
 # plain BM25 (k1 1.2, b 0.75) over the same terms: every other component off
 BASELINE = dict(

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench_search import Corpus, _stats, _timed, synthetic_store
 
-from gitmem.search.rank import RankConfig
+from gitmem.search.rankconfig import RankConfig
 
 PARTS_OFF = {"hop_weight": 0.0, "answer_weight": 0.0, "speaker_share": 0.0}
 

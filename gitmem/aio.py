@@ -28,7 +28,7 @@ from gitmem.guard.secrets import SecretConfig
 from gitmem.llm.embeddings import EmbedConfig
 from gitmem.manager import MemoryManager, Settings
 from gitmem.models import BatchResult, Language
-from gitmem.search.rank import RankConfig
+from gitmem.search.rankconfig import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.repository import Repository
 from gitmem.summary.engines import Summarizer

@@ -35,7 +35,7 @@ from gitmem.llm.config import LLMConfig
 from gitmem.llm.embeddings import EmbedConfig
 from gitmem.models import Language
 from gitmem.search.methods import Search
-from gitmem.search.rank import RankConfig
+from gitmem.search.rankconfig import RankConfig
 from gitmem.search.tokens import TokenCounter
 from gitmem.store.discover import open_repository
 from gitmem.store.repository import Housekeeping, Repository

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from gitmem import MemoryManager
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import RankConfig, Ranker
+from gitmem.search.rank import Ranker
+from gitmem.search.rankconfig import RankConfig
 from gitmem.text import IRREGULAR, stem, terms
 from tests.conftest import git
 from tests.test_search_retrieval import _index, _session

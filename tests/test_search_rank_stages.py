@@ -5,14 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gitmem.search.index import KIND_INTERACTION, SearchIndex
-from gitmem.search.rank import (
-    Filters,
-    FirstRound,
-    RankConfig,
-    Ranker,
-    Ranking,
-    RankState,
-)
+from gitmem.search.rank import Filters, FirstRound, Ranker, Ranking, RankState
+from gitmem.search.rankconfig import RankConfig
 from tests.test_search_retrieval import _index, _session
 
 

@@ -15,7 +15,8 @@ from gitmem.errors import ValidationError
 from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.search.context import Memory, assemble
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import Filters, RankConfig, Ranker
+from gitmem.search.rank import Filters, Ranker
+from gitmem.search.rankconfig import RankConfig
 from gitmem.search.tokens import EstimateCounter
 from gitmem.text import dates, stem, terms, words
 

@@ -23,14 +23,8 @@ from dataclasses import dataclass, field, replace
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import (
-    SHOWN_CANDIDATES,
-    Filters,
-    RankConfig,
-    RankedCandidate,
-    Ranker,
-    Ranking,
-)
+from gitmem.search.rank import SHOWN_CANDIDATES, Filters, RankedCandidate, Ranker, Ranking
+from gitmem.search.rankconfig import RankConfig
 from gitmem.search.vectors import (
     SLOW_NOTE,
     VectorCache,

@@ -22,7 +22,8 @@ from typing import Any
 
 from gitmem.models import Hit
 from gitmem.search.index import KIND_SUMMARY, SearchIndex
-from gitmem.search.rank import Filters, RankConfig, Ranker, Ranking, snippet
+from gitmem.search.rank import Filters, Ranker, Ranking, snippet
+from gitmem.search.rankconfig import RankConfig
 
 # a linked hit's score: this share of the score of the hit that led to it
 LINK_WEIGHT = 0.5

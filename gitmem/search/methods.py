@@ -26,14 +26,8 @@ from gitmem.search.context import Known, Memory, assemble
 from gitmem.search.fusion import Dense
 from gitmem.search.index import KIND_SUMMARY, SearchIndex
 from gitmem.search.linked import Followed, follow_links
-from gitmem.search.rank import (
-    SHOWN_CANDIDATES,
-    Filters,
-    RankConfig,
-    Ranker,
-    Ranking,
-    snippet,
-)
+from gitmem.search.rank import SHOWN_CANDIDATES, Filters, Ranker, Ranking, snippet
+from gitmem.search.rankconfig import RankConfig
 from gitmem.search.rerank import TIMEOUT as RERANK_TIMEOUT
 from gitmem.search.rerank import Reranked
 from gitmem.search.rerank import rerank as rerank_memories
@@ -150,7 +144,7 @@ def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -
 class Search:
     """Search and context assembly for ``MemoryManager``.
 
-    Set ``rank_config`` (a :class:`~gitmem.search.rank.RankConfig`) to change weights and
+    Set ``rank_config`` (a :class:`~gitmem.search.rankconfig.RankConfig`) to change weights and
     ``token_counter`` to count tokens with your model's tokenizer.
     """
 
