@@ -43,7 +43,7 @@ START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 def _path(session_id: str) -> str:
-    return session_path(session_id, fanout=True)  # the store is made new: it fans out
+    return session_path(session_id)
 
 
 def build_store(path: Path, sessions: int, commits: int, big: int, mid: int) -> float:

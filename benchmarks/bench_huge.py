@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     # --- merge -----------------------------------------------------------------------------
     files: dict[str, list[Path]] = {}
     for sid in ("small", "big"):
-        data = (base / session_path(sid, fanout=True)).read_bytes()
+        data = (base / session_path(sid)).read_bytes()
         versions3 = [data]
         for side in ("ours", "theirs"):
             versions3.append(

@@ -98,7 +98,7 @@ def _file_bytes(path: Path, n: int) -> bytes:
 
 
 def _rel(n: int) -> str:
-    return session_path(f"session_{n:05d}", fanout=True)
+    return session_path(f"session_{n:05d}")
 
 
 def time_floor(path: Path, saves: int, sessions: int, rng: random.Random) -> list[float]:
