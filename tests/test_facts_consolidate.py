@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from gitmem import MemoryManager
 from gitmem.cli.base import GitmemGroup, cli
 from gitmem.cli.consolidate import consolidate_command, review_command
-from gitmem.facts.extract import NewTurn, extract, has_specifics, section_for
+from gitmem.facts.extract import NewTurn, extract, fact_section, has_specifics
 from gitmem.facts.proposal import Change, FactsConfig, check_loss, parse_proposal
 from gitmem.format.facts import Fact, MemoryFile
 from gitmem.models import Interaction, Message
@@ -76,8 +76,11 @@ def test_offline_keeps_specific_sentences_and_drops_small_talk() -> None:
         NewTurn("s", _turn("e", "Sure, I can help with that.", speaker="Assistant")),
     ]
     picked = extract([], [], turns, budget=1000)
-    assert [c.text for c in picked] == ["I moved to Lisbon in March 2021 with my partner Ana."]
-    assert [str(s) for s in picked[0].sources] == ["s#c"]
+    assert [c.text for c in picked] == [
+        "The user moved to Lisbon in March 2021 with the user's partner Ana."
+    ]
+    # the near-duplicate is one fact with both sources
+    assert [str(s) for s in picked[0].sources] == ["s#c", "s#d"]
     assert picked[0].section == "User"
 
 
@@ -88,15 +91,16 @@ def test_offline_skips_what_the_memory_holds_and_respects_the_budget() -> None:
         NewTurn("s", _turn("d", "My sister Clara studies physics at ETH Zurich.")),
     ]
     picked = extract([known], [], turns, budget=1000)
-    assert [c.text for c in picked] == ["My sister Clara studies physics at ETH Zurich."]
+    assert [c.text for c in picked] == ["The user's sister Clara studies physics at ETH Zurich."]
     assert extract([], [], turns, budget=20) == []
 
 
 def test_sections_and_specifics() -> None:
-    assert section_for("I prefer dark roast coffee", "User") == "Preferences"
-    assert section_for("Working on the gitmem release", None) == "Projects"
-    assert section_for("I went to Sweden", "Caroline") == "Caroline"
-    assert section_for("The weather was nice", None) == "Notes"
+    assert fact_section("The user prefers dark roast coffee", "User") == "Preferences"
+    assert fact_section("The user is working on the gitmem release", "user") == "Projects"
+    assert fact_section("The user has a cat", "user") == "User"
+    # a named person's statements stay under their name, whatever the topic
+    assert fact_section("Caroline prefers Sweden", "Caroline") == "Caroline"
     assert has_specifics("we met Anna there") and has_specifics("born 1990")
     assert has_specifics("住在北京") and not has_specifics("It was a lovely evening.")
 

@@ -177,7 +177,7 @@ class FactsConfig:
     on_loss: Literal["review", "refuse"] = "review"
     threshold: float = 0.25
     offline: bool = False
-    budget: int = 1900
+    budget: int = 2400
 
     @classmethod
     def from_git(cls, values: Mapping[str, str]) -> FactsConfig:

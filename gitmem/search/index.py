@@ -32,7 +32,6 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
 from gitmem.search.indexfile import (
     BULK_CACHE_KIB,
     CACHE_KIB,
@@ -52,6 +51,7 @@ from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: r
 from gitmem.search.sessionrows import SessionTable
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms, wiki_links
+from gitmem.text.events import EVENT_SPAN_DAYS, event_spans
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]

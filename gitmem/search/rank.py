@@ -40,10 +40,10 @@ from operator import itemgetter
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
-from gitmem.search.events import closeness, date_span, relative_spans
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
 from gitmem.search.rankconfig import RankConfig
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
+from gitmem.text.events import closeness, date_span, relative_spans
 
 
 @dataclass(frozen=True)
