@@ -64,7 +64,7 @@ _PREFERENCE = re.compile(
 )
 _PROJECT = re.compile(
     r"\b(?:project|repo|repository|deadline|release|launch|working on|building|roadmap|"
-    r"milestone|sprint)\b|项目",
+    r"milestone|sprint|thesis)\b|项目",
     re.IGNORECASE,
 )
 # a leading interjection or greeting: "Wow, ", "Hey Mel! ", "Thanks, Caroline. "
@@ -239,8 +239,13 @@ class FactExtractor:
         out: list[_Statement] = []
         for at, fact in enumerate(key_facts):
             text = " ".join(fact.text.split())
-            if not text or statement_problem(text, speakers) or is_small_talk(text):
-                continue  # a key fact already in the voice of a note, or nothing
+            if (
+                not text
+                or not has_specifics(text)
+                or statement_problem(text, speakers)
+                or is_small_talk(text)
+            ):
+                continue  # offline keeps a note's statements with names, numbers or dates
             mine = frozenset(t for t in terms(text) if t not in skip)
             out.append(
                 _Statement(
@@ -269,9 +274,9 @@ class FactExtractor:
                     said = self.compress(trim(raw, speakers), skip)
                     if len(said) < 12 or _CHATTY.match(said):
                         continue
-                    text = restate(said, who, item.turn.timestamp)
-                    if text is not None:
-                        said_here.append(text)
+                    restated = restate(said, who, item.turn.timestamp)
+                    if restated is not None:
+                        said_here.append(restated)
                 for n, text in enumerate(_units(said_here)):
                     mine = frozenset(t for t in terms(text) if t not in skip)
                     if len(mine) < 2:
@@ -300,8 +305,8 @@ class FactExtractor:
             kept = [p for p, w in zip(parts, weights, strict=True) if w >= 0.35 * best]
             text = "; ".join(kept)
         text = text.strip()
-        if text and text[-1] not in ".!?":
-            text += "."
+        if text and text[-1] not in ".!?。！？":
+            text += "。" if is_cjk(text[-1]) else "."
         return text[:1].upper() + text[1:]
 
     def _rare(self, text: str, skip: frozenset[str]) -> float:
@@ -311,10 +316,10 @@ class FactExtractor:
         """What ``statement`` adds to the file per token: the rarity of its words (the ones
         the file already holds count less), times its bonus for names, numbers and dates."""
         rare = sum(
-            self.idf.get(t, 3.0) ** _IDF_POWER * (_COVERED if t in covered else 1.0)
-            for t in statement.terms
+            self.idf.get(t, 3.0) * (_COVERED if t in covered else 1.0) for t in statement.terms
         )
-        return statement.bonus * rare / max(1, statement.price) ** _PRICE_POWER
+        price: float = max(1, statement.price) ** _PRICE_POWER
+        return statement.bonus * rare / price
 
     def choose(self, statements: Sequence[_Statement]) -> list[FactCandidate]:
         """Greedy choice for what the file can answer: each step takes the statement that
@@ -367,7 +372,6 @@ class FactExtractor:
 # what a word the file already holds is still worth, and how steeply length costs
 _COVERED = 0.3
 _PRICE_POWER = 1.3
-_IDF_POWER = 1.0
 
 
 _DATED = re.compile(r"\([^()]*\d{4}\)\.?$")

@@ -174,6 +174,8 @@ _KEEP = frozenset(
         "burst",
     ]
 )
+# "-eed" verbs are present tense ("need", "feed") but for these
+_PAST_EED = frozenset({"freed", "agreed", "decreed", "guaranteed", "refereed"})
 _BE_HAVE = {
     "am": "is",
     "are": "is",
@@ -305,7 +307,8 @@ def _third_person(verb: str) -> str:
     low = verb.lower()
     if low in _BE_HAVE:
         return _BE_HAVE[low]
-    if low in _KEEP or low.endswith(("ed", "n't")) or "'" in low or "’" in low:
+    past = low.endswith("ed") and not (low.endswith("eed") and low not in _PAST_EED)
+    if low in _KEEP or past or low.endswith("n't") or "'" in low or "’" in low:
         return verb
     if low == "go":
         return verb + "es"
@@ -415,7 +418,7 @@ def _dated(text: str, said_at: datetime | None) -> tuple[str, bool]:
         after = text[end:].lstrip()
         gap = "" if (before and is_cjk(before[-1])) or (after and is_cjk(after[0])) else " "
         text = f"{before}{gap}{after}".strip() if before else after
-    text = text.rstrip(" .!,;")
+    text = text.rstrip(" .!,;。！")
     return f"{text} ({', '.join(dict.fromkeys(labels))})", True
 
 
