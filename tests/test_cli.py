@@ -131,6 +131,22 @@ def test_python_dash_m_and_demo_run_offline(tmp_path: Path) -> None:
     assert "== done" in out.stdout
     assert "git status --porcelain: clean" in out.stdout
     git(tmp_path / "d", "fsck", "--strict")
+    # its memory reads as notes: named subjects, no transcript lines, no questions
+    memory = (tmp_path / "d" / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+    facts = [line for line in memory.splitlines() if line.startswith("- ")]
+    assert "- The user prefers short books, under 200 pages." in memory
+    assert facts and not [f for f in facts if "User:" in f or "Assistant:" in f or "？" in f]
+    # run again on the same folder: refused, nothing added
+    head = git(tmp_path / "d", "rev-parse", "HEAD")
+    again = subprocess.run(
+        [sys.executable, "-m", "gitmem", "demo", "--path", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert again.returncode == 1 and "not an empty folder" in again.stderr
+    assert git(tmp_path / "d", "rev-parse", "HEAD") == head
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[str]:
