@@ -29,6 +29,11 @@ CAROLINE = Speakers("Caroline", "Melanie")
         ("You told me about it.", "Melanie told Caroline about it."),
         ("We went camping last week.", "Caroline went camping (the week of 1 May 2023)."),
         ("I keep it in the fridge.", "Caroline keeps it in the fridge."),
+        (
+            "I started playing guitar about five years ago.",
+            "Caroline started playing guitar (2018).",
+        ),
+        ("Much has happened since we last spoke.", "Much has happened since Caroline last spoke."),
     ],
 )
 def test_first_and_second_person_become_names(said: str, note: str) -> None:

@@ -66,6 +66,11 @@ _ADVERBS = frozenset(
         "ever",
         "first",
         "once",
+        "last",
+        "lately",
+        "later",
+        "soon",
+        "each",
     ]
 )
 # a verb form that does not change with the person ("I went" / "she went")
@@ -405,6 +410,10 @@ def _rewrite_chinese(text: str, who: Speakers) -> str:
     return text
 
 
+# a hedge left without its phrase: "about [two years ago]"
+_HEDGE = re.compile(r"\s*\b(?:about|around|roughly|like|since|from|until|just)$", re.IGNORECASE)
+
+
 def _dated(text: str, said_at: datetime | None) -> tuple[str, bool]:
     """``text`` with its relative phrases replaced by the dates they name."""
     if said_at is None:
@@ -414,11 +423,11 @@ def _dated(text: str, said_at: datetime | None) -> tuple[str, bool]:
         return text, False
     labels = [span_label(span) for _, _, span in found]
     for start, end, _ in reversed(found):
-        before = text[:start].rstrip()
+        before = _HEDGE.sub("", text[:start].rstrip())
         after = text[end:].lstrip()
         gap = "" if (before and is_cjk(before[-1])) or (after and is_cjk(after[0])) else " "
         text = f"{before}{gap}{after}".strip() if before else after
-    text = text.rstrip(" .!,;。！")
+    text = re.sub(r"\s+([,;:])", r"\1", text).rstrip(" .!,;:。！")
     return f"{text} ({', '.join(dict.fromkeys(labels))})", True
 
 
