@@ -177,7 +177,8 @@ def context(
                 f"budget: {budget['used']} of {budget['budget']} tokens used ({budget['counter']})"
             )
             for piece in budget["included"]:
-                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
+                why = f"  ({piece['reason']})" if piece.get("reason") else ""
+                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}{why}")
             for piece in budget["cut"]:
                 lines.append(
                     f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"

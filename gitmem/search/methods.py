@@ -478,15 +478,17 @@ class Search:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
         In this order: what the agent knows (a system message "What you know" listing the
-        curated facts of the memory file, each ``- text [id]``: the query's matches best
-        first, and every current fact when all fit; at most ``FACTS_SHARE`` of the budget;
+        curated facts of the memory file that matter here, each ``- text [id]``: the pinned
+        ones (``pin_fact``), the query's matches best first (scored as ``search(kind="fact")``
+        scores them), then the others learned from this session; never a fact that is none
+        of these, however small the file; at most ``FACTS_SHARE`` of the budget;
         ``with_facts=False`` leaves them out), the session's summary (system), its most
         recent turns (user / assistant), then a system message of memories retrieved for
         ``query`` from other sessions (and from earlier in this one), each naming its
         source. Room goes first to the facts (their share), the summary, then the newest
         turns, then memories by rank; the result never counts more than ``max_tokens`` with
-        the token counter in use. An empty query retrieves no memories (the facts still
-        come, when all fit); an unknown session gives facts and memories only. A memory
+        the token counter in use. An empty query retrieves no memories (the pinned facts and
+        this session's still come); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
         ``include_links`` adds, after the ranked memories, those of the sessions linked to
         or from theirs (as ``search(include_links=True)``; not the current session's own).
@@ -499,7 +501,9 @@ class Search:
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
             ``explain=True`` its ``explanation`` shows the search, the budget and what was
-            cut.
+            cut; its ``facts`` part says why each fact came (``included_reasons``: pinned,
+            the matched terms, from this session) or stayed out (``cut``: not relevant to
+            the query, over the facts' share of the budget).
         """
         if max_tokens < 1:
             raise ValidationError(f"max_tokens must be at least 1, not {max_tokens}")
@@ -559,7 +563,7 @@ class Search:
                     if (h := item.hit).session_id != session_id
                 ]
         known, complete = (
-            self._known(query, max_tokens, commit, notes) if with_facts else ([], True)
+            self._known(query, session_id, max_tokens, commit, notes) if with_facts else ([], True)
         )
         plan = assemble(
             session,
@@ -569,7 +573,6 @@ class Search:
             recent_turns=recent_turns,
             facts=known,
             facts_share=FACTS_SHARE,
-            facts_complete=complete,
         )
         refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
         used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
@@ -585,6 +588,11 @@ class Search:
                     "included": [p.ref for p in plan.included if p.source == "fact"],
                     "cut": [
                         {"id": p.ref, "reason": p.reason} for p in plan.cut if p.source == "fact"
+                    ],
+                    "included_reasons": [
+                        {"id": p.ref, "reason": p.reason}
+                        for p in plan.included
+                        if p.source == "fact"
                     ],
                     "weighed_all": complete,
                 },
@@ -607,14 +615,17 @@ class Search:
         return out
 
     def _known(
-        self, query: str, max_tokens: int, commit: str | None, notes: list[str]
+        self, query: str, session_id: str, max_tokens: int, commit: str | None, notes: list[str]
     ) -> tuple[list[Known], bool]:
-        """The facts to weigh for the context (at most as many as could fit), and whether
-        they are every current fact; a broken memory file adds a note and gives none."""
+        """The facts to weigh for the context (at most as many as could fit), those that
+        matter first, and whether they are every current fact; a broken memory file adds a
+        note and gives none."""
         limit = min(max(int(max_tokens * FACTS_SHARE) // 4, 1), MAX_FACTS)
         try:
-            found = self.facts.candidates(query, commit, limit + 1)
+            found, complete = self.facts.weigh(query, session_id, commit, limit)
         except ParseError as exc:
             notes.append(f"the facts were left out: {exc}")
             return [], True
-        return [Known(*row) for row in found[:limit]], len(found) <= limit
+        return [
+            Known(f.fact_id, f.text, f.score, f.matched, f.pinned, f.from_session) for f in found
+        ], complete
