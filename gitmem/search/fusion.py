@@ -23,7 +23,14 @@ from dataclasses import dataclass, field, replace
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import SHOWN_CANDIDATES, Filters, RankedCandidate, Ranker, Ranking
+from gitmem.search.rank import (
+    SHOWN_CANDIDATES,
+    Filters,
+    RankedCandidate,
+    Ranker,
+    Ranking,
+    spoke,
+)
 from gitmem.search.rankconfig import RankConfig
 from gitmem.search.vectors import (
     SLOW_NOTE,
@@ -217,6 +224,9 @@ class Dense:
             floor=config.dense.dense_min_similarity,
             exact=config.dense.dense_exact,
         )
+        if filters.speakers:  # only the turns those people spoke in
+            said = index.doc_speakers(doc_id for doc_id, _ in near)
+            near = [(i, v) for i, v in near if spoke(said.get(i, ""), filters.speakers)]
         if not near:
             return
         cands = ranking.candidates

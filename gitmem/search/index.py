@@ -2,11 +2,12 @@
 
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
-timestamp) plus each session's tags, project, participants, links (its metadata's and the
-``[[id]]`` ones in its text) and metadata, and an inverted index ``term id -> (document,
-tf)`` ordered by a precomputed BM25 impact so that very common terms can be read
-partially, best documents first (ids: :mod:`.vocab`; the
-packed blocks that hold it: :mod:`.postings`).
+timestamp); who spoke each turn as a field of its own (a name finds that person's turns,
+newest first: for queries that name someone and for the speaker filter); each session's
+tags, project, participants, links (its metadata's and the ``[[id]]`` ones in its text)
+and metadata; and an inverted index ``term id -> (document, tf)`` ordered by a
+precomputed BM25 impact so that very common terms can be read partially, best documents
+first (ids: :mod:`.vocab`; the packed blocks that hold it: :mod:`.postings`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -145,6 +147,11 @@ def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
     values = array("d")
     values.frombytes(data)
     return tuple(zip(values[::2], values[1::2], strict=True))
+
+
+def speaker_names(joined: str) -> list[str]:
+    """The speakers of a document as stored (its ``speaker`` column: names joined by ", ")."""
+    return [name for name in joined.split(", ") if name]
 
 
 def session_documents(session: Session) -> list[DocInput]:
@@ -396,6 +403,7 @@ class SearchIndex:
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
         events: list[tuple[int, float, float]] = []
+        spoken: list[tuple[str, float, int, int]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
         for doc_id, doc, tids, words in zip(
@@ -434,6 +442,9 @@ class SearchIndex:
                 )
             )
             events.extend((doc_id, lo, hi) for lo, hi in spans)
+            spoken.extend(
+                (name.casefold(), doc.ts, doc_id, skey) for name in speaker_names(doc.speaker)
+            )
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -446,6 +457,8 @@ class SearchIndex:
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if events:
             self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
+        if spoken:
+            self._db.executemany("INSERT OR IGNORE INTO turn_speakers VALUES(?,?,?,?)", spoken)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
@@ -458,14 +471,16 @@ class SearchIndex:
         gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
+        spoken: list[tuple[str, float, int]] = []
         hashes: set[int] = set()
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, speaker, content in self._db.execute(
-                f"SELECT id, terms, dl, speaker, hash FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker, ts, content in self._db.execute(
+                f"SELECT id, terms, dl, speaker, ts, hash FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
+                spoken.extend((name.casefold(), ts, doc_id) for name in speaker_names(speaker))
                 hashes.add(int(content))
                 n_docs -= 1
                 total -= dl
@@ -474,6 +489,7 @@ class SearchIndex:
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
             self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
+        self._db.executemany("DELETE FROM turn_speakers WHERE name=? AND ts=? AND id=?", spoken)
         self.posting_table.drop(gone)
         self.vocab.change_df([(-count, tid) for tid, count in df.items()])
         self._count_speakers(speakers, -1)
@@ -481,7 +497,7 @@ class SearchIndex:
         self.file.drop_vectors(hashes - (keep or set()))
 
     def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
-        counts = Counter(name for joined in speakers for name in joined.split(", ") if name)
+        counts = Counter(name for joined in speakers for name in speaker_names(joined))
         self._db.executemany(
             "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
             [(name, sign * n) for name, n in counts.items()],
@@ -612,6 +628,59 @@ class SearchIndex:
                 names = {str(name): int(count) for name, count in rows}
                 self._speakers = (self.generation, names)
             return self._speakers[1]
+
+    def spoken_turns(
+        self,
+        names: Iterable[str],
+        limit: int,
+        *,
+        allowed: set[int] | None = None,
+        lo: float = -math.inf,
+        hi: float = math.inf,
+    ) -> dict[int, tuple[int, int, int]]:
+        """The newest turns (at most ``limit``) that one of these people spoke in (a name's
+        case does not matter), of the ``allowed`` sessions, said from ``lo`` to ``hi``:
+        doc id -> (session key, position, kind), newest first."""
+        wanted = sorted({name.casefold() for name in names})
+        out: dict[int, tuple[int, int, int]] = {}
+        if not wanted or limit <= 0:
+            return out
+        marks = ",".join("?" * len(wanted))
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT t.id, t.skey, d.pos FROM turn_speakers t JOIN docs d ON d.id = t.id"
+                f" WHERE t.name IN ({marks}) AND t.ts >= ? AND t.ts <= ?"
+                " ORDER BY t.ts DESC, t.id DESC",
+                [*wanted, lo, hi],
+            )
+            for doc_id, skey, pos in rows:
+                if allowed is None or skey in allowed:
+                    out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
+                    if len(out) >= limit:
+                        break
+        return out
+
+    def speaker_sessions(self, name: str) -> set[int]:
+        """Keys of the sessions in which this person (any case) spoke a turn."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT DISTINCT skey FROM turn_speakers WHERE name=?", (name.casefold(),)
+            )
+            return {int(skey) for (skey,) in rows}
+
+    def doc_speakers(self, doc_ids: Iterable[int]) -> dict[int, str]:
+        """The speaker column (names joined by ", ") of each of these documents."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, str] = {}
+        with self._lock:
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for doc_id, speaker in self._db.execute(
+                    f"SELECT id, speaker FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[int(doc_id)] = str(speaker)
+        return out
 
     def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
         """Interaction documents at these (session key, position) places:

@@ -9,8 +9,10 @@ from the inverted index; each gets a score built from named components so that
   query;
 - ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
   relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
-- ``speaker``: the query names who said it (a fixed lift plus a share of the turn's own
-  score, so the speaker's weak turns do not bury the other person's strong one);
+- ``speaker``: the query names who said it (a lift by how rarely that person speaks, plus
+  a share of the turn's own score, so the speaker's weak turns do not bury the other
+  person's strong one); the person's newest turns are candidates too, so "Bob" finds what
+  Bob said although no other word matches;
 - ``context``: the neighbouring turns of the same session match too (answers often sit one
   turn after the question that prompted them);
 - ``answer``: the turn right before ends in a question and is one of the best matches: this
@@ -41,18 +43,27 @@ from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
 from gitmem.search.events import closeness, date_span, relative_spans
-from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
+from gitmem.search.index import (
+    KIND_INTERACTION,
+    KIND_SUMMARY,
+    DocRow,
+    SearchIndex,
+    SessionRow,
+    speaker_names,
+)
 from gitmem.search.rankconfig import RankConfig
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
 class Filters:
-    """Metadata filters; every given condition must hold (tags and participants: all)."""
+    """Metadata filters; every given condition must hold (tags, participants and speakers:
+    all). ``speakers``: only turns in which each of these people (any case) spoke."""
 
     tags: tuple[str, ...] = ()
     project: str | None = None
     participants: tuple[str, ...] = ()
+    speakers: tuple[str, ...] = ()
     sessions: tuple[str, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
@@ -63,6 +74,7 @@ class Filters:
             self.tags
             or self.project
             or self.participants
+            or self.speakers
             or self.sessions
             or self.since
             or self.until
@@ -109,6 +121,11 @@ class RankState:
     idf: dict[str, float] = field(default_factory=dict)
     # the best BM25 score any document could get for the query terms
     ideal: float = 1.0
+    # the query terms that name people who spoke, with the share of the documents they
+    # did not speak in (someone who speaks in most turns says little about which is meant)
+    named: dict[str, float] = field(default_factory=dict)
+    # the speaker lift of each candidate whose speaker the query names
+    lift: dict[int, float] = field(default_factory=dict)
     # the sessions the filters allow (None: all), and their documents when few enough
     allowed: set[int] | None = None
     scan: dict[int, DocRow] | None = None
@@ -209,6 +226,12 @@ class FirstRound:
 SHOWN_CANDIDATES = 25
 
 _second = itemgetter(1)
+
+
+def spoke(speakers: str, names: Iterable[str]) -> bool:
+    """Whether each of these people (any case) is among a document's ``speakers``."""
+    present = {name.casefold() for name in speaker_names(speakers)}
+    return all(name.casefold() in present for name in names)
 
 
 def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
@@ -328,6 +351,9 @@ class Ranker:
         candidates come from, score the first round, add the expansions, fuse the
         components, and finish with what needs the documents themselves."""
         state = RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), now)
+        if state.filters.speakers and not strip_controls(query).strip():
+            self.list_spoken(state, k, head)
+            return state.ranking
         if not self.parse_query(state):
             return state.ranking
         self.choose_candidates(state)
@@ -361,7 +387,34 @@ class Ranker:
         state.weights = weights
         state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
         state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
+        state.named = self._named(weights, state.n_docs)
         return True
+
+    def list_spoken(self, state: RankState, k: int, head: str | None) -> None:
+        """No query, only speakers: their newest turns (of the sessions the other filters
+        allow), newest first."""
+        filters, ranking = state.filters, state.ranking
+        allowed = self._allowed(filters)
+        # the turns of the first person; the others are checked on each turn
+        wanted = k if len(filters.speakers) == 1 else k * 4
+        found = self.index.spoken_turns(
+            filters.speakers[:1],
+            wanted,
+            allowed=allowed,
+            lo=filters.since.timestamp() if filters.since else -math.inf,
+            hi=filters.until.timestamp() if filters.until else math.inf,
+        )
+        rows = self.index.docs(found)
+        sessions = self.index.sessions({row.skey for row in rows.values()})
+        for doc_id in found:
+            row = rows.get(doc_id)
+            session = sessions.get(row.skey) if row is not None else None
+            if row is not None and session is not None and spoke(row.speaker, filters.speakers):
+                ranking.candidates.append(RankedCandidate(row, session, 1.0, {"speaker": 1.0}))
+        ranking.candidates = ranking.candidates[:k]
+        ranking.hits = [self._hit(c, {}, head) for c in ranking.candidates]
+        if not ranking.hits:
+            ranking.notes.append(f"no turn spoken by {' and '.join(filters.speakers)}")
 
     def choose_candidates(self, state: RankState) -> None:
         """Where the candidates come from: a scan of the few documents the filters leave,
@@ -421,13 +474,18 @@ class Ranker:
         consider = set(ordered[: cfg.fusion.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
+        by_name = self._spoken(state) - consider
+        consider = self._by_speaker(state, consider | by_name, by_name)
         asking = (
             self._asking(ordered[: cfg.fusion.neighbour_pool], state.where)
             if cfg.fusion.answer_weight
             else set()
         )
         context = FirstRound.of(state.first, state.where, asking, cfg)
-        pool = heapq.nlargest(cfg.fusion.candidates, consider, key=context.pre_score)
+        lift = state.lift
+        pool = heapq.nlargest(
+            cfg.fusion.candidates, consider, key=lambda i: context.pre_score(i) + lift.get(i, 0.0)
+        )
         state.pool = pool
         state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
 
@@ -533,6 +591,76 @@ class Ranker:
             if where[i][0] not in sources
         }, chosen
 
+    def _named(self, weights: dict[str, float], n_docs: int) -> dict[str, float]:
+        """The query terms that name people who spoke, each with the share of the
+        documents those people did not speak in."""
+        if not self.config.match.speaker_weight:
+            return {}
+        spoken: Counter[str] = Counter()
+        for name, count in self.index.speakers().items():
+            for term in name_terms(name) & weights.keys():
+                spoken[term] += count
+        return {t: 1 - min(n / max(n_docs, 1), 1.0) for t, n in spoken.items()}
+
+    def _spoken(self, state: RankState) -> set[int]:
+        """The newest turns of the people the query names (added to ``where``): what they
+        said is a candidate even when no other word of the query matches it."""
+        pool = self.config.match.speaker_pool
+        if not (state.named and pool):
+            return set()
+        people = [n for n in self.index.speakers() if name_terms(n) & state.named.keys()]
+        filters = state.filters
+        found = self.index.spoken_turns(
+            people,
+            pool,
+            allowed=state.allowed,
+            lo=filters.since.timestamp() if filters.since else -math.inf,
+            hi=filters.until.timestamp() if filters.until else math.inf,
+        )
+        for doc_id, place in found.items():
+            state.where.setdefault(doc_id, place)
+        return set(found)
+
+    def _by_speaker(self, state: RankState, consider: set[int], by_name: set[int]) -> set[int]:
+        """Only the turns of the speakers filtered for; and the lift of each turn whose
+        speaker the query names (``state.lift``; ``by_name``: the turns only the name
+        found)."""
+        names = state.filters.speakers
+        if not (state.named or names):
+            return consider
+        scan = state.scan
+        if scan is not None and consider <= scan.keys():
+            speakers = {i: scan[i].speaker for i in consider}
+        else:
+            speakers = self.index.doc_speakers(consider)
+        if names:
+            consider = {i for i in consider if spoke(speakers.get(i, ""), names)}
+        if state.named:
+            self._lift(state, consider, speakers, by_name)
+        return consider
+
+    def _lift(
+        self, state: RankState, consider: set[int], speakers: dict[int, str], by_name: set[int]
+    ) -> None:
+        """The speaker lift of each turn whose speaker the query names (``state.lift``):
+        the name's share of the ideal score. A turn no other word of the query found gets
+        it scaled by how rarely that person speaks, so that a name said in most turns does
+        not fill the hits with whatever that person said; a query of names only keeps it
+        whole (what Bob said, newest first)."""
+        cfg = self.config
+        scale = cfg.match.speaker_weight * (cfg.first.k1 + 1) / state.ideal
+        named, weights, idf = state.named, state.weights, state.idf
+        # (words the index does not hold count too: "in July 2023" asks for a time)
+        names_only = set(terms(state.text)) <= named.keys()
+        for doc_id in consider:
+            asked = name_terms(speakers.get(doc_id, "")) & named.keys()
+            if not asked:
+                continue
+            found = names_only or doc_id not in by_name
+            state.lift[doc_id] = scale * sum(
+                weights[t] * idf[t] * (1.0 if found else named[t]) for t in asked
+            )
+
     def _asking(
         self, best: list[int], where: dict[int, tuple[int, int, int]]
     ) -> set[tuple[int, int]]:
@@ -616,7 +744,7 @@ class Ranker:
         return out
 
     def _allowed(self, filters: Filters) -> set[int]:
-        return self.index.session_keys(
+        keys = self.index.session_keys(
             session_ids=filters.sessions,
             tags=filters.tags,
             project=filters.project,
@@ -624,6 +752,9 @@ class Ranker:
             active_since=filters.since.timestamp() if filters.since else None,
             created_until=filters.until.timestamp() if filters.until else None,
         )
+        for name in filters.speakers:
+            keys &= self.index.speaker_sessions(name)
+        return keys
 
     def _expansion(
         self,
@@ -657,7 +788,7 @@ class Ranker:
     def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[RankedCandidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
-        pre, weights, idf, ideal = state.pre, state.weights, state.idf, state.ideal
+        pre = state.pre
         text, filters, now = state.text, state.filters, state.now
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
@@ -665,7 +796,12 @@ class Ranker:
             if cfg.recency.activation_weight
             else {}
         )
-        fuzzy_query = " ".join(terms(text)) if cfg.match.fuzzy_weight else ""
+        # the names of people who spoke are matched by the speaker part, not by spelling
+        fuzzy_query = (
+            " ".join(t for t in terms(text) if t not in state.named)
+            if cfg.match.fuzzy_weight
+            else ""
+        )
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
         named_dates = dates(text) if cfg.dates.temporal_weight else []
         # relative dates in the query ("last week") are seen from now
@@ -687,16 +823,9 @@ class Ranker:
                 continue
             additive, comp = pre[doc_id]
             comp = dict(comp)
-            if row.speaker and cfg.match.speaker_weight:
-                asked = name_terms(row.speaker) & weights.keys()
-                if asked:
-                    comp["speaker"] = (
-                        cfg.match.speaker_weight
-                        * sum(weights[t] * idf[t] for t in asked)
-                        * (cfg.first.k1 + 1)
-                        / ideal
-                        + cfg.match.speaker_share * additive
-                    )
+            lift = state.lift.get(doc_id, 0.0)
+            if lift:
+                comp["speaker"] = lift + cfg.match.speaker_share * additive
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.match.fuzzy_weight * ratio / 100
