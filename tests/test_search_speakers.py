@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -179,3 +180,18 @@ def test_the_speaker_field_follows_changes_to_a_session() -> None:
     with index.writing():
         index.remove_path("chat")
     assert not index.spoken_turns(["Caroline", "Mel"], 10)
+
+
+def test_an_index_of_the_layout_before_speaker_rows_is_rebuilt(
+    mm: MemoryManager, store: Path
+) -> None:
+    assert mm.search("export")
+    mm.close_index()
+    (path,) = (store / ".git").rglob("index.sqlite")
+    db = sqlite3.connect(path)
+    with db:  # as an index written before who spoke each turn was a field
+        db.execute("UPDATE meta SET value='9' WHERE key='schema'")
+        db.execute("DELETE FROM turn_speakers")
+    db.close()
+    reopened = MemoryManager(store)
+    assert [h.interaction_id for h in reopened.search("Bob")] == _said("Bob")

@@ -14,7 +14,6 @@ may only add to search, never break it. Nothing here writes to git.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -23,15 +22,9 @@ from dataclasses import dataclass, field, replace
 from gitmem.errors import GitmemError
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
-from gitmem.search.rank import (
-    SHOWN_CANDIDATES,
-    Filters,
-    RankedCandidate,
-    Ranker,
-    Ranking,
-    spoke,
-)
+from gitmem.search.rank import SHOWN_CANDIDATES, Filters, RankedCandidate, Ranker, Ranking
 from gitmem.search.rankconfig import RankConfig
+from gitmem.search.speakerrows import spoke
 from gitmem.search.vectors import (
     SLOW_NOTE,
     VectorCache,
@@ -219,8 +212,8 @@ class Dense:
             query.vector,
             config.dense.dense_candidates,
             allowed=allowed,
-            lo=filters.since.timestamp() if filters.since else -math.inf,
-            hi=filters.until.timestamp() if filters.until else math.inf,
+            lo=filters.period[0],
+            hi=filters.period[1],
             floor=config.dense.dense_min_similarity,
             exact=config.dense.dense_exact,
         )

@@ -52,6 +52,7 @@ from gitmem.search.postings import (
 )
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import SessionTable
+from gitmem.search.speakerrows import SpeakerTable
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms, wiki_links
 
@@ -149,11 +150,6 @@ def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
     return tuple(zip(values[::2], values[1::2], strict=True))
 
 
-def speaker_names(joined: str) -> list[str]:
-    """The speakers of a document as stored (its ``speaker`` column: names joined by ", ")."""
-    return [name for name in joined.split(", ") if name]
-
-
 def session_documents(session: Session) -> list[DocInput]:
     """The documents of a session: its interactions in order, then its summary if any."""
     docs: list[DocInput] = []
@@ -200,12 +196,12 @@ class SearchIndex:
         self.vocab = Vocabulary(self.file)
         self.session_table = SessionTable(self.file)
         self.posting_table = PostingTable(self.file)
+        self.speaker_table = SpeakerTable(self.file)
         self.path = self.file.path
         # the file's connection and lock, for the modules that run their own statements
         # on it (vectors.py) and for this class's
         self._db, self._lock = self.file.db, self.file.lock
         self._stats: tuple[int, float] | None = None
-        self._speakers: tuple[int, dict[str, int]] | None = None
         self._bulk: _Bulk | None = None
 
     @property
@@ -337,7 +333,7 @@ class SearchIndex:
             bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
             return
         self.posting_table.add(postings, fresh=fresh)
-        self._count_speakers(speakers, 1)
+        self.speaker_table.count(speakers, 1)
         # a term's new postings are its new documents: one each
         self.vocab.change_df([(len(keys), tid) for tid, keys in postings.items()])
 
@@ -403,7 +399,7 @@ class SearchIndex:
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
         events: list[tuple[int, float, float]] = []
-        spoken: list[tuple[str, float, int, int]] = []
+        turns: list[tuple[int, str, float, int, int]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
         for doc_id, doc, tids, words in zip(
@@ -442,9 +438,8 @@ class SearchIndex:
                 )
             )
             events.extend((doc_id, lo, hi) for lo, hi in spans)
-            spoken.extend(
-                (name.casefold(), doc.ts, doc_id, skey) for name in speaker_names(doc.speaker)
-            )
+            if doc.speaker:
+                turns.append((doc_id, doc.speaker, doc.ts, skey, doc.pos))
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -457,8 +452,7 @@ class SearchIndex:
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if events:
             self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
-        if spoken:
-            self._db.executemany("INSERT OR IGNORE INTO turn_speakers VALUES(?,?,?,?)", spoken)
+        self.speaker_table.add_turns(turns)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
@@ -471,7 +465,7 @@ class SearchIndex:
         gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
-        spoken: list[tuple[str, float, int]] = []
+        turns: list[tuple[int, str, float]] = []
         hashes: set[int] = set()
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
@@ -480,7 +474,7 @@ class SearchIndex:
                 f"SELECT id, terms, dl, speaker, ts, hash FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
-                spoken.extend((name.casefold(), ts, doc_id) for name in speaker_names(speaker))
+                turns.append((doc_id, speaker, ts))
                 hashes.add(int(content))
                 n_docs -= 1
                 total -= dl
@@ -489,21 +483,12 @@ class SearchIndex:
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
             self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
-        self._db.executemany("DELETE FROM turn_speakers WHERE name=? AND ts=? AND id=?", spoken)
+        self.speaker_table.drop_turns(turns)
         self.posting_table.drop(gone)
         self.vocab.change_df([(-count, tid) for tid, count in df.items()])
-        self._count_speakers(speakers, -1)
+        self.speaker_table.count(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
         self.file.drop_vectors(hashes - (keep or set()))
-
-    def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
-        counts = Counter(name for joined in speakers for name in speaker_names(joined))
-        self._db.executemany(
-            "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
-            [(name, sign * n) for name, n in counts.items()],
-        )
-        if sign < 0:
-            self._db.execute("DELETE FROM speakers WHERE n <= 0")
 
     def remove_path(self, path: str) -> None:
         """Remove the session file at ``path`` and its documents."""
@@ -622,51 +607,26 @@ class SearchIndex:
 
     def speakers(self) -> dict[str, int]:
         """Speaker name -> how many documents they speak in (cached until the next write)."""
-        with self._lock:
-            if self._speakers is None or self._speakers[0] != self.generation:
-                rows = self._db.execute("SELECT name, n FROM speakers")
-                names = {str(name): int(count) for name, count in rows}
-                self._speakers = (self.generation, names)
-            return self._speakers[1]
+        return self.speaker_table.counts()
 
     def spoken_turns(
         self,
-        names: Iterable[str],
+        names: Sequence[str],
         limit: int,
         *,
         allowed: set[int] | None = None,
         lo: float = -math.inf,
         hi: float = math.inf,
     ) -> dict[int, tuple[int, int, int]]:
-        """The newest turns (at most ``limit``) that one of these people spoke in (a name's
-        case does not matter), of the ``allowed`` sessions, said from ``lo`` to ``hi``:
-        doc id -> (session key, position, kind), newest first."""
-        wanted = sorted({name.casefold() for name in names})
-        out: dict[int, tuple[int, int, int]] = {}
-        if not wanted or limit <= 0:
-            return out
-        marks = ",".join("?" * len(wanted))
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT t.id, t.skey, d.pos FROM turn_speakers t JOIN docs d ON d.id = t.id"
-                f" WHERE t.name IN ({marks}) AND t.ts >= ? AND t.ts <= ?"
-                " ORDER BY t.ts DESC, t.id DESC",
-                [*wanted, lo, hi],
-            )
-            for doc_id, skey, pos in rows:
-                if allowed is None or skey in allowed:
-                    out[int(doc_id)] = (int(skey), int(pos), KIND_INTERACTION)
-                    if len(out) >= limit:
-                        break
-        return out
+        """The newest turns (at most ``limit``) that one of these people (any case) spoke
+        in, of the ``allowed`` sessions, said from ``lo`` to ``hi``: doc id -> (session
+        key, position, kind), newest first."""
+        found = self.speaker_table.turns(names, limit, allowed=allowed, lo=lo, hi=hi)
+        return {doc_id: (skey, pos, KIND_INTERACTION) for doc_id, (skey, pos) in found.items()}
 
     def speaker_sessions(self, name: str) -> set[int]:
         """Keys of the sessions in which this person (any case) spoke a turn."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT DISTINCT skey FROM turn_speakers WHERE name=?", (name.casefold(),)
-            )
-            return {int(skey) for (skey,) in rows}
+        return self.speaker_table.sessions_of(name)
 
     def doc_speakers(self, doc_ids: Iterable[int]) -> dict[int, str]:
         """The speaker column (names joined by ", ") of each of these documents."""

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) W
 -- who spoke each turn, as a field of its own: name (casefolded) -> the turns, newest first
 CREATE TABLE IF NOT EXISTS turn_speakers(
     name TEXT NOT NULL, ts REAL NOT NULL, id INTEGER NOT NULL, skey INTEGER NOT NULL,
-    PRIMARY KEY(name, ts, id)) WITHOUT ROWID;
+    pos INTEGER NOT NULL, PRIMARY KEY(name, ts, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
 -- optional embeddings (vectors.py), by document content hash: a rebuild keeps them
 CREATE TABLE IF NOT EXISTS vectors(

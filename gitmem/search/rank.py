@@ -9,10 +9,8 @@ from the inverted index; each gets a score built from named components so that
   query;
 - ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
   relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
-- ``speaker``: the query names who said it (a lift by how rarely that person speaks, plus
-  a share of the turn's own score, so the speaker's weak turns do not bury the other
-  person's strong one); the person's newest turns are candidates too, so "Bob" finds what
-  Bob said although no other word matches;
+- ``speaker``: the query names who said it (:mod:`.speakerlift`: the name's lift plus a
+  share of the turn's own score; that person's newest turns are candidates too);
 - ``context``: the neighbouring turns of the same session match too (answers often sit one
   turn after the question that prompted them);
 - ``answer``: the turn right before ends in a question and is one of the best matches: this
@@ -43,15 +41,10 @@ from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
 from gitmem.search.events import closeness, date_span, relative_spans
-from gitmem.search.index import (
-    KIND_INTERACTION,
-    KIND_SUMMARY,
-    DocRow,
-    SearchIndex,
-    SessionRow,
-    speaker_names,
-)
+from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
 from gitmem.search.rankconfig import RankConfig
+from gitmem.search.speakerlift import NamedSpeakers, newest_turns
+from gitmem.search.speakerrows import spoke
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
 
 
@@ -78,6 +71,14 @@ class Filters:
             or self.sessions
             or self.since
             or self.until
+        )
+
+    @property
+    def period(self) -> tuple[float, float]:
+        """``since`` and ``until`` as epoch seconds (unbounded when not given)."""
+        return (
+            self.since.timestamp() if self.since else -math.inf,
+            self.until.timestamp() if self.until else math.inf,
         )
 
 
@@ -121,9 +122,8 @@ class RankState:
     idf: dict[str, float] = field(default_factory=dict)
     # the best BM25 score any document could get for the query terms
     ideal: float = 1.0
-    # the query terms that name people who spoke, with the share of the documents they
-    # did not speak in (someone who speaks in most turns says little about which is meant)
-    named: dict[str, float] = field(default_factory=dict)
+    # the people who spoke whom the query names (see speakerlift.py)
+    named: NamedSpeakers = field(default_factory=NamedSpeakers)
     # the speaker lift of each candidate whose speaker the query names
     lift: dict[int, float] = field(default_factory=dict)
     # the sessions the filters allow (None: all), and their documents when few enough
@@ -226,12 +226,6 @@ class FirstRound:
 SHOWN_CANDIDATES = 25
 
 _second = itemgetter(1)
-
-
-def spoke(speakers: str, names: Iterable[str]) -> bool:
-    """Whether each of these people (any case) is among a document's ``speakers``."""
-    present = {name.casefold() for name in speaker_names(speakers)}
-    return all(name.casefold() in present for name in names)
 
 
 def snippet(text: str, query_terms: Iterable[str], limit: int = 200) -> str:
@@ -387,31 +381,18 @@ class Ranker:
         state.weights = weights
         state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
         state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
-        state.named = self._named(weights, state.n_docs)
+        if cfg.match.speaker_weight:
+            state.named = NamedSpeakers.find(self.index, weights, state.text, state.n_docs)
         return True
 
     def list_spoken(self, state: RankState, k: int, head: str | None) -> None:
         """No query, only speakers: their newest turns (of the sessions the other filters
         allow), newest first."""
         filters, ranking = state.filters, state.ranking
-        allowed = self._allowed(filters)
-        # the turns of the first person; the others are checked on each turn
-        wanted = k if len(filters.speakers) == 1 else k * 4
-        found = self.index.spoken_turns(
-            filters.speakers[:1],
-            wanted,
-            allowed=allowed,
-            lo=filters.since.timestamp() if filters.since else -math.inf,
-            hi=filters.until.timestamp() if filters.until else math.inf,
+        found = newest_turns(
+            self.index, filters.speakers, k, self._allowed(filters), *filters.period
         )
-        rows = self.index.docs(found)
-        sessions = self.index.sessions({row.skey for row in rows.values()})
-        for doc_id in found:
-            row = rows.get(doc_id)
-            session = sessions.get(row.skey) if row is not None else None
-            if row is not None and session is not None and spoke(row.speaker, filters.speakers):
-                ranking.candidates.append(RankedCandidate(row, session, 1.0, {"speaker": 1.0}))
-        ranking.candidates = ranking.candidates[:k]
+        ranking.candidates = [RankedCandidate(*row, 1.0, {"speaker": 1.0}) for row in found]
         ranking.hits = [self._hit(c, {}, head) for c in ranking.candidates]
         if not ranking.hits:
             ranking.notes.append(f"no turn spoken by {' and '.join(filters.speakers)}")
@@ -466,15 +447,19 @@ class Ranker:
         state.first = first
 
     def fuse(self, state: RankState) -> None:
-        """The best first-round documents plus their neighbours and dated turns, scored with
-        what the first round says about their neighbours, session and summary; the best
-        ``candidates`` of them go on with their components (``state.pre``)."""
+        """The best first-round documents plus their neighbours, dated turns and what the
+        people the query names said, scored with what the first round says about their
+        neighbours, session and summary (and the speaker lift); the best ``candidates`` of
+        them go on with their components (``state.pre``)."""
         cfg = self.config
         ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.fusion.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
-        by_name = self._spoken(state) - consider
+        spoken = state.named.turns(
+            self.index, cfg.match.speaker_pool, state.allowed, state.where, *state.filters.period
+        )
+        by_name = spoken - consider
         consider = self._by_speaker(state, consider | by_name, by_name)
         asking = (
             self._asking(ordered[: cfg.fusion.neighbour_pool], state.where)
@@ -591,42 +576,12 @@ class Ranker:
             if where[i][0] not in sources
         }, chosen
 
-    def _named(self, weights: dict[str, float], n_docs: int) -> dict[str, float]:
-        """The query terms that name people who spoke, each with the share of the
-        documents those people did not speak in."""
-        if not self.config.match.speaker_weight:
-            return {}
-        spoken: Counter[str] = Counter()
-        for name, count in self.index.speakers().items():
-            for term in name_terms(name) & weights.keys():
-                spoken[term] += count
-        return {t: 1 - min(n / max(n_docs, 1), 1.0) for t, n in spoken.items()}
-
-    def _spoken(self, state: RankState) -> set[int]:
-        """The newest turns of the people the query names (added to ``where``): what they
-        said is a candidate even when no other word of the query matches it."""
-        pool = self.config.match.speaker_pool
-        if not (state.named and pool):
-            return set()
-        people = [n for n in self.index.speakers() if name_terms(n) & state.named.keys()]
-        filters = state.filters
-        found = self.index.spoken_turns(
-            people,
-            pool,
-            allowed=state.allowed,
-            lo=filters.since.timestamp() if filters.since else -math.inf,
-            hi=filters.until.timestamp() if filters.until else math.inf,
-        )
-        for doc_id, place in found.items():
-            state.where.setdefault(doc_id, place)
-        return set(found)
-
     def _by_speaker(self, state: RankState, consider: set[int], by_name: set[int]) -> set[int]:
         """Only the turns of the speakers filtered for; and the lift of each turn whose
         speaker the query names (``state.lift``; ``by_name``: the turns only the name
         found)."""
         names = state.filters.speakers
-        if not (state.named or names):
+        if not (state.named.people or names):
             return consider
         scan = state.scan
         if scan is not None and consider <= scan.keys():
@@ -635,31 +590,11 @@ class Ranker:
             speakers = self.index.doc_speakers(consider)
         if names:
             consider = {i for i in consider if spoke(speakers.get(i, ""), names)}
-        if state.named:
-            self._lift(state, consider, speakers, by_name)
-        return consider
-
-    def _lift(
-        self, state: RankState, consider: set[int], speakers: dict[int, str], by_name: set[int]
-    ) -> None:
-        """The speaker lift of each turn whose speaker the query names (``state.lift``):
-        the name's share of the ideal score. A turn no other word of the query found gets
-        it scaled by how rarely that person speaks, so that a name said in most turns does
-        not fill the hits with whatever that person said; a query of names only keeps it
-        whole (what Bob said, newest first)."""
+            speakers = {i: speakers.get(i, "") for i in consider}
         cfg = self.config
         scale = cfg.match.speaker_weight * (cfg.first.k1 + 1) / state.ideal
-        named, weights, idf = state.named, state.weights, state.idf
-        # (words the index does not hold count too: "in July 2023" asks for a time)
-        names_only = set(terms(state.text)) <= named.keys()
-        for doc_id in consider:
-            asked = name_terms(speakers.get(doc_id, "")) & named.keys()
-            if not asked:
-                continue
-            found = names_only or doc_id not in by_name
-            state.lift[doc_id] = scale * sum(
-                weights[t] * idf[t] * (1.0 if found else named[t]) for t in asked
-            )
+        state.lift = state.named.lifts(speakers, by_name, state.weights, state.idf, scale)
+        return consider
 
     def _asking(
         self, best: list[int], where: dict[int, tuple[int, int, int]]
@@ -796,11 +731,9 @@ class Ranker:
             if cfg.recency.activation_weight
             else {}
         )
-        # the names of people who spoke are matched by the speaker part, not by spelling
+        # a query of names only: their turns are ordered by time, not by spelling
         fuzzy_query = (
-            " ".join(t for t in terms(text) if t not in state.named)
-            if cfg.match.fuzzy_weight
-            else ""
+            " ".join(terms(text)) if cfg.match.fuzzy_weight and not state.named.names_only else ""
         )
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
         named_dates = dates(text) if cfg.dates.temporal_weight else []
@@ -814,8 +747,7 @@ class Ranker:
             else []
         )
         stamp = (now or datetime.now(UTC)).timestamp()
-        lo = filters.since.timestamp() if filters.since else -math.inf
-        hi = filters.until.timestamp() if filters.until else math.inf
+        lo, hi = filters.period
         out: list[RankedCandidate] = []
         for doc_id, row in rows.items():
             session = sessions.get(row.skey)
