@@ -105,6 +105,7 @@ def _explain_ranking(
                 "tags": list(filters.tags),
                 "project": filters.project,
                 "participants": list(filters.participants),
+                "speakers": list(filters.speakers),
                 "sessions": list(filters.sessions),
                 "since": filters.since.isoformat() if filters.since else None,
                 "until": filters.until.isoformat() if filters.until else None,
@@ -202,6 +203,7 @@ class Search:
         session: str | Iterable[str] | None,
         since: datetime | str | None,
         until: datetime | str | None,
+        speaker: str | None = None,
     ) -> Filters:
         def many(value: str | Iterable[str] | None) -> tuple[str, ...]:
             if value is None:
@@ -212,6 +214,7 @@ class Search:
             tags=tuple(tags),
             project=project,
             participants=many(participant),
+            speakers=many(speaker),
             sessions=many(session),
             since=_stamp(since, "since"),
             until=_stamp(until, "until"),
@@ -220,12 +223,17 @@ class Search:
     def _rank(
         self, query: str, k: int, filters: Filters, commit: str | None
     ) -> tuple[Ranking, dict[str, Any]]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("the search query is empty: give the words to look for")
+        if not isinstance(query, str) or not (query.strip() or filters.speakers):
+            raise ValidationError(
+                "the search query is empty: give the words to look for"
+                " (or a speaker, to list what they said)"
+            )
         if k < 1:
             raise ValidationError(f"k must be at least 1, not {k}")
         config = self.rank_config
-        dense, dense_notes = self._dense.prepare(query, config, commit)
+        dense, dense_notes = (
+            self._dense.prepare(query, config, commit) if query.strip() else (None, [])
+        )
 
         def work(index: SearchIndex) -> tuple[Ranking, dict[str, Any]]:
             head = index.get_meta("commit")
@@ -270,6 +278,7 @@ class Search:
         tags: Iterable[str] = (),
         project: str | None = None,
         participant: str | Iterable[str] | None = None,
+        speaker: str | None = None,
         session: str | Iterable[str] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -286,6 +295,8 @@ class Search:
             tags: only sessions with all of these tags.
             project: only sessions of this project.
             participant: only sessions where this speaker (all of these) takes part.
+            speaker: only turns in which this person spoke (any case); with an empty
+                ``query``, their newest turns, newest first.
             session: only this session (or these sessions).
             since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
             until: only turns at or before this time.
@@ -307,7 +318,8 @@ class Search:
             with ``hits.notes`` saying why.
 
         Raises:
-            ValidationError: for an empty query, k < 1 or an unknown kind.
+            ValidationError: for an empty query (without ``speaker``), k < 1 or an unknown
+                kind.
         """
         if kind not in SEARCH_KINDS:
             raise ValidationError(f"kind {kind!r} is not one of session, fact, any")
@@ -323,7 +335,7 @@ class Search:
             )
             if kind == "fact":
                 return Hits(facts, fact_notes or ([] if facts else ["no fact matches"]))
-        filters = self._filters(tags, project, participant, session, since, until)
+        filters = self._filters(tags, project, participant, session, since, until, speaker)
         ranking, info = self._rank(query, k, filters, commit)
         hits = Hits([*facts, *ranking.hits[: k - len(facts)]], fact_notes + ranking.notes)
         followed = self._follow(ranking, hits, k, commit) if include_links and hits else None
