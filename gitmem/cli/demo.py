@@ -110,11 +110,9 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         memory = (mm.path / mm.facts_path).read_text(encoding="utf-8")
         echo("\n".join("  | " + line for line in memory.splitlines()[:16]))
         context = mm.retrieve_context("python-asyncio", "which book should I read?", max_tokens=300)
-        echo(
-            f"  retrieve_context opens with: {context[0]['content'].splitlines()[0]!r}"
-            if context
-            else "  (no context)"
-        )
+        opening = context[0]["content"].splitlines() if context else ["(no context)"]
+        echo("  retrieve_context('which book should I read?') opens with the facts that matter:")
+        echo("\n".join("  | " + line for line in opening[:4]))
 
         echo("\n== 7. Undo the summary commit; the turns saved after it stay")
         mm.save_interaction(
