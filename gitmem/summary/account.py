@@ -38,6 +38,8 @@ _MARKUP = re.compile(
     r"|[*_`~#>|]+",  # emphasis, code, heading, quote and table marks
     re.IGNORECASE | re.DOTALL,
 )
+# a character any of the markup above needs (most sentences have none)
+_MARKUP_HINT = re.compile(r"[<&\]*_`~#>|@:]|www\.")
 
 # words any conversation uses, on top of :data:`gitmem.text.CHATTER`: never a keyword
 _GENERIC_TEXT = """
@@ -53,7 +55,8 @@ GENERIC_TERMS = frozenset(stem(w) for w in _GENERIC_TEXT.split())
 
 # an imperative an assistant opens a suggestion with: reported as what it suggested
 _SUGGESTION = re.compile(
-    r"^(try|use|read|consider|check out|look at|install|run|start with|pick|choose|prefer|"
+    r"^(?:(?:then|so|also|and|just|maybe|perhaps|first|next),?\s+)?"
+    r"(try|use|read|consider|check out|look at|install|run|start with|pick|choose|prefer|"
     r"switch to|add|set|enable|disable|upgrade|update|watch|visit|buy|get)\b\s*(.*)$",
     re.IGNORECASE | re.DOTALL,
 )
@@ -88,7 +91,7 @@ def quoted(texts: Iterable[str]) -> list[str]:
 
 def without_markup(text: str) -> str:
     """``text`` without tags, entities, URLs and Markdown marks (for keywords and weights)."""
-    return _MARKUP.sub(" ", text)
+    return _MARKUP.sub(" ", text) if _MARKUP_HINT.search(text) else text
 
 
 def keyword_ok(word: str) -> bool:
@@ -149,7 +152,7 @@ def reported(sentence: str, who: Speakers) -> str | None:
     text = " ".join(sentence.split()).strip()
     if (
         not text
-        or is_question(text)
+        or is_request(text)
         or is_small_talk(text)
         or first_person(text)
         or len(set(topic_terms(without_markup(text)))) < 2

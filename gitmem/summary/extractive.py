@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from datetime import datetime
 
 from gitmem.models import USER_SPEAKERS, Interaction, StructuredSummary, Summary
 from gitmem.summary.account import (
@@ -116,7 +117,15 @@ class _Sentence:
     score: float = 0.0
     turn_id: str = ""
     who: Speakers | None = None
-    stated: str | None = None  # the sentence as a third-person statement, if it is one
+    said_at: datetime | None = None
+    # the sentence as a key point ("" until worked out, None when it is none)
+    stated: str | None = ""
+
+    def statement(self) -> str | None:
+        """The sentence as a key point, worked out on first use (most never are)."""
+        if self.stated == "":
+            self.stated = _stated(self.text, self.who or Speakers(self.speaker), self.said_at)
+        return self.stated
 
 
 _CAPITALISED = re.compile(r"(?<![\w'’-])[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ ][A-ZÀ-ÖØ-Þ][\w'’-]*)*")
@@ -187,7 +196,7 @@ class SummaryExtractor:
         muted = name_terms(*speakers, short_forms=True) | self.common_terms
         picked = self._select(sentences, speakers)
         old = [voiced(f, speakers, chinese) for f in summary_facts(previous)]
-        new = [with_turn(_clip(s.stated or s.text), s.turn_id) for s in picked]
+        new = [with_turn(_clip(s.statement() or s.text), s.turn_id) for s in picked]
         said_by = dict(zip(new, (s.speaker for s in picked), strict=True))
         facts = self._merge_facts(old, new)
         names = [
@@ -245,7 +254,7 @@ class SummaryExtractor:
         topics = topics[: 2 if chinese else 3]
         told = {t.casefold() for t in topics}
         advice = [s for s in sentences if is_assistant(s.speaker) and suggestion(s.text, _who(s))]
-        offered = [*quoted(s.text for s in advice), *_entities(advice, ())]
+        offered = quoted(s.text for s in advice) or _entities(advice, ())
         suggested: list[str] = []
         for name in dict.fromkeys(offered):
             folded = name.casefold()
@@ -291,11 +300,20 @@ class SummaryExtractor:
                 who = Speakers(speaker, _addressee(speaker, speakers, before), chinese=chinese)
                 before = speaker
                 for text in split_sentences(message.content):
-                    stated = _stated(text, who, turn)
                     words = topic_terms(without_markup(text))
                     out.append(
                         _Sentence(
-                            index, 0, speaker, text, words, {}, 0.0, 0.0, turn.id, who, stated
+                            index,
+                            0,
+                            speaker,
+                            text,
+                            words,
+                            {},
+                            0.0,
+                            0.0,
+                            turn.id,
+                            who,
+                            turn.timestamp,
                         )
                     )
         return SummaryExtractor._vectorize(out)
@@ -364,7 +382,7 @@ class SummaryExtractor:
         for candidate in ranked:
             if len(picked) >= budget:
                 break
-            if candidate.stated is None:
+            if candidate.statement() is None:
                 continue  # a question, small talk, a command: no key point
             if any(
                 cosine(candidate.vector, chosen.vector, candidate.length, chosen.length)
@@ -431,6 +449,8 @@ def _spelled(keywords: list[str], sentences: Sequence[_Sentence], enough: int = 
     return out
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
 _CALENDAR_TEXT = """
     monday tuesday wednesday thursday friday saturday sunday january february march april may
     june july august september october november december mon tue tues wed thu thur thurs fri
@@ -446,20 +466,22 @@ def _clip(text: str, most: int = 300) -> str:
 def _mostly_chinese(turns: Sequence[Interaction]) -> bool:
     """Whether the turns are written mostly in Chinese (the account is then written so)."""
     text = "".join(m.content for t in turns for m in t.messages)
-    letters = [ch for ch in text if ch.isalpha()]
-    return bool(letters) and sum(is_cjk(ch) for ch in letters) * 3 > len(letters)
+    if text.isascii():
+        return False
+    letters = _LETTER.findall(text)
+    return bool(letters) and sum(map(is_cjk, letters)) * 3 > len(letters)
 
 
 # a note the transcript adds after a sentence ("[image: a photo of ...]")
 _ANNOTATION = re.compile(r"\s*\[[^\[\]]*\]\s*$")
 
 
-def _stated(text: str, who: Speakers, turn: Interaction) -> str | None:
+def _stated(text: str, who: Speakers, said_at: datetime | None) -> str | None:
     """The sentence as a key point (a statement, or what the assistant suggested); None
     for a question even when a note follows its question mark."""
     if is_question(_ANNOTATION.sub("", text)):
         return None
-    return restate(text, who, turn.timestamp) or suggestion(text, who) or reported(text, who)
+    return restate(text, who, said_at) or suggestion(text, who) or reported(text, who)
 
 
 def _addressee(speaker: str, speakers: Sequence[str], before: str | None) -> str | None:
