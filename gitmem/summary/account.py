@@ -145,6 +145,10 @@ def suggestion(sentence: str, who: Speakers) -> str | None:
     return restate(f"{who.name} suggested {_gerund(found.group(1))} {rest}.", who)
 
 
+# a lowercase word of three letters or more: a sentence of names only says nothing alone
+_CONTENT_WORD = re.compile(r"(?<![\w'])[a-z]{3,}|[\u4e00-\u9fff]")
+
+
 def reported(sentence: str, who: Speakers) -> str | None:
     """A statement that names nobody, as what the speaker said ("The deployment failed." ->
     "The user said the deployment failed."); None for questions, small talk, commands and
@@ -156,6 +160,7 @@ def reported(sentence: str, who: Speakers) -> str | None:
         or is_small_talk(text)
         or first_person(text)
         or len(set(topic_terms(without_markup(text)))) < 2
+        or not _CONTENT_WORD.search(text)  # a bare answer ("Luciano Ramalho.") needs its question
     ):
         return None
     if who.chinese:

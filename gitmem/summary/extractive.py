@@ -251,6 +251,12 @@ class SummaryExtractor:
         topics = [*names[:2], *(k for k in keywords if stem(k.casefold()) in said)]
         topics += [k for k in old_keywords if k.islower()]
         topics = [t for t in dict.fromkeys(topics) if t.casefold() not in _CALENDAR]
+        # "Python" says less than "Fluent Python" beside it
+        topics = [
+            t
+            for t in topics
+            if not any(t != o and t.casefold() in o.casefold().split() for o in topics)
+        ]
         topics = topics[: 2 if chinese else 3]
         told = {t.casefold() for t in topics}
         advice = [s for s in sentences if is_assistant(s.speaker) and suggestion(s.text, _who(s))]
