@@ -4,9 +4,11 @@
 gitmem's default) scores every sentence of the covered turns by its TF-IDF cosine similarity
 to the conversation's centroid (the sentences that say what the whole conversation is about),
 prefers ones that carry facts (numbers, names, the user's own words), removes near-duplicates
-and keeps them in conversation order. Keywords are the terms with the highest TF-IDF mass,
-entities the capitalised names. Terms come from :mod:`gitmem.text` (``topic_terms``: the
-search terms without small talk), and the same vectors serve the topic-shift trigger and the
+and keeps those that read as statements about someone; they are written as an account in the
+third person (:mod:`gitmem.summary.account`). Keywords are the terms with the highest TF-IDF
+mass, entities the capitalised names, both without markup and words every session uses.
+Terms come from :mod:`gitmem.text` (``topic_terms``: the search terms without small talk),
+and the same vectors serve the topic-shift trigger and the
 loss guard, so search and summaries agree on what "the same word" means.
 """
 
