@@ -13,7 +13,7 @@ Per conversation and as the mean:
 * summary lines that start with a role or speaker label, summary sentences in the first
   person (%).
 
-    python benchmarks/bench_memory_quality.py LOCOMO_JSON [--convs 0-2] [--json]
+    python benchmarks/bench_memory_quality.py LOCOMO_JSON [--convs 0-2] [--json] [--summaries-first]
 """
 
 from __future__ import annotations
@@ -50,9 +50,14 @@ def _convs(spec: str, total: int) -> list[int]:
     return [n for n in out if n < total]
 
 
-def measure(mm: MemoryManager, sample: dict[str, Any], data: Path, at: int) -> dict[str, Any]:
+def measure(
+    mm: MemoryManager, sample: dict[str, Any], data: Path, at: int, summaries_first: bool
+) -> dict[str, Any]:
     """Import, consolidate and summarize one conversation; its figures."""
     import_locomo(mm, data, convs=str(at))
+    if summaries_first:  # consolidation then reads the summaries' key points too
+        for session in mm.list_sessions():
+            mm.summarize(session.id, offline=True)
     started = time.perf_counter()
     result = mm.consolidate(offline=True)
     consolidate_s = time.perf_counter() - started
@@ -84,7 +89,8 @@ def measure(mm: MemoryManager, sample: dict[str, Any], data: Path, at: int) -> d
     started = time.perf_counter()
     summary_lines = summary_sentences = prefixed = first = 0
     for session in sessions:
-        mm.summarize(session.id, offline=True)
+        if not summaries_first:
+            mm.summarize(session.id, offline=True)
     summarize_s = time.perf_counter() - started
     for session in mm.list_sessions():
         if session.summary is None:
@@ -138,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", type=Path)
     parser.add_argument("--convs", default="0-2")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--summaries-first",
+        action="store_true",
+        help="summarize every session before consolidating (key points become candidates)",
+    )
     args = parser.parse_args(argv)
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     rows = []
@@ -146,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         MemoryManager.init(store).close()
         for at in _convs(args.convs, len(samples)):
             with MemoryManager(store, namespace=samples[at]["sample_id"]) as mm:
-                rows.append(measure(mm, samples[at], args.data, at))
+                rows.append(measure(mm, samples[at], args.data, at, args.summaries_first))
     mean: dict[str, Any] = {"conversation": "mean"}
     for key, _ in _COLUMNS[1:]:
         mean[key] = sum(r[key] for r in rows) / len(rows)

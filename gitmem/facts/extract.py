@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource, section_problem
 from gitmem.models import Interaction
+from gitmem.summary.account import split_turn
 from gitmem.text import (
     dates,
     is_cjk,
@@ -32,6 +33,7 @@ from gitmem.text import (
 )
 from gitmem.text.voice import (
     Speakers,
+    display_name,
     is_assistant,
     is_small_talk,
     is_user,
@@ -231,33 +233,16 @@ class FactExtractor:
         speakers = sorted(
             {m.speaker for t in turns for m in t.turn.messages} - {""}, key=len, reverse=True
         )
-        self._weigh(
-            [m.content for t in turns for m in t.turn.messages] + [k.text for k in key_facts]
-        )
-        skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
         by_id = {(t.session, t.turn.id): t.turn for t in turns}
+        kept = [k for k in key_facts if not _restates_a_new_turn(k, by_id)]
+        self._weigh([m.content for t in turns for m in t.turn.messages] + [k.text for k in kept])
+        skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
         out: list[_Statement] = []
-        for at, fact in enumerate(key_facts):
-            text = " ".join(fact.text.split())
-            if (
-                not text
-                or not has_specifics(text)
-                or statement_problem(text, speakers)
-                or is_small_talk(text)
-            ):
-                continue  # offline keeps a note's statements with names, numbers or dates
-            mine = frozenset(t for t in terms(text) if t not in skip)
-            out.append(
-                _Statement(
-                    text,
-                    topic_section(text, DEFAULT_SECTION),
-                    (_best_source(fact, text, by_id),),
-                    mine,
-                    1.1,
-                    "summary",
-                    (0, at, 0),
-                )
-            )
+        for at, fact in enumerate(kept):
+            found = self._key_statement(fact, speakers, by_id, skip)
+            if found is not None:
+                found.order = (0, at, 0)
+                out.append(found)
         partners = _partners(turns)
         for at, item in enumerate(turns):
             for message in item.turn.messages:
@@ -268,7 +253,7 @@ class FactExtractor:
                     partners.get((item.session, message.speaker)),
                     chinese=any(is_cjk(ch) for ch in message.content),
                 )
-                source = (FactSource(session=item.session, interaction=item.turn.id),)
+                cited = (FactSource(session=item.session, interaction=item.turn.id),)
                 said_here: list[str] = []
                 for raw in split_sentences(message.content):
                     said = self.compress(trim(raw, speakers), skip)
@@ -285,7 +270,7 @@ class FactExtractor:
                         _Statement(
                             text,
                             fact_section(text, message.speaker),
-                            source,
+                            cited,
                             mine,
                             _bonus(text, has_specifics(text, skip)),
                             "turn",
@@ -293,6 +278,41 @@ class FactExtractor:
                         )
                     )
         return out
+
+    def _key_statement(
+        self,
+        fact: KeyFact,
+        speakers: Sequence[str],
+        by_id: dict[tuple[str, str], Interaction],
+        skip: frozenset[str],
+    ) -> _Statement | None:
+        """A summary's key point as a statement to weigh, or None when it is none."""
+        said, turn_id = split_turn(fact.text)
+        text = " ".join(said.split())
+        if (
+            not text
+            or not has_specifics(text)
+            or statement_problem(text, speakers)
+            or is_small_talk(text)
+            or text.startswith(_ASSISTANT_VOICES)
+        ):
+            return None  # offline keeps a note's statements with names, numbers or dates
+        source = (
+            FactSource(session=fact.session, interaction=turn_id)
+            if turn_id is not None and (turn_id in fact.covers or not fact.covers)
+            else _best_source(fact, text, by_id)
+        )
+        turn = by_id.get((fact.session, source.interaction or ""))
+        speaker = (
+            turn.messages[0].speaker
+            if turn is not None and turn.messages
+            else next((p for p in speakers if text.startswith(display_name(p))), "")
+        )
+        if speaker and is_assistant(speaker):
+            return None  # what the assistant suggested is not what anyone is or wants
+        section = fact_section(text, speaker) if speaker else topic_section(text, DEFAULT_SECTION)
+        mine = frozenset(t for t in terms(text) if t not in skip)
+        return _Statement(text, section, (source,), mine, 1.1, "summary", (0, 0, 0))
 
     def compress(self, sentence: str, skip: frozenset[str]) -> str:
         """The sentence without its emphasis words and without the clauses that add no
@@ -405,6 +425,10 @@ _OPINION_FACTOR = 0.7
 _JOIN_CHARS = 160
 
 
+# how a summary reports what the assistant said: a suggestion, never a fact
+_ASSISTANT_VOICES = ("The assistant", "the assistant", "助手")
+
+
 def _partners(turns: Sequence[NewTurn]) -> dict[tuple[str, str], str]:
     """Whom each speaker of a session talks to: the one other speaker of the session (the
     assistant for the user), when there is one."""
@@ -445,6 +469,12 @@ def topic_section(text: str, default: str) -> str:
     if _PROJECT.search(text):
         return "Projects"
     return default
+
+
+def _restates_a_new_turn(fact: KeyFact, turns: dict[tuple[str, str], Interaction]) -> bool:
+    """Whether a key point cites a turn that is new material itself (its statements come)."""
+    turn_id = split_turn(fact.text)[1]
+    return turn_id is not None and (fact.session, turn_id) in turns
 
 
 def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interaction]) -> FactSource:
