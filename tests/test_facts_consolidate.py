@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from gitmem import MemoryManager
 from gitmem.cli.base import GitmemGroup, cli
 from gitmem.cli.consolidate import consolidate_command, review_command
-from gitmem.facts.extract import NewTurn, extract, fact_section, has_specifics
+from gitmem.facts.extract import KeyFact, NewTurn, extract, fact_section, has_specifics
 from gitmem.facts.proposal import Change, FactsConfig, check_loss, parse_proposal
 from gitmem.format.facts import Fact, MemoryFile
 from gitmem.models import Interaction, Message
@@ -478,3 +478,13 @@ def test_llm_facts_that_are_not_statements_are_rejected() -> None:
         "in the first person",
         "starts with the speaker label 'Caroline'",
     ]
+
+
+def test_key_points_lose_their_turn_id_and_the_assistants_suggestions() -> None:
+    points = [
+        KeyFact("Caroline moved from Sweden in 2019. [t7]", "s", ("t7", "t8")),
+        KeyFact("The assistant suggested trying Fluent Python 2nd edition. [t8]", "s", ("t8",)),
+    ]
+    picked = extract([], points, [], budget=1000)
+    assert [c.text for c in picked] == ["Caroline moved from Sweden in 2019."]
+    assert [str(s) for s in picked[0].sources] == ["s#t7"]
