@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gitmem.facts.methods import WeighedFact
 from gitmem.models import Session
 from gitmem.search.tokens import TokenCounter
 
@@ -59,33 +60,17 @@ class Memory:
         return f"- [{' · '.join(where)}] " + " ".join(self.text.split())
 
 
-@dataclass(frozen=True)
-class Known:
-    """A curated fact weighed for the context: its score for the query (0: no match), the
-    query's terms it shares, and whether it is pinned or learned from the session at hand."""
+def _why(fact: WeighedFact) -> str:
+    """Why a fact goes first, for ``--explain`` (:data:`NOT_RELEVANT` when it may not)."""
+    reasons = ["pinned"] if fact.pinned else []
+    reasons += [f"matched: {', '.join(fact.matched)}"] if fact.score > 0 else []
+    reasons += ["from this session"] if fact.from_session else []
+    return "; ".join(reasons) or NOT_RELEVANT
 
-    fact_id: str
-    text: str
-    score: float
-    matched: tuple[str, ...] = ()
-    pinned: bool = False
-    from_session: bool = False
 
-    @property
-    def relevant(self) -> bool:
-        """Whether it may go first: it matches the query, is pinned or is this session's."""
-        return self.score > 0 or self.pinned or self.from_session
-
-    def why(self) -> str:
-        """Why it goes first, for ``--explain``."""
-        reasons = ["pinned"] if self.pinned else []
-        reasons += [f"matched: {', '.join(self.matched)}"] if self.score > 0 else []
-        reasons += ["from this session"] if self.from_session else []
-        return "; ".join(reasons) or NOT_RELEVANT
-
-    def line(self) -> str:
-        """The fact as one bullet ending with its id."""
-        return f"- {' '.join(self.text.split())} [{self.fact_id}]"
+def _fact_line(fact: WeighedFact) -> str:
+    """The fact as one bullet ending with its id."""
+    return f"- {' '.join(fact.text.split())} [{fact.fact_id}]"
 
 
 @dataclass
@@ -164,7 +149,7 @@ def assemble(  # noqa: C901
     recent_turns: int = 8,
     recent_share: float = 0.5,
     summary_share: float = 0.25,
-    facts: Sequence[Known] = (),
+    facts: Sequence[WeighedFact] = (),
     facts_share: float = 0.3,
 ) -> ContextPlan:
     """Fit the facts, the current session and the memories into ``max_tokens`` (see module
@@ -276,7 +261,7 @@ def _facts_cost(pieces: Sequence[Piece], counter: TokenCounter) -> int:
 
 
 def _pick_facts(
-    plan: ContextPlan, facts: Sequence[Known], room: int, counter: TokenCounter
+    plan: ContextPlan, facts: Sequence[WeighedFact], room: int, counter: TokenCounter
 ) -> list[Piece]:
     """The facts that go first: the relevant ones (pinned, matching the query, from this
     session), in the order given, while they fit in ``room`` tokens. Each says why it came
@@ -284,15 +269,16 @@ def _pick_facts(
     spent = _facts_cost([], counter)
     kept: list[Piece] = []
     for fact in facts:
-        line = fact.line()
+        line = _fact_line(fact)
         piece = Piece("fact", "system", line, counter.count(line) + 1, fact.fact_id)
-        if not fact.relevant:
+        why = _why(fact)
+        if why == NOT_RELEVANT:
             piece.reason = NOT_RELEVANT
         elif spent + piece.tokens > room:
             piece.reason = OVER_SHARE
         else:
             spent += piece.tokens
-            piece.reason = fact.why()
+            piece.reason = why
             kept.append(piece)
             plan.included.append(piece)
             continue

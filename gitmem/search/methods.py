@@ -17,12 +17,12 @@ from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import ParseError, ValidationError
-from gitmem.facts.methods import Facts
+from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
 from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
-from gitmem.search.context import Known, Memory, assemble
+from gitmem.search.context import Memory, assemble
 from gitmem.search.fusion import Dense
 from gitmem.search.index import KIND_SUMMARY, SearchIndex
 from gitmem.search.linked import Followed, follow_links
@@ -628,7 +628,7 @@ class Search:
 
     def _known(
         self, query: str, session_id: str, max_tokens: int, commit: str | None, notes: list[str]
-    ) -> tuple[list[Known], bool]:
+    ) -> tuple[list[WeighedFact], bool]:
         """The facts to weigh for the context (at most as many as could fit), those that
         matter first, and whether they are every current fact; a broken memory file adds a
         note and gives none."""
@@ -638,6 +638,4 @@ class Search:
         except ParseError as exc:
             notes.append(f"the facts were left out: {exc}")
             return [], True
-        return [
-            Known(f.fact_id, f.text, f.score, f.matched, f.pinned, f.from_session) for f in found
-        ], complete
+        return found, complete
