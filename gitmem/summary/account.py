@@ -49,7 +49,9 @@ _GENERIC_TEXT = """
     thing better best happen happened keep kept try trying start started come came take took
     give gave help helps helped check course absolutely indeed true right wonderful beautiful
     exciting excited incredible special hard important interesting agree everyone anyone
-    someone back instead
+    someone back instead prefer prefers preferred recommend recommended want wanted like liked
+    love loved need needed think thought know knew make made fit ask asked say said tell told
+    get got go went use used
 """
 GENERIC_TERMS = frozenset(stem(w) for w in _GENERIC_TEXT.split())
 
