@@ -4,7 +4,8 @@
 
 Each LoCoMo session is summarized on its own by ``ExtractiveSummarizer``. A question counts
 as kept for a session when one of its evidence turns in that session has a sentence among
-the summary's key facts (the facts a memory summary exists to keep). Also printed: how often
+the summary's key facts (the facts a memory summary exists to keep), found by the turn id a key
+point ends with. Also printed: how often
 the loss guard fires when the second half of a session is summarized on top of the first,
 and the topic-shift similarity of the three turns after the middle to the first half.
 """
@@ -21,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitmem.importers import locomo
 from gitmem.models import Summary
+from gitmem.summary.account import split_turn
 from gitmem.summary.engines import ExtractiveSummarizer
 from gitmem.summary.loss import check_loss
 from gitmem.summary.triggers import topic_similarity
@@ -42,8 +44,11 @@ def main() -> None:
             turns = session.interactions
             sessions += 1
             facts = summarizer.structured(turns).key_facts
-            bodies = [fact.split(": ", 1)[-1].rstrip("…") for fact in facts]
-            picked = {t.id for t in turns if any(body and body in t.text for body in bodies)}
+            # a key point names the turn it came from; one without that is found by its text
+            refs = [split_turn(fact) for fact in facts]
+            picked = {ref for _, ref in refs if ref is not None}
+            bodies = [body.split(": ", 1)[-1].rstrip("…") for body, ref in refs if ref is None]
+            picked |= {t.id for t in turns if any(body and body in t.text for body in bodies)}
             ids = {t.id for t in turns}
             for question in conversation.questions:
                 evidence = [e for e in question.evidence if e in ids]

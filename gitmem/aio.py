@@ -335,6 +335,7 @@ class AsyncMemoryManager:
     maybe_summarize = _Coroutine(MemoryManager.maybe_summarize)
     memory_file = _Coroutine(MemoryManager.memory_file)
     namespaces = _Coroutine(MemoryManager.namespaces)
+    pin_fact = _Coroutine(MemoryManager.pin_fact)
     pull = _Coroutine(MemoryManager.pull)
     push = _Coroutine(MemoryManager.push)
     put_session = _Coroutine(MemoryManager.put_session)

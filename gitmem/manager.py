@@ -322,6 +322,7 @@ class MemoryManager:
     update_fact = _Call("_facts", Facts.update_fact)
     forget = _Call("_facts", Facts.forget)
     supersede = _Call("_facts", Facts.supersede)
+    pin_fact = _Call("_facts", Facts.pin_fact)
     fact_history = _Call("_facts", Facts.fact_history)
     fact_blame = _Call("_facts", Facts.fact_blame)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,6 +120,10 @@ def test_gitmem_repo_environment_variable(store: Path, monkeypatch: pytest.Monke
     assert "s\t1 turns" in run("list")
 
 
+def _without_ids(line: str) -> str:
+    return re.sub(r"\b[if][0-9a-f]{8}\b", "ID", line.strip())
+
+
 def test_python_dash_m_and_demo_run_offline(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "gitmem", "demo", "--path", str(tmp_path / "d")],
@@ -131,6 +136,27 @@ def test_python_dash_m_and_demo_run_offline(tmp_path: Path) -> None:
     assert "== done" in out.stdout
     assert "git status --porcelain: clean" in out.stdout
     git(tmp_path / "d", "fsck", "--strict")
+    # the README quotes its output (turn and fact ids are random per run)
+    printed = {_without_ids(line) for line in out.stdout.splitlines()}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    quoted = [_without_ids(line) for line in readme if line.startswith("  | ")]
+    assert len(quoted) >= 4 and [line for line in quoted if line not in printed] == []
+    # its memory reads as notes: named subjects, no transcript lines, no questions
+    memory = (tmp_path / "d" / "memory" / "MEMORY.md").read_text(encoding="utf-8")
+    facts = [line for line in memory.splitlines() if line.startswith("- ")]
+    assert "- The user prefers short books, under 200 pages." in memory
+    assert facts and not [f for f in facts if "User:" in f or "Assistant:" in f or "？" in f]
+    # run again on the same folder: refused, nothing added
+    head = git(tmp_path / "d", "rev-parse", "HEAD")
+    again = subprocess.run(
+        [sys.executable, "-m", "gitmem", "demo", "--path", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert again.returncode == 1 and "not an empty folder" in again.stderr
+    assert git(tmp_path / "d", "rev-parse", "HEAD") == head
 
 
 def _commands(group: click.Group, prefix: str = "") -> list[str]:

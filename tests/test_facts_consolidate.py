@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from gitmem import MemoryManager
 from gitmem.cli.base import GitmemGroup, cli
 from gitmem.cli.consolidate import consolidate_command, review_command
-from gitmem.facts.extract import NewTurn, extract, has_specifics, section_for
+from gitmem.facts.extract import KeyFact, NewTurn, extract, fact_section, has_specifics
 from gitmem.facts.proposal import Change, FactsConfig, check_loss, parse_proposal
 from gitmem.format.facts import Fact, MemoryFile
 from gitmem.models import Interaction, Message
@@ -76,8 +76,11 @@ def test_offline_keeps_specific_sentences_and_drops_small_talk() -> None:
         NewTurn("s", _turn("e", "Sure, I can help with that.", speaker="Assistant")),
     ]
     picked = extract([], [], turns, budget=1000)
-    assert [c.text for c in picked] == ["I moved to Lisbon in March 2021 with my partner Ana."]
-    assert [str(s) for s in picked[0].sources] == ["s#c"]
+    assert [c.text for c in picked] == [
+        "The user moved to Lisbon in March 2021 with the user's partner Ana."
+    ]
+    # the near-duplicate is one fact with both sources
+    assert [str(s) for s in picked[0].sources] == ["s#c", "s#d"]
     assert picked[0].section == "User"
 
 
@@ -88,15 +91,16 @@ def test_offline_skips_what_the_memory_holds_and_respects_the_budget() -> None:
         NewTurn("s", _turn("d", "My sister Clara studies physics at ETH Zurich.")),
     ]
     picked = extract([known], [], turns, budget=1000)
-    assert [c.text for c in picked] == ["My sister Clara studies physics at ETH Zurich."]
+    assert [c.text for c in picked] == ["The user's sister Clara studies physics at ETH Zurich."]
     assert extract([], [], turns, budget=20) == []
 
 
 def test_sections_and_specifics() -> None:
-    assert section_for("I prefer dark roast coffee", "User") == "Preferences"
-    assert section_for("Working on the gitmem release", None) == "Projects"
-    assert section_for("I went to Sweden", "Caroline") == "Caroline"
-    assert section_for("The weather was nice", None) == "Notes"
+    assert fact_section("The user prefers dark roast coffee", "User") == "Preferences"
+    assert fact_section("The user is working on the gitmem release", "user") == "Projects"
+    assert fact_section("The user has a cat", "user") == "User"
+    # a named person's statements stay under their name, whatever the topic
+    assert fact_section("Caroline prefers Sweden", "Caroline") == "Caroline"
     assert has_specifics("we met Anna there") and has_specifics("born 1990")
     assert has_specifics("住在北京") and not has_specifics("It was a lovely evening.")
 
@@ -106,17 +110,20 @@ def test_offline_consolidation_commits_with_sources_and_keeps_hand_facts(
 ) -> None:
     hand = mm.remember("Prefers green tea", section="Preferences", by_hand=True)
     mm.save_interaction(
-        "s1", "My daughter Lena turned 7 in May 2024.", "Happy birthday!", interaction_id="t1"
+        "s1",
+        "The user's daughter Lena turned 7 in May 2024.",
+        "Happy birthday!",
+        interaction_id="t1",
     )
     mm.save_interaction("s1", "ok thanks", "bye", interaction_id="t2")
     result = mm.consolidate()
     assert result.status == "committed" and result.engine == "offline"
     assert [c.op for c in result.changes] == ["add"]
     added = mm.facts(query="Lena")[0]
-    assert added.text == "My daughter Lena turned 7 in May 2024."
+    assert added.text == "The user's daughter Lena turned 7 in May 2024."
     assert [str(s) for s in added.sources] == ["s1#t1"]
     assert mm.fact(hand.id) == hand  # a fact written by hand survives
-    assert "+- My daughter Lena" in result.diff
+    assert "+- The user's daughter Lena" in result.diff
     message = git(store, "log", "-1", "--format=%B")
     assert "Gitmem-Op: consolidate" in message and "Gitmem-Engine: offline" in message
     assert "Gitmem-Model: gitmem-offline" in message
@@ -228,7 +235,7 @@ def test_llm_failure_falls_back_offline_and_loses_nothing(
     assert result.engine == "offline" and result.fallback
     assert result.status == "committed"
     assert all(mm.fact(f.id) == f for f in facts)
-    assert "My brother Paul lives in Oslo since 2020." in [f.text for f in mm.facts()]
+    assert "The user's brother Paul lives in Oslo since 2020." in [f.text for f in mm.facts()]
     assert "Gitmem-Fallback: " in git(store, "log", "-1", "--format=%B")
 
 
@@ -406,14 +413,14 @@ def facts_cli() -> Iterator[click.Group]:
 def test_cli_consolidate_dry_run_and_json(
     mm: MemoryManager, store: Path, facts_cli: click.Group
 ) -> None:
-    mm.save_interaction("s1", "My daughter Lena turned 7 in May 2024.", "Yay")
+    mm.save_interaction("s1", "The user's daughter Lena turned 7 in May 2024.", "Yay")
     runner = CliRunner()
     head = mm.head()
     dry = runner.invoke(
         facts_cli, ["--repo", str(store), "facts", "consolidate", "--dry-run", "--offline"]
     )
     assert dry.exit_code == 0, dry.output
-    assert "+- My daughter Lena turned 7 in May 2024." in dry.output and mm.head() == head
+    assert "+- The user's daughter Lena turned 7 in May 2024." in dry.output and mm.head() == head
     done = runner.invoke(facts_cli, ["--repo", str(store), "--json", "facts", "consolidate"])
     assert done.exit_code == 0, done.output
     data = json.loads(done.output)
@@ -433,7 +440,7 @@ def test_a_bullet_written_into_the_file_by_hand_survives(mm: MemoryManager, stor
     assert result.status == "committed"
     texts = [f.text for f in mm.facts()]
     assert "Allergic to peanuts" in texts and "Has a cat named Tom" in texts
-    assert "My sister Clara studies physics at ETH Zurich." in texts
+    assert "The user's sister Clara studies physics at ETH Zurich." in texts
     log = git(store, "log", "-3", "--format=%s")
     assert "Record hand edit of memory/MEMORY.md" in log
     assert git(store, "status", "--porcelain") == ""
@@ -448,3 +455,36 @@ def test_idle_trigger(mm: MemoryManager, store: Path) -> None:
     result = mm2.maybe_consolidate(now="2999-01-01T00:00:00")
     assert result is not None and result.status == "committed"
     assert "Gitmem-Trigger: idle" in git(store, "log", "-1", "--format=%B")
+
+
+def test_llm_facts_that_are_not_statements_are_rejected() -> None:
+    memory = MemoryFile(facts=())
+    answer = json.dumps(
+        {
+            "changes": [
+                {"op": "add", "text": "What is a Python decorator?"},
+                {"op": "add", "text": "User: I like green tea"},
+                {"op": "add", "text": "I keep it in the fridge."},
+                {"op": "add", "text": "Caroline: moved from Sweden"},
+                {"op": "add", "text": "The user likes green tea."},
+            ]
+        }
+    )
+    changes, rejected = parse_proposal(answer, memory, ["Caroline", "user"])
+    assert [c.text for c in changes] == ["The user likes green tea."]
+    assert [r.split(": the text is ")[1] for r in rejected] == [
+        "a question",
+        "starts with the speaker label 'User'",
+        "in the first person",
+        "starts with the speaker label 'Caroline'",
+    ]
+
+
+def test_key_points_lose_their_turn_id_and_the_assistants_suggestions() -> None:
+    points = [
+        KeyFact("Caroline moved from Sweden in 2019. [t7]", "s", ("t7", "t8")),
+        KeyFact("The assistant suggested trying Fluent Python 2nd edition. [t8]", "s", ("t8",)),
+    ]
+    picked = extract([], points, [], budget=1000)
+    assert [c.text for c in picked] == ["Caroline moved from Sweden in 2019."]
+    assert [str(s) for s in picked[0].sources] == ["s#t7"]

@@ -46,16 +46,16 @@ def test_what_you_know_comes_first_with_the_fact_ids(mm: MemoryManager) -> None:
     assert first["role"] == "system"
     assert first["content"].startswith("What you know")
     lines = first["content"].splitlines()
-    # the match first, then (the file is small: all of it fits) the others in file order
-    assert lines[1] == f"- Prefers green tea, no sugar. [{tea.id}]"
-    assert lines[2] == f"- Lives in Lisbon. [{city.id}]"
+    # the match only: the other fact is not relevant, small as the file is
+    assert lines[1:] == [f"- Prefers green tea, no sugar. [{tea.id}]"]
     # the session's turns follow
     assert [m["role"] for m in messages[1:3]] == ["user", "assistant"]
     assert messages.explanation is not None
     facts = messages.explanation["facts"]
-    assert facts["included"] == [tea.id, city.id] and facts["weighed_all"] is True
+    assert facts["included"] == [tea.id] and facts["weighed_all"] is True
+    assert [c["id"] for c in facts["cut"]] == [city.id]
     sources = [row["source"] for row in messages.explanation["budget"]["included"]]
-    assert sources[:2] == ["fact", "fact"]
+    assert sources[:1] == ["fact"]
 
 
 def test_no_facts_no_message_and_with_facts_false_leaves_them_out(mm: MemoryManager) -> None:
@@ -76,7 +76,7 @@ def test_superseded_and_ended_facts_are_not_shown(mm: MemoryManager) -> None:
     assert f"[{ended.id}]" not in text
 
 
-def test_facts_get_a_bounded_share_and_only_matches_when_all_do_not_fit(mm: MemoryManager) -> None:
+def test_facts_get_a_bounded_share_and_only_matches(mm: MemoryManager) -> None:
     for n in range(60):
         mm.remember(f"Project number {n} uses the vendor called alpha{n}.", section="Projects")
     wanted = mm.remember("The office kettle is broken.", section="Office")
@@ -89,10 +89,10 @@ def test_facts_get_a_bounded_share_and_only_matches_when_all_do_not_fit(mm: Memo
     assert info is not None and info["facts"]["weighed_all"] is False
     counter = default_counter()
     assert counter.count(body) + MESSAGE_OVERHEAD <= int(400 * 0.3)
-    assert any(c["reason"].startswith("no match") for c in info["facts"]["cut"])
-    # with room for every fact, they all come (matches first)
+    assert any(c["reason"].startswith("not relevant") for c in info["facts"]["cut"])
+    # with room for every fact, still only the match comes
     roomy = mm.retrieve_context("chat", "kettle", 20000)[0]["content"].splitlines()
-    assert len(roomy) == 1 + 61 and roomy[1].endswith(f"[{wanted.id}]")
+    assert roomy[1:] == [f"- The office kettle is broken. [{wanted.id}]"]
 
 
 @pytest.mark.parametrize("budget", [1, 2, 5, 10, 17, 30, 45, 64, 100, 150, 333])

@@ -55,7 +55,7 @@ OWNERS: dict[str, str | tuple[str, ...]] = {
     "git": "gitmem.store",
     "gitdb": "gitmem.store",
     "openai": "gitmem.llm",
-    "rapidfuzz": "gitmem.search",
+    "rapidfuzz": ("gitmem.search", "gitmem.text"),  # ranking; near-duplicate facts
     "tiktoken": "gitmem.search.tokens",
     "click": "gitmem.cli",
     "mcp": "gitmem.mcp",

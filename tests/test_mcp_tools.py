@@ -50,6 +50,7 @@ ARGS = {
         "tags",
         "project",
         "participant",
+        "speaker",
         "sessions",
         "since",
         "until",

@@ -10,9 +10,9 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.models import Interaction, Message, Session
-from gitmem.search.events import closeness, event_spans, relative_spans
 from gitmem.search.index import SearchIndex
 from gitmem.search.rank import Ranker
+from gitmem.text.events import closeness, event_spans, relative_spans
 
 WED = datetime(2023, 5, 10, 15, 30, tzinfo=UTC)  # a Wednesday
 SUN = datetime(2023, 5, 14, 9, 0, tzinfo=UTC)

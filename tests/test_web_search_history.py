@@ -286,7 +286,7 @@ def test_the_summarize_commit_shows_the_summary_change(mm: MemoryManager) -> Non
     change = _section(page.text, "summary-change")
     assert len(change) == 1
     before, after = change[0].split('<div class="diff-add">')
-    assert "(none)" in before and "Recommend some books on Python asyncio." in after
+    assert "(none)" in before and "The user prefers short books" in after
     assert not _all(page.text, "turn-added")
     assert f'href="/undo/revert/{sha}" data-test="revert-link"' in page.text
     for name in ("Gitmem-Op", "Gitmem-Trigger", "Gitmem-Covers"):

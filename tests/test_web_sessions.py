@@ -51,7 +51,7 @@ def test_the_list_shows_every_session_with_its_columns(mm: MemoryManager) -> Non
     assert '<td class="num">4</td>' in row  # turns
     assert '<a class="tag" href="/sessions?tag=python">python</a>' in row
     assert ">reading</a>" in row and "User, Assistant" in row
-    assert "Recommend some books" in row  # the summary preview
+    assert "The user prefers short books" in row  # the summary preview
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from gitmem.errors import GitmemError
 from gitmem.manager import MemoryManager
 
 _START = datetime(2024, 4, 15, 15, 30, 22, tzinfo=timezone(timedelta(hours=8)))
@@ -20,6 +21,10 @@ _ASYNCIO_TURNS = [
         "I prefer short books, under 200 pages.",
         "Then start with 'Using Asyncio in Python': about 160 pages.",
     ),
+    (
+        "I'm writing a web crawler with aiohttp for my thesis, due in June.",
+        "Then read its chapter on aiohttp first.",
+    ),
 ]
 
 _ZH_TURNS = [
@@ -31,11 +36,19 @@ _ZH_TURNS = [
         "能举个缓存的例子吗？",
         "可以用 functools.lru_cache 装饰一个函数，重复调用时直接返回缓存结果。",
     ),
+    ("我在给公司的订单服务加Redis缓存。", "那可以先缓存订单详情，再设置过期时间。"),
 ]
 
 
 def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
-    """Build a demo store at ``path`` and walk through saving, reading and auditing it."""
+    """Build a demo store at ``path`` (a new or empty folder) and walk through saving,
+    reading and auditing it."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        # demo turns and facts must never land in a real store, nor twice in one
+        raise GitmemError(
+            f"{path}: not an empty folder; the demo builds its own store "
+            "(give a new folder, or none for a temporary one)"
+        )
     echo(f"== gitmem demo in {path}")
     with MemoryManager.init(path, agent="demo-agent", model="offline") as mm:
         echo("\n== 1. Save turns: every save is one git commit")
@@ -88,24 +101,18 @@ def run_demo(path: Path, echo: Callable[[str], None] = print) -> None:
         echo("\n".join("  | " + line for line in summarized.summary.text.splitlines()))
 
         echo("\n== 6. Curated facts: what the agent knows across sessions, with provenance")
-        person = mm.remember(
-            "Prefers short books, under 200 pages.",
-            section="Preferences",
-            source=("python-asyncio", loaded.interactions[2].id),
-        )
         learned = mm.consolidate(offline=True)
+        person = mm.remember("The user reads on a Kindle.", section="Preferences", by_hand=True)
         echo(
-            f"  remember -> fact {person.id}; consolidate offline -> {learned.status}, "
-            f"{len(learned.changes)} facts added from turns and summaries"
+            f"  consolidate offline -> {learned.status}, {len(learned.changes)} facts from "
+            f"turns and summaries; remember -> fact {person.id}, written by hand"
         )
         memory = (mm.path / mm.facts_path).read_text(encoding="utf-8")
-        echo("\n".join("  | " + line for line in memory.splitlines()[:12]))
+        echo("\n".join("  | " + line for line in memory.splitlines()[:16]))
         context = mm.retrieve_context("python-asyncio", "which book should I read?", max_tokens=300)
-        echo(
-            f"  retrieve_context opens with: {context[0]['content'].splitlines()[0]!r}"
-            if context
-            else "  (no context)"
-        )
+        opening = context[0]["content"].splitlines() if context else ["(no context)"]
+        echo("  retrieve_context('which book should I read?') opens with the facts that matter:")
+        echo("\n".join("  | " + line for line in opening[:4]))
 
         echo("\n== 7. Undo the summary commit; the turns saved after it stay")
         mm.save_interaction(

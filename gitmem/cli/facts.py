@@ -1,8 +1,8 @@
 """``gitmem facts``: the curated memory file (``memory/MEMORY.md``) from the command line.
 
-list, add, edit, forget, supersede, show and blame, each a thin call of the facts methods of
-``MemoryManager`` (:mod:`gitmem.facts.methods`) and a view of what it returns. A fact typed
-here with no ``--source`` is recorded as written by hand: a person ran the command.
+list, add, edit, forget, supersede, pin, unpin, show and blame, each a thin call of the facts
+methods of ``MemoryManager`` (:mod:`gitmem.facts.methods`) and a view of what it returns. A
+fact typed here with no ``--source`` is recorded as written by hand: a person ran the command.
 """
 
 from __future__ import annotations
@@ -329,6 +329,26 @@ def supersede(
         old, new, reason=reason, source=list(sources) or None, when=_date(when, "--when")
     )
     emit(ctx, {"replaced": old, "fact": fact.to_dict()}, lambda: fact.id)
+
+
+@facts.command("pin")
+@click.argument("fact_id", metavar="ID")
+@pass_ctx
+def pin(ctx: Context, fact_id: str) -> None:
+    """Pin fact ID: it comes first in every context (within the facts' share of the budget),
+    whatever the query. One commit; prints the id."""
+    fact = ctx.manager().pin_fact(fact_id)
+    emit(ctx, fact.to_dict(), lambda: fact.id)
+
+
+@facts.command("unpin")
+@click.argument("fact_id", metavar="ID")
+@pass_ctx
+def unpin(ctx: Context, fact_id: str) -> None:
+    """Unpin fact ID: it comes into a context only when it matters there. One commit; prints
+    the id."""
+    fact = ctx.manager().pin_fact(fact_id, pinned=False)
+    emit(ctx, fact.to_dict(), lambda: fact.id)
 
 
 @facts.command("show")

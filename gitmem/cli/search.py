@@ -13,7 +13,7 @@ from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
 
 
 @cli.command()
-@click.argument("query")
+@click.argument("query", required=False, default="")
 @click.option(
     "-k",
     "--k",
@@ -26,6 +26,11 @@ from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
 @click.option("--tag", "tags", multiple=True, help="Only sessions with this tag (repeatable).")
 @click.option("--project", help="Only sessions of this project.")
 @click.option("--participant", help="Only sessions where this speaker takes part.")
+@click.option(
+    "--speaker",
+    metavar="NAME",
+    help="Only turns this person spoke in (any case); without QUERY, their newest turns.",
+)
 @click.option("--session", "sessions", multiple=True, help="Only this session (repeatable).")
 @click.option("--since", help="Only turns at or after this ISO date/time.")
 @click.option("--until", help="Only turns at or before this ISO date/time.")
@@ -50,6 +55,7 @@ def search(
     tags: tuple[str, ...],
     project: str | None,
     participant: str | None,
+    speaker: str | None,
     sessions: tuple[str, ...],
     since: str | None,
     until: str | None,
@@ -57,7 +63,10 @@ def search(
     explain: bool,
     kind: str,
 ) -> None:
-    """Search the memory for QUERY (keyword + fuzzy ranking, any language)."""
+    """Search the memory for QUERY (keyword + fuzzy ranking, any language).
+
+    A query that names someone who spoke ("what did Carol say about the index") finds
+    their turns; --speaker NAME keeps only the turns NAME spoke in."""
     mm = ctx.manager()
     hits = mm.search(
         query,
@@ -65,6 +74,7 @@ def search(
         tags=tags,
         project=project,
         participant=participant,
+        speaker=speaker,
         session=sessions or None,
         **parse_period(since, until, mm.secret_config),
         include_links=links,
@@ -177,7 +187,8 @@ def context(
                 f"budget: {budget['used']} of {budget['budget']} tokens used ({budget['counter']})"
             )
             for piece in budget["included"]:
-                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}")
+                why = f"  ({piece['reason']})" if piece.get("reason") else ""
+                lines.append(f"  + {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}{why}")
             for piece in budget["cut"]:
                 lines.append(
                     f"  - {piece['source']:<7} {piece['tokens']:>5}  {piece['ref']}"

@@ -181,7 +181,7 @@ def check(ctx: Context) -> None:
 @click.option(
     "--path",
     type=click.Path(file_okay=False),
-    help="Where to build the demo store (default: a new temporary folder).",
+    help="A new or empty folder to build the demo store in (default: a new temporary folder).",
 )
 @pass_ctx
 def demo(ctx: Context, path: str | None) -> None:

@@ -175,7 +175,8 @@ class Consolidator:
                 asked = self.summaries.ask_json(SYSTEM, prompt(memory.facts, key_facts, turns))
                 if asked is not None:
                     engine = asked[1]
-                    changes, rejected = parse_proposal(asked[0], memory)
+                    speakers = {m.speaker for t in turns for m in t.turn.messages}
+                    changes, rejected = parse_proposal(asked[0], memory, speakers)
             except (GitmemError, Unusable) as exc:  # the call failed, or its answer did
                 fallback = f"LLM {exc}" if engine == OFFLINE else f"LLM {engine}: {exc}"
                 changes, engine = None, OFFLINE

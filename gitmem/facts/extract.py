@@ -12,6 +12,7 @@ from. General rules only: nothing here knows a benchmark's questions.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -19,7 +20,27 @@ from dataclasses import dataclass
 
 from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource, section_problem
 from gitmem.models import Interaction
-from gitmem.text import dates, is_cjk, name_terms, split_sentences, terms, topic_terms, words
+from gitmem.summary.account import split_turn
+from gitmem.text import (
+    dates,
+    is_cjk,
+    name_terms,
+    near_duplicate,
+    split_sentences,
+    terms,
+    topic_terms,
+    words,
+)
+from gitmem.text.voice import (
+    Speakers,
+    display_name,
+    is_assistant,
+    is_small_talk,
+    is_user,
+    person_section,
+    restate,
+    statement_problem,
+)
 
 USER_LABELS = frozenset({"user", "用户", "human", "me", "you"})
 ASSISTANT_LABELS = frozenset({"assistant", "助手", "ai", "bot", "system", "model", "tool"})
@@ -45,7 +66,7 @@ _PREFERENCE = re.compile(
 )
 _PROJECT = re.compile(
     r"\b(?:project|repo|repository|deadline|release|launch|working on|building|roadmap|"
-    r"milestone|sprint)\b|项目",
+    r"milestone|sprint|thesis)\b|项目",
     re.IGNORECASE,
 )
 # a leading interjection or greeting: "Wow, ", "Hey Mel! ", "Thanks, Caroline. "
@@ -150,29 +171,6 @@ def similar(a: frozenset[str], b: frozenset[str]) -> bool:
     return shared / min(len(a), len(b)) >= 0.75 or shared / len(a | b) >= 0.6
 
 
-def section_for(text: str, speaker: str | None) -> str:
-    """Where a fact goes: a named person's own section; ``User`` for the user's first-person
-    statements; ``Preferences`` / ``Projects`` by simple cues; else ``Notes``."""
-    label = (speaker or "").strip()
-    if (
-        label
-        and label.lower() not in USER_LABELS | ASSISTANT_LABELS
-        and (section_problem(label) is None)
-    ):
-        return label  # several people talk: a fact without its person would be ambiguous
-    if _PREFERENCE.search(text):
-        return "Preferences"
-    if _PROJECT.search(text):
-        return "Projects"
-    if (
-        label.lower() in USER_LABELS
-        or _FIRST_PERSON.match(text)
-        or text.lower().startswith(("the user", "user "))
-    ):
-        return "User"
-    return DEFAULT_SECTION
-
-
 def trim(sentence: str, speakers: Iterable[str] = ()) -> str:
     """A sentence without its opening interjections and vocatives (``Wow, Mel, ...``)."""
     text = _IMAGE.sub("", sentence).strip()
@@ -197,6 +195,20 @@ def trim(sentence: str, speakers: Iterable[str] = ()) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+@dataclass
+class _Statement:
+    """A restated sentence the extractor may keep, with what it would add."""
+
+    text: str
+    section: str
+    sources: tuple[FactSource, ...]
+    terms: frozenset[str]
+    bonus: float
+    origin: str
+    order: tuple[int, int, int]
+    price: int = 0
+
+
 class FactExtractor:
     """Picks facts from key facts and new turns (see the module docstring)."""
 
@@ -214,68 +226,93 @@ class FactExtractor:
         total = len(texts) + 1
         self.idf = {t: math.log(total / n) for t, n in df.items()}
 
-    def _score(self, text: str, skip: frozenset[str]) -> float:
-        found = [t for t in dict.fromkeys(topic_terms(text)) if t not in skip]
-        if len(found) < 2:
-            return 0.0
-        rare = sum(self.idf.get(t, math.log(len(self.idf) + 2)) for t in found)
-        score = rare / math.sqrt(len(found) + 4)  # dense sentences beat long ones
-        if has_specifics(text, skip):
-            score *= 1.3
-        if _FIRST_PERSON.search(text):
-            score *= 1.15
-        return score
-
-    def candidates(
+    def statements(
         self, key_facts: Sequence[KeyFact], turns: Sequence[NewTurn]
-    ) -> list[FactCandidate]:
-        """Every sentence worth considering, scored."""
+    ) -> list[_Statement]:
+        """The sentences of the new turns and key facts, restated in the third person."""
         speakers = sorted(
             {m.speaker for t in turns for m in t.turn.messages} - {""}, key=len, reverse=True
         )
-        self._weigh(
-            [m.content for t in turns for m in t.turn.messages] + [k.text for k in key_facts]
-        )
-        skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
         by_id = {(t.session, t.turn.id): t.turn for t in turns}
-        out: list[FactCandidate] = []
-        for at, fact in enumerate(key_facts):
-            text = " ".join(fact.text.split())
-            if not text or not has_specifics(text) or text.endswith("?"):
-                continue  # offline keeps statements with names, numbers or dates only
-            source = _best_source(fact, text, by_id)
-            out.append(
-                FactCandidate(
-                    text,
-                    section_for(text, None),
-                    (source,),
-                    self._score(text, skip) * 1.5 + 1.0,
-                    "summary",
-                    (0, at),
-                )
-            )
+        kept = [k for k in key_facts if not _restates_a_new_turn(k, by_id)]
+        self._weigh([m.content for t in turns for m in t.turn.messages] + [k.text for k in kept])
+        skip = name_terms(*speakers, short_forms=True) if speakers else frozenset()
+        out: list[_Statement] = []
+        for at, fact in enumerate(kept):
+            found = self._key_statement(fact, speakers, by_id, skip)
+            if found is not None:
+                found.order = (0, at, 0)
+                out.append(found)
+        partners = _partners(turns)
         for at, item in enumerate(turns):
             for message in item.turn.messages:
-                if message.speaker.strip().lower() in ASSISTANT_LABELS:
-                    continue
-                picked = self._sentences(message.content, speakers, skip)
-                if not picked:
-                    continue
-                text = " ".join(s for _, s in picked)
-                score = max(s for s, _ in picked) + 0.25 * min(s for s, _ in picked) * (
-                    len(picked) - 1
+                if is_assistant(message.speaker):
+                    continue  # suggestions are not what the user is or wants
+                who = Speakers(
+                    message.speaker,
+                    partners.get((item.session, message.speaker)),
+                    chinese=any(is_cjk(ch) for ch in message.content),
                 )
-                out.append(
-                    FactCandidate(
-                        text,
-                        section_for(text, message.speaker),
-                        (FactSource(session=item.session, interaction=item.turn.id),),
-                        score,
-                        "turn",
-                        (1, at),
+                cited = (FactSource(session=item.session, interaction=item.turn.id),)
+                said_here: list[str] = []
+                for raw in split_sentences(message.content):
+                    said = self.compress(trim(raw, speakers), skip)
+                    if len(said) < 12 or _CHATTY.match(said):
+                        continue
+                    restated = restate(said, who, item.turn.timestamp)
+                    if restated is not None:
+                        said_here.append(restated)
+                for n, text in enumerate(_units(said_here)):
+                    mine = frozenset(t for t in terms(text) if t not in skip)
+                    if len(mine) < 2:
+                        continue
+                    out.append(
+                        _Statement(
+                            text,
+                            fact_section(text, message.speaker),
+                            cited,
+                            mine,
+                            _bonus(text, has_specifics(text, skip)),
+                            "turn",
+                            (1, at, n),
+                        )
                     )
-                )
         return out
+
+    def _key_statement(
+        self,
+        fact: KeyFact,
+        speakers: Sequence[str],
+        by_id: dict[tuple[str, str], Interaction],
+        skip: frozenset[str],
+    ) -> _Statement | None:
+        """A summary's key point as a statement to weigh, or None when it is none."""
+        said, turn_id = split_turn(fact.text)
+        text = " ".join(said.split())
+        if (
+            not text
+            or not has_specifics(text)
+            or statement_problem(text, speakers)
+            or is_small_talk(text)
+            or text.startswith(_ASSISTANT_VOICES)
+        ):
+            return None  # offline keeps a note's statements with names, numbers or dates
+        source = (
+            FactSource(session=fact.session, interaction=turn_id)
+            if turn_id is not None and (turn_id in fact.covers or not fact.covers)
+            else _best_source(fact, text, by_id)
+        )
+        turn = by_id.get((fact.session, source.interaction or ""))
+        speaker = (
+            turn.messages[0].speaker
+            if turn is not None and turn.messages
+            else next((p for p in speakers if text.startswith(display_name(p))), "")
+        )
+        if speaker and is_assistant(speaker):
+            return None  # what the assistant suggested is not what anyone is or wants
+        section = fact_section(text, speaker) if speaker else topic_section(text, DEFAULT_SECTION)
+        mine = frozenset(t for t in terms(text) if t not in skip)
+        return _Statement(text, section, (source,), mine, 1.1, "summary", (0, 0, 0))
 
     def compress(self, sentence: str, skip: frozenset[str]) -> str:
         """The sentence without its emphasis words and without the clauses that add no
@@ -288,53 +325,156 @@ class FactExtractor:
             kept = [p for p, w in zip(parts, weights, strict=True) if w >= 0.35 * best]
             text = "; ".join(kept)
         text = text.strip()
-        if text and text[-1] not in ".!?":
-            text += "."
+        if text and text[-1] not in ".!?。！？":
+            text += "。" if is_cjk(text[-1]) else "."
         return text[:1].upper() + text[1:]
 
     def _rare(self, text: str, skip: frozenset[str]) -> float:
         return sum(self.idf.get(t, 5.0) for t in dict.fromkeys(topic_terms(text)) if t not in skip)
 
-    def _sentences(
-        self, content: str, speakers: Sequence[str], skip: frozenset[str]
-    ) -> list[tuple[float, str]]:
-        scored = []
-        for raw in split_sentences(content):
-            sentence = self.compress(trim(raw, speakers), skip)
-            if len(sentence) < 12 or sentence.endswith("?") or _CHATTY.match(sentence):
-                continue
-            if not has_specifics(sentence, skip) and not _ABOUT_ME.search(sentence):
-                continue  # nothing that names, counts, dates or says who the speaker is
-            score = self._score(sentence, skip)
-            if score > 0:
-                scored.append((score, sentence))
-        scored.sort(key=lambda s: -s[0])
-        best = scored[:2]
-        if len(best) == 2 and best[1][0] < 0.6 * best[0][0]:
-            best = best[:1]
-        order = {s: n for n, (_, s) in enumerate(scored)}
-        return sorted(best, key=lambda s: order[s[1]])
+    def _value(self, statement: _Statement, covered: set[str]) -> float:
+        """What ``statement`` adds to the file per token: the rarity of its words (the ones
+        the file already holds count less), times its bonus for names, numbers and dates."""
+        rare = sum(
+            self.idf.get(t, 3.0) * (_COVERED if t in covered else 1.0) for t in statement.terms
+        )
+        price: float = max(1, statement.price) ** _PRICE_POWER
+        return statement.bonus * rare / price
 
-    def pick(self, candidates: Sequence[FactCandidate]) -> list[FactCandidate]:
-        """The best candidates within the budget, without duplicates, in input order."""
-        chosen: list[FactCandidate] = []
+    def choose(self, statements: Sequence[_Statement]) -> list[FactCandidate]:
+        """Greedy choice for what the file can answer: each step takes the statement that
+        adds most rare words per token, given what is chosen (a word the file holds counts
+        less, so distinct people, things and events win over a tenth remark on one topic).
+        Near-duplicates of a chosen statement add their source to it instead."""
+        for statement in statements:
+            statement.price = cost(statement.text)
+        covered: set[str] = set()
+        chosen: list[_Statement] = []
         spent = 0
-        for cand in sorted(candidates, key=lambda c: (-c.score / cost(c.text), c.order)):
-            if cand.score <= 0:
-                break
-            key = dedupe_key(cand.text)
-            mine = frozenset(terms(cand.text))
-            if not key or key in self.seen_keys or any(similar(mine, s) for s in self.seen_terms):
+        # lazy greedy: a value only falls as ``covered`` grows, so a stale top is re-weighed
+        heap = [(-self._value(s, covered), n) for n, s in enumerate(statements)]
+        heapq.heapify(heap)
+        while heap:
+            negative, n = heapq.heappop(heap)
+            statement = statements[n]
+            value = self._value(statement, covered)
+            if value <= 0:
                 continue
-            price = cost(cand.text)
-            if spent + price > self.budget:
+            if heap and value < -heap[0][0] - 1e-9 and value < -negative - 1e-9:
+                heapq.heappush(heap, (-value, n))
                 continue
-            spent += price
+            twin = _twin(statement, chosen)
+            if twin is not None:
+                twin.sources = tuple(dict.fromkeys(twin.sources + statement.sources))
+                continue
+            key = dedupe_key(statement.text)
+            if (
+                not key
+                or key in self.seen_keys
+                or any(similar(statement.terms, s) for s in self.seen_terms)
+            ):
+                continue  # the memory holds it already
+            if spent + statement.price > self.budget:
+                continue
+            spent += statement.price
             self.seen_keys.add(key)
-            self.seen_terms.append(mine)
-            chosen.append(cand)
-        chosen.sort(key=lambda c: c.order)
-        return chosen
+            chosen.append(statement)
+            covered |= statement.terms
+        chosen.sort(key=lambda s: s.order)
+        return [
+            FactCandidate(
+                s.text, s.section, s.sources, self._value(s, set()), s.origin, s.order[:2]
+            )
+            for s in chosen
+        ]
+
+
+# what a word the file already holds is still worth, and how steeply length costs
+_COVERED = 0.3
+_PRICE_POWER = 1.3
+
+
+_DATED = re.compile(r"\([^()]*\d{4}\)\.?$")
+_OPINION = re.compile(
+    r"\b(?:thinks?|feels?|believes?|hopes?|wish(?:es)?|important|means|reminds?|glad)\b",
+    re.IGNORECASE,
+)
+
+
+def _bonus(text: str, specific: bool) -> float:
+    """How much a statement's words are worth beyond their rarity: names and numbers, an
+    event with its date; less for an opinion or a feeling."""
+    bonus = 1.3 if specific else 1.0
+    if _DATED.search(text):
+        bonus *= _DATED_BONUS
+    if _OPINION.search(text):
+        bonus *= _OPINION_FACTOR
+    return bonus
+
+
+def _units(statements: Sequence[str]) -> list[str]:
+    """What one message says, as facts: its statements joined while short (one fact per
+    message reads better than crumbs and costs one id and source), else one by one."""
+    if statements and sum(len(s) for s in statements) <= _JOIN_CHARS:
+        return [" ".join(statements)]
+    return list(statements)
+
+
+_DATED_BONUS = 1.2
+_OPINION_FACTOR = 0.7
+_JOIN_CHARS = 160
+
+
+# how a summary reports what the assistant said: a suggestion, never a fact
+_ASSISTANT_VOICES = ("The assistant", "the assistant", "助手")
+
+
+def _partners(turns: Sequence[NewTurn]) -> dict[tuple[str, str], str]:
+    """Whom each speaker of a session talks to: the one other speaker of the session (the
+    assistant for the user), when there is one."""
+    by_session: dict[str, set[str]] = {}
+    for item in turns:
+        by_session.setdefault(item.session, set()).update(
+            m.speaker for m in item.turn.messages if m.speaker
+        )
+    out: dict[tuple[str, str], str] = {}
+    for session, people in by_session.items():
+        for person in people:
+            others = people - {person}
+            if len(others) == 1:
+                out[(session, person)] = next(iter(others))
+    return out
+
+
+def _twin(statement: _Statement, chosen: Sequence[_Statement]) -> _Statement | None:
+    """A chosen statement of the same section that says the same (token-set similarity)."""
+    for other in chosen:
+        if other.section == statement.section and near_duplicate(statement.text, other.text):
+            return other
+    return None
+
+
+def fact_section(text: str, speaker: str) -> str:
+    """A named person's statements go under their name; the user's under ``User`` or a
+    topical section (``Preferences``, ``Projects``)."""
+    if is_user(speaker) or not speaker.strip() or section_problem(speaker.strip()):
+        return topic_section(text, "User")
+    return person_section(speaker)
+
+
+def topic_section(text: str, default: str) -> str:
+    """``Preferences`` / ``Projects`` by simple cues in ``text``, else ``default``."""
+    if _PREFERENCE.search(text):
+        return "Preferences"
+    if _PROJECT.search(text):
+        return "Projects"
+    return default
+
+
+def _restates_a_new_turn(fact: KeyFact, turns: dict[tuple[str, str], Interaction]) -> bool:
+    """Whether a key point cites a turn that is new material itself (its statements come)."""
+    turn_id = split_turn(fact.text)[1]
+    return turn_id is not None and (fact.session, turn_id) in turns
 
 
 def _best_source(fact: KeyFact, text: str, turns: dict[tuple[str, str], Interaction]) -> FactSource:
@@ -356,4 +496,4 @@ def extract(
 ) -> list[FactCandidate]:
     """The facts to add offline: salient, new, within ``budget`` tokens."""
     extractor = FactExtractor(existing, budget)
-    return extractor.pick(extractor.candidates(key_facts, turns))
+    return extractor.choose(extractor.statements(key_facts, turns))

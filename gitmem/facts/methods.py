@@ -3,9 +3,10 @@
 Sessions hold what was said; the memory file holds what the agent knows across sessions
 ("lives in Berlin", "prefers tea"), one fact per bullet, each with a stable id and the
 turns it came from (:mod:`gitmem.format.facts` is the file format). Every change is one
-commit with ``Gitmem-Op: remember | update-fact | forget | supersede`` and
-``Gitmem-Fact: <ids>``, so ``gitmem facts blame`` can say which agent and model wrote each
-fact, and a revert undoes one change by fact id. A person may edit the file by hand: the
+commit with ``Gitmem-Op: remember | update-fact | forget | supersede | pin-fact |
+unpin-fact`` and ``Gitmem-Fact: <ids>``, so ``gitmem facts blame`` can say which agent and
+model wrote each fact, and a revert undoes one change by fact id. A fact tagged ``pinned``
+comes first in every context. A person may edit the file by hand: the
 edit is committed before gitmem's next write, and a file that no longer parses is never
 written over (ParseError with ``path:line``).
 """
@@ -45,6 +46,22 @@ MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a se
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
 
 SourceLike = tuple[str, str | None] | str | FactSource
+
+# the tag of a fact that comes first in every context
+PINNED_TAG = "pinned"
+
+
+@dataclass(frozen=True)
+class WeighedFact:
+    """A current fact weighed for a context: its score for the query (0: no match), the
+    query's terms it shares, and whether it is pinned or learned from the session at hand."""
+
+    fact_id: str
+    text: str
+    score: float
+    matched: tuple[str, ...] = ()
+    pinned: bool = False
+    from_session: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,8 @@ class _FactIndex:
         self.facts = facts
         self.live: list[int] | None = None  # positions of the current facts
         self.alive: frozenset[int] = frozenset()
+        self.pinned: list[int] = []  # of the current facts
+        self.by_session: dict[str, list[int]] = {}  # of the current facts, by source
         self.postings: dict[str, list[int]] = {}
         known = {} if seen is None else seen
         if len(known) > 2 * len(facts) + 1024:
@@ -109,29 +128,78 @@ class _FactIndex:
         ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
         return [(score, self.facts[at]) for at, score in ranked if score > 0]
 
-    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
-        """Current facts (id, text, score): the query's matches best first, then the others
-        in file order with score 0; at most ``limit``."""
-        if self.live is None:  # once per file version
-            self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
-            self.alive = frozenset(self.live)
-        alive = self.alive if query.strip() else frozenset()
-        scores: dict[int, float] = {}
+    def _current(self) -> None:
+        """The positions of the current facts, the pinned ones and each session's (once
+        per file version)."""
+        if self.live is not None:
+            return
+        self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
+        self.alive = frozenset(self.live)
+        for at in self.live:
+            fact = self.facts[at]
+            if PINNED_TAG in fact.tags:
+                self.pinned.append(at)
+            for session in dict.fromkeys(s.session for s in fact.sources):
+                self.by_session.setdefault(session, []).append(at)
+
+    def _matches(self, query: str) -> dict[int, tuple[float, list[str]]]:
+        """Each current fact that shares a term with ``query``: its score (the terms' idf,
+        as search weighs a fact) and those terms."""
+        self._current()
+        found: dict[int, tuple[float, list[str]]] = {}
         total = len(self.facts) or 1
-        for term in set(terms(query)) if alive else ():
+        for term in sorted(set(terms(query))):
             hits = self.postings.get(term, ())
             weight = math.log(1 + total / len(hits)) if hits else 0.0
             for at in hits:
-                if at in alive:
-                    scores[at] = scores.get(at, 0.0) + weight
+                if at in self.alive:
+                    score, shared = found.get(at, (0.0, []))
+                    found[at] = (score + weight, [*shared, term])
+        return found
+
+    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
+        """Current facts (id, text, score): the query's matches best first, then the others
+        in file order with score 0; at most ``limit``."""
+        scores = {at: score for at, (score, _) in self._matches(query).items()}
         best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
         out = [(self.facts[at].id, self.facts[at].text, score) for at, score in best]
-        for at in self.live:
+        for at in self.live or ():
             if len(out) >= limit:
                 break
             if at not in scores:
                 out.append((self.facts[at].id, self.facts[at].text, 0.0))
         return out
+
+    def weigh(self, query: str, session_id: str, limit: int) -> tuple[list[WeighedFact], bool]:
+        """At most ``limit`` current facts, those that matter first: the pinned ones, the
+        query's matches best first, then the others learned from ``session_id`` (newest
+        first), then the rest in file order (score 0, to say why they stay out). And
+        whether that is every current fact."""
+        found = self._matches(query)
+        best = heapq.nsmallest(limit, found.items(), key=lambda kv: (-kv[1][0], kv[0]))
+        session = self.by_session.get(session_id, []) if session_id else []
+        pinned = sorted(self.pinned, key=lambda at: (-found.get(at, (0.0,))[0], at))
+        order = dict.fromkeys([*pinned, *(at for at, _ in best), *reversed(session)])
+        for at in self.live or ():  # the others, only as many as there is room for
+            if len(order) >= limit:
+                break
+            order.setdefault(at)
+        mine = frozenset(session)
+        out = []
+        for at in list(order)[:limit]:
+            fact = self.facts[at]
+            score, shared = found.get(at, (0.0, []))
+            out.append(
+                WeighedFact(
+                    fact.id,
+                    fact.text,
+                    score,
+                    tuple(shared),
+                    pinned=PINNED_TAG in fact.tags,
+                    from_session=at in mine,
+                )
+            )
+        return out, len(out) == len(self.live or ())
 
 
 def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
@@ -234,6 +302,14 @@ class Facts:
         self, query: str, commit: str | None, limit: int
     ) -> list[tuple[str, str, float]]:
         return self._fact_index(commit).candidates(query, limit)
+
+    def weigh(
+        self, query: str, session_id: str, commit: str | None, limit: int
+    ) -> tuple[list[WeighedFact], bool]:
+        """The facts for a context about ``query`` in ``session_id``, those that matter
+        first (pinned, matches, this session's), at most ``limit``; and whether that is
+        every current fact."""
+        return self._fact_index(commit).weigh(query, session_id, limit)
 
     def facts(
         self,
@@ -585,6 +661,29 @@ class Facts:
             subject=f"Supersede fact {old_id}: {one_line(new, 50)}",
         )
         return self.fact(made[-1])
+
+    def pin_fact(self, fact_id: str, pinned: bool = True) -> Fact:
+        """Pin fact ``fact_id`` (the tag ``pinned``): it comes first in every
+        ``retrieve_context``, within the facts' share of the budget, whatever the query.
+        ``pinned=False`` unpins it. One commit (``Gitmem-Op: pin-fact`` / ``unpin-fact``),
+        none when it already was so; FactNotFound if unknown."""
+
+        def change(memory: MemoryFile) -> MemoryFile:
+            old = self._require(memory, fact_id)
+            if pinned and old.replaced_by is not None:
+                raise ValidationError(
+                    f"fact {fact_id!r} was replaced by {old.replaced_by!r}: pin that one"
+                )
+            tags = tuple(t for t in old.tags if t != PINNED_TAG)
+            tags += (PINNED_TAG,) if pinned else ()
+            if set(tags) == set(old.tags):
+                return memory
+            new = _checked({**old.model_dump(), "tags": tags})
+            return memory.with_facts(new if f is old else f for f in memory.facts)
+
+        verb = "Pin" if pinned else "Unpin"
+        self.change_facts(change, op=f"{verb.lower()}-fact", subject=f"{verb} fact {fact_id}")
+        return self.fact(fact_id)
 
     def writer(self) -> str:
         return str(getattr(self.store.local, "agent", None) or self.store.agent)

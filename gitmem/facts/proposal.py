@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -25,6 +25,7 @@ from gitmem.facts.extract import KeyFact, NewTurn
 from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource, MemoryFile, derived_id
 from gitmem.store.config import is_off, parse_bool, parse_choice, parse_float, parse_int
 from gitmem.text import json_in, one_line
+from gitmem.text.voice import statement_problem
 
 OPS = ("add", "update", "supersede", "forget")
 Op = Literal["add", "update", "supersede", "forget"]
@@ -35,7 +36,10 @@ MAX_CHANGES = 500
 SYSTEM = """You curate the long-term memory of an AI assistant: a list of short facts about \
 the user, their preferences and projects, each with an id. Given the existing facts and new \
 material (summary key facts and conversation turns, each with a source id), propose changes. \
-Keep names, numbers and dates exactly. Add only lasting, specific facts. When new material \
+Keep names, numbers and dates exactly. Add only lasting, specific facts, each a \
+third-person statement naming whom it is about ("The user lives in Berlin", "Caroline \
+adopted a dog (7 May 2023)"): never a question, a "User:" label or the first person. \
+When new material \
 contradicts an existing fact (same subject, new value, e.g. "lives in Berlin" then "moved to \
 Lisbon"), use "supersede" with the old fact's id and the new text, never "forget". Use \
 "update" to correct or sharpen a fact, "forget" only for facts that are plainly wrong or \
@@ -177,7 +181,7 @@ class FactsConfig:
     on_loss: Literal["review", "refuse"] = "review"
     threshold: float = 0.25
     offline: bool = False
-    budget: int = 1900
+    budget: int = 2400
 
     @classmethod
     def from_git(cls, values: Mapping[str, str]) -> FactsConfig:
@@ -274,9 +278,14 @@ def _sources(raw: Any) -> tuple[FactSource, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def parse_proposal(content: str, memory: MemoryFile) -> tuple[list[Change], list[str]]:
-    """An LLM's answer as changes, and the changes rejected (with why). Raises
-    :class:`Unusable` when the answer as a whole cannot be read."""
+def parse_proposal(
+    content: str, memory: MemoryFile, speakers: Iterable[str] = ()
+) -> tuple[list[Change], list[str]]:
+    """An LLM's answer as changes, and the changes rejected (with why): unreadable ones,
+    unknown ids, and texts that are not a note's statement (a question, a role or
+    ``speakers`` label, the first person). Raises :class:`Unusable` when the answer as a
+    whole cannot be read."""
+    speakers = tuple(speakers)
     if len(content) > MAX_ANSWER_CHARS:
         raise Unusable(f"the answer is too large ({len(content):,} characters)")
     data = _json(content)
@@ -297,6 +306,10 @@ def parse_proposal(content: str, memory: MemoryFile) -> tuple[list[Change], list
         if change.op != "add" and (change.id is None or memory.get(change.id) is None):
             unknown.append(str(change.id))
             rejected.append(f"change {at + 1} ({change.op}): unknown fact id {change.id!r}")
+            continue
+        problem = None if change.text is None else statement_problem(change.text, speakers)
+        if problem is not None:
+            rejected.append(f"change {at + 1} ({change.op}): the text is {problem}")
             continue
         changes.append(change)
     if unknown:

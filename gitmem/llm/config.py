@@ -19,7 +19,9 @@ DEFAULT_MODEL = "gpt-4o-mini"
 
 SYSTEM_PROMPT = """You write the long-term memory of an AI assistant: concise, factual \
 summaries of conversations. Never invent facts; keep names, dates, numbers, preferences and \
-decisions exactly as stated. Write in the language of the conversation."""
+decisions exactly as stated. Write in the language of the conversation, in the third person, \
+naming who said or did what ("The user prefers ...", "Caroline adopted ..."): no transcript \
+lines, no "User:" labels, no questions or first person in the key facts."""
 
 DEFAULT_PROMPT = """Summarize the conversation below for long-term memory.
 

@@ -181,6 +181,9 @@ def _add_reads(server: Any, run: _Runner) -> None:
         participant: Annotated[
             str | None, Field(description="Only sessions where this speaker takes part.")
         ] = None,
+        speaker: Annotated[
+            str | None, Field(description="Only turns this person spoke in (any case).")
+        ] = None,
         sessions: Annotated[list[str] | None, Field(description="Only these sessions.")] = None,
         since: When = None,
         until: When = None,
@@ -197,7 +200,17 @@ def _add_reads(server: Any, run: _Runner) -> None:
         return await run(
             ctx,
             lambda mm: tools.search(
-                mm, query, k, tags, project, participant, sessions, since, until, include_links
+                mm,
+                query,
+                k,
+                tags,
+                project,
+                participant,
+                sessions,
+                since,
+                until,
+                include_links,
+                speaker=speaker,
             ),
         )
 

@@ -240,6 +240,8 @@ def search(
     since: str | None,
     until: str | None,
     include_links: bool,
+    *,
+    speaker: str | None = None,
 ) -> Answer:
     hits = mm.search(
         query,
@@ -247,6 +249,7 @@ def search(
         tags=tags or (),
         project=project,
         participant=participant,
+        speaker=speaker,
         session=sessions or None,
         since=_when(since, "since"),
         until=_when(until, "until"),

@@ -8,8 +8,9 @@ sessions, each line naming its source session, turn and date. When the budget is
 room is given out in priority order: summary, the newest turn, more recent turns (up to
 ``recent_share`` of the budget), then memories by rank; whatever does not fit is listed
 as cut, with the reason, for ``--explain``. The facts come before all of that but get at
-most ``facts_share`` of the budget: the query's matches, best first, and when every current
-fact fits in that share the others too (a small file is shown whole, a large one by rank).
+most ``facts_share`` of the budget, and only those that matter here: the pinned ones, the
+query's matches best first, and those learned from this session. Any other fact stays out
+however small the file, and ``--explain`` says why each fact came or stayed out.
 
 Token counting is pluggable (:class:`TokenCounter`): a built-in estimate by default, or
 ``tiktoken`` when it is installed and its encoding file is already on disk.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gitmem.facts.methods import WeighedFact
 from gitmem.models import Session
 from gitmem.search.tokens import TokenCounter
 
@@ -58,17 +60,17 @@ class Memory:
         return f"- [{' · '.join(where)}] " + " ".join(self.text.split())
 
 
-@dataclass(frozen=True)
-class Known:
-    """A curated fact to place first in the context (score 0: not a match for the query)."""
+def _why(fact: WeighedFact) -> str:
+    """Why a fact goes first, for ``--explain`` (:data:`NOT_RELEVANT` when it may not)."""
+    reasons = ["pinned"] if fact.pinned else []
+    reasons += [f"matched: {', '.join(fact.matched)}"] if fact.score > 0 else []
+    reasons += ["from this session"] if fact.from_session else []
+    return "; ".join(reasons) or NOT_RELEVANT
 
-    fact_id: str
-    text: str
-    score: float
 
-    def line(self) -> str:
-        """The fact as one bullet ending with its id."""
-        return f"- {' '.join(self.text.split())} [{self.fact_id}]"
+def _fact_line(fact: WeighedFact) -> str:
+    """The fact as one bullet ending with its id."""
+    return f"- {' '.join(fact.text.split())} [{fact.fact_id}]"
 
 
 @dataclass
@@ -80,7 +82,7 @@ class Piece:
     content: str
     tokens: int
     ref: str = ""
-    reason: str = ""
+    reason: str = ""  # why it was cut (for a fact: also why it came)
 
 
 @dataclass
@@ -112,6 +114,8 @@ class ContextPlan:
         }
 
 
+NOT_RELEVANT = "not relevant to the query (not pinned, not from this session)"
+OVER_SHARE = "over the facts' share of the budget"
 MEMORY_HEADER = "Relevant memories from other conversations (most relevant first):"
 FACTS_HEADER = "What you know (curated facts, each with its id in brackets):"
 
@@ -145,16 +149,13 @@ def assemble(  # noqa: C901
     recent_turns: int = 8,
     recent_share: float = 0.5,
     summary_share: float = 0.25,
-    facts: Sequence[Known] = (),
+    facts: Sequence[WeighedFact] = (),
     facts_share: float = 0.3,
-    facts_complete: bool = True,
 ) -> ContextPlan:
     """Fit the facts, the current session and the memories into ``max_tokens`` (see module
-    docs); ``facts_complete`` says ``facts`` holds every current fact."""
+    docs); ``facts`` come in priority order, the relevant ones first."""
     plan = ContextPlan(max_tokens, counter.name)
-    known = _pick_facts(
-        plan, facts, min(int(max_tokens * facts_share), max_tokens), counter, facts_complete
-    )
+    known = _pick_facts(plan, facts, min(int(max_tokens * facts_share), max_tokens), counter)
     left = max_tokens - (_facts_cost(known, counter) if known else 0)
 
     def take(piece: Piece) -> bool:
@@ -260,39 +261,24 @@ def _facts_cost(pieces: Sequence[Piece], counter: TokenCounter) -> int:
 
 
 def _pick_facts(
-    plan: ContextPlan, facts: Sequence[Known], room: int, counter: TokenCounter, complete: bool
+    plan: ContextPlan, facts: Sequence[WeighedFact], room: int, counter: TokenCounter
 ) -> list[Piece]:
-    """The facts that go first, within ``room`` tokens: all when all fit (and ``facts`` is
-    every current fact), else the query's matches by rank while they fit."""
-    if not complete:  # only the matches can be shown: the others are not even counted
-        plan.cut.extend(
-            Piece(
-                "fact",
-                "system",
-                "",
-                0,
-                k.fact_id,
-                "no match for the query, and not every fact fits",
-            )
-            for k in facts
-            if k.score <= 0
-        )
-        facts = [k for k in facts if k.score > 0]
-    pieces = [
-        Piece("fact", "system", line, counter.count(line) + 1, k.fact_id)
-        for k in facts
-        for line in (k.line(),)
-    ]
-    whole = complete and _facts_cost(pieces, counter) <= room
+    """The facts that go first: the relevant ones (pinned, matching the query, from this
+    session), in the order given, while they fit in ``room`` tokens. Each says why it came
+    or stayed out."""
     spent = _facts_cost([], counter)
     kept: list[Piece] = []
-    for fact, piece in zip(facts, pieces, strict=True):
-        if not whole and fact.score <= 0:
-            piece.reason = "no match for the query, and not every fact fits"
+    for fact in facts:
+        line = _fact_line(fact)
+        piece = Piece("fact", "system", line, counter.count(line) + 1, fact.fact_id)
+        why = _why(fact)
+        if why == NOT_RELEVANT:
+            piece.reason = NOT_RELEVANT
         elif spent + piece.tokens > room:
-            piece.reason = "over the facts' share of the budget"
+            piece.reason = OVER_SHARE
         else:
             spent += piece.tokens
+            piece.reason = why
             kept.append(piece)
             plan.included.append(piece)
             continue

@@ -14,7 +14,6 @@ may only add to search, never break it. Nothing here writes to git.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
 from gitmem.search.rank import SHOWN_CANDIDATES, Filters, RankedCandidate, Ranker, Ranking
 from gitmem.search.rankconfig import RankConfig
+from gitmem.search.speakerrows import spoke
 from gitmem.search.vectors import (
     SLOW_NOTE,
     VectorCache,
@@ -212,11 +212,14 @@ class Dense:
             query.vector,
             config.dense.dense_candidates,
             allowed=allowed,
-            lo=filters.since.timestamp() if filters.since else -math.inf,
-            hi=filters.until.timestamp() if filters.until else math.inf,
+            lo=filters.period[0],
+            hi=filters.period[1],
             floor=config.dense.dense_min_similarity,
             exact=config.dense.dense_exact,
         )
+        if filters.speakers:  # only the turns those people spoke in
+            said = index.doc_speakers(doc_id for doc_id, _ in near)
+            near = [(i, v) for i, v in near if spoke(said.get(i, ""), filters.speakers)]
         if not near:
             return
         cands = ranking.candidates

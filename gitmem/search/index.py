@@ -2,11 +2,12 @@
 
 The Markdown files in git are the truth; this index only makes search fast. It holds one
 document per interaction and per summary (text, analysed terms, session, speaker,
-timestamp) plus each session's tags, project, participants, links (its metadata's and the
-``[[id]]`` ones in its text) and metadata, and an inverted index ``term id -> (document,
-tf)`` ordered by a precomputed BM25 impact so that very common terms can be read
-partially, best documents first (ids: :mod:`.vocab`; the
-packed blocks that hold it: :mod:`.postings`).
+timestamp); who spoke each turn as a field of its own (a name finds that person's turns,
+newest first: for queries that name someone and for the speaker filter); each session's
+tags, project, participants, links (its metadata's and the ``[[id]]`` ones in its text)
+and metadata; and an inverted index ``term id -> (document, tf)`` ordered by a
+precomputed BM25 impact so that very common terms can be read partially, best documents
+first (ids: :mod:`.vocab`; the packed blocks that hold it: :mod:`.postings`).
 
 It records the commit it reflects; :mod:`gitmem.search.catchup` catches it up to HEAD. A
 file that is missing, corrupted, of an older layout or written for another repository is
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,7 +34,6 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted
 from gitmem.models import Session
-from gitmem.search.events import EVENT_SPAN_DAYS, event_spans
 from gitmem.search.indexfile import (
     BULK_CACHE_KIB,
     CACHE_KIB,
@@ -50,8 +51,10 @@ from gitmem.search.postings import (
 )
 from gitmem.search.sessionrows import SessionRow as SessionRow  # re-exported: rank.py
 from gitmem.search.sessionrows import SessionTable
+from gitmem.search.speakerrows import SpeakerTable
 from gitmem.search.vocab import Vocabulary, pack_terms, unpack_terms
 from gitmem.text import terms, wiki_links
+from gitmem.text.events import EVENT_SPAN_DAYS, event_spans
 
 # new postings by term id (keys: see postings.py)
 NewPostings = defaultdict[int, "array[int]"]
@@ -193,12 +196,12 @@ class SearchIndex:
         self.vocab = Vocabulary(self.file)
         self.session_table = SessionTable(self.file)
         self.posting_table = PostingTable(self.file)
+        self.speaker_table = SpeakerTable(self.file)
         self.path = self.file.path
         # the file's connection and lock, for the modules that run their own statements
         # on it (vectors.py) and for this class's
         self._db, self._lock = self.file.db, self.file.lock
         self._stats: tuple[int, float] | None = None
-        self._speakers: tuple[int, dict[str, int]] | None = None
         self._bulk: _Bulk | None = None
 
     @property
@@ -330,7 +333,7 @@ class SearchIndex:
             bulk.speakers.extend(speakers)  # the postings went straight into bulk.postings
             return
         self.posting_table.add(postings, fresh=fresh)
-        self._count_speakers(speakers, 1)
+        self.speaker_table.count(speakers, 1)
         # a term's new postings are its new documents: one each
         self.vocab.change_df([(len(keys), tid) for tid, keys in postings.items()])
 
@@ -396,6 +399,7 @@ class SearchIndex:
         postings = self._bulk.postings if self._bulk is not None else _new_postings()
         rows = []
         events: list[tuple[int, float, float]] = []
+        turns: list[tuple[int, str, float, int, int]] = []
         first = self._next_doc_id(len(docs))
         impact = self._impact
         for doc_id, doc, tids, words in zip(
@@ -434,6 +438,8 @@ class SearchIndex:
                 )
             )
             events.extend((doc_id, lo, hi) for lo, hi in spans)
+            if doc.speaker:
+                turns.append((doc_id, doc.speaker, doc.ts, skey, doc.pos))
             counts = Counter(tids)
             # most terms occur once in a turn: that key is computed once per document
             once = posting_key(impact(1, norm), doc_id, 1)
@@ -446,6 +452,7 @@ class SearchIndex:
         self._db.executemany("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         if events:
             self._db.executemany("INSERT OR IGNORE INTO events VALUES(?,?,?)", events)
+        self.speaker_table.add_turns(turns)
         self._write_postings(postings, [d.speaker for d in docs])
         self._set_doc_counts(n_docs, total)
 
@@ -458,14 +465,16 @@ class SearchIndex:
         gone: defaultdict[int, set[int]] = defaultdict(set)
         df: Counter[int] = Counter()
         speakers: list[str] = []
+        turns: list[tuple[int, str, float]] = []
         hashes: set[int] = set()
         for at in range(0, len(doc_ids), 500):
             chunk = doc_ids[at : at + 500]
             marks = ",".join("?" * len(chunk))
-            for doc_id, doc_terms, dl, speaker, content in self._db.execute(
-                f"SELECT id, terms, dl, speaker, hash FROM docs WHERE id IN ({marks})", chunk
+            for doc_id, doc_terms, dl, speaker, ts, content in self._db.execute(
+                f"SELECT id, terms, dl, speaker, ts, hash FROM docs WHERE id IN ({marks})", chunk
             ):
                 speakers.append(speaker)
+                turns.append((doc_id, speaker, ts))
                 hashes.add(int(content))
                 n_docs -= 1
                 total -= dl
@@ -474,20 +483,12 @@ class SearchIndex:
                     df[tid] += 1
             self._db.execute(f"DELETE FROM docs WHERE id IN ({marks})", chunk)
             self._db.execute(f"DELETE FROM events WHERE id IN ({marks})", chunk)
+        self.speaker_table.drop_turns(turns)
         self.posting_table.drop(gone)
         self.vocab.change_df([(-count, tid) for tid, count in df.items()])
-        self._count_speakers(speakers, -1)
+        self.speaker_table.count(speakers, -1)
         self._set_doc_counts(max(n_docs, 0), max(total, 0))
         self.file.drop_vectors(hashes - (keep or set()))
-
-    def _count_speakers(self, speakers: Iterable[str], sign: int) -> None:
-        counts = Counter(name for joined in speakers for name in joined.split(", ") if name)
-        self._db.executemany(
-            "INSERT INTO speakers VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET n = n + excluded.n",
-            [(name, sign * n) for name, n in counts.items()],
-        )
-        if sign < 0:
-            self._db.execute("DELETE FROM speakers WHERE n <= 0")
 
     def remove_path(self, path: str) -> None:
         """Remove the session file at ``path`` and its documents."""
@@ -606,12 +607,40 @@ class SearchIndex:
 
     def speakers(self) -> dict[str, int]:
         """Speaker name -> how many documents they speak in (cached until the next write)."""
+        return self.speaker_table.counts()
+
+    def spoken_turns(
+        self,
+        names: Sequence[str],
+        limit: int,
+        *,
+        allowed: set[int] | None = None,
+        lo: float = -math.inf,
+        hi: float = math.inf,
+    ) -> dict[int, tuple[int, int, int]]:
+        """The newest turns (at most ``limit``) that one of these people (any case) spoke
+        in, of the ``allowed`` sessions, said from ``lo`` to ``hi``: doc id -> (session
+        key, position, kind), newest first."""
+        found = self.speaker_table.turns(names, limit, allowed=allowed, lo=lo, hi=hi)
+        return {doc_id: (skey, pos, KIND_INTERACTION) for doc_id, (skey, pos) in found.items()}
+
+    def speaker_sessions(self, name: str) -> set[int]:
+        """Keys of the sessions in which this person (any case) spoke a turn."""
+        return self.speaker_table.sessions_of(name)
+
+    def doc_speakers(self, doc_ids: Iterable[int]) -> dict[int, str]:
+        """The speaker column (names joined by ", ") of each of these documents."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[int, str] = {}
         with self._lock:
-            if self._speakers is None or self._speakers[0] != self.generation:
-                rows = self._db.execute("SELECT name, n FROM speakers")
-                names = {str(name): int(count) for name, count in rows}
-                self._speakers = (self.generation, names)
-            return self._speakers[1]
+            for at in range(0, len(ids), 500):
+                chunk = ids[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for doc_id, speaker in self._db.execute(
+                    f"SELECT id, speaker FROM docs WHERE id IN ({marks})", chunk
+                ):
+                    out[int(doc_id)] = str(speaker)
+        return out
 
     def neighbours(self, places: Iterable[tuple[int, int]]) -> dict[int, tuple[int, int, int]]:
         """Interaction documents at these (session key, position) places:

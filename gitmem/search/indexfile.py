@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "9"
+SCHEMA_VERSION = "10"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
 # would be spilled to the WAL and written again
@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS postings(id INTEGER PRIMARY KEY, n INTEGER NOT NULL, 
 CREATE TABLE IF NOT EXISTS terms(tid INTEGER PRIMARY KEY, term TEXT NOT NULL, df INTEGER NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS terms_term ON terms(term);
 CREATE TABLE IF NOT EXISTS speakers(name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+-- who spoke each turn, as a field of its own: name (casefolded) -> the turns, newest first
+CREATE TABLE IF NOT EXISTS turn_speakers(
+    name TEXT NOT NULL, ts REAL NOT NULL, id INTEGER NOT NULL, skey INTEGER NOT NULL,
+    pos INTEGER NOT NULL, PRIMARY KEY(name, ts, id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS broken(path TEXT PRIMARY KEY, blob TEXT NOT NULL, problem TEXT);
 -- optional embeddings (vectors.py), by document content hash: a rebuild keeps them
 CREATE TABLE IF NOT EXISTS vectors(
@@ -141,7 +145,15 @@ class IndexFile:
         """Drop every document and session (access counts are kept). Terms keep their ids
         (with no documents): a term id means the same term for the file's whole life, so
         readers may keep them in memory."""
-        for table in ("sessions", "docs", "postings", "broken", "speakers", "events"):
+        for table in (
+            "sessions",
+            "docs",
+            "postings",
+            "broken",
+            "speakers",
+            "turn_speakers",
+            "events",
+        ):
             self.db.execute(f"DELETE FROM {table}")
         self.db.execute("UPDATE terms SET df = 0")
         self.db.execute("DELETE FROM meta WHERE key IN ('n_docs', 'total_dl')")

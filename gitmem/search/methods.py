@@ -17,12 +17,12 @@ from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import ParseError, ValidationError
-from gitmem.facts.methods import Facts
+from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
 from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
-from gitmem.search.context import Known, Memory, assemble
+from gitmem.search.context import Memory, assemble
 from gitmem.search.fusion import Dense
 from gitmem.search.index import KIND_SUMMARY, SearchIndex
 from gitmem.search.linked import Followed, follow_links
@@ -105,6 +105,7 @@ def _explain_ranking(
                 "tags": list(filters.tags),
                 "project": filters.project,
                 "participants": list(filters.participants),
+                "speakers": list(filters.speakers),
                 "sessions": list(filters.sessions),
                 "since": filters.since.isoformat() if filters.since else None,
                 "until": filters.until.isoformat() if filters.until else None,
@@ -202,6 +203,7 @@ class Search:
         session: str | Iterable[str] | None,
         since: datetime | str | None,
         until: datetime | str | None,
+        speaker: str | None = None,
     ) -> Filters:
         def many(value: str | Iterable[str] | None) -> tuple[str, ...]:
             if value is None:
@@ -212,6 +214,7 @@ class Search:
             tags=tuple(tags),
             project=project,
             participants=many(participant),
+            speakers=many(speaker),
             sessions=many(session),
             since=_stamp(since, "since"),
             until=_stamp(until, "until"),
@@ -220,12 +223,17 @@ class Search:
     def _rank(
         self, query: str, k: int, filters: Filters, commit: str | None
     ) -> tuple[Ranking, dict[str, Any]]:
-        if not isinstance(query, str) or not query.strip():
-            raise ValidationError("the search query is empty: give the words to look for")
+        if not isinstance(query, str) or not (query.strip() or filters.speakers):
+            raise ValidationError(
+                "the search query is empty: give the words to look for"
+                " (or a speaker, to list what they said)"
+            )
         if k < 1:
             raise ValidationError(f"k must be at least 1, not {k}")
         config = self.rank_config
-        dense, dense_notes = self._dense.prepare(query, config, commit)
+        dense, dense_notes = (
+            self._dense.prepare(query, config, commit) if query.strip() else (None, [])
+        )
 
         def work(index: SearchIndex) -> tuple[Ranking, dict[str, Any]]:
             head = index.get_meta("commit")
@@ -270,6 +278,7 @@ class Search:
         tags: Iterable[str] = (),
         project: str | None = None,
         participant: str | Iterable[str] | None = None,
+        speaker: str | None = None,
         session: str | Iterable[str] | None = None,
         since: datetime | str | None = None,
         until: datetime | str | None = None,
@@ -286,6 +295,8 @@ class Search:
             tags: only sessions with all of these tags.
             project: only sessions of this project.
             participant: only sessions where this speaker (all of these) takes part.
+            speaker: only turns in which this person spoke (any case); with an empty
+                ``query``, their newest turns, newest first.
             session: only this session (or these sessions).
             since: only turns at or after this time (``datetime``, naive means UTC, or ISO string).
             until: only turns at or before this time.
@@ -307,7 +318,8 @@ class Search:
             with ``hits.notes`` saying why.
 
         Raises:
-            ValidationError: for an empty query, k < 1 or an unknown kind.
+            ValidationError: for an empty query (without ``speaker``), k < 1 or an unknown
+                kind.
         """
         if kind not in SEARCH_KINDS:
             raise ValidationError(f"kind {kind!r} is not one of session, fact, any")
@@ -323,7 +335,7 @@ class Search:
             )
             if kind == "fact":
                 return Hits(facts, fact_notes or ([] if facts else ["no fact matches"]))
-        filters = self._filters(tags, project, participant, session, since, until)
+        filters = self._filters(tags, project, participant, session, since, until, speaker)
         ranking, info = self._rank(query, k, filters, commit)
         hits = Hits([*facts, *ranking.hits[: k - len(facts)]], fact_notes + ranking.notes)
         followed = self._follow(ranking, hits, k, commit) if include_links and hits else None
@@ -478,15 +490,17 @@ class Search:
         """Chat messages for the next turn of ``session_id``, within ``max_tokens``.
 
         In this order: what the agent knows (a system message "What you know" listing the
-        curated facts of the memory file, each ``- text [id]``: the query's matches best
-        first, and every current fact when all fit; at most ``FACTS_SHARE`` of the budget;
+        curated facts of the memory file that matter here, each ``- text [id]``: the pinned
+        ones (``pin_fact``), the query's matches best first (scored as ``search(kind="fact")``
+        scores them), then the others learned from this session; never a fact that is none
+        of these, however small the file; at most ``FACTS_SHARE`` of the budget;
         ``with_facts=False`` leaves them out), the session's summary (system), its most
         recent turns (user / assistant), then a system message of memories retrieved for
         ``query`` from other sessions (and from earlier in this one), each naming its
         source. Room goes first to the facts (their share), the summary, then the newest
         turns, then memories by rank; the result never counts more than ``max_tokens`` with
-        the token counter in use. An empty query retrieves no memories (the facts still
-        come, when all fit); an unknown session gives facts and memories only. A memory
+        the token counter in use. An empty query retrieves no memories (the pinned facts and
+        this session's still come); an unknown session gives facts and memories only. A memory
         file that does not parse leaves the facts out, with a note in the explanation.
         ``include_links`` adds, after the ranked memories, those of the sessions linked to
         or from theirs (as ``search(include_links=True)``; not the current session's own).
@@ -499,7 +513,9 @@ class Search:
         Returns:
             ``ContextMessages`` (a list of ``{"role", "content"}`` dicts); with
             ``explain=True`` its ``explanation`` shows the search, the budget and what was
-            cut.
+            cut; its ``facts`` part says why each fact came (``included_reasons``: pinned,
+            the matched terms, from this session) or stayed out (``cut``: not relevant to
+            the query, over the facts' share of the budget).
         """
         if max_tokens < 1:
             raise ValidationError(f"max_tokens must be at least 1, not {max_tokens}")
@@ -559,7 +575,7 @@ class Search:
                     if (h := item.hit).session_id != session_id
                 ]
         known, complete = (
-            self._known(query, max_tokens, commit, notes) if with_facts else ([], True)
+            self._known(query, session_id, max_tokens, commit, notes) if with_facts else ([], True)
         )
         plan = assemble(
             session,
@@ -569,7 +585,6 @@ class Search:
             recent_turns=recent_turns,
             facts=known,
             facts_share=FACTS_SHARE,
-            facts_complete=complete,
         )
         refs = {m.ref: (m.session_id, m.interaction_id or "") for m in memories}
         used = [refs[p.ref] for p in plan.included if p.source == "memory" and p.ref in refs]
@@ -585,6 +600,11 @@ class Search:
                     "included": [p.ref for p in plan.included if p.source == "fact"],
                     "cut": [
                         {"id": p.ref, "reason": p.reason} for p in plan.cut if p.source == "fact"
+                    ],
+                    "included_reasons": [
+                        {"id": p.ref, "reason": p.reason}
+                        for p in plan.included
+                        if p.source == "fact"
                     ],
                     "weighed_all": complete,
                 },
@@ -607,14 +627,15 @@ class Search:
         return out
 
     def _known(
-        self, query: str, max_tokens: int, commit: str | None, notes: list[str]
-    ) -> tuple[list[Known], bool]:
-        """The facts to weigh for the context (at most as many as could fit), and whether
-        they are every current fact; a broken memory file adds a note and gives none."""
+        self, query: str, session_id: str, max_tokens: int, commit: str | None, notes: list[str]
+    ) -> tuple[list[WeighedFact], bool]:
+        """The facts to weigh for the context (at most as many as could fit), those that
+        matter first, and whether they are every current fact; a broken memory file adds a
+        note and gives none."""
         limit = min(max(int(max_tokens * FACTS_SHARE) // 4, 1), MAX_FACTS)
         try:
-            found = self.facts.candidates(query, commit, limit + 1)
+            found, complete = self.facts.weigh(query, session_id, commit, limit)
         except ParseError as exc:
             notes.append(f"the facts were left out: {exc}")
             return [], True
-        return [Known(*row) for row in found[:limit]], len(found) <= limit
+        return found, complete

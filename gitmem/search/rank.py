@@ -9,8 +9,8 @@ from the inverted index; each gets a score built from named components so that
   query;
 - ``expansion``: BM25 of terms borrowed from the best first-round documents (pseudo
   relevance feedback, RM3-style), which finds turns that talk about the topic in other words;
-- ``speaker``: the query names who said it (a fixed lift plus a share of the turn's own
-  score, so the speaker's weak turns do not bury the other person's strong one);
+- ``speaker``: the query names who said it (:mod:`.speakerlift`: the name's lift plus a
+  share of the turn's own score; that person's newest turns are candidates too);
 - ``context``: the neighbouring turns of the same session match too (answers often sit one
   turn after the question that prompted them);
 - ``answer``: the turn right before ends in a question and is one of the best matches: this
@@ -40,19 +40,23 @@ from operator import itemgetter
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
-from gitmem.search.events import closeness, date_span, relative_spans
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
 from gitmem.search.rankconfig import RankConfig
+from gitmem.search.speakerlift import NamedSpeakers, newest_turns
+from gitmem.search.speakerrows import spoke
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
+from gitmem.text.events import closeness, date_span, relative_spans
 
 
 @dataclass(frozen=True)
 class Filters:
-    """Metadata filters; every given condition must hold (tags and participants: all)."""
+    """Metadata filters; every given condition must hold (tags, participants and speakers:
+    all). ``speakers``: only turns in which each of these people (any case) spoke."""
 
     tags: tuple[str, ...] = ()
     project: str | None = None
     participants: tuple[str, ...] = ()
+    speakers: tuple[str, ...] = ()
     sessions: tuple[str, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
@@ -63,9 +67,18 @@ class Filters:
             self.tags
             or self.project
             or self.participants
+            or self.speakers
             or self.sessions
             or self.since
             or self.until
+        )
+
+    @property
+    def period(self) -> tuple[float, float]:
+        """``since`` and ``until`` as epoch seconds (unbounded when not given)."""
+        return (
+            self.since.timestamp() if self.since else -math.inf,
+            self.until.timestamp() if self.until else math.inf,
         )
 
 
@@ -109,6 +122,10 @@ class RankState:
     idf: dict[str, float] = field(default_factory=dict)
     # the best BM25 score any document could get for the query terms
     ideal: float = 1.0
+    # the people who spoke whom the query names (see speakerlift.py)
+    named: NamedSpeakers = field(default_factory=NamedSpeakers)
+    # the speaker lift of each candidate whose speaker the query names
+    lift: dict[int, float] = field(default_factory=dict)
     # the sessions the filters allow (None: all), and their documents when few enough
     allowed: set[int] | None = None
     scan: dict[int, DocRow] | None = None
@@ -328,6 +345,9 @@ class Ranker:
         candidates come from, score the first round, add the expansions, fuse the
         components, and finish with what needs the documents themselves."""
         state = RankState(Ranking(query, {}, {}, {}, [], []), filters or Filters(), now)
+        if state.filters.speakers and not strip_controls(query).strip():
+            self.list_spoken(state, k, head)
+            return state.ranking
         if not self.parse_query(state):
             return state.ranking
         self.choose_candidates(state)
@@ -361,7 +381,21 @@ class Ranker:
         state.weights = weights
         state.idf = {t: self._idf(df[t], state.n_docs) for t in weights}
         state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
+        if cfg.match.speaker_weight:
+            state.named = NamedSpeakers.find(self.index, weights, state.text, state.n_docs)
         return True
+
+    def list_spoken(self, state: RankState, k: int, head: str | None) -> None:
+        """No query, only speakers: their newest turns (of the sessions the other filters
+        allow), newest first."""
+        filters, ranking = state.filters, state.ranking
+        found = newest_turns(
+            self.index, filters.speakers, k, self._allowed(filters), *filters.period
+        )
+        ranking.candidates = [RankedCandidate(*row, 1.0, {"speaker": 1.0}) for row in found]
+        ranking.hits = [self._hit(c, {}, head) for c in ranking.candidates]
+        if not ranking.hits:
+            ranking.notes.append(f"no turn spoken by {' and '.join(filters.speakers)}")
 
     def choose_candidates(self, state: RankState) -> None:
         """Where the candidates come from: a scan of the few documents the filters leave,
@@ -413,21 +447,30 @@ class Ranker:
         state.first = first
 
     def fuse(self, state: RankState) -> None:
-        """The best first-round documents plus their neighbours and dated turns, scored with
-        what the first round says about their neighbours, session and summary; the best
-        ``candidates`` of them go on with their components (``state.pre``)."""
+        """The best first-round documents plus their neighbours, dated turns and what the
+        people the query names said, scored with what the first round says about their
+        neighbours, session and summary (and the speaker lift); the best ``candidates`` of
+        them go on with their components (``state.pre``)."""
         cfg = self.config
         ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.fusion.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
+        spoken = state.named.turns(
+            self.index, cfg.match.speaker_pool, state.allowed, state.where, *state.filters.period
+        )
+        by_name = spoken - consider
+        consider = self._by_speaker(state, consider | by_name, by_name)
         asking = (
             self._asking(ordered[: cfg.fusion.neighbour_pool], state.where)
             if cfg.fusion.answer_weight
             else set()
         )
         context = FirstRound.of(state.first, state.where, asking, cfg)
-        pool = heapq.nlargest(cfg.fusion.candidates, consider, key=context.pre_score)
+        lift = state.lift
+        pool = heapq.nlargest(
+            cfg.fusion.candidates, consider, key=lambda i: context.pre_score(i) + lift.get(i, 0.0)
+        )
         state.pool = pool
         state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
 
@@ -533,6 +576,26 @@ class Ranker:
             if where[i][0] not in sources
         }, chosen
 
+    def _by_speaker(self, state: RankState, consider: set[int], by_name: set[int]) -> set[int]:
+        """Only the turns of the speakers filtered for; and the lift of each turn whose
+        speaker the query names (``state.lift``; ``by_name``: the turns only the name
+        found)."""
+        names = state.filters.speakers
+        if not (state.named.people or names):
+            return consider
+        scan = state.scan
+        if scan is not None and consider <= scan.keys():
+            speakers = {i: scan[i].speaker for i in consider}
+        else:
+            speakers = self.index.doc_speakers(consider)
+        if names:
+            consider = {i for i in consider if spoke(speakers.get(i, ""), names)}
+            speakers = {i: speakers.get(i, "") for i in consider}
+        cfg = self.config
+        scale = cfg.match.speaker_weight * (cfg.first.k1 + 1) / state.ideal
+        state.lift = state.named.lifts(speakers, by_name, state.weights, state.idf, scale)
+        return consider
+
     def _asking(
         self, best: list[int], where: dict[int, tuple[int, int, int]]
     ) -> set[tuple[int, int]]:
@@ -616,7 +679,7 @@ class Ranker:
         return out
 
     def _allowed(self, filters: Filters) -> set[int]:
-        return self.index.session_keys(
+        keys = self.index.session_keys(
             session_ids=filters.sessions,
             tags=filters.tags,
             project=filters.project,
@@ -624,6 +687,9 @@ class Ranker:
             active_since=filters.since.timestamp() if filters.since else None,
             created_until=filters.until.timestamp() if filters.until else None,
         )
+        for name in filters.speakers:
+            keys &= self.index.speaker_sessions(name)
+        return keys
 
     def _expansion(
         self,
@@ -657,7 +723,7 @@ class Ranker:
     def _score_documents(self, rows: dict[int, DocRow], state: RankState) -> list[RankedCandidate]:
         """Add what needs the document itself: speaker, fuzzy, date, age and use."""
         cfg = self.config
-        pre, weights, idf, ideal = state.pre, state.weights, state.idf, state.ideal
+        pre = state.pre
         text, filters, now = state.text, state.filters, state.now
         sessions = self.index.sessions({r.skey for r in rows.values()})
         access = (
@@ -665,7 +731,10 @@ class Ranker:
             if cfg.recency.activation_weight
             else {}
         )
-        fuzzy_query = " ".join(terms(text)) if cfg.match.fuzzy_weight else ""
+        # a query of names only: their turns are ordered by time, not by spelling
+        fuzzy_query = (
+            " ".join(terms(text)) if cfg.match.fuzzy_weight and not state.named.names_only else ""
+        )
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
         named_dates = dates(text) if cfg.dates.temporal_weight else []
         # relative dates in the query ("last week") are seen from now
@@ -678,8 +747,7 @@ class Ranker:
             else []
         )
         stamp = (now or datetime.now(UTC)).timestamp()
-        lo = filters.since.timestamp() if filters.since else -math.inf
-        hi = filters.until.timestamp() if filters.until else math.inf
+        lo, hi = filters.period
         out: list[RankedCandidate] = []
         for doc_id, row in rows.items():
             session = sessions.get(row.skey)
@@ -687,16 +755,9 @@ class Ranker:
                 continue
             additive, comp = pre[doc_id]
             comp = dict(comp)
-            if row.speaker and cfg.match.speaker_weight:
-                asked = name_terms(row.speaker) & weights.keys()
-                if asked:
-                    comp["speaker"] = (
-                        cfg.match.speaker_weight
-                        * sum(weights[t] * idf[t] for t in asked)
-                        * (cfg.first.k1 + 1)
-                        / ideal
-                        + cfg.match.speaker_share * additive
-                    )
+            lift = state.lift.get(doc_id, 0.0)
+            if lift:
+                comp["speaker"] = lift + cfg.match.speaker_share * additive
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.match.fuzzy_weight * ratio / 100

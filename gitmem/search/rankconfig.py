@@ -74,6 +74,9 @@ class MatchConfig:
     # plus this share of the turn's own score: a lift that grows with the match, so a
     # named speaker's weak turn cannot outvote the other person's strong one by itself
     speaker_share: float = 0.2
+    # the newest turns of each person a query names that are candidates even when no other
+    # word of the query matches them
+    speaker_pool: int = 50
     fuzzy_weight: float = 0.05
     fuzzy_candidates: int = 30
 

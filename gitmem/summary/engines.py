@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ from gitmem.summary.extractive import (
     SummaryExtractor,
 )
 from gitmem.text import json_in
+from gitmem.text.voice import role_prefix, statement_problem
 
 JSON_INSTRUCTION = """Answer with only a JSON object, no prose and no code fence, of the form \
 {"summary": "<the bullet points as one string>", "key_facts": ["..."], "entities": ["..."], \
@@ -124,6 +125,20 @@ def _usable(found: StructuredSummary) -> StructuredSummary:
         if len(items) > most:
             raise _Unusable(f"the answer has too many {name} ({len(items):,}; at most {most})")
     return found
+
+
+def _written_as_notes(found: StructuredSummary, speakers: Iterable[str]) -> None:
+    """Raises ``_Unusable`` when a summary is not written as notes: a line that starts with a
+    role or speaker label (a transcript line), a key fact that is a question, so labelled
+    or in the first person (the rules the offline summaries and facts follow)."""
+    for at, line in enumerate(found.summary.splitlines(), 1):
+        label = role_prefix(line, speakers)
+        if label is not None:
+            raise _Unusable(f"summary line {at} starts with the speaker label {label!r}")
+    for at, fact in enumerate(found.key_facts, 1):
+        problem = statement_problem(fact, speakers)
+        if problem is not None:
+            raise _Unusable(f"key fact {at} is {problem}")
 
 
 def _transcript(turns: Sequence[Interaction]) -> list[str]:
@@ -274,6 +289,7 @@ class LLMSummarizer:
     ) -> SummaryResult:
         """Ask the server for a summary of ``turns``; fall back (recorded) when it fails."""
         kept, transcript = self.fit(turns)
+        speakers = {m.speaker for t in kept for m in t.messages}
         attempts: list[str] = []
         modes = [m for m in self.config.modes if m in MODES]
         reason = "no output mode configured"
@@ -285,6 +301,7 @@ class LLMSummarizer:
             try:
                 content = self._ask(mode, self.messages(transcript, previous, mode))
                 parsed = self._parse(mode, content)
+                _written_as_notes(parsed, speakers)
             except ChatFailure as failure:
                 if failure.kind == "refused":
                     reason = f"{mode}: HTTP {failure.status_code} ({failure.detail})"

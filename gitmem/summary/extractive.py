@@ -4,9 +4,11 @@
 gitmem's default) scores every sentence of the covered turns by its TF-IDF cosine similarity
 to the conversation's centroid (the sentences that say what the whole conversation is about),
 prefers ones that carry facts (numbers, names, the user's own words), removes near-duplicates
-and keeps them in conversation order. Keywords are the terms with the highest TF-IDF mass,
-entities the capitalised names. Terms come from :mod:`gitmem.text` (``topic_terms``: the
-search terms without small talk), and the same vectors serve the topic-shift trigger and the
+and keeps those that read as statements about someone; they are written as an account in the
+third person (:mod:`gitmem.summary.account`). Keywords are the terms with the highest TF-IDF
+mass, entities the capitalised names, both without markup and words every session uses.
+Terms come from :mod:`gitmem.text` (``topic_terms``: the search terms without small talk),
+and the same vectors serve the topic-shift trigger and the
 loss guard, so search and summaries agree on what "the same word" means.
 """
 
@@ -15,11 +17,32 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
+from datetime import datetime
 
 from gitmem.models import USER_SPEAKERS, Interaction, StructuredSummary, Summary
+from gitmem.summary.account import (
+    GENERIC_TERMS,
+    is_request,
+    keyword_ok,
+    opening,
+    quoted,
+    reported,
+    suggestion,
+    voiced,
+    with_turn,
+    without_markup,
+)
 from gitmem.text import is_cjk, name_terms, split_sentences, stem, topic_terms, words
+from gitmem.text.voice import (
+    Speakers,
+    display_name,
+    is_assistant,
+    is_question,
+    is_user,
+    restate,
+)
 
 EXTRACTIVE_MODEL = "gitmem-extractive"
 
@@ -94,6 +117,17 @@ class _Sentence:
     vector: Vector
     length: float = 0.0
     score: float = 0.0
+    turn_id: str = ""
+    who: Speakers | None = None
+    said_at: datetime | None = None
+    # the sentence as a key point ("" until worked out, None when it is none)
+    stated: str | None = ""
+
+    def statement(self) -> str | None:
+        """The sentence as a key point, worked out on first use (most never are)."""
+        if self.stated == "":
+            self.stated = _stated(self.text, self.who or Speakers(self.speaker), self.said_at)
+        return self.stated
 
 
 _CAPITALISED = re.compile(r"(?<![\w'’-])[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ ][A-ZÀ-ÖØ-Þ][\w'’-]*)*")
@@ -105,8 +139,8 @@ def _entities(sentences: Sequence[_Sentence], speakers: Iterable[str]) -> list[s
     first_seen: dict[str, int] = {}
     cleaned: dict[str, str | None] = {}
     for at, sentence in enumerate(sentences):
-        for match in _CAPITALISED.finditer(sentence.text, 1):
-            run = match.group(0)
+        for match in _CAPITALISED.finditer(without_markup(sentence.text), 1):
+            run = match.group(0).rstrip("'’-")
             name = cleaned.get(run, "")
             if name == "":
                 words = [w for w in run.split(" ") if _may_name(w)]
@@ -150,24 +184,44 @@ class SummaryExtractor:
         self.max_keywords = max_keywords
         self.max_drop_share = max_drop_share
         self.redundancy = redundancy
+        # terms (stems) too common to be keywords: set to those in most sessions of a store
+        self.common_terms: frozenset[str] = GENERIC_TERMS
 
     def structured(
         self, turns: Sequence[Interaction], previous: Summary | None = None
     ) -> StructuredSummary:
-        """Summarize ``turns`` (continuing ``previous``) into a structured summary."""
-        sentences = self._sentences(turns)
-        speakers = sorted({m.speaker for t in turns for m in t.messages})
-        muted = name_terms(*speakers, short_forms=True)
+        """Summarize ``turns`` (continuing ``previous``) into a structured summary: an
+        account in the third person (see :mod:`gitmem.summary.account`)."""
+        speakers = list(dict.fromkeys(m.speaker for t in turns for m in t.messages if m.speaker))
+        chinese = _mostly_chinese(turns)
+        sentences = self._sentences(turns, speakers, chinese)
+        muted = name_terms(*speakers, short_forms=True) | self.common_terms
         picked = self._select(sentences, speakers)
-        facts = self._merge_facts(summary_facts(previous), [self._fact(s) for s in picked])
-        names = _entities(sentences, speakers)[: max(1, self.max_keywords - 3)]
+        old = [voiced(f, speakers, chinese) for f in summary_facts(previous)]
+        new = [with_turn(_clip(s.statement() or s.text), s.turn_id) for s in picked]
+        said_by = dict(zip(new, (s.speaker for s in picked), strict=True))
+        facts = self._merge_facts(old, new)
+        names = [
+            n
+            for n in _entities(sentences, speakers)
+            if keyword_ok(n)
+            and not set(topic_terms(n)) <= self.common_terms
+            and n.casefold() not in _CALENDAR
+        ][: max(1, self.max_keywords - 3)]
         # a keyword that is part of a name ("caleb" of "Caleb Hattingh") adds nothing
         in_names = {t for name in names for t in topic_terms(name)}
         keywords = self._keywords(sentences, muted | in_names)
         entities = [*names, *keywords][: self.max_keywords]
         old_entities = previous.keywords if previous else []
         merged = list(dict.fromkeys([*entities, *old_entities]))
-        lines = [f"- {fact}" for fact in facts] or [f"- {len(turns)} turns without text"]
+        if not facts:
+            return StructuredSummary(
+                summary=f"- {len(turns)} turns without text",
+                entities=merged[: self.max_keywords * 2],
+                tags=keywords[:3],
+            )
+        head = self._opening(sentences, speakers, chinese, muted, keywords, old_entities)
+        lines = [head, *(f"- {fact}" for fact in by_person(facts, speakers, chinese, said_by))]
         return StructuredSummary(
             summary="\n".join(lines),
             key_facts=facts,
@@ -175,26 +229,102 @@ class SummaryExtractor:
             tags=keywords[:3],
         )
 
+    def _opening(
+        self,
+        sentences: Sequence[_Sentence],
+        speakers: Sequence[str],
+        chinese: bool,
+        muted: Set[str],
+        keywords: Sequence[str],
+        old_keywords: Sequence[str],
+    ) -> str:
+        """The account's first line: who talked about what (the user's topics and what the
+        assistant suggested when they are the two speakers)."""
+        asking = [s for s in sentences if is_user(s.speaker)]
+        talked = sentences
+        if asking and any(is_assistant(s) for s in speakers):
+            talked = asking
+        said = {t for s in talked for t in s.vector}
+        names = [
+            n
+            for n in _entities(talked, ())
+            if keyword_ok(n) and not set(topic_terms(n)) & muted and not is_assistant(n)
+        ]
+        topics = [*names[:2], *(k for k in keywords if stem(k.casefold()) in said)]
+        topics += [k for k in old_keywords if k.islower()]
+        topics = [t for t in dict.fromkeys(topics) if t.casefold() not in _CALENDAR]
+        # "Python" says less than "Fluent Python" beside it
+        topics = [
+            t
+            for t in topics
+            if not any(t != o and t.casefold() in o.casefold().split() for o in topics)
+        ]
+        topics = topics[: 2 if chinese else 3]
+        told = {t.casefold() for t in topics}
+        advice = [s for s in sentences if is_assistant(s.speaker) and suggestion(s.text, _who(s))]
+        offered = quoted(s.text for s in advice) or _entities(advice, ())
+        suggested: list[str] = []
+        for name in dict.fromkeys(offered):
+            folded = name.casefold()
+            if (
+                keyword_ok(name)
+                and folded not in told
+                and not any(folded in s.casefold() for s in suggested)
+            ):
+                suggested.append(name)
+        suggested = suggested[:2]
+        if advice and not suggested:
+            suggested = [k for k in self._keywords(advice, muted) if k.casefold() not in told][:2]
+        return opening(
+            speakers,
+            topics,
+            asked=any(is_request(s.text) for s in asking),
+            suggested=suggested,
+            chinese=chinese,
+        )
+
     # --- internals -----------------------------------------------------------------------
 
     def keywords(self, text: str) -> list[str]:
         """Names first, then keywords, of a free text (e.g. an LLM's plain-text answer)."""
         sentences = self._vectorize(
-            _Sentence(0, at, "", part, topic_terms(part), {})
+            _Sentence(0, at, "", part, topic_terms(without_markup(part)), {})
             for at, part in enumerate(split_sentences(text))
         )
-        names = _entities(sentences, ())
+        names = [n for n in _entities(sentences, ()) if keyword_ok(n)]
         lowered = {n.casefold() for n in names}
         extra = [k for k in self._keywords(sentences) if k.casefold() not in lowered]
         return [*names, *extra][: self.max_keywords]
 
-    def _sentences(self, turns: Sequence[Interaction]) -> list[_Sentence]:
-        return self._vectorize(
-            _Sentence(index, 0, message.speaker, text, topic_terms(text), {})
-            for index, turn in enumerate(turns)
-            for message in turn.messages
-            for text in split_sentences(message.content)
-        )
+    @staticmethod
+    def _sentences(
+        turns: Sequence[Interaction], speakers: Sequence[str], chinese: bool
+    ) -> list[_Sentence]:
+        out: list[_Sentence] = []
+        before: str | None = None
+        for index, turn in enumerate(turns):
+            for message in turn.messages:
+                speaker = message.speaker
+                who = Speakers(speaker, _addressee(speaker, speakers, before), chinese=chinese)
+                before = speaker
+                for text in split_sentences(message.content):
+                    words = topic_terms(without_markup(text))
+                    out.append(
+                        _Sentence(
+                            index,
+                            0,
+                            speaker,
+                            text,
+                            words,
+                            {},
+                            0.0,
+                            0.0,
+                            turn.id,
+                            who,
+                            turn.timestamp,
+                        )
+                    )
+        return SummaryExtractor._vectorize(out)
 
     @staticmethod
     def _vectorize(candidates: Iterable[_Sentence]) -> list[_Sentence]:
@@ -260,6 +390,8 @@ class SummaryExtractor:
         for candidate in ranked:
             if len(picked) >= budget:
                 break
+            if candidate.statement() is None:
+                continue  # a question, small talk, a command: no key point
             if any(
                 cosine(candidate.vector, chosen.vector, candidate.length, chosen.length)
                 > self.redundancy
@@ -268,11 +400,6 @@ class SummaryExtractor:
                 continue
             picked.append(candidate)
         return sorted(picked, key=lambda s: s.order)
-
-    @staticmethod
-    def _fact(sentence: _Sentence) -> str:
-        text = sentence.text if len(sentence.text) <= 300 else sentence.text[:299] + "…"
-        return f"{sentence.speaker}: {text}"
 
     def _merge_facts(self, old: list[str], new: list[str]) -> list[str]:
         seen = {fact.casefold() for fact in old}
@@ -297,10 +424,14 @@ class SummaryExtractor:
         scored = [
             (count * (math.log((total + 1) / (df[t] + 1)) + 0.1), t)
             for t, count in counts.items()
-            if (len(t) >= 3 or (len(t) == 2 and is_cjk(t))) and not t.isdigit() and t not in muted
+            if (len(t) >= 3 or (len(t) == 2 and is_cjk(t)))
+            and not t.isdigit()
+            and t not in muted
+            and t not in self.common_terms
         ]
         scored.sort(key=lambda item: (-item[0], item[1]))
-        return _spelled([t for _, t in scored[: self.max_keywords]], sentences)
+        spelled = _spelled([t for _, t in scored[: self.max_keywords * 2]], sentences)
+        return [word for word in spelled if keyword_ok(word)][: self.max_keywords]
 
 
 def _spelled(keywords: list[str], sentences: Sequence[_Sentence], enough: int = 12) -> list[str]:
@@ -324,6 +455,78 @@ def _spelled(keywords: list[str], sentences: Sequence[_Sentence], enough: int = 
         forms = seen[term]
         out.append(min(forms, key=lambda w: (-forms[w], len(w), w)) if forms else term)
     return out
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+
+_CALENDAR_TEXT = """
+    monday tuesday wednesday thursday friday saturday sunday january february march april may
+    june july august september october november december mon tue tues wed thu thur thurs fri
+    sat sun jan feb mar apr jun jul aug sep sept oct nov dec
+"""
+_CALENDAR = frozenset(_CALENDAR_TEXT.split())
+
+
+def _clip(text: str, most: int = 300) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _mostly_chinese(turns: Sequence[Interaction]) -> bool:
+    """Whether the turns are written mostly in Chinese (the account is then written so)."""
+    text = "".join(m.content for t in turns for m in t.messages)
+    if text.isascii():
+        return False
+    letters = _LETTER.findall(text)
+    return bool(letters) and sum(map(is_cjk, letters)) * 3 > len(letters)
+
+
+# a note the transcript adds after a sentence ("[image: a photo of ...]")
+_ANNOTATION = re.compile(r"\s*\[[^\[\]]*\]\s*$")
+
+
+def _stated(text: str, who: Speakers, said_at: datetime | None) -> str | None:
+    """The sentence as a key point (a statement, or what the assistant suggested); None
+    for a question even when a note follows its question mark."""
+    if is_question(_ANNOTATION.sub("", text)):
+        return None
+    return restate(text, who, said_at) or suggestion(text, who) or reported(text, who)
+
+
+def _addressee(speaker: str, speakers: Sequence[str], before: str | None) -> str | None:
+    """Whom ``speaker`` talks to: the other one of two, else whoever spoke last."""
+    others = [s for s in speakers if s != speaker]
+    if len(others) == 1:
+        return others[0]
+    return before if before != speaker else None
+
+
+def _who(sentence: _Sentence) -> Speakers:
+    return sentence.who or Speakers(sentence.speaker)
+
+
+def by_person(
+    facts: Sequence[str],
+    speakers: Sequence[str],
+    chinese: bool,
+    said_by: Mapping[str, str] | None = None,
+) -> list[str]:
+    """``facts`` grouped by the person each is about (the speaker it opens with, else the
+    one who said it, else the first speaker it names), in the order the speakers first
+    spoke; facts about no speaker last."""
+    names = [display_name(s, chinese=chinese).casefold() for s in speakers]
+    said_by = said_by or {}
+
+    def owner(fact: str) -> int:
+        folded = fact.casefold()
+        starts = [at for at, name in enumerate(names) if folded.startswith(name)]
+        if starts:
+            return starts[0]
+        if said_by.get(fact) in speakers:
+            return speakers.index(said_by[fact])
+        found = [(folded.find(name), at) for at, name in enumerate(names) if name in folded]
+        return min(found)[1] if found else len(names)
+
+    return sorted(facts, key=owner)
 
 
 def _may_name(word: str) -> bool:

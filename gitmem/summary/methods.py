@@ -11,10 +11,12 @@ branch ``gitmem/review/<session>`` for a person to accept or reject.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import re
 import shlex
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -41,7 +43,9 @@ from gitmem.llm.embeddings import EmbedConfig, embed_texts
 from gitmem.models import Interaction, Review, Session, Summary, SummaryOutcome, as_when, now
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
+from gitmem.summary.account import without_markup
 from gitmem.summary.engines import IDLE, MANUAL, Summarizer, SummaryResult, default_summarizer
+from gitmem.summary.extractive import SummaryExtractor
 from gitmem.summary.loss import LossReport, check_loss, covers_label
 from gitmem.summary.triggers import (
     TRIGGERS,
@@ -50,11 +54,13 @@ from gitmem.summary.triggers import (
     parse_duration,
     uncovered,
 )
-from gitmem.text import one_line
+from gitmem.text import one_line, topic_terms
 
 log = logging.getLogger(__name__)
 
 REVIEW_PREFIX = "refs/heads/gitmem/review/"
+# a store needs this many sessions before "in most sessions" says a word is common
+COMMON_MIN_SESSIONS = 4
 
 # the user:password@ (or token@) part of a URL, left out of fallback reasons
 _USERINFO = re.compile(r"([a-z][a-z0-9+.-]*://)[^\s/?#@]+@", re.IGNORECASE)
@@ -105,6 +111,8 @@ class Summaries:
         # set it to embed with other settings; else gitmem.embed.* / GITMEM_EMBED_* (read once)
         self.embed_settings: EmbedConfig | None = None
         self._embed_found: tuple[EmbedConfig | None] | None = None
+        # (session, turn count, last turn) -> the session's terms, for _common_terms()
+        self._session_terms: dict[tuple[str, int, str], frozenset[str]] = {}
 
     def before_save(self) -> None:
         self.summary_config  # noqa: B018  a bad gitmem.summary.* setting stops the save here
@@ -192,6 +200,33 @@ class Summaries:
             self._default_summarizer = default_summarizer(self.llm_config())
         return self._default_summarizer
 
+    def _common_terms(self) -> frozenset[str]:
+        """The terms (stems) that occur in most sessions of this store (of at least
+        :data:`COMMON_MIN_SESSIONS`): no keyword of one session. Each session's terms are
+        kept while its turns stay the same, so a summary reads only what changed."""
+        sessions = self.store.list_sessions()
+        if len(sessions) < COMMON_MIN_SESSIONS:
+            return frozenset()
+        counts: Counter[str] = Counter()
+        for session in sessions:
+            turns = session.interactions
+            key = (session.id, len(turns), turns[-1].id if turns else "")
+            found = self._session_terms.get(key)
+            if found is None:
+                text = "\n".join(m.content for t in turns for m in t.messages)
+                found = self._session_terms[key] = frozenset(topic_terms(without_markup(text)))
+            counts.update(found)
+        return frozenset(t for t, n in counts.items() if n * 2 > len(sessions))
+
+    def _with_store_view(self, engine: Summarizer) -> Summarizer:
+        """The offline summarizer told which words every session uses (a copy: the
+        caller's object is left alone); any other summarizer as it is."""
+        if not isinstance(engine, SummaryExtractor):
+            return engine
+        viewing = copy.copy(engine)
+        viewing.common_terms = engine.common_terms | self._common_terms()
+        return viewing
+
     # --- summarizing ----------------------------------------------------------------------
 
     def summarize(self, session_id: str, **options: Unpack[SummarizeOptions]) -> str:
@@ -255,7 +290,7 @@ class Summaries:
                 f"session {session_id!r}: all {len(session.interactions)} turns are covered by "
                 "its summary already; save more turns first"
             )
-        engine = self._summarizer(summarizer, offline)
+        engine = self._with_store_view(self._summarizer(summarizer, offline))
         result = self._without_credentials(
             engine, engine.summarize(pending, previous=session.summary)
         )

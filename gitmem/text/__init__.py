@@ -28,6 +28,8 @@ from collections.abc import Collection
 from functools import lru_cache
 from typing import Any
 
+from rapidfuzz import fuzz
+
 # Function words that carry no topic. Question words are in it because a question's
 # "what did ... when" says nothing about which memory holds the answer.
 _STOPWORD_TEXT = """
@@ -258,6 +260,12 @@ def split_sentences(text: str) -> list[str]:
             continue
         out.extend(part.strip() for part in _SENTENCE_END.split(line) if part.strip())
     return out
+
+
+def near_duplicate(a: str, b: str, threshold: float = 85.0) -> bool:
+    """Whether two texts say the same in nearly the same words (rapidfuzz's token-sort
+    ratio of their :func:`words`, 0-100, at least ``threshold``)."""
+    return fuzz.token_sort_ratio(" ".join(words(a)), " ".join(words(b))) >= threshold
 
 
 def one_line(text: str, limit: int) -> str:

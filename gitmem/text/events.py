@@ -184,6 +184,42 @@ def relative_spans(text: str, anchor: datetime) -> list[Span]:
     return out
 
 
+def relative_phrases(text: str, anchor: datetime) -> list[tuple[int, int, Span]]:
+    """Where each relative phrase of ``text`` stands (start, end offsets) and the span it
+    names seen from ``anchor``: what :func:`relative_spans` finds, with its place, so a
+    restated sentence can put the date in place of "yesterday"."""
+    if anchor.tzinfo is None:
+        anchor = anchor.replace(tzinfo=UTC)
+    out: list[tuple[int, int, Span]] = []
+    for match in _RELATIVE.finditer(text):
+        try:
+            out.append((match.start(), match.end(), _relative_span(anchor, *match.groups())))
+        except (ValueError, OverflowError):
+            continue
+    return out
+
+
+def span_label(span: Span) -> str:
+    """A span as a person writes it: "7 May 2023", "the week of 1 May 2023", "May 2023",
+    "2022" (the start's day, month or year; anything else as "1-5 May 2023")."""
+    start, end = span
+    days = (end - start).days
+    if days <= 1:
+        return f"{start.day} {start:%B %Y}"
+    if days <= 3 and start.weekday() == 5:
+        return f"the weekend of {start.day} {start:%B %Y}"
+    if days == 7 and start.weekday() == 0:
+        return f"the week of {start.day} {start:%B %Y}"
+    if start.day == 1 and end.day == 1 and 28 <= days <= 31:
+        return f"{start:%B %Y}"
+    if start.month == 1 and start.day == 1 and 365 <= days <= 366:
+        return str(start.year)
+    last = end - timedelta(days=1)
+    if (start.year, start.month) == (last.year, last.month):
+        return f"{start.day}-{last.day} {start:%B %Y}"
+    return f"{start.day} {start:%B %Y} - {last.day} {last:%B %Y}"
+
+
 def _relative_span(
     anchor: datetime,
     day: str | None,
