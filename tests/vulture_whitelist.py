@@ -38,6 +38,8 @@ sessions.show
 sessions.list_
 sessions.demo
 facts.edit
+facts.pin
+facts.unpin
 serve.mcp
 serve.web
 sharing.remote_list

@@ -1,13 +1,14 @@
-"""The offline fact extractor: which sentences of new turns and summaries are worth keeping.
+"""The offline fact extractor: which statements of new turns and summaries are worth keeping.
 
-Consolidation without an LLM (``mm.consolidate(offline=True)``) cannot rewrite or judge
-facts, so it only adds, and must choose well within a token budget: a memory file is read
-into every context. It weighs each sentence by how specific its words are across the
-material (rare words weigh more: "Sweden", "Marley flooring", not "great" or "today"),
-prefers statements with names, numbers, dates and first-person facts ("I have", "my ..."),
-drops questions and small talk, trims interjections and vocatives, and skips anything the
-memory already holds (same words, or most of them). Each kept fact names the turn it came
-from. General rules only: nothing here knows a benchmark's questions.
+Consolidation without an LLM (``mm.consolidate(offline=True)``) cannot judge facts, so it only
+adds, and must choose well within a token budget: a memory file is read into contexts. Each
+sentence a person said is trimmed (interjections, vocatives, emphasis, clauses that add no
+specific word) and restated as a note about someone (:func:`gitmem.text.voice.restate`:
+"I went there yesterday" -> "Caroline went there (7 May 2023)."); questions, small talk,
+commands, the assistant's suggestions and sentences that name nobody are never facts. The
+choice is greedy for what the file can answer: rare words added per token, given what is
+chosen. Near-duplicates become one fact citing every source; what the memory holds is
+skipped. General rules only: nothing here knows a benchmark's questions.
 """
 
 from __future__ import annotations
@@ -42,23 +43,10 @@ from gitmem.text.voice import (
     statement_problem,
 )
 
-USER_LABELS = frozenset({"user", "用户", "human", "me", "you"})
-ASSISTANT_LABELS = frozenset({"assistant", "助手", "ai", "bot", "system", "model", "tool"})
-
 # a fact's cost beyond its words: the bullet, its id and one source in braces (tokens)
 FACT_OVERHEAD = 18
 
 _IMAGE = re.compile(r"\s*\[image: [^\]]*\]")
-_FIRST_PERSON = re.compile(
-    r"\b(?:I|I'm|I've|I'd|I'll|my|mine|we|our|we're|we've|me)\b|我", re.IGNORECASE
-)
-# a statement about the speaker: "I am", "I have", "my ..."
-_ABOUT_ME = re.compile(
-    r"\b(?:I am|I'm|I have|I've|I had|I was|my|we have|we've|our)\b|"
-    r"\b(?:I|we)\s+(?!think|guess|hope|wish|feel|mean|know|bet|agree|can't wait|love that)"
-    r"[a-z]+",
-    re.IGNORECASE,
-)
 _PREFERENCE = re.compile(
     r"\b(?:prefer|prefers|favou?rite|like to|love to|enjoy|enjoys|hate|dislike|can't stand|"
     r"allergic|vegan|vegetarian)\b|喜欢|偏好|讨厌",
