@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitmem.core import SessionStore
-from gitmem.errors import ConflictError, ValidationError
+from gitmem.errors import ConflictError, LockTimeout, ValidationError
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
@@ -36,6 +36,7 @@ from gitmem.format.paths import (
 from gitmem.guard.secrets import SecretConfig, find_secrets
 from gitmem.models import Result
 from gitmem.store.git import run_git
+from gitmem.store.locks import git_gc_lock
 from gitmem.store.objects import Signature, signature
 from gitmem.store.rewrite import HistoryRewrite, RewriteResult
 
@@ -449,9 +450,26 @@ class Purges:
                     os.unlink(entry)
         repo.revisions.forget_caches()
         repo.objects.forget_trees()
-        repo.runner.run_git("gc", "--prune=now", "--quiet")
+        self._prune()
         after = _object_count(repo.runner.git("count-objects", "-v"))
         report.removed = {"objects": max(0, before - after), "refs": len(report.refs)}
+
+    def _prune(self) -> None:
+        """``git gc --prune=now`` under git's gc lock, so no housekeeping repack runs beside it
+        (it waits for one that does)."""
+        repo = self.store.repo
+        deadline = time.monotonic() + repo.lock_timeout
+        while True:
+            with git_gc_lock(repo.git_dir) as ours:
+                if ours:  # gc itself would take our gc.pid for another gc's: --force
+                    repo.runner.run_git("gc", "--force", "--prune=now", "--quiet")
+                    return
+            if time.monotonic() > deadline:
+                raise LockTimeout(
+                    f"{repo.root}: a git gc kept running; the purge is done, run "
+                    "`git gc --prune=now` to drop the old objects"
+                )
+            time.sleep(0.05)
 
 
 def _object_count(text: str) -> int:
