@@ -7,8 +7,10 @@ the content), ``log --all -p``, ``fsck --strict`` and a clean ``status``.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,49 @@ def test_saves_during_a_purge_land_after_it(
     assert PASSPORT.encode() not in git(store, "log", "--all", "-p").encode()
     assert git(store, "fsck", "--strict", "--no-dangling") == ""
     assert git(store, "status", "--porcelain") == ""
+
+
+PURGER = """
+import sys
+from gitmem import MemoryManager
+MemoryManager(sys.argv[1]).purge(text=sys.argv[2])
+print("done", flush=True)
+"""
+
+
+def test_a_killed_purge_leaves_the_store_before_or_after_it(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    mm = MemoryManager.init(template)
+    mm.save_interaction("s0", f"my passport is {PASSPORT}", "ok")
+    for n in range(120):
+        mm.save_interaction(f"s{n % 5}", f"turn {n}", "ok")
+    git(template, "branch", "side")
+    mm.close()
+    before = refs(template)
+    outcomes = set()
+    for round_, delay in enumerate([0.05, 0.15, 0.25, 0.35, 0.5, 0.7, 1.0, 1.5]):
+        store = tmp_path / f"round{round_}"
+        shutil.copytree(template, store, symlinks=True)
+        purger = subprocess.Popen([sys.executable, "-c", PURGER, str(store), PASSPORT])
+        time.sleep(delay)
+        purger.kill()
+        purger.wait()
+        survivor = MemoryManager(store)  # opening recovers what the purger left
+        survivor.save_interaction("after", "a save after the kill", "ok")
+        now = refs(store).replace(git(store, "rev-parse", "refs/heads/main").strip(), "")
+        main_log = git(store, "log", "--format=%B", "main")
+        if "Gitmem-Op: purge" in main_log:
+            outcomes.add("after")
+            assert PASSPORT not in git(store, "log", "-p", "--all")
+            assert "refs/gitmem/purges" in now
+            assert git(store, "rev-parse", "side").strip() not in before
+        else:
+            outcomes.add("before")
+            assert PASSPORT in git(store, "log", "-p", "--all")
+            assert refs(store).count("\n") == before.count("\n")
+            assert git(store, "rev-parse", "side").strip() in before
+        assert git(store, "fsck", "--strict", "--no-dangling") == ""
+        assert git(store, "status", "--porcelain") == ""
+        assert len(survivor.load_memory("s0").interactions) == 25
+        survivor.close()
+    assert outcomes  # which ones depends on the machine's speed
