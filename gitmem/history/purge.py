@@ -31,6 +31,7 @@ from gitmem.format.paths import (
     id_from_archive_path,
     id_from_path,
     is_facts_path,
+    memory_path,
     session_path,
 )
 from gitmem.guard.secrets import SecretConfig, find_secrets
@@ -89,6 +90,7 @@ class TextRule:
     text: bytes
     marker: bytes
     path_free: bool = True
+    folders: tuple[str, ...] | None = None
 
     def wants(self, path: str) -> bool:
         return True
@@ -107,6 +109,7 @@ class PatternRule:
     pattern: re.Pattern[str]
     marker: str
     path_free: bool = True
+    folders: tuple[str, ...] | None = None
 
     def wants(self, path: str) -> bool:
         return True
@@ -127,6 +130,7 @@ class SecretsRule:
     config: SecretConfig
     marker: str
     path_free: bool = True
+    folders: tuple[str, ...] | None = None
 
     def wants(self, path: str) -> bool:
         return True
@@ -161,6 +165,12 @@ def _masked_subject(message: bytes, marker: bytes) -> bytes:
     return (head + colon + marker if colon else subject) + sep + rest
 
 
+def _folders(session_id: str, namespace: str | None) -> tuple[str, ...]:
+    """The folders of a session's file and archive part."""
+    paths = (session_path(session_id, namespace), archive_path(session_id, namespace))
+    return tuple(path.rsplit("/", 1)[0] for path in paths)
+
+
 @dataclass
 class SessionRule:
     """A session's file and archive part gone; its commits' subjects masked."""
@@ -169,6 +179,10 @@ class SessionRule:
     namespace: str | None
     marker: bytes
     path_free: bool = False
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return _folders(self.session_id, self.namespace)
 
     def wants(self, path: str) -> bool:
         return path in (
@@ -217,6 +231,10 @@ class TurnRule:
     marker: bytes
     path_free: bool = False
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return _folders(self.session_id, self.namespace)
+
     def wants(self, path: str) -> bool:
         return path in (
             session_path(self.session_id, self.namespace),
@@ -245,8 +263,13 @@ class FactRule:
     """One fact's line gone from the memory files, in every commit."""
 
     fact_id: str
+    namespace: str | None
     marker: bytes
     path_free: bool = False
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (memory_path(self.namespace).rsplit("/", 1)[0],)
 
     def wants(self, path: str) -> bool:
         return is_facts_path(path)
@@ -313,7 +336,7 @@ class PurgeTarget:
                 raise ValidationError("a turn is named SESSION#TURN, e.g. s1#i3f4cff87")
             return TurnRule(session_id, turn_id, namespace, mark)
         if kind == "fact":
-            return FactRule(value, mark)
+            return FactRule(value, namespace, mark)
         return SecretsRule(config, marker)
 
 
