@@ -376,7 +376,9 @@ class Purges:
                 repo.objects.staged.clear()
                 return report
             self._publish(report, rewrite, salt)
-        self._clean_up(report)
+            # under the write lock: a save elsewhere has written its objects before its
+            # branch moves, and pruning now would take them
+            self._clean_up(report)
         return report
 
     @staticmethod

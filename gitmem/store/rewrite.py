@@ -10,7 +10,7 @@ did not change is the same object, so it keeps its id. Nothing is written until
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -19,15 +19,8 @@ from gitmem.store.objects import MODE_TREE, ObjectDatabase
 _SUBMODULE = b"160000"
 
 
-def _entries(data: bytes) -> Iterator[tuple[int, bytes, bytes, bytes]]:
-    """(offset, mode, name, binary id) of each entry of a tree object's body."""
-    pos, size = 0, len(data)
-    find = data.index
-    while pos < size:
-        space = find(b" ", pos)
-        nul = find(b"\0", space)
-        yield pos, data[pos:space], data[space + 1 : nul], data[nul + 1 : nul + 21]
-        pos = nul + 21
+# one tree entry: mode, name, binary id
+_ENTRY = re.compile(rb"([0-7]+) ([^\0]*)\0(.{20})", re.DOTALL)
 
 
 class ContentRule(Protocol):
@@ -71,6 +64,9 @@ class HistoryRewrite:
         self._changed_paths: dict[tuple[str, str], list[str]] = {}
         self._commits: dict[str, str] = {}
         self._read: dict[str, bytes] = {}  # read ahead, in one pass
+        # binary ids of trees and blobs the rule leaves as they are, wherever they are
+        # (only for a rule that ignores paths)
+        self._same: set[bytes] = set()
         self.result = RewriteResult()
 
     # --- the walk ------------------------------------------------------------------------
@@ -167,11 +163,17 @@ class HistoryRewrite:
         # so the order does too and the bytes are edited in place
         edits: list[tuple[int, int, str | None]] = []
         changed: list[str] = []
-        for pos, mode, name, sha in _entries(data):
+        same = self._same
+        for match in _ENTRY.finditer(data):
+            mode, name, sha = match.groups()
+            if sha in same:
+                continue  # the common case: a file or folder already seen, unchanged
             hexsha = sha.hex()
             new = self._entry(mode, name, hexsha, prefix, changed)
             if new != hexsha:
-                edits.append((pos, pos + len(mode) + len(name) + 22, new))
+                edits.append((match.start(), match.end(), new))
+            elif self.rule.path_free:
+                same.add(sha)
         result: str | None = tree
         if edits:
             body = bytearray(data)
@@ -192,8 +194,6 @@ class HistoryRewrite:
         """The new id of one entry of a tree (its changed files added to ``changed``)."""
         free = self.rule.path_free
         if mode == MODE_TREE:
-            if free and self._trees.get((hexsha, "")) == hexsha:
-                return hexsha  # the common case: a folder already seen, unchanged
             path = prefix + name.decode("utf-8", "surrogateescape")
             if not self._descend(path):
                 return hexsha
