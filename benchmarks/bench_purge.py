@@ -157,11 +157,11 @@ def main() -> None:
             rows.setdefault(fb, []).append(filter_branch(_copy(small, top / f"fb{run}")) * scale)
         ours = statistics.median(rows["gitmem purge"])
         print(f"\n{args.commits} commits, median of {args.runs} run(s)\n")
-        print("| tool | median s | gitmem purge is |")
+        print("| tool | median s | time / gitmem purge |")
         print("|---|---|---|")
         for name, samples in rows.items():
             median = statistics.median(samples)
-            print(f"| {name} | {median:.2f} | {median / ours:.1f}x faster |")
+            print(f"| {name} | {median:.2f} | {median / ours:.2f}x |")
     finally:
         shutil.rmtree(top, ignore_errors=True)
 
