@@ -72,6 +72,10 @@ def filled(store: Path) -> tuple[MemoryManager, dict[str, str]]:
     ids["other_fact"] = mm.remember("User likes tea").id
     git(store, "tag", "-a", "v1", "-m", f"tagged {PASSPORT}")
     git(store, "branch", "side")
+    git(store, "update-ref", "refs/gitmem/review/facts", "HEAD~1")  # a review branch
+    with (store / "notes.md").open("w") as notes:
+        notes.write(f"stashed {PASSPORT}\n")
+    git(store, "stash", "push", "-u", "-q")
     mm.search("passport")  # the search index holds it too
     return mm, ids
 
@@ -95,6 +99,9 @@ def test_purge_text_removes_it_from_every_object(
     # the tag and the other branch were rewritten too
     assert git(store, "rev-parse", "side").strip() == git(store, "rev-parse", "HEAD~1").strip()
     assert "[purged]" in git(store, "cat-file", "tag", "v1")
+    review = git(store, "rev-parse", "refs/gitmem/review/facts")
+    assert review == git(store, "rev-parse", "HEAD~2")
+    assert git(store, "stash", "list") == "" and report.refs["refs/stash"][1] == ""
     # the purge commit names the kind and a salted hash, never the text
     message = git(store, "log", "-1", "--format=%B")
     assert "Gitmem-Op: purge" in message and "Gitmem-Purge-Kind: text" in message
