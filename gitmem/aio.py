@@ -348,6 +348,7 @@ class AsyncMemoryManager:
     retrieve_context = _Coroutine(MemoryManager.retrieve_context)
     revert = _Coroutine(MemoryManager.revert)
     revert_where = _Coroutine(MemoryManager.revert_where)
+    purge = _Coroutine(MemoryManager.purge)
     revert_preview = _Coroutine(MemoryManager.revert_preview)
     review_accept = _Coroutine(MemoryManager.review_accept)
     review_branch = _Coroutine(MemoryManager.review_branch)

@@ -283,6 +283,7 @@ class MemoryManager:
     revert = _Call("_history", History.revert)
     revert_preview = _Call("_history", History.revert_preview)
     revert_where = _Call("_history", History.revert_where)
+    purge = _Call("_history", History.purge)
 
     # --- search and context --------------------------------------------------------------
     rank_config: _Setting[RankConfig] = _Setting("_search")

@@ -1,4 +1,4 @@
-"""Time-machine commands: log, diff, blame, rollback, revert, undo, restore."""
+"""Time-machine commands: log, diff, blame, rollback, revert, undo, restore, purge."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import click
 
 from gitmem.cli import views
 from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx, rev_option
+from gitmem.history.purge import PurgeReport
 
 
 @cli.command("log")
@@ -178,3 +179,71 @@ def restore(ctx: Context, session_id: str, rev: str | None) -> None:
     with rev_option(rev, "--rev", mm.secret_config):
         sha = mm.restore_session(session_id, rev)
     _written(ctx, sha, "restored", "nothing written")
+
+
+def _purge_lines(report: PurgeReport) -> list[str]:
+    # ids and paths only: the purged content is never printed
+    head = "would change" if report.dry_run else "changed"
+    lines = [f"{head} {len(report.commits)} commit(s):"]
+    for commit in report.commits:
+        what = ", ".join(commit.files) or "-"
+        message = " (and its message)" if commit.message else ""
+        lines.append(f"  {commit.commit[:12]}: {what}{message}")
+    return lines
+
+
+@cli.command()
+@click.option("--text", help="Every occurrence of this text becomes [purged].")
+@click.option("--pattern", metavar="REGEX", help="Every match of this regular expression.")
+@click.option("--session", "session_id", metavar="ID", help="The session's files, everywhere.")
+@click.option("--turn", metavar="SESSION#ID", help="One turn, from its session's files.")
+@click.option("--fact", "fact_id", metavar="ID", help="One fact's line, from the memory file.")
+@click.option("--secrets", is_flag=True, help="Every secret `gitmem scan` finds.")
+@click.option("--dry-run", is_flag=True, help="Only list the commits and files that would change.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def purge(
+    ctx: Context,
+    text: str | None,
+    pattern: str | None,
+    session_id: str | None,
+    turn: str | None,
+    fact_id: str | None,
+    secrets: bool,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Remove content from the whole history, for real (rewrites every commit holding it)."""
+    mm = ctx.manager()
+
+    def run(dry: bool) -> PurgeReport:
+        return mm.purge(
+            text=text,
+            pattern=pattern,
+            session=session_id,
+            turn=turn,
+            fact=fact_id,
+            secrets=secrets,
+            dry_run=dry,
+        )
+
+    if not dry_run and not yes:
+        preview = run(True)
+        click.echo("\n".join(_purge_lines(preview)), err=True)
+        if not preview.commits:
+            emit(ctx, preview.model_dump(mode="json"), lambda: "nothing to purge")
+            return
+        click.confirm("Rewrite these commits? This cannot be undone", abort=True, err=True)
+    report = run(dry_run)
+
+    def summary() -> str:
+        if not report.commits:
+            return "nothing to purge"
+        lines = _purge_lines(report)
+        if not dry_run:
+            lines.append(f"moved {len(report.refs)} ref(s); purge commit {report.purge_commit}")
+            removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items())
+            lines.append(f"removed {removed}; caches dropped: {', '.join(report.caches) or '-'}")
+        return "\n".join(lines)
+
+    emit(ctx, report.model_dump(mode="json"), summary)

@@ -33,6 +33,7 @@ from gitmem.format.paths import (
 )
 from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
 from gitmem.history.plan import UndoPlan, plan_undo
+from gitmem.history.purge import PurgeReport, Purges, PurgeTarget
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.transaction import Transaction
@@ -55,6 +56,7 @@ class History:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        self.purges = Purges(store)
 
     # --- reading history -----------------------------------------------------------------
 
@@ -580,6 +582,27 @@ class History:
     def _sessions_of(self, changes: Iterable[str]) -> list[str]:
         found = (self._owner(p) for p in changes)
         return list(dict.fromkeys(s for s in found if s is not None))
+
+    def purge(
+        self,
+        *,
+        text: str | None = None,
+        pattern: str | None = None,
+        session: str | None = None,
+        turn: str | None = None,
+        fact: str | None = None,
+        secrets: bool = False,
+        dry_run: bool = False,
+    ) -> PurgeReport:
+        """Remove content from every commit of every ref, for real (see
+        :mod:`gitmem.history.purge`): ``text`` or ``pattern`` matches (and every secret the
+        scan finds, with ``secrets``) become ``[purged]``; a ``session``'s files, a ``turn``
+        (``SESSION#ID``) or a ``fact``'s line are removed. Exactly one target. With
+        ``dry_run`` nothing changes and the report lists what would."""
+        target = PurgeTarget(
+            text=text, pattern=pattern, session=session, turn=turn, fact=fact, secrets=secrets
+        )
+        return self.purges.purge(target, dry_run=dry_run)
 
     def revert_where(
         self,

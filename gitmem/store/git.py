@@ -224,6 +224,12 @@ class GitCommands:
         """(blob id, content or None when missing) of each of ``shas``, in order, through
         one ``git cat-file --batch`` process (a rebuild reads every file of a commit: one
         process instead of a request per file). RepositoryError if git fails."""
+        for sha, kind, data in self.stream_objects(shas):
+            yield sha, (data if kind == "blob" else None)
+
+    def stream_objects(self, shas: Iterable[str]) -> Iterator[tuple[str, str, bytes | None]]:
+        """(id, type, body) of each of ``shas`` of any type, in order, as
+        :meth:`stream_blobs` reads them; a missing one is (id, "missing", None)."""
         wanted = list(shas)
         if not wanted:
             return
@@ -252,7 +258,7 @@ class GitCommands:
             for sha in wanted:
                 header = stdout.readline().split()
                 if len(header) == 2 and header[1] == b"missing":
-                    yield sha, None
+                    yield sha, "missing", None
                     continue
                 if len(header) != 3 or header[0].decode() != sha:
                     raise RepositoryError(
@@ -260,7 +266,7 @@ class GitCommands:
                     )
                 data = stdout.read(int(header[2]))
                 stdout.read(1)  # the newline after each object
-                yield sha, (data if header[1] == b"blob" else None)
+                yield sha, header[1].decode(), data
         finally:
             stdout.close()
             if proc.poll() is None:

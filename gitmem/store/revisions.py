@@ -292,6 +292,10 @@ class Revisions:
             self._history_cache = LogCache(self, self.state_dir / "history")
         return self._history_cache
 
+    def forget_caches(self) -> None:
+        """Drop the per-file commit cache held in memory (after history was rewritten)."""
+        self._history_cache = None
+
     def index_history(self) -> str | None:
         """Build or bring up to date the per-file commit cache (housekeeping runs this).
 

@@ -1,0 +1,502 @@
+"""``purge``: remove content from the whole history of a store, as one auditable operation.
+
+A target (a text, a pattern, a session, one turn, one fact, or every secret the scan finds)
+becomes a :class:`~gitmem.store.rewrite.ContentRule`; :class:`HistoryRewrite` rewrites every
+commit of every ref with it under the write lock. The refs then move in one ``update-ref``
+transaction (the commit point: a kill before it leaves the store as it was, after it the
+journal lets the next writer bring the working files to the new HEAD), one commit
+``Gitmem-Op: purge`` goes on top naming the target's kind and a salted hash of it, and the
+purge is recorded under ``refs/gitmem/purges`` (old -> new commit ids, for remotes and
+clones). Last, reflogs, stashes, caches and unreachable objects are dropped, so no object
+in the store holds the content any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets as random_source
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gitmem.core import SessionStore
+from gitmem.errors import ConflictError, LockTimeout, ValidationError
+from gitmem.format.paths import (
+    archive_path,
+    id_from_archive_path,
+    id_from_path,
+    is_facts_path,
+    memory_path,
+    session_path,
+)
+from gitmem.guard.secrets import SecretConfig, find_secrets
+from gitmem.models import Result
+from gitmem.store.git import run_git
+from gitmem.store.locks import git_gc_lock
+from gitmem.store.objects import Signature, signature
+from gitmem.store.rewrite import HistoryRewrite, RewriteResult
+
+MARKER = "[purged]"
+PURGES_REF = "refs/gitmem/purges"
+# state under .git/gitmem that is not a cache of the content: the lock (and journal), temp
+# files, the housekeeping record
+_KEPT_STATE = frozenset({"write.lock", "housekeeping.lock", "tmp", "packed"})
+_TURN_HEADING = re.compile(rb"^#{2,3} ")
+
+
+class PurgedCommit(Result):
+    """A commit the purge changes: its id before (and after), the files, whether its message."""
+
+    commit: str
+    new: str | None = None
+    files: list[str] = []  # noqa: RUF012 (pydantic copies it)
+    message: bool = False
+
+
+class PurgeReport(Result):
+    """What a purge changed (or, with ``dry_run``, would change); never the content itself."""
+
+    id: str
+    kind: str
+    salted_hash: str
+    dry_run: bool
+    commits: list[PurgedCommit] = []  # noqa: RUF012
+    refs: dict[str, list[str]] = {}  # noqa: RUF012 (ref -> [old, new]; new "" when deleted)
+    purge_commit: str | None = None
+    removed: dict[str, int] = {}  # noqa: RUF012 (what the clean-up dropped, by kind)
+    caches: list[str] = []  # noqa: RUF012
+
+
+# --- the targets ----------------------------------------------------------------------------
+
+
+def _text_of(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _bytes_of(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+@dataclass
+class TextRule:
+    """Every occurrence of a text, in every file and message, becomes the marker."""
+
+    text: bytes
+    marker: bytes
+    path_free: bool = True
+    folders: tuple[str, ...] | None = None
+
+    def wants(self, path: str) -> bool:
+        return True
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        return data.replace(self.text, self.marker) if self.text in data else data
+
+    def message(self, message: bytes) -> bytes:
+        return self.blob("", message) or b""
+
+
+@dataclass
+class PatternRule:
+    """Every match of a regular expression becomes the marker."""
+
+    pattern: re.Pattern[str]
+    marker: str
+    path_free: bool = True
+    folders: tuple[str, ...] | None = None
+
+    def wants(self, path: str) -> bool:
+        return True
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        text = _text_of(data)
+        new = self.pattern.sub(self.marker.replace("\\", "\\\\"), text)
+        return data if new == text else _bytes_of(new)
+
+    def message(self, message: bytes) -> bytes:
+        return self.blob("", message) or b""
+
+
+@dataclass
+class SecretsRule:
+    """Every secret the history scan finds becomes the marker."""
+
+    config: SecretConfig
+    marker: str
+    path_free: bool = True
+    folders: tuple[str, ...] | None = None
+
+    def wants(self, path: str) -> bool:
+        return True
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        text = _text_of(data)
+        found = list(find_secrets(text, self.config))
+        if not found:
+            return data
+        for hit in reversed(found):
+            text = text[: hit.start] + self.marker + text[hit.end :]
+        return _bytes_of(text)
+
+    def message(self, message: bytes) -> bytes:
+        return self.blob("", message) or b""
+
+
+def _trailer_values(message: bytes, key: bytes) -> list[str]:
+    prefix = key + b": "
+    return [
+        line[len(prefix) :].decode("utf-8", "replace").strip()
+        for line in message.split(b"\n")
+        if line.startswith(prefix)
+    ]
+
+
+def _masked_subject(message: bytes, marker: bytes) -> bytes:
+    """The message with the text after its subject's first ``: `` (a turn's or fact's
+    words in gitmem's subjects) replaced by the marker."""
+    subject, sep, rest = message.partition(b"\n")
+    head, colon, _words = subject.partition(b": ")
+    return (head + colon + marker if colon else subject) + sep + rest
+
+
+def _folders(session_id: str, namespace: str | None) -> tuple[str, ...]:
+    """The folders of a session's file and archive part."""
+    paths = (session_path(session_id, namespace), archive_path(session_id, namespace))
+    return tuple(path.rsplit("/", 1)[0] for path in paths)
+
+
+@dataclass
+class SessionRule:
+    """A session's file and archive part gone; its commits' subjects masked."""
+
+    session_id: str
+    namespace: str | None
+    marker: bytes
+    path_free: bool = False
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return _folders(self.session_id, self.namespace)
+
+    def wants(self, path: str) -> bool:
+        return path in (
+            session_path(self.session_id, self.namespace),
+            archive_path(self.session_id, self.namespace),
+        )
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        sid = id_from_path(path, self.namespace) or id_from_archive_path(path, self.namespace)
+        return None if sid == self.session_id else data
+
+    def message(self, message: bytes) -> bytes:
+        named = ", ".join(_trailer_values(message, b"Gitmem-Session")).split(", ")
+        return _masked_subject(message, self.marker) if self.session_id in named else message
+
+
+def remove_turn(data: bytes, turn_id: str) -> bytes:
+    """A session file without the turn ``turn_id``'s block: from its heading to the next
+    heading of a turn or section; every other byte stays."""
+    lines = data.splitlines(keepends=True)
+    tag = ("{#" + turn_id + "}").encode()
+    start = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if _TURN_HEADING.match(line) and line.rstrip().endswith(tag)
+        ),
+        None,
+    )
+    if start is None:
+        return data
+    end = next((i for i in range(start + 1, len(lines)) if _TURN_HEADING.match(lines[i])), None)
+    if end is not None:
+        return b"".join(lines[:start] + lines[end:])
+    kept = b"".join(lines[:start]).rstrip(b"\n")
+    return kept + b"\n" if kept else b""
+
+
+@dataclass
+class TurnRule:
+    """One turn's block gone from its session's file and archive part, in every commit."""
+
+    session_id: str
+    turn_id: str
+    namespace: str | None
+    marker: bytes
+    path_free: bool = False
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return _folders(self.session_id, self.namespace)
+
+    def wants(self, path: str) -> bool:
+        return path in (
+            session_path(self.session_id, self.namespace),
+            archive_path(self.session_id, self.namespace),
+        )
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        return remove_turn(data, self.turn_id)
+
+    def message(self, message: bytes) -> bytes:
+        if self.turn_id in _trailer_values(message, b"Gitmem-Interaction"):
+            return _masked_subject(message, self.marker)
+        return message
+
+
+def remove_fact(data: bytes, fact_id: str) -> bytes:
+    """A memory file without the line of fact ``fact_id``."""
+    tag = re.compile(rb"^\s*[-*] .*\{#" + re.escape(fact_id.encode()) + rb"[ }]")
+    lines = data.splitlines(keepends=True)
+    kept = [line for line in lines if not tag.match(line)]
+    return data if len(kept) == len(lines) else b"".join(kept)
+
+
+@dataclass
+class FactRule:
+    """One fact's line gone from the memory files, in every commit."""
+
+    fact_id: str
+    namespace: str | None
+    marker: bytes
+    path_free: bool = False
+
+    @property
+    def folders(self) -> tuple[str, ...]:
+        return (memory_path(self.namespace).rsplit("/", 1)[0],)
+
+    def wants(self, path: str) -> bool:
+        return is_facts_path(path)
+
+    def blob(self, path: str, data: bytes) -> bytes | None:
+        return remove_fact(data, self.fact_id)
+
+    def message(self, message: bytes) -> bytes:
+        if self.fact_id in _trailer_values(message, b"Gitmem-Fact"):
+            return _masked_subject(message, self.marker)
+        return message
+
+
+Rule = TextRule | PatternRule | SecretsRule | SessionRule | TurnRule | FactRule
+
+
+@dataclass(frozen=True)
+class PurgeTarget:
+    """What to purge: exactly one of the fields is set."""
+
+    text: str | None = None
+    pattern: str | None = None
+    session: str | None = None
+    turn: str | None = None  # SESSION#TURN
+    fact: str | None = None
+    secrets: bool = False
+
+    def kind_and_value(self) -> tuple[str, str]:
+        chosen = [
+            (kind, value)
+            for kind, value in (
+                ("text", self.text),
+                ("pattern", self.pattern),
+                ("session", self.session),
+                ("turn", self.turn),
+                ("fact", self.fact),
+                ("secrets", "secrets" if self.secrets else None),
+            )
+            if value
+        ]
+        if len(chosen) != 1:
+            raise ValidationError(
+                "name exactly one thing to purge: text, pattern, session, turn, fact or secrets"
+            )
+        return chosen[0]
+
+    def rule(self, namespace: str | None, config: SecretConfig, marker: str) -> Rule:
+        kind, value = self.kind_and_value()
+        mark = marker.encode()
+        if kind == "text":
+            return TextRule(value.encode(), mark)
+        if kind == "pattern":
+            try:
+                return PatternRule(re.compile(value), marker)
+            except re.error as exc:
+                raise ValidationError(
+                    f"the pattern is not a valid regular expression: {exc}"
+                ) from None
+        if kind == "session":
+            return SessionRule(value, namespace, mark)
+        if kind == "turn":
+            session_id, sep, turn_id = value.rpartition("#")
+            if not sep or not session_id or not turn_id:
+                raise ValidationError("a turn is named SESSION#TURN, e.g. s1#i3f4cff87")
+            return TurnRule(session_id, turn_id, namespace, mark)
+        if kind == "fact":
+            return FactRule(value, namespace, mark)
+        return SecretsRule(config, marker)
+
+
+# --- the operation --------------------------------------------------------------------------
+
+
+class Purges:
+    """Purging content from a store's whole history (see the module docs)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+
+    def purge(
+        self, target: PurgeTarget, *, dry_run: bool = False, marker: str = MARKER
+    ) -> PurgeReport:
+        """Rewrite every ref's history without ``target``; see the module docs."""
+        kind, value = target.kind_and_value()
+        rule = target.rule(self.store.namespace, self.store.guard.secret_config, marker)
+        salt = random_source.token_hex(16)
+        report = PurgeReport(
+            id=time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + salt[:8],
+            kind=kind,
+            salted_hash=hashlib.sha256(f"{salt}:{kind}:{value}".encode()).hexdigest(),
+            dry_run=dry_run,
+        )
+        repo = self.store.repo
+        with repo.transaction("a purge"):
+            refs = {
+                ref: sha
+                for ref, sha in repo.refs("refs/").items()
+                if ref != PURGES_REF and ref != "refs/stash"
+            }
+            rewrite = HistoryRewrite(repo.objects, rule)
+            done = rewrite.run(refs)
+            self._describe(report, done)
+            if dry_run or not done.commits:
+                repo.objects.staged.clear()
+                return report
+            self._publish(report, rewrite, salt)
+            # under the write lock: a save elsewhere has written its objects before its
+            # branch moves, and pruning now would take them
+            self._clean_up(report)
+        return report
+
+    @staticmethod
+    def _describe(report: PurgeReport, done: RewriteResult) -> None:
+        messages = set(done.messages)
+        report.commits = [
+            PurgedCommit(
+                commit=old, new=new, files=done.files.get(old, []), message=old in messages
+            )
+            for old, new in done.commits.items()
+        ]
+        report.refs = {ref: [old, new] for ref, (old, new) in done.refs.items()}
+
+    def _publish(self, report: PurgeReport, rewrite: HistoryRewrite, salt: str) -> None:
+        """Write the new objects, the purge commit and the record; move every ref at once."""
+        repo = self.store.repo
+        branch = repo.refs.branch_ref()
+        old_head = repo.refs.read(branch)
+        moved = dict(rewrite.result.refs)
+        new_head = moved.get(branch, (old_head, old_head))[1] if old_head else None
+        rewrite.write()  # unreachable until the refs move: a kill before leaves only garbage
+        files: dict[str, list[str | None]] = {}
+        sig = signature(repo.identity)
+        if old_head and new_head:
+            changes = repo.objects.diff_trees(old_head, new_head) if new_head != old_head else {}
+            dirty = repo.unclean_paths(changes)
+            if dirty:
+                raise ConflictError(
+                    f"{', '.join(dirty[:3])} has changes not saved; save or discard them "
+                    "and purge again (nothing was changed)"
+                )
+            files = {p: [a[1] if a else None, b[1] if b else None] for p, (a, b) in changes.items()}
+            message = (
+                f"Purge {report.kind} from history\n\n"
+                f"Rewrote {len(report.commits)} commits.\n\n"
+                f"Gitmem-Op: purge\nGitmem-Purge-Kind: {report.kind}\n"
+                f"Gitmem-Purge-Hash: sha256:{report.salted_hash}\n"
+                f"Gitmem-Purge-Id: {report.id}\n"
+            )
+            tree = repo.objects.commit_tree(new_head)
+            purge_commit = repo.objects.stage_commit(tree, [new_head], sig, message)
+            moved[branch] = (old_head, purge_commit)
+            report.purge_commit = purge_commit
+            report.refs[branch] = [old_head, purge_commit]
+        record = self._record(report, salt, rewrite.result, sig)
+        moved[PURGES_REF] = (repo.refs.read(PURGES_REF) or "", record)
+        rewrite.write()  # the purge commit and the record
+        stash = repo.refs.read("refs/stash")
+        lines = [f"update {ref} {new} {old or '0' * 40}" for ref, (old, new) in moved.items()]
+        if stash:
+            lines.append(f"delete refs/stash {stash}")
+            report.refs["refs/stash"] = [stash, ""]
+        if files:
+            journal = {"ref": branch, "old": old_head, "new": moved[branch][1], "files": files}
+            repo.lock.write_journal(json.dumps(journal).encode())
+        stdin = ("\n".join(lines) + "\n").encode()
+        run_git(repo.root, "update-ref", "-m", "gitmem purge", "--stdin", stdin=stdin)
+        if files:
+            repo.recovery.repair()  # the working files and index entries follow the branch
+
+    def _record(self, report: PurgeReport, salt: str, done: RewriteResult, sig: Signature) -> str:
+        """The commit of ``refs/gitmem/purges`` with this purge's record added."""
+        repo = self.store.repo
+        record: dict[str, Any] = {
+            "id": report.id,
+            "kind": report.kind,
+            "salted_hash": report.salted_hash,
+            "salt": salt,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "map": dict(done.commits),
+            "refs": report.refs,
+            "purge_commit": report.purge_commit,
+        }
+        parent = repo.refs.read(PURGES_REF)
+        blob = repo.objects.stage("blob", json.dumps(record, indent=1, sort_keys=True).encode())
+        base = repo.objects.commit_tree(parent) if parent else None
+        tree = repo.objects.stage_tree(base, {f"{report.id}.json": bytes.fromhex(blob)})
+        message = f"Record purge {report.id}\n\nGitmem-Op: purge-record\n"
+        return repo.objects.stage_commit(tree, [parent] if parent else [], sig, message)
+
+    def _clean_up(self, report: PurgeReport) -> None:
+        """Drop what still holds the old objects: reflogs, caches, unreachable objects."""
+        repo = self.store.repo
+        before = _object_count(repo.runner.git("count-objects", "-v"))
+        repo.runner.run_git("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
+        for entry in sorted(repo.state_dir.iterdir()):
+            if entry.name in _KEPT_STATE:
+                continue
+            report.caches.append(entry.name)
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry)
+        repo.revisions.forget_caches()
+        repo.objects.forget_trees()
+        self._prune()
+        after = _object_count(repo.runner.git("count-objects", "-v"))
+        report.removed = {"objects": max(0, before - after), "refs": len(report.refs)}
+
+    def _prune(self) -> None:
+        """``git gc --prune=now`` under git's gc lock, so no housekeeping repack runs beside it
+        (it waits for one that does)."""
+        repo = self.store.repo
+        deadline = time.monotonic() + repo.lock_timeout
+        while True:
+            with git_gc_lock(repo.git_dir) as ours:
+                if ours:  # gc itself would take our gc.pid for another gc's: --force
+                    repo.runner.run_git("gc", "--force", "--prune=now", "--quiet")
+                    return
+            if time.monotonic() > deadline:
+                raise LockTimeout(
+                    f"{repo.root}: a git gc kept running; the purge is done, run "
+                    "`git gc --prune=now` to drop the old objects"
+                )
+            time.sleep(0.05)
+
+
+def _object_count(text: str) -> int:
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    return int(fields.get("count", 0)) + int(fields.get("in-pack", 0))
