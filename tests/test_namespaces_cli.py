@@ -138,3 +138,26 @@ def test_check_reports_files_outside_every_namespace(shared: Path) -> None:
     stray.unlink()
     bad.unlink()  # deleted in the tree but still committed: still reported
     assert {p["path"] for p in json.loads(run(shared, "check", "--json", code=1))} >= paths
+
+
+def test_links_and_consolidation_stay_in_the_namespace(shared: Path) -> None:
+    alice = ("--namespace", "alice")
+    run(
+        shared,
+        *alice,
+        "save",
+        "support-alice",
+        "--user",
+        "Same as [[support-bob]]: I live in Berlin.",
+    )
+    run(shared, "--namespace", "bob", "save", "support-bob", "--user", "I live in Oslo.")
+    linked = json.loads(run(shared, *alice, "search", "Berlin", "--links", "--json"))["hits"]
+    assert {h["session_id"] for h in linked} == {"support-alice"}
+    graph = MemoryManager(shared, namespace="alice").link_graph()
+    assert "support-bob" in graph.missing  # a name in Alice's turn, no session of hers
+    bob_before = git(shared, "show", "HEAD:namespaces/bob/memory/MEMORY.md")
+    done = json.loads(run(shared, *alice, "facts", "consolidate", "--json"))
+    assert done["changes"] and "Oslo" not in json.dumps(done)
+    assert all(s.startswith("support-alice#") for c in done["changes"] for s in c["sources"])
+    assert git(shared, "show", "HEAD:namespaces/bob/memory/MEMORY.md") == bob_before
+    assert "Oslo" not in run(shared, *alice, "facts", "list")
