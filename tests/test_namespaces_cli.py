@@ -161,3 +161,10 @@ def test_links_and_consolidation_stay_in_the_namespace(shared: Path) -> None:
     assert all(s.startswith("support-alice#") for c in done["changes"] for s in c["sources"])
     assert git(shared, "show", "HEAD:namespaces/bob/memory/MEMORY.md") == bob_before
     assert "Oslo" not in run(shared, *alice, "facts", "list")
+
+
+def test_the_store_log_shows_the_namespace_own_commits(shared: Path) -> None:
+    alice = run(shared, "--namespace", "alice", "log")
+    assert "support-alice" in alice and "support-bob" not in alice and "lobby" not in alice
+    lobby = run(shared, "log")
+    assert "lobby" in lobby and "support-alice" not in lobby and "support-bob" not in lobby

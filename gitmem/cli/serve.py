@@ -225,7 +225,9 @@ def web(
     """Serve the web dashboard: sessions, search, history, diff, blame, undo, links, facts.
 
     Binds 127.0.0.1 by default. Writes (undo, review) are commits by --agent with a
-    ``Gitmem-Via: web`` trailer. Needs the web extra: pip install '.[web]' in gitmem's checkout.
+    ``Gitmem-Via: web`` trailer. With --namespace it shows that namespace only; without,
+    a store with several namespaces gets a switcher in the header. Needs the web extra:
+    pip install '.[web]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
     try:  # imported here: the web extra is optional, and every other command starts faster
@@ -248,5 +250,6 @@ def web(
             token=token or None,
             extra_hosts=extra_hosts,
             read_only=read_only,
+            namespace=ctx.namespace,
         )
     )

@@ -25,10 +25,15 @@ from gitmem.errors import (
 )
 from gitmem.format.facts import parse_facts
 from gitmem.format.paths import (
+    MEMORY_DIR,
+    NAMESPACES_DIR,
+    archive_dir,
     archive_path,
+    encode_id,
     id_from_archive_path,
     id_from_path,
     is_facts_path,
+    session_dir,
     session_path,
 )
 from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
@@ -100,6 +105,16 @@ class History:
                 "never committed); `gitmem list` shows the sessions there are"
             )
 
+    def _scope(self) -> list[str] | None:
+        """The folders the store's history is read in: a namespace's own (the default one's
+        when the store has others), else None, every file."""
+        namespace = self.store.namespace
+        if namespace is not None:
+            return [f"{NAMESPACES_DIR}/{encode_id(namespace)}"]
+        if self.store.repo.folder_tree(NAMESPACES_DIR) is None:
+            return None
+        return [session_dir(None), archive_dir(None), MEMORY_DIR]
+
     def _log(
         self,
         session_id: str | None,
@@ -125,7 +140,13 @@ class History:
         } | dict(trailers or {})
         if session_id is None:
             return self.store.repo.log(
-                rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
+                self._scope(),
+                rev=rev,
+                since=low,
+                until=high,
+                limit=limit,
+                trailers=wanted,
+                files=files,
             )
         path = self.store.path_of(session_id)
         everything = self.store.repo.file_log(self._both(session_id), rev)
