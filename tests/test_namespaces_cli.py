@@ -168,3 +168,20 @@ def test_the_store_log_shows_the_namespace_own_commits(shared: Path) -> None:
     assert "support-alice" in alice and "support-bob" not in alice and "lobby" not in alice
     lobby = run(shared, "log")
     assert "lobby" in lobby and "support-alice" not in lobby and "support-bob" not in lobby
+
+
+def test_a_namespace_cannot_revert_or_read_another_namespace_commit(shared: Path) -> None:
+    bob_commit = git(shared, "log", "-1", "--format=%H", "--", "namespaces/bob/sessions").strip()
+    alice = ("--namespace", "alice")
+    refused = run(shared, *alice, "revert", bob_commit, code=1)
+    assert "nothing in this namespace" in refused
+    assert (
+        BOB
+        in MemoryManager(shared, namespace="bob")
+        .load_memory("support-bob")
+        .interactions[0]
+        .messages[0]
+        .content
+    )
+    shown = run(shared, *alice, "diff", "--all", "--json", bob_commit + "~1", bob_commit)
+    assert "bob" not in shown and BOB not in shown

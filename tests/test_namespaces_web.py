@@ -131,3 +131,14 @@ def test_gitmem_web_namespace(shared: Path) -> None:
     assert "support-bob" in page and "runs on port 5433" in page
     assert "support-alice" not in page and "Frankfurt" not in page and "lobby" not in page
     assert 'action="/namespace"' not in page
+
+
+def test_another_namespace_commit_is_not_shown_or_reverted(shared: Path) -> None:
+    bob = MemoryManager(shared, namespace="bob")
+    sha = bob.save_interaction("support-bob", "Bob's second question", "ok")
+    assert sha is not None
+    web = client(MemoryManager(shared, namespace="alice"), fixed_namespace=True)
+    for path in (f"/commits/{sha}", f"/undo/revert/{sha}"):
+        page = web.get(path)
+        assert page.status_code == 404 and "second question" not in page.text
+    assert client(bob, fixed_namespace=True).get(f"/commits/{sha}").status_code == 200

@@ -115,6 +115,11 @@ class History:
             return None
         return [session_dir(None), archive_dir(None), MEMORY_DIR]
 
+    def _in_scope(self, path: str) -> bool:
+        """Whether ``path`` is in the folders of :meth:`_scope`."""
+        scope = self._scope()
+        return scope is None or any(path == p or path.startswith(p + "/") for p in scope)
+
     def _log(
         self,
         session_id: str | None,
@@ -289,7 +294,11 @@ class History:
                     )
                 )
         else:
-            files = [c.path for c in changed if id_from_path(c.path, self.store.namespace) is None]
+            files = [
+                c.path
+                for c in changed
+                if id_from_path(c.path, self.store.namespace) is None and self._in_scope(c.path)
+            ]
             moved = by_session(((c.path, c.old, c.new) for c in changed), self.store.namespace)
             sessions = [
                 self._session_diff(sid, path, old, new, text)
@@ -540,6 +549,11 @@ class History:
         entries = self.store.repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
+        if not any(self._in_scope(c.path) for c in entries[0].files):
+            raise RevisionNotFound(
+                f"commit {sha[:12]} changed nothing in this namespace; there is nothing of it "
+                "to revert here"
+            )
         return entries[0]
 
     def revert(self, commit: str | datetime) -> str | None:
