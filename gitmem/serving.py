@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping, Sequence
 from types import FrameType
 from typing import Any
 
@@ -133,6 +133,30 @@ def allowed_origins(hosts: list[str]) -> list[str]:
     return [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
 
 
+def _given_token(scope: Scope) -> str | None:
+    """The bearer token an HTTP request carries, else None."""
+    given = None
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"authorization":
+            given = bearer_credentials(bytes(value))
+    return given
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>'"})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer realm="gitmem"'),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body.encode()})
+
+
 class BearerToken:
     """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``.
 
@@ -148,25 +172,77 @@ class BearerToken:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = None
-        for name, value in scope.get("headers", ()):
-            if name.lower() == b"authorization":
-                given = bearer_credentials(bytes(value))
-        if token_matches(given, self.token):
+        if token_matches(_given_token(scope), self.token):
             await self.app(scope, receive, send)
             return
-        body = json.dumps({"error": "unauthorized: send 'Authorization: Bearer <token>'"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="gitmem"'),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body.encode()})
+        await _unauthorized(send)
+
+
+class TokenRouter:
+    """ASGI: each HTTP request goes to the app its bearer token is bound to, a request
+    with any other token gets a 401; so one server serves several users, each token only
+    ever reaching its own app. Every token is compared, whichever matches.
+
+    The lifespan reaches every app in turn (each starts up before the server says it has,
+    and shuts down in reverse order); other scopes are refused.
+    """
+
+    def __init__(self, routes: Sequence[tuple[str, ASGIApp]]) -> None:
+        self.routes = list(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        given = _given_token(scope)
+        found = [app for token, app in self.routes if token_matches(given, token)]
+        if found:
+            await found[0](scope, receive, send)
+            return
+        await _unauthorized(send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        apps = list({id(app): app for _token, app in self.routes}.values())
+        running: list[_Lifespan] = []
+        await receive()  # lifespan.startup
+        for app in apps:
+            one = _Lifespan(app, scope)
+            if not await one.step("startup"):
+                for done in reversed(running):
+                    await done.step("shutdown")
+                await send({"type": "lifespan.startup.failed", "message": one.failure})
+                return
+            running.append(one)
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        for one in reversed(running):
+            await one.step("shutdown")
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+class _Lifespan:
+    """One app's lifespan, driven by :class:`TokenRouter` a step at a time."""
+
+    def __init__(self, app: ASGIApp, scope: Scope) -> None:
+        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.outbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.task = asyncio.ensure_future(app(dict(scope), self.inbox.get, self.outbox.put))
+        self.failure = ""
+
+    async def step(self, event: str) -> bool:
+        """Send ``lifespan.<event>``; whether the app completed it."""
+        await self.inbox.put({"type": f"lifespan.{event}"})
+        reply = asyncio.ensure_future(self.outbox.get())
+        await asyncio.wait({reply, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        if not reply.done():  # the app ended without a word
+            reply.cancel()
+            self.failure = f"an app ended during its {event}"
+            return False
+        message = reply.result()
+        self.failure = str(message.get("message", ""))
+        return bool(message["type"] == f"lifespan.{event}.complete")
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -12,6 +12,7 @@ import pytest
 from gitmem.errors import GitmemError, ValidationError
 from gitmem.serving import (
     BearerToken,
+    TokenRouter,
     allowed_hosts,
     allowed_origins,
     bind,
@@ -81,7 +82,7 @@ def test_allowed_hosts_name_the_port_and_never_the_wildcard_address() -> None:
     assert origins == ["http://localhost:8123", "https://localhost:8123"]
 
 
-def _call(app: BearerToken, scope: dict[str, Any]) -> list[dict[str, Any]]:
+def _call(app: Any, scope: dict[str, Any]) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -142,3 +143,53 @@ def test_bind_reports_a_taken_port() -> None:
         assert free.type == socket.SOCK_STREAM
     finally:
         free.close()
+
+
+def test_token_router_sends_each_token_to_its_app_and_starts_them_all() -> None:
+    events: list[str] = []
+
+    def app(name: str, *, fail: bool = False) -> Any:
+        async def inner(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "lifespan":
+                while True:
+                    event = (await receive())["type"].split(".")[-1]
+                    events.append(f"{name} {event}")
+                    if fail:
+                        await send({"type": "lifespan.startup.failed", "message": "no"})
+                        return
+                    await send({"type": f"lifespan.{event}.complete"})
+                    if event == "shutdown":
+                        return
+            await send({"type": "http.response.start", "status": 200, "headers": [name]})
+
+        return inner
+
+    alice, bob = app("alice"), app("bob")
+    router = TokenRouter([(TOKEN, alice), ("bob-" + TOKEN, bob), ("x" + TOKEN, alice)])
+    for given, reached in ((TOKEN, "alice"), ("bob-" + TOKEN, "bob"), ("x" + TOKEN, "alice")):
+        sent = _call(
+            router, {"type": "http", "headers": [(b"authorization", b"Bearer " + given.encode())]}
+        )
+        assert sent[0]["headers"] == [reached]
+    for headers in ([], [(b"authorization", b"Bearer bob")]):
+        assert _call(router, {"type": "http", "headers": headers})[0]["status"] == 401
+
+    def lifespan(target: TokenRouter) -> list[str]:
+        queue = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        said: list[str] = []
+
+        async def receive() -> Any:
+            return next(queue)
+
+        async def send(message: Any) -> None:
+            said.append(message["type"])
+
+        asyncio.run(target({"type": "lifespan"}, receive, send))
+        return said
+
+    assert lifespan(router) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert events == ["alice startup", "bob startup", "bob shutdown", "alice shutdown"]
+    events.clear()
+    broken = TokenRouter([(TOKEN, alice), ("bob-" + TOKEN, app("bob", fail=True))])
+    assert lifespan(broken) == ["lifespan.startup.failed"]
+    assert events == ["alice startup", "bob startup", "alice shutdown"]

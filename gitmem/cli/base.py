@@ -32,17 +32,51 @@ SHOWN_MAX = 40
 class Context:
     """Global options shared by every subcommand."""
 
-    def __init__(self, repo: str | None, json_out: bool, agent: str, model: str | None) -> None:
+    def __init__(
+        self,
+        repo: str | None,
+        json_out: bool,
+        agent: str,
+        model: str | None,
+        namespace: str | None = None,
+    ) -> None:
         self.repo = repo
         self.json = json_out
         self.agent = agent
         self.model = model
+        self.namespace = namespace or None  # an empty GITMEM_NAMESPACE: the default one
+
+    def store_path(self, *, init: bool = False) -> str:
+        """The store's folder: --repo, else the repository around the current folder (as
+        git finds it); with ``init``, right here."""
+        return self.repo or ("." if init else find_store("."))
+
+    def refuse_namespace(self, option: str) -> None:
+        """``option`` reads across namespaces: not together with --namespace."""
+        if self.namespace is not None:
+            raise click.UsageError(f"{option} reads every namespace: drop --namespace")
 
     def manager(self, *, init: bool = False, adopt: bool = False) -> MemoryManager:
-        # without --repo, the store is the repository around the current folder (as git
-        # finds it); `init` creates one right here instead
-        path = self.repo or ("." if init else find_store("."))
-        return MemoryManager(path, init=init, adopt=adopt, agent=self.agent, model=self.model)
+        """The store, opened in the namespace of --namespace (or GITMEM_NAMESPACE)."""
+        return MemoryManager(
+            self.store_path(init=init),
+            init=init,
+            adopt=adopt,
+            agent=self.agent,
+            model=self.model,
+            namespace=self.namespace,
+        )
+
+    def every_namespace(self, first: MemoryManager) -> Iterator[tuple[str | None, MemoryManager]]:
+        """Each namespace of the store (the default one first, None: ``first``, the manager
+        of :meth:`manager`) with a manager open on it, for an operator's read across them."""
+        yield None, first
+        for name in first.namespaces():
+            found = MemoryManager(first.path, agent=self.agent, model=self.model, namespace=name)
+            try:
+                yield name, found
+            finally:
+                found.close()
 
 
 def emit(ctx: Context, data: Any, text: Callable[[], str]) -> None:
@@ -208,13 +242,26 @@ class GitmemGroup(click.Group):
     help="Agent name recorded as commit author.",
 )
 @click.option("--model", envvar="GITMEM_MODEL", default=None, help="Model name for trailers.")
+@click.option(
+    "--namespace",
+    envvar="GITMEM_NAMESPACE",
+    default=None,
+    metavar="NS",
+    help="Work in this namespace only: its sessions and its facts (default: "
+    "GITMEM_NAMESPACE, else the store's default one).",
+)
 @click.version_option(version=__version__, prog_name="gitmem")
 @click.pass_context
 def cli(
-    ctx: click.Context, repo: str | None, json_out: bool, agent: str, model: str | None
+    ctx: click.Context,
+    repo: str | None,
+    json_out: bool,
+    agent: str,
+    model: str | None,
+    namespace: str | None,
 ) -> None:
     """gitmem: long-term conversation memory as Markdown files in a git repository."""
-    ctx.obj = Context(repo, json_out, agent, model)
+    ctx.obj = Context(repo, json_out, agent, model, namespace)
 
 
 pass_ctx = click.make_pass_decorator(Context)

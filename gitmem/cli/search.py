@@ -10,6 +10,8 @@ import click
 
 from gitmem.cli import views
 from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
+from gitmem.manager import MemoryManager
+from gitmem.models import Hit
 
 
 @cli.command()
@@ -47,6 +49,12 @@ from gitmem.cli.base import Context, cli, emit, parse_period, pass_ctx
     show_default=True,
     help="Search the sessions, the curated facts (memory/MEMORY.md), or both.",
 )
+@click.option(
+    "--all-namespaces",
+    "every",
+    is_flag=True,
+    help="Operator: search every namespace (read-only; each hit names its namespace).",
+)
 @pass_ctx
 def search(
     ctx: Context,
@@ -62,25 +70,29 @@ def search(
     links: bool,
     explain: bool,
     kind: str,
+    every: bool,
 ) -> None:
     """Search the memory for QUERY (keyword + fuzzy ranking, any language).
 
     A query that names someone who spoke ("what did Carol say about the index") finds
     their turns; --speaker NAME keeps only the turns NAME spoke in."""
+    if every:
+        ctx.refuse_namespace("--all-namespaces")
     mm = ctx.manager()
-    hits = mm.search(
-        query,
-        k,
-        tags=tags,
-        project=project,
-        participant=participant,
-        speaker=speaker,
-        session=sessions or None,
+    options: dict[str, Any] = {
+        "tags": tags,
+        "project": project,
+        "participant": participant,
+        "speaker": speaker,
+        "session": sessions or None,
+        "include_links": links,
+        "kind": kind,
         **parse_period(since, until, mm.secret_config),
-        include_links=links,
-        explain=explain,
-        kind=kind,
-    )
+    }
+    if every:
+        _search_every_namespace(ctx, mm, query, k, options)
+        return
+    hits = mm.search(query, k, explain=explain, **options)
 
     def text() -> str:
         lines = [views.hit_line(at, hit) for at, hit in enumerate(hits, 1)]
@@ -100,6 +112,31 @@ def search(
     if hits.explanation is not None:
         data["explanation"] = hits.explanation
     emit(ctx, data, text)
+
+
+def _search_every_namespace(
+    ctx: Context, first: MemoryManager, query: str, k: int, options: dict[str, Any]
+) -> None:
+    """``search --all-namespaces``: the best ``k`` hits of every namespace together, each
+    with its namespace (None: the default one)."""
+    found: list[tuple[str | None, Hit]] = []
+    notes: list[str] = []
+    for name, mm in ctx.every_namespace(first):
+        hits = mm.search(query, k, **options)
+        found += [(name, hit) for hit in hits]
+        notes += [f"{views.namespace_name(name)}: {note}" for note in hits.notes]
+    found.sort(key=lambda pair: -pair[1].score)
+    found = found[:k]
+
+    def text() -> str:
+        lines = [
+            f"[{views.namespace_name(name)}] {views.hit_line(at, hit)}"
+            for at, (name, hit) in enumerate(found, 1)
+        ]
+        return "\n".join(lines or ["no relevant memories", *(f"note: {n}" for n in notes)])
+
+    hits_data = [{"namespace": name, **hit.model_dump(mode="json")} for name, hit in found]
+    emit(ctx, {"query": query, "hits": hits_data, "notes": notes}, text)
 
 
 @cli.command()

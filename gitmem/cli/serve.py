@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import TextIO
+
 import click
 
 from gitmem.cli.base import Context, cli, pass_ctx
@@ -47,6 +49,21 @@ class _MissingExtra(GitmemError):
     help="Bearer token every HTTP request must carry (env GITMEM_MCP_TOKEN).",
 )
 @click.option(
+    "--token-namespace",
+    "token_namespaces",
+    multiple=True,
+    metavar="TOKEN=NS",
+    help="HTTP: also let TOKEN in, bound to namespace NS: its requests see that namespace "
+    "only (repeatable; NS empty: the default one).",
+)
+@click.option(
+    "--token-file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="HTTP: read TOKEN=NS lines from this file, as --token-namespace (keeps the tokens "
+    "out of the process list; '#' starts a comment).",
+)
+@click.option(
     "--allow-host",
     "extra_hosts",
     multiple=True,
@@ -82,6 +99,8 @@ def mcp(
     port: int,
     url_path: str,
     token: str | None,
+    token_namespaces: tuple[str, ...],
+    token_file: TextIO | None,
     extra_hosts: tuple[str, ...],
     stateless: bool,
     read_only: bool,
@@ -93,9 +112,13 @@ def mcp(
     """Serve the store to MCP clients (nanobot, Claude Desktop, Cursor...).
 
     Every write is a commit whose agent is the client's name (else --agent), with a
-    ``Gitmem-Via: mcp`` trailer. Needs the mcp extra: pip install '.[mcp]' in gitmem's checkout.
+    ``Gitmem-Via: mcp`` trailer. With --namespace the clients see that namespace only; over
+    HTTP --token-namespace binds each token to its own, so one server serves several users.
+    Needs the mcp extra: pip install '.[mcp]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
+    lines = [*token_namespaces, *(token_file.read().splitlines() if token_file else ())]
+    bound = _token_namespaces(lines)
     if plugin_dir is not None:
         from gitmem.mcp.plugin import write_plugin
 
@@ -113,7 +136,9 @@ def mcp(
             "pip install '.[mcp]' in gitmem's checkout"
         ) from None
     if transport != "stdio":  # a refused bind creates nothing, not even the --init store
-        check_bind(host, token or None, what="gitmem mcp", env="GITMEM_MCP_TOKEN")
+        check_bind(
+            host, token or next(iter(bound), None), what="gitmem mcp", env="GITMEM_MCP_TOKEN"
+        )
     check_max_bytes(transport, max_bytes)
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
@@ -130,8 +155,31 @@ def mcp(
             extra_hosts=extra_hosts,
             stateless=stateless,
             server=ServerOptions(read_only=read_only, allow_undo=allow_undo, max_bytes=max_bytes),
+            namespace=ctx.namespace,
+            token_namespaces=bound,
         )
     )
+
+
+def _token_namespaces(lines: list[str]) -> dict[str, str | None]:
+    """``TOKEN=NS`` lines as token -> namespace (blank lines and ``#`` comments skipped); a
+    token bound twice, or a line without ``=``, is a usage error that never shows the token."""
+    found: dict[str, str | None] = {}
+    for at, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        token, sep, name = text.rpartition("=")
+        if not sep or not token:
+            raise click.BadParameter(
+                f"entry {at} is not TOKEN=NS", param_hint="--token-namespace/--token-file"
+            )
+        if token in found:
+            raise click.BadParameter(
+                f"entry {at} binds a token given before", param_hint="--token-namespace"
+            )
+        found[token] = name.strip() or None
+    return found
 
 
 @cli.command()
@@ -177,7 +225,9 @@ def web(
     """Serve the web dashboard: sessions, search, history, diff, blame, undo, links, facts.
 
     Binds 127.0.0.1 by default. Writes (undo, review) are commits by --agent with a
-    ``Gitmem-Via: web`` trailer. Needs the web extra: pip install '.[web]' in gitmem's checkout.
+    ``Gitmem-Via: web`` trailer. With --namespace it shows that namespace only; without,
+    a store with several namespaces gets a switcher in the header. Needs the web extra:
+    pip install '.[web]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
     try:  # imported here: the web extra is optional, and every other command starts faster
@@ -200,5 +250,6 @@ def web(
             token=token or None,
             extra_hosts=extra_hosts,
             read_only=read_only,
+            namespace=ctx.namespace,
         )
     )

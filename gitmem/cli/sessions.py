@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -127,6 +129,12 @@ def show(ctx: Context, session_id: str, raw: bool, at: str | None) -> None:
 @click.option("--since", help="Last active at or after this ISO date/time.")
 @click.option("--until", help="Last active at or before this ISO date/time.")
 @click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
+@click.option(
+    "--all-namespaces",
+    "every",
+    is_flag=True,
+    help="Operator: list every namespace's sessions (read-only; each row names its namespace).",
+)
 @pass_ctx
 def list_(
     ctx: Context,
@@ -136,28 +144,52 @@ def list_(
     since: str | None,
     until: str | None,
     at: str | None,
+    every: bool,
 ) -> None:
     """List sessions, most recently active first."""
+    if every:
+        ctx.refuse_namespace("--all-namespaces")
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
         commit = mm.resolve(at) if at else None
-    sessions = mm.list_sessions(
-        tags=tags,
-        participant=participant,
-        project=project,
-        commit=commit,
-        **parse_period(since, until, mm.secret_config),
-    )
-    rows = [views.session_summary(s) for s in sessions]
+    period = parse_period(since, until, mm.secret_config)
+    found = ctx.every_namespace(mm) if every else iter([(ctx.namespace, mm)])
+    rows = []
+    for name, opened in found:
+        sessions = opened.list_sessions(
+            tags=tags, participant=participant, project=project, commit=commit, **period
+        )
+        rows += [
+            {**views.session_summary(s), **({"namespace": name} if every else {})} for s in sessions
+        ]
+    if every:  # each namespace's list is in order already
+        rows.sort(key=lambda r: datetime.fromisoformat(r["last_active"]), reverse=True)
+
+    def line(r: dict[str, Any]) -> str:
+        where = f"[{views.namespace_name(r['namespace'])}]\t" if every else ""
+        return f"{where}{r['id']}\t{r['interactions']} turns\t{r['last_active']}\t" + ",".join(
+            r["tags"]
+        )
+
+    emit(ctx, rows, lambda: "\n".join(line(r) for r in rows) or "no sessions")
+
+
+@cli.command()
+@pass_ctx
+def namespaces(ctx: Context) -> None:
+    """List the store's namespaces with their sessions, turns and facts."""
+    mm = ctx.manager()
+    counts: list[tuple[str | None, int, int, int]] = []
+    for name, opened in ctx.every_namespace(mm):
+        sessions = opened.list_sessions()
+        turns = sum(len(s.interactions) for s in sessions)
+        counts.append((name, len(sessions), turns, len(opened.facts())))
     emit(
         ctx,
-        rows,
-        lambda: (
-            "\n".join(
-                f"{r['id']}\t{r['interactions']} turns\t{r['last_active']}\t{','.join(r['tags'])}"
-                for r in rows
-            )
-            or "no sessions"
+        [{"namespace": n, "sessions": s, "turns": t, "facts": f} for n, s, t, f in counts],
+        lambda: "\n".join(
+            f"{views.namespace_name(n)}\t{s} sessions\t{t} turns\t{f} facts"
+            for n, s, t, f in counts
         ),
     )
 

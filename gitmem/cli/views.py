@@ -45,6 +45,11 @@ def session_summary(session: Session) -> dict[str, Any]:
     }
 
 
+def namespace_name(name: str | None) -> str:
+    """A namespace as a line shows it (None: the store's default one)."""
+    return "(default)" if name is None else name
+
+
 def hit_line(rank: int, hit: Hit) -> str:
     """A search hit: rank, score, where it is, then its snippet."""
     where = [hit.session_id] if hit.kind != "fact" else ["fact"]

@@ -243,3 +243,23 @@ def is_facts_path(path: str) -> bool:
 def own_facts_path(path: str, namespace: str | None) -> bool:
     """Whether ``path`` is a memory file of ``namespace`` (None: the default one)."""
     return is_facts_path(path) and path.startswith(memory_path(namespace).rsplit("/", 1)[0] + "/")
+
+
+NAMESPACES_DIR = "namespaces"
+
+
+def in_namespace_layout(path: str) -> bool:
+    """Whether a file under ``namespaces/`` is where a namespace keeps something: a session
+    file, an archive part or a memory file of a namespace whose folder name decodes."""
+    parts = path.split("/")
+    if len(parts) < 3 or parts[0] != NAMESPACES_DIR:
+        return False
+    try:
+        namespace = decode_id(parts[1])
+    except InvalidSessionId:
+        return False
+    return (
+        own_facts_path(path, namespace)
+        or id_from_path(path, namespace) is not None
+        or id_from_archive_path(path, namespace) is not None
+    )

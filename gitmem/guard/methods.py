@@ -36,9 +36,11 @@ from gitmem.errors import (
 from gitmem.format.facts import parse_facts
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
+    NAMESPACES_DIR,
     archive_dir,
     id_from_archive_path,
     id_from_path,
+    in_namespace_layout,
     memory_path,
     misplaced,
     session_dir,
@@ -395,8 +397,27 @@ class Guard:
                     )
                 )
         problems.extend(self._check_memory_file(commit))
+        problems.extend(
+            Diagnostic(path, 1, "not a session, archive part or memory file of any namespace")
+            for path in self._namespace_files(commit)
+            if path not in paths and not in_namespace_layout(path)
+        )
         problems.extend(history_drops(self._repo, commit))
         return problems
+
+    def _namespace_files(self, commit: str | None) -> list[str]:
+        """Every file under ``namespaces/``: committed, and (``commit`` None) in the tree."""
+        rev = commit or self._repo.head()
+        found: set[str] = set()
+        if rev is not None:
+            listed = self._repo.git("ls-tree", "-r", "-z", "--name-only", rev, "--", NAMESPACES_DIR)
+            found |= {name for name in listed.split("\0") if name}
+        top = self._repo.root / NAMESPACES_DIR
+        if commit is None and top.is_dir():
+            found |= {
+                p.relative_to(self._repo.root).as_posix() for p in top.rglob("*") if p.is_file()
+            }
+        return sorted(found)
 
     def _check_memory_file(self, commit: str | None) -> list[Diagnostic]:
         """The curated memory file's problems (committed, or the hand edit in the tree)."""

@@ -25,10 +25,15 @@ from gitmem.errors import (
 )
 from gitmem.format.facts import parse_facts
 from gitmem.format.paths import (
+    MEMORY_DIR,
+    NAMESPACES_DIR,
+    archive_dir,
     archive_path,
+    encode_id,
     id_from_archive_path,
     id_from_path,
     is_facts_path,
+    session_dir,
     session_path,
 )
 from gitmem.history.diff import by_session, changed_facts, diff_sessions, status_of, unified_diff
@@ -102,6 +107,21 @@ class History:
                 "never committed); `gitmem list` shows the sessions there are"
             )
 
+    def _scope(self) -> list[str] | None:
+        """The folders the store's history is read in: a namespace's own (the default one's
+        when the store has others), else None, every file."""
+        namespace = self.store.namespace
+        if namespace is not None:
+            return [f"{NAMESPACES_DIR}/{encode_id(namespace)}"]
+        if self.store.repo.folder_tree(NAMESPACES_DIR) is None:
+            return None
+        return [session_dir(None), archive_dir(None), MEMORY_DIR]
+
+    def _in_scope(self, path: str) -> bool:
+        """Whether ``path`` is in the folders of :meth:`_scope`."""
+        scope = self._scope()
+        return scope is None or any(path == p or path.startswith(p + "/") for p in scope)
+
     def _log(
         self,
         session_id: str | None,
@@ -127,7 +147,13 @@ class History:
         } | dict(trailers or {})
         if session_id is None:
             return self.store.repo.log(
-                rev=rev, since=low, until=high, limit=limit, trailers=wanted, files=files
+                self._scope(),
+                rev=rev,
+                since=low,
+                until=high,
+                limit=limit,
+                trailers=wanted,
+                files=files,
             )
         path = self.store.path_of(session_id)
         everything = self.store.repo.file_log(self._both(session_id), rev)
@@ -270,7 +296,11 @@ class History:
                     )
                 )
         else:
-            files = [c.path for c in changed if id_from_path(c.path, self.store.namespace) is None]
+            files = [
+                c.path
+                for c in changed
+                if id_from_path(c.path, self.store.namespace) is None and self._in_scope(c.path)
+            ]
             moved = by_session(((c.path, c.old, c.new) for c in changed), self.store.namespace)
             sessions = [
                 self._session_diff(sid, path, old, new, text)
@@ -521,6 +551,11 @@ class History:
         entries = self.store.repo.log(rev=sha, limit=1, files=True)
         if not entries or not entries[0].parents:
             raise ValidationError(f"{sha[:12]} is the store's first commit; it cannot be reverted")
+        if not any(self._in_scope(c.path) for c in entries[0].files):
+            raise RevisionNotFound(
+                f"commit {sha[:12]} changed nothing in this namespace; there is nothing of it "
+                "to revert here"
+            )
         return entries[0]
 
     def revert(self, commit: str | datetime) -> str | None:

@@ -13,14 +13,15 @@ from gitmem.mcp import sdk
 from gitmem.mcp.server import ServerOptions, build_server
 from gitmem.serving import (
     ASGIApp,
-    BearerToken,
     Receive,
     Scope,
     Send,
+    TokenRouter,
     allowed_hosts,
     allowed_origins,
     bind,
     check_bind,
+    check_token,
     serve,
     serve_until_stopped,
 )
@@ -63,6 +64,21 @@ class RunOptions:
     extra_hosts: tuple[str, ...] = ()
     stateless: bool = False
     server: ServerOptions = field(default_factory=ServerOptions)
+    namespace: str | None = None  # of the store; the namespace of --token too
+    # over HTTP: more tokens, each bound to its namespace (None: the default one)
+    token_namespaces: dict[str, str | None] = field(default_factory=dict)
+
+    def routes(self) -> dict[str, str | None]:
+        """Every token that lets a request in, and the namespace it is bound to."""
+        found = dict(self.token_namespaces)
+        if self.token is not None:
+            bound = found.setdefault(self.token, self.namespace)
+            if bound != self.namespace:
+                raise ValidationError(
+                    "gitmem mcp: the --token is bound to another namespace by "
+                    "--token-namespace; give it once"
+                )
+        return found
 
 
 class BodyLimit:
@@ -107,9 +123,14 @@ def run(options: RunOptions) -> None:
     check_max_bytes(options.transport, options.server.max_bytes)
     http = None
     sock = None
+    routes = options.routes()
+    if options.transport == "stdio" and options.token_namespaces:
+        raise ValidationError("gitmem mcp: --token-namespace is for --transport streamable-http")
     if options.transport != "stdio":
         # refused before the store is opened or the port taken
-        check_bind(options.host, options.token, what="gitmem mcp", env=TOKEN_ENV)
+        for token in routes:
+            check_token(token, what="gitmem mcp")
+        check_bind(options.host, next(iter(routes), None), what="gitmem mcp", env=TOKEN_ENV)
         sock = bind(options.host, options.port)
         port = sock.getsockname()[1]
         hosts = allowed_hosts(options.host, port, options.extra_hosts)
@@ -121,23 +142,38 @@ def run(options: RunOptions) -> None:
             origins=allowed_origins(hosts),
             stateless=options.stateless,
         )
-    # one manager for every client: each write runs as its client's agent (acting_as)
-    mm = MemoryManager(options.path, agent=options.agent, model=options.model, via="mcp")
+    # one manager per namespace for every client: each write runs as its client's agent
+    # (acting_as); a token reaches only the server of its namespace
+    names = list(dict.fromkeys(routes.values())) if routes else [options.namespace]
+    managers: dict[str | None, MemoryManager] = {}
     try:
-        server = build_server(mm, options.server, http)
+        for name in names:
+            managers[name] = MemoryManager(
+                options.path, agent=options.agent, model=options.model, via="mcp", namespace=name
+            )
         if http is None or sock is None:
-            sdk.run_stdio(server)
+            sdk.run_stdio(build_server(managers[options.namespace], options.server, http))
             return
-        app: ASGIApp = BodyLimit(sdk.http_app(server, http), options.server.max_bytes)
-        if options.token:
-            app = BearerToken(app, options.token)
+        apps: dict[str | None, ASGIApp] = {
+            name: BodyLimit(
+                sdk.http_app(build_server(mm, options.server, http), http),
+                options.server.max_bytes,
+            )
+            for name, mm in managers.items()
+        }
+        app: ASGIApp = (
+            TokenRouter([(token, apps[name]) for token, name in routes.items()])
+            if routes
+            else apps[options.namespace]
+        )
         shown = f"[{options.host}]" if ":" in options.host else options.host
         banner = (
-            f"gitmem mcp: serving {mm.path} at http://{shown}:{{port}}{http.path} "
-            f"(streamable HTTP, mcp {sdk.MAJOR}.x)"
+            f"gitmem mcp: serving {managers[names[0]].path} at http://{shown}:{{port}}"
+            f"{http.path} (streamable HTTP, mcp {sdk.MAJOR}.x)"
         )
         serve_until_stopped(serve(app, sock, banner=banner))
     finally:
         if sock is not None:
             sock.close()
-        mm.close()
+        for mm in managers.values():
+            mm.close()

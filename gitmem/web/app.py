@@ -33,8 +33,18 @@ from gitmem.errors import (
 )
 from gitmem.format.html import MarkdownHtml
 from gitmem.manager import MemoryManager
-from gitmem.web import facts, history, links, login, reviews, search, sessions, undo
-from gitmem.web.pages import redirect, render, when
+from gitmem.web import (
+    facts,
+    history,
+    links,
+    login,
+    namespaces,
+    reviews,
+    search,
+    sessions,
+    undo,
+)
+from gitmem.web.pages import StoreNamespaces, redirect, render, when
 from gitmem.web.security import Security, WebGuard
 
 HERE = Path(__file__).resolve().parent
@@ -43,11 +53,15 @@ HERE = Path(__file__).resolve().parent
 @dataclass
 class WebOptions:
     """What the dashboard allows: ``read_only`` hides and refuses every undo and review
-    action; ``token`` and ``hosts`` go to :class:`gitmem.web.security.Security`."""
+    action; ``token`` and ``hosts`` go to :class:`gitmem.web.security.Security`;
+    ``fixed_namespace`` keeps it to the manager's namespace (else a store with several
+    offers a switcher)."""
 
     token: str | None = None
     hosts: tuple[str, ...] | None = None
     read_only: bool = False
+    # the manager's namespace only (gitmem web --namespace): no switcher to the others
+    fixed_namespace: bool = False
 
 
 _STATUS: list[tuple[type[Exception], int]] = [
@@ -109,7 +123,8 @@ def _home(_request: Request) -> Response:
 
 
 def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlette:
-    """The dashboard for ``mm``, behind the security middleware."""
+    """The dashboard for ``mm``, behind the security middleware. The caller closes ``mm``;
+    ``app.state.stores.close()`` closes the other namespaces' managers it opened."""
     options = options or WebOptions()
     routes: list[BaseRoute] = [
         Route("/", _home, name="home"),
@@ -121,12 +136,13 @@ def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlett
         *links.ROUTES,
         *facts.ROUTES,
         *login.ROUTES,
+        *namespaces.ROUTES,
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(
         routes=routes, exception_handlers={GitmemError: _gitmem_error, HTTPException: _http_error}
     )
-    app.state.manager = mm
+    app.state.stores = StoreNamespaces(mm, fixed=options.fixed_namespace)
     app.state.options = options
     app.state.templates = _templates("/sessions/")
     security = Security(token=options.token, hosts=options.hosts)

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gitmem.errors import GitmemError, ValidationError
+from gitmem.errors import GitmemError, RevisionNotFound, ValidationError
 from gitmem.format.facts import Fact
 from gitmem.manager import MemoryManager
 from gitmem.models import Diff, Interaction, Revision, Session, SessionDiff
@@ -151,7 +151,10 @@ def commit_page(request: Request) -> Response:
     mm = manager(request)
     asked = request.path_params["sha"]
     sha = mm.resolve(asked)
-    revision = mm.history(commit=sha, limit=1)[0]
+    found = mm.history(commit=sha, limit=1)
+    if not found or found[0].sha != sha:  # a commit of another namespace: not shown here
+        raise RevisionNotFound(f"no commit {sha[:12]} in this namespace")
+    revision = found[0]
     session_id = param(request, "session") or None
     unified = param(request, "unified") == "1"
     diff = mm.diff(session_id, None, sha, text=unified)

@@ -7,11 +7,12 @@ Starlette runs them in its thread pool, so a slow git call never blocks the even
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
@@ -23,10 +24,60 @@ PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 
 
+# the namespace a browser switched to (percent-encoded; empty: the default one)
+NAMESPACE_COOKIE = "gitmem_ns"
+
+
+class StoreNamespaces:
+    """The managers the dashboard shows: ``first``, the one it was started on, and, unless
+    ``fixed`` to that one's namespace, one per namespace a browser switches to (opened on
+    first use, kept until :meth:`close`)."""
+
+    def __init__(self, first: MemoryManager, *, fixed: bool = False) -> None:
+        self.first = first
+        self.fixed = fixed
+        self._opened: dict[str | None, MemoryManager] = {first.namespace: first}
+        self._lock = threading.Lock()
+
+    def choices(self) -> list[str | None]:
+        """The namespaces a browser may switch between (none when fixed, or only one)."""
+        if self.fixed:
+            return []
+        found: list[str | None] = [None, *self.first.namespaces()]
+        return found if len(found) > 1 else []
+
+    def get(self, name: str | None) -> MemoryManager:
+        """The manager of namespace ``name``; ``first`` for one the switcher does not offer."""
+        if name not in self.choices():
+            return self.first
+        with self._lock:
+            found = self._opened.get(name)
+            if found is None:
+                found = self._opened[name] = MemoryManager(
+                    self.first.path,
+                    agent=self.first.agent,
+                    model=self.first.model,
+                    via=self.first.via,
+                    namespace=name,
+                )
+            return found
+
+    def close(self) -> None:
+        """Close the managers opened here (not ``first``: its owner closes it)."""
+        with self._lock:
+            for opened in self._opened.values():
+                if opened is not self.first:
+                    opened.close()
+            self._opened = {self.first.namespace: self.first}
+
+
 def manager(request: Request) -> MemoryManager:
-    """The store this server shows."""
-    found: MemoryManager = request.app.state.manager
-    return found
+    """The store this server shows, in the namespace the browser switched to."""
+    stores: StoreNamespaces = request.app.state.stores
+    raw = request.cookies.get(NAMESPACE_COOKIE)
+    if raw is None or stores.fixed:
+        return stores.first
+    return stores.get(unquote(raw) or None)
 
 
 def form(request: Request) -> dict[str, str]:
@@ -70,6 +121,7 @@ def render(
         "csrf": request.scope.get("state", {}).get("csrf", ""),
         "store": manager(request),
         "options": request.app.state.options,
+        "namespaces": request.app.state.stores.choices(),
         **context,
     }
     response: HTMLResponse = templates.TemplateResponse(request, template, full, status_code=status)

@@ -25,6 +25,7 @@ class WebRunOptions:
     token: str | None = None
     extra_hosts: tuple[str, ...] = ()
     read_only: bool = False
+    namespace: str | None = None  # given: this namespace only, no switcher
 
 
 def run(options: WebRunOptions) -> None:
@@ -37,19 +38,31 @@ def run(options: WebRunOptions) -> None:
             h.rsplit(":", 1)[0] if not h.endswith("]") else h
             for h in allowed_hosts(options.host, port, options.extra_hosts)
         }
-        mm = MemoryManager(options.path, agent=options.agent, model=options.model, via="web")
+        mm = MemoryManager(
+            options.path,
+            agent=options.agent,
+            model=options.model,
+            via="web",
+            namespace=options.namespace,
+        )
         try:
             app = create_app(
                 mm,
                 WebOptions(
-                    token=options.token, hosts=tuple(sorted(names)), read_only=options.read_only
+                    token=options.token,
+                    hosts=tuple(sorted(names)),
+                    read_only=options.read_only,
+                    fixed_namespace=options.namespace is not None,
                 ),
             )
             shown = f"[{options.host}]" if ":" in options.host else options.host
             # the token is never printed: a log is not a place for it
             login = " (open /?token=<token> or log in)" if options.token else ""
             banner = f"gitmem web: serving {mm.path} at http://{shown}:{{port}}/{login}"
-            serve_until_stopped(serve(app, sock, banner=banner))
+            try:
+                serve_until_stopped(serve(app, sock, banner=banner))
+            finally:
+                app.state.stores.close()
         finally:
             mm.close()
     finally:
