@@ -157,27 +157,6 @@ async def _unauthorized(send: Send) -> None:
     await send({"type": "http.response.body", "body": body.encode()})
 
 
-class BearerToken:
-    """ASGI middleware: every HTTP request must carry ``Authorization: Bearer <token>``.
-
-    Lifespan and other non-HTTP scopes pass through, so the wrapped app still starts up.
-    The comparison takes the same time whatever the given token is.
-    """
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if token_matches(_given_token(scope), self.token):
-            await self.app(scope, receive, send)
-            return
-        await _unauthorized(send)
-
-
 class TokenRouter:
     """ASGI: each HTTP request goes to the app its bearer token is bound to, a request
     with any other token gets a 401; so one server serves several users, each token only
