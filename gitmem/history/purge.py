@@ -165,10 +165,14 @@ def _masked_subject(message: bytes, marker: bytes) -> bytes:
     return (head + colon + marker if colon else subject) + sep + rest
 
 
+def _paths(session_id: str, namespace: str | None) -> tuple[str, str]:
+    """A session's file and its archive part."""
+    return session_path(session_id, namespace), archive_path(session_id, namespace)
+
+
 def _folders(session_id: str, namespace: str | None) -> tuple[str, ...]:
     """The folders of a session's file and archive part."""
-    paths = (session_path(session_id, namespace), archive_path(session_id, namespace))
-    return tuple(path.rsplit("/", 1)[0] for path in paths)
+    return tuple(path.rsplit("/", 1)[0] for path in _paths(session_id, namespace))
 
 
 @dataclass
@@ -185,10 +189,7 @@ class SessionRule:
         return _folders(self.session_id, self.namespace)
 
     def wants(self, path: str) -> bool:
-        return path in (
-            session_path(self.session_id, self.namespace),
-            archive_path(self.session_id, self.namespace),
-        )
+        return path in _paths(self.session_id, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
         sid = id_from_path(path, self.namespace) or id_from_archive_path(path, self.namespace)
@@ -236,10 +237,7 @@ class TurnRule:
         return _folders(self.session_id, self.namespace)
 
     def wants(self, path: str) -> bool:
-        return path in (
-            session_path(self.session_id, self.namespace),
-            archive_path(self.session_id, self.namespace),
-        )
+        return path in _paths(self.session_id, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
         return remove_turn(data, self.turn_id)
