@@ -207,3 +207,18 @@ def test_the_mcp_context_tool_selects_the_same_facts(
             ]
 
     run(main())
+
+
+def test_another_sessions_turn_comes_only_by_relevance_and_says_why(tmp_path: Path) -> None:
+    mm = MemoryManager.init(tmp_path / "store")
+    mm.save_interaction("billing", "I use Postgres 16 for the billing service", "ok")
+    mm.save_interaction("pets", "My cat is called Tom", "nice")
+    mm.save_interaction("now", "what database do we use?", "-")
+    messages = mm.retrieve_context("now", "database postgres", 500, explain=True)
+    assert messages.explanation is not None
+    budget = messages.explanation["budget"]
+    memories = [p for p in budget["included"] if p["source"] == "memory"]
+    assert [p["ref"].split("#")[0] for p in memories] == ["billing"]  # not the cat
+    assert memories[0]["reason"].startswith("another session, relevant to the query: score ")
+    assert "keyword" in memories[0]["reason"]
+    mm.close()

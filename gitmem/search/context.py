@@ -42,6 +42,7 @@ class Memory:
     text: str
     score: float
     same_session: bool = False
+    why: str = ""  # why it comes, for ``--explain``
 
     @property
     def ref(self) -> str:
@@ -220,6 +221,7 @@ def assemble(  # noqa: C901
         piece = Piece("memory", "system", line, counter.count(line) + 1, memory.ref)
         need = piece.tokens + (header if not chosen else 0)
         if need <= left:
+            piece.reason = memory.why
             left -= need
             plan.included.append(piece)
             chosen.append(piece)

@@ -134,12 +134,33 @@ def _memories(ranking: Ranking, session_id: str, recent: set[str], limit: int) -
             text = text[:MEMORY_CHARS] + "…"
         memories.append(
             Memory(
-                hit.session_id, hit.interaction_id, hit.kind, hit.timestamp, text, hit.score, same
+                hit.session_id,
+                hit.interaction_id,
+                hit.kind,
+                hit.timestamp,
+                text,
+                hit.score,
+                same,
+                _relevance(hit, same),
             )
         )
         if len(memories) >= limit:
             break
     return memories
+
+
+# score components that scale the sum rather than add to it
+_FACTORS = frozenset({"decay", "activation"})
+
+
+def _relevance(hit: Hit, same_session: bool) -> str:
+    """Why a retrieved memory comes: its score for the query and what made most of it."""
+    where = "earlier in this session" if same_session else "another session"
+    parts = sorted(
+        ((v, k) for k, v in hit.components.items() if v > 0 and k not in _FACTORS), reverse=True
+    )[:3]
+    made = ", ".join(f"{k} {v:.2f}" for v, k in parts)
+    return f"{where}, relevant to the query: score {hit.score:.2f}" + (f" ({made})" if made else "")
 
 
 class Search:
@@ -570,6 +591,7 @@ class Search:
                         h.timestamp,
                         one_line(item.text, MEMORY_CHARS),
                         h.score,
+                        why=f"linked from a hit ([[{h.session_id}]])",
                     )
                     for item in followed.linked
                     if (h := item.hit).session_id != session_id
