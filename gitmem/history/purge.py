@@ -21,7 +21,9 @@ import re
 import secrets as random_source
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gitmem.core import SessionStore
@@ -84,11 +86,10 @@ def _bytes_of(text: str) -> bytes:
 
 
 @dataclass
-class TextRule:
-    """Every occurrence of a text, in every file and message, becomes the marker."""
+class EverywhereRule:
+    """A replacement run on every file and commit message (text, pattern, secrets)."""
 
-    text: bytes
-    marker: bytes
+    replace: Callable[[bytes], bytes]
     path_free: bool = True
     folders: tuple[str, ...] | None = None
 
@@ -96,56 +97,33 @@ class TextRule:
         return True
 
     def blob(self, path: str, data: bytes) -> bytes | None:
-        return data.replace(self.text, self.marker) if self.text in data else data
+        return self.replace(data)
 
     def message(self, message: bytes) -> bytes:
-        return self.blob("", message) or b""
+        return self.replace(message)
 
 
-@dataclass
-class PatternRule:
-    """Every match of a regular expression becomes the marker."""
-
-    pattern: re.Pattern[str]
-    marker: str
-    path_free: bool = True
-    folders: tuple[str, ...] | None = None
-
-    def wants(self, path: str) -> bool:
-        return True
-
-    def blob(self, path: str, data: bytes) -> bytes | None:
-        text = _text_of(data)
-        new = self.pattern.sub(self.marker.replace("\\", "\\\\"), text)
-        return data if new == text else _bytes_of(new)
-
-    def message(self, message: bytes) -> bytes:
-        return self.blob("", message) or b""
+def _replace_text(text: bytes, marker: bytes, data: bytes) -> bytes:
+    """Every occurrence of ``text`` becomes the marker."""
+    return data.replace(text, marker) if text in data else data
 
 
-@dataclass
-class SecretsRule:
+def _replace_pattern(pattern: re.Pattern[str], marker: str, data: bytes) -> bytes:
+    """Every match of ``pattern`` becomes the marker."""
+    text = _text_of(data)
+    new = pattern.sub(marker.replace("\\", "\\\\"), text)
+    return data if new == text else _bytes_of(new)
+
+
+def _replace_secrets(config: SecretConfig, marker: str, data: bytes) -> bytes:
     """Every secret the history scan finds becomes the marker."""
-
-    config: SecretConfig
-    marker: str
-    path_free: bool = True
-    folders: tuple[str, ...] | None = None
-
-    def wants(self, path: str) -> bool:
-        return True
-
-    def blob(self, path: str, data: bytes) -> bytes | None:
-        text = _text_of(data)
-        found = list(find_secrets(text, self.config))
-        if not found:
-            return data
-        for hit in reversed(found):
-            text = text[: hit.start] + self.marker + text[hit.end :]
-        return _bytes_of(text)
-
-    def message(self, message: bytes) -> bytes:
-        return self.blob("", message) or b""
+    text = _text_of(data)
+    found = list(find_secrets(text, config))
+    if not found:
+        return data
+    for hit in reversed(found):
+        text = text[: hit.start] + marker + text[hit.end :]
+    return _bytes_of(text)
 
 
 def _trailer_values(message: bytes, key: bytes) -> list[str]:
@@ -281,7 +259,7 @@ class FactRule:
         return message
 
 
-Rule = TextRule | PatternRule | SecretsRule | SessionRule | TurnRule | FactRule
+Rule = EverywhereRule | SessionRule | TurnRule | FactRule
 
 
 @dataclass(frozen=True)
@@ -318,14 +296,15 @@ class PurgeTarget:
         kind, value = self.kind_and_value()
         mark = marker.encode()
         if kind == "text":
-            return TextRule(value.encode(), mark)
+            return EverywhereRule(partial(_replace_text, value.encode(), mark))
         if kind == "pattern":
             try:
-                return PatternRule(re.compile(value), marker)
+                pattern = re.compile(value)
             except re.error as exc:
                 raise ValidationError(
                     f"the pattern is not a valid regular expression: {exc}"
                 ) from None
+            return EverywhereRule(partial(_replace_pattern, pattern, marker))
         if kind == "session":
             return SessionRule(value, namespace, mark)
         if kind == "turn":
@@ -335,7 +314,7 @@ class PurgeTarget:
             return TurnRule(session_id, turn_id, namespace, mark)
         if kind == "fact":
             return FactRule(value, namespace, mark)
-        return SecretsRule(config, marker)
+        return EverywhereRule(partial(_replace_secrets, config, marker))
 
 
 # --- the operation --------------------------------------------------------------------------
