@@ -47,7 +47,14 @@ def test_pre_commit_rejects_a_broken_hand_edit_with_its_line(
     mm: MemoryManager, store: Path
 ) -> None:
     written = mm.install_hooks()
-    assert [p.name for p in written] == ["pre-commit", "post-merge", "post-checkout"]
+    assert [p.name for p in written] == [
+        "pre-commit",
+        "post-merge",
+        "post-checkout",
+        "pre-merge-commit",
+        "pre-rebase",
+        "pre-push",
+    ]
     path = store / "sessions" / "a0" / "s.md"
     # a good hand edit passes
     path.write_text(path.read_text().replace("A program git runs", "A program that git runs"))
@@ -147,4 +154,4 @@ def test_pre_commit_framework_hook_validates_files_outside_a_store(
 def test_cli_hooks_install_and_unknown_hook(mm: MemoryManager, store: Path) -> None:
     result = CliRunner().invoke(cli, ["--repo", str(store), "hooks", "install"])
     assert result.exit_code == 0 and "pre-commit" in result.output
-    assert CliRunner().invoke(cli, ["hook", "pre-push"]).exit_code == 2
+    assert CliRunner().invoke(cli, ["hook", "pre-applypatch"]).exit_code == 2

@@ -126,7 +126,9 @@ def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
             parent.get_parameter_source("repo") == click.core.ParameterSource.COMMANDLINE
         )
         mm = MemoryManager(ctx.repo if given and ctx.repo else ".", agent=ctx.agent)
-        problems = mm.run_hook(name, args)
+        # pre-push gets the refs pushed on stdin; other hooks read nothing
+        stdin = sys.stdin.read() if name == "pre-push" else ""
+        problems = mm.run_hook(name, args, stdin)
     if ctx.json:
         click.echo(
             json.dumps(

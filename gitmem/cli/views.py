@@ -179,6 +179,11 @@ def sync_text(result: SyncResult, verb: str) -> str:
         lines.append(f"{len(result.files)} memory file(s) changed")
     lines.extend("note: " + note.describe() for note in result.notes)
     lines.extend(
+        f"applied purge {item}: this store's commits were rebuilt on the purged history and "
+        "the old objects dropped"
+        for item in result.purges
+    )
+    lines.extend(
         f"warning: secret from the remote: {item} (see `gitmem scan`)" for item in result.secrets
     )
     if verb == "sync":

@@ -13,13 +13,10 @@ in the store holds the content any more.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 import re
 import secrets as random_source
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from gitmem.core import SessionStore
-from gitmem.errors import ConflictError, LockTimeout, ValidationError
+from gitmem.errors import ValidationError
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
@@ -38,16 +35,17 @@ from gitmem.format.paths import (
 )
 from gitmem.guard.secrets import SecretConfig, find_secrets
 from gitmem.models import Result
-from gitmem.store.git import run_git
-from gitmem.store.locks import git_gc_lock
 from gitmem.store.objects import Signature, signature
+from gitmem.store.purgelog import (
+    PURGES_REF,
+    content_refs,
+    drop_old_objects,
+    move_refs,
+    stage_record_commit,
+)
 from gitmem.store.rewrite import HistoryRewrite, RewriteResult
 
 MARKER = "[purged]"
-PURGES_REF = "refs/gitmem/purges"
-# state under .git/gitmem that is not a cache of the content: the lock (and journal), temp
-# files, the housekeeping record
-_KEPT_STATE = frozenset({"write.lock", "housekeeping.lock", "tmp", "packed"})
 _TURN_HEADING = re.compile(rb"^#{2,3} ")
 
 
@@ -341,18 +339,14 @@ class Purges:
         )
         repo = self.store.repo
         with repo.transaction("a purge"):
-            refs = {
-                ref: sha
-                for ref, sha in repo.refs("refs/").items()
-                if ref != PURGES_REF and ref != "refs/stash"
-            }
+            refs = content_refs(repo)
             rewrite = HistoryRewrite(repo.objects, rule)
             done = rewrite.run(refs)
             self._describe(report, done)
             if dry_run or not done.commits:
                 repo.objects.staged.clear()
                 return report
-            self._publish(report, rewrite, salt)
+            self._publish(report, rewrite, salt, marker)
             # under the write lock: a save elsewhere has written its objects before its
             # branch moves, and pruning now would take them
             self._clean_up(report)
@@ -369,7 +363,9 @@ class Purges:
         ]
         report.refs = {ref: [old, new] for ref, (old, new) in done.refs.items()}
 
-    def _publish(self, report: PurgeReport, rewrite: HistoryRewrite, salt: str) -> None:
+    def _publish(
+        self, report: PurgeReport, rewrite: HistoryRewrite, salt: str, marker: str
+    ) -> None:
         """Write the new objects, the purge commit and the record; move every ref at once."""
         repo = self.store.repo
         branch = repo.refs.branch_ref()
@@ -377,17 +373,8 @@ class Purges:
         moved = dict(rewrite.result.refs)
         new_head = moved.get(branch, (old_head, old_head))[1] if old_head else None
         rewrite.write()  # unreachable until the refs move: a kill before leaves only garbage
-        files: dict[str, list[str | None]] = {}
         sig = signature(repo.identity)
         if old_head and new_head:
-            changes = repo.objects.diff_trees(old_head, new_head) if new_head != old_head else {}
-            dirty = repo.unclean_paths(changes)
-            if dirty:
-                raise ConflictError(
-                    f"{', '.join(dirty[:3])} has changes not saved; save or discard them "
-                    "and purge again (nothing was changed)"
-                )
-            files = {p: [a[1] if a else None, b[1] if b else None] for p, (a, b) in changes.items()}
             message = (
                 f"Purge {report.kind} from history\n\n"
                 f"Rewrote {len(report.commits)} commits.\n\n"
@@ -400,23 +387,17 @@ class Purges:
             moved[branch] = (old_head, purge_commit)
             report.purge_commit = purge_commit
             report.refs[branch] = [old_head, purge_commit]
-        record = self._record(report, salt, rewrite.result, sig)
+        record = self._record(report, salt, marker, rewrite.result, sig)
         moved[PURGES_REF] = (repo.refs.read(PURGES_REF) or "", record)
         rewrite.write()  # the purge commit and the record
         stash = repo.refs.read("refs/stash")
-        lines = [f"update {ref} {new} {old or '0' * 40}" for ref, (old, new) in moved.items()]
         if stash:
-            lines.append(f"delete refs/stash {stash}")
             report.refs["refs/stash"] = [stash, ""]
-        if files:
-            journal = {"ref": branch, "old": old_head, "new": moved[branch][1], "files": files}
-            repo.lock.write_journal(json.dumps(journal).encode())
-        stdin = ("\n".join(lines) + "\n").encode()
-        run_git(repo.root, "update-ref", "-m", "gitmem purge", "--stdin", stdin=stdin)
-        if files:
-            repo.recovery.repair()  # the working files and index entries follow the branch
+        move_refs(repo, moved, "gitmem purge")
 
-    def _record(self, report: PurgeReport, salt: str, done: RewriteResult, sig: Signature) -> str:
+    def _record(
+        self, report: PurgeReport, salt: str, marker: str, done: RewriteResult, sig: Signature
+    ) -> str:
         """The commit of ``refs/gitmem/purges`` with this purge's record added."""
         repo = self.store.repo
         record: dict[str, Any] = {
@@ -424,56 +405,20 @@ class Purges:
             "kind": report.kind,
             "salted_hash": report.salted_hash,
             "salt": salt,
+            "marker": marker,
             "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "map": dict(done.commits),
             "refs": report.refs,
             "purge_commit": report.purge_commit,
         }
         parent = repo.refs.read(PURGES_REF)
-        blob = repo.objects.stage("blob", json.dumps(record, indent=1, sort_keys=True).encode())
-        base = repo.objects.commit_tree(parent) if parent else None
-        tree = repo.objects.stage_tree(base, {f"{report.id}.json": bytes.fromhex(blob)})
+        data = json.dumps(record, indent=1, sort_keys=True).encode()
         message = f"Record purge {report.id}\n\nGitmem-Op: purge-record\n"
-        return repo.objects.stage_commit(tree, [parent] if parent else [], sig, message)
+        return stage_record_commit(
+            repo, [parent] if parent else [], {f"{report.id}.json": data}, sig, message
+        )
 
     def _clean_up(self, report: PurgeReport) -> None:
         """Drop what still holds the old objects: reflogs, caches, unreachable objects."""
-        repo = self.store.repo
-        before = _object_count(repo.runner.git("count-objects", "-v"))
-        repo.runner.run_git("reflog", "expire", "--expire=now", "--expire-unreachable=now", "--all")
-        for entry in sorted(repo.state_dir.iterdir()):
-            if entry.name in _KEPT_STATE:
-                continue
-            report.caches.append(entry.name)
-            if entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(entry)
-        repo.revisions.forget_caches()
-        repo.objects.forget_trees()
-        self._prune()
-        after = _object_count(repo.runner.git("count-objects", "-v"))
-        report.removed = {"objects": max(0, before - after), "refs": len(report.refs)}
-
-    def _prune(self) -> None:
-        """``git gc --prune=now`` under git's gc lock, so no housekeeping repack runs beside it
-        (it waits for one that does)."""
-        repo = self.store.repo
-        deadline = time.monotonic() + repo.lock_timeout
-        while True:
-            with git_gc_lock(repo.git_dir) as ours:
-                if ours:  # gc itself would take our gc.pid for another gc's: --force
-                    repo.runner.run_git("gc", "--force", "--prune=now", "--quiet")
-                    return
-            if time.monotonic() > deadline:
-                raise LockTimeout(
-                    f"{repo.root}: a git gc kept running; the purge is done, run "
-                    "`git gc --prune=now` to drop the old objects"
-                )
-            time.sleep(0.05)
-
-
-def _object_count(text: str) -> int:
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
-    return int(fields.get("count", 0)) + int(fields.get("in-pack", 0))
+        report.caches, removed = drop_old_objects(self.store.repo)
+        report.removed = {"objects": removed, "refs": len(report.refs)}

@@ -11,9 +11,11 @@ did not change is the same object, so it keeps its id. Nothing is written until
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gitmem.store.git import run_git
 from gitmem.store.objects import MODE_TREE, ObjectDatabase
 
 _SUBMODULE = b"160000"
@@ -56,13 +58,23 @@ class RewriteResult:
 class HistoryRewrite:
     """One rewrite of a store's history by a :class:`ContentRule` (see the module docs)."""
 
-    def __init__(self, objects: ObjectDatabase, rule: ContentRule) -> None:
+    def __init__(
+        self,
+        objects: ObjectDatabase,
+        rule: ContentRule,
+        *,
+        known: dict[str, str] | None = None,
+        keep: Iterable[str] = (),
+    ) -> None:
+        """``known``: commits already rewritten elsewhere (old -> new), taken as they are;
+        ``keep``: commits that neither they nor their ancestors are rewritten."""
         self.objects = objects
         self.rule = rule
+        self._keep = sorted(set(keep))
         self._blobs: dict[tuple[str, str], str | None] = {}
         self._trees: dict[tuple[str, str], str | None] = {}
         self._changed_paths: dict[tuple[str, str], list[str]] = {}
-        self._commits: dict[str, str] = {}
+        self._commits: dict[str, str] = dict(known or {})
         self._read: dict[str, bytes] = {}  # read ahead, in one pass
         # binary ids of trees and blobs the rule leaves as they are, wherever they are
         # (only for a rule that ignores paths)
@@ -78,7 +90,7 @@ class HistoryRewrite:
         tips = sorted(set(refs.values()))
         if tips:
             self._read_ahead(tips)
-            _, out = self.objects.runner.run_git("rev-list", "--topo-order", "--reverse", *tips)
+            out = self._rev_list(tips, "--topo-order", "--reverse")
             for line in out.decode().splitlines():
                 commit = line.split()[0]
                 self._commit(commit)
@@ -92,11 +104,21 @@ class HistoryRewrite:
         """Read every commit and tree (and blob, when the rule may change any) through one
         ``cat-file --batch``: a request per object costs ten times more."""
         only = [] if self.rule.folders is None else ["--filter=blob:none"]
-        _, out = self.objects.runner.run_git("rev-list", "--objects", *only, *tips)
+        out = self._rev_list(tips, "--objects", *only)
         shas = [line[:40].decode() for line in out.splitlines()]
         for sha, _kind, data in self.objects.runner.stream_objects(shas):
             if data is not None:
                 self._read[sha] = data
+
+    def _rev_list(self, tips: list[str], *options: str) -> bytes:
+        """``git rev-list`` of ``tips`` without what the kept commits reach (read from
+        stdin: there may be thousands)."""
+        revs = tips + ["^" + sha for sha in self._keep]
+        stdin = ("\n".join(revs) + "\n").encode()
+        root = self.objects.runner.root
+        return run_git(
+            root, "-c", "core.quotepath=false", "rev-list", *options, "--stdin", stdin=stdin
+        ).out
 
     def _object(self, sha: str, kind: str) -> bytes:
         data = self._read.pop(sha, None)

@@ -91,14 +91,21 @@ def install_hook(repo: Repository, name: str, command: str) -> Path:
                     f"{target} exists and so does {chained}; move one of them away and retry"
                 )
             os.replace(target, chained)
+    # git hands pre-push the refs on stdin: both hooks read it
+    run_chained = f'"$here/{name}{CHAINED_SUFFIX}" "$@"'
+    run_ours = f"exec {command} hook {name}" + ' "$@"'
+    if name == "pre-push":
+        run_chained = 'printf "%s\\n" "$refs" | ' + run_chained
+        run_ours = 'printf "%s\\n" "$refs" | ' + run_ours.removeprefix("exec ")
     script = f"""#!/bin/sh
 {HOOK_MARK}: checks memory files, keeps git's merges semantic.
 # A hook that was here before runs first: {name}{CHAINED_SUFFIX}
 here=$(dirname "$0")
+{"refs=$(cat)" if name == "pre-push" else ""}
 if [ -x "$here/{name}{CHAINED_SUFFIX}" ]; then
-    "$here/{name}{CHAINED_SUFFIX}" "$@" || exit $?
+    {run_chained} || exit $?
 fi
-exec {command} hook {name} "$@"
+{run_ours}
 """
     tmp = folder / f".{name}.gitmem-tmp"
     tmp.write_text(script)
@@ -107,7 +114,16 @@ exec {command} hook {name} "$@"
     return target
 
 
-HOOK_NAMES = ("pre-commit", "post-merge", "post-checkout")
+HOOK_NAMES = (
+    "pre-commit",
+    "post-merge",
+    "post-checkout",
+    "pre-merge-commit",
+    "pre-rebase",
+    "pre-push",
+)
+# the hooks that refuse to bring back commits a purge removed
+PURGE_GUARDS = ("pre-merge-commit", "pre-rebase", "pre-push")
 
 DRIVER_NAME = "gitmem semantic merge of session files"
 

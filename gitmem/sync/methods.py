@@ -39,13 +39,26 @@ from gitmem.guard.secrets import redact as redact_text
 from gitmem.models import Result
 from gitmem.store.git import redact, run_git
 from gitmem.store.layout import ensure_local_attributes
-from gitmem.store.objects import MODE_FILE, format_message
+from gitmem.store.objects import MODE_FILE, format_message, signature
+from gitmem.store.purgelog import (
+    PURGES_REF,
+    PurgeRecord,
+    content_refs,
+    drop_old_objects,
+    fetched_purges_ref,
+    join_records,
+    move_refs,
+    pending,
+    read_records,
+    replay,
+)
 from gitmem.store.repository import Repository
 from gitmem.store.transaction import Transaction
 from gitmem.sync.driver import merge_file
 from gitmem.sync.hooks import (
     DRIVER_NAME,
     HOOK_NAMES,
+    PURGE_GUARDS,
     _remove_tree,
     _session_of,
     driver_command,
@@ -77,6 +90,8 @@ class SyncResult(Result):
             files a fast-forward brought (no commit is made to redact them) or in a merged
             file's ids; ``gitmem scan`` lists them all. A merge redacts the rest.
         pushed: whether ``sync`` sent commits to the remote.
+        purges: purges recorded on the remote (or here) that this store applied to the
+            commits it still held: they were rebuilt on the rewritten history.
         attempts: how many fetch-merge-push rounds it took (the remote can move meanwhile).
     """
 
@@ -91,6 +106,7 @@ class SyncResult(Result):
     secrets: list[str] = []  # noqa: RUF012
     pushed: bool = False
     attempts: int = 0
+    purges: list[str] = []  # noqa: RUF012 (ids of purges made elsewhere, applied here)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (for ``--json``); the same as :meth:`to_dict`."""
@@ -119,6 +135,8 @@ class Sync:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        # remote -> the branch tip a purge rewrote there: the next push replaces only that
+        self._leases: dict[str, str] = {}
         if self.store.namespace is not None:
             try:
                 encode_id(self.store.namespace)
@@ -189,14 +207,95 @@ class Sync:
         branch = self._branch(branch)
         if self.store.repo.head() is None:
             raise RepositoryError(f"{self.store.path} has no commits to push")
-        return self._remotes().push(remote, branch)
+        remotes = self._remotes()
+        lease = self._lease_before_push(remotes, remote, branch)
+        pushed = remotes.push(remote, branch, lease=lease)
+        if lease:
+            self._drop_replaced(lease)
+        return pushed
+
+    def _drop_replaced(self, lease: str) -> None:
+        """After a push replaced the remote's purged history: the remote-tracking ref's
+        reflog still reaches it here, so drop it."""
+        repo = self.store.repo
+        if repo.has_object(lease, "commit"):
+            with repo.transaction("dropping purged objects"):
+                drop_old_objects(repo)
+
+    def _lease_before_push(self, remotes: Remotes, remote: str, branch: str) -> str | None:
+        """Refuse to push commits a purge removed (recorded here or on the remote); the
+        remote's branch when a purge here rewrote it (the push replaces it, only if it is
+        still there)."""
+        repo = self.store.repo
+        tips = remotes.tips(remote)
+        theirs = tips.get(PURGES_REF)
+        if theirs and not repo.has_object(theirs, "commit"):
+            remotes.fetch_records(remote)
+        records = self._records(remote)
+        head = repo.head()
+        held = pending(repo, records, [head] if head else [])
+        if held:
+            raise ConflictError(
+                f"{self.store.path}: this store still holds commits that purge {held[0].id} "
+                f"removed from history; run {sync_hint(remote)} to apply the purge here "
+                "first (your own changes are kept). Nothing was pushed."
+            )
+        tip = tips.get(f"refs/heads/{branch}")
+        if tip and any(tip in record.map for record in records):
+            return tip
+        return None
+
+    def _records(self, remote: str) -> list[PurgeRecord]:
+        """Every purge recorded here or in what was last fetched from ``remote``."""
+        repo = self.store.repo
+        found = {r.id: r for r in read_records(repo, fetched_purges_ref(remote))}
+        found.update({r.id: r for r in read_records(repo, PURGES_REF)})
+        return sorted(found.values(), key=lambda r: (r.time, r.id))
+
+    def _apply_purges(
+        self, remote: str, branch: str, tip: str | None, result: SyncResult
+    ) -> str | None:
+        """Apply the purges recorded here or on the remote to the commits this store still
+        holds that they removed: those commits are rebuilt on the rewritten history
+        (keeping every change of their own), the old objects dropped, and the two records
+        joined. Returns the remote's tip as it is to be merged (rebuilt too when the
+        remote still has a history a purge here rewrote)."""
+        repo = self.store.repo
+        tracking = Remotes(repo).tracking_ref(remote, branch)
+        with repo.transaction("applying a purge"):
+            records = self._records(remote)
+            refs = content_refs(repo)
+            todo = pending(repo, records, refs.values())
+            ours = repo.refs.read(PURGES_REF)
+            joined = join_records(
+                repo, ours, repo.refs.read(fetched_purges_ref(remote)), signature(repo.identity)
+            )
+            moved: dict[str, tuple[str, str]] = {}
+            if joined != ours and joined is not None:
+                moved[PURGES_REF] = (ours or "", joined)
+            if todo:
+                on_remote = {r.id for r in read_records(repo, fetched_purges_ref(remote))}
+                keep = [tip] if tip and all(r.id in on_remote for r in todo) else []
+                _rewrite, done = replay(repo, todo, refs, keep)
+                moved.update(done.refs)
+            if not moved:
+                return tip
+            repo.objects.flush()
+            move_refs(repo, moved, "gitmem sync: apply purges")
+            if todo:
+                drop_old_objects(repo)
+                result.purges = [r.id for r in todo]
+        if tracking in moved and tip is not None:
+            self._leases[remote] = tip
+            return moved[tracking][1]
+        return tip
 
     def pull(self, remote: str = "origin", branch: str | None = None) -> SyncResult:
         """Fetch ``remote`` and merge its branch into this store (no push)."""
         branch = self._branch(branch)
         result = SyncResult(remote=remote, branch=branch, before=self.store.repo.head())
         result.attempts = 1
-        tip = self._remotes().fetch(remote, branch)
+        tip = self._apply_purges(remote, branch, self._remotes().fetch(remote, branch), result)
         if tip is None:
             result.action = "empty-remote"
         else:
@@ -231,13 +330,16 @@ class Sync:
         waited = 0.0
         for attempt in range(1, attempts + 1):
             result.attempts = attempt
-            tip = remotes.fetch(remote, branch)
+            tip = self._apply_purges(remote, branch, remotes.fetch(remote, branch), result)
             if tip is None:
                 result.action = "empty-remote"
             else:
                 self._merge_from(tip, result)
             try:
-                result.pushed = remotes.push(remote, branch) or result.pushed
+                lease = self._leases.pop(remote, None)
+                result.pushed = remotes.push(remote, branch, lease=lease) or result.pushed
+                if lease:
+                    self._drop_replaced(lease)
             except ConflictError as exc:
                 pause = min(0.1 * 2.0 ** (attempt - 1), 2.0) * random.uniform(0.5, 1.5)
                 pause = min(pause, max_wait - waited)
@@ -443,7 +545,7 @@ class Sync:
         script = f"{shlex.quote(sys.executable)} -P -m gitmem"
         return [install_hook(self.store.repo, name, script) for name in HOOK_NAMES]
 
-    def run_hook(self, name: str, args: Sequence[str] = ()) -> list[Diagnostic]:
+    def run_hook(self, name: str, args: Sequence[str] = (), stdin: str = "") -> list[Diagnostic]:
         """Run the work of git hook ``name``; returns the problems that should stop git.
 
         ``pre-commit`` validates the staged memory files (or, given file names as the
@@ -453,14 +555,24 @@ class Sync:
         does not take in that save under the person's name. ``post-merge`` and
         ``post-checkout`` only make sure the store is wired (the merge driver); the search
         index catches up with the new commit by itself on its next use.
+
+        ``pre-merge-commit``, ``pre-rebase``, ``pre-push`` (and ``pre-commit`` concluding a
+        merge) refuse to bring back commits a purge removed (recorded here, or on the remote
+        ``pre-push`` pushes to: its record is fetched first): git would otherwise make the
+        purged content reachable again. ``stdin``: what git handed the hook (``pre-push``:
+        one line per ref pushed).
         """
         if name not in HOOK_NAMES:
             raise RepositoryError(f"unknown hook {name!r}; gitmem has {', '.join(HOOK_NAMES)}")
+        if name in PURGE_GUARDS:
+            return self._purged_in(name, args, stdin)
         if name != "pre-commit":
             return []
         if args:
             return validate_paths(args)
         problems = self._repaired_saves()
+        if (self.store.repo.git_dir / "MERGE_HEAD").exists():
+            problems += self._purged_in("pre-merge-commit", args, stdin)
         if problems:  # the index git is committing may hold that save: commit anew
             return problems
         staged = staged_files(self.store.repo, lambda p: is_memory_file(p) or is_facts_path(p))
@@ -475,6 +587,47 @@ class Sync:
                 }
             )
         return problems
+
+    def _purged_in(self, name: str, args: Sequence[str], stdin: str) -> list[Diagnostic]:
+        """Problems for the commits a git command is about to make reachable (pushed,
+        merged, rebased) that a known purge removed."""
+        repo = self.store.repo
+        remote = ""
+        if name == "pre-push":
+            remote = args[0] if args else ""
+            tips = [line.split()[1] for line in stdin.splitlines() if len(line.split()) == 4]
+            tips = [sha for sha in tips if sha.strip("0")]
+            if remote in {r.name for r in self.remotes()}:
+                with contextlib.suppress(RepositoryError):  # offline: what is known here
+                    self._remotes().fetch_records(remote)
+        else:
+            merging = repo.git_dir / "MERGE_HEAD"
+            tips = [repo.head() or ""]
+            if merging.exists():
+                tips += merging.read_text().split()
+            tips += [arg for arg in args if arg]  # pre-rebase: the upstream and the branch
+        records = {r.id: r for r in read_records(repo, PURGES_REF)}
+        for ref in repo.refs("refs/gitmem/from/"):
+            records.update({r.id: r for r in read_records(repo, ref)})
+        found = [sha for sha in tips if sha and repo.has_object(sha, "commit")]
+        held = pending(repo, sorted(records.values(), key=lambda r: r.time), found)
+        if not held:
+            return []
+        action = {
+            "pre-push": "this push",
+            "pre-rebase": "this rebase",
+        }.get(name, "this merge")
+        return [
+            Diagnostic(
+                ".",
+                0,
+                f"{action} would bring back commits that purge {record.id} "
+                f"({record.kind}) removed from history; abort it and run "
+                f"{sync_hint(remote or 'origin')} instead, which applies the purge to this "
+                "store's own commits and keeps every change they made",
+            )
+            for record in held
+        ]
 
     def _repaired_saves(self) -> list[Diagnostic]:
         """A save whose writer was killed, repaired now (opening the store does it, under

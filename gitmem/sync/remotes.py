@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 from gitmem.errors import ConflictError, RemoteBusy, RepositoryError
 from gitmem.store.discover import is_store_commit
 from gitmem.store.git import NETWORK_TIMEOUT, GitResult, redact, run_git
+from gitmem.store.purgelog import PURGES_REF, fetched_purges_ref, purges_refspec
 from gitmem.store.repository import Repository
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,16 @@ class Remotes:
                 f"{self.repo.root}: remote {name!r} exists already ({self.url(name)})"
             )
         run_git(self.repo.root, "remote", "add", "--", name, url)
+        self.track_records(name)
         return Remote(name, url)
+
+    def track_records(self, remote: str) -> None:
+        """Make a plain ``git fetch`` / ``git pull`` of ``remote`` bring its record of purges
+        too, so that the hooks know what a purge there removed."""
+        key = f"remote.{remote}.fetch"
+        have = self._git("config", "--local", "--get-all", key).stdout.split()
+        if purges_refspec(remote) not in have:
+            self._git("config", "--local", "--add", key, purges_refspec(remote))
 
     def tracking_ref(self, remote: str, branch: str) -> str:
         """The ref holding what was last fetched from ``remote``'s ``branch``."""
@@ -124,6 +134,7 @@ class Remotes:
                 ``branch``, or it is not a gitmem store.
         """
         url = self.url(remote)
+        self.track_records(remote)
         done = self._git(
             "fetch",
             "--no-tags",
@@ -131,6 +142,7 @@ class Remotes:
             "--quiet",
             remote,
             f"+refs/heads/*:refs/remotes/{remote}/*",
+            purges_refspec(remote),  # the record of purges, so a purge made there applies here
             timeout=NETWORK_TIMEOUT,
         )
         if done.returncode != 0:
@@ -174,24 +186,62 @@ class Remotes:
         done = self._git("merge-base", a, b)
         return done.stdout.strip() or None if done.returncode == 0 else None
 
-    def push(self, remote: str, branch: str) -> bool:
-        """Push the local ``branch`` to the same branch of ``remote``.
+    def tips(self, remote: str) -> dict[str, str]:
+        """Ref -> commit of the remote's branches and record of purges (``git ls-remote``:
+        nothing is fetched)."""
+        url = self.url(remote)
+        self.track_records(remote)
+        done = self._git("ls-remote", remote, "refs/heads/*", PURGES_REF, timeout=NETWORK_TIMEOUT)
+        if done.returncode != 0:
+            raise RepositoryError(
+                f"cannot push to remote {remote!r} ({url}): {done.tail()}; check the URL, the "
+                "network and your git credentials"
+            )
+        pairs = (line.split("\t", 1) for line in done.stdout.splitlines() if "\t" in line)
+        return {ref: sha for sha, ref in pairs}
+
+    def fetch_records(self, remote: str) -> str | None:
+        """Fetch only the remote's record of purges; returns where it is kept here (None
+        when the remote has none)."""
+        url = self.url(remote)
+        done = self._git(
+            "fetch", "--no-tags", "--quiet", remote, purges_refspec(remote), timeout=NETWORK_TIMEOUT
+        )
+        if done.returncode != 0:
+            raise RepositoryError(f"cannot fetch from remote {remote!r} ({url}): {done.tail()}")
+        return self.resolve(fetched_purges_ref(remote)) and fetched_purges_ref(remote)
+
+    def push(self, remote: str, branch: str, *, lease: str | None = None) -> bool:
+        """Push the local ``branch`` to the same branch of ``remote``, with the record of
+        purges when there is one (both or neither: ``--atomic``).
+
+        ``lease``: the commit the remote's branch must still be at for it to be replaced by
+        a history that does not contain it (a purge rewrote it); never a blind force push.
 
         Returns:
             False if the remote had nothing new to take (already up to date), else True.
 
         Raises:
-            ConflictError: the remote has commits this store does not (not a fast-forward).
+            ConflictError: the remote has commits (or purges) this store does not, or it
+                moved away from ``lease``.
             RepositoryError: the remote cannot be reached or refused the push.
         """
         url = self.url(remote)
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"
-        done = self._git("push", "--porcelain", remote, refspec, timeout=NETWORK_TIMEOUT)
-        status = detail = ""
+        specs = [refspec]
+        if self.resolve(PURGES_REF):
+            specs.append(f"{PURGES_REF}:{PURGES_REF}")
+        options = ["--atomic"] if len(specs) > 1 else []
+        if lease:
+            options.append(f"--force-with-lease=refs/heads/{branch}:{lease}")
+        done = self._git("push", "--porcelain", *options, remote, *specs, timeout=NETWORK_TIMEOUT)
+        statuses: dict[str, tuple[str, str]] = {}
         for line in done.stdout.splitlines():
             parts = line.split("\t")
-            if len(parts) >= 3 and parts[1] == refspec:
-                status, detail = parts[0], parts[2]
+            if len(parts) >= 3 and parts[1] in specs:
+                statuses[parts[1]] = (parts[0], parts[2])
+        status = statuses.get(refspec, ("", ""))[0]
+        details = " ".join(d for _, d in statuses.values())
         # a push in flight on the remote holds its ref lock ("Unable to create ...lock: File
         # exists"): nothing moved, try again; a push that landed while ours was in flight
         # ("cannot lock ref ... but expected") means the remote has new commits
@@ -200,20 +250,21 @@ class Remotes:
                 f"push to {remote!r} ({url}) not applied: another push was updating the remote's "
                 f"{branch} at that moment (its ref lock was taken); nothing was lost, try again"
             )
-        raced = "cannot lock ref" in done.stderr or "failed to update ref" in detail
-        if status == "!" and ("fetch first" in detail or "non-fast-forward" in detail or raced):
+        raced = "cannot lock ref" in done.stderr or "failed to update ref" in details
+        moved = any(word in details for word in ("fetch first", "non-fast-forward", "stale info"))
+        if status == "!" and (moved or raced):
             raise ConflictError(
                 f"push to {remote!r} ({url}) rejected: the remote has commits this store does not "
-                f"have ({detail}). Run {sync_hint(remote)} (fetch, merge, push) instead."
+                f"have ({details}). Run {sync_hint(remote)} (fetch, merge, push) instead."
             )
-        if done.returncode != 0 or status in ("!", ""):
+        if done.returncode != 0 or status == "" or any(s == "!" for s, _ in statuses.values()):
             problem = done.tail()
             raise RepositoryError(
                 f"cannot push to remote {remote!r} ({url}): {problem}; check the URL, the "
                 "network and your git credentials"
             )
         self._point_head(remote, branch, created=status == "*")
-        return status != "="
+        return any(s != "=" for s, _ in statuses.values())
 
     def _point_head(self, remote: str, branch: str, *, created: bool) -> None:
         """Make a plain ``git clone`` of the remote land on ``branch`` when the remote's HEAD
@@ -315,6 +366,7 @@ def clone(url: str, path: Path) -> None:
             f"cannot clone {redact(url)}: {done.tail()}; check the URL, the network "
             "and your git credentials"
         )
+    run_git(path, "config", "--local", "--add", "remote.origin.fetch", purges_refspec("origin"))
     if run_git(path, "rev-parse", "--verify", "--quiet", "HEAD", ok=None).returncode == 0:
         return
     unborn = run_git(path, "symbolic-ref", "--short", "HEAD", ok=None).stdout.strip()
