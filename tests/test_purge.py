@@ -299,3 +299,28 @@ def test_a_killed_purge_leaves_the_store_before_or_after_it(tmp_path: Path) -> N
         assert len(survivor.load_memory("s0").interactions) == 25
         survivor.close()
     assert outcomes  # which ones depends on the machine's speed
+
+
+@pytest.mark.parametrize("target", ["turn", "session"])
+def test_purge_takes_the_summaries_and_facts_that_retell_it(store: Path, target: str) -> None:
+    mm = MemoryManager.init(store)
+    mm.save_interaction("s1", "I live in Paris", "nice")
+    mm.save_interaction("s1", "My cat is named Tomasz", "cute")
+    mm.save_interaction("s2", "I drink green tea", "ok")
+    mm.summarize("s1")
+    mm.consolidate()
+    memory = (store / memory_path()).read_text()
+    assert "Tomasz" in memory and "green tea" in memory
+    assert "Tomasz" in (store / session_path("s1")).read_text().split("## Summary")[1]
+    cat_turn = [t.id for t in mm.load_memory("s1").interactions][1]
+    if target == "turn":
+        mm.purge(turn=f"s1#{cat_turn}")
+        assert [t.messages[0].content for t in mm.load_memory("s1").interactions] == [
+            "I live in Paris"
+        ]
+        assert "## Summary" not in (store / session_path("s1")).read_text()
+    else:
+        mm.purge(session="s1")
+        assert "Paris" not in (store / memory_path()).read_text()
+    assert_gone(store, "Tomasz")
+    assert "green tea" in (store / memory_path()).read_text()

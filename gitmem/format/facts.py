@@ -286,14 +286,30 @@ def _agent(name: str) -> str:
     return "%68and" if name == "hand" else _encode(name)
 
 
+def source_token(source: FactSource) -> str:
+    """A source as a fact's braces write it (``chat-1#i3f2``)."""
+    turn = "" if source.interaction is None else "#" + _encode(source.interaction)
+    return _encode(source.session) + turn
+
+
+def line_sources(line: bytes) -> list[bytes]:
+    """The source tokens in the braces of one fact's list item (none for any other line)."""
+    text = line.rstrip()
+    if text.lstrip()[:1] not in (b"-", b"*", b"+") or not text.endswith(b"}"):
+        return []
+    inner = text[text.rfind(b" {#") + 3 : -1]
+    head = inner.split(SEP.encode())[0]
+    arrow = f" {ARROW} ".encode()
+    return head.split(arrow, 1)[1].split(b", ") if arrow in head else []
+
+
 def fact_line(fact: Fact) -> str:
     """The list item of one fact, without a line end."""
     escaped = _needs_escape(fact.text)
     text = _escaped(fact.text) if escaped else fact.text
-    sources = ", ".join(
-        _encode(s.session) + ("" if s.interaction is None else "#" + _encode(s.interaction))
-        for s in fact.sources
-    ) or ("by " + _agent(fact.by) if fact.by else BY_HAND)
+    sources = ", ".join(source_token(s) for s in fact.sources) or (
+        "by " + _agent(fact.by) if fact.by else BY_HAND
+    )
     parts = [f"#{fact.id} {ARROW} {sources}"]
     if fact.valid_from:
         parts.append(f"from {fact.valid_from}")

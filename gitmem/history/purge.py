@@ -19,12 +19,13 @@ import re
 import secrets as random_source
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import ValidationError
+from gitmem.format.facts import FactSource, line_sources, source_token
 from gitmem.format.paths import (
     archive_path,
     id_from_archive_path,
@@ -146,34 +147,109 @@ def _paths(session_id: str, namespace: str | None) -> tuple[str, str]:
     return session_path(session_id, namespace), archive_path(session_id, namespace)
 
 
+def _memory_folder(namespace: str | None) -> str:
+    return memory_path(namespace).rsplit("/", 1)[0]
+
+
+def _own_facts(path: str, namespace: str | None) -> bool:
+    """Whether ``path`` is a memory file of ``namespace`` (another's never names its
+    sessions)."""
+    return is_facts_path(path) and path.rsplit("/", 1)[0] == _memory_folder(namespace)
+
+
 def _folders(session_id: str, namespace: str | None) -> tuple[str, ...]:
     """The folders of a session's file and archive part."""
     return tuple(path.rsplit("/", 1)[0] for path in _paths(session_id, namespace))
 
 
+def remove_sourced_facts(
+    data: bytes, session_id: str, turn_id: str | None = None, told: set[bytes] | None = None
+) -> bytes:
+    """A memory file without the facts that came from a session (or one turn of it): they
+    may retell what is purged. Their texts are added to ``told``."""
+    whole = source_token(FactSource(session=session_id)).encode()
+    turn = source_token(FactSource(session=session_id, interaction=turn_id)).encode()
+
+    def came_from(source: bytes) -> bool:
+        if turn_id is not None:
+            return source == turn
+        return source == whole or source.startswith(whole + b"#")
+
+    lines = data.splitlines(keepends=True)
+    gone = [line for line in lines if any(came_from(s) for s in line_sources(line))]
+    if not gone:
+        return data
+    if told is not None:
+        told.update(line.strip()[2:].rpartition(b" {#")[0] for line in gone)
+    return b"".join(line for line in lines if line not in gone)
+
+
+def _mask_lines(message: bytes, texts: set[bytes], marker: bytes) -> bytes:
+    """``message`` with every line that quotes one of ``texts`` masked after its first
+    ``: `` (a consolidation's "add: <fact>")."""
+    if not texts:
+        return message
+    lines = message.split(b"\n")
+    for at, line in enumerate(lines):
+        if any(text and text in line for text in texts):
+            head, colon, _rest = line.partition(b": ")
+            lines[at] = head + colon + marker if colon else marker
+    return b"\n".join(lines)
+
+
+def remove_summaries_of(data: bytes, turn_id: str) -> bytes:
+    """A session file without the summary sections that cover turn ``turn_id``: they may
+    retell it (a new summary can be made from the turns that are left)."""
+    lines = data.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.startswith(b"## ")]
+    drop: list[tuple[int, int]] = []
+    for at, start in enumerate(starts):
+        end = starts[at + 1] if at + 1 < len(starts) else len(lines)
+        if not lines[start].startswith(b"## Summary"):
+            continue
+        covers = [
+            line.split(b":", 1)[1] for line in lines[start:end] if line.startswith(b"**Covers**:")
+        ]
+        ids = {part.strip().decode("utf-8", "replace") for c in covers for part in c.split(b",")}
+        if turn_id in ids:
+            drop.append((start, end))
+    for start, end in reversed(drop):
+        del lines[start:end]
+    if not drop:
+        return data
+    kept = b"".join(lines)
+    return kept.rstrip(b"\n") + b"\n" if kept.strip() else b""
+
+
 @dataclass
 class SessionRule:
-    """A session's file and archive part gone; its commits' subjects masked."""
+    """A session's file and archive part gone, and the facts that came from it; its
+    commits' subjects masked."""
 
     session_id: str
     namespace: str | None
     marker: bytes
     path_free: bool = False
+    told: set[bytes] = field(default_factory=set)  # texts of the facts removed
 
     @property
     def folders(self) -> tuple[str, ...]:
-        return _folders(self.session_id, self.namespace)
+        return (*_folders(self.session_id, self.namespace), _memory_folder(self.namespace))
 
     def wants(self, path: str) -> bool:
-        return path in _paths(self.session_id, self.namespace)
+        return path in _paths(self.session_id, self.namespace) or _own_facts(path, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
+        if is_facts_path(path):
+            return remove_sourced_facts(data, self.session_id, told=self.told)
         sid = id_from_path(path, self.namespace) or id_from_archive_path(path, self.namespace)
         return None if sid == self.session_id else data
 
     def message(self, message: bytes) -> bytes:
         named = ", ".join(_trailer_values(message, b"Gitmem-Session")).split(", ")
-        return _masked_subject(message, self.marker) if self.session_id in named else message
+        if self.session_id in named:
+            message = _masked_subject(message, self.marker)
+        return _mask_lines(message, self.told, self.marker)
 
 
 def remove_turn(data: bytes, turn_id: str) -> bytes:
@@ -200,28 +276,32 @@ def remove_turn(data: bytes, turn_id: str) -> bytes:
 
 @dataclass
 class TurnRule:
-    """One turn's block gone from its session's file and archive part, in every commit."""
+    """One turn's block gone from its session's file and archive part, in every commit,
+    with the summaries that cover it and the facts that came from it."""
 
     session_id: str
     turn_id: str
     namespace: str | None
     marker: bytes
     path_free: bool = False
+    told: set[bytes] = field(default_factory=set)  # texts of the facts removed
 
     @property
     def folders(self) -> tuple[str, ...]:
-        return _folders(self.session_id, self.namespace)
+        return (*_folders(self.session_id, self.namespace), _memory_folder(self.namespace))
 
     def wants(self, path: str) -> bool:
-        return path in _paths(self.session_id, self.namespace)
+        return path in _paths(self.session_id, self.namespace) or _own_facts(path, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
-        return remove_turn(data, self.turn_id)
+        if is_facts_path(path):
+            return remove_sourced_facts(data, self.session_id, self.turn_id, self.told)
+        return remove_summaries_of(remove_turn(data, self.turn_id), self.turn_id)
 
     def message(self, message: bytes) -> bytes:
         if self.turn_id in _trailer_values(message, b"Gitmem-Interaction"):
-            return _masked_subject(message, self.marker)
-        return message
+            message = _masked_subject(message, self.marker)
+        return _mask_lines(message, self.told, self.marker)
 
 
 def remove_fact(data: bytes, fact_id: str) -> bytes:
@@ -243,7 +323,7 @@ class FactRule:
 
     @property
     def folders(self) -> tuple[str, ...]:
-        return (memory_path(self.namespace).rsplit("/", 1)[0],)
+        return (_memory_folder(self.namespace),)
 
     def wants(self, path: str) -> bool:
         return is_facts_path(path)
