@@ -168,3 +168,21 @@ def test_imports_run_on_the_worker_and_waiting_announcements_merge(store: Path) 
     assert [keys for _, keys in calls] == [["a"], ["a"], ["b"]]
     assert all(name.startswith("gitmem-capture") for name, _ in calls)
     assert threading.current_thread().name not in {name for name, _ in calls}
+
+
+def test_a_capture_with_a_namespace_writes_only_there(home: Path, store: Path) -> None:
+    sessions = session_file(home, TELEGRAM).parent
+    capture = Capture(
+        store, nanobot_importer(home / "workspace", sessions), agent="nanobot", namespace="alice"
+    )
+    try:
+        capture.persisted(TELEGRAM)
+        capture.flush(WAIT_S)
+    finally:
+        capture.close()
+    assert capture.failures == 0
+    alice = MemoryManager(store, namespace="alice")
+    default = MemoryManager(store)
+    assert TELEGRAM in alice.session_ids()
+    assert default.session_ids() == []
+    assert default.namespaces() == ["alice"]

@@ -142,3 +142,38 @@ def test_another_namespace_commit_is_not_shown_or_reverted(shared: Path) -> None
         page = web.get(path)
         assert page.status_code == 404 and "second question" not in page.text
     assert client(bob, fixed_namespace=True).get(f"/commits/{sha}").status_code == 200
+
+
+def test_a_form_acts_in_the_namespace_it_was_shown_in(shared: Path) -> None:
+    """A revert confirmed on Bob's page stays Bob's although another tab switched to Alice
+    meanwhile (the cookie is shared)."""
+    bob = MemoryManager(shared, namespace="bob")
+    sha = bob.save_interaction("support-bob", "Bob's second question", "ok")
+    assert sha is not None
+    web = client(MemoryManager(shared))
+    web.get("/namespace", params={"to": "bob", "back": "/facts"})
+    page = web.get(f"/undo/revert/{sha}").text
+    assert 'name="namespace" value="bob"' in page
+    token = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert token is not None
+    web.get("/namespace", params={"to": "alice", "back": "/facts"})  # the other tab
+    done = web.post(
+        f"/undo/revert/{sha}",
+        data={"csrf": token.group(1), "namespace": "bob"},
+        follow_redirects=False,
+    )
+    assert done.status_code == 303, done.text
+    turns = MemoryManager(shared, namespace="bob").load_memory("support-bob")
+    assert turns is not None
+    assert [t.messages[0].content for t in turns.interactions] == [
+        "Bob's Postgres database crashed"
+    ]
+    # a form for a namespace the dashboard does not serve changes nothing
+    fixed = client(MemoryManager(shared, namespace="alice"), fixed_namespace=True)
+    page = fixed.get("/undo").text
+    token = re.search(r'name="csrf(?:-token)?" (?:value|content)="([^"]+)"', page)
+    assert token is not None
+    refused = fixed.post(
+        "/undo/agent", data={"csrf": token.group(1), "namespace": "bob", "agent": "gitmem"}
+    )
+    assert refused.status_code == 400 and "does not serve" in refused.text

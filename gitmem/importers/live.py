@@ -49,6 +49,7 @@ class Capture:
             ``import_nanobot(mm, workspace, keys=keys)``).
         agent: the author of the commits (``Gitmem-Agent``).
         via: the ``Gitmem-Via`` trailer, naming this way in.
+        namespace: the namespace the sessions go to (None: the store's default one).
     """
 
     def __init__(
@@ -58,8 +59,10 @@ class Capture:
         *,
         agent: str = "gitmem",
         via: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         self.store = Path(store)
+        self.namespace = namespace
         self.importer = importer
         self.agent = agent
         self.via = via
@@ -99,7 +102,13 @@ class Capture:
             self._waiting.discard(key)  # a turn saved from now on needs another import
         try:
             if self._mm is None:
-                self._mm = MemoryManager(self.store, init=True, agent=self.agent, via=self.via)
+                self._mm = MemoryManager(
+                    self.store,
+                    init=True,
+                    agent=self.agent,
+                    via=self.via,
+                    namespace=self.namespace,
+                )
             self.imports += 1
             result = self.importer(self._mm, [key])
         except (GitmemError, OSError) as exc:  # the message says what and where

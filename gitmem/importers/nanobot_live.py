@@ -15,7 +15,8 @@ The store is ``$GITMEM_REPO``, else ``gitmem/`` in nanobot's data folder (the fo
 ``config.json``, ``~/.nanobot`` by default). Capturing is opt-in, since an entry point cannot
 wait for an extra: it runs when that store exists (``gitmem init ~/.nanobot/gitmem``), when
 ``GITMEM_REPO`` is set, or with ``GITMEM_NANOBOT_CAPTURE=1`` (the store is then created on
-first use); ``GITMEM_NANOBOT_CAPTURE=0`` turns it off. This is the only module that imports
+first use); ``GITMEM_NANOBOT_CAPTURE=0`` turns it off. ``GITMEM_NAMESPACE`` names the
+namespace the turns go to, as for the ``gitmem`` command. This is the only module that imports
 ``nanobot`` (the ``nanobot`` extra); docs/nanobot.md is the user's guide.
 """
 
@@ -44,6 +45,7 @@ log = logging.getLogger("gitmem.importers.live")  # the capture's one logger
 SUPPORTED = ">=0.3.5,<0.4"
 
 STORE_ENV = "GITMEM_REPO"
+NAMESPACE_ENV = "GITMEM_NAMESPACE"
 SWITCH_ENV = "GITMEM_NANOBOT_CAPTURE"
 
 # one capture per message bus (nanobot may build several agent loops in one process)
@@ -100,6 +102,7 @@ def attach(ctx: Any) -> Capture | None:
         nanobot_importer(Path(ctx.workspace), sessions),
         agent="nanobot",
         via="nanobot-plugin",
+        namespace=os.environ.get(NAMESPACE_ENV, "").strip() or None,
     )
 
     def turn_persisted(event: Any) -> None:

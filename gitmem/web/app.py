@@ -100,6 +100,8 @@ def _templates(session_href: str) -> Jinja2Templates:
 
 async def _gitmem_error(request: Request, exc: Exception) -> Response:
     status = status_of(exc)
+    # the error page is shown where the browser is, not where a refused form pointed
+    request.scope.get("state", {}).pop("form", None)
     return render(
         request,
         "error.html",

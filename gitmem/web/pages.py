@@ -26,6 +26,7 @@ MAX_PAGE_SIZE = 500
 
 # the namespace a browser switched to (percent-encoded; empty: the default one)
 NAMESPACE_COOKIE = "gitmem_ns"
+NAMESPACE_FIELD = "namespace"  # in every form that writes: the namespace it was shown in
 
 
 class StoreNamespaces:
@@ -72,8 +73,20 @@ class StoreNamespaces:
 
 
 def manager(request: Request) -> MemoryManager:
-    """The store this server shows, in the namespace the browser switched to."""
+    """The store this server shows, in the namespace the browser switched to; for a form,
+    the namespace the form was shown in (a switch in another tab since must not move a
+    confirmed undo to another person's memory)."""
     stores: StoreNamespaces = request.app.state.stores
+    fields = form(request)
+    if NAMESPACE_FIELD in fields:
+        wanted = fields[NAMESPACE_FIELD] or None
+        found = stores.get(wanted)
+        if found.namespace != wanted:
+            raise ValidationError(
+                f"this form was shown for namespace {wanted or '(default)'!r}, which this "
+                "dashboard does not serve; reload the page. Nothing was changed."
+            )
+        return found
     raw = request.cookies.get(NAMESPACE_COOKIE)
     if raw is None or stores.fixed:
         return stores.first
