@@ -205,3 +205,32 @@ def test_plain_git_cannot_bring_purged_commits_back(tmp_path: Path) -> None:
     assert_store_free_of(stale_path, PASSPORT)
     assert turns(stale, "s2") == ["the stale clone's own"]
     assert PASSPORT.encode() not in reachable_objects(served)
+
+
+def test_the_merge_driver_refuses_to_join_purged_history(tmp_path: Path) -> None:
+    """No hooks installed: a plain ``git pull`` of a stale clone that changed the purged
+    session stops in the merge driver, with the advice, and nothing comes back."""
+    served = bare(tmp_path)
+    url = served.as_uri()
+    a = MemoryManager.clone(url, tmp_path / "a")
+    a.save_interaction("s1", f"my passport is {PASSPORT}", "noted")
+    a.sync()
+    stale_path = tmp_path / "stale"
+    stale = MemoryManager.clone(url, stale_path)
+    stale.save_interaction("s1", "the stale clone's own", "ok")
+    a.purge(text=PASSPORT)
+    a.push()
+    git(stale_path, "fetch", "-q", "origin")  # the record comes with a plain fetch
+    assert git(stale_path, "for-each-ref", "refs/gitmem/from/origin/")
+    pulled = subprocess.run(
+        ["git", "pull", "--no-rebase", "--no-edit", "origin", "main"],
+        cwd=stale_path,
+        capture_output=True,
+        text=True,
+    )
+    assert pulled.returncode != 0
+    assert "would bring back commits that purge" in pulled.stdout + pulled.stderr
+    git(stale_path, "merge", "--abort")
+    stale.sync()
+    assert_store_free_of(stale_path, PASSPORT)
+    assert turns(stale, "s1") == ["my passport is [purged]", "the stale clone's own"]

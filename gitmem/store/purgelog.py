@@ -162,6 +162,15 @@ def reachable(repo: Repository, tips: Iterable[str], commits: set[str]) -> set[s
     return {line for line in done.stdout.split() if line in commits}
 
 
+def known_records(repo: Repository) -> list[PurgeRecord]:
+    """Every purge recorded here or fetched from any remote, oldest first."""
+    found = {}
+    for ref in [PURGES_REF, *repo.refs(_FETCHED)]:
+        if is_record_ref(ref):
+            found.update({record.id: record for record in read_records(repo, ref)})
+    return sorted(found.values(), key=lambda r: (r.time, r.id))
+
+
 def pending(repo: Repository, records: list[PurgeRecord], tips: Iterable[str]) -> list[PurgeRecord]:
     """The purges whose old commits ``tips`` still reach (not applied here yet)."""
     old = {sha for record in records for sha in record.map}

@@ -45,6 +45,40 @@ def store_secrets() -> tuple[SecretConfig, str | None]:
         return DEFAULT_CONFIG, f"gitmem: git config gitmem.secrets: {exc}; default patterns used"
 
 
+def purge_refusal() -> str | None:
+    """Why the merge git is running must stop: it joins commits a purge removed (recorded in
+    this store) with other history, which would make the purged content reachable again.
+
+    Only a ``git merge`` (it names the merged commits in ``GITHEAD_<sha>``) in a store with
+    a record of purges pays for the check.
+    """
+    merged = [key[len("GITHEAD_") :] for key in os.environ if key.startswith("GITHEAD_")]
+    if not merged:
+        return None
+    from gitmem.store.git import run_git
+
+    listed = run_git(None, "for-each-ref", "--count=1", "refs/gitmem/", ok=None)
+    if listed.returncode != 0 or not listed.stdout:
+        return None
+    from gitmem.store.purgelog import known_records, pending
+    from gitmem.store.repository import Repository
+
+    repo = Repository(Path.cwd())
+    try:
+        head = repo.head()
+        tips = [sha for sha in [*merged, head or ""] if sha and repo.has_object(sha, "commit")]
+        held = pending(repo, known_records(repo), tips)
+    finally:
+        repo.close()
+    if not held:
+        return None
+    return (
+        f"gitmem: this merge would bring back commits that purge {held[0].id} removed from "
+        "history; abort it (git merge --abort) and run `gitmem sync`, which applies the purge "
+        "to this store's own commits and keeps every change they made"
+    )
+
+
 def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
     """Merge ``ours`` and ``theirs`` against ``base`` by meaning, writing the result to ``ours``.
 
@@ -53,6 +87,9 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
         version does not parse, so git's own line merge (with conflict markers where the
         lines clash) was left in ``ours`` for a person to resolve.
     """
+    refused = purge_refusal()
+    if refused:
+        return 1, [refused]  # ours stays as it is: git marks the file conflicted
     base_data, ours_data, theirs_data = base.read_bytes(), ours.read_bytes(), theirs.read_bytes()
     try:
         merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)

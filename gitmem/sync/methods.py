@@ -47,6 +47,7 @@ from gitmem.store.purgelog import (
     drop_old_objects,
     fetched_purges_ref,
     join_records,
+    known_records,
     move_refs,
     pending,
     read_records,
@@ -606,11 +607,8 @@ class Sync:
             if merging.exists():
                 tips += merging.read_text().split()
             tips += [arg for arg in args if arg]  # pre-rebase: the upstream and the branch
-        records = {r.id: r for r in read_records(repo, PURGES_REF)}
-        for ref in repo.refs("refs/gitmem/from/"):
-            records.update({r.id: r for r in read_records(repo, ref)})
         found = [sha for sha in tips if sha and repo.has_object(sha, "commit")]
-        held = pending(repo, sorted(records.values(), key=lambda r: r.time), found)
+        held = pending(repo, known_records(repo), found)
         if not held:
             return []
         action = {
