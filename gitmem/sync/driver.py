@@ -56,8 +56,10 @@ def purge_refusal() -> str | None:
     if not merged:
         return None
     from gitmem.store.git import run_git
+    from gitmem.store.purgelog import PURGES_REF, fetched_purges_ref
 
-    listed = run_git(None, "for-each-ref", "--count=1", "refs/gitmem/", ok=None)
+    records = [PURGES_REF, fetched_purges_ref("*")]
+    listed = run_git(None, "for-each-ref", "--count=1", *records, ok=None)
     if listed.returncode != 0 or not listed.stdout:
         return None
     from gitmem.store.purgelog import known_records, pending
