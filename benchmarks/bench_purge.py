@@ -17,6 +17,12 @@ after it is rewritten (the worst case). Each tool runs on its own copy of the st
   commits, so it runs on ``--filter-branch-commits`` (1,000) and its time is scaled to the
   store's size (say so in the table).
 
+Then the purge travels: a bare remote holds the store, one clone purges and pushes, and a
+second clone, made before the purge and holding 10 turns of its own that were never pushed,
+runs ``sync`` (it applies the purge to its own history and pushes). Its comparator is what
+the filter tools ask of every other clone: a fresh ``git clone`` of the purged remote (which
+loses the unpushed turns).
+
 Medians of ``--runs``; absolute times drift on a shared machine, the ratios are the figures.
 """
 
@@ -126,6 +132,27 @@ def filter_branch(store: Path) -> float:
     return _timed(command, store, env)
 
 
+def propagation(template: Path, top: Path, run: int) -> tuple[float, float]:
+    """(``sync`` of a stale clone with 10 unpushed turns, fresh ``git clone``) after a purge
+    pushed to a bare remote."""
+    remote = top / f"remote{run}.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(template), str(remote)], check=True)
+    purger = MemoryManager.clone(remote.as_uri(), top / f"purger{run}")
+    stale = MemoryManager.clone(remote.as_uri(), top / f"stale{run}")
+    for n in range(10):
+        stale.save_interaction("stale-own", f"unpushed turn {n}", "ok")
+    purger.purge(text=SECRET)
+    purger.push()
+    purger.close()
+    started = time.perf_counter()
+    result = stale.sync()
+    took = time.perf_counter() - started
+    assert result.purges and result.pushed, "the stale clone did not apply the purge"
+    stale.close()
+    fresh = _timed(["git", "clone", "-q", remote.as_uri(), str(top / f"fresh{run}")], top)
+    return took, fresh
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=10_000)
@@ -149,6 +176,12 @@ def main() -> None:
             if args.filter_repo:
                 store = _copy(template, top / f"fr{run}")
                 rows.setdefault("git filter-repo", []).append(filter_repo(store, args.filter_repo))
+        for run in range(args.runs):
+            synced, cloned = propagation(template, top, run)
+            rows.setdefault("clone: gitmem sync applying the purge (10 own turns kept)", []).append(
+                synced
+            )
+            rows.setdefault("clone: fresh git clone of the purged remote", []).append(cloned)
         small = top / "small"
         build(small, args.filter_branch_commits)
         scale = args.commits / args.filter_branch_commits

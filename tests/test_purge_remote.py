@@ -13,6 +13,7 @@ import pytest
 from gitmem import MemoryManager
 from gitmem.errors import ConflictError
 from gitmem.format.paths import session_path
+from gitmem.store.purgelog import known_records, learn_rule
 from tests.conftest import git
 from tests.test_sync_remotes import bare, daemon  # noqa: F401 (the fixture is used by name)
 
@@ -234,3 +235,35 @@ def test_the_merge_driver_refuses_to_join_purged_history(tmp_path: Path) -> None
     stale.sync()
     assert_store_free_of(stale_path, PASSPORT)
     assert turns(stale, "s1") == ["my passport is [purged]", "the stale clone's own"]
+
+
+def test_a_purge_in_a_clone_moves_its_remote_head_with_the_branch(tmp_path: Path) -> None:
+    served = bare(tmp_path)
+    first = MemoryManager.clone(served.as_uri(), tmp_path / "first")
+    first.save_interaction("s1", f"my passport is {PASSPORT}", "noted")
+    first.sync()
+    clone = MemoryManager.clone(served.as_uri(), tmp_path / "clone")
+    assert git(tmp_path / "clone", "symbolic-ref", "refs/remotes/origin/HEAD").strip()
+    clone.purge(text=PASSPORT)
+    assert_store_free_of(tmp_path / "clone", PASSPORT)
+    assert git(tmp_path / "clone", "symbolic-ref", "refs/remotes/origin/HEAD").strip()
+    assert clone.push() is True
+    assert PASSPORT.encode() not in reachable_objects(served)
+
+
+def test_a_clone_learns_exactly_what_a_purge_removed(tmp_path: Path) -> None:
+    served = bare(tmp_path)
+    a = MemoryManager.clone(served.as_uri(), tmp_path / "a")
+    a.save_interaction("s1", f"my passport is {PASSPORT}", "noted")
+    a.save_interaction("s1", "a later turn", "ok")
+    a.sync()
+    b = MemoryManager.clone(served.as_uri(), tmp_path / "b")
+    report = a.purge(text=PASSPORT)
+    a.push()
+    b.fetch()
+    repo = b._store.repo
+    rule = learn_rule(repo, known_records(repo))
+    assert rule.substitutions[PASSPORT.encode()] == b"[purged]"
+    assert not any(b"[purged]" in gone for gone in rule.substitutions)  # never the other way
+    assert rule.verified == {report.id}  # the salted hash confirms the text
+    assert rule.blob("x.md", b"a line about " + PASSPORT.encode()) == b"a line about [purged]"

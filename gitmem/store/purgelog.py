@@ -64,12 +64,17 @@ def is_record_ref(ref: str) -> bool:
 
 
 def content_refs(repo: Repository) -> dict[str, str]:
-    """Every ref a purge rewrites: all but the records and the stash (which it drops)."""
-    return {
-        ref: sha
-        for ref, sha in repo.refs("refs/").items()
-        if not is_record_ref(ref) and ref != "refs/stash"
-    }
+    """Every ref a purge rewrites: all but the records, the stash (which it drops) and
+    symbolic refs (``refs/remotes/origin/HEAD`` moves with the ref it names)."""
+    listed = run_git(
+        repo.root, "for-each-ref", "--format=%(refname) %(objectname) %(symref)", "refs/"
+    )
+    found = {}
+    for line in listed.stdout.splitlines():
+        ref, sha, target = [*line.split(" "), "", ""][:3]
+        if sha and not target and not is_record_ref(ref) and ref != "refs/stash":
+            found[ref] = sha
+    return found
 
 
 @dataclass(frozen=True)
@@ -264,42 +269,99 @@ class LearnedRule:
 
 
 def learn_rule(repo: Repository, records: list[PurgeRecord]) -> LearnedRule:
-    """What ``records``' purges removed, from their old and new commits held here."""
+    """What ``records``' purges removed, from their old and new commits held here.
+
+    Three passes over git, whatever the number of commits: one ``cat-file`` for every
+    commit, one ``diff-tree --stdin`` for every (old, new) pair, one ``cat-file`` for the
+    distinct blobs that changed."""
     rule = LearnedRule(marker=(records[0].marker if records else "[purged]").encode())
-    seen_blobs: set[tuple[str, str | None]] = set()
+    pairs = [(record, old, new) for record in records for old, new in record.map.items()]
+    bodies = {
+        sha: data
+        for sha, kind, data in repo.runner.stream_objects(
+            sorted({sha for _, old, new in pairs for sha in (old, new)})
+        )
+        if kind == "commit" and data is not None
+    }
+    held = [(record, old, new) for record, old, new in pairs if old in bodies and new in bodies]
+    candidates: dict[str, set[bytes]] = {record.id: set() for record in records}
+    for record, old, new in held:
+        before, after = (bodies[sha].partition(b"\n\n")[2] for sha in (old, new))
+        if before != after:
+            for gone, came in learn_fragments(before, after, record.marker.encode()):
+                _learn(rule, gone, came, record.marker.encode(), candidates[record.id])
+    changed = _changed_blobs(repo, [(old, new) for _, old, new in held])
+    blobs = {
+        sha: data
+        for sha, kind, data in repo.runner.stream_objects(
+            sorted({sha for _, _, was, now in changed for sha in (was, now) if sha})
+        )
+        if data is not None
+    }
+    # a blob pair tells the same whichever record's commits hold it: learn it once, with
+    # the marker of the first record that rewrote it
+    marker_of = {old: record.marker.encode() for record, old, _new in reversed(held)}
+    record_of = {old: record.id for record, old, _new in reversed(held)}
+    for commit, path, was, now in changed:
+        marker = marker_of[commit]
+        if now is None:
+            rule.remove_file(path, blobs[was])
+            continue
+        for gone, came in learn_fragments(blobs[was], blobs[now], marker):
+            _learn(rule, gone, came, marker, candidates[record_of[commit]])
     for record in records:
-        marker = record.marker.encode()
-        candidates: set[bytes] = set()
-        for old, new in record.map.items():
-            if not (repo.has_object(old, "commit") and repo.has_object(new, "commit")):
-                continue
-            for gone, came in learn_fragments(_message(repo, old), _message(repo, new), marker):
-                _learn(rule, record, gone, came, marker, candidates)
-            for path, (was, now) in repo.objects.diff_trees(old, new).items():
-                key = (was[1] if was else "", now[1] if now else None)
-                if was is None or key in seen_blobs:
-                    continue
-                seen_blobs.add(key)
-                before = repo.blob(was[1])
-                if now is None:
-                    rule.remove_file(path, before)
-                    continue
-                for gone, came in learn_fragments(before, repo.blob(now[1]), marker):
-                    _learn(rule, record, gone, came, marker, candidates)
-        for text in candidates:
+        for text in candidates[record.id]:
             if record.matches(text.decode("utf-8", "surrogateescape")):
-                rule.add(text, marker, exact=True)  # the purged text itself, however short
+                rule.add(text, record.marker.encode(), exact=True)  # the text itself
                 rule.verified.add(record.id)
     return rule
 
 
-def _message(repo: Repository, commit: str) -> bytes:
-    return repo.objects.read_object(commit, "commit").partition(b"\n\n")[2]
+_ZERO = "0" * 40
+
+
+def _commits_here(repo: Repository, shas: list[str]) -> set[str]:
+    """Those of ``shas`` that are commits in this store: one ``cat-file --batch-check``."""
+    if not shas:
+        return set()
+    stdin = "".join(sha + "\n" for sha in shas).encode()
+    done = run_git(repo.root, "cat-file", "--batch-check", stdin=stdin)
+    return {line.split(" ")[0] for line in done.stdout.splitlines() if " commit " in line}
+
+
+def _changed_blobs(
+    repo: Repository, pairs: list[tuple[str, str]]
+) -> list[tuple[str, str, str, str | None]]:
+    """(old commit, path, old blob, new blob or None when removed) of each file that differs
+    between the pairs' commits, each (path, old, new) once: one ``git diff-tree``."""
+    if not pairs:
+        return []
+    # a line "A B" of two commits compares A with B as its parent: the new commit first
+    old_of = {new: old for old, new in pairs}
+    stdin = "".join(f"{new} {old}\n" for old, new in pairs).encode()
+    done = run_git(repo.root, "diff-tree", "--stdin", "-r", "--no-renames", "-z", stdin=stdin)
+    tokens = done.out.split(b"\0")
+    found: list[tuple[str, str, str, str | None]] = []
+    seen: set[tuple[str, str, str]] = set()
+    commit, at = "", 0
+    while at < len(tokens):
+        token = tokens[at].decode("utf-8", "surrogateescape")
+        at += 1
+        if not token.startswith(":"):
+            commit = old_of.get(token.strip(), commit)
+            continue
+        path = tokens[at].decode("utf-8", "surrogateescape")
+        at += 1
+        _mode_a, _mode_b, was, now, status = token[1:].split(" ")[:5]
+        if status.startswith("A") or was == _ZERO or (path, was, now) in seen:
+            continue  # a purge adds no file
+        seen.add((path, was, now))
+        found.append((commit, path, was, None if now == _ZERO else now))
+    return found
 
 
 def _learn(
     rule: LearnedRule,
-    record: PurgeRecord,
     gone: bytes,
     came: bytes,
     marker: bytes,
@@ -331,12 +393,10 @@ def replay(
     commits become the purges' new ones, and every other commit the refs reach (but
     ``keep`` does not) is rebuilt on top with what the purges removed taken out of it.
     Objects are staged; the caller writes them and moves the refs."""
-    known = {
-        old: new
-        for old, new in compose_maps(records).items()
-        if repo.has_object(old, "commit") and repo.has_object(new, "commit")
-    }
-    kept = [sha for sha in keep if repo.has_object(sha, "commit")]
+    composed = compose_maps(records)
+    here = _commits_here(repo, [*composed, *composed.values(), *keep])
+    known = {old: new for old, new in composed.items() if old in here and new in here}
+    kept = [sha for sha in keep if sha in here]
     rule = learn_rule(repo, records)
     rewrite = HistoryRewrite(repo.objects, rule, known=known, keep=[*known, *known.values(), *kept])
     return rewrite, rewrite.run(refs)
