@@ -169,6 +169,7 @@ def test_result_json_forms() -> None:
         "secrets": [],
         "pushed": False,
         "attempts": 0,
+        "purges": [],
     }
     assert list(result.as_dict()) == [
         "remote",
@@ -181,6 +182,7 @@ def test_result_json_forms() -> None:
         "secrets",
         "pushed",
         "attempts",
+        "purges",
     ]
 
 

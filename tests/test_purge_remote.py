@@ -165,9 +165,11 @@ def test_a_session_purge_keeps_a_clones_new_turns_of_it(tmp_path: Path) -> None:
     assert turns(b, "stay") == ["public", "b adds"]
 
 
-def test_plain_git_cannot_bring_purged_commits_back(tmp_path: Path) -> None:
-    """A stale clone with gitmem's hooks: ``git push --force``, ``git pull`` and ``git pull
-    --rebase`` are refused; ``gitmem sync`` applies the purge and keeps its own turn."""
+def purged_behind_a_stale_clone(
+    tmp_path: Path, own_session: str, *, hooks: bool
+) -> tuple[Path, Path, MemoryManager]:
+    """A remote whose passport was purged and pushed, and a clone made before the purge
+    with a turn of its own in ``own_session``: (remote, clone's folder, clone)."""
     served = bare(tmp_path)
     url = served.as_uri()
     a = MemoryManager.clone(url, tmp_path / "a")
@@ -175,10 +177,18 @@ def test_plain_git_cannot_bring_purged_commits_back(tmp_path: Path) -> None:
     a.sync()
     stale_path = tmp_path / "stale"
     stale = MemoryManager.clone(url, stale_path)
-    stale.install_hooks()
-    stale.save_interaction("s2", "the stale clone's own", "ok")
+    if hooks:
+        stale.install_hooks()
+    stale.save_interaction(own_session, "the stale clone's own", "ok")
     a.purge(text=PASSPORT)
     a.push()
+    return served, stale_path, stale
+
+
+def test_plain_git_cannot_bring_purged_commits_back(tmp_path: Path) -> None:
+    """A stale clone with gitmem's hooks: ``git push --force``, ``git pull`` and ``git pull
+    --rebase`` are refused; ``gitmem sync`` applies the purge and keeps its own turn."""
+    served, stale_path, stale = purged_behind_a_stale_clone(tmp_path, "s2", hooks=True)
 
     forced = subprocess.run(
         ["git", "push", "--force", "origin", "main"], cwd=stale_path, capture_output=True, text=True
@@ -211,16 +221,7 @@ def test_plain_git_cannot_bring_purged_commits_back(tmp_path: Path) -> None:
 def test_the_merge_driver_refuses_to_join_purged_history(tmp_path: Path) -> None:
     """No hooks installed: a plain ``git pull`` of a stale clone that changed the purged
     session stops in the merge driver, with the advice, and nothing comes back."""
-    served = bare(tmp_path)
-    url = served.as_uri()
-    a = MemoryManager.clone(url, tmp_path / "a")
-    a.save_interaction("s1", f"my passport is {PASSPORT}", "noted")
-    a.sync()
-    stale_path = tmp_path / "stale"
-    stale = MemoryManager.clone(url, stale_path)
-    stale.save_interaction("s1", "the stale clone's own", "ok")
-    a.purge(text=PASSPORT)
-    a.push()
+    served, stale_path, stale = purged_behind_a_stale_clone(tmp_path, "s1", hooks=False)
     git(stale_path, "fetch", "-q", "origin")  # the record comes with a plain fetch
     assert git(stale_path, "for-each-ref", "refs/gitmem/from/origin/")
     pulled = subprocess.run(
@@ -235,6 +236,7 @@ def test_the_merge_driver_refuses_to_join_purged_history(tmp_path: Path) -> None
     stale.sync()
     assert_store_free_of(stale_path, PASSPORT)
     assert turns(stale, "s1") == ["my passport is [purged]", "the stale clone's own"]
+    assert PASSPORT.encode() not in reachable_objects(served)
 
 
 def test_a_purge_in_a_clone_moves_its_remote_head_with_the_branch(tmp_path: Path) -> None:
