@@ -96,6 +96,20 @@ class DateConfig:
 
 
 @dataclass(frozen=True)
+class PeriodConfig:
+    """A query naming a period ("in June 2023", "during the spring", "六月") decides: the
+    turns said in it or about it are candidates, and every score is multiplied by
+    ``1 - period_weight + period_weight * overlap`` (overlap: 1 inside, halving per
+    ``period_half_life_days`` outside); 0 turns it off. Fit by leave-one-conversation-out
+    (benchmarks/loo_weights.py)."""
+
+    period_weight: float = 0.7
+    period_half_life_days: float = 7.0
+    # at most this many turns said in, and as many turns about, each span named
+    period_pool: int = 300
+
+
+@dataclass(frozen=True)
 class RecencyConfig:
     """Multipliers for a memory's age and for how often it was used."""
 
@@ -145,6 +159,7 @@ class RankConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     match: MatchConfig = field(default_factory=MatchConfig)
     dates: DateConfig = field(default_factory=DateConfig)
+    period: PeriodConfig = field(default_factory=PeriodConfig)
     recency: RecencyConfig = field(default_factory=RecencyConfig)
     cutoff: CutoffConfig = field(default_factory=CutoffConfig)
     dense: DenseConfig = field(default_factory=DenseConfig)
