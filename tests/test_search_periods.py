@@ -24,6 +24,7 @@ from gitmem.text.events import NamedPeriod, named_periods, resolve_periods
         ("What happened on May 4, 2023?", [NamedPeriod(2023, 5, 4)]),
         ("What did Caroline do in June 2023?", [NamedPeriod(2023, 6)]),
         ("What did she cook in June?", [NamedPeriod(None, 6)]),
+        ("What did she cook in May?", [NamedPeriod(None, 5)]),
         ("Where did they travel in 2022?", [NamedPeriod(2022)]),
         ("What did he plant during the spring?", [NamedPeriod(None, part="spring")]),
         ("Any trips in the summer of 2023?", [NamedPeriod(2023, part="summer")]),

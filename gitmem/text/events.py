@@ -369,6 +369,9 @@ _CJK_MONTH = re.compile(
 
 _CJK_SEASON = re.compile(r"(?:(\d{4})年)?的?([春夏秋冬])(?:天|季)")
 
+# "May" alone is a month only after a preposition, capitalised ("in May"; "it may" is none)
+_MAY = re.compile(r"\b(?:in|during|since|until|by|through(?:out)?)\s+May\b(?!\s*\d)")
+
 _CJK_YEAR = re.compile(r"(\d{4})年(?!\d|[一二三四五六七八九十]+月)")
 
 
@@ -436,6 +439,7 @@ def named_periods(text: str) -> list[NamedPeriod]:
         (_CJK_MONTH, _cjk_month),
         (_CJK_SEASON, _cjk_season),
         (_CJK_YEAR, lambda m: NamedPeriod(int(m.group(1)))),
+        (_MAY, lambda m: NamedPeriod(None, 5)),
     ):
         for match in pattern.finditer(rest):
             found.append(read(match))
