@@ -1,6 +1,7 @@
 """Scoring retrieval on LoCoMo: turn recall R@k (share of a question's evidence turns among
-the top k hits) and session recall S@k (share of its evidence sessions among the first k
-distinct sessions of the hit list), per question category and overall.
+the top k hits), recall_any@5 and recall_all@5 (any / all of its evidence turns among the
+top 5: the form peers publish) and session recall S@k (share of its evidence sessions among
+the first k distinct sessions of the hit list), per question category and overall.
 
 :func:`bench_store` imports each conversation into a fresh store and asks every question
 through ``search`` (``python benchmarks/bench_locomo.py FILE --store``); ``bench_locomo.py``
@@ -26,6 +27,9 @@ TURN_KS = (5, 10, 25)
 
 SESSION_KS = (1, 3)
 
+# a question counts 1 when any / all of its evidence turns are among this many hits
+ANY_ALL_K = 5
+
 
 @dataclass
 class Scores:
@@ -45,6 +49,9 @@ class Scores:
         for k in TURN_KS:
             top = {iid for _sid, iid in ranked[:k]}
             per[f"R@{k}"] = per.get(f"R@{k}", 0.0) + len(evidence & top) / len(evidence)
+        top = {iid for _sid, iid in ranked[:ANY_ALL_K]}
+        per[f"any@{ANY_ALL_K}"] = per.get(f"any@{ANY_ALL_K}", 0.0) + bool(evidence & top)
+        per[f"all@{ANY_ALL_K}"] = per.get(f"all@{ANY_ALL_K}", 0.0) + (evidence <= top)
         wanted = {conv.session_of(e) for e in evidence}
         order = list(dict.fromkeys(sid for sid, _iid in ranked))
         for k in SESSION_KS:
@@ -52,7 +59,8 @@ class Scores:
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per category plus "overall": n, each metric in percent, ms/query."""
-        metrics = [f"R@{k}" for k in TURN_KS] + [f"S@{k}" for k in SESSION_KS]
+        metrics = [f"R@{k}" for k in TURN_KS] + [f"any@{ANY_ALL_K}", f"all@{ANY_ALL_K}"]
+        metrics += [f"S@{k}" for k in SESSION_KS]
         total_n = sum(self.counts.values())
         out = []
         for cat in sorted(self.counts):
@@ -81,7 +89,7 @@ class Scores:
 
 def table(rows: Sequence[dict[str, Any]]) -> str:
     """A Markdown table of :meth:`Scores.rows`."""
-    head = ["category", "n", "R@5", "R@10", "R@25", "S@1", "S@3", "ms/query"]
+    head = ["category", "n", "R@5", "R@10", "R@25", "any@5", "all@5", "S@1", "S@3", "ms/query"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         lines.append("| " + " | ".join(str(row.get(h, "")) for h in head) + " |")

@@ -202,6 +202,7 @@ class SearchIndex:
         # on it (vectors.py) and for this class's
         self._db, self._lock = self.file.db, self.file.lock
         self._stats: tuple[int, float] | None = None
+        self._span: tuple[float, float] | None = None
         self._bulk: _Bulk | None = None
 
     @property
@@ -232,7 +233,7 @@ class SearchIndex:
             except BaseException:
                 self._bulk = None
                 self._db.execute("ROLLBACK")
-                self._stats = None
+                self._stats = self._span = None
                 self.vocab.forget()  # it may hold ids handed out in this transaction
                 self.posting_table.forget_places()  # and documents never committed
                 raise
@@ -245,7 +246,7 @@ class SearchIndex:
                 # a rebuild leaves a WAL as large as the index: fold it back in now
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.file.generation += 1
-            self._stats = None
+            self._stats = self._span = None
 
     # --- the file ----------------------------------------------------------------------
 
@@ -604,6 +605,17 @@ class SearchIndex:
                 n_docs, total = self.file.counts()
                 self._stats = (n_docs, total / n_docs if n_docs else 0.0)
             return self._stats
+
+    def time_span(self) -> tuple[float, float]:
+        """The times of the first and the last interaction (cached until the next write;
+        (inf, -inf) when there is none)."""
+        with self._lock:
+            if self._span is None:
+                lo, hi = self._db.execute(
+                    "SELECT MIN(ts), MAX(ts) FROM docs WHERE kind=0"
+                ).fetchone()
+                self._span = (math.inf, -math.inf) if lo is None else (float(lo), float(hi))
+            return self._span
 
     def speakers(self) -> dict[str, int]:
         """Speaker name -> how many documents they speak in (cached until the next write)."""

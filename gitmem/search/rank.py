@@ -45,7 +45,14 @@ from gitmem.search.rankconfig import RankConfig
 from gitmem.search.speakerlift import NamedSpeakers, newest_turns
 from gitmem.search.speakerrows import spoke
 from gitmem.text import dates, find_term, name_terms, strip_controls, terms
-from gitmem.text.events import closeness, date_span, relative_spans
+from gitmem.text.events import (
+    closeness,
+    date_span,
+    in_period,
+    named_periods,
+    relative_spans,
+    resolve_periods,
+)
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,9 @@ class RankState:
     first: dict[int, float] = field(default_factory=dict)
     pool: list[int] = field(default_factory=list)
     pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
+    # the periods the query names, as epoch-second spans, and the turns said in or about them
+    periods: list[tuple[float, float]] = field(default_factory=list)
+    in_periods: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -383,6 +393,8 @@ class Ranker:
         state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
         if cfg.match.speaker_weight:
             state.named = NamedSpeakers.find(self.index, weights, state.text, state.n_docs)
+        if cfg.period.period_weight:
+            state.periods = self._periods(state.text, state.allowed)
         return True
 
     def list_spoken(self, state: RankState, k: int, head: str | None) -> None:
@@ -456,6 +468,8 @@ class Ranker:
         consider = set(ordered[: cfg.fusion.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
         consider |= self._dated(state.text, state.allowed, state.where, state.now)
+        state.in_periods = self._period_turns(state.periods, state.allowed, state.where)
+        consider |= state.in_periods
         spoken = state.named.turns(
             self.index, cfg.match.speaker_pool, state.allowed, state.where, *state.filters.period
         )
@@ -468,8 +482,15 @@ class Ranker:
         )
         context = FirstRound.of(state.first, state.where, asking, cfg)
         lift = state.lift
+        # a named period decides which documents go on, too
+        outside = 1 - cfg.period.period_weight if state.periods else 1.0
+        inside = state.in_periods
         pool = heapq.nlargest(
-            cfg.fusion.candidates, consider, key=lambda i: context.pre_score(i) + lift.get(i, 0.0)
+            cfg.fusion.candidates,
+            consider,
+            key=lambda i: (
+                (context.pre_score(i) + lift.get(i, 0.0)) * (1 if i in inside else outside)
+            ),
         )
         state.pool = pool
         state.pre = {doc_id: context.components(doc_id, state) for doc_id in pool}
@@ -678,6 +699,51 @@ class Ranker:
                     out.add(doc_id)
         return out
 
+    def _periods(self, text: str, allowed: set[int] | None) -> list[tuple[float, float]]:
+        """The spans of the periods the query names; one without a year is taken in the
+        years the memories searched span (the allowed sessions', else the whole index's)."""
+        periods = named_periods(text)
+        if not periods:
+            return []
+        lo, hi = self.index.time_span()
+        if allowed is not None:
+            rows = self.index.sessions(allowed).values()
+            times = [t for r in rows for t in (r.created, r.last_active) if t is not None]
+            if times:
+                lo, hi = min(times), max(times)
+        if lo > hi:
+            return []
+        return [(a.timestamp(), b.timestamp()) for a, b in resolve_periods(periods, lo, hi)]
+
+    def _period_turns(
+        self,
+        spans: list[tuple[float, float]],
+        allowed: set[int] | None,
+        where: dict[int, tuple[int, int, int]],
+    ) -> set[int]:
+        """The turns said within the named periods, and those talking about them (their
+        event spans overlap); added to ``where``."""
+        limit = self.config.period.period_pool
+        out: set[int] = set()
+        for lo, hi in spans:
+            keys = self.index.session_keys(active_since=lo, created_until=hi)
+            if allowed is not None:
+                keys &= allowed
+            said = [
+                d
+                for d in self.index.session_docs(sorted(keys), kind=KIND_INTERACTION, text=False)
+                if lo <= d.ts < hi
+            ]
+            for d in said[:limit]:
+                where.setdefault(d.id, (d.skey, d.pos, d.kind))
+                out.add(d.id)
+            found = self.index.event_docs(lo, hi, limit * (1 if allowed is None else 4))
+            kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
+            for doc_id in kept[:limit]:
+                where.setdefault(doc_id, found[doc_id])
+                out.add(doc_id)
+        return out
+
     def _allowed(self, filters: Filters) -> set[int]:
         keys = self.index.session_keys(
             session_ids=filters.sessions,
@@ -770,6 +836,12 @@ class Ranker:
                     spans=query_spans,
                 )
             additive = sum(comp.values())
+            if state.periods:
+                overlap = in_period(
+                    state.periods, row.ts, cfg.period.period_half_life_days, row.events
+                )
+                comp["period"] = 1 - cfg.period.period_weight * (1 - overlap)
+                additive *= comp["period"]
             decay = 1.0
             if cfg.recency.decay_weight:
                 age_days = max(stamp - row.ts, 0.0) / 86400

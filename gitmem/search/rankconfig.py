@@ -96,6 +96,21 @@ class DateConfig:
 
 
 @dataclass(frozen=True)
+class PeriodConfig:
+    """A query naming a period ("in June 2023", "during the spring", "六月") decides: the
+    turns said in it or about it are candidates, and every score is multiplied by
+    ``1 - period_weight + period_weight * overlap`` (overlap: 1 inside, halving per
+    ``period_half_life_days`` outside); 0 turns it off. Both chosen by every fold of
+    leave-one-conversation-out on LoCoMo dev (benchmarks/loo_weights.py; grid weight 0, 0.5,
+    0.7, 0.85 x half-life 3, 7, 14 days)."""
+
+    period_weight: float = 0.5
+    period_half_life_days: float = 3.0
+    # at most this many turns said in, and as many turns about, each span named
+    period_pool: int = 300
+
+
+@dataclass(frozen=True)
 class RecencyConfig:
     """Multipliers for a memory's age and for how often it was used."""
 
@@ -145,6 +160,7 @@ class RankConfig:
     fusion: FusionConfig = field(default_factory=FusionConfig)
     match: MatchConfig = field(default_factory=MatchConfig)
     dates: DateConfig = field(default_factory=DateConfig)
+    period: PeriodConfig = field(default_factory=PeriodConfig)
     recency: RecencyConfig = field(default_factory=RecencyConfig)
     cutoff: CutoffConfig = field(default_factory=CutoffConfig)
     dense: DenseConfig = field(default_factory=DenseConfig)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from gitmem.text import dates, stem, terms
@@ -320,3 +321,205 @@ def closeness(
             off = start - hi if hi <= start else lo - end
             best = max(best, 0.5 ** (off / 86400 / half_life_days))
     return best
+
+
+# --- periods a query names ---------------------------------------------------------------
+
+_SEASON_MONTHS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+
+_CJK_SEASONS = {"春": "spring", "夏": "summer", "秋": "autumn", "冬": "winter"}
+
+_CJK_NUMBERS = {c: n + 1 for n, c in enumerate("一二三四五六七八九十")} | {"十一": 11, "十二": 12}
+
+# a part of a month: its first, middle or last ten days
+_PARTS = {"early": (1, 11), "mid": (11, 21), "late": (21, 32)}
+
+_CJK_PARTS = {
+    "初": "early",
+    "上旬": "early",
+    "中旬": "mid",
+    "下旬": "late",
+    "底": "late",
+    "末": "late",
+}
+
+_YEAR = r"(?:,?\s+(?:of\s+)?(\d{4}))?"
+
+_EN_MONTH = (
+    r"(january|february|march|april|may|june|july|august|september|october|november|december)"
+)
+
+_EARLY_LATE = re.compile(
+    rf"\b(early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of)[\s-]+{_EN_MONTH}{_YEAR}",
+    re.IGNORECASE,
+)
+
+_SEASON = re.compile(
+    r"\b(?:(?:in|during|over|through(?:out)?|this|that)\s+(?:the\s+)?"
+    rf"(spring|summer|autumn|fall|winter){_YEAR}|(spring|summer|autumn|fall|winter)\s+(?:of\s+)?(\d{{4}}))\b",
+    re.IGNORECASE,
+)
+
+_AROUND = re.compile(r"\bthe\s+(day|week|weekend|month)\s+(before|after)\s+", re.IGNORECASE)
+
+_CJK_MONTH = re.compile(
+    r"(?:(\d{4})年)?(十[一二]|[一二三四五六七八九十]|1[0-2]|0?[1-9])月"
+    r"(?:(\d{1,2})[日号]|(初|上旬|中旬|下旬|底|末))?"
+)
+
+_CJK_SEASON = re.compile(r"(?:(\d{4})年)?的?([春夏秋冬])(?:天|季)")
+
+# "May" alone is a month only after a preposition, capitalised ("in May"; "it may" is none)
+_MAY = re.compile(r"\b(?:in|during|since|until|by|through(?:out)?)\s+May\b(?!\s*\d)")
+
+_CJK_YEAR = re.compile(r"(\d{4})年(?!\d|[一二三四五六七八九十]+月)")
+
+
+@dataclass(frozen=True)
+class NamedPeriod:
+    """A period a query names, its year None when the query does not say it ("in June").
+
+    ``month`` None with no season is a whole year; ``part`` is "early", "mid" or "late"
+    of a month, or a season; ``shift`` moves the period by whole ``unit``\\ s before (-1)
+    or after (1) it, for "the week before 4 May"."""
+
+    year: int | None
+    month: int | None = None
+    day: int | None = None
+    part: str = ""
+    shift: int = 0
+    unit: str = ""
+
+    def span(self, year: int, tz: tzinfo = UTC) -> Span:
+        """The period in ``year`` (when the query left the year out)."""
+        y = self.year if self.year is not None else year
+        if self.part in _SEASON_MONTHS:
+            start = _month(y, _SEASON_MONTHS[self.part], 0, tz)
+            found: Span = (start, _month(y, _SEASON_MONTHS[self.part], 3, tz))
+        elif self.part in _PARTS and self.month is not None:
+            first, last = _PARTS[self.part]
+            end = min(
+                datetime(y, self.month, first, tzinfo=tz) + timedelta(days=last - first),
+                _month(y, self.month, 1, tz),
+            )
+            found = (datetime(y, self.month, first, tzinfo=tz), end)
+        else:
+            found = date_span(y, self.month, self.day, datetime(y, 1, 1, tzinfo=tz))
+        if not self.shift:
+            return found
+        if self.unit in ("week", "weekend"):
+            step = timedelta(days=7)
+        elif self.unit == "month":
+            step = timedelta(days=30)
+        else:
+            step = timedelta(days=1)
+        if self.shift < 0:
+            return found[0] - step, found[0]
+        return found[1], found[1] + step
+
+
+def named_periods(text: str) -> list[NamedPeriod]:
+    """The periods ``text`` names: a day ("4 May", "May 4, 2023", "6月4日"), a month with
+    or without its year ("in June 2023", "in June", "2023年6月", "六月"), a year, a season
+    ("during the spring", "春天"), the early, middle or late part of a month ("late June",
+    "6月下旬"), "the week before X" and "as of X" (X itself). Relative phrases ("last
+    week") are not periods: :func:`relative_spans` reads them."""
+    found: list[NamedPeriod] = []
+    rest = text
+    for match in _AROUND.finditer(text):
+        inner = named_periods(text[match.end() : match.end() + 40])
+        if inner:
+            unit, way = match.group(1).lower(), match.group(2).lower()
+            found.append(replace(inner[0], shift=-1 if way == "before" else 1, unit=unit))
+            rest = rest[: match.start()] + " " * (len(text) - match.start())
+            break
+    for pattern, read in (
+        (_EARLY_LATE, _early_late),
+        (_SEASON, _season),
+        (_CJK_MONTH, _cjk_month),
+        (_CJK_SEASON, _cjk_season),
+        (_CJK_YEAR, lambda m: NamedPeriod(int(m.group(1)))),
+        (_MAY, lambda m: NamedPeriod(None, 5)),
+    ):
+        for match in pattern.finditer(rest):
+            found.append(read(match))
+            rest = rest[: match.start()] + " " * (match.end() - match.start()) + rest[match.end() :]
+    found.extend(
+        NamedPeriod(y, m, d)
+        for y, m, d in dates(rest)
+        if y is not None or d is not None or m is None or _said_as_month(rest, m)
+    )
+    return list(dict.fromkeys(found))
+
+
+def _said_as_month(text: str, month: int) -> bool:
+    """A month named alone is one when capitalised or after "in", "during" and the like
+    ("we march on" names none)."""
+    name = datetime(2000, month, 1).strftime("%B")
+    return bool(
+        re.search(rf"\b{name}\b", text)
+        or re.search(rf"\b(?:in|during|of|since|until|by|through(?:out)?)\s+{name}\b", text, re.I)
+    )
+
+
+def _early_late(match: re.Match[str]) -> NamedPeriod:
+    word = match.group(1).lower().split()[-2 if " of" in match.group(1).lower() else -1]
+    part = {"beginning": "early", "start": "early", "middle": "mid", "end": "late"}.get(word, word)
+    year = int(match.group(3)) if match.group(3) else None
+    month = datetime.strptime(match.group(2).capitalize(), "%B").month
+    return NamedPeriod(year, month, part=part)
+
+
+def _season(match: re.Match[str]) -> NamedPeriod:
+    name = (match.group(1) or match.group(3)).lower()
+    year = match.group(2) or match.group(4)
+    return NamedPeriod(int(year) if year else None, part="autumn" if name == "fall" else name)
+
+
+def _cjk_month(match: re.Match[str]) -> NamedPeriod:
+    year, month_text, day, part = match.groups()
+    month = _CJK_NUMBERS.get(month_text) or int(month_text)
+    return NamedPeriod(
+        int(year) if year else None,
+        month,
+        int(day) if day and 1 <= int(day) <= 31 else None,
+        part=_CJK_PARTS.get(part or "", ""),
+    )
+
+
+def _cjk_season(match: re.Match[str]) -> NamedPeriod:
+    year, season = match.groups()
+    return NamedPeriod(int(year) if year else None, part=_CJK_SEASONS[season])
+
+
+def resolve_periods(periods: Sequence[NamedPeriod], lo: float, hi: float) -> list[Span]:
+    """The spans of ``periods``; a period without a year is taken in each year where it
+    overlaps [lo, hi] (epoch seconds: the time the memories searched span), else in the
+    year of ``hi``."""
+    out: list[Span] = []
+    if lo > hi:
+        return out
+    first, last = datetime.fromtimestamp(lo, UTC), datetime.fromtimestamp(hi, UTC)
+    for period in periods:
+        try:
+            if period.year is not None:
+                out.append(period.span(period.year))
+                continue
+            spans = [period.span(y) for y in range(first.year - 1, last.year + 1)]
+            inside = [s for s in spans if s[0] <= last and first < s[1]]
+            out.extend(inside or [period.span(last.year)])
+        except (ValueError, OverflowError):
+            continue
+    return list(dict.fromkeys(out))
+
+
+def in_period(
+    spans: Sequence[tuple[float, float]],
+    ts: float,
+    half_life_days: float,
+    events: Sequence[tuple[float, float]] = (),
+) -> float:
+    """1 when ``ts`` or one of the turn's event spans lies inside one of the period
+    ``spans`` (epoch seconds), an event partly inside its share, halving per
+    ``half_life_days`` outside."""
+    return closeness((), ts, half_life_days, events=events, spans=spans)
