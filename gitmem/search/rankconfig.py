@@ -126,9 +126,6 @@ class DenseConfig:
     rrf_k: float = 5.0
     dense_candidates: int = 50
     dense_min_similarity: float = 0.3
-    # with a calibrated model (EmbedConfig.min_similarity), a lexical match that is not
-    # among the dense hits counts this share of its fused score
-    unrelated_lexical: float = 0.25
     # a search embeds at most this many memories still without a vector (the rest wait)
     dense_catchup: int = 128
     # score every stored vector exactly (slower on large stores: see search/vectors.py)
