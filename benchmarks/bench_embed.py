@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="interactions per session")
     parser.add_argument("--small", action="store_true", help="1,000 sessions")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--dims", type=int, nargs="+", default=[384, 768])
+    parser.add_argument("--dims", type=int, nargs="*", default=[384, 768])
     parser.add_argument("--path", help="keep the store here (reused when it exists)")
     parser.add_argument(
         "--local",
