@@ -163,8 +163,8 @@ def test_saving_never_embeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     for at, (turn, _) in enumerate(ENGLISH[:3] + CHINESE[:3]):
         mm.save_interaction(f"s-{at}", turn, "ok")
     assert counting.calls == 0
-    hits = mm.search("Where did I stay during my trip last month?")
-    assert counting.calls > 0 and hits  # the search embedded the query and the turns
+    mm.search("Where did I stay during my trip last month?")
+    assert counting.calls == 2  # the search embedded the query, then the six turns
 
 
 def test_the_provider_setting_is_checked() -> None:
@@ -174,3 +174,15 @@ def test_the_provider_setting_is_checked() -> None:
     assert EmbedConfig.local().key != EmbedConfig(model=EmbedConfig.local().model).key
     with pytest.raises(embeddings.ConfigError, match="no embeddings provider"):
         EmbedConfig.from_env({"GITMEM_EMBED_PROVIDER": "remote"})
+
+
+@needs_model
+def test_vectors_a_search_catches_up_are_centred_too(tmp_path: Path) -> None:
+    mm = MemoryManager.init(tmp_path / "store")
+    for at, (turn, _) in enumerate(ENGLISH + CHINESE):
+        mm.save_interaction(f"s-{at}", turn, "ok")
+    mm.embed_settings = EmbedConfig.local()
+    first = mm.search("What happened to my bicycle?")  # embeds all 24 turns on the way
+    assert first[0].session_id == f"s-{len(ENGLISH) + 4}"
+    hits = mm.search("Explain the offside rule in ice hockey")
+    assert [h.session_id for h in hits if h.components.get("dense", 0) > 0] == []

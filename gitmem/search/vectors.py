@@ -154,13 +154,14 @@ class Matrix:
 
 # a script's own mean is taken away once it has this many vectors (else the mean of all)
 MIN_GROUP = 8
-# texts holding a CJK character (SQLite's GLOB compares code points)
-CJK_GLOB = "*[\u3400-\u9fff]*"
+# texts holding a CJK character (kana, CJK ideographs, hangul): SQLite's GLOB compares code
+# points; without centring the column is a constant and no text is read
+CJK_GLOB = "d.text GLOB '*[\u3040-\u9fff\uac00-\ud7af]*'"
 
 
 def script_of(text: str) -> int:
     """1 when ``text`` holds a CJK character, else 0 (the groups of :class:`Centre`)."""
-    return int(any("\u3400" <= ch <= "\u9fff" for ch in text))
+    return int(any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in text))
 
 
 @dataclass
@@ -224,9 +225,9 @@ def load(
     with index.file.lock:
         n_docs = index.stats()[0]
         for doc_id, skey, ts, data, group in index.file.db.execute(
-            "SELECT d.id, d.skey, d.ts, v.data, d.text GLOB ? FROM docs d JOIN vectors v"
-            " ON v.hash = d.hash WHERE v.model = ?",
-            (CJK_GLOB if centred else "", tag),
+            f"SELECT d.id, d.skey, d.ts, v.data, {CJK_GLOB if centred else 0} FROM docs d"
+            " JOIN vectors v ON v.hash = d.hash WHERE v.model = ?",
+            (tag,),
         ):
             if len(data) != size:
                 continue
@@ -425,6 +426,10 @@ class VectorCache:
                 self._extend(index, tag, dims)
                 if len(self.added) > max(DELTA_ROWS, len(self.main or ()) // 20):
                     self._reload(index, tag, dims, base, stored)
+            if self.centred and len(self.added) > len(self.main or ()):
+                # the means came from fewer rows than were added since (vectors a search
+                # just made): centred on them, every cosine would be off
+                self._reload(index, tag, dims, base, self.vectors_gen)
             main = self.main
             assert main is not None
             if self.added and self.delta is None:
@@ -451,9 +456,9 @@ class VectorCache:
 
     def _extend(self, index: SearchIndex, tag: str, dims: int) -> None:
         rows = index.file.db.execute(
-            "SELECT d.id, d.skey, d.ts, v.data, d.text GLOB ? FROM docs d LEFT JOIN vectors v"
-            " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
-            (CJK_GLOB if self.centred else "", tag, self.max_id),
+            f"SELECT d.id, d.skey, d.ts, v.data, {CJK_GLOB if self.centred else 0} FROM docs d"
+            " LEFT JOIN vectors v ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
+            (tag, self.max_id),
         )
         for doc_id, skey, ts, data, group in rows:
             self.max_id = max(self.max_id, int(doc_id))
@@ -485,9 +490,10 @@ class VectorCache:
                 {
                     doc_id: (data, group)
                     for doc_id, data, group in index.file.db.execute(
-                        f"SELECT d.id, v.data, d.text GLOB ? FROM docs d JOIN vectors v"
-                        f" ON v.hash = d.hash WHERE v.model = ? AND d.id IN ({marks})",
-                        (CJK_GLOB if self.centred else "", tag, *places),
+                        f"SELECT d.id, v.data, {CJK_GLOB if self.centred else 0} FROM docs d"
+                        f" JOIN vectors v ON v.hash = d.hash WHERE v.model = ? AND d.id"
+                        f" IN ({marks})",
+                        (tag, *places),
                     )
                 }
                 if places
