@@ -201,6 +201,10 @@ def main() -> None:
     queries = [corpus.query(texts[corpus.rng.randrange(len(texts))]) for _ in range(args.queries)]
     if args.local:
         measure_local(mm, queries, args.local)
+    if not args.dims:  # the bundled model only
+        mm.close_index()
+        mm.close()
+        return
     fake = FakeServer()
     server = start(fake)
     rows = []
