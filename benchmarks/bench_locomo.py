@@ -88,10 +88,12 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="plain BM25 only")
     parser.add_argument("--depth", type=int, default=50, help="hits asked per question")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--store", action="store_true", help="through real stores and mm.search")
     parser.add_argument(
-        "--store", action="store_true", help="through real stores and mm.search (not --set)"
+        "--workdir",
+        help="keep the --store stores here (default: a temp folder); stores found there are "
+        "reused with their vectors",
     )
-    parser.add_argument("--workdir", help="keep the --store stores here (default: a temp folder)")
     args = parser.parse_args()
     if args.store:
         try:
@@ -101,11 +103,7 @@ def main() -> None:
         return
     convs = locomo.load(args.file)
     convs = [convs[i] for i in locomo.parse_range(args.convs, len(convs))]
-    changes: dict[str, object] = dict(BASELINE) if args.baseline else {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        changes[key] = _value(value)
-    config = RankConfig().tuned(**changes)
+    config = RankConfig().tuned(**_changes(args))
     scores = direct(convs, config, args.depth)
     rows = scores.rows()
     if args.json:
@@ -114,12 +112,21 @@ def main() -> None:
         print(locomo_eval.table(rows))
 
 
+def _changes(args: argparse.Namespace) -> dict[str, object]:
+    changes: dict[str, object] = dict(BASELINE) if args.baseline else {}
+    for item in args.set:
+        key, _, value = item.partition("=")
+        changes[key] = _value(value)
+    return changes
+
+
 def _store(args: argparse.Namespace) -> None:
     result = locomo_eval.bench_store(
         args.file,
         convs=args.convs,
         depth=args.depth,
         workdir=args.workdir,
+        config=RankConfig().tuned(**_changes(args)),
         progress=None if args.json else (lambda text: print(text, file=sys.stderr)),
     )
     if args.json:

