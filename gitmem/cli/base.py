@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -150,17 +151,56 @@ def shown_value(value: str, secrets: SecretConfig | None = None) -> str:
     return repr(value)
 
 
+# git's relative dates: "2 weeks ago", "2.weeks.ago", "1 hour ago"
+_AGO = re.compile(r"(\d+)[ .]+(second|minute|hour|day|week|month|year)s?[ .]+ago")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def git_date(text: str, now: datetime | None = None) -> datetime | None:
+    """A date as ``git log --since`` spells it beyond ISO: ``N <unit>s ago`` (also with
+    dots), ``now``, ``today``/``yesterday`` (midnight, local time), ``last week|month|year``
+    and ``@<epoch seconds>``; None for anything else. Months and years count on the calendar."""
+    now = now or datetime.now(UTC).astimezone()
+    word = " ".join(text.lower().split())
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    named = {"now": now, "today": midnight, "yesterday": midnight - timedelta(days=1)}
+    if word in named:
+        return named[word]
+    if word.startswith("last "):
+        word = "1 " + word[5:] + " ago"
+    if re.fullmatch(r"@\d+", word):
+        return datetime.fromtimestamp(int(word[1:]), UTC)
+    found = _AGO.fullmatch(word)
+    if found is None:
+        return None
+    count, unit = int(found[1]), found[2]
+    if unit in _UNIT_SECONDS:
+        return now - timedelta(seconds=count * _UNIT_SECONDS[unit])
+    months = now.year * 12 + now.month - 1 - count * (12 if unit == "year" else 1)
+    year, month = divmod(months, 12)
+    for day in range(now.day, 0, -1):  # the 31st of a shorter month: its last day
+        with contextlib.suppress(ValueError):
+            return now.replace(year=year, month=month + 1, day=day)
+    return None
+
+
 def parse_when(
-    value: str | None, name: str, secrets: SecretConfig | None = None
+    value: str | None, name: str, secrets: SecretConfig | None = None, *, git: bool = False
 ) -> datetime | None:
-    """A date option's value; a bad one is a usage error (exit 2) naming the option."""
+    """A date option's value, ISO (with ``git``, also as git spells it: :func:`git_date`);
+    a bad one is a usage error (exit 2) naming the option."""
     if value is None:
         return None
     try:
         return datetime.fromisoformat(value.strip())
     except ValueError:
+        found = git_date(value) if git else None
+        if found is not None:
+            return found
         raise click.BadParameter(
-            f"not an ISO date/time: {shown_value(value, secrets)}", param_hint=name
+            f"not an ISO date/time: {shown_value(value, secrets)}"
+            + (" (nor a git date such as '2 weeks ago' or 'yesterday')" if git else ""),
+            param_hint=name,
         ) from None
 
 
@@ -174,9 +214,11 @@ class Period(TypedDict):
 def parse_period(
     since: str | None, until: str | None, secrets: SecretConfig | None = None
 ) -> Period:
-    """``--since`` and ``--until`` parsed as :func:`parse_when` does, to pass on as ``**``."""
+    """``--since`` and ``--until`` parsed as :func:`parse_when` does, git's spellings
+    included, to pass on as ``**``."""
     return Period(
-        since=parse_when(since, "--since", secrets), until=parse_when(until, "--until", secrets)
+        since=parse_when(since, "--since", secrets, git=True),
+        until=parse_when(until, "--until", secrets, git=True),
     )
 
 
