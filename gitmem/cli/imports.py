@@ -312,7 +312,7 @@ def import_openclaw(
     "session_id",
     metavar="ID",
     help="Session id for a file that holds one conversation "
-    "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<n>).",
+    "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<hash of its opening>).",
 )
 @click.option(
     "--tz",

@@ -22,7 +22,9 @@ Reads, told apart by content (never by the file name):
 
 Each conversation is one session: ``--session ID`` when the file holds exactly one (a file
 with more is refused rather than guessed at), else ``chat:<id>`` / ``chatgpt:<conversation
-id>``, or ``chat:<file stem>-<n>`` (n counting from 1 in file order) without an id; always
+id>``, or without an id ``chat:<file stem>-<hash>``, the hash of its opening messages (up
+to and including the first user message; ``-2``, ``-3``... for a later conversation of the
+file opening the same way), so a conversation added before it does not rename it; always
 through :func:`~gitmem.importers.engine.safe_session_id`. The title goes to the metadata key
 ``title``, the tag is ``chat`` or ``chatgpt``. A turn is a user message and the messages up
 to the next one; messages before the first user message (a system prompt) form their own
@@ -87,6 +89,8 @@ from gitmem.models import (
 )
 
 SOURCE = "chat"
+# messages of a conversation without an id that name it (up to the first user message)
+OPENING = 3
 
 EXPECTED = (
     "expected OpenAI chat messages (a JSON array of {role, content}), a conversation "
@@ -133,6 +137,18 @@ class _ChatReader:
         self.mtime = mtime
         self.count = 0
         self.first_line = 0
+        self.openings: dict[str, int] = {}  # opening hash -> conversations that had it
+
+    def unnamed(self, items: list[Item]) -> str:
+        """The session id of a conversation without an id: file stem and opening hash."""
+        opening: list[str] = []
+        for item in items[:OPENING]:
+            opening += [item.speaker, item.content]
+            if item.role == "user":
+                break
+        key = stable_id("o", *opening)[2:10]
+        seen = self.openings[key] = self.openings.get(key, 0) + 1
+        return f"{SOURCE}:{self.stem}-{key}" + (f"-{seen}" if seen > 1 else "")
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -326,7 +342,7 @@ def _convert(reader: _ChatReader, raw: _Raw) -> ChatConversation | None:
     elif key is not None and str(key).strip():
         session_id = safe_session_id(f"{tag}:{key}")
     else:
-        session_id = safe_session_id(f"{SOURCE}:{reader.stem}-{reader.count}")
+        session_id = safe_session_id(reader.unnamed(items))
     created = conversation_time(where, data, ("created", "create_time"), reader.zone)
     updated = conversation_time(where, data, ("updated", "update_time"), reader.zone)
     return _session(
