@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from gitmem import MemoryManager
+from gitmem import MemoryManager, Message
 from gitmem.cli import cli, imports
 from gitmem.importers import chat, jsonstream
 from gitmem.importers.engine import ImportFormatError
@@ -299,7 +299,7 @@ def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None
     run(repo, "import", "chat", str(source))
     first = run(repo, "export", "chat", "chat:talk-58fbbf62").output
     assert first == run(repo, "export", "chat", "chat:talk-58fbbf62").output  # byte for byte
-    exported = json.loads(first)
+    exported = json.loads(first)["messages"]
     assert exported[5] == {
         "role": "user",
         "name": "Caroline",
@@ -314,10 +314,11 @@ def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None
     run(fresh, "import", "chat", str(back), "--session", "again")
     assert turns(MemoryManager(fresh), "again") == EXPECTED
     line = run(repo, "export", "chat", "chat:talk-58fbbf62", "--jsonl").output
-    assert line.count("\n") == 1 and json.loads(line) == exported
+    assert line.count("\n") == 1 and json.loads(line)["messages"] == exported
     # as of an earlier commit, and a session that is not there
     run(repo, "save", "chat:talk-58fbbf62", "--user", "later", "--assistant", "yes")
-    assert len(json.loads(run(repo, "export", "chat", "chat:talk-58fbbf62").output)) == 13
+    later = json.loads(run(repo, "export", "chat", "chat:talk-58fbbf62").output)
+    assert len(later["messages"]) == len(later["timestamps"]) == 13
     assert run(repo, "export", "chat", "chat:talk-58fbbf62", "--at", "HEAD~1").output == first
     assert "no session" in run(repo, "export", "chat", "nope", code=1).output
 
@@ -602,3 +603,55 @@ def test_a_conversation_id_holding_a_secret_is_mapped_not_fatal(repo: Path, tmp_
     ids = MemoryManager(repo).session_ids()
     assert len(ids) == 2 and any("REDACTED" in i and "~" in i for i in ids), ids
     assert token not in git(repo, "log", "-p", "--all", "--format=%B")
+
+
+def test_export_import_export_is_byte_identical_with_tool_calls(repo: Path, tmp_path: Path) -> None:
+    chatgpt = chatgpt_conversation()
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [chatgpt])))
+    source = write(tmp_path / "talk.json", MESSAGES)
+    run(repo, "import", "chat", str(source))
+    for session_id in ("chat:talk-58fbbf62", "chatgpt:6f1d-lisbon"):
+        first = run(repo, "export", "chat", session_id).output
+        doc = json.loads(first)
+        back = tmp_path / f"{session_id.replace(':', '-')}.json"
+        back.write_text(first, encoding="utf-8")
+        fresh = tmp_path / f"fresh-{session_id.replace(':', '-')}"
+        run(fresh, "init")
+        run(fresh, "import", "chat", str(back), "--session", "again")
+        assert run(fresh, "export", "chat", "again").output == first
+        stored = MemoryManager(repo).load_memory(session_id)
+        again = MemoryManager(fresh).load_memory("again")
+        assert stored is not None and again is not None
+        assert [t.timestamp for t in again.interactions] == [
+            t.timestamp.replace(microsecond=0) for t in stored.interactions
+        ]
+        assert again.extra.get("title") == doc.get("title")
+    messages = json.loads(run(repo, "export", "chat", "chat:talk-58fbbf62").output)["messages"]
+    assert messages[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+            }
+        ],
+    }
+    assert messages[3] == {"role": "tool", "content": "18C, sunny", "tool_call_id": "call_1"}
+
+
+def test_unanswered_calls_and_orphan_tool_messages_stay_valid(repo: Path) -> None:
+    mm = MemoryManager(repo)
+    mm.save_messages(
+        "tools",
+        [
+            Message(speaker="User", content="Run it"),
+            Message(speaker="Assistant", content='Trying.\n[tool: run {"x":1}]'),
+            Message(speaker="User", content="Stop"),
+            Message(speaker="Tool", content="late output"),
+        ],
+    )
+    messages = chat.export_chat(mm, "tools")["messages"]
+    assert messages[1] == {"role": "assistant", "content": 'Trying.\n[tool: run {"x":1}]'}
+    assert messages[3] == {"role": "user", "name": "Tool", "content": "late output"}
