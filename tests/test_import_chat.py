@@ -655,3 +655,21 @@ def test_unanswered_calls_and_orphan_tool_messages_stay_valid(repo: Path) -> Non
     messages = chat.export_chat(mm, "tools")["messages"]
     assert messages[1] == {"role": "assistant", "content": 'Trying.\n[tool: run {"x":1}]'}
     assert messages[3] == {"role": "user", "name": "Tool", "content": "late output"}
+
+
+def test_a_chatgpt_title_is_shown_and_searchable(repo: Path, tmp_path: Path) -> None:
+    conversation = chatgpt_conversation()
+    conversation["title"] = "Quokka itinerary"
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [conversation])))
+    listed = run(repo, "list").output
+    assert "chatgpt:6f1d-lisbon" in listed and "\tQuokka itinerary" in listed
+    assert json.loads(run(repo, "--json", "list").output)[0]["title"] == "Quokka itinerary"
+    assert "title: Quokka itinerary" in run(repo, "show", "chatgpt:6f1d-lisbon").output
+    hits = json.loads(run(repo, "--json", "search", "quokka").output)["hits"]
+    assert {h["session_id"] for h in hits} == {"chatgpt:6f1d-lisbon"}
+    first = MemoryManager(repo).load_memory("chatgpt:6f1d-lisbon")
+    assert first is not None and hits[0]["interaction_id"] == first.interactions[0].id
+    # a new title (the conversation renamed in ChatGPT) is found, the old one is not
+    conversation["title"] = "Wombat plans"
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [conversation])))
+    assert json.loads(run(repo, "--json", "search", "wombat").output)["hits"]
