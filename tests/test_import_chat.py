@@ -673,3 +673,13 @@ def test_a_chatgpt_title_is_shown_and_searchable(repo: Path, tmp_path: Path) -> 
     conversation["title"] = "Wombat plans"
     run(repo, "import", "chat", str(write(tmp_path / "c.json", [conversation])))
     assert json.loads(run(repo, "--json", "search", "wombat").output)["hits"]
+
+
+def test_an_unchanged_file_is_not_read_again(repo: Path, tmp_path: Path) -> None:
+    source = write(tmp_path / "talk.json", MESSAGES)
+    assert json.loads(run(repo, "--json", "import", "chat", str(source)).output)["commit"]
+    again = json.loads(run(repo, "--json", "import", "chat", str(source)).output)
+    assert again["unchanged_files"] == 1 and again["sessions"] == [] and not again["commit"]
+    write(source, [*MESSAGES, {"role": "user", "content": "New question"}])
+    changed = json.loads(run(repo, "--json", "import", "chat", str(source)).output)
+    assert changed["unchanged_files"] == 0 and changed["turns_added"] == 1

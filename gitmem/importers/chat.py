@@ -66,6 +66,7 @@ from gitmem.importers.chatmessages import (
     time_zone,
     title_of,
 )
+from gitmem.importers.digests import SourceDigests
 from gitmem.importers.engine import (
     PART_SIZE,
     ImportFormatError,
@@ -447,8 +448,12 @@ def import_chat(
     ``progress(result so far)`` is called after each conversation.
     """
 
+    digests = SourceDigests(mm, SOURCE)
+
     def sessions() -> Iterator[Session]:
         # a generator function, so the file can be read again (a huge import in parts)
+        if digests.unchanged(Path(path)):
+            return
         stored: set[str] | None = None
         for found in read_chat(path, session=session, tz=tz, meter=meter):
             if found.derived:
@@ -459,7 +464,7 @@ def import_chat(
                     continue
             yield found.session
 
-    return run_import(
+    result = run_import(
         mm,
         sessions(),
         source=SOURCE,
@@ -470,6 +475,10 @@ def import_chat(
         part_size=part_size,
         subject=f"Import chat transcripts from {Path(path).name}",
     )
+    if not dry_run and not result.differing:  # a conflict is reported again next time
+        digests.record(result.commit or mm.repository.head())
+    result.unchanged_files = digests.skipped
+    return result
 
 
 def _keep_stored_times(mm: MemoryManager, found: ChatConversation) -> Session:

@@ -89,6 +89,7 @@ from typing import Any
 
 from gitmem.errors import ValidationError
 from gitmem.format.blocks import split_entries
+from gitmem.importers.digests import SourceDigests
 from gitmem.importers.engine import (
     PART_SIZE,
     ImportFormatError,
@@ -204,7 +205,7 @@ def import_openclaw(
     """
     space, agents = locate(workspace, agents_dir)
     has_space = space.is_dir()
-    reader = _OpenClawReader(mm, resolve_tz(tz), meter or Meter())
+    reader = _OpenClawReader(mm, resolve_tz(tz), meter or Meter(), SourceDigests(mm, SOURCE))
     files = reader.plan(space if has_space else None, agents)
     reader.meter.total = sum(_size(path) for _kind, path, _agent in files)
 
@@ -225,6 +226,9 @@ def import_openclaw(
         subject=f"Import OpenClaw {space if has_space else agents}",
     )
     result.warnings.extend(reader.warnings)
+    if not dry_run and not result.differing:  # a conflict is reported again next time
+        reader.digests.record(result.commit or mm.repository.head())
+    result.unchanged_files = reader.digests.skipped
     return result
 
 
@@ -240,6 +244,7 @@ class _OpenClawReader:
     mm: MemoryManager
     tz: tzinfo
     meter: Meter
+    digests: SourceDigests  # transcripts merged before and unchanged since are not read
     stores: dict[str, dict[str, tuple[str, dict[str, Any]]]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # events left out, and why
 
@@ -296,6 +301,8 @@ class _OpenClawReader:
                         yield session
             elif kind == "database":
                 yield from self.database(path, agent)
+            elif self.digests.unchanged(path):
+                self.meter.done += _size(path)
             else:
                 session = self.transcript(path, agent)
                 if session is not None:
