@@ -16,13 +16,13 @@ from gitmem.errors import (
     SessionNotFound,
     ValidationError,
 )
-from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
 from gitmem.version import __version__
 
 if TYPE_CHECKING:
     from gitmem.aio import AsyncMemoryManager
     from gitmem.format.facts import Fact, FactSource
     from gitmem.manager import MemoryManager
+    from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
     from gitmem.search.browse import LinkGraph, SessionListing, SessionPage
 
 __all__ = [
@@ -56,8 +56,13 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # the manager (and GitPython) loads on first use: git runs `python -m gitmem merge-file`
-    # once per merged file, and that path needs neither
+    # the manager (and GitPython) and the models (pydantic) load on first use: git runs
+    # `python -m gitmem merge-file` once per merged file and an agent's hook runs the CLI
+    # after every turn, and neither path needs them all
+    if name in ("Hit", "Interaction", "Message", "Revision", "Session", "Summary"):
+        from gitmem import models
+
+        return getattr(models, name)
     if name == "MemoryManager":
         from gitmem.manager import MemoryManager
 

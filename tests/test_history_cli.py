@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 
 from gitmem import MemoryManager
 from gitmem.cli import cli
+from gitmem.cli.base import git_date
 from gitmem.models import Summary
 from tests.conftest import git
 
@@ -192,7 +194,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(
     run(*repo, "diff", "s", "a", "b", "c", code=2)
     run(*repo, "undo", "--since", "2000-01-01", code=2)
     run(*repo, "undo", "--agent", "x", code=2)
-    run(*repo, "log", "--since", "last week", code=2)
+    run(*repo, "log", "--since", "a fortnight back", code=2)
     run(*repo, "rollback", "s", code=2)
     assert head(store) == before
     assert git(store, "rev-list", "--count", "HEAD").strip() == "3"
@@ -207,3 +209,27 @@ def test_store_wide_diff(repo: tuple[str, str], store: Path) -> None:
     assert out.splitlines()[0] == "a (added)" and "b (added)" in out
     patch = run(*repo, "diff", "--all", start, "HEAD")
     assert "+++ b/sessions/86/a.md" in patch and "+++ b/sessions/e9/b.md" in patch
+
+
+def test_log_takes_git_spellings(repo: tuple[str, str], store: Path) -> None:
+    for n in range(3):
+        save(repo, "s", n)
+    commits = git(store, "log", "--format=%H %s").splitlines()
+    assert len(run(*repo, "log", "-n", "2").splitlines()) == 2
+    assert len(run(*repo, "log", "--max-count", "1").splitlines()) == 1
+    shown = run(*repo, "log", "--oneline", "-n", "3").splitlines()
+    assert shown == [f"{line[:7]} {line[41:]}" for line in commits[:3]]
+    assert run(*repo, "log", "--oneline", "s", "--since", "2 weeks ago").count("\n") == 3
+    assert run(*repo, "log", "--after", "1.hour.ago", "s", "--oneline").count("\n") == 3
+    assert "no commits match" in run(*repo, "log", "--until", "yesterday")
+    assert "no commits match" in run(*repo, "log", "--before", "last week")
+
+
+def test_git_dates_count_months_on_the_calendar() -> None:
+    now = datetime(2024, 3, 31, 12, 0, tzinfo=UTC)
+    assert git_date("1 month ago", now) == datetime(2024, 2, 29, 12, 0, tzinfo=UTC)
+    assert git_date("2 years ago", now) == datetime(2022, 3, 31, 12, 0, tzinfo=UTC)
+    assert git_date("3 days ago", now) == datetime(2024, 3, 28, 12, 0, tzinfo=UTC)
+    assert git_date("yesterday", now) == datetime(2024, 3, 30, tzinfo=UTC)
+    assert git_date("@0", now) == datetime(1970, 1, 1, tzinfo=UTC)
+    assert git_date("a fortnight back", now) is None

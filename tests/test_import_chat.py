@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from gitmem import MemoryManager
+from gitmem import MemoryManager, Message
 from gitmem.cli import cli, imports
 from gitmem.importers import chat, jsonstream
 from gitmem.importers.engine import ImportFormatError
@@ -101,9 +101,9 @@ def test_a_messages_array_becomes_one_session_of_turns(repo: Path, tmp_path: Pat
     out = run(repo, "import", "chat", str(source))
     assert "imported 1 session(s), 5 new turn(s)" in out.output
     mm = MemoryManager(repo)
-    assert mm.session_ids() == ["chat:talk-1"]
-    assert turns(mm, "chat:talk-1") == EXPECTED
-    session = mm.load_memory("chat:talk-1")
+    assert mm.session_ids() == ["chat:talk-58fbbf62"]
+    assert turns(mm, "chat:talk-58fbbf62") == EXPECTED
+    session = mm.load_memory("chat:talk-58fbbf62")
     assert session is not None and session.tags == ["chat"]
     ids = [t.id for t in session.interactions]
     assert len(set(ids)) == 5  # the two identical "ok" turns get distinct ids
@@ -159,7 +159,27 @@ def test_every_input_shape(repo: Path, tmp_path: Path) -> None:
     out = run(repo, "import", "chat", str(tmp_path / "compact.json"), "--tz", "Asia/Shanghai")
     assert "nothing changed" in out.output and git(repo, "rev-parse", "HEAD") == head
     run(repo, "import", "chat", str(tmp_path / "lines.jsonl"))
-    assert turns(mm, "chat:lines-2") == [[("User", "Hello")]]  # no id: file stem and number
+    unnamed = [sid for sid in mm.session_ids() if sid.startswith("chat:lines-")]
+    assert len(unnamed) == 1  # no id: file stem and the hash of its opening
+    assert turns(mm, unnamed[0]) == [[("User", "Hello")]]
+
+
+def test_conversations_without_ids_keep_their_keys_when_a_line_comes_first(
+    repo: Path, tmp_path: Path
+) -> None:
+    first = [{"role": "user", "content": "Plan a trip"}, {"role": "assistant", "content": "Where?"}]
+    second = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi"}]
+    source = tmp_path / "talks.jsonl"
+    source.write_text("".join(json.dumps(c) + "\n" for c in (first, second, second)))
+    run(repo, "import", "chat", str(source))
+    mm = MemoryManager(repo)
+    before = mm.session_ids()
+    assert len(before) == 3  # the same opening twice: a second key, not one merged session
+    newest = [{"role": "user", "content": "A new first line"}]
+    source.write_text(json.dumps(newest) + "\n" + source.read_text())
+    doc = json.loads(run(repo, "--json", "import", "chat", str(source)).output)
+    assert doc["turns_added"] == 1  # only the new conversation
+    assert len(mm.session_ids()) == 4 and set(before) < set(mm.session_ids())
 
 
 def chatgpt_conversation() -> dict[str, Any]:
@@ -277,9 +297,9 @@ def test_chatgpt_export_follows_the_branch_shown_last(repo: Path, tmp_path: Path
 def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None:
     source = write(tmp_path / "talk.json", MESSAGES)
     run(repo, "import", "chat", str(source))
-    first = run(repo, "export", "chat", "chat:talk-1").output
-    assert first == run(repo, "export", "chat", "chat:talk-1").output  # byte for byte
-    exported = json.loads(first)
+    first = run(repo, "export", "chat", "chat:talk-58fbbf62").output
+    assert first == run(repo, "export", "chat", "chat:talk-58fbbf62").output  # byte for byte
+    exported = json.loads(first)["messages"]
     assert exported[5] == {
         "role": "user",
         "name": "Caroline",
@@ -287,18 +307,19 @@ def test_round_trip_and_deterministic_export(repo: Path, tmp_path: Path) -> None
     }
     assert {m["role"] for m in exported} == {"system", "user", "assistant", "tool"}
     back = tmp_path / "back.json"
-    run(repo, "export", "chat", "chat:talk-1", "--output", str(back))
+    run(repo, "export", "chat", "chat:talk-58fbbf62", "--output", str(back))
     assert back.read_text() == first
     fresh = tmp_path / "fresh"
     run(fresh, "init")
     run(fresh, "import", "chat", str(back), "--session", "again")
     assert turns(MemoryManager(fresh), "again") == EXPECTED
-    line = run(repo, "export", "chat", "chat:talk-1", "--jsonl").output
-    assert line.count("\n") == 1 and json.loads(line) == exported
+    line = run(repo, "export", "chat", "chat:talk-58fbbf62", "--jsonl").output
+    assert line.count("\n") == 1 and json.loads(line)["messages"] == exported
     # as of an earlier commit, and a session that is not there
-    run(repo, "save", "chat:talk-1", "--user", "later", "--assistant", "yes")
-    assert len(json.loads(run(repo, "export", "chat", "chat:talk-1").output)) == 13
-    assert run(repo, "export", "chat", "chat:talk-1", "--at", "HEAD~1").output == first
+    run(repo, "save", "chat:talk-58fbbf62", "--user", "later", "--assistant", "yes")
+    later = json.loads(run(repo, "export", "chat", "chat:talk-58fbbf62").output)
+    assert len(later["messages"]) == len(later["timestamps"]) == 13
+    assert run(repo, "export", "chat", "chat:talk-58fbbf62", "--at", "HEAD~1").output == first
     assert "no session" in run(repo, "export", "chat", "nope", code=1).output
 
 
@@ -311,7 +332,7 @@ def test_reimport_is_additive_and_reports_changed_turns(repo: Path, tmp_path: Pa
     run(
         repo,
         "save",
-        "chat:talk-1",
+        "chat:talk-58fbbf62",
         "--user",
         "a turn saved by hand",
         "--assistant",
@@ -327,12 +348,12 @@ def test_reimport_is_additive_and_reports_changed_turns(repo: Path, tmp_path: Pa
     doc = json.loads(out.output)
     assert doc["turns_added"] == 1 and doc["skipped"] == 5 and doc["commit"]
     mm = MemoryManager(repo)
-    session = mm.load_memory("chat:talk-1")
+    session = mm.load_memory("chat:talk-58fbbf62")
     assert session is not None
     assert doc["conflicts"] == [
-        {"session_id": "chat:talk-1", "interaction_id": session.interactions[1].id}
+        {"session_id": "chat:talk-58fbbf62", "interaction_id": session.interactions[1].id}
     ]
-    kept = turns(mm, "chat:talk-1")
+    kept = turns(mm, "chat:talk-58fbbf62")
     assert kept[1] == EXPECTED[1]  # the stored answer is not overwritten
     assert kept[5] == [("User", "a turn saved by hand"), ("Assistant", "noted")]
     assert kept[6] == [("User", "New question")]
@@ -377,7 +398,7 @@ def test_malformed_input_names_file_and_line(repo: Path, tmp_path: Path) -> None
     assert f"{csv}:3: expected OpenAI chat messages" in out.output
     assert git(repo, "rev-parse", "HEAD") == head  # nothing written, not even conversation x
     assert git(repo, "status", "--porcelain") == ""
-    assert MemoryManager(repo).session_ids() == ["chat:ok-1"]
+    assert MemoryManager(repo).session_ids() == ["chat:ok-58fbbf62"]
 
 
 def test_session_option(repo: Path, tmp_path: Path) -> None:
@@ -582,3 +603,83 @@ def test_a_conversation_id_holding_a_secret_is_mapped_not_fatal(repo: Path, tmp_
     ids = MemoryManager(repo).session_ids()
     assert len(ids) == 2 and any("REDACTED" in i and "~" in i for i in ids), ids
     assert token not in git(repo, "log", "-p", "--all", "--format=%B")
+
+
+def test_export_import_export_is_byte_identical_with_tool_calls(repo: Path, tmp_path: Path) -> None:
+    chatgpt = chatgpt_conversation()
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [chatgpt])))
+    source = write(tmp_path / "talk.json", MESSAGES)
+    run(repo, "import", "chat", str(source))
+    for session_id in ("chat:talk-58fbbf62", "chatgpt:6f1d-lisbon"):
+        first = run(repo, "export", "chat", session_id).output
+        doc = json.loads(first)
+        back = tmp_path / f"{session_id.replace(':', '-')}.json"
+        back.write_text(first, encoding="utf-8")
+        fresh = tmp_path / f"fresh-{session_id.replace(':', '-')}"
+        run(fresh, "init")
+        run(fresh, "import", "chat", str(back), "--session", "again")
+        assert run(fresh, "export", "chat", "again").output == first
+        stored = MemoryManager(repo).load_memory(session_id)
+        again = MemoryManager(fresh).load_memory("again")
+        assert stored is not None and again is not None
+        assert [t.timestamp for t in again.interactions] == [
+            t.timestamp.replace(microsecond=0) for t in stored.interactions
+        ]
+        assert again.extra.get("title") == doc.get("title")
+    messages = json.loads(run(repo, "export", "chat", "chat:talk-58fbbf62").output)["messages"]
+    assert messages[2] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "weather", "arguments": '{"city":"Paris"}'},
+            }
+        ],
+    }
+    assert messages[3] == {"role": "tool", "content": "18C, sunny", "tool_call_id": "call_1"}
+
+
+def test_unanswered_calls_and_orphan_tool_messages_stay_valid(repo: Path) -> None:
+    mm = MemoryManager(repo)
+    mm.save_messages(
+        "tools",
+        [
+            Message(speaker="User", content="Run it"),
+            Message(speaker="Assistant", content='Trying.\n[tool: run {"x":1}]'),
+            Message(speaker="User", content="Stop"),
+            Message(speaker="Tool", content="late output"),
+        ],
+    )
+    messages = chat.export_chat(mm, "tools")["messages"]
+    assert messages[1] == {"role": "assistant", "content": 'Trying.\n[tool: run {"x":1}]'}
+    assert messages[3] == {"role": "user", "name": "Tool", "content": "late output"}
+
+
+def test_a_chatgpt_title_is_shown_and_searchable(repo: Path, tmp_path: Path) -> None:
+    conversation = chatgpt_conversation()
+    conversation["title"] = "Quokka itinerary"
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [conversation])))
+    listed = run(repo, "list").output
+    assert "chatgpt:6f1d-lisbon" in listed and "\tQuokka itinerary" in listed
+    assert json.loads(run(repo, "--json", "list").output)[0]["title"] == "Quokka itinerary"
+    assert "title: Quokka itinerary" in run(repo, "show", "chatgpt:6f1d-lisbon").output
+    hits = json.loads(run(repo, "--json", "search", "quokka").output)["hits"]
+    assert {h["session_id"] for h in hits} == {"chatgpt:6f1d-lisbon"}
+    first = MemoryManager(repo).load_memory("chatgpt:6f1d-lisbon")
+    assert first is not None and hits[0]["interaction_id"] == first.interactions[0].id
+    # a new title (the conversation renamed in ChatGPT) is found, the old one is not
+    conversation["title"] = "Wombat plans"
+    run(repo, "import", "chat", str(write(tmp_path / "c.json", [conversation])))
+    assert json.loads(run(repo, "--json", "search", "wombat").output)["hits"]
+
+
+def test_an_unchanged_file_is_not_read_again(repo: Path, tmp_path: Path) -> None:
+    source = write(tmp_path / "talk.json", MESSAGES)
+    assert json.loads(run(repo, "--json", "import", "chat", str(source)).output)["commit"]
+    again = json.loads(run(repo, "--json", "import", "chat", str(source)).output)
+    assert again["unchanged_files"] == 1 and again["sessions"] == [] and not again["commit"]
+    write(source, [*MESSAGES, {"role": "user", "content": "New question"}])
+    changed = json.loads(run(repo, "--json", "import", "chat", str(source)).output)
+    assert changed["unchanged_files"] == 0 and changed["turns_added"] == 1

@@ -147,7 +147,8 @@ def test_second_import_makes_no_commit_and_hand_turns_survive(
     mm.save_interaction(TELEGRAM, "a note I added by hand", "noted")
     head = git(store, "rev-parse", "HEAD")
     again = nanobot.import_nanobot(mm, home)
-    assert again.commit is None and again.added == [] and again.skipped == 11
+    # the session files merged before are not read again; memory and history are
+    assert again.commit is None and again.added == [] and again.unchanged_files == 2
     assert git(store, "rev-parse", "HEAD") == head
     assert "a note I added by hand" in loaded(mm, TELEGRAM).interactions[-1].text
 
@@ -385,3 +386,28 @@ def test_hostile_nesting_is_a_clear_error(mm: MemoryManager, home: Path, store: 
     assert f"{path}:{lines}: not JSON that can be read: nested too deeply" in done.stderr
     assert "Traceback" not in done.stderr
     assert git(store, "rev-parse", "HEAD") == head
+
+
+def test_a_reimport_skips_unchanged_files_but_reads_changed_ones(
+    mm: MemoryManager, home: Path, store: Path
+) -> None:
+    first = nanobot.import_nanobot(mm, home)
+    assert first.unchanged_files == 0
+    again = nanobot.import_nanobot(mm, home)
+    assert again.unchanged_files == 2 and again.skipped < first.skipped + 11
+    assert git(store, "rev-parse", "HEAD").strip() == first.commit
+    state = list((store / ".git" / "gitmem").glob("import-digests-nanobot-*.json"))
+    assert len(state) == 1 and git(store, "status", "--porcelain") == ""
+    # a changed file is read again, an unchanged one still is not
+    append(
+        session_file(home, TELEGRAM),
+        {"role": "user", "content": "one more", "timestamp": "2026-05-01T10:00:00"},
+        {"role": "assistant", "content": "sure", "timestamp": "2026-05-01T10:00:05"},
+    )
+    third = nanobot.import_nanobot(mm, home)
+    assert third.unchanged_files == 1 and third.commit is not None
+    # a store reset to before the import reads every file again
+    git(store, "reset", "-q", "--hard", "HEAD~2")
+    fourth = nanobot.import_nanobot(mm, home)
+    assert fourth.unchanged_files == 0 and fourth.commit is not None
+    assert nanobot.import_nanobot(mm, home, dry_run=True).unchanged_files == 2

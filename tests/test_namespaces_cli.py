@@ -117,11 +117,11 @@ def test_import_lands_in_the_namespace(shared: Path, tmp_path: Path) -> None:
     )
     run(shared, "--namespace", "alice", "--json", "import", "chat", str(source))
     assert MemoryManager(shared, namespace="alice").session_ids() == [
-        "chat:talk-1",
+        "chat:talk-62952c22",
         "support-alice",
     ]
-    assert "chat:talk-1" not in MemoryManager(shared).session_ids()
-    assert "chat:talk-1" not in MemoryManager(shared, namespace="bob").session_ids()
+    assert "chat:talk-62952c22" not in MemoryManager(shared).session_ids()
+    assert "chat:talk-62952c22" not in MemoryManager(shared, namespace="bob").session_ids()
 
 
 def test_check_reports_files_outside_every_namespace(shared: Path) -> None:

@@ -1,12 +1,12 @@
 """The ``gitmem`` command: parse arguments, call ``MemoryManager``, print the result.
 
 One module per command group; ``base`` holds the group, the context and the shared
-option handling. Importing this package registers every command on ``cli``.
+option handling. A command's module is imported when the command is first asked for
+(:class:`~gitmem.cli.base.CommandsOnFirstUse`), so a hook's ``gitmem save`` starts fast.
 """
 
 from __future__ import annotations
 
-from gitmem.cli import facts, history, imports, search, serve, sessions, sharing, summaries
 from gitmem.cli.base import cli
 
 
@@ -15,15 +15,4 @@ def main() -> None:
     cli(prog_name="gitmem")
 
 
-__all__ = [
-    "cli",
-    "facts",
-    "history",
-    "imports",
-    "main",
-    "search",
-    "serve",
-    "sessions",
-    "sharing",
-    "summaries",
-]
+__all__ = ["cli", "main"]

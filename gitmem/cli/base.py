@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator
-from datetime import datetime
-from typing import Any, TypedDict, TypeVar
+import re
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from datetime import UTC, datetime, timedelta
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import click
 
 from gitmem.errors import GitmemError, RevisionNotFound
 from gitmem.guard.secrets import DEFAULT_CONFIG, SecretConfig, find_secrets
-from gitmem.manager import MemoryManager
-from gitmem.store.discover import find_store
-from gitmem.store.gitlog import looks_like_date
 from gitmem.version import __version__
+
+if TYPE_CHECKING:
+    from gitmem.manager import MemoryManager
 
 F = TypeVar("F", bound=Callable[..., Any])
 # an option value longer than this is never repeated in an error (a pasted token, not a date)
@@ -49,6 +51,9 @@ class Context:
     def store_path(self, *, init: bool = False) -> str:
         """The store's folder: --repo, else the repository around the current folder (as
         git finds it); with ``init``, right here."""
+        # the store's modules load on first use: `gitmem --version` and hooks start faster
+        from gitmem.store.discover import find_store
+
         return self.repo or ("." if init else find_store("."))
 
     def refuse_namespace(self, option: str) -> None:
@@ -58,6 +63,8 @@ class Context:
 
     def manager(self, *, init: bool = False, adopt: bool = False) -> MemoryManager:
         """The store, opened in the namespace of --namespace (or GITMEM_NAMESPACE)."""
+        from gitmem.manager import MemoryManager
+
         return MemoryManager(
             self.store_path(init=init),
             init=init,
@@ -70,6 +77,8 @@ class Context:
     def every_namespace(self, first: MemoryManager) -> Iterator[tuple[str | None, MemoryManager]]:
         """Each namespace of the store (the default one first, None: ``first``, the manager
         of :meth:`manager`) with a manager open on it, for an operator's read across them."""
+        from gitmem.manager import MemoryManager
+
         yield None, first
         for name in first.namespaces():
             found = MemoryManager(first.path, agent=self.agent, model=self.model, namespace=name)
@@ -142,17 +151,56 @@ def shown_value(value: str, secrets: SecretConfig | None = None) -> str:
     return repr(value)
 
 
+# git's relative dates: "2 weeks ago", "2.weeks.ago", "1 hour ago"
+_AGO = re.compile(r"(\d+)[ .]+(second|minute|hour|day|week|month|year)s?[ .]+ago")
+_UNIT_SECONDS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+
+
+def git_date(text: str, now: datetime | None = None) -> datetime | None:
+    """A date as ``git log --since`` spells it beyond ISO: ``N <unit>s ago`` (also with
+    dots), ``now``, ``today``/``yesterday`` (midnight, local time), ``last week|month|year``
+    and ``@<epoch seconds>``; None for anything else. Months and years count on the calendar."""
+    now = now or datetime.now(UTC).astimezone()
+    word = " ".join(text.lower().split())
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    named = {"now": now, "today": midnight, "yesterday": midnight - timedelta(days=1)}
+    if word in named:
+        return named[word]
+    if word.startswith("last "):
+        word = "1 " + word[5:] + " ago"
+    if re.fullmatch(r"@\d+", word):
+        return datetime.fromtimestamp(int(word[1:]), UTC)
+    found = _AGO.fullmatch(word)
+    if found is None:
+        return None
+    count, unit = int(found[1]), found[2]
+    if unit in _UNIT_SECONDS:
+        return now - timedelta(seconds=count * _UNIT_SECONDS[unit])
+    months = now.year * 12 + now.month - 1 - count * (12 if unit == "year" else 1)
+    year, month = divmod(months, 12)
+    for day in range(now.day, 0, -1):  # the 31st of a shorter month: its last day
+        with contextlib.suppress(ValueError):
+            return now.replace(year=year, month=month + 1, day=day)
+    return None
+
+
 def parse_when(
-    value: str | None, name: str, secrets: SecretConfig | None = None
+    value: str | None, name: str, secrets: SecretConfig | None = None, *, git: bool = False
 ) -> datetime | None:
-    """A date option's value; a bad one is a usage error (exit 2) naming the option."""
+    """A date option's value, ISO (with ``git``, also as git spells it: :func:`git_date`);
+    a bad one is a usage error (exit 2) naming the option."""
     if value is None:
         return None
     try:
         return datetime.fromisoformat(value.strip())
     except ValueError:
+        found = git_date(value) if git else None
+        if found is not None:
+            return found
         raise click.BadParameter(
-            f"not an ISO date/time: {shown_value(value, secrets)}", param_hint=name
+            f"not an ISO date/time: {shown_value(value, secrets)}"
+            + (" (nor a git date such as '2 weeks ago' or 'yesterday')" if git else ""),
+            param_hint=name,
         ) from None
 
 
@@ -166,9 +214,11 @@ class Period(TypedDict):
 def parse_period(
     since: str | None, until: str | None, secrets: SecretConfig | None = None
 ) -> Period:
-    """``--since`` and ``--until`` parsed as :func:`parse_when` does, to pass on as ``**``."""
+    """``--since`` and ``--until`` parsed as :func:`parse_when` does, git's spellings
+    included, to pass on as ``**``."""
     return Period(
-        since=parse_when(since, "--since", secrets), until=parse_when(until, "--until", secrets)
+        since=parse_when(since, "--since", secrets, git=True),
+        until=parse_when(until, "--until", secrets, git=True),
     )
 
 
@@ -177,6 +227,8 @@ def rev_option(value: str | None, name: str, secrets: SecretConfig | None = None
     """Around the use of a REV|DATE option: a value shaped like a date must be one (a usage
     error, exit 2, as for every date option), and an unknown revision is not echoed when it
     may be a secret."""
+    from gitmem.store.gitlog import looks_like_date
+
     text = (value or "").strip()
     if looks_like_date(text):
         parse_when(text, name, secrets)
@@ -187,6 +239,42 @@ def rev_option(value: str | None, name: str, secrets: SecretConfig | None = None
         if not text or shown == repr(text):
             raise
         raise RevisionNotFound(str(exc).replace(repr(text), shown)) from None
+
+
+class CommandsOnFirstUse(MutableMapping[str, click.Command]):
+    """The root group's commands, each module imported when one of its commands is first
+    asked for: a hook that runs ``gitmem save`` after every turn of an agent loads the
+    module of ``save``, not the search, server and import code. A name the map does not
+    know loads every module (a command added without a line in the map still works)."""
+
+    def __init__(self, modules: Mapping[str, str]) -> None:
+        self.modules = modules  # command name -> the module that registers it
+        self.loaded: dict[str, click.Command] = {}
+
+    def load(self, name: str | None = None) -> None:
+        """Import the module of command ``name``; None or an unknown name: every module."""
+        module = self.modules.get(name) if name is not None else None
+        for each in [module] if module else sorted(set(self.modules.values())):
+            import_module(each)
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name not in self.loaded:
+            self.load(name)
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self.loaded[name]
+
+    def __iter__(self) -> Iterator[str]:
+        self.load()
+        return iter(dict(self.loaded))
+
+    def __len__(self) -> int:
+        self.load()
+        return len(self.loaded)
 
 
 class GitmemGroup(click.Group):
@@ -262,6 +350,27 @@ def cli(
 ) -> None:
     """gitmem: long-term conversation memory as Markdown files in a git repository."""
     ctx.obj = Context(repo, json_out, agent, model, namespace)
+
+
+def _command_modules() -> dict[str, str]:
+    by_module = {
+        "facts": "facts",
+        "history": "blame diff log purge restore revert rollback undo",
+        "imports": "export import",
+        "search": "context embed reindex search",
+        "serve": "mcp web",
+        "sessions": "check demo init list namespaces save scan show",
+        "sharing": "clone hook hooks merge-file pull push remote sync",
+        "summaries": "review summarize",
+    }
+    return {
+        name: f"gitmem.cli.{module}"
+        for module, names in by_module.items()
+        for name in names.split()
+    }
+
+
+cli.commands = CommandsOnFirstUse(_command_modules())
 
 
 pass_ctx = click.make_pass_decorator(Context)

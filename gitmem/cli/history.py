@@ -14,9 +14,22 @@ from gitmem.history.purge import PurgeReport
 @click.option("--op", help="Only commits with this Gitmem-Op (save, summarize, revert...).")
 @click.option("--agent", "by_agent", help="Only commits by this agent (Gitmem-Agent).")
 @click.option("--model", "by_model", help="Only commits made with this model (Gitmem-Model).")
-@click.option("--since", help="Only commits at or after this ISO date/time.")
-@click.option("--until", help="Only commits at or before this ISO date/time.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many commits.")
+@click.option(
+    "--since",
+    "--after",
+    "since",
+    help="Only commits at or after this date: ISO, or as git says it (2 weeks ago, yesterday).",
+)
+@click.option("--until", "--before", "until", help="Only commits at or before this date.")
+@click.option(
+    "-n",
+    "--max-count",
+    "--limit",
+    "limit",
+    type=click.IntRange(min=1),
+    help="At most this many commits.",
+)
+@click.option("--oneline", is_flag=True, help="One line a commit: short sha and subject.")
 @click.option("--changes", is_flag=True, help="Also list what each commit changed (slower).")
 @pass_ctx
 def log_(
@@ -28,9 +41,11 @@ def log_(
     since: str | None,
     until: str | None,
     limit: int | None,
+    oneline: bool,
     changes: bool,
 ) -> None:
-    """The audit trail of a session (or of the whole store), newest first."""
+    """The audit trail of a session (or of the whole store), newest first. Takes git log's
+    spellings: ``-n 3``, ``--max-count 3``, ``--oneline``, ``--since "2 weeks ago"``."""
     mm = ctx.manager()
     revisions = mm.history(
         session_id,
@@ -45,7 +60,7 @@ def log_(
     def text() -> str:
         lines = []
         for rev in revisions:
-            lines.append(views.rev_line(rev))
+            lines.append(f"{rev.sha[:7]} {rev.subject}" if oneline else views.rev_line(rev))
             for sid, labels in rev.changes.items():
                 lines.extend(f"    {sid}: {label}" for label in labels)
         return "\n".join(lines) or "no commits match"

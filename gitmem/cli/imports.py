@@ -312,7 +312,7 @@ def import_openclaw(
     "session_id",
     metavar="ID",
     help="Session id for a file that holds one conversation "
-    "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<n>).",
+    "(default: chat:<id>, chatgpt:<id> or chat:<file stem>-<hash of its opening>).",
 )
 @click.option(
     "--tz",
@@ -352,21 +352,24 @@ def import_chat(
     "--output", "-o", type=click.Path(dir_okay=False), help="Write to this file instead of stdout."
 )
 @click.option(
-    "--jsonl", is_flag=True, help="The messages array on one line (append to a JSONL file)."
+    "--jsonl", is_flag=True, help="The conversation on one line (append to a JSONL file)."
 )
 @click.option("--at", metavar="REV|DATE", help="As the store was then (sha, HEAD~3, ISO date).")
 @pass_ctx
 def export_chat(
     ctx: Context, session_id: str, output: str | None, jsonl: bool, at: str | None
 ) -> None:
-    """Write a session as an OpenAI Chat Completions messages array (JSON)."""
+    """Write a session as {"title", "messages", "timestamps"} (JSON): "messages" is an OpenAI
+    Chat Completions messages array (tool calls as tool_calls), "timestamps" the turn times
+    that `gitmem import chat` reads back."""
     mm = ctx.manager()
     with rev_option(at, "--at", mm.secret_config):
-        messages = chat.export_chat(mm, session_id, commit=mm.resolve(at) if at else None)
+        doc = chat.export_chat(mm, session_id, commit=mm.resolve(at) if at else None)
+    messages = doc["messages"]
     if jsonl:
-        text = json.dumps(messages, ensure_ascii=False, separators=(",", ":")) + "\n"
+        text = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
     else:
-        text = json.dumps(messages, ensure_ascii=False, indent=2) + "\n"
+        text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if output is None:
         click.echo(text, nl=False)
         return

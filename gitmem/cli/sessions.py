@@ -167,8 +167,11 @@ def list_(
 
     def line(r: dict[str, Any]) -> str:
         where = f"[{views.namespace_name(r['namespace'])}]\t" if every else ""
-        return f"{where}{r['id']}\t{r['interactions']} turns\t{r['last_active']}\t" + ",".join(
-            r["tags"]
+        title = f"\t{r['title']}" if r["title"] else ""
+        return (
+            f"{where}{r['id']}\t{r['interactions']} turns\t{r['last_active']}\t"
+            + ",".join(r["tags"])
+            + title
         )
 
     emit(ctx, rows, lambda: "\n".join(line(r) for r in rows) or "no sessions")

@@ -20,6 +20,8 @@ def session_text(session: Session) -> str:
         f"{session.id}  ({len(session.interactions)} turns, "
         f"last active {session.last_active.isoformat()})"
     ]
+    if session.extra.get("title"):
+        lines.append("title: " + session.extra["title"])
     if session.tags:
         lines.append("tags: " + ", ".join(session.tags))
     for turn in session.interactions:
@@ -35,6 +37,7 @@ def session_summary(session: Session) -> dict[str, Any]:
     """The one-line facts ``gitmem list`` shows for a session."""
     return {
         "id": session.id,
+        "title": session.extra.get("title"),
         "created": session.created.isoformat(),
         "last_active": session.last_active.isoformat(),
         "participants": session.participants,

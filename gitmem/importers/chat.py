@@ -22,7 +22,9 @@ Reads, told apart by content (never by the file name):
 
 Each conversation is one session: ``--session ID`` when the file holds exactly one (a file
 with more is refused rather than guessed at), else ``chat:<id>`` / ``chatgpt:<conversation
-id>``, or ``chat:<file stem>-<n>`` (n counting from 1 in file order) without an id; always
+id>``, or without an id ``chat:<file stem>-<hash>``, the hash of its opening messages (up
+to and including the first user message; ``-2``, ``-3``... for a later conversation of the
+file opening the same way), so a conversation added before it does not rename it; always
 through :func:`~gitmem.importers.engine.safe_session_id`. The title goes to the metadata key
 ``title``, the tag is ``chat`` or ``chatgpt``. A turn is a user message and the messages up
 to the next one; messages before the first user message (a system prompt) form their own
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -63,6 +66,7 @@ from gitmem.importers.chatmessages import (
     time_zone,
     title_of,
 )
+from gitmem.importers.digests import SourceDigests
 from gitmem.importers.engine import (
     PART_SIZE,
     ImportFormatError,
@@ -87,6 +91,10 @@ from gitmem.models import (
 )
 
 SOURCE = "chat"
+# a function name the Chat Completions API takes in tool_calls
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# messages of a conversation without an id that name it (up to the first user message)
+OPENING = 3
 
 EXPECTED = (
     "expected OpenAI chat messages (a JSON array of {role, content}), a conversation "
@@ -133,6 +141,18 @@ class _ChatReader:
         self.mtime = mtime
         self.count = 0
         self.first_line = 0
+        self.openings: dict[str, int] = {}  # opening hash -> conversations that had it
+
+    def unnamed(self, items: list[Item]) -> str:
+        """The session id of a conversation without an id: file stem and opening hash."""
+        opening: list[str] = []
+        for item in items[:OPENING]:
+            opening += [item.speaker, item.content]
+            if item.role == "user":
+                break
+        key = stable_id("o", *opening)[2:10]
+        seen = self.openings[key] = self.openings.get(key, 0) + 1
+        return f"{SOURCE}:{self.stem}-{key}" + (f"-{seen}" if seen > 1 else "")
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -319,14 +339,14 @@ def _convert(reader: _ChatReader, raw: _Raw) -> ChatConversation | None:
         items = chatgpt_items(where, data, reader.zone)
     else:
         key = data.get("id")
-        items = openai_items(where, data["messages"], reader.zone)
+        items = openai_items(where, data["messages"], reader.zone, data.get("timestamps"))
         tag = SOURCE
     if reader.session is not None:
         session_id = safe_session_id(reader.session)
     elif key is not None and str(key).strip():
         session_id = safe_session_id(f"{tag}:{key}")
     else:
-        session_id = safe_session_id(f"{SOURCE}:{reader.stem}-{reader.count}")
+        session_id = safe_session_id(reader.unnamed(items))
     created = conversation_time(where, data, ("created", "create_time"), reader.zone)
     updated = conversation_time(where, data, ("updated", "update_time"), reader.zone)
     return _session(
@@ -428,8 +448,12 @@ def import_chat(
     ``progress(result so far)`` is called after each conversation.
     """
 
+    digests = SourceDigests(mm, SOURCE)
+
     def sessions() -> Iterator[Session]:
         # a generator function, so the file can be read again (a huge import in parts)
+        if digests.unchanged(Path(path)):
+            return
         stored: set[str] | None = None
         for found in read_chat(path, session=session, tz=tz, meter=meter):
             if found.derived:
@@ -440,7 +464,7 @@ def import_chat(
                     continue
             yield found.session
 
-    return run_import(
+    result = run_import(
         mm,
         sessions(),
         source=SOURCE,
@@ -451,6 +475,10 @@ def import_chat(
         part_size=part_size,
         subject=f"Import chat transcripts from {Path(path).name}",
     )
+    if not dry_run and not result.differing:  # a conflict is reported again next time
+        digests.record(result.commit or mm.repository.head())
+    result.unchanged_files = digests.skipped
+    return result
 
 
 def _keep_stored_times(mm: MemoryManager, found: ChatConversation) -> Session:
@@ -476,27 +504,86 @@ def _keep_stored_times(mm: MemoryManager, found: ChatConversation) -> Session:
     return session.model_copy(update=update)
 
 
-def export_chat(
-    mm: MemoryManager, session_id: str, *, commit: str | None = None
-) -> list[dict[str, str]]:
-    """The session (with the turns a summary archived) as a Chat Completions messages
-    array: ``{"role", "content"}`` per message, plus ``"name"`` for a speaker that is not a
-    role (``Caroline`` -> role ``user``, name ``Caroline``), so importing it gives the same
-    turns. ``commit``: as of that commit."""
+def export_chat(mm: MemoryManager, session_id: str, *, commit: str | None = None) -> dict[str, Any]:
+    """The session (with the turns a summary archived) as ``{"title"?, "messages",
+    "timestamps"}``: ``messages`` a Chat Completions messages array the API takes as it is,
+    ``timestamps`` beside it (one per message: its turn's time in whole seconds on a turn's
+    first message, else null), so that ``import chat`` gives the same turns at the same
+    times and exporting them again gives the same bytes. ``commit``: as of that commit.
+
+    A message is ``{"role", "content"}``, plus ``"name"`` for a speaker that is not a role
+    (``Caroline`` -> role ``user``, name ``Caroline``). The ``[tool: name {args}]`` lines an
+    assistant message ends with become its ``tool_calls`` (``{id, type: "function",
+    function: {name, arguments}}``, ids ``call_<n>`` counting through the session) when
+    tool messages answer each of them, which then carry the ``tool_call_id``; a tool
+    message no call asked for is sent as a user message named ``Tool``."""
     session = mm.load_memory(session_id, commit=commit, include_archive=True)
     if session is None:
         when = f" at {commit[:12]}" if commit else ""
         raise SessionNotFound(f"no session {session_id!r} in {mm.path}{when}")
-    return [_as_message(message) for turn in session.interactions for message in turn.messages]
+    messages: list[dict[str, Any]] = []
+    timestamps: list[str | None] = []
+    for turn in session.interactions:
+        for at, message in enumerate(turn.messages):
+            messages.append(_as_message(message))
+            timestamps.append(turn.timestamp.isoformat(timespec="seconds") if at == 0 else None)
+    _pair_tool_calls(messages)
+    title = session.extra.get("title")
+    return {
+        **({"title": title} if title else {}),
+        "messages": messages,
+        "timestamps": timestamps,
+    }
 
 
-def _as_message(message: Message) -> dict[str, str]:
+def _as_message(message: Message) -> dict[str, Any]:
     name = message.speaker.casefold()
     if name in ROLES:
         return {"role": name, "content": message.content}
     if name in ASSISTANT_SPEAKERS or name in SYSTEM_SPEAKERS or name in USER_SPEAKERS:
         return {"role": message.role, "content": message.content}
     return {"role": "user", "name": message.speaker, "content": message.content}
+
+
+def _pair_tool_calls(messages: list[dict[str, Any]]) -> None:
+    """Tool call lines as ``tool_calls`` answered by the tool messages after them."""
+    count = 0
+    for at, message in enumerate(messages):
+        if message["role"] == "tool" and "tool_call_id" not in message:
+            message.update(role="user", name="Tool")  # no call asked for it
+            message["content"] = message.pop("content")  # keep the key order
+            continue
+        if message["role"] != "assistant":
+            continue
+        text, calls = _tool_lines(message["content"])
+        answers = 0
+        while at + 1 + answers < len(messages) and messages[at + 1 + answers]["role"] == "tool":
+            answers += 1
+        if not calls or answers < len(calls):
+            continue  # unanswered calls stay text: the API refuses them as tool_calls
+        message["content"] = text or None
+        message["tool_calls"] = []
+        for offset, (name, arguments) in enumerate(calls, 1):
+            count += 1
+            call_id = f"call_{count}"
+            function = {"name": name, "arguments": arguments}
+            message["tool_calls"].append({"id": call_id, "type": "function", "function": function})
+            messages[at + offset]["tool_call_id"] = call_id
+
+
+def _tool_lines(content: str) -> tuple[str, list[tuple[str, str]]]:
+    """The text before the ``[tool: name args]`` lines a message ends with, and the calls."""
+    calls: list[tuple[str, str]] = []
+    while content.endswith("]"):
+        start = content.rfind("[tool: ")
+        if start < 0 or (start > 0 and content[start - 1] != "\n"):
+            break
+        name, _, arguments = content[start + len("[tool: ") : -1].partition(" ")
+        if not _TOOL_NAME.fullmatch(name):
+            break
+        calls.append((name, arguments or "{}"))
+        content = content[: max(start - 1, 0)]
+    return content, calls[::-1]
 
 
 def _size(path: str | Path) -> int:

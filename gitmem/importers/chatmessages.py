@@ -44,9 +44,13 @@ class Item:
     when: datetime | None
 
 
-def openai_items(where: str, messages: list[Any], zone: tzinfo | None) -> list[Item]:
+def openai_items(
+    where: str, messages: list[Any], zone: tzinfo | None, times: Any = None
+) -> list[Item]:
     """The messages of a Chat Completions ``messages`` array; ``where`` is the
-    conversation's ``file:line`` for errors."""
+    conversation's ``file:line`` for errors. ``times``: the ``timestamps`` array beside
+    the messages that ``gitmem export chat`` writes (one time or null per message)."""
+    given = times if isinstance(times, list) and len(times) == len(messages) else []
     items: list[Item] = []
     for at, message in enumerate(messages, 1):
         here = f"message {at}"
@@ -69,7 +73,10 @@ def openai_items(where: str, messages: list[Any], zone: tzinfo | None) -> list[I
         speaker = _speaker(role)
         if role == "user" and isinstance(name, str) and _label(name):
             speaker = name
-        items.append(Item(role, speaker, content, _message_time(where, here, message, zone)))
+        when = _message_time(where, here, message, zone)
+        if when is None and given and given[at - 1] is not None:
+            when = _when(where, f"{here}: timestamps", given[at - 1], zone)
+        items.append(Item(role, speaker, content, when))
     return items
 
 

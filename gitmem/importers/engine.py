@@ -228,6 +228,7 @@ class ImportResult(Result):
     commits: list[str] = []  # noqa: RUF012  (more than one when a huge import went in parts)
     dry_run: bool = False
     warnings: list[str] = []  # noqa: RUF012  (source files left out, and why)
+    unchanged_files: int = 0  # files merged before and unchanged since: not read again
 
     def to_dict(self) -> dict[str, Any]:
         """What ``gitmem import ... --json`` prints."""
@@ -241,6 +242,7 @@ class ImportResult(Result):
             "turns_added": len(self.added),
             "added": [{"session_id": s, "interaction_id": i} for s, i in self.added],
             "skipped": self.skipped,
+            "unchanged_files": self.unchanged_files,
             "summaries": self.summaries,
             "extended": [{"session_id": s, "interaction_id": i} for s, i in self.extended],
             "conflicts": [{"session_id": s, "interaction_id": i} for s, i in self.differing],

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gitmem.errors import ValidationError
+from gitmem.importers.digests import SourceDigests
 from gitmem.importers.engine import (
     PART_SIZE,
     ImportFormatError,
@@ -431,10 +432,16 @@ def read_all(
     tools: Tools = "summary",
     keys: Collection[str] | None = None,
     meter: Meter | None = None,
+    digests: SourceDigests | None = None,
 ) -> Iterator[Session]:
-    """Every session ``layout`` holds, read lazily (one file at a time)."""
+    """Every session ``layout`` holds, read lazily (one file at a time); with ``digests``,
+    a session file merged before and unchanged since is not read."""
     for path in layout.session_files:
         if keys is not None and _file_key(path) not in keys:
+            continue
+        if digests is not None and digests.unchanged(path):
+            if meter is not None:
+                meter.done += path.stat().st_size
             continue
         session = read_session(path, tz=tz, tools=tools, meter=meter)
         if session is not None:
@@ -488,13 +495,14 @@ def import_nanobot(
     if meter is not None:
         meter.total = size
     where = time_zone(tz)
+    digests = SourceDigests(mm, f"nanobot-{tools}")
 
     def sessions() -> Iterator[Session]:
         if meter is not None:
             meter.done = 0  # a huge import reads the files again
-        return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter)
+        return read_all(layout, tz=where, tools=tools, keys=keys, meter=meter, digests=digests)
 
-    return run_import(
+    result = run_import(
         mm,
         sessions(),
         source=layout.source,
@@ -506,3 +514,7 @@ def import_nanobot(
         warnings=layout.skipped,
         subject=f"Import nanobot memory from {Path(path).expanduser().name}",
     )
+    if not dry_run and not result.differing:  # a conflict is reported again next time
+        digests.record(result.commit or mm.repository.head())
+    result.unchanged_files = digests.skipped
+    return result

@@ -54,7 +54,24 @@ Mapping (every id through :func:`~gitmem.importers.engine.safe_session_id`):
   (ending in a tool call or result) waits for the next import. The latest ``compaction``
   becomes the session summary (model ``openclaw-compaction``).
 
-Transcripts are read line by line; a malformed line stops the import with ``file:line``.
+SQLite era, read from the ``openclaw`` npm package 2026.9.6 (agent schema version 23):
+each agent keeps ``~/.openclaw/agents/<agentId>/agent/openclaw-agent.sqlite``; table
+``transcript_events (session_id, seq, event_json, created_at, event_zstd, ...)`` holds the
+transcript, one row per JSONL line of old, ``event_json`` the line itself (NULL when the
+event is stored zstd-compressed in ``event_zstd``: such events are left out and counted in
+the result's warnings, the standard library cannot read zstd here); ``session_windows
+(session_id, session_key, display_name, channel, chat_type, ...)`` and ``session_nodes
+(session_key, label, display_name, ...)`` say what ``sessions.json`` said. A session there
+is the same gitmem session as its JSONL file (``openclaw:<agentId>:<session_id>``), and the
+same event read from both makes the same turn (its id hashes the event, not where it was
+read). ``openclaw doctor`` moves each JSONL file it has imported into
+``agents/<agentId>/session-sqlite-import-archive/<key>.<file name>.imported-<ms>``; those
+copies are read as transcripts of the same session too. The database is opened read-only
+(``mode=ro``) in one read transaction, so an import never writes, never checkpoints and
+sees one consistent snapshot while OpenClaw goes on writing.
+
+Transcripts are read line by line (rows one by one); a malformed line stops the import with
+``file:line`` (``database#session:seq``).
 """
 
 from __future__ import annotations
@@ -62,6 +79,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -71,6 +89,7 @@ from typing import Any
 
 from gitmem.errors import ValidationError
 from gitmem.format.blocks import split_entries
+from gitmem.importers.digests import SourceDigests
 from gitmem.importers.engine import (
     PART_SIZE,
     ImportFormatError,
@@ -95,6 +114,10 @@ _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:-(.+))?\.md")
 _CLOCK = re.compile(r"(\d{1,2}):(\d{2})\b")
 _ARCHIVE = re.compile(r"\.jsonl\.(?:reset|deleted)\.\d{4}-\d{2}-\d{2}T[\d.-]+Z")
 _CHECKPOINT = re.compile(r"\.checkpoint\.[0-9a-f-]{36}\.jsonl", re.I)
+# a JSONL file `openclaw doctor` moved aside once it was in SQLite: <key slug>.<name>.imported-<ms>
+_IMPORTED = re.compile(r"\.imported-\d+(?:\.\d+)?")
+AGENT_DB = Path("agent") / "openclaw-agent.sqlite"
+IMPORT_ARCHIVE = "session-sqlite-import-archive"
 # one-line metadata values are cut to this many characters
 MAX_VALUE = 200
 
@@ -182,15 +205,16 @@ def import_openclaw(
     """
     space, agents = locate(workspace, agents_dir)
     has_space = space.is_dir()
-    reader = _OpenClawReader(mm, resolve_tz(tz), meter or Meter())
+    reader = _OpenClawReader(mm, resolve_tz(tz), meter or Meter(), SourceDigests(mm, SOURCE))
     files = reader.plan(space if has_space else None, agents)
     reader.meter.total = sum(_size(path) for _kind, path, _agent in files)
 
     def sessions() -> Iterator[Session]:
         reader.meter.done = 0  # a huge import reads the files again
+        reader.warnings.clear()
         return reader.sessions(files)
 
-    return run_import(
+    result = run_import(
         mm,
         sessions(),
         source=SOURCE,
@@ -201,6 +225,11 @@ def import_openclaw(
         progress=progress,
         subject=f"Import OpenClaw {space if has_space else agents}",
     )
+    result.warnings.extend(reader.warnings)
+    if not dry_run and not result.differing:  # a conflict is reported again next time
+        reader.digests.record(result.commit or mm.repository.head())
+    result.unchanged_files = reader.digests.skipped
+    return result
 
 
 def _size(path: Path) -> int:
@@ -215,7 +244,9 @@ class _OpenClawReader:
     mm: MemoryManager
     tz: tzinfo
     meter: Meter
+    digests: SourceDigests  # transcripts merged before and unchanged since are not read
     stores: dict[str, dict[str, tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # events left out, and why
 
     # --- which files ------------------------------------------------------------------------
 
@@ -234,12 +265,22 @@ class _OpenClawReader:
                         files.append(("day", Path(entry.path), ""))
         if agents is not None:
             for agent in sorted(os.scandir(agents), key=lambda e: e.name):
-                sessions = Path(agent.path) / "sessions"
-                if agent.is_symlink() or not agent.is_dir() or not sessions.is_dir():
-                    continue
-                for entry in sorted(os.scandir(sessions), key=lambda e: e.name):
-                    if _transcript_name(entry.name) and _regular(Path(entry.path)):
-                        files.append(("transcript", Path(entry.path), agent.name))
+                if not agent.is_symlink() and agent.is_dir():
+                    files.extend(self.agent_files(Path(agent.path)))
+        return files
+
+    def agent_files(self, agent: Path) -> list[tuple[str, Path, str]]:
+        """An agent's SQLite database, its JSONL transcripts and their migrated copies."""
+        files: list[tuple[str, Path, str]] = []
+        if _regular(agent / AGENT_DB):
+            files.append(("database", agent / AGENT_DB, agent.name))
+        for folder, kind in (("sessions", "transcript"), (IMPORT_ARCHIVE, "imported")):
+            if not (agent / folder).is_dir():
+                continue
+            for entry in sorted(os.scandir(agent / folder), key=lambda e: e.name):
+                name = _original_name(entry.name) if kind == "imported" else entry.name
+                if _transcript_name(name) and _regular(Path(entry.path)):
+                    files.append((kind, Path(entry.path), agent.name))
         return files
 
     def sessions(self, files: list[tuple[str, Path, str]]) -> Iterator[Session]:
@@ -258,6 +299,10 @@ class _OpenClawReader:
                     session = self.day(day, days[day])
                     if session is not None:
                         yield session
+            elif kind == "database":
+                yield from self.database(path, agent)
+            elif self.digests.unchanged(path):
+                self.meter.done += _size(path)
             else:
                 session = self.transcript(path, agent)
                 if session is not None:
@@ -368,24 +413,75 @@ class _OpenClawReader:
         return found
 
     def transcript(self, path: Path, agent: str) -> Session | None:
-        stem = path.name[: path.name.index(".jsonl")]
-        live = path.name[: path.name.index(".jsonl") + len(".jsonl")]
-        sid = safe_session_id(f"openclaw:{agent}:{stem}")
-        builder = _Turns(sid, self.tz)
+        name = _original_name(path.name)
+        stem = name[: name.index(".jsonl")]
+        builder = _Turns(safe_session_id(f"openclaw:{agent}:{stem}"), self.tz)
         with path.open("rb") as handle:
             for number, line in numbered_lines(str(path), handle):
                 self.meter.done += len(line.encode("utf-8", "surrogatepass"))
-                if not line.strip():
+                if line.strip():
+                    builder.add_line(line, f"{path}:{number}")
+        sessions_dir = path.parent.parent / "sessions"
+        key, entry = self.store_of(sessions_dir).get(f"{stem}.jsonl", ("", {}))
+        return self.session(builder, agent, stem, key, entry)
+
+    def database(self, path: Path, agent: str) -> Iterator[Session]:
+        """The sessions of an agent's ``openclaw-agent.sqlite``, read-only, one snapshot."""
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        try:
+            db.execute("BEGIN")  # every SELECT below sees the same snapshot
+            about = {
+                row[0]: row[1:]
+                for row in db.execute(
+                    "SELECT w.session_id, w.session_key, w.display_name, w.channel,"
+                    " w.chat_type, n.label, n.display_name FROM session_windows w"
+                    " LEFT JOIN session_nodes n ON n.session_key = w.session_key"
+                )
+            }
+            rows = db.execute(
+                "SELECT session_id, seq, event_json FROM transcript_events ORDER BY session_id, seq"
+            )
+            builder: _Turns | None = None
+            stem = ""
+            for stem_now, seq, event in rows:
+                if builder is None or stem_now != stem:
+                    if builder is not None:
+                        yield from self._window(builder, agent, stem, about.get(stem))
+                    stem = str(stem_now)
+                    builder = _Turns(safe_session_id(f"openclaw:{agent}:{stem}"), self.tz)
+                if not isinstance(event, str):
+                    self.warnings.append(f"{path}#{stem}:{seq}: compressed event left out")
                     continue
-                where = f"{path}:{number}"
-                record = json_object(line, where)
-                if not isinstance(record.get("type"), str):
-                    raise ImportFormatError(where, 'expected an object with a "type"')
-                builder.add(record, where)
+                self.meter.done += len(event)
+                builder.add_line(event, f"{path}#{stem}:{seq}")
+            if builder is not None:
+                yield from self._window(builder, agent, stem, about.get(stem))
+        except sqlite3.Error as exc:
+            raise ImportFormatError(str(path), f"not an OpenClaw agent database ({exc})") from None
+        finally:
+            db.close()
+
+    def _window(
+        self, builder: _Turns, agent: str, stem: str, about: tuple[Any, ...] | None
+    ) -> Iterator[Session]:
+        key, display, channel, chat_type, label, node_display = about or ("",) + (None,) * 5
+        entry = {
+            "label": label,
+            "displayName": display or node_display,
+            "channel": channel,
+            "chatType": chat_type,
+        }
+        session = self.session(builder, agent, stem, str(key or ""), entry)
+        if session is not None:
+            yield session
+
+    def session(
+        self, builder: _Turns, agent: str, stem: str, key: str, entry: dict[str, Any]
+    ) -> Session | None:
+        """The session a transcript's turns make, with what its store entry says."""
         turns = builder.finish()
         if not turns and builder.summary is None:
             return None
-        key, entry = self.store_of(path.parent).get(live, ("", {}))
         extra: dict[str, str] = {}
         for name, value in (
             ("openclaw_agent", agent),
@@ -415,7 +511,7 @@ class _OpenClawReader:
         created = builder.started or min(times)
         speakers = list(dict.fromkeys(m.speaker for t in turns for m in t.messages))
         return Session(
-            id=sid,
+            id=builder.session_id,
             created=min(created, *times),
             last_active=max(times),
             participants=speakers or [USER, ASSISTANT],
@@ -440,6 +536,13 @@ class _Turns:
         self.started: datetime | None = None
         self.title: str | None = None
         self.summary: Summary | None = None
+
+    def add_line(self, line: str, where: str) -> None:
+        """One JSONL line (or ``event_json``) of the transcript."""
+        record = json_object(line, where)
+        if not isinstance(record.get("type"), str):
+            raise ImportFormatError(where, 'expected an object with a "type"')
+        self.add(record, where)
 
     def add(self, record: dict[str, Any], where: str) -> None:
         kind = record["type"]
@@ -568,6 +671,17 @@ def _transcript_name(name: str) -> bool:
     if ".jsonl" not in name or name.endswith(".trajectory.jsonl") or _CHECKPOINT.search(name):
         return False
     return name.endswith(".jsonl") or _ARCHIVE.search(name) is not None
+
+
+def _original_name(name: str) -> str:
+    """The transcript's own file name inside a migrated copy's name (``<key slug>.<name>
+    .imported-<ms>``; the slug may hold dots, a session id holds none), else ``name``."""
+    found = _IMPORTED.search(name)
+    if found is None or found.end() != len(name) or ".jsonl" not in name:
+        return name
+    base = name[: found.start()]
+    head, _, tail = base.partition(".jsonl")
+    return head.rsplit(".", 1)[-1] + ".jsonl" + tail
 
 
 def _regular(path: Path) -> bool:

@@ -98,14 +98,18 @@ class DocInput(Doc):
     """One searchable unit handed to the index, with the text its terms are cut from and,
     for a turn, the time it was said in its own zone (relative dates such as "yesterday"
     in the text are seen from it; derived from text and timestamp, so the hash leaves it
-    out)."""
+    out). A session's first turn also carries the session's title (metadata ``title``, e.g.
+    a ChatGPT conversation's), so a search for the title finds where the session starts."""
 
     body: str
     anchor: datetime | None = None
+    title: str = ""
 
     @property
     def hash(self) -> int:
         data = f"{self.kind}|{self.iid}|{self.speaker}|{self.ts}|{self.text}"
+        if self.title:  # a changed title indexes the turn again
+            data += f"|{self.title}"
         digest = hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).digest()
         return int.from_bytes(digest, "little", signed=True)  # a SQLite integer
 
@@ -153,9 +157,11 @@ def unpack_events(data: bytes | None) -> tuple[tuple[float, float], ...]:
 def session_documents(session: Session) -> list[DocInput]:
     """The documents of a session: its interactions in order, then its summary if any."""
     docs: list[DocInput] = []
+    title = session.extra.get("title", "").strip()
     for pos, item in enumerate(session.interactions):
         speakers = list(dict.fromkeys(m.speaker for m in item.messages))
         body = "\n".join(m.content for m in item.messages)
+        shown = title if pos == 0 else ""
         docs.append(
             DocInput(
                 KIND_INTERACTION,
@@ -164,8 +170,9 @@ def session_documents(session: Session) -> list[DocInput]:
                 ", ".join(speakers),
                 _stamp(item.timestamp),
                 item.text,
-                body,
+                f"{shown}\n{body}" if shown else body,
                 item.timestamp,
+                shown,
             )
         )
     if session.summary is not None and session.summary.text.strip():

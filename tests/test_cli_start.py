@@ -1,0 +1,50 @@
+"""The CLI starts without loading what a command does not need: `gitmem --version` imports
+neither the models (pydantic) nor the store (GitPython), and a command loads its own module
+only. Counted in imported modules, never in seconds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gitmem.cli import cli
+from gitmem.cli.base import CommandsOnFirstUse
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _loaded_by(*args: str) -> set[str]:
+    script = (
+        "import sys; from gitmem.cli import main; sys.argv = ['gitmem', *sys.argv[1:]]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=120,
+    )
+    return set(done.stderr.split())
+
+
+def test_version_loads_neither_models_nor_store() -> None:
+    loaded = _loaded_by("--version")
+    heavy = {"pydantic", "git", "gitmem.models", "gitmem.manager", "gitmem.cli.sessions"}
+    assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_a_command_loads_its_own_module_only() -> None:
+    loaded = _loaded_by("save", "--help")
+    assert "gitmem.cli.sessions" in loaded
+    assert not {"gitmem.cli.search", "gitmem.cli.serve", "gitmem.cli.imports"} & loaded
+
+
+def test_the_map_names_the_module_of_every_command() -> None:
+    commands = cli.commands
+    assert isinstance(commands, CommandsOnFirstUse)
+    found = {name: str(command.callback.__module__) for name, command in commands.items()}
+    assert found == dict(commands.modules)
