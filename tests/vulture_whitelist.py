@@ -49,6 +49,10 @@ sharing.hooks_install
 base.GitmemGroup.command_class
 base.GitmemGroup.group_class
 base._JsonError.show
+base.cli.commands  # click reads a group's commands mapping
+
+# live capture: a counter the caller reads (tests, a plugin's status)
+Capture.imports
 
 # Python: a module-level __getattr__ loads the manager lazily
 gitmem.__getattr__
