@@ -328,6 +328,26 @@ def test_the_summarize_commit_shows_the_summary_change(mm: MemoryManager) -> Non
         assert f"<th>{name}</th>" in page.text
 
 
+def test_the_commit_page_opens_with_one_line_then_the_diff_then_the_trailers(
+    mm: MemoryManager,
+) -> None:
+    saved = _sha(mm, "save", "python-books")
+    reverted = mm.revert(saved)
+    page = client(mm).get(f"/commits/{reverted}").text
+    line = _section(page, "commit-line")
+    assert len(line) == 1
+    assert "test-agent" in line[0] and "test-model" in line[0] and ">revert</a>" in line[0]
+    assert re.search(r">\d+ \w+ ago</time>|>just now</time>", line[0])
+    parent = mm.history(commit=reverted, limit=2)[1].sha
+    assert f'href="/commits/{parent}" data-test="parent-link"' in line[0]
+    # the diff comes first; the raw trailers are folded below it
+    assert page.index('data-test="diff"') < page.index('data-test="trailers"')
+    assert "<th>Gitmem-Agent</th>" not in page[: page.index('data-test="trailers"')]
+    folded = page[page.index('<details class="commit-details"') :]
+    assert f'<a class="mono" href="/commits/{saved}" data-test="sha-link">' in folded
+    assert "<th>Gitmem-Reverts</th>" in folded
+
+
 def test_a_save_commit_shows_the_added_turn_and_links_to_undo_it(mm: MemoryManager) -> None:
     sha = _sha(mm, "save", "python-books")
     page = client(mm).get(f"/commits/{sha}").text

@@ -95,6 +95,7 @@ def _templates(markdown: MarkdownHtml) -> Jinja2Templates:
     env.filters["when"] = when
     env.filters["ago"] = ago
     env.filters["stamp"] = stamp
+    env.filters["shalinks"] = history.linked_shas
     env.filters["short"] = lambda sha: (sha or "")[:8]
     return Jinja2Templates(env=env)
 
