@@ -221,7 +221,7 @@ def test_filters_narrow_the_search(mm: MemoryManager) -> None:
     assert hrefs and {h.group(1) for h in hrefs if h} == {"/sessions/travel-plans"}
     fact = web.get("/search", params={"q": "short books", "kind": "fact"}).text
     fact_id = mm.facts()[0].id
-    assert f'href="/facts#fact-{fact_id}"' in fact and 'data-test="fact-hit"' in fact
+    assert f'href="/facts/{fact_id}"' in fact and 'data-test="fact-hit"' in fact
 
 
 def test_the_context_lists_its_messages_and_nothing_cut_with_room(mm: MemoryManager) -> None:
