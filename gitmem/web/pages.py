@@ -196,8 +196,14 @@ def stamp(value: datetime | None) -> str:
     return value.astimezone(local_zone()).strftime("%Y-%m-%d %H:%M %Z")
 
 
-_UNITS = ((365 * 86400, "year"), (30 * 86400, "month"), (7 * 86400, "week"), (86400, "day"))
-_UNITS += ((3600, "hour"), (60, "minute"))
+_UNITS: tuple[tuple[int, str], ...] = (
+    (365 * 86400, "year"),
+    (30 * 86400, "month"),
+    (7 * 86400, "week"),
+    (86400, "day"),
+    (3600, "hour"),
+    (60, "minute"),
+)
 
 
 def ago(value: datetime | None, now: datetime | None = None) -> str:
