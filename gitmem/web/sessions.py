@@ -74,7 +74,9 @@ class SessionCards:
             if found is not None:
                 self._cards.move_to_end(key)
                 return found
-        session = mm.load_memory(row.session_id, include_archive=True)
+        # the archive part is not read: it would double a cold page (its first line is rarely
+        # needed: an imported title, or the first turn still in the file, stands in)
+        session = mm.load_memory(row.session_id)
         card = card_of(session) if session else SessionCard(row.session_id, "", (), ())
         with self._lock:
             self._cards[key] = card
