@@ -667,3 +667,38 @@ def test_a_fact_post_without_the_csrf_token_is_refused(context: BrowserContext, 
     answer = context.request.post("/facts/add", form={"text": "forged"}, max_redirects=0)
     assert answer.status == 403 and "CSRF" in answer.text()
     assert _commits(site) == commits
+
+
+def test_a_graph_of_sixty_sessions_renders_within_the_page(
+    browser: Browser, site: Site, tmp_path: Path
+) -> None:
+    store = tmp_path / "graph"
+    with MemoryManager(store, init=True, agent="test-agent") as mm, mm.batch("Sixty sessions"):
+        for n in range(60):
+            mm.save_interaction(
+                f"s{n:02d}", f"see [[s{(n + 1) % 60:02d}]] and [[s{n // 6:02d}]]", "ok"
+            )
+    proc, url = _server(store, site.env)
+    try:
+        made = browser.new_context(base_url=url, viewport={"width": 1280, "height": 900})
+        try:
+            tab = made.new_page()
+            response = tab.goto("/links")
+            assert response is not None and response.status == 200
+            shot = site.shots / "links-desktop.png"
+            tab.screenshot(path=str(shot), full_page=True)
+            if DOCS_SHOTS:
+                Path(DOCS_SHOTS).mkdir(parents=True, exist_ok=True)
+                (Path(DOCS_SHOTS) / shot.name).write_bytes(shot.read_bytes())
+            graph = tab.locator(f"svg{_hook('links-graph')}")
+            assert graph.locator("a.node").count() == 60
+            assert graph.locator("line[marker-end]").count() >= 60
+            box = graph.bounding_box()
+            width = tab.evaluate("document.documentElement.clientWidth")
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+            assert box["height"] > 300  # drawn at a size worth reading, not a thumbnail
+        finally:
+            made.close()
+    finally:
+        code, rest = _stop(proc)
+    assert code == 0 and "Traceback" not in rest, rest

@@ -315,6 +315,13 @@ def test_the_links_graph_has_a_node_per_linked_session(mm: MemoryManager) -> Non
     assert 'data-test="links-graph"' in svg
     assert _nodes(svg) == ["/sessions/notes", "/sessions/python-books", "/sessions/travel-plans"]
     assert svg.count("<line ") == 3
+    # arrows point the way a link goes; a pair linking each other gets one at each end
+    assert 'data-from="notes" data-to="python-books"' in svg
+    assert 'data-from="python-books" data-to="travel-plans"' in svg
+    assert svg.count('marker-end="url(#arrow)"') == 3 and "marker-start" not in svg
+    mm.save_interaction("travel-plans", "back to [[python-books]]", "ok", START + timedelta(days=4))
+    both = client(mm).get("/links.svg").text
+    assert both.count('marker-start="url(#arrow)"') == 1
     # a target that is no session: drawn dashed, not linked, its label escaped
     assert svg.count('data-test="missing-node"') == 1 and "stroke-dasharray" in svg
     assert "&lt;img src=x onerror=alert(1)&gt;" in svg and "<img" not in _body(page)
