@@ -11,7 +11,9 @@ POST without the CSRF token, and log in to a server started with a token.
 
 Screenshots of every page go to ``$GITMEM_SCREENSHOTS`` (a temp folder when unset; the
 folder is printed at the end). ``GITMEM_DOCS_SCREENSHOT=docs/web-sessions.png`` also saves
-the sessions page at a fixed size there, for the README.
+the sessions page at a fixed size there, for the README; ``GITMEM_DOCS_SCREENSHOTS=
+docs/screenshots`` copies the sessions, search, commit and fact pages at 1280×900 and at a
+phone's 390×844 there.
 """
 
 from __future__ import annotations
@@ -61,6 +63,10 @@ CHROMIUM_ARGS = [
 # read at import: the autouse fixture of tests/conftest.py clears GITMEM_* for each test
 SHOTS_ENV = os.environ.get("GITMEM_SCREENSHOTS", "")
 DOCS_SHOT = os.environ.get("GITMEM_DOCS_SCREENSHOT", "")
+# a folder (docs/screenshots) that also gets a copy of each page at both sizes
+DOCS_SHOTS = os.environ.get("GITMEM_DOCS_SCREENSHOTS", "")
+SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
+MARKDOWN_TURN = "Tell the **lighthouse keeper** story again, as in [[python-asyncio]] please."
 TOKEN = "browser-test-token-0123456789abcdef"
 AGENT = "web-person"
 ZH = "装饰器-讨论"
@@ -131,6 +137,9 @@ def _build(store: Path) -> tuple[str, int]:
     with MemoryManager(store, agent="test-agent", model="test-model") as mm:
         mm.save_interaction(
             "hostile", HOSTILE, "I will not run that.", datetime(2024, 4, 20, 9, 0, tzinfo=UTC)
+        )
+        mm.save_interaction(
+            "hostile", MARKDOWN_TURN, "Once upon a time.", datetime(2024, 4, 20, 9, 5, tzinfo=UTC)
         )
         mm.update_metadata("python-asyncio", metadata={"links": [ZH]})
         # the demo reverted its summary: a new one, with key facts (the offline one has none)
@@ -544,3 +553,152 @@ def test_public_bind_without_a_token_refuses_to_start(site: Site) -> None:
     assert "binding to '0.0.0.0' lets other machines connect" in done.stderr, done.stderr
     assert "--token" in done.stderr and "GITMEM_WEB_TOKEN" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# --- the dashboard as a person reads it: titles, cards, the diff first, facts corrected ------
+
+
+def _shoot_sizes(browser: Browser, site: Site, name: str, path: str) -> None:
+    """``path`` at a desktop's and a phone's size: the top of the page, as first seen."""
+    for label, (width, height) in SIZES.items():
+        made = browser.new_context(base_url=site.url, viewport={"width": width, "height": height})
+        try:
+            tab = made.new_page()
+            response = tab.goto(path)
+            assert response is not None and response.status == 200, path
+            shot = site.shots / f"{name}-{label}.png"
+            tab.screenshot(path=str(shot))
+            assert tab.evaluate("document.documentElement.scrollWidth") <= width + 1, (
+                f"{path} scrolls sideways at {width} px"
+            )
+            if DOCS_SHOTS:
+                Path(DOCS_SHOTS).mkdir(parents=True, exist_ok=True)
+                (Path(DOCS_SHOTS) / shot.name).write_bytes(shot.read_bytes())
+        finally:
+            made.close()
+
+
+def _a_fact_id(site: Site) -> str:
+    with MemoryManager(site.store) as mm:
+        return mm.facts()[0].id
+
+
+def test_screenshots_at_desktop_and_phone_sizes(browser: Browser, site: Site) -> None:
+    for name, path in [
+        ("sessions", "/sessions"),
+        ("search", "/search?q=lighthouse+asyncio+books"),
+        ("commit", f"/commits/{site.summary_sha}"),
+        ("facts", "/facts"),
+        ("fact", f"/facts/{_a_fact_id(site)}"),
+    ]:
+        _shoot_sizes(browser, site, name, path)
+    assert all((site.shots / f"sessions-{label}.png").stat().st_size > 0 for label in SIZES)
+
+
+def test_sessions_show_titles_and_relative_times(page: Page, site: Site) -> None:
+    _open(page, site, "/sessions", "sessions-titles")
+    titles = page.locator(_hook("session-title")).all_inner_texts()
+    # the demo's sessions have no title metadata: their first user line stands in
+    assert titles and all(t.strip() for t in titles), titles
+    assert "python-asyncio" not in titles  # a title, not the bare id
+    first = page.locator(f"{_hook('session-row')} time").first
+    assert re.fullmatch(r"\d+ \w+ ago|just now", first.inner_text()), first.inner_text()
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d \S+", first.get_attribute("title") or "")
+    assert "Last active (" in page.locator("thead").inner_text()
+
+
+def test_search_snippets_show_no_raw_markdown(page: Page, site: Site) -> None:
+    _open(page, site, "/search?q=lighthouse+keeper", "search-markdown")
+    snippets = page.locator(_hook("snippet")).all_inner_texts()
+    assert any("lighthouse keeper" in s for s in snippets), snippets
+    for text in snippets:
+        assert "**" not in text and "[[" not in text and "]]" not in text, text
+    assert page.locator(f"{_hook('snippet')} strong").count() >= 1  # rendered, not dropped
+    assert page.locator(_hook("explain")).count() == 0  # bars only with Explain
+
+
+def test_the_diff_is_above_the_fold_on_a_commit_page(page: Page, site: Site) -> None:
+    _open(page, site, f"/commits/{site.summary_sha}", "commit-fold")
+    box = page.locator(_hook("diff")).bounding_box()
+    assert box is not None and box["y"] < 900, box
+    trailers = page.locator(f"details{_hook('trailers')}")
+    assert trailers.count() == 1 and trailers.get_attribute("open") is None
+
+
+def _commits(site: Site) -> int:
+    return int(git(site.store, "rev-list", "--count", "HEAD").strip())
+
+
+def _op(site: Site) -> str:
+    return git(site.store, "log", "-1", "--format=%(trailers:key=Gitmem-Op,valueonly)").strip()
+
+
+def test_add_edit_and_forget_a_fact_through_the_ui(page: Page, site: Site) -> None:
+    _open(page, site, "/facts", "facts-before-add")
+    before = _commits(site)
+    page.locator("details.add-fact > summary").click()
+    form = page.locator(f"form{_hook('add-form')}")
+    form.locator("[name=text]").fill("The user keeps bees")
+    with page.expect_navigation():
+        form.locator(_hook("add")).click()
+    assert _commits(site) == before + 1 and _op(site) == "remember"
+    assert git(site.store, "log", "-1", "--format=%an").strip() == AGENT
+    assert page.locator(_hook("fact-text")).inner_text() == "The user keeps bees"
+    page.screenshot(path=str(site.shots / "fact-added.png"), full_page=True)
+
+    edit = page.locator(f"form{_hook('edit-form')}")
+    edit.locator("[name=text]").fill("The user keeps two hives of bees")
+    with page.expect_navigation():
+        edit.locator(_hook("edit")).click()
+    assert _commits(site) == before + 2 and _op(site) == "update-fact"
+    assert page.locator(_hook("fact-text")).inner_text() == "The user keeps two hives of bees"
+
+    forget = page.locator(f"form{_hook('forget-form')}")
+    forget.locator("[name=reason]").fill("a test")
+    with page.expect_navigation():
+        forget.locator(_hook("forget")).click()
+    assert _commits(site) == before + 3 and _op(site) == "forget"
+    assert urlsplit(page.url).path == "/facts"
+    assert "two hives" not in page.locator("main").inner_text()
+
+
+def test_a_fact_post_without_the_csrf_token_is_refused(context: BrowserContext, site: Site) -> None:
+    commits = _commits(site)
+    answer = context.request.post("/facts/add", form={"text": "forged"}, max_redirects=0)
+    assert answer.status == 403 and "CSRF" in answer.text()
+    assert _commits(site) == commits
+
+
+def test_a_graph_of_sixty_sessions_renders_within_the_page(
+    browser: Browser, site: Site, tmp_path: Path
+) -> None:
+    store = tmp_path / "graph"
+    with MemoryManager(store, init=True, agent="test-agent") as mm, mm.batch("Sixty sessions"):
+        for n in range(60):
+            mm.save_interaction(
+                f"s{n:02d}", f"see [[s{(n + 1) % 60:02d}]] and [[s{n // 6:02d}]]", "ok"
+            )
+    proc, url = _server(store, site.env)
+    try:
+        made = browser.new_context(base_url=url, viewport={"width": 1280, "height": 900})
+        try:
+            tab = made.new_page()
+            response = tab.goto("/links")
+            assert response is not None and response.status == 200
+            shot = site.shots / "links-desktop.png"
+            tab.screenshot(path=str(shot), full_page=True)
+            if DOCS_SHOTS:
+                Path(DOCS_SHOTS).mkdir(parents=True, exist_ok=True)
+                (Path(DOCS_SHOTS) / shot.name).write_bytes(shot.read_bytes())
+            graph = tab.locator(f"svg{_hook('links-graph')}")
+            assert graph.locator("a.node").count() == 60
+            assert graph.locator("line[marker-end]").count() >= 60
+            box = graph.bounding_box()
+            width = tab.evaluate("document.documentElement.clientWidth")
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
+            assert box["height"] > 300  # drawn at a size worth reading, not a thumbnail
+        finally:
+            made.close()
+    finally:
+        code, rest = _stop(proc)
+    assert code == 0 and "Traceback" not in rest, rest

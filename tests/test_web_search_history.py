@@ -14,7 +14,7 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.web import WebOptions, create_app
-from gitmem.web.search import highlight
+from gitmem.web.search import highlight, whole_words
 from tests.conftest import git
 from tests.web_helpers import START, client, web_store
 
@@ -61,9 +61,14 @@ def test_search_finds_the_right_session_and_links_to_the_turn(mm: MemoryManager)
     assert "<mark>Kyoto</mark>" in hits[0] and "<mark>train</mark>" in hits[0]
 
 
-def test_each_hit_shows_its_score_components_as_meters(mm: MemoryManager) -> None:
+def test_each_hit_shows_its_score_components_as_meters_when_explained(
+    mm: MemoryManager,
+) -> None:
     hits = mm.search("asyncio books")
-    page = client(mm).get("/search", params={"q": "asyncio books"}).text
+    plain = client(mm).get("/search", params={"q": "asyncio books"}).text
+    assert len(_section(plain, "hit")) == len(hits)
+    assert 'data-test="explain"' not in plain and "<meter" not in plain  # only with Explain
+    page = client(mm).get("/search", params={"q": "asyncio books", "explain": "1"}).text
     shown = _section(page, "hit")
     assert len(shown) == len(hits)
     for hit, html in zip(hits, shown, strict=True):
@@ -108,12 +113,42 @@ def test_a_hostile_snippet_is_escaped_and_only_marked(mm: MemoryManager) -> None
     page = client(mm).get("/search", params={"q": "pwned script onerror"}).text
     hostile = [h for h in _section(page, "hit") if "/sessions/hostile" in h]
     assert hostile, page
-    snippet = re.search(r'<p class="snippet">(.*?)</p>', hostile[0], re.S)
+    snippet = re.search(r'<div class="snippet" data-test="snippet">(.*?)</div>', hostile[0], re.S)
     assert snippet
     tags = set(re.findall(r"</?([a-zA-Z]+)", snippet.group(1)))
-    assert tags == {"mark"}, snippet.group(1)
+    assert tags <= {"mark", "p", "a", "br"}, snippet.group(1)  # the renderer's, and marks
+    assert 'href="#harmful-link"' in snippet.group(1)  # the javascript: link is dropped
     assert "&lt;<mark>script</mark>&gt;" in snippet.group(1)
     assert "<script" not in page and "<img" not in page
+
+
+def test_snippets_are_rendered_markdown_cut_at_whole_words(tmp_path: Path) -> None:
+    mm = MemoryManager(tmp_path / "m", init=True, agent="a", via="web")
+    filler = " ".join(f"filler{i}" for i in range(40))
+    mm.save_interaction(
+        "md",
+        f"{filler} the **bold lighthouse** keeper, see [[other-session]] {filler}",
+        "ok",
+        START,
+    )
+    page = client(mm).get("/search", params={"q": "lighthouse"}).text
+    [hit] = _section(page, "hit")
+    snippet = re.search(r'data-test="snippet">(.*?)</div>', hit, re.S)
+    assert snippet, hit
+    text = snippet.group(1)
+    assert "<strong>bold <mark>lighthouse</mark></strong>" in text
+    assert 'href="/sessions/other-session">other-session</a>' in text
+    assert "**" not in text and "[[" not in text and "]]" not in text
+    shown = re.sub(r"<[^>]+>", "", text).strip()
+    # the cut ends are whole words: "filler12", never "ler12"
+    first, last = shown.lstrip("…").split()[0], shown.rstrip("…").split()[-1]
+    assert re.fullmatch(r"filler\d+", first) and re.fullmatch(r"filler\d+|keeper,?", last)
+
+
+def test_whole_words_drops_the_pieces_a_cut_left() -> None:
+    assert whole_words("…ncio in Python is fun and…") == "…in Python is fun…"
+    assert whole_words("Short and whole") == "Short and whole"
+    assert whole_words("…记忆里的东西") == "…记忆里的东西"  # no spaces: nothing to cut at
 
 
 def test_highlight_escapes_everything_it_does_not_mark() -> None:
@@ -186,7 +221,7 @@ def test_filters_narrow_the_search(mm: MemoryManager) -> None:
     assert hrefs and {h.group(1) for h in hrefs if h} == {"/sessions/travel-plans"}
     fact = web.get("/search", params={"q": "short books", "kind": "fact"}).text
     fact_id = mm.facts()[0].id
-    assert f'href="/facts#fact-{fact_id}"' in fact
+    assert f'href="/facts/{fact_id}"' in fact and 'data-test="fact-hit"' in fact
 
 
 def test_the_context_lists_its_messages_and_nothing_cut_with_room(mm: MemoryManager) -> None:
@@ -291,6 +326,26 @@ def test_the_summarize_commit_shows_the_summary_change(mm: MemoryManager) -> Non
     assert f'href="/undo/revert/{sha}" data-test="revert-link"' in page.text
     for name in ("Gitmem-Op", "Gitmem-Trigger", "Gitmem-Covers"):
         assert f"<th>{name}</th>" in page.text
+
+
+def test_the_commit_page_opens_with_one_line_then_the_diff_then_the_trailers(
+    mm: MemoryManager,
+) -> None:
+    saved = _sha(mm, "save", "python-books")
+    reverted = mm.revert(saved)
+    page = client(mm).get(f"/commits/{reverted}").text
+    line = _section(page, "commit-line")
+    assert len(line) == 1
+    assert "test-agent" in line[0] and "test-model" in line[0] and ">revert</a>" in line[0]
+    assert re.search(r">\d+ \w+ ago</time>|>just now</time>", line[0])
+    parent = mm.history(commit=reverted, limit=2)[1].sha
+    assert f'href="/commits/{parent}" data-test="parent-link"' in line[0]
+    # the diff comes first; the raw trailers are folded below it
+    assert page.index('data-test="diff"') < page.index('data-test="trailers"')
+    assert "<th>Gitmem-Agent</th>" not in page[: page.index('data-test="trailers"')]
+    folded = page[page.index('<details class="commit-details"') :]
+    assert f'<a class="mono" href="/commits/{saved}" data-test="sha-link">' in folded
+    assert "<th>Gitmem-Reverts</th>" in folded
 
 
 def test_a_save_commit_shows_the_added_turn_and_links_to_undo_it(mm: MemoryManager) -> None:

@@ -16,6 +16,7 @@ from gitmem.models import Interaction, Message, Session, Summary
 from gitmem.search.browse import LinkGraph
 from gitmem.summary.triggers import SummaryConfig
 from gitmem.web import links
+from gitmem.web.pages import ago
 from tests.conftest import git
 from tests.web_helpers import START, client, web_store
 
@@ -27,9 +28,7 @@ def mm(tmp_path: Path) -> MemoryManager:
 
 def _rows(page: str) -> list[str]:
     """The session ids of a sessions list, in order."""
-    return re.findall(
-        r'<tr data-test="session-row">\s*<td><a href="/sessions/[^"]*">([^<]*)<', page
-    )
+    return re.findall(r'data-test="session-title" href="/sessions/([^"]*)"', page)
 
 
 def _body(page: str) -> str:
@@ -45,13 +44,62 @@ def test_the_list_shows_every_session_with_its_columns(mm: MemoryManager) -> Non
     page = response.text
     assert _rows(page) == ["hostile", "travel-plans", "python-books"]
     assert '<span data-test="total">3</span>' in page
-    row = page[page.index('<a href="/sessions/python-books">') :]
+    row = page[page.index('href="/sessions/python-books">') :]
     row = row[: row.index("</tr>")]
-    assert ">2026-03-02 09:09<" in row and ">2026-03-02 09:00<" in row  # last active, created
+    # the title is the first user line; the times are relative, the exact ones on hover
+    assert ">Recommend some books on Python asyncio.</a>" in row
+    assert 'title="2026-03-02 09:09 UTC · created 2026-03-02 09:00 UTC"' in row
+    assert re.search(r">\d+ (?:year|month|week|day)s? ago</time>", row)
+    assert "Last active (UTC)" in page
     assert '<td class="num">4</td>' in row  # turns
     assert '<a class="tag" href="/sessions?tag=python">python</a>' in row
     assert ">reading</a>" in row and "User, Assistant" in row
-    assert "The user prefers short books" in row  # the summary preview
+    summary = re.search(r'data-test="session-summary">([^<]*)<', row)
+    assert summary is not None and summary.group(1).startswith("The user asked about Fluent")
+    assert "- User:" not in summary.group(1) and "\n" not in summary.group(1)
+
+
+def test_titles_people_and_the_summary_line(tmp_path: Path) -> None:
+    mm = MemoryManager.init(tmp_path / "m")
+    long = "Could you please help me plan a **very** long walking holiday through the Alps"
+
+    def put(session_id: str, text: str, people: list[str], extra: dict[str, str]) -> None:
+        turn = Interaction(
+            id="i1", timestamp=START, messages=[Message(speaker="Ann", content=text)]
+        )
+        mm.put_session(
+            Session(
+                id=session_id,
+                created=START,
+                last_active=START,
+                participants=people,
+                extra=extra,
+                interactions=[turn],
+            )
+        )
+
+    put("uuid-1", long, ["Ann", "Bot"], {})
+    put("uuid-2", "hello", ["Ann"], {"title": "Trip to Kyoto"})
+    put("memory-md", "x", ["MEMORY.md"], {})
+    page = client(mm).get("/sessions").text
+    titles = dict(re.findall(r'data-test="session-title" href="/sessions/([^"]*)">([^<]*)<', page))
+    assert titles["uuid-2"] == "Trip to Kyoto"  # the imported title
+    # the first user line, its Markdown marks dropped, cut at a whole word
+    assert titles["uuid-1"] == "Could you please help me plan a very long walking holiday through…"
+    people = dict(
+        re.findall(r'href="/sessions/([^"]*)">.*?data-test="people">([^<]*)<', page, re.S)
+    )
+    assert people["uuid-1"].strip() == "Ann, Bot"
+    assert people["memory-md"].strip() == ""  # a file is not a person
+    assert "from MEMORY.md" in page
+
+
+def test_relative_times() -> None:
+    now = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+    assert ago(now - timedelta(hours=3), now) == "3 hours ago"
+    assert ago(now - timedelta(seconds=20), now) == "just now"
+    assert ago(now - timedelta(days=1, hours=2), now) == "1 day ago"
+    assert ago(now - timedelta(days=800), now) == "2 years ago"
 
 
 @pytest.mark.parametrize(
@@ -267,6 +315,13 @@ def test_the_links_graph_has_a_node_per_linked_session(mm: MemoryManager) -> Non
     assert 'data-test="links-graph"' in svg
     assert _nodes(svg) == ["/sessions/notes", "/sessions/python-books", "/sessions/travel-plans"]
     assert svg.count("<line ") == 3
+    # arrows point the way a link goes; a pair linking each other gets one at each end
+    assert 'data-from="notes" data-to="python-books"' in svg
+    assert 'data-from="python-books" data-to="travel-plans"' in svg
+    assert svg.count('marker-end="url(#arrow)"') == 3 and "marker-start" not in svg
+    mm.save_interaction("travel-plans", "back to [[python-books]]", "ok", START + timedelta(days=4))
+    both = client(mm).get("/links.svg").text
+    assert both.count('marker-start="url(#arrow)"') == 1
     # a target that is no session: drawn dashed, not linked, its label escaped
     assert svg.count('data-test="missing-node"') == 1 and "stroke-dasharray" in svg
     assert "&lt;img src=x onerror=alert(1)&gt;" in svg and "<img" not in _body(page)

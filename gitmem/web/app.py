@@ -44,7 +44,7 @@ from gitmem.web import (
     sessions,
     undo,
 )
-from gitmem.web.pages import StoreNamespaces, redirect, render, when
+from gitmem.web.pages import StoreNamespaces, ago, redirect, render, stamp, when
 from gitmem.web.security import Security, WebGuard
 
 HERE = Path(__file__).resolve().parent
@@ -84,16 +84,18 @@ def status_of(exc: Exception) -> int:
     return 500
 
 
-def _templates(session_href: str) -> Jinja2Templates:
+def _templates(markdown: MarkdownHtml) -> Jinja2Templates:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    markdown = MarkdownHtml(lambda target: session_href + target)
     env.filters["md"] = lambda text: Markup(markdown(text or ""))
     env.filters["when"] = when
+    env.filters["ago"] = ago
+    env.filters["stamp"] = stamp
+    env.filters["shalinks"] = history.linked_shas
     env.filters["short"] = lambda sha: (sha or "")[:8]
     return Jinja2Templates(env=env)
 
@@ -146,7 +148,9 @@ def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlett
     )
     app.state.stores = StoreNamespaces(mm, fixed=options.fixed_namespace)
     app.state.options = options
-    app.state.templates = _templates("/sessions/")
+    app.state.markdown = MarkdownHtml(lambda target: "/sessions/" + target)
+    app.state.templates = _templates(app.state.markdown)
+    app.state.session_cards = sessions.SessionCards()
     security = Security(token=options.token, hosts=options.hosts)
     app.state.security = security
     app.add_middleware(WebGuard, security=security)

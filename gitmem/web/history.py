@@ -14,6 +14,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -30,6 +31,8 @@ PAGE_SIZE = 50
 DETAILED = 20
 DONE = {"revert": "Reverted", "rollback": "Rolled back", "undo": "Undone"}
 FILTERS = ("session", "op", "agent", "model", "since", "until")
+# a commit id in a trailer or a message (Gitmem-Reverts, Gitmem-Reviewed-Commit, "Revert abc1234")
+_SHA = re.compile(r"\b[0-9a-f]{7,40}\b")
 _TRAILER = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9-]{0,63})\s*[:=]\s*(.*\S)\s*")
 
 
@@ -48,6 +51,22 @@ def trailer_filters(request: Request) -> dict[str, str]:
             )
         found[match.group(1)] = match.group(2)
     return found
+
+
+def linked_shas(text: str) -> Markup:
+    """``text`` escaped, with every commit id in it a link to its commit page."""
+    out: list[Markup] = []
+    pos = 0
+    for found in _SHA.finditer(text):
+        sha = found.group(0)
+        out += [
+            escape(text[pos : found.start()]),
+            Markup('<a class="mono" href="/commits/%s" data-test="sha-link">%s</a>')
+            % (sha, sha[:12]),
+        ]
+        pos = found.end()
+    out.append(escape(text[pos:]))
+    return Markup("").join(out)
 
 
 def _older_link(request: Request, last: str) -> str:

@@ -3,9 +3,11 @@
 Edges come from :meth:`~gitmem.search.methods.Search.link_graph` (metadata
 ``links`` and ``[[id]]`` in the text). The picture is an inline SVG with no script and no
 library: a force layout whose start is seeded by each id's hash, so the same graph always
-looks the same. Each node links to its session; a target that is no session of the store
-is drawn dashed and links nowhere. ``?session=ID`` shows that session's neighbourhood (two
-hops); otherwise the most linked sessions, up to :data:`MAX_NODES`.
+looks the same. Edges are arrows from the session that links to the one it names (both
+ways: an arrow at each end); a node grows with its links. Each node links to its session;
+a target that is no session of the store is drawn dashed and links nowhere. ``?session=ID``
+shows that session's neighbourhood (two hops); otherwise the most linked sessions, up to
+:data:`MAX_NODES`.
 """
 
 from __future__ import annotations
@@ -46,13 +48,41 @@ class Node:
     def label(self) -> str:
         return self.id if len(self.id) <= 28 else self.id[:27] + "…"
 
+    @property
+    def radius(self) -> int:
+        return 4 + min(self.degree, 8)
+
+
+@dataclass
+class Edge:
+    """A link drawn from ``source`` to ``target``; ``both`` when each links the other. Its
+    ends stop at the circles' rims, so an arrowhead is not hidden under a node."""
+
+    source: Node
+    target: Node
+    both: bool = False
+
+    def _end(self, at: Node, other: Node) -> tuple[float, float]:
+        dx, dy = other.x - at.x, other.y - at.y
+        d = math.hypot(dx, dy) or 1.0
+        gap = at.radius + 1.5
+        return at.x + dx / d * gap, at.y + dy / d * gap
+
+    @property
+    def start(self) -> tuple[float, float]:
+        return self._end(self.source, self.target)
+
+    @property
+    def end(self) -> tuple[float, float]:
+        return self._end(self.target, self.source)
+
 
 @dataclass
 class Drawing:
     """What the SVG template draws."""
 
     nodes: list[Node] = field(default_factory=list)
-    edges: list[tuple[Node, Node]] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
     size: float = SIZE
     width: float = SIZE + LABEL_ROOM
     dropped: int = 0  # nodes left out by the cap
@@ -163,8 +193,17 @@ def drawing(graph: LinkGraph, focus: str | None = None, cap: int = MAX_NODES) ->
         )
         for node, (x, y) in zip(kept, spots, strict=True)
     ]
-    edges = [(nodes[a], nodes[b]) for a, b in pairs]
+    edges = [_edge(graph, nodes[a], nodes[b]) for a, b in pairs]
     return Drawing(nodes, edges, size, size + LABEL_ROOM, max(0, len(ranked) - cap), len(ranked))
+
+
+def _edge(graph: LinkGraph, one: Node, two: Node) -> Edge:
+    """The edge between two linked nodes, pointing the way the link goes."""
+    forward = two.id in graph.links.get(one.id, ())
+    backward = one.id in graph.links.get(two.id, ())
+    if backward and not forward:
+        return Edge(two, one)
+    return Edge(one, two, both=forward and backward)
 
 
 def _graph(request: Request) -> tuple[Drawing, str | None]:

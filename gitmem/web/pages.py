@@ -7,10 +7,11 @@ Starlette runs them in its thread pool, so a slow git call never blocks the even
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from urllib.parse import unquote, urlencode
 
@@ -177,6 +178,48 @@ def paging(request: Request, total: int | None = None) -> Paging:
     )
 
 
+def local_zone() -> tzinfo:
+    """The zone times are shown in: the server's own (a dashboard runs beside its user)."""
+    zone = datetime.now().astimezone().tzinfo
+    return zone if zone is not None else UTC
+
+
+def zone_name() -> str:
+    """The shown zone's short name, for a table header (``UTC``, ``CET``)."""
+    return datetime.now(local_zone()).tzname() or "UTC"
+
+
+def stamp(value: datetime | None) -> str:
+    """A time in the shown zone, named: ``2026-03-02 10:00 CET``."""
+    if value is None:
+        return ""
+    return value.astimezone(local_zone()).strftime("%Y-%m-%d %H:%M %Z")
+
+
+_UNITS: tuple[tuple[int, str], ...] = (
+    (365 * 86400, "year"),
+    (30 * 86400, "month"),
+    (7 * 86400, "week"),
+    (86400, "day"),
+    (3600, "hour"),
+    (60, "minute"),
+)
+
+
+def ago(value: datetime | None, now: datetime | None = None) -> str:
+    """How long ago ``value`` was, as people say it: ``3 hours ago``, ``just now``."""
+    if value is None:
+        return ""
+    seconds = ((now or datetime.now(UTC)) - value).total_seconds()
+    if seconds < 0:
+        return "in the future"
+    for size, unit in _UNITS:
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'' if count == 1 else 's'} ago"
+    return "just now"
+
+
 def when(value: datetime | float | None) -> str:
     """A time as people read it in a list: ``2026-11-30 14:02`` (UTC)."""
     if value is None:
@@ -184,3 +227,27 @@ def when(value: datetime | float | None) -> str:
     if not isinstance(value, datetime):
         value = datetime.fromtimestamp(value, UTC)
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+# Markdown marks that mean nothing in a one-line label (a title, a summary's first line)
+_MARKS = re.compile(r"\*\*|__|\[\[|\]\]|`|^\s*(?:[-*+>]|#{1,6}|\d+[.)])\s+")
+
+
+def words(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a whole word to at most ``limit`` characters (then an
+    ellipsis); a word longer than that is cut where it must be."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:.-") + "…"
+
+
+def plain_line(text: str, limit: int) -> str:
+    """The first non-empty line of Markdown ``text`` without its marks, cut at a word."""
+    for line in text.splitlines():
+        shown = _MARKS.sub("", line).strip()
+        if shown:
+            return words(shown, limit)
+    return ""

@@ -10,6 +10,7 @@ content can never become HTML).
 
 from __future__ import annotations
 
+import html
 import re
 from functools import cache
 from typing import Any
@@ -20,6 +21,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gitmem.errors import ValidationError
+from gitmem.format.html import MarkdownHtml
 from gitmem.models import Hit
 from gitmem.search.context import MESSAGE_OVERHEAD
 from gitmem.search.tokens import default_counter
@@ -35,6 +37,12 @@ MAX_TOKENS = 200_000
 MAX_MARKS = 40
 
 _WORD_CHAR = re.compile(r"[^\W_]")
+# a rendered snippet's tags (made by the Markdown renderer: trusted) and its text between
+_TAG = re.compile(r"(<[^>]*>)")
+# marks a snippet cut out of its text can leave unpaired, and the brackets of a wiki link
+_LEFT_MARKS = re.compile(r"\*\*|__|\[\[|\]\]|`")
+# a cut word at either end is dropped only when a space comes this close to it
+_WORD_REACH = 30
 # loading tiktoken's encoding costs more than a page: once per process
 _counter = cache(default_counter)
 
@@ -73,6 +81,34 @@ def highlight(text: str, wanted: set[str]) -> Markup:
     return Markup("").join(out)
 
 
+def whole_words(snippet: str) -> str:
+    """``snippet`` without the piece of a word its cut left at either end (a snippet cut
+    out of a longer text starts or ends with "…")."""
+    if snippet.startswith("…"):
+        space = snippet.find(" ", 1)
+        if 0 < space <= _WORD_REACH:
+            snippet = "…" + snippet[space + 1 :]
+    if snippet.endswith("…") and len(snippet) > 1:
+        space = snippet.rfind(" ", 0, len(snippet) - 1)
+        if space >= len(snippet) - _WORD_REACH:
+            snippet = snippet[:space].rstrip(" ,;:") + "…"
+    return snippet
+
+
+def card_snippet(markdown: MarkdownHtml, snippet: str, wanted: set[str]) -> Markup:
+    """A hit's snippet as a card shows it: cut at whole words, its Markdown rendered by the
+    safe renderer (raw HTML stays text), the query's words marked, and the marks a cut
+    leaves unpaired (``**``, ``[[``) dropped."""
+    rendered = markdown(whole_words(snippet))
+    out: list[Markup] = []
+    for part in _TAG.split(rendered):
+        if part.startswith("<"):
+            out.append(Markup(part))  # the renderer's own tag, never memory text
+        elif part:
+            out.append(highlight(_LEFT_MARKS.sub("", html.unescape(part)), wanted))
+    return Markup("").join(out)
+
+
 def components(values: dict[str, float]) -> list[dict[str, Any]]:
     """Score components as rows for a table of ``<meter>`` bars (0 .. max(1, value))."""
     return [
@@ -80,7 +116,7 @@ def components(values: dict[str, float]) -> list[dict[str, Any]]:
     ]
 
 
-def _hit_row(hit: Hit, wanted: set[str]) -> dict[str, Any]:
+def _hit_row(markdown: MarkdownHtml, hit: Hit, wanted: set[str]) -> dict[str, Any]:
     if hit.kind == "fact":
         anchor = ""
     else:
@@ -88,7 +124,7 @@ def _hit_row(hit: Hit, wanted: set[str]) -> dict[str, Any]:
     return {
         "hit": hit,
         "anchor": anchor,
-        "snippet": highlight(hit.snippet, wanted),
+        "snippet": card_snippet(markdown, hit.snippet, wanted),
         "components": components(hit.components),
     }
 
@@ -103,7 +139,7 @@ def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int
         for row in explanation.get("candidates", [])
     ]
     return {
-        "hits": [_hit_row(h, wanted) for h in hits],
+        "hits": [_hit_row(request.app.state.markdown, h, wanted) for h in hits],
         "notes": hits.notes,
         "explanation": explanation,
         "candidates": candidates,
