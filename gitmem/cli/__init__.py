@@ -6,7 +6,17 @@ option handling. Importing this package registers every command on ``cli``.
 
 from __future__ import annotations
 
-from gitmem.cli import facts, history, imports, search, serve, sessions, sharing, summaries
+from gitmem.cli import (
+    coders,
+    facts,
+    history,
+    imports,
+    search,
+    serve,
+    sessions,
+    sharing,
+    summaries,
+)
 from gitmem.cli.base import cli
 
 
@@ -17,6 +27,7 @@ def main() -> None:
 
 __all__ = [
     "cli",
+    "coders",
     "facts",
     "history",
     "imports",
