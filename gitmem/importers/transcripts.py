@@ -73,13 +73,12 @@ class TurnBuilder:
         return text, moment
 
     def user(self, stamp: object, text: str, offset: int = 0) -> None:
-        """A user's words: a new turn."""
+        """A user's words: a new turn (its id hashes ``stamp`` as given, so a record
+        without a time is named by its words alone, not by the file's mtime)."""
         if not text.strip():
             return
         first, moment = self.when(stamp)
-        self.turns.append(
-            _Turn(first or moment.isoformat(), moment, [Message(speaker="user", content=text)])
-        )
+        self.turns.append(_Turn(first, moment, [Message(speaker="user", content=text)]))
         self.resume = offset
 
     def reply(self, stamp: object, text: str, model: object = None) -> None:
@@ -106,7 +105,7 @@ class TurnBuilder:
     def _add(self, stamp: object, message: Message) -> None:
         if not self.turns:  # the agent spoke first
             first, moment = self.when(stamp)
-            self.turns.append(_Turn(first or moment.isoformat(), moment, []))
+            self.turns.append(_Turn(first, moment, []))
         self.turns[-1].messages.append(message)
 
     def session(self) -> Session | None:
