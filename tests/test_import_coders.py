@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,9 @@ def test_capture_claude_code_commits_each_new_turn(
     assert gitmem(store, "capture", "claude-code", stdin=payload) == 0
     assert commits(store) == start + 2
     assert "Capture claude-code" in git(store, "log", "-1", "--format=%s")
+    [state] = (store / ".git" / "gitmem" / "capture").glob("*.json")
+    resume = json.loads(state.read_text())["resume"]
+    assert resume == len("".join(lines[:second]).encode())  # the next capture reads on here
     session = mm.load_memory(CLAUDE)
     assert session is not None and len(session.interactions) == 2
     # what the capture wrote is what an import would: nothing new, no commit
@@ -253,15 +257,23 @@ def test_capture_gemini_cli_rereads_its_rewritten_file(mm: MemoryManager, store:
     ("agent", "events"),
     [("claude-code", {"Stop", "SessionEnd"}), ("gemini-cli", {"AfterAgent", "SessionEnd"})],
 )
-def test_hooks_print_gives_settings_that_run_capture(agent: str, events: set[str]) -> None:
-    done = CliRunner().invoke(cli, ["hooks", "print", agent])
+def test_hooks_print_gives_settings_that_run_capture(
+    agent: str, events: set[str], tmp_path: Path
+) -> None:
+    store = tmp_path / "my memory"
+    done = CliRunner().invoke(cli, ["--repo", str(store), "hooks", "print", agent])
     assert done.exit_code == 0
     settings = json.loads(done.stdout)
     assert set(settings["hooks"]) == events
     [entry] = settings["hooks"]["Stop" if agent == "claude-code" else "AfterAgent"]
-    assert entry["hooks"][0]["command"] == f"gitmem capture {agent}"
+    command = entry["hooks"][0]["command"]
+    assert shlex.split(command) == ["gitmem", "--repo", str(store), "capture", agent]
 
 
-def test_hooks_print_codex_is_a_notify_line() -> None:
-    done = CliRunner().invoke(cli, ["hooks", "print", "codex", "--command", "uvx gitmem"])
-    assert done.stdout == 'notify = ["uvx", "gitmem", "capture", "codex"]\n'
+def test_hooks_print_codex_is_a_notify_line(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        cli, ["--repo", str(tmp_path), "hooks", "print", "codex", "--command", "uvx gitmem"]
+    )
+    assert done.stdout == (
+        f'notify = ["uvx", "gitmem", "--repo", "{tmp_path}", "capture", "codex"]\n'
+    )

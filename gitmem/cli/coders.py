@@ -158,7 +158,9 @@ def capture(ctx: Context, agent: str, payload: tuple[str, ...], tools: str) -> N
 @click.option(
     "--command", "command", default="gitmem", show_default=True, help="How the hook runs gitmem."
 )
-def hooks_print(agent: str, command: str) -> None:
-    """Print the hook settings for AGENT, to merge into its settings file."""
+@pass_ctx
+def hooks_print(ctx: Context, agent: str, command: str) -> None:
+    """Print the hook settings for AGENT, to merge into its settings file; they capture
+    into --repo (or the store around the current folder)."""
     click.echo(f"# merge into {agent_hooks.SETTINGS_FILES[agent]}", err=True)
-    click.echo(agent_hooks.hook_snippet(agent, command), nl=False)
+    click.echo(agent_hooks.hook_snippet(agent, ctx.store_path(), command), nl=False)

@@ -152,12 +152,14 @@ SETTINGS_FILES = {
 }
 
 
-def hook_snippet(tool: str, command: str = "gitmem") -> str:
-    """The settings text that makes ``tool`` run ``gitmem capture`` after each turn (to
-    merge into the file :data:`SETTINGS_FILES` names): JSON, or TOML for Codex."""
+def hook_snippet(tool: str, store: str | os.PathLike[str], command: str = "gitmem") -> str:
+    """The settings text that makes ``tool`` run ``gitmem capture`` into ``store`` after each
+    turn (to merge into the file :data:`SETTINGS_FILES` names): JSON, or TOML for Codex. The
+    store is named: a hook runs in the agent's working folder, another repository."""
+    argv = [*shlex.split(command), "--repo", os.path.abspath(os.path.expanduser(store))]
     if tool == "codex":  # the payload comes as one more argument
-        return f"notify = {json.dumps([*shlex.split(command), 'capture', 'codex'])}\n"
-    run = f"{command} capture {tool}"
+        return f"notify = {json.dumps([*argv, 'capture', 'codex'])}\n"
+    run = shlex.join([*argv, "capture", tool])
     entry: list[dict[str, Any]]
     if tool == "claude-code":
         entry = [{"hooks": [{"type": "command", "command": run, "timeout": 30}]}]
