@@ -1,8 +1,11 @@
 """Coding agents in: ``gitmem import claude-code | codex | gemini-cli`` and ``gitmem capture``.
 
-The fixtures under tests/fixtures/{claude-code,codex,gemini-cli} are hand-written to the
-formats read from each tool's published package (named in the importers' docstrings): the
-tools need an account and the network to write a session, which this machine has not.
+tests/fixtures/claude-code-real was written by Claude Code 2.0.77's own code, run offline
+against a loopback stand-in for its API (tests/fixtures/claude-code/make_fixture.py), with the
+payloads its Stop hook gave. The fixtures under tests/fixtures/{claude-code,codex,gemini-cli}
+are hand-written to the formats read from each tool's published package (named in the
+importers' docstrings), to cover what a short real run does not (titles, thinking, sidechains,
+injected context, rewinds); Codex and Gemini CLI were not run here.
 Capture runs the real ``gitmem`` command in a subprocess, fed a hook payload as the agent
 would give it, against a real git store.
 """
@@ -277,3 +280,49 @@ def test_hooks_print_codex_is_a_notify_line(tmp_path: Path) -> None:
     assert done.stdout == (
         f'notify = ["uvx", "gitmem", "--repo", "{tmp_path}", "capture", "codex"]\n'
     )
+
+
+# --- a session Claude Code's own code wrote (tests/fixtures/claude-code/make_fixture.py) ----
+
+REAL = FIXTURES / "claude-code-real"
+
+
+def test_import_of_a_transcript_claude_code_wrote(mm: MemoryManager, store: Path) -> None:
+    found = run(store, "import", "claude-code", str(REAL), "--tools", "full")
+    sessions = found["sessions"]
+    assert isinstance(sessions, list) and len(sessions) == 1  # the sub-agent's file: no turn
+    session = mm.load_memory(sessions[0])
+    assert session is not None
+    assert [t.messages[0].content for t in session.interactions] == [
+        "Which text files are here?",
+        "And which are not?",
+        "Thanks, that is all.",
+    ]
+    first = session.interactions[0].messages
+    assert [m.speaker for m in first] == ["user", "assistant", "tool", "assistant"]
+    assert first[1].content == '[tool: Glob {"pattern": "*.txt"}]'
+    assert first[2].content.startswith("[result: Glob]\n") and "notes.txt" in first[2].content
+    assert session.project == "shop" and session.extra["model"].startswith("claude-")
+
+
+def test_capture_with_claude_codes_own_hook_payload_turn_by_turn(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
+    [source] = REAL.glob("*/*-*-*-*-*.jsonl")
+    lines = source.read_text().splitlines(keepends=True)
+    starts = [
+        n
+        for n, line in enumerate(lines)
+        if json.loads(line).get("type") == "user"
+        and isinstance(json.loads(line)["message"]["content"], str)
+    ]
+    transcript = tmp_path / source.name
+    hook = json.loads((REAL / "hook-payloads.jsonl").read_text().splitlines()[0])
+    payload = json.dumps({**hook, "transcript_path": str(transcript)})
+    before = commits(store)
+    for count, end in enumerate([*starts[1:], len(lines)], 1):
+        transcript.write_text("".join(lines[:end]))
+        assert gitmem(store, "capture", "claude-code", stdin=payload) == 0
+        assert commits(store) == before + count
+        session = mm.load_memory(f"claude-code:{hook['session_id']}")
+        assert session is not None and len(session.interactions) == count

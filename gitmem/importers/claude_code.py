@@ -15,7 +15,8 @@ Mapping: the session id is ``claude-code:<sessionId>``; a user's text opens a tu
 replies and ``[tool: name {input}]`` lines join it; tool results come with ``tools="full"``;
 thinking, sub-agent (sidechain) lines, meta lines (caveats, command output) and compaction
 summaries are left out. ``cwd`` and ``gitBranch`` become metadata (the folder's name the
-project), the model(s) ``extra["model"]``, the title ``extra["title"]``.
+project), the model(s) ``extra["model"]``, the title ``extra["title"]``. Checked against a
+session Claude Code 2.0.77 wrote itself (``tests/fixtures/claude-code-real``).
 """
 
 from __future__ import annotations
