@@ -1,11 +1,12 @@
 """Coding agents in: ``gitmem import claude-code | codex | gemini-cli`` and ``gitmem capture``.
 
-tests/fixtures/claude-code-real was written by Claude Code 2.0.77's own code, run offline
-against a loopback stand-in for its API (tests/fixtures/claude-code/make_fixture.py), with the
-payloads its Stop hook gave. The fixtures under tests/fixtures/{claude-code,codex,gemini-cli}
-are hand-written to the formats read from each tool's published package (named in the
-importers' docstrings), to cover what a short real run does not (titles, thinking, sidechains,
-injected context, rewinds); Codex and Gemini CLI were not run here.
+tests/fixtures/claude-code-real and gemini-cli-real were written by Claude Code 2.0.77's and
+Gemini CLI 0.61.0's own code, run offline against a loopback stand-in for their APIs
+(make_fixture.py in tests/fixtures/claude-code and gemini-cli), with the payloads their hooks
+gave. The fixtures under tests/fixtures/{claude-code,codex,gemini-cli} are hand-written to the
+formats read from each tool's published package (named in the importers' docstrings), to cover
+what a short real run does not (titles, thinking, sidechains, injected context, rewinds);
+Codex was not run here (a native binary that needs an account).
 Capture runs the real ``gitmem`` command in a subprocess, fed a hook payload as the agent
 would give it, against a real git store.
 """
@@ -326,3 +327,66 @@ def test_capture_with_claude_codes_own_hook_payload_turn_by_turn(
         assert commits(store) == before + count
         session = mm.load_memory(f"claude-code:{hook['session_id']}")
         assert session is not None and len(session.interactions) == count
+
+
+# --- a chat Gemini CLI's own code wrote (tests/fixtures/gemini-cli/make_fixture.py) ---------
+
+GEMINI_REAL = FIXTURES / "gemini-cli-real"
+
+
+def gemini_real_chat() -> Path:
+    return max(GEMINI_REAL.glob("tmp/*/chats/session-*.jsonl"), key=lambda p: p.stat().st_size)
+
+
+def test_import_of_a_chat_gemini_cli_wrote_and_resumed(mm: MemoryManager, store: Path) -> None:
+    found = run(store, "import", "gemini-cli", str(GEMINI_REAL), "--tools", "full")
+    assert found["turns_added"] == 2
+    [session_id] = mm.session_ids()
+    session = mm.load_memory(session_id)
+    assert session is not None
+    for turn in session.interactions:  # the resume wrote the first turn again: still once
+        assert [m.speaker for m in turn.messages] == ["user", "assistant", "tool", "assistant"]
+        assert turn.messages[1].content == '[tool: glob {"pattern": "*.txt"}]'
+    text = "\n".join(t.text for t in session.interactions)
+    assert "<session_context>" not in text and session.project == "shop"
+
+
+def test_capture_with_gemini_clis_own_hook_payload_across_a_resume(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
+    lines = gemini_real_chat().read_text().splitlines(keepends=True)
+    # where the resumed run began: it names the session again, then writes every message again
+    resumed = next(
+        n for n, line in enumerate(lines) if "sessionId" in json.loads(line).get("$set", {})
+    )
+    transcript = tmp_path / gemini_real_chat().name
+    hook = json.loads((GEMINI_REAL / "hook-payloads.jsonl").read_text().splitlines()[0])
+    payload = json.dumps({**hook, "transcript_path": str(transcript)})
+    before = commits(store)
+    transcript.write_text("".join(lines[:resumed]))
+    assert gitmem(store, "capture", "gemini-cli", stdin=payload) == 0
+    transcript.write_text("".join(lines))
+    assert gitmem(store, "capture", "gemini-cli", stdin=payload) == 0
+    assert commits(store) == before + 2
+    session = mm.load_memory(f"gemini-cli:{hook['session_id']}")
+    assert session is not None and len(session.interactions) == 2
+    again = run(store, "import", "gemini-cli", str(transcript))
+    assert again["commit"] is None and not again["conflicts"]
+
+
+def test_a_gemini_chat_written_again_with_new_times_keeps_its_turns(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
+    # what a resume wrote in one run here: every message again, same id, the resume's time
+    head = {"sessionId": "s-1", "projectHash": "h", "startTime": "2026-03-14T11:00:00Z"}
+    asked = {"id": "m1", "timestamp": "2026-03-14T11:00:01Z", "type": "user", "content": "Hi?"}
+    said = {"id": "m2", "timestamp": "2026-03-14T11:00:02Z", "type": "gemini", "content": "Hello."}
+    chat = tmp_path / "chats" / "session-2026-03-14T11-00-s-1.jsonl"
+    chat.parent.mkdir()
+    chat.write_text("".join(json.dumps(r) + "\n" for r in (head, asked, said)))
+    run(store, "import", "gemini-cli", str(chat))
+    later = [{**m, "timestamp": "2026-03-14T12:00:00Z"} for m in (asked, said)]
+    with open(chat, "a") as handle:
+        handle.write(json.dumps({"$set": {"messages": later}}) + "\n")
+    again = run(store, "import", "gemini-cli", str(chat))
+    assert again["commit"] is None and not again["conflicts"]

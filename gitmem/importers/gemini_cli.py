@@ -14,7 +14,13 @@ conversation as one JSON object (``session-*.json``). ``/chat save <tag>`` write
 
 Mapping: ``gemini-cli:<sessionId>`` (a checkpoint: ``gemini-cli:checkpoint-<tag>``); user
 messages open turns, ``gemini`` messages and ``[tool: name {args}]`` lines join them, tool
-results with ``tools="full"``; thoughts and info/error/warning lines are left out. The project
+results with ``tools="full"``; thoughts, info/error/warning lines, the
+``<session_context>`` it sends first and slash commands are left out (as Gemini CLI leaves them
+out when it resumes a chat). A resumed chat is written again (its messages as ``Part[]``
+with ``functionCall``/``functionResponse`` parts, sometimes stamped with the resume's time):
+a turn's id hashes Gemini's message id and keeps the time first written, and a tool call or
+result written twice counts once. Checked against chats Gemini CLI 0.61.0 wrote itself
+(``tests/fixtures/gemini-cli-real``). The project
 folder becomes metadata, the model(s) ``extra["model"]``, ``summary`` ``extra["title"]``.
 """
 
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,9 @@ from gitmem.importers.transcripts import (
     tool_line,
 )
 
+# user messages Gemini CLI itself leaves out when it resumes a chat (isIgnoredUserContent):
+# the context it sends first, hook context, slash and ? commands
+_NOT_SAID = ("<session_context>", "<hook_context>", "/", "?")
 PATTERNS = ("**/chats/session-*.json", "**/chats/session-*.jsonl", "**/checkpoint-*.json")
 
 
@@ -66,8 +76,9 @@ def read(path: Path, tools: Tools = "summary", start: int = 0) -> TurnBuilder | 
             built.extra["title"] = meta["summary"]
     elif path.stem.startswith("checkpoint-"):
         built.key = f"gemini-cli:{path.stem}"
+    seen = _Seen()
     for message in messages:
-        _message(built, message)
+        _message(built, message, seen)
     return built
 
 
@@ -91,6 +102,7 @@ def _replay(lines: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A JSONL recording's records applied in order: the last write of an id wins."""
     meta: dict[str, Any] = {}
     records: dict[str, dict[str, Any]] = {}
+    first: dict[str, object] = {}  # id -> when it was first written
     for line in lines:
         try:
             record = json.loads(line)
@@ -104,14 +116,22 @@ def _replay(lines: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             for gone in ids[cut:]:
                 del records[gone]
         elif isinstance(record.get("id"), str):
-            records[record["id"]] = record
+            records[record["id"]] = _first_time(record, first)
         elif isinstance(record.get("$set"), dict):
             meta.update(record["$set"])
             if isinstance(record["$set"].get("messages"), list):
-                records = {m["id"]: m for m in record["$set"]["messages"] if _has_id(m)}
+                given = [m for m in record["$set"]["messages"] if _has_id(m)]
+                records = {m["id"]: _first_time(m, first) for m in given}
         elif isinstance(record.get("sessionId"), str):
             meta.update(record)
     return meta, list(records.values())
+
+
+def _first_time(record: dict[str, Any], first: dict[str, object]) -> dict[str, Any]:
+    """``record`` with the time its id was first written: resuming a chat writes every
+    message again, stamped with the time of the resume."""
+    when = first.setdefault(record["id"], record.get("timestamp"))
+    return record if when == record.get("timestamp") else {**record, "timestamp": when}
 
 
 def _has_id(value: object) -> bool:
@@ -120,42 +140,49 @@ def _has_id(value: object) -> bool:
 
 def _from_content(content: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's ``{role, parts}`` as a recorded message."""
-    parts = items(content.get("parts"))
-    calls = [
-        {"name": p["functionCall"].get("name"), "args": p["functionCall"].get("args")}
-        for p in parts
-        if isinstance(p, dict) and isinstance(p.get("functionCall"), dict)
-    ]
-    answers = [p for p in parts if isinstance(p, dict) and "functionResponse" in p]
-    texts = [p for p in parts if isinstance(p, dict) and "text" in p and not p.get("thought")]
-    if content.get("role") == "model":
-        return {"type": "gemini", "content": texts, "toolCalls": calls}
-    if answers and not texts:
-        return {"type": "tool", "result": answers}
-    return {"type": "user", "content": texts}
+    kind = "gemini" if content.get("role") == "model" else "user"
+    return {"type": kind, "content": items(content.get("parts"))}
 
 
-def _message(built: TurnBuilder, message: dict[str, Any]) -> None:
+@dataclass
+class _Seen:
+    """Tool calls and results already written: a resumed chat records them twice (as
+    ``toolCalls`` and again as ``functionCall``/``functionResponse`` parts)."""
+
+    calls: set[str] = field(default_factory=set)
+    results: set[str] = field(default_factory=set)
+
+
+def _message(built: TurnBuilder, message: dict[str, Any], seen: _Seen) -> None:
     kind = message.get("type")
     stamp = message.get("timestamp")
+    parts = [p for p in items(message.get("content")) if isinstance(p, dict)]
     if kind == "user":
-        built.user(stamp, _text(message.get("content")))
+        text = _text(message.get("content"))
+        if not text.lstrip().startswith(_NOT_SAID):
+            built.user(stamp, text, ident=str(message.get("id") or ""))
     elif kind == "gemini":
-        calls = items(message.get("toolCalls"))
-        lines = [
-            tool_line(str(c.get("name") or "tool"), c.get("args"))
-            for c in calls
-            if isinstance(c, dict)
-        ]
+        calls = [c for c in items(message.get("toolCalls")) if isinstance(c, dict)]
+        calls += [mapping(p.get("functionCall")) for p in parts if "functionCall" in p]
+        lines = []
+        for call in calls:
+            ident = str(call.get("id") or len(seen.calls))
+            if ident not in seen.calls:
+                seen.calls.add(ident)
+                lines.append(tool_line(str(call.get("name") or "tool"), call.get("args")))
         built.reply(stamp, joined(_text(message.get("content")), *lines), message.get("model"))
         for call in calls:
-            if isinstance(call, dict):
-                built.result(stamp, str(call.get("name") or ""), _result(call.get("result")))
-    elif kind == "tool":
-        for answer in items(message.get("result")):
-            if isinstance(answer, dict):
-                response = mapping(answer.get("functionResponse"))
-                built.result(stamp, str(response.get("name") or ""), _result([answer]))
+            _results(built, stamp, items(call.get("result")), seen)
+    _results(built, stamp, [p for p in parts if "functionResponse" in p], seen)
+
+
+def _results(built: TurnBuilder, stamp: object, parts: list[Any], seen: _Seen) -> None:
+    for part in parts:
+        response = mapping(part.get("functionResponse")) if isinstance(part, dict) else {}
+        ident = str(response.get("id") or "")
+        if response and (not ident or ident not in seen.results):
+            seen.results.add(ident)
+            built.result(stamp, str(response.get("name") or ""), _result([part]))
 
 
 def _text(content: object) -> str:

@@ -37,7 +37,7 @@ Tools = Literal["summary", "full"]
 
 @dataclass
 class _Turn:
-    first_time: str
+    first_time: str  # as the file gives it, or the tool's own id for the message
     when: datetime
     messages: list[Message]
 
@@ -72,13 +72,15 @@ class TurnBuilder:
             moment = moment.replace(tzinfo=timezone.utc)
         return text, moment
 
-    def user(self, stamp: object, text: str, offset: int = 0) -> None:
-        """A user's words: a new turn (its id hashes ``stamp`` as given, so a record
-        without a time is named by its words alone, not by the file's mtime)."""
+    def user(self, stamp: object, text: str, offset: int = 0, ident: str = "") -> None:
+        """A user's words: a new turn. Its id hashes ``ident`` (the tool's own id for the
+        message, when it keeps one across rewrites) or else ``stamp`` as given, so a record
+        without a time is named by its words alone, not by the file's mtime."""
         if not text.strip():
             return
         first, moment = self.when(stamp)
-        self.turns.append(_Turn(first, moment, [Message(speaker="user", content=text)]))
+        said = [Message(speaker="user", content=text)]
+        self.turns.append(_Turn(ident or first, moment, said))
         self.resume = offset
 
     def reply(self, stamp: object, text: str, model: object = None) -> None:
