@@ -1,12 +1,12 @@
 """Coding agents in: ``gitmem import claude-code | codex | gemini-cli`` and ``gitmem capture``.
 
-tests/fixtures/claude-code-real and gemini-cli-real were written by Claude Code 2.0.77's and
-Gemini CLI 0.61.0's own code, run offline against a loopback stand-in for their APIs
-(make_fixture.py in tests/fixtures/claude-code and gemini-cli), with the payloads their hooks
-gave. The fixtures under tests/fixtures/{claude-code,codex,gemini-cli} are hand-written to the
-formats read from each tool's published package (named in the importers' docstrings), to cover
-what a short real run does not (titles, thinking, sidechains, injected context, rewinds);
-Codex was not run here (a native binary that needs an account).
+tests/fixtures/{claude-code,codex,gemini-cli}-real were written by Claude Code 2.0.77's, Codex
+0.171.0's and Gemini CLI 0.61.0's own code, run offline against a loopback stand-in for their
+APIs (make_fixture.py in tests/fixtures/claude-code, codex and gemini-cli), with the payloads
+their hooks and notify gave. The fixtures under tests/fixtures/{claude-code,codex,gemini-cli}
+are hand-written to the formats read from each tool's published package (named in the
+importers' docstrings), to cover what a short real run does not (titles, thinking,
+sidechains, injected context, rewinds).
 Capture runs the real ``gitmem`` command in a subprocess, fed a hook payload as the agent
 would give it, against a real git store.
 """
@@ -390,3 +390,44 @@ def test_a_gemini_chat_written_again_with_new_times_keeps_its_turns(
         handle.write(json.dumps({"$set": {"messages": later}}) + "\n")
     again = run(store, "import", "gemini-cli", str(chat))
     assert again["commit"] is None and not again["conflicts"]
+
+
+# --- a thread Codex's own program wrote (tests/fixtures/codex/make_fixture.py) --------------
+
+CODEX_REAL = FIXTURES / "codex-real"
+
+
+def test_import_of_a_rollout_codex_wrote(mm: MemoryManager, store: Path) -> None:
+    found = run(store, "import", "codex", str(CODEX_REAL), "--tools", "full")
+    assert found["turns_added"] == 2
+    [session_id] = mm.session_ids()
+    session = mm.load_memory(session_id)
+    assert session is not None
+    first, second = session.interactions
+    assert [m.speaker for m in first.messages] == ["user", "assistant", "tool", "assistant"]
+    assert first.messages[0].content == "Which text files are here?"
+    assert first.messages[1].content == '[tool: exec_command {"cmd": "ls *.txt"}]'
+    assert "notes.txt" in first.messages[2].content
+    assert second.messages[0].content == "And which are not?"
+    text = "\n".join(t.text for t in session.interactions)
+    assert "environment_context" not in text and "skills_instructions" not in text
+    assert session.project == "shop" and session.extra["model"] == "gpt-5.1-codex"
+
+
+def test_capture_with_codexs_own_notify_payloads_turn_by_turn(
+    mm: MemoryManager, store: Path, tmp_path: Path
+) -> None:
+    [source] = CODEX_REAL.glob("sessions/*/*/*/rollout-*.jsonl")
+    lines = source.read_text().splitlines(keepends=True)
+    started = [n for n, line in enumerate(lines) if '"type":"task_started"' in line]
+    rollout = tmp_path / "home" / source.relative_to(CODEX_REAL)
+    rollout.parent.mkdir(parents=True)
+    env = {"CODEX_HOME": str(tmp_path / "home")}
+    payloads = (CODEX_REAL / "notify-payloads.jsonl").read_text().splitlines()
+    before = commits(store)
+    for count, (end, payload) in enumerate(zip([started[1], len(lines)], payloads, strict=True), 1):
+        rollout.write_text("".join(lines[:end]))
+        assert gitmem(store, "capture", "codex", payload, env=env) == 0
+        assert commits(store) == before + count
+    session = mm.load_memory(f"codex:{json.loads(payloads[0])['thread-id']}")
+    assert session is not None and len(session.interactions) == 2

@@ -133,15 +133,10 @@ def capture(
     )
     state_path.parent.mkdir(parents=True, exist_ok=True)
     resume = built.resume if built is not None and built.turns else start
-    state_path.write_text(
-        json.dumps(
-            {
-                "path": os.fspath(transcript),
-                "stat": [seen.st_size, seen.st_mtime_ns],
-                "resume": resume,
-            }
-        )
-    )
+    state = {"path": os.fspath(transcript), "stat": [seen.st_size, seen.st_mtime_ns]}
+    partial = state_path.with_suffix(f".{os.getpid()}.tmp")  # two hooks may end at once
+    partial.write_text(json.dumps({**state, "resume": resume}))
+    os.replace(partial, state_path)
     return result
 
 

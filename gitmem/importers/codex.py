@@ -16,7 +16,9 @@ Codex injects as user messages (``<environment_context>``, ``# AGENTS.md instruc
 ``<user_instructions>``, ``<user_shell_command>``, ``<turn_aborted>``, ...); developer and
 system messages and reasoning are left out; tool calls and (``tools="full"``) outputs as the
 nanobot importer writes them; cwd, branch and repository as metadata, the model(s) in
-``extra["model"]``, the thread name in ``extra["title"]``.
+``extra["model"]``, the thread name in ``extra["title"]``. Checked against a thread Codex
+0.171.0 wrote itself (``tests/fixtures/codex-real``); records this reader does not know
+(``world_state``, ``token_usage_record``, other events) are skipped.
 """
 
 from __future__ import annotations
