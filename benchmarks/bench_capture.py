@@ -1,6 +1,14 @@
-"""Time nanobot live capture per turn, against the length of the session it lands in.
+"""Time live capture per turn: nanobot's plugin, or Claude Code's hook (``--claude-code``).
 
     python benchmarks/bench_capture.py --lengths 10,100,1000 --turns 20
+    python benchmarks/bench_capture.py --claude-code --lengths 10,1000 --turns 20
+
+With ``--claude-code``, per length N: a Claude Code transcript of N turns, captured once; then
+timed, as the hook runs it (``gitmem capture claude-code`` in a new process, the hook's JSON on
+stdin): ``unchanged`` (the transcript as the last capture left it: the Stop hook firing again),
+``new turn`` (one turn appended, then captured: one commit), ``gitmem --version`` (the CLI's
+start alone) and ``python -c "import click"`` in the same run, the floor of any Python command
+(p50 and the ratio to it).
 
 Setup, per length N: a nanobot 0.3.5 home (its JSONL session format, written here) with one
 session of N turns, already captured into a store. Timed, ``--turns`` times each, round robin:
@@ -25,6 +33,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
@@ -115,13 +125,107 @@ def measure(length: int, turns: int, work: Path) -> dict[str, list[float]]:
     return times
 
 
+def claude_turn(n: int, session: str) -> str:
+    at = START + timedelta(minutes=n)
+    common = {"sessionId": session, "cwd": "/home/ann/shop", "isSidechain": False}
+    user = {
+        **common,
+        "type": "user",
+        "uuid": f"u{n}",
+        "timestamp": at.isoformat() + "Z",
+        "message": {"role": "user", "content": f"Question {n} about topic {n % 17}?"},
+    }
+    reply = {
+        **common,
+        "type": "assistant",
+        "uuid": f"a{n}",
+        "timestamp": (at + timedelta(seconds=5)).isoformat() + "Z",
+        "message": {
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [{"type": "text", "text": f"Answer {n}: item {n}. " * 3}],
+        },
+    }
+    return json.dumps(user) + "\n" + json.dumps(reply) + "\n"
+
+
+def run_hook(store: Path, payload: str) -> float:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "gitmem", "--repo", str(store), "capture", "claude-code"],
+        input=payload,
+        text=True,
+        check=True,
+        env=env,
+    )
+    return time.perf_counter() - start
+
+
+def measure_claude_code(length: int, turns: int, work: Path) -> dict[str, list[float]]:
+    session = f"00000000-0000-4000-8000-{length:012d}"
+    transcript = work / f"cc-{length}" / f"{session}.jsonl"
+    transcript.parent.mkdir(parents=True)
+    transcript.write_text("".join(claude_turn(n, session) for n in range(length)))
+    store = work / f"cc-store-{length}"
+    MemoryManager(store, init=True).close()
+    payload = json.dumps(
+        {"session_id": session, "transcript_path": str(transcript), "hook_event_name": "Stop"}
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    run_hook(store, payload)
+    times: dict[str, list[float]] = {
+        "unchanged": [],
+        "new turn": [],
+        "gitmem --version": [],
+        "import click": [],
+    }
+    for t in range(turns):
+        times["unchanged"].append(run_hook(store, payload))
+        with open(transcript, "a", encoding="utf-8") as handle:
+            handle.write(claude_turn(length + t, session))
+        times["new turn"].append(run_hook(store, payload))
+        for name, argv in (
+            ("gitmem --version", ["-m", "gitmem", "--version"]),
+            ("import click", ["-c", "import click"]),
+        ):
+            start = time.perf_counter()
+            subprocess.run([sys.executable, *argv], check=True, capture_output=True, env=env)
+            times[name].append(time.perf_counter() - start)
+    log = store / ".git" / "gitmem" / "capture.log"
+    assert not log.exists(), log.read_text()
+    return times
+
+
+def main_claude_code(lengths: list[int], turns: int) -> None:
+    print("| transcript turns | path | p50 ms | p95 ms | x import click |")
+    print("|---:|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="gitmem-bench-capture-cc-") as temp:
+        for length in lengths:
+            times = measure_claude_code(length, turns, Path(temp))
+            base = statistics.median(times["import click"])
+            for name, values in times.items():
+                median = statistics.median(values)
+                print(
+                    f"| {length} | {name} | {median * 1e3:.1f} | "
+                    f"{percentile(values, 0.95) * 1e3:.1f} | {median / base:.1f} |"
+                )
+    print(f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
         "--lengths", default="10,100,1000", help="session lengths in turns, comma-separated"
     )
     parser.add_argument("--turns", type=int, default=20, help="timed turns per length")
+    parser.add_argument(
+        "--claude-code", action="store_true", help="time the Claude Code hook instead"
+    )
     args = parser.parse_args()
+    if args.claude_code:
+        main_claude_code([int(x) for x in args.lengths.split(",")], args.turns)
+        return
     print("| session turns | path | median ms | p95 ms | x save_interaction |")
     print("|---:|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="gitmem-bench-capture-") as temp:

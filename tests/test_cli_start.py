@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gitmem.cli import cli
 from gitmem.cli.base import CommandsOnFirstUse
 
@@ -46,5 +48,16 @@ def test_a_command_loads_its_own_module_only() -> None:
 def test_the_map_names_the_module_of_every_command() -> None:
     commands = cli.commands
     assert isinstance(commands, CommandsOnFirstUse)
-    found = {name: str(command.callback.__module__) for name, command in commands.items()}
-    assert found == dict(commands.modules)
+    assert set(commands) == set(commands.modules)
+    for name, command in commands.items():
+        assert str(command.callback.__module__) in commands.modules[name], name
+
+
+@pytest.mark.parametrize(("group", "sub"), [("import", "claude-code"), ("hooks", "print")])
+def test_a_group_loads_the_modules_that_add_to_it(group: str, sub: str) -> None:
+    """Another module adds subcommands to ``import`` and ``hooks``: asking for the group in a
+    new process must load it too."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gitmem", group, "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0 and sub in done.stdout, done.stdout + done.stderr

@@ -11,7 +11,7 @@ config), mistune (parser hooks), Python itself (module ``__getattr__``), or the 
 from typing import Any
 
 import gitmem
-from gitmem.cli import base, facts, history, serve, sessions, sharing
+from gitmem.cli import base, coders, facts, history, serve, sessions, sharing
 from gitmem.format import html, render, spans, turns
 from gitmem.format.facts import Fact
 from gitmem.guard.secrets import SecretConfig
@@ -31,6 +31,10 @@ from gitmem.search.catchup import SyncReport
 from gitmem.web.links import Node
 
 # click: commands registered by decorators, and the hooks click calls
+coders.import_claude_code
+coders.import_codex
+coders.import_gemini_cli
+coders.hooks_print
 history.log_
 history.diff_
 sessions.save

@@ -247,14 +247,16 @@ class CommandsOnFirstUse(MutableMapping[str, click.Command]):
     module of ``save``, not the search, server and import code. A name the map does not
     know loads every module (a command added without a line in the map still works)."""
 
-    def __init__(self, modules: Mapping[str, str]) -> None:
-        self.modules = modules  # command name -> the module that registers it
+    def __init__(self, modules: Mapping[str, tuple[str, ...]]) -> None:
+        # command name -> the modules that register it and its subcommands
+        self.modules = modules
         self.loaded: dict[str, click.Command] = {}
 
     def load(self, name: str | None = None) -> None:
-        """Import the module of command ``name``; None or an unknown name: every module."""
-        module = self.modules.get(name) if name is not None else None
-        for each in [module] if module else sorted(set(self.modules.values())):
+        """Import the modules of command ``name``; None or an unknown name: every module."""
+        wanted = self.modules.get(name) if name is not None else None
+        every = sorted({module for modules in self.modules.values() for module in modules})
+        for each in wanted or every:
             import_module(each)
 
     def __getitem__(self, name: str) -> click.Command:
@@ -352,8 +354,9 @@ def cli(
     ctx.obj = Context(repo, json_out, agent, model, namespace)
 
 
-def _command_modules() -> dict[str, str]:
+def _command_modules() -> dict[str, tuple[str, ...]]:
     by_module = {
+        "coders": "capture hooks import",  # the coding agents' importers, hooks and capture
         "facts": "facts",
         "history": "blame diff log purge restore revert rollback undo",
         "imports": "export import",
@@ -363,11 +366,11 @@ def _command_modules() -> dict[str, str]:
         "sharing": "clone hook hooks merge-file pull push remote sync",
         "summaries": "review summarize",
     }
-    return {
-        name: f"gitmem.cli.{module}"
-        for module, names in by_module.items()
-        for name in names.split()
-    }
+    found: dict[str, tuple[str, ...]] = {}
+    for module, names in by_module.items():
+        for name in names.split():
+            found[name] = (*found.get(name, ()), f"gitmem.cli.{module}")
+    return found
 
 
 cli.commands = CommandsOnFirstUse(_command_modules())

@@ -146,7 +146,7 @@ def hook(click_ctx: click.Context, name: str, args: tuple[str, ...]) -> None:
 
 @cli.group()
 def hooks() -> None:
-    """Manage gitmem's git hooks in a store."""
+    """Manage gitmem's git hooks in a store, and print coding agents' hook settings."""
 
 
 @hooks.command("install")
