@@ -51,10 +51,12 @@ class Context:
     def store_path(self, *, init: bool = False) -> str:
         """The store's folder: --repo, else the repository around the current folder (as
         git finds it); with ``init``, right here."""
+        if self.repo or init:
+            return self.repo or "."
         # the store's modules load on first use: `gitmem --version` and hooks start faster
         from gitmem.store.discover import find_store
 
-        return self.repo or ("." if init else find_store("."))
+        return find_store(".")
 
     def refuse_namespace(self, option: str) -> None:
         """``option`` reads across namespaces: not together with --namespace."""
@@ -356,7 +358,8 @@ def cli(
 
 def _command_modules() -> dict[str, tuple[str, ...]]:
     by_module = {
-        "coders": "capture hooks import",  # the coding agents' importers, hooks and capture
+        "capture": "capture",
+        "coders": "hooks import",  # the coding agents' importers and hook settings
         "facts": "facts",
         "history": "blame diff log purge restore revert rollback undo",
         "imports": "export import",

@@ -4,21 +4,20 @@ make them run it)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import click
 
-from gitmem.cli.base import Context, cli, pass_ctx
+from gitmem.cli.base import Context, pass_ctx
 from gitmem.cli.imports import dry_run_option, import_, run_reported, run_watching, watch_option
 from gitmem.cli.sharing import hooks
-from gitmem.importers import agent_hooks, claude_code, codex, gemini_cli
+from gitmem.importers import claude_code, codex, gemini_cli, hookinput
 from gitmem.importers.engine import ImportResult, Meter
 from gitmem.importers.transcripts import Tools, find_files, import_transcripts
 
-AGENTS = ("claude-code", "codex", "gemini-cli")
+AGENTS = hookinput.AGENTS
 _MODULES: dict[str, ModuleType] = {
     "claude-code": claude_code,
     "codex": codex,
@@ -118,41 +117,6 @@ def import_gemini_cli(
     _import_agent(ctx, "gemini-cli", path, tools, dry_run, watch, interval)
 
 
-@cli.command("capture")
-@click.argument("agent", type=click.Choice(AGENTS))
-@click.argument("payload", nargs=-1)
-@click.option("--tools", type=click.Choice(["summary", "full"]), default="summary")
-@pass_ctx
-def capture(ctx: Context, agent: str, payload: tuple[str, ...], tools: str) -> None:
-    """Import the session an agent's hook names, from where the last capture stopped.
-
-    Claude Code and Gemini CLI hooks give their JSON on stdin, Codex's notify as the last
-    argument. Never fails the agent: errors go to .git/gitmem/capture.log in the store
-    (~/.local/state/gitmem/capture.log without one) and the exit code is 0.
-    """
-    folder: Path | None = None
-    try:
-        store = ctx.store_path()
-        folder = agent_hooks.state_dir(store) if Path(store, ".git").exists() else None
-        if agent == "codex":
-            transcript = agent_hooks.notify_transcript(payload[-1] if payload else "")
-        else:
-            transcript = agent_hooks.hook_transcript(sys.stdin.read())
-        if folder is None:
-            raise FileNotFoundError(f"{store}: no gitmem store (gitmem init)")
-        if agent_hooks.unchanged(store, transcript):
-            return
-        mm = ctx.manager()
-        try:
-            agent_hooks.capture(
-                mm, agent, transcript, tools="full" if tools == "full" else "summary"
-            )
-        finally:
-            mm.close()
-    except Exception as exc:  # a hook must never fail its agent
-        agent_hooks.log_failure(folder, f"capture {agent}: {type(exc).__name__}: {exc}")
-
-
 @hooks.command("print")
 @click.argument("agent", type=click.Choice(AGENTS))
 @click.option(
@@ -162,5 +126,5 @@ def capture(ctx: Context, agent: str, payload: tuple[str, ...], tools: str) -> N
 def hooks_print(ctx: Context, agent: str, command: str) -> None:
     """Print the hook settings for AGENT, to merge into its settings file; they capture
     into --repo (or the store around the current folder)."""
-    click.echo(f"# merge into {agent_hooks.SETTINGS_FILES[agent]}", err=True)
-    click.echo(agent_hooks.hook_snippet(agent, ctx.store_path(), command), nl=False)
+    click.echo(f"# merge into {hookinput.SETTINGS_FILES[agent]}", err=True)
+    click.echo(hookinput.hook_snippet(agent, ctx.store_path(), command), nl=False)

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from gitmem.importers.hookinput import codex_home
 from gitmem.importers.transcripts import (
     Tools,
     TurnBuilder,
@@ -50,21 +50,9 @@ _CONTEXT = re.compile(
 _THREAD = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
-def codex_home() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or "~/.codex").expanduser()
-
-
 def default_root() -> Path:
     """Where Codex keeps its rollout files."""
     return codex_home() / "sessions"
-
-
-def rollout_for(thread: str, root: Path | None = None) -> Path | None:
-    """The rollout file of thread ``thread`` (its name ends in the id), newest first."""
-    if not thread or "/" in thread or "*" in thread:
-        return None
-    found = sorted((root or default_root()).glob(f"**/rollout-*{thread}.jsonl"))
-    return found[-1] if found else None
 
 
 def read(path: Path, tools: Tools = "summary", start: int = 0) -> TurnBuilder | None:
