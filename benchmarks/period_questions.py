@@ -248,6 +248,8 @@ def main() -> None:
     print(f"| conversation | n | {head} |")
     print("|---|---|" + "---|" * 2 * len(CONFIGS))
     totals: dict[str, dict[str, float]] = {name: defaultdict(float) for name in configs}
+    # per form: (form, column) -> summed counts
+    by_form: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for at in chosen:
         sessions = convs[at].sessions
         write = build_blind if args.blind else build
@@ -260,7 +262,14 @@ def main() -> None:
             for key, value in found.items():
                 totals[name][key] += value
         print(_row(convs[at].sample_id, row))
+        for form in sorted({q.form for q in questions}):
+            asked = [q for q in questions if q.form == form]
+            for name, config in configs.items():
+                for key, value in score(sessions, asked, config).items():
+                    by_form[form, name][key] += value
     print(_row("overall", totals))
+    for form in sorted({form for form, _ in by_form}):
+        print(_row(f"form {form}", {name: by_form[form, name] for name in configs}))
 
 
 def _row(label: str, row: dict[str, dict[str, float]]) -> str:

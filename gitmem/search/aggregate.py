@@ -10,6 +10,7 @@ order.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -43,20 +44,23 @@ def spread(
 ) -> list[tuple[T, float]]:
     """``ordered`` (best first) re-picked greedily: each item's score is multiplied by
     ``(1 - repeat_weight)`` for every item of its session picked before it, so the first
-    hits cover more sessions. Returns (item, factor) in the new order; the factors never
-    rise along it, since a pick only lowers the others."""
+    hits cover more sessions. Returns (item, factor) in the new order; score times factor
+    never rises along it, since a pick only lowers the others."""
     if not repeat_weight or len(ordered) < 2:
         return [(item, 1.0) for item in ordered]
     keep = 1 - repeat_weight
     picked: Counter[int] = Counter()
-    left = list(ordered)
+    # lazy greedy: an entry priced before its session got another pick is priced again
+    heap = [(-score(item), at, 0) for at, item in enumerate(ordered)]
+    heapq.heapify(heap)
     out: list[tuple[T, float]] = []
-    while left:
-        at = max(
-            range(len(left)),
-            key=lambda i: (score(left[i]) * keep ** picked[session(left[i])], -i),
-        )
-        item = left.pop(at)
-        out.append((item, keep ** picked[session(item)]))
+    while heap:
+        _price, at, seen = heapq.heappop(heap)
+        item = ordered[at]
+        done = picked[session(item)]
+        if done != seen:
+            heapq.heappush(heap, (-score(item) * keep**done, at, done))
+            continue
+        out.append((item, keep**done))
         picked[session(item)] += 1
     return out
