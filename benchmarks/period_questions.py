@@ -19,12 +19,19 @@ Construction, per conversation (deterministic for a seed):
    ("last Friday"), that day as :func:`gitmem.text.events.span_label` writes it.
 4. At most ``--per-conv`` turns, sampled at random among those that qualify.
 
-The evidence of a question is T alone; R@k is the share of questions whose T is among the
+A second set, ``blind``, shares no content word with its evidence: "What did S talk about
+on 8 May 2023?" (or "... on 8 May?") for a day on which S spoke, a hit being any turn of
+S said that day; and, in turn, the same question for a day on which nobody spoke but that
+a turn of S talks about ("yesterday" said the day after), a hit being such a turn. Only the
+speaker and the period can find them.
+
+The evidence of a word question is T alone; R@k is the share of questions whose T is among the
 first k hits, in three columns: ``period`` (the ranker as configured), ``dates`` (the
 period feature off: the older date support only) and ``none`` (no date support at all:
 how ambiguous the words alone are).
 
     python benchmarks/period_questions.py /work/shared/data/locomo/locomo-dev.json
+    python benchmarks/period_questions.py FILE --blind
 """
 
 from __future__ import annotations
@@ -53,6 +60,8 @@ _WORD = re.compile(r"[A-Za-z]{5,}")
 
 FORMS = ("month", "month-only", "day", "event")
 
+BLIND_FORMS = ("blind-day", "blind-day-only", "blind-event")
+
 # the columns: the period feature on; off (today's date support only); no date support
 CONFIGS: dict[str, dict[str, object]] = {
     "period": {},
@@ -69,6 +78,13 @@ class PeriodQuestion:
     text: str
     evidence: str  # the interaction id of the turn it was written from
     form: str
+    # the interaction ids that count as a hit (empty: the evidence alone)
+    accepted: frozenset[str] = frozenset()
+
+    def found(self, ids: Sequence[str | None]) -> bool:
+        """Whether one of the accepted turns is among ``ids``."""
+        wanted = self.accepted or {self.evidence}
+        return any(i in wanted for i in ids)
 
 
 def _words(text: str, names: set[str]) -> dict[str, str]:
@@ -139,6 +155,54 @@ def build(
     return out
 
 
+def build_blind(
+    sessions: Sequence[Session], *, seed: int = 0, per_conv: int = 40
+) -> list[PeriodQuestion]:
+    """Questions naming a speaker and a day only (see the module docs)."""
+    said: dict[tuple[str, str], set[str]] = defaultdict(set)
+    about: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for session in sessions:
+        for inter in session.interactions:
+            if not inter.messages:
+                continue
+            when, speaker = inter.timestamp, inter.messages[0].speaker
+            said[speaker, f"{when.day} {when:%B %Y}"].add(inter.id)
+            text = " ".join(m.content for m in inter.messages)
+            for _a, _b, span in relative_phrases(text, when):
+                if (span[1] - span[0]).days == 1 and span[0].date() != when.date():
+                    about[speaker, span_label(span)].add(inter.id)
+    rng = random.Random(seed)
+    # the event days nobody spoke on: only the turns about them can answer
+    spoken_days = {day for _s, day in said}
+    events = sorted(key for key in about if key[1] not in spoken_days)
+    pools = {
+        "blind-day": sorted(said),
+        "blind-day-only": sorted(said),
+        "blind-event": events,
+    }
+    picks = {form: rng.sample(pool, len(pool)) for form, pool in pools.items()}
+    out: list[PeriodQuestion] = []
+    seen: set[tuple[str, str]] = set()
+    for at in range(per_conv * len(BLIND_FORMS)):
+        if len(out) >= per_conv:
+            break
+        form = BLIND_FORMS[at % len(BLIND_FORMS)]
+        while picks[form] and picks[form][-1] in seen:
+            picks[form].pop()
+        if not picks[form]:
+            continue
+        speaker, day = key = picks[form].pop()
+        seen.add(key)
+        ids = (about if form == "blind-event" else said)[key]
+        named = day.rsplit(" ", 1)[0] if form == "blind-day-only" else day
+        out.append(
+            PeriodQuestion(
+                f"What did {speaker} talk about on {named}?", min(ids), form, frozenset(ids)
+            )
+        )
+    return out
+
+
 def score(
     sessions: Sequence[Session], questions: Sequence[PeriodQuestion], config: RankConfig
 ) -> dict[str, float]:
@@ -151,8 +215,8 @@ def score(
     found = {"R@5": 0.0, "R@10": 0.0, "n": float(len(questions))}
     for question in questions:
         ids = [h.interaction_id for h in ranker.rank(question.text, k=10).hits]
-        found["R@5"] += question.evidence in ids[:5]
-        found["R@10"] += question.evidence in ids
+        found["R@5"] += question.found(ids[:5])
+        found["R@10"] += question.found(ids)
     index.close()
     return found
 
@@ -172,6 +236,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
     parser.add_argument("--show", action="store_true", help="print the questions too")
+    parser.add_argument(
+        "--blind", action="store_true", help="the questions sharing no word with the turns"
+    )
     args = parser.parse_args()
     convs = locomo.load(args.file)
     chosen = locomo.parse_range(args.convs, len(convs))
@@ -181,9 +248,12 @@ def main() -> None:
     print(f"| conversation | n | {head} |")
     print("|---|---|" + "---|" * 2 * len(CONFIGS))
     totals: dict[str, dict[str, float]] = {name: defaultdict(float) for name in configs}
+    # per form: (form, column) -> summed counts
+    by_form: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for at in chosen:
         sessions = convs[at].sessions
-        questions = build(sessions, seed=args.seed, per_conv=args.per_conv)
+        write = build_blind if args.blind else build
+        questions = write(sessions, seed=args.seed, per_conv=args.per_conv)
         if args.show:
             for q in questions:
                 print(f"  {q.evidence:8} {q.form:10} {q.text}", file=sys.stderr)
@@ -192,7 +262,14 @@ def main() -> None:
             for key, value in found.items():
                 totals[name][key] += value
         print(_row(convs[at].sample_id, row))
+        for form in sorted({q.form for q in questions}):
+            asked = [q for q in questions if q.form == form]
+            for name, config in configs.items():
+                for key, value in score(sessions, asked, config).items():
+                    by_form[form, name][key] += value
     print(_row("overall", totals))
+    for form in sorted({form for form, _ in by_form}):
+        print(_row(f"form {form}", {name: by_form[form, name] for name in configs}))
 
 
 def _row(label: str, row: dict[str, dict[str, float]]) -> str:

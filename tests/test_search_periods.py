@@ -156,3 +156,29 @@ def test_period_questions_are_written_from_the_turns() -> None:
         assert "kayaking" in question.text and question.evidence.endswith("-1")
     found = module.score(sessions, questions, RankConfig())  # type: ignore[attr-defined]
     assert found["R@5"] == found["n"] == 5
+
+
+def test_blind_period_questions_share_no_word_with_their_turns() -> None:
+    module = _period_questions()
+    sessions = []
+    for at in range(24):
+        when = datetime(2022 + at // 12, at % 12 + 1, 10, 12, tzinfo=UTC)
+        turns = [
+            _turn(f"m{at}-0", when, "Our garden needs weeding again."),
+            _turn(f"m{at}-1", when, "Yesterday the garden flooded."),
+        ]
+        sessions.append(Session(id=f"s{at}", created=when, last_active=when, interactions=turns))
+    questions = module.build_blind(sessions, seed=1, per_conv=9)  # type: ignore[attr-defined]
+    assert {q.form for q in questions} == {"blind-day", "blind-day-only", "blind-event"}
+    for question in questions:
+        assert question.text.startswith("What did Ana talk about on ")
+        if question.form == "blind-event":
+            # the day before a session: only the turn saying "yesterday" is about it
+            assert question.accepted == {question.evidence} and question.evidence.endswith("-1")
+        else:
+            assert len(question.accepted) == 2
+    on = module.score(sessions, questions, RankConfig())  # type: ignore[attr-defined]
+    off = RankConfig().tuned(period_weight=0.0, temporal_weight=0.0)
+    assert on["R@5"] == on["n"] == 9
+    # without any date support the words cannot tell the days apart
+    assert module.score(sessions, questions, off)["R@5"] < 9  # type: ignore[attr-defined]

@@ -40,6 +40,7 @@ from operator import itemgetter
 from rapidfuzz import fuzz, process
 
 from gitmem.models import Hit
+from gitmem.search.aggregate import is_aggregate, spread
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
 from gitmem.search.rankconfig import RankConfig
 from gitmem.search.speakerlift import NamedSpeakers, newest_turns
@@ -502,6 +503,8 @@ class Ranker:
         rows = {i: scan[i] for i in pool} if scan is not None else self.index.docs(pool, text=False)
         candidates = self._score_documents(rows, state)
         candidates.sort(key=lambda c: (-c.score, c.session.session_id, c.doc.pos))
+        if is_aggregate(state.text):
+            candidates = self._gathered(candidates)
         # the text is read for the candidates that may be shown only
         shown = candidates[: max(k, SHOWN_CANDIDATES)]
         texts = self.index.texts(c.doc.id for c in shown)
@@ -518,6 +521,19 @@ class Ranker:
         ranking.hits = [self._hit(c, state.weights, head) for c in kept[:k]]
 
     # --- stage helpers ---------------------------------------------------------------
+
+    def _gathered(self, candidates: list[RankedCandidate]) -> list[RankedCandidate]:
+        """An aggregate question's order, spread over sessions (see :mod:`.aggregate`);
+        each factor below 1 joins the components as ``coverage``."""
+        weight = self.config.aggregate.repeat_session_weight
+        if not weight:
+            return candidates
+        picked = spread(candidates, lambda c: c.score, lambda c: c.doc.skey, weight)
+        for cand, factor in picked:
+            if factor < 1:
+                cand.components["coverage"] = factor
+                cand.score *= factor
+        return [cand for cand, _ in picked]
 
     def _feedback(self, state: RankState) -> dict[str, float]:
         """Pseudo relevance feedback: terms borrowed from the best first-round documents
