@@ -356,9 +356,11 @@ class Facts:
             moment = as_when(as_of, "as_of")
             assert moment is not None
             commit = self.store.repo.resolve(moment)
-        index = self._fact_index(commit)
         picked: Iterable[Fact]
-        picked = index.facts if query is None else [f for _, f in index.rank(query)]
+        if query is None:  # the file alone: its terms are analysed for a query only
+            picked = self.memory_file(commit=commit).facts
+        else:
+            picked = [f for _, f in self._fact_index(commit).rank(query)]
         wanted = set(tags)
         at = None if moment is None else moment.astimezone(UTC).replace(tzinfo=None)
         out = []

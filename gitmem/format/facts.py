@@ -566,7 +566,7 @@ class _MemoryReader:
             seen[fields["id"]] = line
             if _TRUSTED.issuperset(fields) and fields["text"] and len(fields["id"]) <= 64:
                 # what the reader checked already is all Fact would check of these fields
-                out.append(Fact.model_construct(**fields))
+                out.append(Fact.model_construct(set(fields), **{**_UNSET, **fields}))
                 continue
             try:
                 out.append(Fact(**fields))
@@ -649,6 +649,12 @@ class _MemoryReader:
 # the fields of a fact whose checks the reader makes itself (ids' characters, a source's
 # session, section names)
 _TRUSTED = frozenset({"id", "text", "section", "by", "sources"})
+# the other fields' defaults, given at once (cheaper than pydantic looking each one up)
+_UNSET = {
+    name: info.default
+    for name, info in Fact.model_fields.items()
+    if name not in ("id", "text") and not info.is_required()
+}
 # section names the fast path takes as they are: no Markdown inline syntax, no escapes
 _PLAIN_SECTION = re.compile(r"[^\W_][\w ,.:;'()/+?!-]*")
 
