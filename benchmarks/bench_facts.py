@@ -7,7 +7,10 @@
 Prints one Markdown table (median, p95, ratio to the comparator measured in the same run)
 against the issue-15 targets:
   remember @ N facts      mm.remember(text) on a memory file of N facts, next to
-                          save_interaction on the same store (target: save + 1 ms)
+                          save_interaction on the same store (target: save + 1 ms); the
+                          "(size)" row sets it against the 100-fact file (target: 2x)
+  first facts() @ N       the first mm.facts() of a new process (target 50 ms at 10,000),
+                          against the same on the 100-fact file
   facts(query) @ 10,000   mm.facts(query=...) on a warm index (target 5 ms), next to a plain
                           scan of every fact's words (what a store without the index does)
   retrieve_context        with the facts (``with_facts=True``, the default) against the same
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -96,7 +100,43 @@ def bench_writes(
         rows.append((save_name, "", "", ""))
         rows.append((name, "save + 1 ms", "save_interaction", save_name))
         mm.close()
+        first = first_read_ms(base / f"writes-{size}", 5)
+        medians[f"first facts() of a new process @ {size:,} facts"] = median_p95_ms(first)
+    smallest, largest = min(sizes), max(sizes)
+    if largest != smallest:  # the cost of a file's size: the same call on the smallest file
+        for what in ("remember @ {:,} facts", "first facts() of a new process @ {:,} facts"):
+            big, small = what.format(largest), what.format(smallest)
+            medians[big + " (size)"] = medians[big]
+            target = "≤ 2x" if what.startswith("remember") else "≤ 50 ms"
+            rows.append((big + " (size)", target, small, small))
     return rows
+
+
+def first_read_ms(store: Path, runs: int) -> list[float]:
+    """Seconds the first ``facts()`` of a new process takes on ``store`` (the imports and
+    the opening of the store not counted), in ``runs`` processes."""
+    script = (
+        "import sys, time\n"
+        "from gitmem import MemoryManager\n"
+        "mm = MemoryManager(sys.argv[1])\n"
+        "mm.head()\n"
+        "t = time.perf_counter()\n"
+        "mm.facts()\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", script, str(store)],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=env,
+            ).stdout
+        )
+        for _ in range(runs)
+    ]
 
 
 def bench_query(

@@ -47,6 +47,36 @@ class _Batch:
     )
 
 
+# from this many files not cached on, a listing streams their blobs
+_STREAM_FROM = 64
+
+
+@dataclass(frozen=True)
+class SessionFilter:
+    """The filters of ``list_sessions``: a session is listed when it passes all of them."""
+
+    tags: frozenset[str] = frozenset()
+    participant: str | None = None
+    project: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    metadata: Mapping[str, str] | None = None
+
+    def passes(self, session: Session) -> bool:
+        if self.tags and not self.tags <= set(session.tags):
+            return False
+        if self.participant and self.participant not in session.participants:
+            return False
+        if self.project and session.project != self.project:
+            return False
+        if self.since and session.last_active < self.since:
+            return False
+        if self.until and session.last_active > self.until:
+            return False
+        extra = session.extra
+        return not self.metadata or all(extra.get(k) == v for k, v in self.metadata.items())
+
+
 class SessionStore:
     """The sessions of one store (and namespace): reading them at a commit and saving.
 
@@ -84,6 +114,10 @@ class SessionStore:
         # in order: the composition root fills them
         self.before_save: list[Callable[[], None]] = []
         self.after_save: list[Callable[[str], None]] = []
+        # path -> blob id of HEAD's session files that may pass a listing's filter (a few
+        # more is fine, one fewer is not), from something faster than reading every file:
+        # the composition root gives the search index's session rows; None reads the tree
+        self.listing: Callable[[SessionFilter], dict[str, str]] | None = None
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
@@ -138,6 +172,31 @@ class SessionStore:
         session = parse_bytes(self.repo.blob(blob_id), path)
         self.cache_session(path, blob_id, session)
         return session
+
+    def _parsed(self, files: Mapping[str, str]) -> Iterator[Session]:
+        """The session of each file (path -> blob id) that parses: the blobs not cached
+        come through one stream when there are many (no request and answer per file)."""
+        with self._cache_lock:
+            missing = {p: b for p, b in files.items() if (p, b) not in self._sessions}
+        read = [(p, b) for p, b in files.items() if p not in missing]
+        if len(missing) < _STREAM_FROM:
+            read += missing.items()
+        for path, blob_id in read:
+            with contextlib.suppress(ParseError):
+                yield self.parse_blob(path, blob_id)
+        if len(missing) < _STREAM_FROM:
+            return
+        stream = self.repo.stream_blobs(missing.values())
+        for (path, blob_id), (_blob, data) in zip(missing.items(), stream, strict=True):
+            try:
+                if data is None:
+                    session = self.parse_blob(path, blob_id)
+                else:
+                    session = parse_bytes(data, path)
+                    self.cache_session(path, blob_id, session)
+            except ParseError:
+                continue
+            yield session
 
     def cache_session(self, path: str, blob_id: str, session: Session) -> None:
         with self._cache_lock:
@@ -202,29 +261,20 @@ class SessionStore:
         bound the last-active time; ``metadata`` matches custom keys exactly. Files that do
         not parse are left out (``check()`` reports them).
         """
-        wanted_tags = set(tags)
-        low, high = as_when(since, "since"), as_when(until, "until")
-        found: list[Session] = []
-        for path, blob_id in session_files(self.repo, session_dir(self.namespace), commit).items():
-            if id_from_path(path, self.namespace) is None:
-                continue
-            try:
-                session = self.parse_blob(path, blob_id)
-            except ParseError:
-                continue
-            if wanted_tags and not wanted_tags <= set(session.tags):
-                continue
-            if participant and participant not in session.participants:
-                continue
-            if project and session.project != project:
-                continue
-            if low and session.last_active < low:
-                continue
-            if high and session.last_active > high:
-                continue
-            if metadata and any(session.extra.get(k) != v for k, v in metadata.items()):
-                continue
-            found.append(session)
+        wanted = SessionFilter(
+            frozenset(tags),
+            participant,
+            project,
+            as_when(since, "since"),
+            as_when(until, "until"),
+            metadata,
+        )
+        if commit is None and self.listing is not None:
+            files = self.listing(wanted)
+        else:
+            files = session_files(self.repo, session_dir(self.namespace), commit)
+        files = {p: b for p, b in files.items() if id_from_path(p, self.namespace) is not None}
+        found = [session for session in self._parsed(files) if wanted.passes(session)]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found
 

@@ -200,6 +200,7 @@ class MemoryManager:
         self._search = Search(store, self._summaries, self._facts)
         self._history = History(store)
         self._sync = Sync(store)  # checks the namespace and sets up the merge driver
+        store.listing = self._search.listed_files  # the index's rows, not every file
         store.before_save[:] = [self._summaries.before_save]
         # summaries first: consolidation then sees the summary the same save wrote
         store.after_save[:] = [self._summaries.after_save, self._consolidation.after_save]

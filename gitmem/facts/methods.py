@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from operator import attrgetter
 from typing import Any
 
 from gitmem.core import SessionStore
@@ -29,10 +30,12 @@ from gitmem.format.facts import (
     FactSource,
     MemoryFile,
     as_moment,
+    changed_run,
     derived_id,
     fact_line,
     parse_facts,
     render_facts,
+    splice_facts,
 )
 from gitmem.format.paths import memory_path
 from gitmem.guard.redact import redact_fact, redact_sections
@@ -41,6 +44,8 @@ from gitmem.store.gitlog import LogEntry
 from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line, terms
+
+_ID, _TEXT = attrgetter("id"), attrgetter("text")
 
 MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a session
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
@@ -237,6 +242,7 @@ class Facts:
         # each fact's rendered line, by the identity of the (frozen) Fact object it renders
         self._fact_lines: dict[int, tuple[Fact, str]] = {}
         self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
+        self._last_render: tuple[MemoryFile, bytes] | None = None  # the version written last
         self.max_fact_bytes = MAX_FACT_BYTES
 
     @property
@@ -264,9 +270,15 @@ class Facts:
             self._fact_cache[blob_id] = found
         return found
 
-    def _render_facts(self, memory: MemoryFile) -> bytes:
-        """The file's bytes; a fact rendered before (the same object) costs a lookup, so
-        a change to one fact of a large file does not render every other one again."""
+    def _render_facts(
+        self,
+        memory: MemoryFile,
+        before: MemoryFile | None = None,
+        run: tuple[int, int] | None = None,
+    ) -> bytes:
+        """The file's bytes; a fact rendered before (the same object) costs a lookup, and a
+        change of ``before`` (the version rendered last) splices the changed lines into its
+        bytes, so a change to one fact of a large file does not render every other one."""
         lines = self._fact_lines
 
         def line(fact: Fact) -> str:
@@ -276,7 +288,12 @@ class Facts:
             return found[1]
 
         with self._fact_lock:
-            data = render_facts(memory, line).encode("utf-8", "surrogatepass")
+            last, data = self._last_render, None
+            if before is not None and last is not None and last[0] is before:
+                data = splice_facts(before, last[1], memory, line, run)
+            if data is None:
+                data = render_facts(memory, line).encode("utf-8", "surrogatepass")
+            self._last_render = (memory, data)
             if len(lines) > 2 * len(memory.facts) + 256:  # keep only this version's lines
                 self._fact_lines = {id(f): lines[id(f)] for f in memory.facts}
         return data
@@ -339,9 +356,11 @@ class Facts:
             moment = as_when(as_of, "as_of")
             assert moment is not None
             commit = self.store.repo.resolve(moment)
-        index = self._fact_index(commit)
         picked: Iterable[Fact]
-        picked = index.facts if query is None else [f for _, f in index.rank(query)]
+        if query is None:  # the file alone: its terms are analysed for a query only
+            picked = self.memory_file(commit=commit).facts
+        else:
+            picked = [f for _, f in self._fact_index(commit).rank(query)]
         wanted = set(tags)
         at = None if moment is None else moment.astimezone(UTC).replace(tzinfo=None)
         out = []
@@ -444,25 +463,28 @@ class Facts:
             def write() -> str | None:
                 before = self._read_facts(txn)
                 after = change(before)
-                old = {f.id: f for f in before.facts}
-                # ``is`` first: an unchanged fact is the same object, and == is slow at scale
-                same = [(g := old.get(f.id)) is f or g == f for f in after.facts]
+                # only the run between the facts both share (the same objects) can differ
+                run = start, end = changed_run(before.facts, after.facts)
+                changed = after.facts[start : len(after.facts) - end]
+                old = {f.id: f for f in before.facts[start : len(before.facts) - end]}
+                same = [(g := old.get(f.id)) is f or g == f for f in changed]
                 guarded = [
                     f if kept else self._guard_fact(txn, f)
-                    for f, kept in zip(after.facts, same, strict=True)
+                    for f, kept in zip(changed, same, strict=True)
                 ]
-                if any(g is not f for g, f in zip(guarded, after.facts, strict=True)):
-                    after = after.model_copy(update={"facts": tuple(guarded)})  # same order
+                if any(g is not f for g, f in zip(guarded, changed, strict=True)):
+                    facts = (*after.facts[:start], *guarded, *after.facts[start + len(changed) :])
+                    after = after.model_copy(update={"facts": facts})  # same order
                 if after.sections != before.sections:  # a new heading: as a fact's section
                     after = self._redact_sections(txn, after)
                 if after == before:
                     return None
-                data = self._render_facts(after)
+                data = self._render_facts(after, before, run)
                 txn.write(self.facts_path, data)
                 self._cache_memory(object_id("blob", data), after)
                 self._merge_attributes(txn)
                 touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
-                gone = set(old) - {f.id for f in after.facts}
+                gone = set(old) - {f.id for f in guarded}
                 ids = [*touched, *sorted(gone)]
                 all_trailers = self.store.trailers(op, [])
                 if ids:
@@ -511,20 +533,22 @@ class Facts:
         made: list[Fact] = []
 
         def change(memory: MemoryFile) -> MemoryFile:
-            same = next(
-                (
-                    f
-                    for f in memory.facts
-                    if f.text == text and f.section == section and f.current()
-                ),
-                None,
-            )
+            same = None
+            if text in map(_TEXT, memory.facts):  # a scan in C first: most texts are new
+                same = next(
+                    (
+                        f
+                        for f in memory.facts
+                        if f.text == text and f.section == section and f.current()
+                    ),
+                    None,
+                )
             if same is not None and fact_id is None:
                 more = tuple(dict.fromkeys([*same.sources, *sources]))
                 updated = same.model_copy(update={"sources": more})
                 made.append(updated)
                 return memory.with_facts(updated if f is same else f for f in memory.facts)
-            taken = {f.id for f in memory.facts}
+            taken = set(map(_ID, memory.facts))
             if fact_id is not None and fact_id in taken:
                 raise ValidationError(f"fact id {fact_id!r} is taken in {self.facts_path}")
             fact = _new_fact(

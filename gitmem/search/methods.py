@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from gitmem.core import SessionStore
+from gitmem.core import SessionFilter, SessionStore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
@@ -470,6 +470,25 @@ class Search:
             )
 
         return self._store_index().run(work, commit=commit)
+
+    def listed_files(self, wanted: SessionFilter) -> dict[str, str]:
+        """Path -> blob id of the session files at HEAD that may pass ``wanted`` (some
+        more: the store checks each session it parses), from the index's session rows,
+        caught up first: ``list_sessions`` reads these instead of every file."""
+        folder = session_dir(self.store.namespace) + "/"
+        # a second either way: a timestamp read back as a float may be off by rounding
+        since = None if wanted.since is None else wanted.since.timestamp() - 1
+        until = None if wanted.until is None else wanted.until.timestamp() + 1
+        return self._store_index().run(
+            lambda index: index.session_table.files(
+                folder,
+                tags=sorted(wanted.tags),
+                participants=() if not wanted.participant else (wanted.participant,),
+                project=wanted.project or None,
+                active_since=since,
+                active_until=until,
+            )
+        )
 
     def link_graph(self, *, commit: str | None = None) -> LinkGraph:
         """Which sessions link to which: the ``links`` of their metadata and the

@@ -68,6 +68,28 @@ def _labels(
     return where, args
 
 
+def _in_folder(
+    folder: str,
+    tags: Sequence[str],
+    participants: Sequence[str],
+    project: str | None,
+    active_since: float | None,
+    active_until: float | None,
+) -> tuple[str, list[object]]:
+    """The WHERE clause (and its arguments) for the session files under ``folder`` with
+    these labels, last active within the bounds given."""
+    where, args = _labels(tags, participants, project)
+    where.append("substr(path, 1, ?) = ?")
+    args.extend((len(folder), folder))
+    if active_since is not None:
+        where.append("last_active >= ?")
+        args.append(active_since)
+    if active_until is not None:
+        where.append("last_active <= ?")
+        args.append(active_until)
+    return " WHERE " + " AND ".join(where), args
+
+
 class SessionTable:
     """Writing and reading the session rows of an index file."""
 
@@ -239,16 +261,9 @@ class SessionTable:
         """How many session files under ``folder`` (the main files: an archive part is a
         second row of its session) match every condition, and the rows of one page of
         them, most recently active first (then by id, descending)."""
-        where, args = _labels(tags, participants, project)
-        where.append("substr(path, 1, ?) = ?")
-        args.extend((len(folder), folder))
-        if active_since is not None:
-            where.append("last_active >= ?")
-            args.append(active_since)
-        if active_until is not None:
-            where.append("last_active <= ?")
-            args.append(active_until)
-        condition = " WHERE " + " AND ".join(where)
+        condition, args = _in_folder(
+            folder, tags, participants, project, active_since, active_until
+        )
         with self._lock:
             total = int(
                 self._db.execute("SELECT COUNT(*) FROM sessions" + condition, args).fetchone()[0]
@@ -259,6 +274,25 @@ class SessionTable:
                 [*args, limit, offset],
             ).fetchall()
         return total, [self._session_row(r) for r in rows]
+
+    def files(
+        self,
+        folder: str,
+        *,
+        tags: Sequence[str] = (),
+        participants: Sequence[str] = (),
+        project: str | None = None,
+        active_since: float | None = None,
+        active_until: float | None = None,
+    ) -> dict[str, str]:
+        """Path -> blob id of the session files under ``folder`` that match every
+        condition (those of :meth:`browse`)."""
+        condition, args = _in_folder(
+            folder, tags, participants, project, active_since, active_until
+        )
+        with self._lock:
+            rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args)
+            return {str(path): str(blob) for path, blob in rows}
 
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds (its file and its archive

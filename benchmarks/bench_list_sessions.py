@@ -1,0 +1,87 @@
+"""``list_sessions`` on a large store: from the search index's session rows vs every file.
+
+    python benchmarks/bench_list_sessions.py [--sessions 10000] [--runs 5] [--path DIR]
+
+Builds (or reuses, with ``--path``) the synthetic store of ``bench_search.py`` and times
+``list_sessions`` with a few filters two ways in the same run: as it is (the index's rows
+name the files, only those are parsed) and the comparator, reading the tree and parsing
+every file (the store's ``listing`` hook off). "cold" empties the parsed-session cache
+before each call (a new process), "warm" does not. The index is built before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_search import Corpus, synthetic_store
+from timing import median_p95_ms, timed
+
+from gitmem.manager import MemoryManager
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("tags=[topic7] (1 in 20)", {"tags": ["topic7"]}),
+    ("since (the newest ~12%)", {"since": "2030-01-01"}),
+    ("project, no match", {"project": "nope"}),
+    ("no filter (every session)", {}),
+]
+
+
+def _time(
+    mm: MemoryManager, filters: dict[str, Any], runs: int, *, index: bool, cold: bool
+) -> tuple[tuple[float, float], int]:
+    store = mm._store
+    hook = store.listing
+    store.listing = hook if index else None
+    samples: list[float] = []
+    found = 0
+    try:
+        for _ in range(runs):
+            if cold:
+                store._sessions.clear()
+            samples.append(timed(lambda: mm.list_sessions(**filters)))
+        found = len(mm.list_sessions(**filters))
+    finally:
+        store.listing = hook
+    return median_p95_ms(samples), found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--path", help="keep the store here (reused when it exists)")
+    args = parser.parse_args()
+    base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-list-"))
+    mm, _texts, _ids = synthetic_store(base / "store", Corpus(), args.sessions, args.turns)
+    mm.search("warm up")  # the index is built (or caught up) before timing
+    print(
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; "
+        f"{args.sessions} sessions of {args.turns} turns at {base / 'store'}"
+    )
+    print(
+        "\n| filter | sessions | index cold median / p95 ms | index warm median ms "
+        "| every file (comparator) median ms | cold / comparator | target |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, filters in CASES:
+        runs = 1 if not filters else args.runs
+        (cold, cold95), found = _time(mm, filters, runs, index=True, cold=True)
+        (warm, _), _ = _time(mm, filters, runs, index=True, cold=False)
+        (scan, _), _ = _time(mm, filters, runs, index=False, cold=True)
+        print(
+            f"| {name} | {found} | {cold:.1f} / {cold95:.1f} | {warm:.1f} | {scan:.0f} "
+            f"| {cold / scan:.3f}x | ≤ 50 ms |"
+        )
+    mm.close()
+
+
+if __name__ == "__main__":
+    main()

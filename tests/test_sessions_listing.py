@@ -1,0 +1,123 @@
+"""``list_sessions`` reads the search index's session rows and parses only the files it
+returns: the same sessions, in the same order, as reading every file of the tree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import gitmem.core
+from gitmem import MemoryManager
+from gitmem.format.paths import session_path
+from gitmem.models import Session
+from gitmem.summary.triggers import SummaryConfig
+from tests.conftest import git
+
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
+
+FILTERS: list[dict[str, Any]] = [
+    {},
+    {"tags": ["b"]},
+    {"tags": ["a", "b"], "project": "beta"},
+    {"participant": "Carol"},
+    {"participant": "carol"},  # the index's match ignores case; list_sessions does not
+    {"since": "2026-01-08", "until": "2026-01-12"},
+    {"since": START + timedelta(days=10)},  # exactly one session's last activity
+    {"until": START + timedelta(days=3, hours=1)},
+    {"metadata": {"mood": "calm"}},
+    {"tags": ["hand"]},
+    {"project": "nope"},
+]
+
+
+def _store(store: Path, namespace: str | None = None) -> MemoryManager:
+    """Twelve sessions with tags, projects, a third speaker in some, one archived part,
+    a hand-committed file, a broken one, and an uncommitted hand edit."""
+    mm = MemoryManager.init(store, agent="tester", namespace=namespace)
+    mm.summary_config = SummaryConfig(archive="archive")
+    for n in range(12):
+        at = START + timedelta(days=n)
+        mm.save_interaction(
+            f"s{n:02d}",
+            f"question {n}",
+            f"answer {n}",
+            at,
+            tags=["a"] + (["b"] if n % 3 == 0 else []),
+            metadata={"project": "alpha" if n % 2 else "beta", "mood": "calm" if n < 5 else "x"},
+        )
+        if n % 4 == 0:
+            mm.save_messages(
+                f"s{n:02d}", [{"speaker": "Carol", "content": "me too"}], at + timedelta(hours=1)
+            )
+    for n in range(3):
+        mm.save_interaction("s01", f"more {n}", "ok", START + timedelta(days=1, minutes=n + 1))
+    mm.summarize("s01", count=3, offline=True)  # turns move to the archive part
+    text = (store / session_path("s03", namespace)).read_text()
+    added = store / session_path("by-hand", namespace)
+    added.parent.mkdir(parents=True, exist_ok=True)
+    added.write_text(
+        text.replace("s03", "by-hand")
+        .replace("2026-01-08", "2027-05-01")
+        .replace("**Tags**: a", "**Tags**: hand")
+    )
+    broken = store / session_path("s05", namespace)
+    broken.write_text("not a session file\n")
+    git(store, "add", "-A")
+    git(store, "commit", "-qm", "a person adds a session and breaks another")
+    edited = store / session_path("s07", namespace)
+    edited.write_text(edited.read_text().replace("answer 7", "answer seven"))  # not committed
+    return mm
+
+
+def _listed(mm: MemoryManager, filters: dict[str, Any], *, index: bool) -> list[Session]:
+    store = mm._store
+    listing = store.listing
+    store.listing = listing if index else None
+    try:
+        return mm.list_sessions(**filters)
+    finally:
+        store.listing = listing
+
+
+@pytest.mark.parametrize("namespace", [None, "team"])
+def test_the_index_lists_what_every_file_lists(store: Path, namespace: str | None) -> None:
+    mm = _store(store, namespace)
+    assert mm._store.listing is not None
+    for filters in FILTERS:
+        from_files = _listed(mm, filters, index=False)
+        mm._store._sessions.clear()
+        from_index = _listed(mm, filters, index=True)
+        assert from_index == from_files, filters
+    assert [s.id for s in mm.list_sessions(tags=["hand"])] == ["by-hand"]
+    everything = [s.id for s in mm.list_sessions()]
+    assert everything[0] == "by-hand" and "s05" not in everything and len(everything) == 12
+
+
+def test_a_listing_parses_only_the_files_it_returns(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm = _store(store)
+    mm.search("question")  # the index is built
+    mm._store._sessions.clear()
+    parsed: list[str] = []
+    parse = gitmem.core.parse_bytes
+
+    def counting(data: bytes, path: str) -> Session:
+        parsed.append(path)
+        return parse(data, path)
+
+    monkeypatch.setattr(gitmem.core, "parse_bytes", counting)
+    found = mm.list_sessions(tags=["b"])
+    assert [s.id for s in found] == ["by-hand", "s09", "s06", "s03", "s00"]
+    assert sorted(parsed) == sorted(session_path(s.id) for s in found)
+
+
+def test_a_listing_of_a_past_commit_reads_its_tree(store: Path) -> None:
+    mm = _store(store)
+    old = mm.head()
+    mm.delete_session("s02")
+    assert "s02" not in [s.id for s in mm.list_sessions()]
+    assert "s02" in [s.id for s in mm.list_sessions(commit=old)]
