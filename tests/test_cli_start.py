@@ -61,3 +61,19 @@ def test_a_group_loads_the_modules_that_add_to_it(group: str, sub: str) -> None:
         [sys.executable, "-m", "gitmem", group, "--help"], capture_output=True, text=True, cwd=ROOT
     )
     assert done.returncode == 0 and sub in done.stdout, done.stdout + done.stderr
+
+
+def test_a_group_met_through_another_command_still_loads_its_other_modules() -> None:
+    """``export`` loads the module that also makes the ``import`` group; asking for ``import``
+    afterwards in that process must still load the module that adds the coding agents."""
+    script = (
+        "from click.testing import CliRunner\n"
+        "from gitmem.cli import cli\n"
+        "runner = CliRunner()\n"
+        "runner.invoke(cli, ['export', '--help'])\n"
+        "print(runner.invoke(cli, ['import', '--help']).output)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert "claude-code" in done.stdout, done.stdout + done.stderr

@@ -253,6 +253,8 @@ class CommandsOnFirstUse(MutableMapping[str, click.Command]):
         # command name -> the modules that register it and its subcommands
         self.modules = modules
         self.loaded: dict[str, click.Command] = {}
+        # a command seen through another name's module may still lack a module that adds to it
+        self.complete: set[str] = set()
 
     def load(self, name: str | None = None) -> None:
         """Import the modules of command ``name``; None or an unknown name: every module."""
@@ -262,8 +264,9 @@ class CommandsOnFirstUse(MutableMapping[str, click.Command]):
             import_module(each)
 
     def __getitem__(self, name: str) -> click.Command:
-        if name not in self.loaded:
+        if name not in self.complete:
             self.load(name)
+            self.complete.add(name)
         return self.loaded[name]
 
     def __setitem__(self, name: str, command: click.Command) -> None:
