@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from gitmem.errors import ParseError
+from gitmem.format.factlines import BY_HAND, section_problem
 from gitmem.format.facts import (
-    BY_HAND,
     Fact,
     FactSource,
     MemoryFile,
@@ -24,7 +24,6 @@ from gitmem.format.facts import (
     derived_id,
     parse_facts,
     render_facts,
-    section_problem,
 )
 
 EXAMPLES = int(os.environ.get("GITMEM_HYPOTHESIS_EXAMPLES", "2000"))

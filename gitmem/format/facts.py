@@ -37,7 +37,6 @@ Rules that make the round trip hold:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from operator import attrgetter
@@ -46,15 +45,20 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
+from gitmem.format.factlines import (
+    ARROW,
+    BY_HAND,
+    PLAIN_SECTION,
+    SEP,
+    TITLE,
+    printable,
+    section_problem,
+)
 from gitmem.format.labels import unescape
 from gitmem.format.spans import Block, top_level_blocks
 from gitmem.models import ModelValidationError, _Model
 
 DEFAULT_SECTION = "Notes"
-TITLE = "Memory"
-SEP = " · "
-ARROW = "←"
-BY_HAND = "by hand"
 _ENCODE = frozenset("%{}#,·←") | frozenset(" \t\n\r\x0b\x0c")
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _BULLETS = "-*+"
@@ -204,21 +208,6 @@ def as_moment(value: str) -> datetime:
     )  # UTC, as ``facts(as_of=)`` compares
 
 
-def section_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a section heading, or None."""
-    if not name or name != name.strip():
-        return f"section name {name!r} is empty or has white space at an end"
-    if any(ch in name for ch in "\n\r") or not _printable(name):
-        return f"section name {name!r} holds a line break or control character"
-    if name.endswith("#") or name.startswith(("#", "=", "-")):
-        return f"section name {name!r} may not start with '#', '=' or '-', nor end with '#'"
-    return None
-
-
-def _printable(text: str) -> bool:
-    return all(ch.isprintable() or ch == "\t" for ch in text)
-
-
 def derived_id(text: str, taken: Iterable[str] = ()) -> str:
     """The id of a fact written without one: ``f`` + 7 hex digits of its text, bumped past
     ``taken`` ids (the same bullet gets the same id in every clone)."""
@@ -273,7 +262,7 @@ def _decode(value: str, line: int, path: str) -> str:
 
 
 def _needs_escape(text: str) -> bool:
-    return not text or text != text.strip() or "\n" in text or "\r" in text or not _printable(text)
+    return not text or text != text.strip() or "\n" in text or "\r" in text or not printable(text)
 
 
 def _escaped(text: str) -> str:
@@ -655,8 +644,6 @@ _UNSET = {
     for name, info in Fact.model_fields.items()
     if name not in ("id", "text") and not info.is_required()
 }
-# section names the fast path takes as they are: no Markdown inline syntax, no escapes
-_PLAIN_SECTION = re.compile(r"[^\W_][\w ,.:;'()/+?!-]*")
 
 
 def _canonical(lines: list[str]) -> tuple[list[str], list[tuple[str, int, str]]] | None:
@@ -679,7 +666,7 @@ def _canonical(lines: list[str]) -> tuple[list[str], list[tuple[str, int, str]]]
             raw.append((section, number, item))
         elif text.startswith("## "):
             section = text[3:]
-            if not _PLAIN_SECTION.fullmatch(section) or section_problem(section):
+            if not PLAIN_SECTION.fullmatch(section) or section_problem(section):
                 return None
             if section in sections:
                 return None  # the parser reports it
