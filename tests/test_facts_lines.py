@@ -205,7 +205,7 @@ def test_a_line_not_in_the_strict_form_is_left_to_the_parser(line: str) -> None:
     assert read_fact_lines(f"# Memory\n\n## User\n\n{line}\n".encode()) is None
 
 
-def test_a_file_the_parser_refuses_is_declined() -> None:
+def test_a_file_the_parser_refuses_or_not_as_written_is_declined() -> None:
     twice = "# Memory\n\n## User\n\n- A. {#f1 ← by hand}\n- B. {#f1 ← by hand}\n"
     section_twice = "# Memory\n\n## User\n\n## User\n"
     for text in (twice, section_twice, "# Memory\n\n## User \n", "# Memory\n\n## User\n\n"):

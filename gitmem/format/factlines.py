@@ -37,10 +37,12 @@ _TOKEN = r"[^\s%{}#,·←]+"
 _SOURCE = rf"{_TOKEN}(?:#{_TOKEN})?"
 # a fact line that parses to a fact which renders back to the same line: text with no white
 # space at its ends (and, checked apart, printable: nothing to escape), an id of at most 64
-# id characters, "by AGENT" (or "by hand") or sources; no attributes
+# id characters, "by AGENT" (or "by hand") or sources; no attributes. Groups: the line, the
+# text, the id.
 _FACT = re.compile(
-    rf"- (?P<text>\S(?:.*\S)?) \{{#(?P<id>[A-Za-z0-9_.-]{{1,64}}) {ARROW} "
-    rf"(?:by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}}"
+    rf"^(- (\S(?:.*\S)?) \{{#([A-Za-z0-9_.-]{{1,64}}) {ARROW} "
+    rf"(?:by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}})$",
+    re.MULTILINE,
 )
 
 
@@ -97,11 +99,41 @@ class FactLines:
     facts: tuple[FactLine, ...] = ()
 
 
-def read_fact_lines(data: bytes, known: dict[str, FactLine] | None = None) -> FactLines | None:
+class KnownLines:
+    """The facts of the sections read so far, by their text: the versions of a file being
+    merged share most sections, and each is read once."""
+
+    def __init__(self) -> None:
+        self.bodies: dict[tuple[str, str], list[FactLine]] = {}
+
+    def body(self, section: str, body: str) -> list[FactLine] | None:
+        """The facts of a section's text after its heading (None: not in the strict form)."""
+        found = self.bodies.get((section, body))
+        if found is not None:
+            return found
+        if not body:
+            return []  # a section without facts
+        lines = _FACT.findall(body)
+        # one blank line, then every line a fact (each match is one whole line), nothing
+        # to escape, no text starting "{#" (the Markdown parser's to read)
+        if (
+            not lines
+            or body[0] != "\n"
+            or body[-1] != "\n"
+            or len(lines) != body.count("\n") - 1
+            or not body.replace("\n", "").isprintable()
+            or "\n- {#" in body
+        ):
+            return None
+        found = [FactLine(fid, section, text, line) for line, text, fid in lines]
+        self.bodies[(section, body)] = found
+        return found
+
+
+def read_fact_lines(data: bytes, known: KnownLines | None = None) -> FactLines | None:
     """The sections and fact lines of a file exactly as ``render_facts`` writes it with
     every line in the strict form; None for anything else (then the parser decides, and
-    may report a problem). ``known``: the facts of lines read before (of another version
-    of the file), by line; the lines read are added."""
+    may report a problem). ``known``: what other versions of the file read."""
     try:
         src = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -109,42 +141,27 @@ def read_fact_lines(data: bytes, known: dict[str, FactLine] | None = None) -> Fa
     parts = src.split("\n## ")
     if parts[0] != f"# {TITLE}\n":
         return None
-    known = {} if known is None else known
+    known = KnownLines() if known is None else known
     sections: list[str] = []
     facts: list[FactLine] = []
     for part in parts[1:]:
         section, _, body = part.partition("\n")
         if not PLAIN_SECTION.fullmatch(section) or section_problem(section):
             return None
+        found = known.body(section, body)
+        if found is None:
+            return None
         sections.append(section)
-        if not body:
-            continue  # a section without facts
-        if body[0] != "\n" or body[-1] != "\n":
-            return None  # not one blank line before the list, or no newline at the end
-        for line in body[1:-1].split("\n"):
-            fact = known.get(line)
-            if fact is None or fact.section != section:
-                fact = _fact_line(line, section)
-                if fact is None:
-                    return None
-                known[line] = fact
-            facts.append(fact)
+        facts += found
     if len({f.id for f in facts}) != len(facts) or len(set(sections)) != len(sections):
         return None  # an id or a section twice: the parser reports it
     return FactLines(tuple(sections), tuple(facts))
 
 
-def _fact_line(line: str, section: str) -> FactLine | None:
-    found = _FACT.fullmatch(line)
-    if found is None or not line.isprintable() or found["text"].startswith("{#"):
-        return None  # (a text starting "{#" is the Markdown parser's to read)
-    return FactLine(found["id"], section, found["text"], line)
-
-
 def merge_fact_lines(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:
     """The merged file (what the fact merge renders) when each version is in the strict
     form and no fact needs more than one side's line; else None."""
-    known: dict[str, FactLine] = {}  # the versions share most lines: each is read once
+    known = KnownLines()
     old = FactLines() if base is None else read_fact_lines(base, known)
     mine = read_fact_lines(ours, known)
     other = read_fact_lines(theirs, known)
