@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import gitmem.format.facts
 from gitmem import MemoryManager
 from gitmem.errors import ParseError
 from gitmem.format.factlines import merge_fact_lines, read_fact_lines
@@ -240,3 +241,32 @@ def test_the_driver_merges_a_memory_file_in_our_form_without_the_models(tmp_path
     loaded = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()}
     assert "gitmem.format.factlines" in loaded  # the probe saw the imports
     assert not {"pydantic", "gitmem.models", "gitmem.format.facts", "mistune"} & loaded
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_file_in_the_strict_form_parses_to_what_the_line_reader_makes(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    datas = []
+    for _ in range(40):
+        memory = MemoryFile().with_facts(
+            _fact(rng, f"f{n}", rng.choice(["User", "Prefs", "Work"])) for n in range(15)
+        )
+        data = render_facts(memory).encode()
+        datas.append(_hand_edit(rng, data) if rng.random() < 0.3 else data)
+    strict = sum(read_fact_lines(data) is not None for data in datas)
+    assert 10 < strict < len(datas)  # both readers ran
+
+    def read(data: bytes) -> object:
+        try:
+            memory = parse_facts(data)
+        except ParseError as exc:
+            return [str(d) for d in exc.diagnostics]
+        facts = [(f.model_dump(), f.model_fields_set, repr(f)) for f in memory.facts]
+        sources = [s.model_fields_set for f in memory.facts for s in f.sources]
+        return memory, memory.model_fields_set, facts, sources
+
+    fast = [read(data) for data in datas]
+    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    assert fast == [read(data) for data in datas]

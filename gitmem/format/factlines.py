@@ -131,13 +131,18 @@ class KnownLines:
 
 
 def read_fact_lines(data: bytes, known: KnownLines | None = None) -> FactLines | None:
-    """The sections and fact lines of a file exactly as ``render_facts`` writes it with
-    every line in the strict form; None for anything else (then the parser decides, and
-    may report a problem). ``known``: what other versions of the file read."""
+    """:func:`read_fact_text` of a file's bytes (None if they are not UTF-8)."""
     try:
         src = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    return read_fact_text(src, known)
+
+
+def read_fact_text(src: str, known: KnownLines | None = None) -> FactLines | None:
+    """The sections and fact lines of a file exactly as ``render_facts`` writes it with
+    every line in the strict form; None for anything else (then the parser decides, and
+    may report a problem). ``known``: what other versions of the file read."""
     parts = src.split("\n## ")
     if parts[0] != f"# {TITLE}\n":
         return None
