@@ -46,13 +46,6 @@ _FACT = re.compile(
 )
 
 
-def maybe_facts_path(path: str) -> bool:
-    """A cheap first test of :func:`gitmem.format.paths.is_facts_path` (False: not a
-    memory file), so that the merge driver, started once per merged session file, need not
-    import the path rules."""
-    return path.startswith("memory/") or "/memory/" in path
-
-
 def section_problem(name: str) -> str | None:
     """Why ``name`` cannot be a section heading, or None."""
     if not name or name != name.strip():

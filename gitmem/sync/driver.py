@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from gitmem.errors import ConflictError, ParseError
-from gitmem.format.factlines import maybe_facts_path, merge_fact_lines
 
 if TYPE_CHECKING:
     from gitmem.guard.secrets import SecretConfig
@@ -87,22 +86,19 @@ def purge_refusal() -> str | None:
 def merge_bytes(
     base: bytes | None, ours: bytes, theirs: bytes, path: str
 ) -> tuple[bytes, list[MergeNote]]:
-    """:func:`gitmem.sync.merge.merge_texts`, with the models imported only when a file
-    needs them (the line merge of a memory file declines)."""
-    facts = False
-    if maybe_facts_path(path):
-        from gitmem.format.paths import is_facts_path  # here: a session's merge needs no paths
+    """:func:`gitmem.sync.merge.merge_texts`, which a memory file in gitmem's form skips:
+    its line merge needs neither the models nor the Markdown parser."""
+    if path.startswith("memory/") or "/memory/" in path:  # a cheap test first
+        from gitmem.format.factlines import merge_fact_lines
+        from gitmem.format.paths import is_facts_path
 
-        facts = is_facts_path(path)
-    if facts:
-        merged = merge_fact_lines(base, ours, theirs)
-        if merged is not None:
-            return merged, []
-    from gitmem.sync import merge  # here: a memory file in gitmem's form needs no models
+        if is_facts_path(path):
+            merged = merge_fact_lines(base, ours, theirs)
+            if merged is not None:
+                return merged, []
+    from gitmem.sync.merge import merge_texts  # here: see merge_bytes' docs
 
-    if facts:
-        return merge.merge_fact_texts(base, ours, theirs, path)
-    return merge.merge_texts(base, ours, theirs, path)
+    return merge_texts(base, ours, theirs, path)
 
 
 def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:

@@ -33,7 +33,6 @@ from operator import is_
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitmem.errors import ConflictError
-from gitmem.format.factlines import maybe_facts_path, merge_fact_lines
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
 from gitmem.models import Interaction, Session, Summary
@@ -177,8 +176,9 @@ def merge_texts(
         ParseError: one of the versions does not parse (a person has to decide).
         ConflictError: the versions are of different sessions.
     """
-    if maybe_facts_path(path):
-        from gitmem.format.paths import is_facts_path  # here: a session's merge needs no paths
+    if path.startswith("memory/") or "/memory/" in path:  # a cheap test first: the driver
+        from gitmem.format.factlines import merge_fact_lines  # starts once per merged file
+        from gitmem.format.paths import is_facts_path
 
         if is_facts_path(path):
             merged = merge_fact_lines(base, ours, theirs)
