@@ -1,11 +1,14 @@
 """Time the git merge driver's start: one real invocation per merged session file.
 
     python benchmarks/bench_driver.py --runs 30 --turns 20
+    python benchmarks/bench_driver.py --runs 15 --facts 10000   # a memory file instead
 
 git runs the command registered as ``merge.gitmem.driver`` once per session file that both
 sides changed, so a ``git pull`` touching many sessions pays one Python start per file.
 Setup: a store with one session of ``--turns`` turns, cloned; each side then saves one more
-turn to it, and the three versions (base, ours, theirs) are written to files. Timed, round
+turn to it, and the three versions (base, ours, theirs) are written to files. With
+``--facts N`` the merged file is the memory file instead: N facts, then each side remembers
+one fact (theirs also forgets one), as two agents sharing a store do. Timed, round
 robin in the same run (wall time of the whole process, start included, and its CPU time,
 which a loaded machine inflates less; ``--runs`` times each):
 
@@ -41,6 +44,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from gitmem import MemoryManager
+from gitmem.format.facts import Fact
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -82,6 +86,33 @@ def prepare(work: Path, turns: int) -> tuple[Path, str, dict[str, Path]]:
     for key, text in versions.items():
         paths[key] = files / f"{key}.md"
         paths[key].write_text(text)
+    paths["P"] = Path(rel)
+    driver = git(work / "a", "config", "merge.gitmem.driver").strip()
+    return work / "a", driver, paths
+
+
+def prepare_facts(work: Path, count: int) -> tuple[Path, str, dict[str, Path]]:
+    """Like :func:`prepare`, for the memory file of ``count`` facts."""
+    quiet = Housekeeping(enabled=False)
+    a = MemoryManager.init(work / "a", agent="alice", housekeeping=quiet)
+    facts = [
+        Fact(id=f"f{n:07x}", text=f"Fact {n} about topic {n % 97}.", section=f"Topic {n % 12}")
+        for n in range(count)
+    ]
+    a.change_facts(lambda m: m.with_facts([*m.facts, *facts]), op="remember", subject="Seed")
+    subprocess.run(["git", "clone", "-q", str(work / "a"), str(work / "b")], check=True)
+    b = MemoryManager(work / "b", agent="bob", housekeeping=quiet)
+    base_sha = git(work / "a", "rev-parse", "HEAD").strip()
+    a.remember("Alice likes green tea.", section="Topic 3")
+    b.remember("Bob speaks Dutch.", section="Topic 5")
+    b.forget(facts[count // 2].id)
+    rel = git(work / "a", "ls-files", "--", "memory").split()[0]
+    files = work / "files"
+    files.mkdir()
+    paths = {}
+    for key, (store, rev) in {"O": ("a", base_sha), "A": ("a", "HEAD"), "B": ("b", "HEAD")}.items():
+        paths[key] = files / f"{key}.md"
+        paths[key].write_text(git(work / store, "show", f"{rev}:{rel}"))
     paths["P"] = Path(rel)
     driver = git(work / "a", "config", "merge.gitmem.driver").strip()
     return work / "a", driver, paths
@@ -142,12 +173,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30, help="invocations of each command")
     parser.add_argument("--turns", type=int, default=20, help="turns in the shared session")
+    parser.add_argument("--facts", type=int, help="merge a memory file of this many facts")
     parser.add_argument("--baseline", type=Path, help="a source tree of gitmem to compare")
     parser.add_argument("--importtime", action="store_true", help="list the driver's imports")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        store, driver, paths = prepare(work, args.turns)
+        if args.facts:
+            store, driver, paths = prepare_facts(work, args.facts)
+        else:
+            store, driver, paths = prepare(work, args.turns)
         ours = work / "files" / "ours.md"
         old = f"{shlex.quote(sys.executable)} -P -m gitmem merge-file %O %A %B %P"
         commands = {
@@ -191,8 +226,13 @@ def main() -> None:
         load = os.getloadavg()
         size = paths["A"].stat().st_size
         print(f"driver: `{driver}`")
+        what = (
+            f"memory file: {args.facts} facts"
+            if args.facts
+            else f"session file: {args.turns}+1 turns"
+        )
         print(
-            f"session file: {args.turns}+1 turns, {size} bytes; merged {len(merged)} bytes; "
+            f"{what}, {size} bytes; merged {len(merged)} bytes; "
             f"{args.runs} runs each; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
             f"on {os.cpu_count()} cores\n"
         )

@@ -3,6 +3,8 @@
     python benchmarks/bench_facts.py                 # 10,000 facts; 100,000 interactions
     python benchmarks/bench_facts.py --small         # 1,000 facts; 10,000 interactions
     python benchmarks/bench_facts.py --path /tmp/bf  # keep (and reuse) the large store
+    python benchmarks/bench_facts.py --writes-only   # remember and the first facts() only
+    PYTHONPATH=/tmp/main python benchmarks/bench_facts.py --writes-only  # another gitmem
 
 Prints one Markdown table (median, p95, ratio to the comparator measured in the same run)
 against the issue-15 targets:
@@ -30,11 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # PYTHONPATH comes first
 
 from bench_search import Corpus, synthetic_store  # a sibling script: the same corpus
 from timing import median_p95_ms, print_comparison, timed
 
+import gitmem
 from gitmem import MemoryManager
 from gitmem.format.facts import Fact, MemoryFile
 from gitmem.store.repository import Housekeeping
@@ -124,7 +127,7 @@ def first_read_ms(store: Path, runs: int) -> list[float]:
         "mm.facts()\n"
         "print(time.perf_counter() - t)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(gitmem.__file__).resolve().parent.parent)}
     return [
         float(
             subprocess.run(
@@ -239,19 +242,24 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40, help="remember/save pairs per size")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--path", help="keep the 100,000-interaction store here (reused)")
+    parser.add_argument(
+        "--writes-only", action="store_true", help="only remember and the first facts()"
+    )
     args = parser.parse_args()
     facts = 1_000 if args.small else args.facts
     sessions = 1_000 if args.small else args.sessions
     base = Path(tempfile.mkdtemp(prefix="gitmem-bench-facts-"))
     store = Path(args.path) if args.path else base / "context"
     corpus = Corpus()
+    print(f"gitmem from {Path(gitmem.__file__).resolve().parent}")
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the start")
     medians: dict[str, tuple[float, float]] = {}
     rows = bench_writes(base, corpus, sorted({100, facts}), args.rounds, medians)
-    rows += bench_query(base, corpus, facts, args.queries, medians)
-    rows += bench_context(
-        store, corpus, sessions, args.turns, args.context_facts, args.queries // 2, medians
-    )
+    if not args.writes_only:
+        rows += bench_query(base, corpus, facts, args.queries, medians)
+        rows += bench_context(
+            store, corpus, sessions, args.turns, args.context_facts, args.queries // 2, medians
+        )
     print()
     print_comparison(rows, medians)
     print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")

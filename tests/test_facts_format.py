@@ -15,16 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from gitmem.errors import ParseError
+from gitmem.format.factlines import BY_HAND, section_problem
 from gitmem.format.facts import (
-    BY_HAND,
     Fact,
     FactSource,
     MemoryFile,
+    _trusted_fact,
     as_moment,
     derived_id,
     parse_facts,
     render_facts,
-    section_problem,
 )
 
 EXAMPLES = int(os.environ.get("GITMEM_HYPOTHESIS_EXAMPLES", "2000"))
@@ -402,3 +402,27 @@ def far_east() -> Iterator[None]:
 def test_a_moment_with_an_offset_is_utc_whatever_the_local_zone() -> None:
     assert as_moment("2024-05-01T09:00:00+09:00") == as_moment("2024-05-01T00:00:00")
     assert as_moment("2024-05-01") == as_moment("2024-05-01T00:00:00+00:00")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"id": "f1", "text": "Likes tea."},
+        {"id": "f1", "text": "Likes tea.", "section": "User", "by": "bench"},
+        {
+            "id": "f2",
+            "text": "x",
+            "section": "S",
+            "sources": (FactSource(session="chat-1", interaction="i1"),),
+        },
+    ],
+)
+def test_a_trusted_fact_is_the_fact_model_construct_makes(fields: dict[str, object]) -> None:
+    made = _trusted_fact(dict(fields))
+    built = Fact.model_construct(set(fields), **fields)  # type: ignore[arg-type]
+    assert made == built and hash(made) == hash(built)
+    assert list(made.__dict__.items()) == list(built.__dict__.items())
+    assert made.model_fields_set == built.model_fields_set
+    assert repr(made) == repr(built)
+    assert made.model_dump() == built.model_dump()
+    assert made.model_copy(update={"text": "y"}) == built.model_copy(update={"text": "y"})

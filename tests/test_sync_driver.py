@@ -41,6 +41,7 @@ NOT_ON_A_CLEAN_MERGE = (
     "gitmem.format.facts",
     "gitmem.format.factmerge",
     "gitmem.format.paths",  # nor facts
+    "gitmem.format.factlines",
 )
 
 

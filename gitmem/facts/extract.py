@@ -19,7 +19,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource, section_problem
+from gitmem.format.factlines import section_problem
+from gitmem.format.facts import DEFAULT_SECTION, Fact, FactSource
 from gitmem.models import Interaction
 from gitmem.summary.account import split_turn
 from gitmem.text import (

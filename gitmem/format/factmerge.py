@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gitmem.format.factlines import ordered_facts, placed_sections
 from gitmem.format.facts import Fact, MemoryFile, derived_id
 
 T = TypeVar("T")
@@ -151,7 +152,7 @@ def merge_memory(
                         "kept", fid, kept=survivor.text, side="theirs" if mine is None else "ours"
                     )
                 )
-    facts = _ordered(ours.facts, theirs_facts, chosen, copies)
+    facts = ordered_facts(ours.facts, theirs_facts, chosen, copies)
     title = _scalar("title", old.title, ours.title, theirs.title, notes)
     intro = _scalar("intro", old.intro, ours.intro, theirs.intro, notes)
     old_notes, our_notes, their_notes = (dict(m.notes) for m in (old, ours, theirs))
@@ -168,7 +169,7 @@ def merge_memory(
             section_notes[section] = value
     used = {f.section for f in facts} | set(section_notes)
     gone = (set(old.sections) - set(ours.sections)) | (set(old.sections) - set(theirs.sections))
-    order = _placed(
+    order = placed_sections(
         list(ours.sections),
         list(theirs.sections),
         [
@@ -292,51 +293,3 @@ def _scalar(
 
 def _text(value: object) -> str:
     return "" if value is None else str(value)
-
-
-def _ordered(
-    ours: Sequence[Fact], theirs: Sequence[Fact], chosen: dict[str, Fact], copies: dict[str, Fact]
-) -> list[Fact]:
-    """Ours' order (each copy right after its fact), then theirs' other facts each right
-    after the fact before it on their side in the same section (or first in that section):
-    a fact a revert brings back returns to its old place."""
-    out: list[Fact] = []
-    for fact in ours:
-        if fact.id in chosen:
-            out.append(chosen[fact.id])
-            if fact.id in copies:
-                out.append(copies[fact.id])
-    placed = {f.id for f in out}
-    skip = {f.id for f in copies.values()}
-    for at, fact in enumerate(theirs):
-        if fact.id not in chosen or fact.id in placed:
-            continue
-        new = chosen[fact.id]
-        where = _insert_at(out, theirs[:at], new.section, placed, skip)
-        out.insert(where, new)
-        placed.add(new.id)
-    return out
-
-
-def _insert_at(
-    out: list[Fact], before: Sequence[Fact], section: str, placed: set[str], skip: set[str]
-) -> int:
-    ids = [f.id for f in out]
-    for earlier in reversed(before):
-        if earlier.id in placed and out[ids.index(earlier.id)].section == section:
-            at = ids.index(earlier.id) + 1
-            while at < len(out) and out[at].id in skip and out[at].section == section:
-                at += 1  # a conflicted fact's copy stays right after it
-            return at
-    return next((n for n, f in enumerate(out) if f.section == section), len(out))
-
-
-def _placed(ours: list[str], theirs: list[str], keep: list[str]) -> list[str]:
-    """Section order: ours', then each section only theirs has after its predecessor there."""
-    out = [s for s in ours if s in keep]
-    for at, name in enumerate(theirs):
-        if name in out or name not in keep:
-            continue
-        prev = next((s for s in reversed(theirs[:at]) if s in out), None)
-        out.insert(0 if prev is None else out.index(prev) + 1, name)
-    return out

@@ -37,7 +37,6 @@ Rules that make the round trip hold:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from operator import attrgetter
@@ -46,15 +45,22 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
+from gitmem.format.factlines import (
+    ARROW,
+    BY_HAND,
+    PLAIN_SECTION,
+    SEP,
+    TITLE,
+    FactLines,
+    printable,
+    read_fact_text,
+    section_problem,
+)
 from gitmem.format.labels import unescape
 from gitmem.format.spans import Block, top_level_blocks
 from gitmem.models import ModelValidationError, _Model
 
 DEFAULT_SECTION = "Notes"
-TITLE = "Memory"
-SEP = " · "
-ARROW = "←"
-BY_HAND = "by hand"
 _ENCODE = frozenset("%{}#,·←") | frozenset(" \t\n\r\x0b\x0c")
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
 _BULLETS = "-*+"
@@ -204,21 +210,6 @@ def as_moment(value: str) -> datetime:
     )  # UTC, as ``facts(as_of=)`` compares
 
 
-def section_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a section heading, or None."""
-    if not name or name != name.strip():
-        return f"section name {name!r} is empty or has white space at an end"
-    if any(ch in name for ch in "\n\r") or not _printable(name):
-        return f"section name {name!r} holds a line break or control character"
-    if name.endswith("#") or name.startswith(("#", "=", "-")):
-        return f"section name {name!r} may not start with '#', '=' or '-', nor end with '#'"
-    return None
-
-
-def _printable(text: str) -> bool:
-    return all(ch.isprintable() or ch == "\t" for ch in text)
-
-
 def derived_id(text: str, taken: Iterable[str] = ()) -> str:
     """The id of a fact written without one: ``f`` + 7 hex digits of its text, bumped past
     ``taken`` ids (the same bullet gets the same id in every clone)."""
@@ -273,7 +264,7 @@ def _decode(value: str, line: int, path: str) -> str:
 
 
 def _needs_escape(text: str) -> bool:
-    return not text or text != text.strip() or "\n" in text or "\r" in text or not _printable(text)
+    return not text or text != text.strip() or "\n" in text or "\r" in text or not printable(text)
 
 
 def _escaped(text: str) -> str:
@@ -470,6 +461,9 @@ class _MemoryReader:
         src = text.removeprefix("\ufeff").replace("\r\n", "\n")
         if not src.endswith("\n"):
             src += "\n"
+        strict = _strict(src)
+        if strict is not None:  # every line exactly as gitmem writes it: read by its parts
+            return _strict_memory(strict)
         self.src, self.lines = src, src.split("\n")
         title, intro_blocks = TITLE, list[str]()
         sections: list[str] = []
@@ -566,7 +560,7 @@ class _MemoryReader:
             seen[fields["id"]] = line
             if _TRUSTED.issuperset(fields) and fields["text"] and len(fields["id"]) <= 64:
                 # what the reader checked already is all Fact would check of these fields
-                out.append(Fact.model_construct(set(fields), **{**_UNSET, **fields}))
+                out.append(_trusted_fact(fields))
                 continue
             try:
                 out.append(Fact(**fields))
@@ -649,14 +643,59 @@ class _MemoryReader:
 # the fields of a fact whose checks the reader makes itself (ids' characters, a source's
 # session, section names)
 _TRUSTED = frozenset({"id", "text", "section", "by", "sources"})
-# the other fields' defaults, given at once (cheaper than pydantic looking each one up)
-_UNSET = {
-    name: info.default
-    for name, info in Fact.model_fields.items()
-    if name not in ("id", "text") and not info.is_required()
+# every field in the model's order, the optional ones at their defaults (a trusted fact's
+# values start as a copy of it, so its ``__dict__`` is ordered as the model's own)
+_DEFAULTS = {
+    name: None if info.is_required() else info.default for name, info in Fact.model_fields.items()
 }
-# section names the fast path takes as they are: no Markdown inline syntax, no escapes
-_PLAIN_SECTION = re.compile(r"[^\W_][\w ,.:;'()/+?!-]*")
+_new_fact = Fact.__new__
+_set = object.__setattr__
+
+
+def _trusted_fact(fields: dict[str, Any]) -> Fact:
+    """``Fact.model_construct(set(fields), **fields)`` (every default a constant), at a
+    third of its cost: the state model_construct sets, set directly (a 10,000-fact file is
+    read in a new process on its first ``facts()``). tests/test_facts_format.py compares
+    the two."""
+    values = _DEFAULTS.copy()
+    values.update(fields)
+    fact = _new_fact(Fact)
+    _set(fact, "__dict__", values)
+    _set(fact, "__pydantic_fields_set__", set(fields))
+    _set(fact, "__pydantic_extra__", None)
+    _set(fact, "__pydantic_private__", None)
+    return fact
+
+
+def _strict(src: str) -> FactLines | None:
+    return read_fact_text(src)
+
+
+def _strict_memory(lines: FactLines) -> MemoryFile:
+    """The file the reader makes of a file in the strict form (no escapes, no attributes,
+    nothing %-encoded): each fact's fields cut out of its line, as ``fact_fields`` reads
+    them."""
+    sources: dict[str, FactSource] = {}  # the same few sessions and turns, made once
+    facts = []
+    for fact in lines.facts:
+        named = fact.line[fact.line.rfind(" {#") + len(f" {{#{fact.id} {ARROW} ") : -1]
+        fields: dict[str, Any] = {"id": fact.id}
+        if named.startswith("by ") and named != BY_HAND:
+            fields["by"] = named[3:]
+        elif named != BY_HAND:
+            fields["sources"] = tuple(
+                sources.get(token) or sources.setdefault(token, _strict_source(token))
+                for token in named.split(", ")
+            )
+        fields["text"] = fact.text
+        fields["section"] = fact.section
+        facts.append(_trusted_fact(fields))
+    return MemoryFile(title=TITLE, intro="", sections=lines.sections, notes=(), facts=tuple(facts))
+
+
+def _strict_source(token: str) -> FactSource:
+    session, _, turn = token.partition("#")
+    return FactSource.model_construct(session=session, interaction=turn or None)
 
 
 def _canonical(lines: list[str]) -> tuple[list[str], list[tuple[str, int, str]]] | None:
@@ -679,7 +718,7 @@ def _canonical(lines: list[str]) -> tuple[list[str], list[tuple[str, int, str]]]
             raw.append((section, number, item))
         elif text.startswith("## "):
             section = text[3:]
-            if not _PLAIN_SECTION.fullmatch(section) or section_problem(section):
+            if not PLAIN_SECTION.fullmatch(section) or section_problem(section):
                 return None
             if section in sections:
                 return None  # the parser reports it

@@ -2,11 +2,13 @@
 
 git runs it once per file that both sides changed (``merge=gitmem`` in ``.gitattributes``,
 ``merge.gitmem.driver`` in the clone's config), so a ``git pull`` touching many sessions pays
-its start once per file. It imports only the merge and the Markdown parser, not the manager
-nor the CLI; the secret patterns and the git runner only when a merge has notes to print or
-falls back to git's line merge (the store's secret settings come from one ``git config`` call:
-git runs the driver in the repository). ``gitmem merge-file`` and ``python -m gitmem
-merge-file`` (what stores registered before) run the same code.
+its start once per file. A memory file in gitmem's own form is merged line by line
+(:mod:`gitmem.format.factlines`) without the models; anything else imports only the merge
+and the Markdown parser, not the manager nor the CLI; the secret patterns and the git runner
+only when a merge has notes to print or falls back to git's line merge (the store's secret
+settings come from one ``git config`` call: git runs the driver in the repository).
+``gitmem merge-file`` and ``python -m gitmem merge-file`` (what stores registered before)
+run the same code.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from gitmem.errors import ConflictError, ParseError
-from gitmem.sync.merge import merge_texts
 
 if TYPE_CHECKING:
     from gitmem.guard.secrets import SecretConfig
+    from gitmem.sync.merge import MergeNote
 
 USAGE = "usage: gitmem merge-file BASE OURS THEIRS PATH   (git passes %O %A %B %P)"
 
@@ -81,6 +83,24 @@ def purge_refusal() -> str | None:
     )
 
 
+def merge_bytes(
+    base: bytes | None, ours: bytes, theirs: bytes, path: str
+) -> tuple[bytes, list[MergeNote]]:
+    """:func:`gitmem.sync.merge.merge_texts`, which a memory file in gitmem's form skips:
+    its line merge needs neither the models nor the Markdown parser."""
+    if path.startswith("memory/") or "/memory/" in path:  # a cheap test first
+        from gitmem.format.factlines import merge_fact_lines
+        from gitmem.format.paths import is_facts_path
+
+        if is_facts_path(path):
+            merged = merge_fact_lines(base, ours, theirs)
+            if merged is not None:
+                return merged, []
+    from gitmem.sync.merge import merge_texts  # here: see merge_bytes' docs
+
+    return merge_texts(base, ours, theirs, path)
+
+
 def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, list[str]]:
     """Merge ``ours`` and ``theirs`` against ``base`` by meaning, writing the result to ``ours``.
 
@@ -94,7 +114,7 @@ def merge_file(base: Path, ours: Path, theirs: Path, path: str) -> tuple[int, li
         return 1, [refused]  # ours stays as it is: git marks the file conflicted
     base_data, ours_data, theirs_data = base.read_bytes(), ours.read_bytes(), theirs.read_bytes()
     try:
-        merged, notes = merge_texts(base_data or None, ours_data, theirs_data, path)
+        merged, notes = merge_bytes(base_data or None, ours_data, theirs_data, path)
     except (ParseError, ConflictError) as exc:
         from gitmem.store.git import run_git  # here: a clean merge starts no subprocess module
 

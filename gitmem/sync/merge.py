@@ -167,7 +167,7 @@ def merge_texts(
     base: bytes | None, ours: bytes, theirs: bytes, path: str
 ) -> tuple[bytes, list[MergeNote]]:
     """Merge three versions of a session file's bytes (``base`` None or empty: no ancestor);
-    a curated memory file (:func:`~gitmem.format.factmerge.is_facts_path`) by fact id.
+    a curated memory file (:func:`~gitmem.format.paths.is_facts_path`) by fact id.
 
     Returns:
         The rendered merged file and the merge notes.
@@ -177,9 +177,13 @@ def merge_texts(
         ConflictError: the versions are of different sessions.
     """
     if path.startswith("memory/") or "/memory/" in path:  # a cheap test first: the driver
-        from gitmem.format.paths import is_facts_path  # starts once per merged session file
+        from gitmem.format.factlines import merge_fact_lines  # starts once per merged file
+        from gitmem.format.paths import is_facts_path
 
         if is_facts_path(path):
+            merged = merge_fact_lines(base, ours, theirs)
+            if merged is not None:  # in gitmem's form, and each fact from one side: no notes
+                return merged, []
             return merge_fact_texts(base, ours, theirs, path)
     base_session = parse_bytes(base, f"{path} (base)") if base else None
     ours_session = parse_bytes(ours, f"{path} (ours)")
@@ -191,8 +195,8 @@ def merge_texts(
 def merge_fact_texts(
     base: bytes | None, ours: bytes, theirs: bytes, path: str
 ) -> tuple[bytes, list[MergeNote]]:
-    """Merge three versions of a memory file's bytes by fact id (ParseError if one is
-    broken: a person has to decide)."""
+    """Merge three versions of a memory file's bytes by fact id, parsing them in full
+    (ParseError if one is broken: a person has to decide)."""
     # imported here: a session merge (one driver start per file) has no use for them
     from gitmem.format.factmerge import merge_memory
     from gitmem.format.facts import parse_facts, render_facts
