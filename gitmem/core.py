@@ -10,6 +10,7 @@ also fills the store's ``before_save`` and ``after_save`` lists in the order the
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,7 +20,15 @@ from typing import Any
 
 from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
-from gitmem.format.paths import archive_path, id_from_path, session_dir, session_path
+from gitmem.format.paths import (
+    PART_MARK,
+    archive_path,
+    id_from_path,
+    part_of,
+    part_path,
+    session_dir,
+    session_path,
+)
 from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import Guard
@@ -49,6 +58,10 @@ class _Batch:
 
 # from this many files not cached on, a listing streams their blobs
 _STREAM_FROM = 64
+
+# a session whose file would hold more turns than this continues in part files of this
+# many turns each, so that a save rewrites (hashes, compresses, writes) a small file
+PART_TURNS = 250
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,9 @@ class SessionStore:
         # more is fine, one fewer is not), from something faster than reading every file:
         # the composition root gives the search index's session rows; None reads the tree
         self.listing: Callable[[SessionFilter], dict[str, str]] | None = None
+        self.part_turns = PART_TURNS
+        # the ids of the turns in a session's parts, for the last parts asked about
+        self._frozen: tuple[list[Session], frozenset[str]] = ([], frozenset())
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
@@ -219,6 +235,9 @@ class SessionStore:
         path = self.path_of(session_id)
         found = self.repo.entry(path, commit)
         session = None if found is None else self.parse_blob(path, found[1])
+        if session is not None:
+            parts = [self.parse_blob(p, b) for p, b in self.part_files(session_id, commit)]
+            session = joined(session, parts)
         if include_archive and session is not None:
             session = self._with_archive(session, commit)
         return session
@@ -228,6 +247,49 @@ class SessionStore:
         path = self.path_of(session_id, archive=True)
         found = self.repo.entry(path, commit)
         return None if found is None else self.parse_blob(path, found[1])
+
+    def part_files(self, session_id: str, commit: str | None = None) -> list[tuple[str, str]]:
+        """(path, blob id) of the part files holding a session's older turns, oldest first."""
+        path = self.path_of(session_id)
+        folder, name = path.rsplit("/", 1)
+        tree = self.repo.folder_tree(folder, commit)
+        if tree is None:
+            return []
+        prefix = (name[: -len(".md")] + PART_MARK).encode("utf-8")
+        found: list[tuple[int, str, str]] = []
+        for raw, (_mode, sha) in tree.entries.items():
+            if raw.startswith(prefix):
+                part = f"{folder}/{raw.decode('utf-8', 'surrogateescape')}"
+                number = part_of(part, self.namespace)
+                if number is not None:
+                    found.append((number[1], part, sha.hex()))
+        return [(part, blob) for _n, part, blob in sorted(found)]
+
+    def _parts(self, txn: Transaction, session_id: str) -> list[tuple[str, Session]]:
+        """A session's parts as the transaction sees them (its pending writes first)."""
+        files = dict(self.part_files(session_id, txn.head())) if txn.head() else {}
+        stem = self.path_of(session_id)[: -len(".md")] + PART_MARK
+        pending = {p: d for p, d in txn.pending.items() if p.startswith(stem)}
+        out: list[tuple[int, str, Session]] = []
+        for path in {*files, *pending}:
+            number = part_of(path, self.namespace)
+            if number is None:
+                continue
+            if path in pending:
+                data = pending[path]
+                if data is not None:
+                    out.append((number[1], path, parse_bytes(data, path)))
+            else:
+                out.append((number[1], path, self.parse_blob(path, files[path])))
+        return [(path, session) for _n, path, session in sorted(out, key=lambda x: x[0])]
+
+    def _frozen_ids(self, parts: list[Session]) -> frozenset[str]:
+        """The turn ids of ``parts``, kept for the next save to the same parts."""
+        held, ids = self._frozen
+        if len(held) != len(parts) or not all(map(operator.is_, held, parts)):
+            ids = frozenset(t.id for part in parts for t in part.interactions)
+            self._frozen = (list(parts), ids)
+        return ids
 
     def _with_archive(self, session: Session, commit: str | None) -> Session:
         """``session`` with its archived turns put back in front (for ``load_memory``)."""
@@ -351,17 +413,19 @@ class SessionStore:
         subject: str,
         trailers: Mapping[str, str] | None = None,
         body: str = "",
+        hot: bool = False,
     ) -> str | None:
-        """Read-modify-write one session under the lock; one commit unless in a batch."""
+        """Read-modify-write one session under the lock; one commit unless in a batch
+        (``hot``: see :meth:`_apply`)."""
         batch: _Batch | None = getattr(self.local, "batch", None)
         path = self.path_of(session_id)
         if batch is not None:
-            self._apply(batch.txn, batch, session_id, path, change, op)
+            self._apply(batch.txn, batch, session_id, path, change, op, hot=hot)
             return None
         with self.repo.transaction() as txn:
 
             def write() -> str | None:
-                self._apply(txn, None, session_id, path, change, op)
+                self._apply(txn, None, session_id, path, change, op, hot=hot)
                 all_trailers = self.trailers(op, [session_id])
                 all_trailers.update(trailers or {})
                 base, names = txn.head(), self._names.pending(txn)
@@ -399,23 +463,36 @@ class SessionStore:
         path: str,
         change: Callable[[Session | None], Session | None],
         op: str,
+        *,
+        hot: bool = False,
     ) -> None:
+        """Make one change. ``hot``: ``change`` only appends turns, so it is given the
+        session's file without its parts (a save then costs the same at any size)."""
         current = batch.sessions.get(path) if batch is not None else None
         if current is None:
             current = self.adopt_hand_edit(txn, path)
         if current is None:
             found = self.repo.entry(path, txn.head())
             current = self.parse_blob(path, found[1]) if found else None
-        updated = self.guard.screen_session(
-            txn, current, change(current)
-        )  # sizes, secrets redacted
-        if current is None and updated is not None:
+        parts = self._parts(txn, session_id) if current is not None else []
+        before = current
+        if parts and not hot and current is not None:
+            before = joined(current, [part for _p, part in parts])
+        updated = self.guard.screen_session(txn, before, change(before))  # sizes, secrets
+        if before is None and updated is not None:
             self._names.check(txn, batch.created if batch else None, session_id, path)
         if updated is None:
             txn.delete(path)
-        elif updated is not current:  # the change kept the session as it is: write nothing
+            for part, _session in parts:
+                txn.delete(part)
+        elif updated is not before:  # the change kept the session as it is: write nothing
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
+            if hot and parts and current is not None:
+                self._check_new_ids(current, updated, [part for _p, part in parts])
+            else:
+                updated, parts = self._unfrozen(txn, parts, updated)
+            updated = self._roll_over(txn, session_id, parts, updated)
             data = render(updated).encode("utf-8")
             txn.write(path, data)
             # the next save to this session starts from here without parsing the file again
@@ -426,6 +503,47 @@ class SessionStore:
             batch.touched.append(session_id)
             batch.ops.append(op)
             batch.done.append((session_id, path, change, op))
+
+    def _check_new_ids(self, current: Session, updated: Session, parts: list[Session]) -> None:
+        """Refuse a turn id that a part of the session already has."""
+        had = {t.id for t in current.interactions}
+        clash = {t.id for t in updated.interactions if t.id not in had} & self._frozen_ids(parts)
+        if clash:
+            raise ValidationError(
+                f"session {updated.id!r} already has an interaction with id {min(clash)!r}"
+            )
+
+    def _unfrozen(
+        self, txn: Transaction, parts: list[tuple[str, Session]], updated: Session
+    ) -> tuple[Session, list[tuple[str, Session]]]:
+        """The part of a whole changed session that goes to its file: the turns after
+        its parts when those are unchanged, else every turn (the parts are deleted and
+        made again by :meth:`_roll_over`, in the same bytes where their turns are the same).
+        """
+        frozen = [turn for _p, part in parts for turn in part.interactions]
+        turns = updated.interactions
+        if len(turns) >= len(frozen) and all(map(operator.is_, frozen, turns)):
+            return updated.model_copy(update={"interactions": turns[len(frozen) :]}), parts
+        for part, _session in parts:
+            txn.delete(part)
+        return updated, []
+
+    def _roll_over(
+        self, txn: Transaction, session_id: str, parts: list[tuple[str, Session]], hot: Session
+    ) -> Session:
+        """``hot`` with its oldest turns moved into new part files while it holds more than
+        ``part_turns`` turns (in the same commit: splitting a huge session is one commit)."""
+        size = max(1, self.part_turns)
+        turns = hot.interactions
+        if len(turns) <= size:
+            return hot
+        number = max((part_of(p, self.namespace) or ("", 0))[1] for p, _s in parts) if parts else 0
+        while len(turns) > size:
+            number += 1
+            chunk, turns = turns[:size], turns[size:]
+            part = part_session(hot, chunk)
+            txn.write(part_path(session_id, number, self.namespace), render(part).encode("utf-8"))
+        return hot.model_copy(update={"interactions": turns})
 
     def adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
@@ -516,6 +634,7 @@ class SessionStore:
             change,
             op="save",
             trailers=trailers,
+            hot=True,
             subject=f"Save turn in {one_line(session_id, 40)}: {first}"
             if first
             else f"Save turn in {one_line(session_id, 40)}",
@@ -601,3 +720,25 @@ class SessionStore:
             session_id, change, op="delete", subject=f"Delete session {one_line(session_id, 50)}"
         )
         return sha or ""
+
+
+def joined(session: Session, parts: Sequence[Session]) -> Session:
+    """A session's file and its parts as the one session they are: the parts' turns first."""
+    if not parts:
+        return session
+    older = [turn for part in parts for turn in part.interactions]
+    return session.model_copy(update={"interactions": [*older, *session.interactions]})
+
+
+def part_session(session: Session, turns: list[Interaction]) -> Session:
+    """The part file's session for ``turns`` of ``session``: its head says only what the
+    turns do, so the same turns always give the same bytes."""
+    speakers = [m.speaker for turn in turns for m in turn.messages]
+    return Session(
+        id=session.id,
+        created=turns[0].timestamp,
+        last_active=max(turn.timestamp for turn in turns),
+        participants=list(dict.fromkeys(speakers)),
+        language=session.language,
+        interactions=turns,
+    )

@@ -31,6 +31,7 @@ from gitmem.format.paths import (
     archive_path,
     encode_id,
     id_from_archive_path,
+    id_from_part_path,
     id_from_path,
     is_facts_path,
     session_dir,
@@ -610,9 +611,13 @@ class History:
             )
 
     def _owner(self, path: str) -> str | None:
-        """The session a file belongs to: its own file or its archive part."""
-        found = id_from_path(path, self.store.namespace)
-        return found if found is not None else id_from_archive_path(path, self.store.namespace)
+        """The session a file belongs to: its own file, a part or its archive part."""
+        namespace = self.store.namespace
+        return (
+            id_from_path(path, namespace)
+            or id_from_part_path(path, namespace)
+            or id_from_archive_path(path, namespace)
+        )
 
     def _sessions_of(self, changes: Iterable[str]) -> list[str]:
         found = (self._owner(p) for p in changes)
