@@ -141,3 +141,24 @@ def test_an_import_that_changes_an_old_turn_rewrites_its_part(
     session = mm.load_memory("big")
     assert session is not None and session.interactions[3].messages[0].content == "x"
     assert len(session.interactions) == 121
+
+
+def test_purging_a_split_session_removes_its_parts_from_history(
+    mm: MemoryManager, store: Path
+) -> None:
+    mm.save_interaction("small", "keep me", "ok")
+    mm.save_interaction("big", "first", "ok")
+    mm.purge(session="big")
+    everything = git(store, "log", "--all", "--name-only", "--format=")
+    assert "~0001" not in everything and session_path("big") not in everything
+    assert "question 3 word3" not in git(store, "log", "--all", "-p")
+    assert mm.load_memory("small") is not None
+
+
+def test_purging_a_turn_of_a_part_removes_it_there(mm: MemoryManager, store: Path) -> None:
+    mm.save_interaction("big", "first", "ok")
+    mm.purge(turn="big#t00030")
+    assert "word30\n" not in git(store, "log", "--all", "-p")
+    session = mm.load_memory("big")
+    assert session is not None and "t00030" not in {t.id for t in session.interactions}
+    assert len(session.interactions) == 120
