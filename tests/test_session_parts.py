@@ -162,3 +162,28 @@ def test_purging_a_turn_of_a_part_removes_it_there(mm: MemoryManager, store: Pat
     session = mm.load_memory("big")
     assert session is not None and "t00030" not in {t.id for t in session.interactions}
     assert len(session.interactions) == 120
+
+
+def test_diff_and_blame_see_one_session(mm: MemoryManager, store: Path) -> None:
+    created = git(store, "rev-parse", "HEAD").strip()
+    mm.save_interaction("big", "first", "ok")  # the split: one turn added, none moved
+    split = mm.diff("big", text=False).sessions[0]
+    assert len(split.interactions_added) == 1 and not split.interactions_removed
+    assert not split.interactions_changed
+
+    def change(current: Session | None) -> Session:
+        assert current is not None
+        turns = list(current.interactions)
+        turns[3] = turns[3].model_copy(update={"messages": [Message(speaker="User", content="x")]})
+        return current.model_copy(update={"interactions": turns})
+
+    sha = mm.change_session("big", change, op="import", subject="Fix a turn")
+    for found in (mm.diff("big"), mm.diff()):
+        (one,) = found.sessions
+        assert one.session_id == "big" and one.interactions_changed == ["t00003"]
+        assert not one.interactions_added
+        assert part_path("big", 1) in one.unified and "+> x" in one.unified
+    blame = {b.interaction_id: b.sha for b in mm.blame("big") if b.interaction_id}
+    assert blame["t00003"] == sha
+    assert blame["t00050"] == created
+    assert len(blame) == 121
