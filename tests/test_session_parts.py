@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -187,3 +188,32 @@ def test_diff_and_blame_see_one_session(mm: MemoryManager, store: Path) -> None:
     assert blame["t00003"] == sha
     assert blame["t00050"] == created
     assert len(blame) == 121
+
+
+def test_stores_that_split_a_session_apart_sync_into_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # git runs the merge driver as `python -m gitmem`: make that this checkout
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
+    remote = tmp_path / "memory.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a = MemoryManager.clone(remote.as_uri(), tmp_path / "a", agent="alice")
+    a._store.part_turns = 1_000_000
+    a.put_session(_huge("big", 120))
+    a.sync()
+    b = MemoryManager.clone(remote.as_uri(), tmp_path / "b", agent="bob")
+    b._store.part_turns = 1_000_000
+    a._store.part_turns = 25
+    a.save_interaction("big", "from alice", "ok", timestamp=START + timedelta(days=1))
+    b.save_interaction("big", "from bob", "ok", timestamp=START + timedelta(days=2))
+    a.sync()
+    b.sync()
+    a.sync()
+    assert a.head() == b.head()
+    for mm in (a, b):
+        session = mm.load_memory("big")
+        assert session is not None
+        said = [t.messages[0].content for t in session.interactions]
+        assert said[:120] == [f"question {n} word{n}" for n in range(120)]
+        assert said[120:] == ["from alice", "from bob"]
+    assert (tmp_path / "b" / part_path("big", 4)).exists()
