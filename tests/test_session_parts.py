@@ -217,3 +217,18 @@ def test_stores_that_split_a_session_apart_sync_into_one(
         assert said[:120] == [f"question {n} word{n}" for n in range(120)]
         assert said[120:] == ["from alice", "from bob"]
     assert (tmp_path / "b" / part_path("big", 4)).exists()
+
+
+def test_rollback_and_restore_bring_the_parts_back(mm: MemoryManager, store: Path) -> None:
+    unsplit = git(store, "rev-parse", "HEAD").strip()
+    mm.save_interaction("big", "first", "ok")
+    mm.rollback("big", unsplit)
+    assert _changed(store) == {session_path("big"), *(part_path("big", n) for n in range(1, 5))}
+    session = mm.load_memory("big")
+    assert session is not None and len(session.interactions) == 120
+    mm.save_interaction("big", "again", "ok")  # splits again
+    mm.delete_session("big")
+    mm.restore_session("big")
+    session = mm.load_memory("big")
+    assert session is not None and len(session.interactions) == 121
+    assert session.interactions[-1].messages[0].content == "again"

@@ -514,6 +514,7 @@ class History:
         archived = self.store.repo.entry(self.store.path_of(session_id, archive=True), target)
         if archived is not None or self.store.repo.entry(part) is not None:
             wanted[part] = None if archived is None else self.store.repo.blob(archived[1])
+        wanted.update(self._parts_as_at(session_id, target))
         with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
@@ -540,7 +541,7 @@ class History:
         self.store.no_batch("restore_session")
         path = self.store.path_of(session_id)
         if rev is not None:
-            source = self.store.repo.resolve(rev)
+            source = version = self.store.repo.resolve(rev)
             blob = self._blob_at(
                 session_id,
                 self.store.path_of(session_id),
@@ -558,6 +559,10 @@ class History:
             if blob_or_none is None:
                 raise SessionNotFound(f"no earlier version of session {session_id!r} found")
             source, blob = last[0].sha, blob_or_none
+            version = source
+            if change is not None and change.new is None:  # the version before the delete
+                version = (self.store.repo.parents(source) or [source])[0]
+        parts = self._parts_as_at(session_id, version)
         with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
@@ -569,7 +574,7 @@ class History:
                     )
                 return self._write(
                     txn,
-                    {path: self.store.repo.blob(blob)},
+                    {path: self.store.repo.blob(blob), **parts},
                     f"Restore session {one_line(session_id, 50)}",
                     f"Brings back {path} as it was at commit {source}.",
                     self.store.trailers("restore", [session_id], restored_from=source),
@@ -577,6 +582,16 @@ class History:
 
             sha = txn.rebuilding(write)
         return sha or ""
+
+    def _parts_as_at(self, session_id: str, commit: str) -> dict[str, bytes | None]:
+        """The contents of a session's part files at ``commit``, and None for each part
+        at HEAD that it did not have: what brings the parts back to that commit."""
+        then = dict(self.store.part_files(session_id, commit))
+        wanted: dict[str, bytes | None] = dict.fromkeys(
+            p for p, _b in self.store.part_files(session_id)
+        )
+        wanted.update((p, self.store.repo.blob(b)) for p, b in then.items())
+        return wanted
 
     def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> UndoPlan:
         """Undo ``entries`` (newest first) on the current files, without writing anything."""
