@@ -22,6 +22,7 @@ from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
     PART_MARK,
+    SUFFIX,
     archive_path,
     id_from_path,
     part_of,
@@ -250,37 +251,36 @@ class SessionStore:
 
     def part_files(self, session_id: str, commit: str | None = None) -> list[tuple[str, str]]:
         """(path, blob id) of the part files holding a session's older turns, oldest first."""
+        return [(path, blob) for _n, path, blob in self._numbered_parts(session_id, commit)]
+
+    def _numbered_parts(self, session_id: str, commit: str | None) -> list[tuple[int, str, str]]:
         path = self.path_of(session_id)
         folder, name = path.rsplit("/", 1)
         tree = self.repo.folder_tree(folder, commit)
         if tree is None:
             return []
-        prefix = (name[: -len(".md")] + PART_MARK).encode("utf-8")
+        prefix = (name[: -len(SUFFIX)] + PART_MARK).encode("utf-8")
         found: list[tuple[int, str, str]] = []
         for raw, (_mode, sha) in tree.entries.items():
             if raw.startswith(prefix):
-                part = f"{folder}/{raw.decode('utf-8', 'surrogateescape')}"
-                number = part_of(part, self.namespace)
+                number = _part_number(raw[len(prefix) :])
                 if number is not None:
-                    found.append((number[1], part, sha.hex()))
-        return [(part, blob) for _n, part, blob in sorted(found)]
+                    found.append((number, f"{folder}/{raw.decode('utf-8')}", sha.hex()))
+        return sorted(found)
 
     def _parts(self, txn: Transaction, session_id: str) -> list[tuple[str, Session]]:
         """A session's parts as the transaction sees them (its pending writes first)."""
-        files = dict(self.part_files(session_id, txn.head())) if txn.head() else {}
-        stem = self.path_of(session_id)[: -len(".md")] + PART_MARK
-        pending = {p: d for p, d in txn.pending.items() if p.startswith(stem)}
+        head = txn.head()
+        files = {p: (n, b) for n, p, b in self._numbered_parts(session_id, head)} if head else {}
+        stem = self.path_of(session_id)[: -len(SUFFIX)] + PART_MARK
         out: list[tuple[int, str, Session]] = []
-        for path in {*files, *pending}:
-            number = part_of(path, self.namespace)
-            if number is None:
-                continue
-            if path in pending:
-                data = pending[path]
+        for path, data in txn.pending.items():
+            number = _part_number(path[len(stem) :].encode()) if path.startswith(stem) else None
+            if number is not None:
+                files.pop(path, None)
                 if data is not None:
-                    out.append((number[1], path, parse_bytes(data, path)))
-            else:
-                out.append((number[1], path, self.parse_blob(path, files[path])))
+                    out.append((number, path, parse_bytes(data, path)))
+        out += [(n, path, self.parse_blob(path, blob)) for path, (n, blob) in files.items()]
         return [(path, session) for _n, path, session in sorted(out, key=lambda x: x[0])]
 
     def _frozen_ids(self, parts: list[Session]) -> frozenset[str]:
@@ -720,6 +720,12 @@ class SessionStore:
             session_id, change, op="delete", subject=f"Delete session {one_line(session_id, 50)}"
         )
         return sha or ""
+
+
+def _part_number(rest: bytes) -> int | None:
+    """The number of a part file from its name after the session's name and the mark."""
+    digits = rest[: -len(SUFFIX)] if rest.endswith(SUFFIX.encode()) else b""
+    return int(digits) if digits.isdigit() and digits.isascii() else None
 
 
 def joined(session: Session, parts: Sequence[Session]) -> Session:
