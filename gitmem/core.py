@@ -468,12 +468,9 @@ class SessionStore:
     ) -> None:
         """Make one change. ``hot``: ``change`` only appends turns, so it is given the
         session's file without its parts (a save then costs the same at any size)."""
-        current = batch.sessions.get(path) if batch is not None else None
-        if current is None:
-            current = self.adopt_hand_edit(txn, path)
-        if current is None:
-            found = self.repo.entry(path, txn.head())
-            current = self.parse_blob(path, found[1]) if found else None
+        current = self._current(txn, batch, path)
+        if current is not None and not hot:  # this change may rewrite any part
+            self._adopt_part_edits(txn, session_id)
         parts = self._parts(txn, session_id) if current is not None else []
         before = current
         if parts and not hot and current is not None:
@@ -503,6 +500,26 @@ class SessionStore:
             batch.touched.append(session_id)
             batch.ops.append(op)
             batch.done.append((session_id, path, change, op))
+
+    def _current(self, txn: Transaction, batch: _Batch | None, path: str) -> Session | None:
+        """The session's file as the change starts from: the batch's, a hand edit, HEAD's."""
+        current = batch.sessions.get(path) if batch is not None else None
+        if current is None:
+            current = self.adopt_hand_edit(txn, path)
+        if current is None:
+            found = self.repo.entry(path, txn.head())
+            current = self.parse_blob(path, found[1]) if found else None
+        return current
+
+    def _adopt_part_edits(self, txn: Transaction, session_id: str) -> None:
+        """Record uncommitted hand edits of a session's parts first (a save that only
+        appends never writes an existing part, so it leaves them for a later change)."""
+        for _n, part, _blob in self._numbered_parts(session_id, txn.head()):
+            if part in txn.pending:
+                continue
+            edited = self.adopt_hand_edit(txn, part)
+            if edited is not None and self.in_batch():
+                txn.write(part, render(edited).encode("utf-8"))
 
     def _check_new_ids(self, current: Session, updated: Session, parts: list[Session]) -> None:
         """Refuse a turn id that a part of the session already has."""

@@ -232,3 +232,28 @@ def test_rollback_and_restore_bring_the_parts_back(mm: MemoryManager, store: Pat
     session = mm.load_memory("big")
     assert session is not None and len(session.interactions) == 121
     assert session.interactions[-1].messages[0].content == "again"
+
+
+def test_an_uncommitted_hand_edit_of_a_part_is_kept(mm: MemoryManager, store: Path) -> None:
+    mm.save_interaction("big", "first", "ok")
+    part = store / part_path("big", 2)
+    part.write_text(part.read_text().replace("question 30 word30", "edited by hand"))
+    mm.save_interaction("big", "a save leaves the part alone", "ok")
+    assert _changed(store) == {session_path("big")}
+    assert "edited by hand" in part.read_text()
+
+    def change(current: Session | None) -> Session:
+        assert current is not None
+        assert current.interactions[30].messages[0].content == "edited by hand"
+        turns = list(current.interactions)
+        turns[3] = turns[3].model_copy(update={"messages": [Message(speaker="User", content="x")]})
+        return current.model_copy(update={"interactions": turns})
+
+    mm.change_session("big", change, op="import", subject="Fix a turn")
+    assert _changed(store) == {part_path("big", 1)}
+    assert _changed(store, "HEAD~1") == {part_path("big", 2)}  # the hand edit, recorded first
+    session = mm.load_memory("big")
+    assert session is not None
+    assert session.interactions[30].messages[0].content == "edited by hand"
+    assert session.interactions[3].messages[0].content == "x"
+    assert git(store, "status", "--porcelain") == ""
