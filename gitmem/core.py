@@ -335,8 +335,19 @@ class SessionStore:
             files = self.listing(wanted)
         else:
             files = session_files(self.repo, session_dir(self.namespace), commit)
+        parts: dict[str, list[tuple[int, str, str]]] = {}  # a huge session's part files
+        for path, blob in files.items():
+            part = part_of(path, self.namespace) if PART_MARK in path else None
+            if part is not None:
+                parts.setdefault(part[0], []).append((part[1], path, blob))
         files = {p: b for p, b in files.items() if id_from_path(p, self.namespace) is not None}
-        found = [session for session in self._parsed(files) if wanted.passes(session)]
+        found = [
+            joined(session, [self.parse_blob(p, b) for _n, p, b in sorted(parts[session.id])])
+            if session.id in parts
+            else session
+            for session in self._parsed(files)
+            if wanted.passes(session)
+        ]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found
 

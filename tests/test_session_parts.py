@@ -94,8 +94,12 @@ def test_the_file_rolls_over_into_a_new_part(mm: MemoryManager, store: Path) -> 
 def test_a_split_session_reads_searches_and_lists_as_one(mm: MemoryManager, store: Path) -> None:
     mm.save_interaction("big", "first", "ok")
     mm.save_interaction("big", "second", "ok")
-    assert [s.id for s in mm.list_sessions()] == ["big"]
+    listed = mm.list_sessions()
+    assert [s.id for s in listed] == ["big"] and len(listed[0].interactions) == 122
+    assert [len(s.interactions) for s in mm.list_sessions(commit=mm.head())] == [122]
     assert mm.session_ids() == ["big"]
+    page = mm.browse_sessions()
+    assert page.total == 1 and [(s.session_id, s.turns) for s in page.sessions] == [("big", 122)]
     hits = mm.search("word7", session="big")
     assert hits and {h.session_id for h in hits} == {"big"}
     assert any(h.interaction_id == "t00007" for h in hits)
