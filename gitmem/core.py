@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -59,6 +60,9 @@ class _Batch:
 
 # from this many files not cached on, a listing streams their blobs
 _STREAM_FROM = 64
+
+# the id of a turn in its heading, ``### <time> {#<id>}``
+_TURN_ID = re.compile(rb"^### [^\n]*\{#([^\s{}]+)\}[ \t]*\r?$", re.MULTILINE)
 
 # a session whose file would hold more turns than this continues in part files of this
 # many turns each, so that a save rewrites (hashes, compresses, writes) a small file
@@ -133,8 +137,9 @@ class SessionStore:
         # the composition root gives the search index's session rows; None reads the tree
         self.listing: Callable[[SessionFilter], dict[str, str]] | None = None
         self.part_turns = PART_TURNS
-        # the ids of the turns in a session's parts, for the last parts asked about
-        self._frozen: tuple[list[Session], frozenset[str]] = ([], frozenset())
+        # session path -> its parts' blob ids and the ids of their turns, for the last few
+        # sessions saved to that have parts
+        self._frozen: OrderedDict[str, tuple[tuple[str, ...], frozenset[str]]] = OrderedDict()
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
@@ -283,13 +288,40 @@ class SessionStore:
         out += [(n, path, self.parse_blob(path, blob)) for path, (n, blob) in files.items()]
         return [(path, session) for _n, path, session in sorted(out, key=lambda x: x[0])]
 
-    def _frozen_ids(self, parts: list[Session]) -> frozenset[str]:
-        """The turn ids of ``parts``, kept for the next save to the same parts."""
-        held, ids = self._frozen
-        if len(held) != len(parts) or not all(map(operator.is_, held, parts)):
-            ids = frozenset(t.id for part in parts for t in part.interactions)
-            self._frozen = (list(parts), ids)
-        return ids
+    def _frozen_ids(self, txn: Transaction, session_id: str) -> tuple[list[str], frozenset[str]]:
+        """The paths of a session's parts and the ids of their turns, read from the raw
+        text unless parsed already, and kept for the next save to the same parts."""
+        stem = self.path_of(session_id)[: -len(SUFFIX)] + PART_MARK
+        if any(path.startswith(stem) for path in txn.pending):  # written in this batch
+            parts = self._parts(txn, session_id)
+            return [p for p, _s in parts], frozenset(
+                t.id for _p, s in parts for t in s.interactions
+            )
+        numbered = self._numbered_parts(session_id, txn.head()) if txn.head() else []
+        if not numbered:
+            return [], frozenset()
+        key = tuple(blob for _n, _p, blob in numbered)
+        with self._cache_lock:
+            held = self._frozen.get(stem)
+        if held is not None and held[0] == key:
+            ids = held[1]
+        else:
+            ids = frozenset(i for _n, path, blob in numbered for i in self._ids_in(path, blob))
+        with self._cache_lock:
+            self._frozen[stem] = (key, ids)
+            self._frozen.move_to_end(stem)
+            while len(self._frozen) > 16:
+                self._frozen.popitem(last=False)
+        return [path for _n, path, _b in numbered], ids
+
+    def _ids_in(self, path: str, blob: str) -> Iterable[str]:
+        """The turn ids of a session file: from its parsed session when cached, else from
+        its turn headings."""
+        with self._cache_lock:
+            cached = self._sessions.get((path, blob))
+        if cached is not None:
+            return [t.id for t in cached.interactions]
+        return [m.decode("utf-8", "replace") for m in _TURN_ID.findall(self.repo.blob(blob))]
 
     def _with_archive(self, session: Session, commit: str | None) -> Session:
         """``session`` with its archived turns put back in front (for ``load_memory``)."""
@@ -480,27 +512,26 @@ class SessionStore:
         """Make one change. ``hot``: ``change`` only appends turns, so it is given the
         session's file without its parts (a save then costs the same at any size)."""
         current = self._current(txn, batch, path)
-        if current is not None and not hot:  # this change may rewrite any part
-            self._adopt_part_edits(txn, session_id)
-        parts = self._parts(txn, session_id) if current is not None else []
+        parts, frozen = self._parts_for(txn, session_id, current, hot)
         before = current
-        if parts and not hot and current is not None:
+        if parts and current is not None:
             before = joined(current, [part for _p, part in parts])
         updated = self.guard.screen_session(txn, before, change(before))  # sizes, secrets
         if before is None and updated is not None:
             self._names.check(txn, batch.created if batch else None, session_id, path)
         if updated is None:
             txn.delete(path)
-            for part, _session in parts:
+            for part in frozen[0]:
                 txn.delete(part)
         elif updated is not before:  # the change kept the session as it is: write nothing
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
-            if hot and parts and current is not None:
-                self._check_new_ids(current, updated, [part for _p, part in parts])
+            if hot and current is not None:
+                self._check_new_ids(current, updated, frozen[1])
+                kept = frozen[0]
             else:
-                updated, parts = self._unfrozen(txn, parts, updated)
-            updated = self._roll_over(txn, session_id, parts, updated)
+                updated, kept = self._unfrozen(txn, parts, updated)
+            updated = self._roll_over(txn, session_id, kept, updated)
             data = render(updated).encode("utf-8")
             txn.write(path, data)
             # the next save to this session starts from here without parsing the file again
@@ -522,6 +553,19 @@ class SessionStore:
             current = self.parse_blob(path, found[1]) if found else None
         return current
 
+    def _parts_for(
+        self, txn: Transaction, session_id: str, current: Session | None, hot: bool
+    ) -> tuple[list[tuple[str, Session]], tuple[list[str], frozenset[str]]]:
+        """The parts a change starts from, parsed (none for a save: it only appends), and
+        their paths with, for a save, the ids of their turns."""
+        if current is None:
+            return [], ([], frozenset())
+        if hot:  # only the parts' turn ids: no part is parsed
+            return [], self._frozen_ids(txn, session_id)
+        self._adopt_part_edits(txn, session_id)  # this change may rewrite any part
+        parts = self._parts(txn, session_id)
+        return parts, ([path for path, _s in parts], frozenset())
+
     def _adopt_part_edits(self, txn: Transaction, session_id: str) -> None:
         """Record uncommitted hand edits of a session's parts first (a save that only
         appends never writes an existing part, so it leaves them for a later change)."""
@@ -532,10 +576,12 @@ class SessionStore:
             if edited is not None and self.in_batch():
                 txn.write(part, render(edited).encode("utf-8"))
 
-    def _check_new_ids(self, current: Session, updated: Session, parts: list[Session]) -> None:
+    def _check_new_ids(self, current: Session, updated: Session, frozen: frozenset[str]) -> None:
         """Refuse a turn id that a part of the session already has."""
+        if not frozen:
+            return
         had = {t.id for t in current.interactions}
-        clash = {t.id for t in updated.interactions if t.id not in had} & self._frozen_ids(parts)
+        clash = {t.id for t in updated.interactions if t.id not in had} & frozen
         if clash:
             raise ValidationError(
                 f"session {updated.id!r} already has an interaction with id {min(clash)!r}"
@@ -543,7 +589,7 @@ class SessionStore:
 
     def _unfrozen(
         self, txn: Transaction, parts: list[tuple[str, Session]], updated: Session
-    ) -> tuple[Session, list[tuple[str, Session]]]:
+    ) -> tuple[Session, list[str]]:
         """The part of a whole changed session that goes to its file: the turns after
         its parts when those are unchanged, else every turn (the parts are deleted and
         made again by :meth:`_roll_over`, in the same bytes where their turns are the same).
@@ -551,13 +597,14 @@ class SessionStore:
         frozen = [turn for _p, part in parts for turn in part.interactions]
         turns = updated.interactions
         if len(turns) >= len(frozen) and all(map(operator.is_, frozen, turns)):
-            return updated.model_copy(update={"interactions": turns[len(frozen) :]}), parts
+            kept = updated.model_copy(update={"interactions": turns[len(frozen) :]})
+            return kept, [path for path, _s in parts]
         for part, _session in parts:
             txn.delete(part)
         return updated, []
 
     def _roll_over(
-        self, txn: Transaction, session_id: str, parts: list[tuple[str, Session]], hot: Session
+        self, txn: Transaction, session_id: str, parts: list[str], hot: Session
     ) -> Session:
         """``hot`` with its oldest turns moved into new part files while it holds more than
         ``part_turns`` turns (in the same commit: splitting a huge session is one commit)."""
@@ -565,7 +612,7 @@ class SessionStore:
         turns = hot.interactions
         if len(turns) <= size:
             return hot
-        number = max((part_of(p, self.namespace) or ("", 0))[1] for p, _s in parts) if parts else 0
+        number = max((part_of(p, self.namespace) or ("", 0))[1] for p in parts) if parts else 0
         while len(turns) > size:
             number += 1
             chunk, turns = turns[:size], turns[size:]

@@ -261,3 +261,15 @@ def test_an_uncommitted_hand_edit_of_a_part_is_kept(mm: MemoryManager, store: Pa
     assert session.interactions[30].messages[0].content == "edited by hand"
     assert session.interactions[3].messages[0].content == "x"
     assert git(store, "status", "--porcelain") == ""
+
+
+def test_a_new_process_refuses_a_turn_id_a_part_has(mm: MemoryManager, store: Path) -> None:
+    mm.save_interaction("big", "first", "ok")
+    mm.close()
+    fresh = MemoryManager(store, agent="bot", housekeeping=Housekeeping(enabled=False))
+    fresh._store.part_turns = 25
+    with pytest.raises(ValidationError, match="t00040"):
+        fresh.save_interaction("big", "again", "ok", interaction_id="t00040")
+    fresh.save_interaction("big", "new", "ok", interaction_id="t99999")
+    assert _changed(store) == {session_path("big")}
+    fresh.close()
