@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     medians = {name: _ms(samples) for name, samples, _, _ in rows}
-    size = (base / "sessions" / "95" / "big.md").stat().st_size
+    # the session's file and its parts
+    size = sum(p.stat().st_size for p in (base / "sessions" / "95").glob("big*.md"))
     print(
         f"\nhuge-session benchmark: big {big_n} turns ({size / 1e6:.1f} MB), mid {mid_n} "
         f"turns + {len(versions)} revisions; {n} samples per row (fewer for cold rows); "

@@ -158,6 +158,33 @@ def id_from_path(path: str, namespace: str | None = None) -> str | None:
     return session_id
 
 
+# a huge session continues in numbered parts beside its file (``<enc>~0001.md``...), the
+# older turns; "~" is never in an encoded id, so no session file is taken for a part
+PART_MARK = "~"
+
+
+def part_path(session_id: str, number: int, namespace: str | None = None) -> str:
+    """The store path of part ``number`` (from 1) of a session: its older turns, in order."""
+    stem = session_path(session_id, namespace)[: -len(SUFFIX)]
+    return f"{stem}{PART_MARK}{number:04d}{SUFFIX}"
+
+
+def part_of(path: str, namespace: str | None = None) -> tuple[str, int] | None:
+    """(session id, part number) of a session's part file, or None if ``path`` is not one."""
+    stem, mark, rest = path.rpartition(PART_MARK)
+    number = rest[: -len(SUFFIX)]
+    if not mark or not rest.endswith(SUFFIX) or not (number.isascii() and number.isdigit()):
+        return None
+    session_id = id_from_path(stem + SUFFIX, namespace)
+    return None if session_id is None else (session_id, int(number))
+
+
+def id_from_part_path(path: str, namespace: str | None = None) -> str | None:
+    """The session id a part file belongs to, or None if ``path`` is not one."""
+    found = part_of(path, namespace)
+    return None if found is None else found[0]
+
+
 def is_fanout_path(path: str) -> bool:
     """Whether a session file or archive part sits in a fan-out sub-folder."""
     parts = path.split("/")

@@ -39,6 +39,7 @@ from gitmem.format.paths import (
     NAMESPACES_DIR,
     archive_dir,
     id_from_archive_path,
+    id_from_part_path,
     id_from_path,
     in_namespace_layout,
     memory_path,
@@ -347,7 +348,7 @@ class Guard:
         paths: dict[str, str | None] = {}  # path: the session id its name encodes
         # the archive parts too: load_memory(include_archive=True) reads them
         for folder, id_of in (
-            (session_dir(self.namespace), id_from_path),
+            (session_dir(self.namespace), _session_or_part),
             (archive_dir(self.namespace), id_from_archive_path),
         ):
             names = set(session_files(self._repo, folder, commit))
@@ -448,3 +449,8 @@ class Guard:
         To purge one, see ``docs/reliability.md`` (section "Secrets already in history").
         """
         return scan_repository(self._repo, config or self.secret_config)
+
+
+def _session_or_part(path: str, namespace: str | None) -> str | None:
+    """The session a file in the sessions folder belongs to: its own file or a part."""
+    return id_from_path(path, namespace) or id_from_part_path(path, namespace)

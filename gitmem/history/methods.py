@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gitmem.core import SessionStore
+from gitmem.core import SessionStore, joined
 from gitmem.errors import (
     ConflictError,
     ParseError,
@@ -31,8 +31,10 @@ from gitmem.format.paths import (
     archive_path,
     encode_id,
     id_from_archive_path,
+    id_from_part_path,
     id_from_path,
     is_facts_path,
+    part_of,
     session_dir,
     session_path,
 )
@@ -238,19 +240,62 @@ class History:
             raise
 
     def _session_diff(
-        self, session_id: str, path: str, old: str | None, new: str | None, text: bool
+        self,
+        session_id: str,
+        path: str,
+        old: str | None,
+        new: str | None,
+        text: bool,
+        parts: tuple[list[tuple[str, str]], list[tuple[str, str]]] = ([], []),
     ) -> SessionDiff:
+        """The diff of a session's file from blob ``old`` to ``new``, its ``parts`` (path,
+        blob) before and after read in front of it as the one session they make."""
         problems: list[str] = []
         try:
             before = self._parsed(path, old, problems, "old") if old else None
             after = self._parsed(path, new, problems, "new") if new else None
+            if before is not None:
+                before = joined(before, self._part_sessions(parts[0], problems, "old"))
+            if after is not None:
+                after = joined(after, self._part_sessions(parts[1], problems, "new"))
             result = diff_sessions(before, after, session_id, path)
         except ParseError:
             result = SessionDiff(session_id=session_id, path=path, status=status_of(old, new))
         update: dict[str, Any] = {"problems": problems}
         if text:
-            update["unified"] = unified_diff(self._text(old), self._text(new), path)
+            olds, news = dict(parts[0]), dict(parts[1])
+            changed = [p for p in sorted({*olds, *news}) if olds.get(p) != news.get(p)]
+            texts = [
+                unified_diff(self._text(olds.get(p)), self._text(news.get(p)), p) for p in changed
+            ]
+            texts.append(unified_diff(self._text(old), self._text(new), path))
+            update["unified"] = "".join(texts)
         return result.model_copy(update=update)
+
+    def _part_sessions(
+        self, parts: list[tuple[str, str]], problems: list[str], where: str
+    ) -> list[Session]:
+        return [self._parsed(path, blob, problems, f"{where} {path}") for path, blob in parts]
+
+    def _session_diff_at(
+        self, session_id: str, a_sha: str | None, b_sha: str, text: bool
+    ) -> SessionDiff | None:
+        """How one session (its file and parts) differs between two commits, or None."""
+        path = self.store.path_of(session_id)
+        old = self.store.repo.entry(path, a_sha) if a_sha else None
+        new = self.store.repo.entry(path, b_sha)
+        parts = (
+            self.store.part_files(session_id, a_sha) if a_sha else [],
+            self.store.part_files(session_id, b_sha),
+        )
+        if old is None and new is None:
+            self._require_history(session_id, path)
+            return None
+        if (old and old[1]) == (new and new[1]) and parts[0] == parts[1]:
+            return None
+        return self._session_diff(
+            session_id, path, old[1] if old else None, new[1] if new else None, text, parts
+        )
 
     def _text(self, blob: str | None) -> str | None:
         if blob is None:
@@ -284,29 +329,25 @@ class History:
         files: list[str] = []
         changed = self.store.repo.diff_tree(a_sha, b_sha) if session_id is None else []
         if session_id is not None:
-            path = self.store.path_of(session_id)
-            old = self.store.repo.entry(self.store.path_of(session_id), a_sha) if a_sha else None
-            new = self.store.repo.entry(path, b_sha)
-            if old is None and new is None:
-                self._require_history(session_id, path)
-            elif (old and old[1]) != (new and new[1]):
-                sessions.append(
-                    self._session_diff(
-                        session_id, path, old[1] if old else None, new[1] if new else None, text
-                    )
-                )
+            found = self._session_diff_at(session_id, a_sha, b_sha, text)
+            sessions = [] if found is None else [found]
         else:
             files = [
-                c.path
-                for c in changed
-                if id_from_path(c.path, self.store.namespace) is None and self._in_scope(c.path)
+                c.path for c in changed if self._owner(c.path) is None and self._in_scope(c.path)
             ]
             moved = by_session(((c.path, c.old, c.new) for c in changed), self.store.namespace)
+            split = {self._owner(c.path) for c in changed if part_of(c.path, self.store.namespace)}
             sessions = [
                 self._session_diff(sid, path, old, new, text)
                 for sid, (path, old, new) in sorted(moved.items())
-                if old != new
+                if old != new and sid not in split
             ]
+            sessions += [
+                found
+                for sid in sorted(s for s in split if s is not None)
+                if (found := self._session_diff_at(sid, a_sha, b_sha, text)) is not None
+            ]
+            sessions.sort(key=lambda d: d.session_id)
         facts = changed_facts(changed, self.store.namespace, self.store.repo.blob, text)
         return Diff(a=a_sha, b=b_sha, sessions=sessions, files=files, facts=facts)
 
@@ -330,9 +371,10 @@ class History:
 
     def blame(self, session_id: str, *, commit: str | None = None) -> list[BlameEntry]:
         """For each interaction and the summary: the commit, time, agent and model that last
-        changed it (archived turns first, then the file's turns, the summary last).
+        changed it (archived turns first, then the parts' and the file's turns, the summary
+        last).
 
-        Walks the versions of the session (and its archive part) from the newest back,
+        Walks the versions of the session (its archive part and parts) from the newest back,
         parsing each once, and stops as soon as every part is accounted for; a turn that a
         summary moved to the archive is followed there. Cost grows with the number of
         versions times the size of the session.
@@ -348,7 +390,12 @@ class History:
                 f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
             )
         archived = self.store.repo.entry(part, rev)
-        state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
+        pieces = dict(self.store.part_files(session_id, rev))  # a huge session's older turns
+        state: dict[str, str | None] = {
+            **pieces,
+            part: archived[1] if archived else None,
+            path: found[1],
+        }
         wanted = self._parts(state, path, strict=True)
         if wanted.get("summary") is None:
             wanted.pop("summary", None)
@@ -356,6 +403,7 @@ class History:
         alias = {
             **dict.fromkeys(self._both(session_id), path),
             **dict.fromkeys(self._both(session_id, archive=True), part),
+            **{piece: piece for piece in pieces},
         }
         for entry in self.store.repo.file_log(list(alias), rev):
             if len(owner) == len(wanted):
@@ -466,6 +514,7 @@ class History:
         archived = self.store.repo.entry(self.store.path_of(session_id, archive=True), target)
         if archived is not None or self.store.repo.entry(part) is not None:
             wanted[part] = None if archived is None else self.store.repo.blob(archived[1])
+        wanted.update(self._parts_as_at(session_id, target))
         with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
@@ -492,7 +541,7 @@ class History:
         self.store.no_batch("restore_session")
         path = self.store.path_of(session_id)
         if rev is not None:
-            source = self.store.repo.resolve(rev)
+            source = version = self.store.repo.resolve(rev)
             blob = self._blob_at(
                 session_id,
                 self.store.path_of(session_id),
@@ -510,6 +559,10 @@ class History:
             if blob_or_none is None:
                 raise SessionNotFound(f"no earlier version of session {session_id!r} found")
             source, blob = last[0].sha, blob_or_none
+            version = source
+            if change is not None and change.new is None:  # the version before the delete
+                version = (self.store.repo.parents(source) or [source])[0]
+        parts = self._parts_as_at(session_id, version)
         with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
@@ -521,7 +574,7 @@ class History:
                     )
                 return self._write(
                     txn,
-                    {path: self.store.repo.blob(blob)},
+                    {path: self.store.repo.blob(blob), **parts},
                     f"Restore session {one_line(session_id, 50)}",
                     f"Brings back {path} as it was at commit {source}.",
                     self.store.trailers("restore", [session_id], restored_from=source),
@@ -529,6 +582,16 @@ class History:
 
             sha = txn.rebuilding(write)
         return sha or ""
+
+    def _parts_as_at(self, session_id: str, commit: str) -> dict[str, bytes | None]:
+        """The contents of a session's part files at ``commit``, and None for each part
+        at HEAD that it did not have: what brings the parts back to that commit."""
+        then = dict(self.store.part_files(session_id, commit))
+        wanted: dict[str, bytes | None] = dict.fromkeys(
+            p for p, _b in self.store.part_files(session_id)
+        )
+        wanted.update((p, self.store.repo.blob(b)) for p, b in then.items())
+        return wanted
 
     def _plan(self, txn: Transaction, entries: Iterable[LogEntry]) -> UndoPlan:
         """Undo ``entries`` (newest first) on the current files, without writing anything."""
@@ -610,9 +673,13 @@ class History:
             )
 
     def _owner(self, path: str) -> str | None:
-        """The session a file belongs to: its own file or its archive part."""
-        found = id_from_path(path, self.store.namespace)
-        return found if found is not None else id_from_archive_path(path, self.store.namespace)
+        """The session a file belongs to: its own file, a part or its archive part."""
+        namespace = self.store.namespace
+        return (
+            id_from_path(path, namespace)
+            or id_from_part_path(path, namespace)
+            or id_from_archive_path(path, namespace)
+        )
 
     def _sessions_of(self, changes: Iterable[str]) -> list[str]:
         found = (self._owner(p) for p in changes)

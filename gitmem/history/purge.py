@@ -28,8 +28,7 @@ from gitmem.errors import ValidationError
 from gitmem.format.facts import FactSource, line_sources, source_token
 from gitmem.format.paths import (
     archive_path,
-    id_from_archive_path,
-    id_from_path,
+    id_from_part_path,
     is_facts_path,
     memory_path,
     session_path,
@@ -147,6 +146,11 @@ def _paths(session_id: str, namespace: str | None) -> tuple[str, str]:
     return session_path(session_id, namespace), archive_path(session_id, namespace)
 
 
+def _is_session_file(path: str, session_id: str, namespace: str | None) -> bool:
+    """Whether ``path`` is a session's file, one of its parts or its archive part."""
+    return path in _paths(session_id, namespace) or id_from_part_path(path, namespace) == session_id
+
+
 def _memory_folder(namespace: str | None) -> str:
     return memory_path(namespace).rsplit("/", 1)[0]
 
@@ -223,7 +227,7 @@ def remove_summaries_of(data: bytes, turn_id: str) -> bytes:
 
 @dataclass
 class SessionRule:
-    """A session's file and archive part gone, and the facts that came from it; its
+    """A session's file, parts and archive part gone, and the facts that came from it; its
     commits' subjects masked."""
 
     session_id: str
@@ -237,13 +241,14 @@ class SessionRule:
         return (*_folders(self.session_id, self.namespace), _memory_folder(self.namespace))
 
     def wants(self, path: str) -> bool:
-        return path in _paths(self.session_id, self.namespace) or _own_facts(path, self.namespace)
+        mine = _is_session_file(path, self.session_id, self.namespace)
+        return mine or _own_facts(path, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
         if is_facts_path(path):
             return remove_sourced_facts(data, self.session_id, told=self.told)
-        sid = id_from_path(path, self.namespace) or id_from_archive_path(path, self.namespace)
-        return None if sid == self.session_id else data
+        mine = _is_session_file(path, self.session_id, self.namespace)
+        return None if mine else data
 
     def message(self, message: bytes) -> bytes:
         named = ", ".join(_trailer_values(message, b"Gitmem-Session")).split(", ")
@@ -276,7 +281,7 @@ def remove_turn(data: bytes, turn_id: str) -> bytes:
 
 @dataclass
 class TurnRule:
-    """One turn's block gone from its session's file and archive part, in every commit,
+    """One turn's block gone from its session's file, parts and archive part, in every commit,
     with the summaries that cover it and the facts that came from it."""
 
     session_id: str
@@ -291,7 +296,8 @@ class TurnRule:
         return (*_folders(self.session_id, self.namespace), _memory_folder(self.namespace))
 
     def wants(self, path: str) -> bool:
-        return path in _paths(self.session_id, self.namespace) or _own_facts(path, self.namespace)
+        mine = _is_session_file(path, self.session_id, self.namespace)
+        return mine or _own_facts(path, self.namespace)
 
     def blob(self, path: str, data: bytes) -> bytes | None:
         if is_facts_path(path):

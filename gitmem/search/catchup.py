@@ -22,6 +22,7 @@ from gitmem.format.paths import (
     archive_dir,
     encode_id,
     id_from_archive_path,
+    id_from_part_path,
     id_from_path,
     session_dir,
 )
@@ -208,7 +209,11 @@ def catch_up(  # noqa: C901
             changes = _compare(repository, index, head, folders, fresh=rebuild)
         wanted: list[tuple[str, str, str]] = []
         for path, blob in changes:
-            session_id = id_from_path(path, namespace) or id_from_archive_path(path, namespace)
+            session_id = (
+                id_from_path(path, namespace)
+                or id_from_part_path(path, namespace)
+                or id_from_archive_path(path, namespace)
+            )
             if session_id is None:
                 continue
             if blob is None:

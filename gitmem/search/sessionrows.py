@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitmem.format.paths import PART_MARK
 from gitmem.models import Session
 from gitmem.search.indexfile import IndexFile
 
@@ -81,6 +82,8 @@ def _in_folder(
     where, args = _labels(tags, participants, project)
     where.append("substr(path, 1, ?) = ?")
     args.extend((len(folder), folder))
+    where.append("instr(path, ?) = 0")  # a huge session's parts are rows of it, not sessions
+    args.append(PART_MARK)
     if active_since is not None:
         where.append("last_active >= ?")
         args.append(active_since)
@@ -286,13 +289,21 @@ class SessionTable:
         active_until: float | None = None,
     ) -> dict[str, str]:
         """Path -> blob id of the session files under ``folder`` that match every
-        condition (those of :meth:`browse`)."""
+        condition (those of :meth:`browse`), and of every part file of a huge session
+        there (a part's head does not say the session's labels)."""
         condition, args = _in_folder(
             folder, tags, participants, project, active_since, active_until
         )
         with self._lock:
             rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args)
-            return {str(path): str(blob) for path, blob in rows}
+            found = {str(path): str(blob) for path, blob in rows}
+            parts = self._db.execute(
+                "SELECT path, blob FROM sessions"
+                " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
+                (len(folder), folder, PART_MARK),
+            )
+            found.update((str(path), str(blob)) for path, blob in parts)
+            return found
 
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds (its file and its archive
