@@ -350,7 +350,8 @@ def _reviews(page: Page, site: Site) -> None:
 
 
 def _review(page: Page, site: Site) -> None:
-    assert "Caroline paints" in page.locator(_hook("review-diff")).inner_text()
+    assert "Caroline paints" in page.locator(_hook("side-by-side")).inner_text()
+    assert page.locator(_hook("side-del")).count() >= 1
     assert page.locator(_hook("accept")).count() == 1
     assert page.locator(_hook("reject")).count() == 1
 
@@ -595,6 +596,8 @@ def test_screenshots_at_desktop_and_phone_sizes(browser: Browser, site: Site) ->
         ("commit", f"/commits/{site.summary_sha}"),
         ("facts", "/facts"),
         ("fact", f"/facts/{_a_fact_id(site)}"),
+        ("reviews", "/reviews"),
+        ("review", "/reviews/session/caro"),
     ]:
         _shoot_sizes(browser, site, name, path)
     assert all((site.shots / f"sessions-{label}.png").stat().st_size > 0 for label in SIZES)
