@@ -418,3 +418,21 @@ def test_a_broken_memory_file_names_path_and_line(mm: MemoryManager) -> None:
     response = client(mm).get("/facts")
     assert response.status_code == 500
     assert "memory/MEMORY.md:6" in response.text and "used twice" in response.text
+
+
+# --- access keys ------------------------------------------------------------------------
+
+
+def test_access_keys_reach_every_page_and_never_clash(mm: MemoryManager) -> None:
+    web = client(mm)
+    for path in ("/sessions?size=1", "/search?q=books", "/history?limit=1", "/links", "/facts"):
+        page = web.get(path).text
+        keys = re.findall(r'accesskey="([^"]*)"', page)
+        assert len(keys) == len(set(keys)), (path, keys)  # one element per key
+        assert {"l", "s", "h", "u", "r", "g", "f"} <= set(keys), (path, keys)
+        assert 'data-test="access-keys"' in page  # named in the footer
+    search = web.get("/search").text
+    assert re.search(r'<input type="search" name="q"[^>]*accesskey="s"', search)
+    listed = web.get("/sessions?size=1").text
+    assert re.search(r'rel="next" accesskey="n"', listed)
+    assert 'accesskey="+"' in web.get("/links").text  # zoom in
