@@ -598,6 +598,7 @@ def test_screenshots_at_desktop_and_phone_sizes(browser: Browser, site: Site) ->
         ("fact", f"/facts/{_a_fact_id(site)}"),
         ("reviews", "/reviews"),
         ("review", "/reviews/session/caro"),
+        ("search-around", "/search?q=Fluent+Python+author&around=1#hit-1"),
     ]:
         _shoot_sizes(browser, site, name, path)
     assert all((site.shots / f"sessions-{label}.png").stat().st_size > 0 for label in SIZES)
@@ -623,6 +624,23 @@ def test_search_snippets_show_no_raw_markdown(page: Page, site: Site) -> None:
         assert "**" not in text and "[[" not in text and "]]" not in text, text
     assert page.locator(f"{_hook('snippet')} strong").count() >= 1  # rendered, not dropped
     assert page.locator(_hook("explain")).count() == 0  # bars only with Explain
+
+
+def test_the_turns_around_a_hit_and_facts_apart(page: Page, site: Site) -> None:
+    _open(page, site, "/search?q=prefers+short+books", "search-facts")
+    assert "prefers short books" in page.locator(_hook("fact-hits")).inner_text()
+    _open(page, site, "/search?q=Fluent+Python+author", "search-turns")
+    assert page.locator(_hook("around")).count() == 0
+    with page.expect_navigation():
+        page.locator(_hook("around-link")).first.click()
+    assert "around=1" in page.url and page.url.endswith("#hit-1")
+    around = page.locator(f"details{_hook('around')}")
+    assert around.count() == 1 and around.get_attribute("open") is not None
+    assert around.locator(f"{_hook('around-before')}, {_hook('around-after')}").count() == 2
+    page.screenshot(path=str(site.shots / "search-around.png"), full_page=True)
+    # the query box holds the search access key (CDP's synthetic keys do not fire access
+    # keys, so the attribute is what is checked)
+    assert page.locator('[accesskey="s"]').evaluate_all("ns => ns.map(n => n.name)") == ["q"]
 
 
 def test_the_diff_is_above_the_fold_on_a_commit_page(page: Page, site: Site) -> None:
@@ -699,7 +717,7 @@ def test_a_graph_of_sixty_sessions_renders_within_the_page(
             tab = made.new_page()
             response = tab.goto("/links")
             assert response is not None and response.status == 200
-            shot = site.shots / "links-desktop.png"
+            shot = site.shots / "links-graph.png"
             tab.screenshot(path=str(shot), full_page=True)
             graph = tab.locator(f"svg{_hook('links-graph')}")
             assert graph.locator("a.node").count() == 60
