@@ -19,7 +19,9 @@ def mm(tmp_path: Path) -> MemoryManager:
 
 
 def _svg(page: str) -> str:
-    return page[page.index("<svg") : page.index("</svg>")]
+    """The graph's SVG (the legend's swatches are little SVGs too)."""
+    start = page.rindex("<svg", 0, page.index('data-test="links-graph"'))
+    return page[start : page.index("</svg>", start)]
 
 
 def _session_nodes(svg: str) -> dict[str, tuple[float, str]]:

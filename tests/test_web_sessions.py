@@ -127,7 +127,7 @@ def test_paging_keeps_the_filters_and_counts_the_whole_list(mm: MemoryManager) -
     first = web.get("/sessions?size=2&participant=user").text
     assert _rows(first) == ["hostile", "travel-plans"]
     assert "page 1 of 2" in first and '<span data-test="total">3</span>' in first
-    older = re.search(r'<a href="([^"]+)" rel="next">', first)
+    older = re.search(r'<a href="([^"]+)" rel="next"[^>]*>', first)
     assert older is not None
     link = older.group(1).replace("&amp;", "&")
     assert "participant=user" in link and "page=2" in link
@@ -311,7 +311,8 @@ def test_the_links_graph_has_a_node_per_linked_session(mm: MemoryManager) -> Non
     response = client(mm).get("/links")
     assert response.status_code == 200
     page = response.text
-    svg = page[page.index("<svg") : page.index("</svg>")]
+    start = page.rindex("<svg", 0, page.index('data-test="links-graph"'))
+    svg = page[start : page.index("</svg>", start)]
     assert 'data-test="links-graph"' in svg
     assert _nodes(svg) == ["/sessions/notes", "/sessions/python-books", "/sessions/travel-plans"]
     assert svg.count("data-from=") == 3

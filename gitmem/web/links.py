@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from urllib.parse import urlencode
@@ -263,22 +263,22 @@ def _colours(
 
     kept = list(kept)
     counts = Counter(g for sid in kept for g in groups(sid))
-    ranked = [g for g, _n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    # each session stands for its most common group; colours go to the most common of those
+    chosen = {
+        sid: min(mine, key=lambda g: (-counts[g], g)) if (mine := groups(sid)) else None
+        for sid in kept
+    }
+    shown = Counter(g for g in chosen.values() if g is not None)
+    ranked = [g for g, _n in sorted(shown.items(), key=lambda item: (-item[1], item[0]))]
     colour_of = dict(zip(ranked, PALETTE, strict=False))
-    out: dict[str, tuple[str, str | None]] = {}
-    shown: Counter[str] = Counter()
-    for sid in kept:
-        mine = groups(sid)
-        group = min(mine, key=ranked.index) if mine else None
-        colour = NONE if group is None else colour_of.get(group, OTHER)
-        out[sid] = (colour, group)
-        if sid in listings:
-            shown[group if group in colour_of else ("" if group is None else "\0")] += 1
+    out = {sid: (NONE if g is None else colour_of.get(g, OTHER), g) for sid, g in chosen.items()}
     legend = [LegendEntry(g, colour_of[g], shown[g]) for g in ranked if g in colour_of]
-    if shown["\0"]:
-        legend.append(LegendEntry(f"other {by}s", OTHER, shown["\0"]))
-    if shown[""]:
-        legend.append(LegendEntry(f"no {by}", NONE, shown[""]))
+    others = sum(n for g, n in shown.items() if g not in colour_of)
+    if others:
+        legend.append(LegendEntry(f"other {by}s", OTHER, others))
+    unlabelled = sum(1 for sid, g in chosen.items() if g is None and sid in listings)
+    if unlabelled:
+        legend.append(LegendEntry(f"no {by}", NONE, unlabelled))
     return out, legend
 
 
@@ -313,13 +313,13 @@ def drawing(
     focus: str | None = None,
     cap: int = MAX_NODES,
     *,
-    listings: dict[str, SessionListing] | None = None,
+    describe: Callable[[list[str]], dict[str, SessionListing]] | None = None,
     facts: Iterable[Fact] = (),
     by: str = "tag",
 ) -> Drawing:
     """The nodes and edges to draw: ``focus`` and what lies within two hops of it, or the
-    ``cap`` most linked sessions (ties by id); ``listings`` give the sessions' turns and
-    tags, ``facts`` the curated facts to hang beside their sources."""
+    ``cap`` most linked sessions (ties by id); ``describe`` gives the drawn sessions' turns
+    and tags, ``facts`` the curated facts to hang beside their sources."""
     around = _neighbours(graph)
     ranked = _ranked(graph, around, focus)
     kept = sorted(ranked[:cap])
@@ -329,8 +329,9 @@ def drawing(
     )
     spots = layout(tuple(kept), tuple(pairs))
     missing = set(graph.missing)
-    listings = listings or {}
-    colours, legend = _colours((n for n in kept if n not in missing), listings, by)
+    sessions = [n for n in kept if n not in missing]
+    listings = describe(sessions) if describe and sessions else {}
+    colours, legend = _colours(sessions, listings, by)
     # a few nodes in a small picture: two linked sessions are not drawn a page apart
     size = min(SIZE, 2 * MARGIN + 90 * math.sqrt(len(kept)))
     inner = size - 2 * MARGIN
@@ -422,15 +423,11 @@ def _graph(request: Request) -> tuple[Drawing, Asked]:
     linked = focus is None or focus in graph.links or focus in graph.missing
     if not linked and focus is not None and mm.load_memory(focus) is None:
         raise SessionNotFound(f"no session {focus!r}: see the sessions list")
-    around = _neighbours(graph)
-    shown = _ranked(graph, around, focus)[:MAX_NODES]
-    if focus is not None and focus not in shown:
-        shown.append(focus)
     picture = drawing(
         graph,
         focus,
         MAX_NODES,
-        listings=mm.session_listings(shown),
+        describe=mm.session_listings,
         facts=mm.facts() if asked.facts else (),
         by=asked.by,
     )
