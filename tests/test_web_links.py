@@ -116,3 +116,16 @@ def test_zoom_and_pan_by_links(mm: MemoryManager) -> None:
     assert "/links?focus=python-books&amp;by=project&amp;zoom=2" in kept
     assert web.get("/links?zoom=3").status_code == 400
     assert web.get("/links?zoom=2&x=900").status_code == 400
+
+
+def test_a_drawing_is_kept_until_head_moves(mm: MemoryManager) -> None:
+    web = client(mm)
+    first = web.get("/links").text
+    again = web.get("/links").text
+    assert _svg(first) == _svg(again)
+    mm.save_interaction("later", "see [[travel-plans]]", "ok")  # a commit: HEAD moves
+    after = _svg(web.get("/links").text)
+    assert "later" in _session_nodes(after)
+    zoomed = web.get("/links?zoom=2").text  # the kept drawing, another view of it
+    assert "later" in _session_nodes(_svg(zoomed)) and 'data-zoom="2"' in zoomed
+    assert 'data-zoom="1"' in web.get("/links").text  # the view is never kept

@@ -389,6 +389,8 @@ def test_a_held_facts_consolidation(
     assert 'href="/reviews/facts"' in web.get("/reviews").text
     page = web.get("/reviews/facts").text
     assert hooks(page, "review-diff") == 1 and fact in page
+    beside = page[page.index('data-test="side-by-side"') : page.index("</table>")]
+    assert fact in beside and 'data-test="side-del"' in beside  # the forgotten fact, left
     before = head(store)
     answer = post_button(web, "/reviews/facts", button)
     assert answer.status_code == 303

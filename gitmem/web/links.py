@@ -16,8 +16,10 @@ zoom by plain links, with no script.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from starlette.routing import BaseRoute, Route
 
 from gitmem.errors import SessionNotFound, ValidationError
 from gitmem.format.facts import Fact
+from gitmem.manager import MemoryManager
 from gitmem.search.browse import LinkGraph, SessionListing
 from gitmem.web.pages import int_param, manager, param, render, words
 
@@ -316,11 +319,13 @@ def drawing(
     describe: Callable[[list[str]], dict[str, SessionListing]] | None = None,
     facts: Iterable[Fact] = (),
     by: str = "tag",
+    around: dict[str, set[str]] | None = None,
 ) -> Drawing:
     """The nodes and edges to draw: ``focus`` and what lies within two hops of it, or the
     ``cap`` most linked sessions (ties by id); ``describe`` gives the drawn sessions' turns
-    and tags, ``facts`` the curated facts to hang beside their sources."""
-    around = _neighbours(graph)
+    and tags, ``facts`` the curated facts to hang beside their sources; ``around``, each
+    node's neighbours, when the caller has them already."""
+    around = _neighbours(graph) if around is None else around
     ranked = _ranked(graph, around, focus)
     kept = sorted(ranked[:cap])
     at = {node: i for i, node in enumerate(kept)}
@@ -415,24 +420,62 @@ def _asked(request: Request) -> Asked:
     return Asked(param(request, "focus") or None, by, view.moved(), param(request, "facts") != "0")
 
 
+class LinkDrawings:
+    """The drawings of the links pages, kept per namespace and HEAD: the graph of 10,000
+    linked sessions costs a few hundred milliseconds to read and lay out, and nothing in
+    it changes until a commit moves HEAD (a save, a pull, a hand commit all do)."""
+
+    KEPT = 32  # drawings (a focus, a colouring) kept for the current HEAD
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._head: tuple[str | None, str | None] = (None, None)
+        self._graph: tuple[LinkGraph, dict[str, set[str]]] | None = None
+        self._drawings: dict[tuple[str | None, str, bool], Drawing] = {}
+
+    def get(self, mm: MemoryManager, asked: Asked) -> Drawing:
+        """The drawing ``asked`` for (its view aside) of ``mm``'s store at HEAD."""
+        key = (mm.namespace, mm.head())
+        wanted = (asked.focus, asked.by, asked.facts)
+        with self._lock:
+            if self._head != key:
+                self._head, self._graph, self._drawings = key, None, {}
+            found = self._drawings.get(wanted)
+            graph = self._graph
+        if found is not None:
+            return found
+        if graph is None:
+            read = mm.link_graph()
+            graph = (read, _neighbours(read))
+        picture = drawing(
+            graph[0],
+            asked.focus,
+            MAX_NODES,
+            describe=mm.session_listings,
+            facts=mm.facts() if asked.facts else (),
+            by=asked.by,
+            around=graph[1],
+        )
+        with self._lock:
+            if self._head == key:
+                self._graph = graph
+                if len(self._drawings) >= self.KEPT:
+                    self._drawings.clear()
+                self._drawings[wanted] = picture
+        return picture
+
+
 def _graph(request: Request) -> tuple[Drawing, Asked]:
     mm = manager(request)
     asked = _asked(request)
     focus = asked.focus
-    graph = mm.link_graph()
-    linked = focus is None or focus in graph.links or focus in graph.missing
-    if not linked and focus is not None and mm.load_memory(focus) is None:
+    drawings: LinkDrawings = request.app.state.link_drawings
+    picture = drawings.get(mm, asked)
+    # a focus that links nowhere is drawn alone: it must at least be a session
+    alone = focus is not None and all(n.degree == 0 for n in picture.nodes if n.id == focus)
+    if alone and focus is not None and mm.load_memory(focus) is None:
         raise SessionNotFound(f"no session {focus!r}: see the sessions list")
-    picture = drawing(
-        graph,
-        focus,
-        MAX_NODES,
-        describe=mm.session_listings,
-        facts=mm.facts() if asked.facts else (),
-        by=asked.by,
-    )
-    picture.view = asked.view
-    return picture, asked
+    return dataclasses.replace(picture, view=asked.view), asked
 
 
 def _views(asked: Asked) -> list[tuple[str, str, str]]:
