@@ -142,10 +142,11 @@ def _parse_all(mm: MemoryManager) -> tuple[float, float]:
 
 
 def synthetic_store(
-    store: Path, corpus: Corpus, sessions: int, turns: int
+    store: Path, corpus: Corpus, sessions: int, turns: int, links: int = 0
 ) -> tuple[MemoryManager, list[str], list[str]]:
     """Open (or first write, 500 sessions a commit) a store of the corpus's sessions; returns
-    it with every interaction's text and its session id, in order."""
+    it with every interaction's text and its session id, in order. ``links``: when writing,
+    each session's metadata links to that many others (spread, the same every time)."""
     built = store.exists()
     mm = MemoryManager.init(store, agent="bench", housekeeping=Housekeeping(enabled=False))
     texts: list[str] = []
@@ -155,7 +156,9 @@ def synthetic_store(
         if not built:
             with mm.batch(f"Synthetic sessions {first}-{first + len(chunk) - 1}"):
                 for session in chunk:
-                    mm.put_session(session)
+                    n = int(session.id[1:])
+                    named = [f"s{(n * 7 + k * 131 + 1) % sessions:05d}" for k in range(links)]
+                    mm.put_session(session.model_copy(update={"links": named}))
         for session in chunk:
             texts.extend(item.text for item in session.interactions)
             ids.extend(session.id for _ in session.interactions)

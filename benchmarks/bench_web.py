@@ -15,11 +15,13 @@ sets around the whole app), measured two ways:
                (its wall time per request, client side, is shown too)
 Comparators, same targets, same run, on a manager of their own: ``mm.load_memory(id)`` for
 the session page, ``mm.search(q)`` for the search page, ``mm.diff(b=sha)`` for the diff
-page, ``mm.blame(id)`` for the blame view; the ratio is the page's p50 (in-process) over
-the comparator's p50: what the page adds to the library.
+page, ``mm.blame(id)`` for the blame view, ``mm.link_graph()`` for the links pages (a store
+written by this script links each session to two others, and holds facts learned from
+some; the graph draws the 300 most linked, or one session's two hops with ?focus=); the
+ratio is the page's p50 (in-process) over the comparator's p50: what the page adds to the library.
 First paint: ``--paints`` fresh Chromium contexts (Debian's /usr/bin/chromium through
 Playwright) load /sessions from the loopback server; the median first-contentful-paint.
-Targets: sessions and session page p50 <= 50 ms, search <= 60 ms, diff <= 50 ms, first
+Targets: sessions, session and links page p50 <= 50 ms, search <= 60 ms, diff <= 50 ms, first
 paint <= 300 ms. A page that answers other than 200 (a 404 before it exists) is reported
 as such, not timed.
 """
@@ -60,6 +62,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+FACTS = 100  # facts remembered in a store this script writes
 _TIMING = re.compile(r"app;dur=([0-9.]+)")
 _BANNER = re.compile(r"at (http://[^\s/]+)/")
 
@@ -119,6 +122,21 @@ def _pages(
             lambda n: mm.blame(ids[n]),
         ),
         Page("search", q, "<= 60", "mm.search(q)", lambda n: mm.search(queries[n])),
+        Page("links", ["/links"] * len(ids), "<= 50", "mm.link_graph()", lambda n: mm.link_graph()),
+        Page(
+            "links ?focus=id",
+            [f"/links?focus={quote(i, safe='')}" for i in ids],
+            "<= 50",
+            "mm.link_graph()",
+            lambda n: mm.link_graph(),
+        ),
+        Page(
+            "links ?zoom=4",
+            ["/links?zoom=4&x=30&y=60"] * len(ids),
+            "<= 50",
+            "mm.link_graph()",
+            lambda n: mm.link_graph(),
+        ),
         Page("history", ["/history"] * len(ids)),
         Page(
             "commit diff (one save)",
@@ -307,7 +325,10 @@ def main() -> None:
     built = store.exists()
     started = time.perf_counter()
     corpus = Corpus()
-    mm, texts, ids = synthetic_store(store, corpus, args.sessions, args.turns)
+    mm, texts, ids = synthetic_store(store, corpus, args.sessions, args.turns, links=2)
+    if not mm.facts():  # facts learned from sessions: the graph hangs them beside their sources
+        for n in range(0, args.sessions, max(1, args.sessions // FACTS)):  # a commit each
+            mm.remember(f"bench fact {n}: " + texts[n * args.turns], source=ids[n * args.turns])
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"store: {args.sessions} sessions, {len(texts)} interactions at {store}"

@@ -366,6 +366,7 @@ class AsyncMemoryManager:
     scan_history = _Coroutine(MemoryManager.scan_history)
     search = _Coroutine(MemoryManager.search)
     session_ids = _Coroutine(MemoryManager.session_ids)
+    session_listings = _Coroutine(MemoryManager.session_listings)
     summarize = _Coroutine(MemoryManager.summarize)
     summarize_idle = _Coroutine(MemoryManager.summarize_idle)
     summarize_outcome = _Coroutine(MemoryManager.summarize_outcome)

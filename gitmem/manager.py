@@ -292,6 +292,7 @@ class MemoryManager:
     search = _Call("_search", Search.search)
     retrieve_context = _Call("_search", Search.retrieve_context)
     browse_sessions = _Call("_search", Search.browse_sessions)
+    session_listings = _Call("_search", Search.session_listings)
     link_graph = _Call("_search", Search.link_graph)
     reindex = _Call("_search", Search.reindex)
     embed_pending = _Call("_search", Search.embed_pending)

@@ -350,7 +350,8 @@ def _reviews(page: Page, site: Site) -> None:
 
 
 def _review(page: Page, site: Site) -> None:
-    assert "Caroline paints" in page.locator(_hook("review-diff")).inner_text()
+    assert "Caroline paints" in page.locator(_hook("side-by-side")).inner_text()
+    assert page.locator(_hook("side-del")).count() >= 1
     assert page.locator(_hook("accept")).count() == 1
     assert page.locator(_hook("reject")).count() == 1
 
@@ -558,10 +559,15 @@ def test_public_bind_without_a_token_refuses_to_start(site: Site) -> None:
 # --- the dashboard as a person reads it: titles, cards, the diff first, facts corrected ------
 
 
-def _shoot_sizes(browser: Browser, site: Site, name: str, path: str) -> None:
-    """``path`` at a desktop's and a phone's size: the top of the page, as first seen."""
+def _shoot_sizes(
+    browser: Browser, site: Site, name: str, path: str, url: str | None = None
+) -> None:
+    """``path`` at a desktop's and a phone's size: the top of the page, as first seen
+    (``url``: on another server than the module's)."""
     for label, (width, height) in SIZES.items():
-        made = browser.new_context(base_url=site.url, viewport={"width": width, "height": height})
+        made = browser.new_context(
+            base_url=url or site.url, viewport={"width": width, "height": height}
+        )
         try:
             tab = made.new_page()
             response = tab.goto(path)
@@ -590,6 +596,9 @@ def test_screenshots_at_desktop_and_phone_sizes(browser: Browser, site: Site) ->
         ("commit", f"/commits/{site.summary_sha}"),
         ("facts", "/facts"),
         ("fact", f"/facts/{_a_fact_id(site)}"),
+        ("reviews", "/reviews"),
+        ("review", "/reviews/session/caro"),
+        ("search-around", "/search?q=Fluent+Python+author&around=1#hit-1"),
     ]:
         _shoot_sizes(browser, site, name, path)
     assert all((site.shots / f"sessions-{label}.png").stat().st_size > 0 for label in SIZES)
@@ -615,6 +624,23 @@ def test_search_snippets_show_no_raw_markdown(page: Page, site: Site) -> None:
         assert "**" not in text and "[[" not in text and "]]" not in text, text
     assert page.locator(f"{_hook('snippet')} strong").count() >= 1  # rendered, not dropped
     assert page.locator(_hook("explain")).count() == 0  # bars only with Explain
+
+
+def test_the_turns_around_a_hit_and_facts_apart(page: Page, site: Site) -> None:
+    _open(page, site, "/search?q=prefers+short+books", "search-facts")
+    assert "prefers short books" in page.locator(_hook("fact-hits")).inner_text()
+    _open(page, site, "/search?q=Fluent+Python+author", "search-turns")
+    assert page.locator(_hook("around")).count() == 0
+    with page.expect_navigation():
+        page.locator(_hook("around-link")).first.click()
+    assert "around=1" in page.url and page.url.endswith("#hit-1")
+    around = page.locator(f"details{_hook('around')}")
+    assert around.count() == 1 and around.get_attribute("open") is not None
+    assert around.locator(f"{_hook('around-before')}, {_hook('around-after')}").count() == 2
+    page.screenshot(path=str(site.shots / "search-around.png"), full_page=True)
+    # the query box holds the search access key (CDP's synthetic keys do not fire access
+    # keys, so the attribute is what is checked)
+    assert page.locator('[accesskey="s"]').evaluate_all("ns => ns.map(n => n.name)") == ["q"]
 
 
 def test_the_diff_is_above_the_fold_on_a_commit_page(page: Page, site: Site) -> None:
@@ -673,11 +699,17 @@ def test_a_graph_of_sixty_sessions_renders_within_the_page(
     browser: Browser, site: Site, tmp_path: Path
 ) -> None:
     store = tmp_path / "graph"
-    with MemoryManager(store, init=True, agent="test-agent") as mm, mm.batch("Sixty sessions"):
-        for n in range(60):
-            mm.save_interaction(
-                f"s{n:02d}", f"see [[s{(n + 1) % 60:02d}]] and [[s{n // 6:02d}]]", "ok"
-            )
+    with MemoryManager(store, init=True, agent="test-agent") as mm:
+        with mm.batch("Sixty sessions"):
+            for n in range(60):
+                for turn in range(1 + n % 5):  # sizes 1..5 turns
+                    mm.save_interaction(
+                        f"s{n:02d}",
+                        f"see [[s{(n + 1) % 60:02d}]] and [[s{n // 6:02d}]] ({turn})",
+                        "ok",
+                        tags=[("books", "travel", "code")[n % 3]],
+                    )
+        mm.remember("The user reads on trains", source="s07")
     proc, url = _server(store, site.env)
     try:
         made = browser.new_context(base_url=url, viewport={"width": 1280, "height": 900})
@@ -685,20 +717,57 @@ def test_a_graph_of_sixty_sessions_renders_within_the_page(
             tab = made.new_page()
             response = tab.goto("/links")
             assert response is not None and response.status == 200
-            shot = site.shots / "links-desktop.png"
+            shot = site.shots / "links-graph.png"
             tab.screenshot(path=str(shot), full_page=True)
-            if DOCS_SHOTS:
-                Path(DOCS_SHOTS).mkdir(parents=True, exist_ok=True)
-                (Path(DOCS_SHOTS) / shot.name).write_bytes(shot.read_bytes())
             graph = tab.locator(f"svg{_hook('links-graph')}")
             assert graph.locator("a.node").count() == 60
             assert graph.locator("line[marker-end]").count() >= 60
+            assert graph.locator("a.fact").count() == 1
             box = graph.bounding_box()
             width = tab.evaluate("document.documentElement.clientWidth")
             assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, box
             assert box["height"] > 300  # drawn at a size worth reading, not a thumbnail
+            radii = {
+                float(r)
+                for r in graph.locator("a.node circle").evaluate_all(
+                    "cs => cs.map(c => c.getAttribute('r'))"
+                )
+            }
+            assert len(radii) >= 3  # sized by turns
+            assert tab.locator(f"{_hook('legend')} li").count() >= 3  # books, travel, code
+            # a focus: s30 and what lies within two hops of it, nothing more
+            with tab.expect_navigation():
+                tab.locator("form.filters [name=focus]").fill("s30")
+                tab.locator("form.filters [name=focus]").press("Enter")
+            assert "focus=s30" in tab.url
+            shown = set(
+                graph.locator("a.node").evaluate_all("ns => ns.map(n => n.getAttribute('data-id'))")
+            )
+            assert shown == _two_hops("s30"), shown
+            tab.screenshot(path=str(site.shots / "links-focus.png"), full_page=True)
+            # zoom in by a link: the same picture, a smaller viewBox
+            before = graph.get_attribute("viewBox") or ""
+            with tab.expect_navigation():
+                tab.locator(_hook("view-link"), has_text="Zoom in").click()
+            after = tab.locator(f"svg{_hook('links-graph')}").get_attribute("viewBox") or ""
+            assert float(after.split()[2]) * 2 == pytest.approx(float(before.split()[2]), 0.01)
         finally:
             made.close()
+        _shoot_sizes(browser, site, "links", "/links", url)
+        _shoot_sizes(browser, site, "links-focus", "/links?focus=s30", url)
     finally:
         code, rest = _stop(proc)
     assert code == 0 and "Traceback" not in rest, rest
+
+
+def _two_hops(start: str) -> set[str]:
+    """The sessions of the sixty-session store within two links of ``start`` (either way)."""
+    around: dict[str, set[str]] = {}
+    for n in range(60):
+        me = f"s{n:02d}"
+        for other in (f"s{(n + 1) % 60:02d}", f"s{n // 6:02d}"):
+            if other != me:
+                around.setdefault(me, set()).add(other)
+                around.setdefault(other, set()).add(me)
+    near = {start} | around[start]
+    return near | {o for n in near for o in around[n]}

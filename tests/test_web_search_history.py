@@ -50,6 +50,42 @@ def _sha(mm: MemoryManager, op: str, session: str | None = None) -> str:
 # --- search ----------------------------------------------------------------------------
 
 
+def test_facts_are_their_own_kind_of_hit_beside_the_sessions(mm: MemoryManager) -> None:
+    [fact] = mm.facts()
+    page = client(mm).get("/search", params={"q": "short books"}).text
+    [facts] = _section(page, "fact-hits")
+    assert f'href="/facts/{fact.id}"' in facts and "prefers" in facts
+    assert 'data-test="fact-card"' in facts
+    # the session hits stay hits of sessions; the facts are apart, not among them
+    assert all('data-kind="fact"' not in tag for tag in _all(page, "hit"))
+    assert "kind=fact" in facts  # every matching fact, one click away
+    narrowed = client(mm).get("/search", params={"q": "short books", "session": "python-books"})
+    assert 'data-test="fact-hits"' not in narrowed.text  # facts are no session's
+    facts_only = client(mm).get("/search", params={"q": "short books", "kind": "fact"}).text
+    assert 'data-test="fact-hits"' not in facts_only and 'data-kind="fact"' in facts_only
+
+
+def test_the_turns_around_a_hit_on_demand(mm: MemoryManager) -> None:
+    web = client(mm)
+    page = web.get("/search", params={"q": "Who wrote Fluent Python"}).text
+    assert 'data-test="around"' not in page  # not read until asked for
+    links = [
+        unquote(h).replace("&amp;", "&")
+        for h in re.findall(r'href="([^"]*)" data-test="around-link"', page)
+    ]
+    assert links and links[0].endswith("&around=1#hit-1"), links
+    shown = web.get(links[0].split("#")[0]).text
+    [around] = _section(shown, "around")
+    before = around[
+        around.index('data-test="around-before"') : around.index('data-test="around-after"')
+    ]
+    after = around[around.index('data-test="around-after"') :]
+    assert "Recommend some books on Python asyncio." in before
+    assert "I prefer short books." in after
+    assert 'id="hit-1"' in shown and shown.count('data-test="around-link"') == len(links) - 1
+    assert web.get("/search", params={"q": "Fluent", "around": "x"}).status_code == 400
+
+
 def test_search_finds_the_right_session_and_links_to_the_turn(mm: MemoryManager) -> None:
     page = client(mm).get("/search", params={"q": "train to Kyoto"})
     assert page.status_code == 200
@@ -293,7 +329,7 @@ def test_history_pages_back_with_before(store: Path) -> None:
     first = web.get("/history").text
     shown = _rows(first)
     assert len(shown) == 50
-    older = re.search(r'<a href="([^"]+)" rel="next" data-test="older">', first)
+    older = re.search(r'<a href="([^"]+)" rel="next" data-test="older"[^>]*>', first)
     assert older and f"before={shown[-1]}" in unquote(older.group(1).replace("&amp;", "&"))
     second = web.get(older.group(1).replace("&amp;", "&")).text
     rest = _rows(second)

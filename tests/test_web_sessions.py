@@ -127,7 +127,7 @@ def test_paging_keeps_the_filters_and_counts_the_whole_list(mm: MemoryManager) -
     first = web.get("/sessions?size=2&participant=user").text
     assert _rows(first) == ["hostile", "travel-plans"]
     assert "page 1 of 2" in first and '<span data-test="total">3</span>' in first
-    older = re.search(r'<a href="([^"]+)" rel="next">', first)
+    older = re.search(r'<a href="([^"]+)" rel="next"[^>]*>', first)
     assert older is not None
     link = older.group(1).replace("&amp;", "&")
     assert "participant=user" in link and "page=2" in link
@@ -311,10 +311,11 @@ def test_the_links_graph_has_a_node_per_linked_session(mm: MemoryManager) -> Non
     response = client(mm).get("/links")
     assert response.status_code == 200
     page = response.text
-    svg = page[page.index("<svg") : page.index("</svg>")]
+    start = page.rindex("<svg", 0, page.index('data-test="links-graph"'))
+    svg = page[start : page.index("</svg>", start)]
     assert 'data-test="links-graph"' in svg
     assert _nodes(svg) == ["/sessions/notes", "/sessions/python-books", "/sessions/travel-plans"]
-    assert svg.count("<line ") == 3
+    assert svg.count("data-from=") == 3
     # arrows point the way a link goes; a pair linking each other gets one at each end
     assert 'data-from="notes" data-to="python-books"' in svg
     assert 'data-from="python-books" data-to="travel-plans"' in svg
@@ -332,7 +333,7 @@ def test_the_raw_svg_and_a_neighbourhood(mm: MemoryManager) -> None:
     mm.save_interaction("far", "see [[near]]", "ok")
     mm.save_interaction("near", "see [[travel-plans]]", "ok")
     web = client(mm)
-    raw = web.get("/links.svg?session=python-books")
+    raw = web.get("/links.svg?focus=python-books")
     assert raw.status_code == 200 and raw.headers["content-type"].startswith("image/svg+xml")
     assert raw.text.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
     # two hops from python-books: travel-plans, then near; far is three away
@@ -341,8 +342,8 @@ def test_the_raw_svg_and_a_neighbourhood(mm: MemoryManager) -> None:
         "/sessions/python-books",
         "/sessions/travel-plans",
     ]
-    assert web.get("/links?session=far").text.count("<title>") == 4  # the page's own title too
-    assert web.get("/links?session=nothing-here").status_code == 404
+    assert web.get("/links?focus=far").text.count("<title>") == 4  # the page's own title too
+    assert web.get("/links?focus=nothing-here").status_code == 404
 
 
 def test_the_graph_is_capped_with_a_note(
@@ -418,3 +419,21 @@ def test_a_broken_memory_file_names_path_and_line(mm: MemoryManager) -> None:
     response = client(mm).get("/facts")
     assert response.status_code == 500
     assert "memory/MEMORY.md:6" in response.text and "used twice" in response.text
+
+
+# --- access keys ------------------------------------------------------------------------
+
+
+def test_access_keys_reach_every_page_and_never_clash(mm: MemoryManager) -> None:
+    web = client(mm)
+    for path in ("/sessions?size=1", "/search?q=books", "/history?limit=1", "/links", "/facts"):
+        page = web.get(path).text
+        keys = re.findall(r'accesskey="([^"]*)"', page)
+        assert len(keys) == len(set(keys)), (path, keys)  # one element per key
+        assert {"l", "s", "h", "u", "r", "g", "f"} <= set(keys), (path, keys)
+        assert 'data-test="access-keys"' in page  # named in the footer
+    search = web.get("/search").text
+    assert re.search(r'<input type="search" name="q"[^>]*accesskey="s"', search)
+    listed = web.get("/sessions?size=1").text
+    assert re.search(r'rel="next" accesskey="n"', listed)
+    assert 'accesskey="+"' in web.get("/links").text  # zoom in

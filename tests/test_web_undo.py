@@ -18,6 +18,7 @@ from gitmem.errors import ConflictError, SummaryHeldForReview
 from gitmem.models import Interaction, StructuredSummary, Summary
 from gitmem.summary.engines import SummaryResult
 from gitmem.summary.triggers import SummaryConfig
+from gitmem.web import reviews
 from tests.conftest import git
 from tests.fake_openai import FakeServer, completion, llm_server
 from tests.web_helpers import client, csrf_of, web_store
@@ -306,6 +307,60 @@ def test_reject_a_held_summary(mm: MemoryManager, store: Path) -> None:
     assert missing.status_code == 404 and "no summary of session 'caro'" in error_of(missing.text)
 
 
+def test_a_held_summary_is_shown_beside_the_current_one(mm: MemoryManager) -> None:
+    held_summary(mm)
+    page = client(mm).get("/reviews/session/caro").text
+    table = page[page.index('data-test="side-by-side"') : page.index("</table>")]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)
+    # the dropped key facts stand left, the held one right, on the same rows
+    paired = [r for r in rows if 'data-test="side-del"' in r and 'data-test="side-add"' in r]
+    assert paired, table
+    assert any("Caroline paints landscapes" in r for r in paired)
+    assert any(FACTS[0] in r for r in rows if 'data-test="side-del"' in r)
+    assert 'class="heading"' in table  # the file and its hunks head their rows
+
+
+def test_side_by_side_pairs_removed_with_added_lines() -> None:
+    diff = "\n".join(
+        [
+            "diff --git a/x.md b/x.md",
+            "--- a/x.md",
+            "+++ b/x.md",
+            "@@ -3,4 +3,3 @@",
+            " same",
+            "-old one",
+            "-old two",
+            "+new one",
+            " tail",
+        ]
+    )
+    rows = reviews.side_by_side(diff)
+    assert [r.heading for r in rows[:2]] == ["x.md", "@@ -3,4 +3,3 @@"]
+    body = [(r.left.number, r.left.text, r.right.number, r.right.text) for r in rows[2:]]
+    assert body == [
+        (3, "same", 3, "same"),
+        (4, "old one", 4, "new one"),
+        (5, "old two", None, ""),
+        (6, "tail", 5, "tail"),
+    ]
+
+
+def test_accept_and_reject_from_the_queue(mm: MemoryManager, store: Path) -> None:
+    held_summary(mm)
+    web = client(mm)
+    listed = web.get("/reviews").text
+    assert hooks(listed, "queue-accept") == 1 and hooks(listed, "queue-reject") == 1
+    read_only = client(mm, read_only=True).get("/reviews").text
+    assert hooks(read_only, "review") == 1 and hooks(read_only, "queue-accept") == 0
+    before = int(git(store, "rev-list", "--count", "HEAD").strip())
+    forged = web.post("/reviews/session/caro/accept", data={}, follow_redirects=False)
+    assert forged.status_code == 403  # no CSRF token: refused, nothing written
+    answer = post_button(web, "/reviews", "queue-accept")
+    assert answer.status_code == 303 and "done=accept" in answer.headers["location"]
+    assert int(git(store, "rev-list", "--count", "HEAD").strip()) == before + 1  # one commit
+    assert hooks(web.get("/reviews").text, "queue-accept") == 0
+
+
 def held_facts(mm: MemoryManager, monkeypatch: pytest.MonkeyPatch, server: FakeServer) -> str:
     """A consolidation that forgets the store's one fact: held on gitmem/review-facts."""
     monkeypatch.setenv("GITMEM_LLM_BASE_URL", server.base_url)
@@ -334,6 +389,8 @@ def test_a_held_facts_consolidation(
     assert 'href="/reviews/facts"' in web.get("/reviews").text
     page = web.get("/reviews/facts").text
     assert hooks(page, "review-diff") == 1 and fact in page
+    beside = page[page.index('data-test="side-by-side"') : page.index("</table>")]
+    assert fact in beside and 'data-test="side-del"' in beside  # the forgotten fact, left
     before = head(store)
     answer = post_button(web, "/reviews/facts", button)
     assert answer.status_code == 303

@@ -583,6 +583,10 @@ class SearchIndex:
         """How many interactions each of these sessions holds."""
         return self.session_table.turn_counts(session_ids)
 
+    def rows_in(self, folder: str, session_ids: Sequence[str]) -> dict[str, SessionRow]:
+        """The rows of these sessions' main files under ``folder``."""
+        return self.session_table.rows_in(folder, session_ids)
+
     def summary_texts(self, skeys: Sequence[int], chars: int) -> dict[int, str]:
         """The first ``chars`` characters of the summaries of these session rows."""
         return self.session_table.summary_texts(skeys, chars)

@@ -20,7 +20,14 @@ from gitmem.errors import ParseError, ValidationError
 from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, as_when
-from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
+from gitmem.search.browse import (
+    PREVIEW_CHARS,
+    LinkGraph,
+    SessionListing,
+    SessionPage,
+    graph,
+    listing,
+)
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Memory, assemble
 from gitmem.search.fusion import Dense
@@ -468,6 +475,25 @@ class Search:
                 limit=limit,
                 commit=index.get_meta("commit"),
             )
+
+        return self._store_index().run(work, commit=commit)
+
+    def session_listings(
+        self, session_ids: Iterable[str], *, commit: str | None = None
+    ) -> dict[str, SessionListing]:
+        """These sessions as ``browse_sessions`` lists them (turns, tags, ...), by id; an id
+        that is no session of the store is left out. Answered from the search index."""
+        wanted = list(dict.fromkeys(session_ids))
+        folder = session_dir(self.store.namespace) + "/"
+
+        def work(index: SearchIndex) -> dict[str, SessionListing]:
+            rows = index.rows_in(folder, wanted)
+            turns = index.turn_counts(list(rows))
+            summaries = index.summary_texts([row.skey for row in rows.values()], 2 * PREVIEW_CHARS)
+            return {
+                sid: listing(row, turns.get(sid, 0), summaries.get(row.skey))
+                for sid, row in rows.items()
+            }
 
         return self._store_index().run(work, commit=commit)
 

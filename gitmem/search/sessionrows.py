@@ -322,6 +322,22 @@ class SessionTable:
                     out[str(sid)] = int(count)
         return out
 
+    def rows_in(self, folder: str, session_ids: Sequence[str]) -> dict[str, SessionRow]:
+        """The rows of these sessions' files under ``folder`` (their main files)."""
+        out: dict[str, SessionRow] = {}
+        with self._lock:
+            for at in range(0, len(session_ids), 500):
+                chunk = list(session_ids[at : at + 500])
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE session_id IN"
+                    f" ({marks}) AND substr(path, 1, ?) = ?",
+                    [*chunk, len(folder), folder],
+                ):
+                    row = self._session_row(r)
+                    out[row.session_id] = row
+        return out
+
     def summary_texts(self, skeys: Sequence[int], chars: int) -> dict[int, str]:
         """The first ``chars`` characters of the summary of each of these session rows
         that has one."""

@@ -151,6 +151,7 @@ def create_app(mm: MemoryManager, options: WebOptions | None = None) -> Starlett
     app.state.markdown = MarkdownHtml(lambda target: "/sessions/" + target)
     app.state.templates = _templates(app.state.markdown)
     app.state.session_cards = sessions.SessionCards()
+    app.state.link_drawings = links.LinkDrawings()
     security = Security(token=options.token, hosts=options.hosts)
     app.state.security = security
     app.add_middleware(WebGuard, security=security)

@@ -11,7 +11,9 @@ with a notice. Read-only servers show them without forms and refuse the POSTs (4
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -31,6 +33,74 @@ NOTICES = {
     "same": "Nothing to apply: the session already has that summary; the review branch was "
     "dropped.",
 }
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+@dataclass
+class DiffCell:
+    """One side of a side-by-side row: a line number and text, ``kind`` "del", "add",
+    "same" or "" (no line on this side)."""
+
+    number: int | None = None
+    text: str = ""
+    kind: str = ""
+
+
+@dataclass
+class DiffRow:
+    """A row of a side-by-side diff: the old line left, the new one right; a ``heading``
+    row (a file or a hunk) spans both."""
+
+    left: DiffCell
+    right: DiffCell
+    heading: str = ""
+
+
+def side_by_side(diff: str) -> list[DiffRow]:
+    """A unified ``diff`` as rows of old beside new: a run of removed lines is paired line
+    by line with the added lines that follow it, unchanged lines stand on both sides."""
+    rows: list[DiffRow] = []
+    removed: list[DiffCell] = []
+    added: list[DiffCell] = []
+    old = new = 0
+
+    def flush() -> None:
+        for at in range(max(len(removed), len(added))):
+            rows.append(
+                DiffRow(
+                    removed[at] if at < len(removed) else DiffCell(),
+                    added[at] if at < len(added) else DiffCell(),
+                )
+            )
+        removed.clear()
+        added.clear()
+
+    for line in diff.splitlines():
+        hunk = _HUNK.match(line)
+        if line.startswith(("diff --git", "index ", "--- ", "+++ ", "new file", "deleted file")):
+            flush()
+            if line.startswith("+++ "):
+                rows.append(DiffRow(DiffCell(), DiffCell(), line[4:].removeprefix("b/")))
+        elif hunk:
+            flush()
+            old, new = int(hunk.group(1)), int(hunk.group(2))
+            rows.append(DiffRow(DiffCell(), DiffCell(), line))
+        elif line.startswith("-"):
+            removed.append(DiffCell(old, line[1:], "del"))
+            old += 1
+        elif line.startswith("+"):
+            added.append(DiffCell(new, line[1:], "add"))
+            new += 1
+        elif not line.startswith("\\"):  # "\ No newline at end of file"
+            flush()
+            text = line[1:] if line.startswith(" ") else line
+            rows.append(DiffRow(DiffCell(old, text, "same"), DiffCell(new, text, "same")))
+            old += 1
+            new += 1
+    flush()
+    return rows
 
 
 def _held(call: Callable[..., Any], *args: str) -> Any:
@@ -94,6 +164,7 @@ def _summary_page(
             "review": review,
             "message": review.message,
             "diff": review.diff,
+            "rows": side_by_side(review.diff),
             "held": held.summary if held else None,
             "current": current.summary if current else None,
             "error": error,
@@ -142,6 +213,7 @@ def _facts_page(request: Request, *, error: str = "", status: int = 200) -> Resp
             "review": held,
             "message": held["message"],
             "diff": held["diff"],
+            "rows": side_by_side(held["diff"]),
             "error": error,
             "action": "/reviews/facts",
         },

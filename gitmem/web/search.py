@@ -14,6 +14,7 @@ import html
 import re
 from functools import cache
 from typing import Any
+from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 from starlette.requests import Request
@@ -22,7 +23,8 @@ from starlette.routing import BaseRoute, Route
 
 from gitmem.errors import ValidationError
 from gitmem.format.html import MarkdownHtml
-from gitmem.models import Hit
+from gitmem.manager import MemoryManager
+from gitmem.models import Hit, Interaction
 from gitmem.search.context import MESSAGE_OVERHEAD
 from gitmem.search.tokens import default_counter
 from gitmem.text import find_term, is_cjk
@@ -33,6 +35,8 @@ DEFAULT_K = 10
 MAX_K = 100
 DEFAULT_MAX_TOKENS = 2000
 MAX_TOKENS = 200_000
+# facts shown beside the session hits of a default search, as their own kind of hit
+FACT_HITS = 3
 # at most this many words of one snippet get a <mark> (a snippet is ~200 characters)
 MAX_MARKS = 40
 
@@ -126,20 +130,51 @@ def _hit_row(markdown: MarkdownHtml, hit: Hit, wanted: set[str]) -> dict[str, An
         "anchor": anchor,
         "snippet": card_snippet(markdown, hit.snippet, wanted),
         "components": components(hit.components),
+        "around": None,
     }
 
 
+def neighbours(
+    mm: MemoryManager, session_id: str, interaction_id: str
+) -> tuple[Interaction | None, Interaction | None] | None:
+    """The turns before and after one turn of a session (archived turns included), or
+    None when the session no longer holds that turn."""
+    session = mm.load_memory(session_id, include_archive=True)
+    turns = session.interactions if session else []
+    for at, turn in enumerate(turns):
+        if turn.id == interaction_id:
+            return (
+                turns[at - 1] if at > 0 else None,
+                turns[at + 1] if at + 1 < len(turns) else None,
+            )
+    return None
+
+
 def _search(request: Request, q: str, filters: dict[str, Any], kind: str, k: int) -> dict[str, Any]:
-    hits = manager(request).search(q, k, explain=True, kind=kind or None, **filters)
+    mm = manager(request)
+    hits = mm.search(q, k, explain=True, kind=kind or None, **filters)
     explanation = hits.explanation or {}
     wanted = set(explanation.get("terms", {}))
+    markdown = request.app.state.markdown
+    rows = [_hit_row(markdown, h, wanted) for h in hits]
+    # the turns around one hit, on demand (?around=its rank): one session read, not ten
+    around = int_param(request, "around", 0, 0, MAX_K)
+    if 0 < around <= len(rows):
+        hit = rows[around - 1]["hit"]
+        if hit.kind == "interaction" and hit.interaction_id:
+            rows[around - 1]["around"] = neighbours(mm, hit.session_id, hit.interaction_id)
+    facts = []
+    if not kind and not filters["session"]:
+        found = mm.search(q, FACT_HITS, kind="fact")
+        facts = [_hit_row(markdown, h, wanted) for h in found]
     # one line of text per candidate: the hits above already show their bars
     candidates = [
         {**row, "components": " · ".join(f"{k} {v:g}" for k, v in row["components"].items())}
         for row in explanation.get("candidates", [])
     ]
     return {
-        "hits": [_hit_row(request.app.state.markdown, h, wanted) for h in hits],
+        "hits": rows,
+        "facts": facts,
         "notes": hits.notes,
         "explanation": explanation,
         "candidates": candidates,
@@ -172,6 +207,12 @@ def _context(request: Request, session_id: str, q: str, filters: dict[str, Any])
         "facts": explanation.get("facts", {}),
         "notes": explanation.get("notes", []),
     }
+
+
+def around_link(request: Request, rank: int) -> str:
+    """This search's URL with the turns around hit ``rank`` shown, scrolled to it."""
+    kept = [(k, v) for k, v in request.query_params.multi_items() if k != "around"]
+    return f"/search?{urlencode([*kept, ('around', str(rank))])}#hit-{rank}"
 
 
 def search_page(request: Request) -> Response:
@@ -208,6 +249,8 @@ def search_page(request: Request) -> Response:
         "searched": bool(q.strip()),
         "result": None,
         "context": None,
+        "around_link": lambda rank: around_link(request, rank),
+        "around": int_param(request, "around", 0, 0, MAX_K),
     }
     if q.strip():
         context["result"] = _search(request, q, filters, kind, k)
