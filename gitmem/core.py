@@ -24,7 +24,16 @@ from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import Guard
 from gitmem.guard.names import NewNames, agent_identity
-from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
+from gitmem.models import (
+    BatchResult,
+    Interaction,
+    Language,
+    Message,
+    Session,
+    SessionInfo,
+    as_when,
+    now,
+)
 from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Repository
@@ -62,7 +71,7 @@ class SessionFilter:
     until: datetime | None = None
     metadata: Mapping[str, str] | None = None
 
-    def passes(self, session: Session) -> bool:
+    def passes(self, session: Session | SessionInfo) -> bool:
         if self.tags and not self.tags <= set(session.tags):
             return False
         if self.participant and self.participant not in session.participants:
@@ -75,6 +84,24 @@ class SessionFilter:
             return False
         extra = session.extra
         return not self.metadata or all(extra.get(k) == v for k, v in self.metadata.items())
+
+
+def _filter(
+    tags: Iterable[str],
+    participant: str | None,
+    project: str | None,
+    since: datetime | str | None,
+    until: datetime | str | None,
+    metadata: Mapping[str, str] | None,
+) -> SessionFilter:
+    return SessionFilter(
+        frozenset(tags),
+        participant,
+        project,
+        as_when(since, "since"),
+        as_when(until, "until"),
+        metadata,
+    )
 
 
 class SessionStore:
@@ -114,10 +141,11 @@ class SessionStore:
         # in order: the composition root fills them
         self.before_save: list[Callable[[], None]] = []
         self.after_save: list[Callable[[str], None]] = []
-        # path -> blob id of HEAD's session files that may pass a listing's filter (a few
-        # more is fine, one fewer is not), from something faster than reading every file:
-        # the composition root gives the search index's session rows; None reads the tree
-        self.listing: Callable[[SessionFilter], dict[str, str]] | None = None
+        # path -> (blob id, listing) of HEAD's session files that may pass a listing's
+        # filter (a few more is fine, one fewer is not), from something faster than reading
+        # every file: the composition root gives the search index's session rows; None
+        # reads the tree
+        self.listing: Callable[[SessionFilter], dict[str, tuple[str, SessionInfo]]] | None = None
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
@@ -259,22 +287,55 @@ class SessionStore:
 
         ``tags`` must all be present; ``since``/``until`` (datetime, naive = UTC, or ISO date)
         bound the last-active time; ``metadata`` matches custom keys exactly. Files that do
-        not parse are left out (``check()`` reports them).
+        not parse are left out (``check()`` reports them). Every session returned is parsed:
+        ``list_session_infos`` lists the same sessions without their turns, much faster.
         """
-        wanted = SessionFilter(
-            frozenset(tags),
-            participant,
-            project,
-            as_when(since, "since"),
-            as_when(until, "until"),
-            metadata,
-        )
+        wanted = _filter(tags, participant, project, since, until, metadata)
         if commit is None and self.listing is not None:
-            files = self.listing(wanted)
+            rows = self.listing(wanted)
+            files = {p: blob for p, (blob, info) in rows.items() if wanted.passes(info)}
         else:
             files = session_files(self.repo, session_dir(self.namespace), commit)
         files = {p: b for p, b in files.items() if id_from_path(p, self.namespace) is not None}
         found = [session for session in self._parsed(files) if wanted.passes(session)]
+        found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
+        return found
+
+    def list_session_infos(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        participant: str | None = None,
+        project: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        commit: str | None = None,
+    ) -> list[SessionInfo]:
+        """What ``list_sessions`` lists, each session without its turns (their count, its
+        metadata and summary text): at HEAD read from the search index's session rows
+        (caught up with the store first), no file parsed. The filters and the order are
+        ``list_sessions``'; ``commit`` reads that commit's files instead.
+        """
+        if commit is not None or self.listing is None:
+            return [
+                SessionInfo.of(s)
+                for s in self.list_sessions(
+                    tags=tags,
+                    participant=participant,
+                    project=project,
+                    since=since,
+                    until=until,
+                    metadata=metadata,
+                    commit=commit,
+                )
+            ]
+        wanted = _filter(tags, participant, project, since, until, metadata)
+        found = [
+            info
+            for path, (_blob, info) in self.listing(wanted).items()
+            if wanted.passes(info) and id_from_path(path, self.namespace) is not None
+        ]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found
 

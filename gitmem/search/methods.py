@@ -19,7 +19,7 @@ from gitmem.core import SessionFilter, SessionStore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
-from gitmem.models import Hit, as_when
+from gitmem.models import Hit, SessionInfo, as_when
 from gitmem.search.browse import PREVIEW_CHARS, LinkGraph, SessionPage, graph, listing
 from gitmem.search.catchup import ProgressCallback, StoreIndex, SyncReport
 from gitmem.search.context import Memory, assemble
@@ -471,16 +471,16 @@ class Search:
 
         return self._store_index().run(work, commit=commit)
 
-    def listed_files(self, wanted: SessionFilter) -> dict[str, str]:
-        """Path -> blob id of the session files at HEAD that may pass ``wanted`` (some
-        more: the store checks each session it parses), from the index's session rows,
-        caught up first: ``list_sessions`` reads these instead of every file."""
+    def listed_sessions(self, wanted: SessionFilter) -> dict[str, tuple[str, SessionInfo]]:
+        """Path -> (blob id, listing) of the session files at HEAD that may pass ``wanted``
+        (some more: the store checks each listing), from the index's session rows, caught
+        up first: ``list_sessions`` reads these instead of every file."""
         folder = session_dir(self.store.namespace) + "/"
         # a second either way: a timestamp read back as a float may be off by rounding
         since = None if wanted.since is None else wanted.since.timestamp() - 1
         until = None if wanted.until is None else wanted.until.timestamp() + 1
         return self._store_index().run(
-            lambda index: index.session_table.files(
+            lambda index: index.session_table.listed(
                 folder,
                 tags=sorted(wanted.tags),
                 participants=() if not wanted.participant else (wanted.participant,),

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from gitmem.models import Session
+from gitmem.models import Session, SessionInfo
 from gitmem.search.indexfile import IndexFile
 
 _SEP = "\x1f"
@@ -90,6 +91,24 @@ def _in_folder(
     return " WHERE " + " AND ".join(where), args
 
 
+def _info(r: Sequence[Any]) -> SessionInfo:
+    """The listing of a row read with ``SessionTable._INFO_COLUMNS``."""
+    extra = str(r[9])
+    return SessionInfo(
+        str(r[2]),
+        datetime.fromisoformat(str(r[3])),
+        datetime.fromisoformat(str(r[4])),
+        split_values(str(r[5])),
+        split_values(str(r[6])),
+        r[7] if r[7] is None else str(r[7]),
+        split_values(str(r[8])),
+        {} if extra == "{}" else json.loads(extra),
+        int(r[10]),
+        r[11] if r[11] is None else str(r[11]),
+        "zh" if r[12] == "zh" else "en",
+    )
+
+
 class SessionTable:
     """Writing and reading the session rows of an index file."""
 
@@ -98,6 +117,7 @@ class SessionTable:
         self._db, self._lock = file.db, file.lock
         # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
         self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
+        self._infos: dict[str, SessionInfo] = {}  # blob id -> listing
 
     # --- writing (inside the search index's write transaction) -------------------------
 
@@ -132,19 +152,24 @@ class SessionTable:
             json.dumps(session.extra, ensure_ascii=False),
             session.summary.text if session.summary else None,
             join_values(text_links),
+            session.created.isoformat(),
+            session.last_active.isoformat(),
+            len(session.interactions),
+            session.language,
         )
         if skey is None:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
-                " project, tags, participants, links, extra, summary_text, text_links)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " project, tags, participants, links, extra, summary_text, text_links,"
+                " created_at, active_at, turns, language)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (session.id, *values),
             )
             return int(cursor.lastrowid or 0)
         self._db.execute(
             "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
             " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
-            " text_links=? WHERE skey=?",
+            " text_links=?, created_at=?, active_at=?, turns=?, language=? WHERE skey=?",
             (*values, skey),
         )
         return skey
@@ -275,7 +300,7 @@ class SessionTable:
             ).fetchall()
         return total, [self._session_row(r) for r in rows]
 
-    def files(
+    def listed(
         self,
         folder: str,
         *,
@@ -284,15 +309,39 @@ class SessionTable:
         project: str | None = None,
         active_since: float | None = None,
         active_until: float | None = None,
-    ) -> dict[str, str]:
-        """Path -> blob id of the session files under ``folder`` that match every
-        condition (those of :meth:`browse`)."""
+    ) -> dict[str, tuple[str, SessionInfo]]:
+        """Path -> (blob id, listing) of the session files under ``folder`` that match
+        every condition (those of :meth:`browse`)."""
         condition, args = _in_folder(
             folder, tags, participants, project, active_since, active_until
         )
+        out: dict[str, tuple[str, SessionInfo]] = {}
+        known = self._infos  # a listing is fixed by the file's content: kept by blob
         with self._lock:
             rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args)
-            return {str(path): str(blob) for path, blob in rows}
+            missing = []
+            for path, blob in rows:
+                info = known.get(blob)
+                if info is None:
+                    missing.append(path)
+                else:
+                    out[path] = (blob, info)
+            if len(known) + len(missing) > 200_000:
+                known.clear()
+            for at in range(0, len(missing), 500):
+                chunk = missing[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._INFO_COLUMNS} FROM sessions WHERE path IN ({marks})", chunk
+                ):
+                    out[str(r[0])] = (str(r[1]), _info(r))
+                    known[str(r[1])] = out[str(r[0])][1]
+        return out
+
+    _INFO_COLUMNS = (
+        "path, blob, session_id, created_at, active_at, participants, tags, project, links,"
+        " extra, turns, summary_text, language"
+    )
 
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds (its file and its archive
