@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS sessions(
     created_at TEXT NOT NULL DEFAULT '', active_at TEXT NOT NULL DEFAULT '',
     turns INTEGER NOT NULL DEFAULT 0, language TEXT NOT NULL DEFAULT 'en');
 CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
+-- each link of a session file, in its order (metadata links, then the text's [[id]]s), so
+-- that the sessions linking to one are an index lookup, not a scan of every row
+CREATE TABLE IF NOT EXISTS links(
+    skey INTEGER NOT NULL, pos INTEGER NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY(skey, pos)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS links_target ON links(target, skey);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
@@ -151,6 +157,7 @@ class IndexFile:
         readers may keep them in memory."""
         for table in (
             "sessions",
+            "links",
             "docs",
             "postings",
             "broken",

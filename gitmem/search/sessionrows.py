@@ -139,6 +139,7 @@ class SessionTable:
         """Write the row of the session file at ``path`` (replacing its row unless
         ``replace`` is off: a rebuild into empty tables) and return its key."""
         skey = self.key_of(path) if replace else None
+        text_links = list(text_links)
         values = (
             path,
             blob,
@@ -157,7 +158,9 @@ class SessionTable:
             len(session.interactions),
             session.language,
         )
-        if skey is None:
+        if skey is not None:
+            self._db.execute("DELETE FROM links WHERE skey=?", (skey,))
+        else:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
                 " project, tags, participants, links, extra, summary_text, text_links,"
@@ -165,7 +168,10 @@ class SessionTable:
                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (session.id, *values),
             )
-            return int(cursor.lastrowid or 0)
+            skey = int(cursor.lastrowid or 0)
+            self._put_links(skey, [*session.links, *text_links])
+            return skey
+        self._put_links(skey, [*session.links, *text_links])
         self._db.execute(
             "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
             " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
@@ -174,9 +180,16 @@ class SessionTable:
         )
         return skey
 
+    def _put_links(self, skey: int, targets: Sequence[str]) -> None:
+        self._db.executemany(
+            "INSERT INTO links(skey, pos, target) VALUES(?,?,?)",
+            [(skey, pos, target) for pos, target in enumerate(targets) if target],
+        )
+
     def remove(self, skey: int) -> None:
         """Delete a session file's row (its documents are the caller's)."""
         self._db.execute("DELETE FROM sessions WHERE skey=?", (skey,))
+        self._db.execute("DELETE FROM links WHERE skey=?", (skey,))
 
     # --- reading ----------------------------------------------------------------------
 
@@ -380,17 +393,16 @@ class SessionTable:
         """(session id, links) of every session file under ``folder`` that links to
         another session: its metadata ``links``, then the ``[[id]]`` links of its text
         (a session's archive part is a second row of that session)."""
-        empty = join_values(())
+        out: dict[int, tuple[str, list[str]]] = {}
         with self._lock:
             rows = self._db.execute(
-                "SELECT session_id, links, text_links FROM sessions"
-                " WHERE substr(path, 1, ?) = ? AND (links != ? OR text_links NOT IN ('', ?))",
-                (len(folder), folder, empty, empty),
+                "SELECT l.skey, s.session_id, l.target FROM links l JOIN sessions s"
+                " ON s.skey = l.skey WHERE substr(s.path, 1, ?) = ? ORDER BY l.skey, l.pos",
+                (len(folder), folder),
             ).fetchall()
-        return [
-            (str(sid), split_values(str(meta)) + split_values(str(text)))
-            for sid, meta, text in rows
-        ]
+        for skey, sid, target in rows:
+            out.setdefault(int(skey), (str(sid), []))[1].append(str(target))
+        return [(sid, tuple(targets)) for sid, targets in out.values()]
 
     def present(self, session_ids: Sequence[str]) -> set[str]:
         """Which of these session ids the index holds."""
@@ -427,20 +439,18 @@ class SessionTable:
 
     def links_to(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
         """The sessions that link to each of these sessions (their metadata or their text),
-        by session id: one scan of the session rows per 100 ids."""
+        by session id, from the links table's index on the target."""
         wanted = list(dict.fromkeys(session_ids))
         out: dict[str, dict[str, None]] = {}
-        for at in range(0, len(wanted), 100):
-            chunk = wanted[at : at + 100]
-            where = " OR ".join(["instr(links, ?) > 0 OR instr(text_links, ?) > 0"] * len(chunk))
+        for at in range(0, len(wanted), 500):
+            chunk = wanted[at : at + 500]
+            marks = ",".join("?" * len(chunk))
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT session_id, links, text_links FROM sessions WHERE {where}"
-                    " ORDER BY skey",
-                    [join_values((sid,)) for sid in chunk for _ in (0, 1)],
+                    "SELECT l.target, s.session_id FROM links l JOIN sessions s"
+                    f" ON s.skey = l.skey WHERE l.target IN ({marks}) ORDER BY l.skey",
+                    chunk,
                 ).fetchall()
-            for source, meta, text in rows:
-                targets = set(split_values(str(meta))) | set(split_values(str(text)))
-                for sid in targets.intersection(chunk):
-                    out.setdefault(sid, {})[str(source)] = None
+            for target, source in rows:
+                out.setdefault(str(target), {})[str(source)] = None
         return {sid: list(sources) for sid, sources in out.items()}
