@@ -201,21 +201,24 @@ class SessionStore:
         self.cache_session(path, blob_id, session)
         return session
 
-    def _parsed(self, files: Mapping[str, str]) -> Iterator[Session]:
-        """The session of each file (path -> blob id) that parses: the blobs not cached
-        come through one stream when there are many (no request and answer per file)."""
+    def parsed_blobs(self, files: Sequence[tuple[str, str]]) -> Iterator[Session]:
+        """The session of each (path, blob id) that parses, cached as ``parse_blob`` caches:
+        the blobs not cached come through one stream when there are many (no request and
+        answer per file)."""
         with self._cache_lock:
-            missing = {p: b for p, b in files.items() if (p, b) not in self._sessions}
-        read = [(p, b) for p, b in files.items() if p not in missing]
+            missing = [f for f in dict.fromkeys(files) if f not in self._sessions]
         if len(missing) < _STREAM_FROM:
-            read += missing.items()
-        for path, blob_id in read:
-            with contextlib.suppress(ParseError):
-                yield self.parse_blob(path, blob_id)
-        if len(missing) < _STREAM_FROM:
+            for path, blob_id in files:
+                with contextlib.suppress(ParseError):
+                    yield self.parse_blob(path, blob_id)
             return
-        stream = self.repo.stream_blobs(missing.values())
-        for (path, blob_id), (_blob, data) in zip(missing.items(), stream, strict=True):
+        absent = set(missing)
+        for path, blob_id in files:
+            if (path, blob_id) not in absent:
+                with contextlib.suppress(ParseError):
+                    yield self.parse_blob(path, blob_id)
+        stream = self.repo.stream_blobs(blob for _path, blob in missing)
+        for (path, blob_id), (_blob, data) in zip(missing, stream, strict=True):
             try:
                 if data is None:
                     session = self.parse_blob(path, blob_id)
@@ -297,7 +300,7 @@ class SessionStore:
         else:
             files = session_files(self.repo, session_dir(self.namespace), commit)
         files = {p: b for p, b in files.items() if id_from_path(p, self.namespace) is not None}
-        found = [session for session in self._parsed(files) if wanted.passes(session)]
+        found = [s for s in self.parsed_blobs(list(files.items())) if wanted.passes(s)]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found
 
