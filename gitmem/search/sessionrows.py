@@ -91,20 +91,25 @@ def _in_folder(
     return " WHERE " + " AND ".join(where), args
 
 
+def _items(value: str) -> tuple[str, ...]:
+    """``split_values`` of a column ``join_values`` wrote (no empty item), faster."""
+    return tuple(value[1:-1].split(_SEP)) if len(value) > 2 else ()
+
+
 def _info(r: Sequence[Any]) -> SessionInfo:
     """The listing of a row read with ``SessionTable._INFO_COLUMNS``."""
-    extra = str(r[9])
+    extra = r[9]
     return SessionInfo(
-        str(r[2]),
-        datetime.fromisoformat(str(r[3])),
-        datetime.fromisoformat(str(r[4])),
-        split_values(str(r[5])),
-        split_values(str(r[6])),
-        r[7] if r[7] is None else str(r[7]),
-        split_values(str(r[8])),
+        r[2],
+        datetime.fromisoformat(r[3]),
+        datetime.fromisoformat(r[4]),
+        _items(r[5]),
+        _items(r[6]),
+        r[7],
+        _items(r[8]),
         {} if extra == "{}" else json.loads(extra),
-        int(r[10]),
-        r[11] if r[11] is None else str(r[11]),
+        r[10],
+        r[11],
         "zh" if r[12] == "zh" else "en",
     )
 
