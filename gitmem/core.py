@@ -334,10 +334,11 @@ class SessionStore:
                 )
             ]
         wanted = _filter(tags, participant, project, since, until, metadata)
+        every = wanted == SessionFilter()
         found = [
             info
             for path, (_blob, info) in self.listing(wanted).items()
-            if wanted.passes(info) and id_from_path(path, self.namespace) is not None
+            if (every or wanted.passes(info)) and id_from_path(path, self.namespace) is not None
         ]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found

@@ -178,6 +178,11 @@ def test_session_infos_catch_up_with_commits_the_index_has_not_seen(store: Path)
     assert mm.list_session_infos() == from_files
     assert [i.id for i in mm.list_session_infos(tags=["late"])] == ["fresh", "s02"]
     assert "s08" not in [i.id for i in from_files]
+    # another process saves and brings the shared index up to date itself
+    assert "fresher" not in [i.id for i in mm.list_session_infos()]
+    other.save_interaction("fresher", "newer", "yes", START + timedelta(days=41))
+    other.search("newer")
+    assert "fresher" in [i.id for i in mm.list_session_infos()]
 
 
 def test_a_past_commit_lists_infos_from_its_tree(store: Path) -> None:

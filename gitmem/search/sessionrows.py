@@ -123,6 +123,7 @@ class SessionTable:
         # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
         self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
         self._infos: dict[str, SessionInfo] = {}  # blob id -> listing
+        self._last_listed: tuple[object, dict[str, tuple[str, SessionInfo]]] = (None, {})
 
     # --- writing (inside the search index's write transaction) -------------------------
 
@@ -336,6 +337,17 @@ class SessionTable:
         out: dict[str, tuple[str, SessionInfo]] = {}
         known = self._infos  # a listing is fixed by the file's content: kept by blob
         with self._lock:
+            # the same question of the same rows (another process's catch-up moves the
+            # commit): the last answer
+            stamp = (
+                self._file.generation,
+                self._file.get_meta("doc_epoch"),
+                self._file.get_meta("commit"),
+                condition,
+                tuple(args),
+            )
+            if self._last_listed[0] == stamp:
+                return dict(self._last_listed[1])
             rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args)
             missing = []
             for path, blob in rows:
@@ -354,7 +366,8 @@ class SessionTable:
                 ):
                     out[str(r[0])] = (str(r[1]), _info(r))
                     known[str(r[1])] = out[str(r[0])][1]
-        return out
+            self._last_listed = (stamp, out)
+        return dict(out)
 
     _INFO_COLUMNS = (
         "path, blob, session_id, created_at, active_at, participants, tags, project, links,"
