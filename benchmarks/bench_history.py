@@ -23,6 +23,7 @@ ratios are the figures to compare.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
@@ -393,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "git restore + commit": "git restore --source + git commit (clone)",
         "gitmem save": "save_interaction(small) (same commit path)",
         "markdown.parse x1": "markdown.parse of one such version",
+        "blame, every version parsed": "blame, every version parsed",
     }
     print(
         f"\nhistory benchmark: {sessions} sessions, {total} commits ('big': "
@@ -404,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         medians,
         target="target ms",
     )
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"\nbuilding the per-file history cache (housekeeping; all {total} commits): "
         f"{cache_build * 1000:.0f} ms"
