@@ -2,11 +2,12 @@
 
 One row per session file (a session's main file and its archive part are two rows of the
 same session id): path, blob, commit, dates, project, and tags, participants and links
-each kept as one separated column. :class:`SessionTable` writes them (the search index
-calls it with a session's documents) and reads them, caching rows by key until the next
-write. It
-also answers the dashboard's browsing (a page of sessions out of 10,000 without parsing a
-file; the links between sessions) from the same rows.
+each kept as one separated column, and what a listing shows (``SessionInfo``: the dates as
+written, the turn count). Each link is also a row of the links table, indexed by its target.
+:class:`SessionTable` writes them (the search index calls it with a session's documents) and
+reads them, caching rows by key until the next write. It also answers ``list_session_infos``
+and the dashboard's browsing (a page of sessions out of 10,000 without parsing a file; the
+links between sessions) from the same rows.
 """
 
 from __future__ import annotations
