@@ -105,3 +105,19 @@ def test_a_rebuilt_index_holds_the_same_links(store: Path) -> None:
         assert after == _scan_links_to(db, ids)  # in the rebuilt rows' order
     assert {k: set(v) for k, v in after.items()} == {k: set(v) for k, v in before.items()}
     assert mm.link_graph() == graph
+
+
+def test_the_graph_is_kept_until_the_index_changes(store: Path) -> None:
+    mm = _store(store)
+    first = mm.link_graph()
+    again = mm.link_graph()  # the kept graph, as a copy the caller may change
+    assert again == first and again is not first
+    again.links.clear()
+    assert mm.link_graph() == first
+    # another process saves a link and brings the shared index up to date itself
+    other = MemoryManager(store, agent="other")
+    other.save_interaction("late", "see [[s0]]", "ok", T0 + timedelta(days=30))
+    other.link_graph()
+    assert mm.link_graph().links["late"] == ["s0"]
+    mm.save_interaction("later", "see [[late]]", "ok", T0 + timedelta(days=31))
+    assert mm.link_graph().links["later"] == ["late"]

@@ -163,6 +163,12 @@ def _relevance(hit: Hit, same_session: bool) -> str:
     return f"{where}, relevant to the query: score {hit.score:.2f}" + (f" ({made})" if made else "")
 
 
+def _graph_copy(kept: LinkGraph) -> LinkGraph:
+    """A copy of a kept graph the caller may change (already validated: not again)."""
+    links = {source: list(targets) for source, targets in kept.links.items()}
+    return LinkGraph.model_construct(links=links, missing=list(kept.missing), commit=kept.commit)
+
+
 class Search:
     """Search and context assembly for ``MemoryManager``.
 
@@ -178,6 +184,8 @@ class Search:
         self.token_counter: TokenCounter | None = None
         self._index: StoreIndex | None = None  # opened on first use
         self._index_lock = threading.Lock()
+        # the last link graph, under the state of the index it was read from
+        self._last_graph: tuple[object, LinkGraph | None] = (None, None)
         self._dense = Dense(self._store_index, self.summaries.embed)  # optional embeddings
 
     # --- the index -------------------------------------------------------------------
@@ -500,9 +508,18 @@ class Search:
         folder = session_dir(self.store.namespace) + "/"
 
         def work(index: SearchIndex) -> LinkGraph:
+            # the same rows (another process's catch-up moves the commit): the same graph
+            meta = (index.get_meta("doc_epoch"), index.get_meta("commit"))
+            stamp = (index, index.generation, meta, folder)
+            last, found = self._last_graph
+            if last == stamp and found is not None:
+                return _graph_copy(found)
             links = index.session_links(folder)
             targets = list({target for _, found in links for target in found})
-            return graph(links, index.present(targets), index.get_meta("commit"))
+            made = graph(links, index.present(targets), index.get_meta("commit"))
+            if commit is None:
+                self._last_graph = (stamp, made)
+            return _graph_copy(made)
 
         return self._store_index().run(work, commit=commit)
 
