@@ -12,6 +12,8 @@ measured in the same run: ``git log -- path`` (the history), ``git show rev:path
 the past), ``git restore --source`` + ``git commit`` (rollback, on a clone), a plain
 ``save_interaction`` (the commit path a rollback shares) and one ``markdown.parse`` of the
 version being diffed (the floor a cold structured diff pays twice).
+Blame of "big" (cold: no version parsed before) is timed against the walk it replaced,
+which parsed the version before every commit (checked equal first; target <= 50 ms).
 Housekeeping builds a per-file commit cache under ``.git/gitmem/history`` (its build time is
 reported; history before it exists, through ``git log -- path``, is a row of its own); the
 other rows read it. Absolute times drift on a shared machine; the
@@ -21,14 +23,17 @@ ratios are the figures to compare.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from timing import median_p95_ms as _ms
 from timing import print_comparison
@@ -37,6 +42,8 @@ from timing import timed as _timed
 from gitmem import MemoryManager
 from gitmem.format import parse as markdown
 from gitmem.format.paths import session_path
+from gitmem.models import BlameEntry
+from gitmem.store.gitlog import LogEntry
 from gitmem.store.repository import Housekeeping
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -84,6 +91,52 @@ def build_store(path: Path, sessions: int, commits: int, big: int, mid: int) -> 
 
 def git(path: Path, *args: str) -> bytes:
     return subprocess.run(["git", *args], cwd=path, capture_output=True, check=True).stdout
+
+
+def blame_every_version(mm: MemoryManager, session_id: str) -> list[BlameEntry]:
+    """Blame as computed before it skipped the versions before saves: every version before
+    each commit parsed (one blob request each) and compared, newest first."""
+    history, store = mm._history, mm._store
+    rev = store.repo.head()
+    path, part = store.path_of(session_id), store.path_of(session_id, archive=True)
+    found, archived = store.repo.entry(path, rev), store.repo.entry(part, rev)
+    assert found is not None
+    state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
+    wanted: dict[str, Any] = history._parts(state, path, strict=True)
+    if wanted.get("summary") is None:
+        wanted.pop("summary", None)
+    alias = {
+        **dict.fromkeys(history._both(session_id), path),
+        **dict.fromkeys(history._both(session_id, archive=True), part),
+    }
+    owner: dict[str, LogEntry] = {}
+    for entry in store.repo.file_log(list(alias), rev):
+        if len(owner) == len(wanted):
+            break
+        before_entry: dict[str, str | None] = {}
+        for c in entry.files:
+            if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
+                before_entry[alias[c.path]] = c.old
+        state = {**state, **before_entry}
+        before = history._parts(state, path, strict=False)
+        for key, value in wanted.items():
+            if key not in owner and before.get(key) != value:
+                owner[key] = entry
+    return [
+        BlameEntry(
+            kind="summary" if key == "summary" else "interaction",
+            interaction_id=None if key == "summary" else key[2:],
+            sha=owner[key].sha,
+            time=owner[key].time,
+            author=owner[key].author,
+            agent=(owner[key].trailers.get("Gitmem-Agent") or [None])[-1],
+            model=(owner[key].trailers.get("Gitmem-Model") or [None])[-1],
+            op=(owner[key].trailers.get("Gitmem-Op") or [None])[-1],
+            subject=owner[key].subject,
+        )
+        for key in wanted
+        if key in owner
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,6 +309,31 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
 
+    # --- blame ------------------------------------------------------------------------------
+    assert mm.blame("big") == blame_every_version(mm, "big"), "the two blames differ"
+
+    def cold(work: Callable[[], object]) -> float:
+        mm._store._sessions.clear()  # no version parsed before: a new process
+        return _timed(work)
+
+    blame_n = max(3, n // 5)
+    rows.append(
+        (
+            f"blame('big'), {big_turns} turns, cold",
+            [cold(lambda: mm.blame("big")) for _ in range(blame_n)],
+            "50",
+            "blame, every version parsed",
+        )
+    )
+    rows.append(
+        (
+            "blame, every version parsed",
+            [cold(lambda: blame_every_version(mm, "big")) for _ in range(blame_n)],
+            "",
+            "",
+        )
+    )
+
     # --- rollback ---------------------------------------------------------------------------
     targets = [versions[rng.randrange(1, len(versions))] for _ in range(n)]
     rows.append(
@@ -316,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         "git restore + commit": "git restore --source + git commit (clone)",
         "gitmem save": "save_interaction(small) (same commit path)",
         "markdown.parse x1": "markdown.parse of one such version",
+        "blame, every version parsed": "blame, every version parsed",
     }
     print(
         f"\nhistory benchmark: {sessions} sessions, {total} commits ('big': "
@@ -327,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
         medians,
         target="target ms",
     )
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(
         f"\nbuilding the per-file history cache (housekeeping; all {total} commits): "
         f"{cache_build * 1000:.0f} ms"

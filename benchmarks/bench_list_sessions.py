@@ -7,6 +7,10 @@ Builds (or reuses, with ``--path``) the synthetic store of ``bench_search.py`` a
 name the files, only those are parsed) and the comparator, reading the tree and parsing
 every file (the store's ``listing`` hook off). "cold" empties the parsed-session cache
 before each call (a new process), "warm" does not. The index is built before timing.
+Then ``list_session_infos`` (the same sessions without their turns, from the index's rows
+alone, no file parsed) against the same comparator, after checking that both give equal
+listings: cold empties the index's caches of listings too (as in a new process), warm
+asks again with nothing changed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from bench_search import Corpus, synthetic_store
 from timing import median_p95_ms, timed
 
 from gitmem.manager import MemoryManager
+from gitmem.models import SessionInfo
 
 CASES: list[tuple[str, dict[str, Any]]] = [
     ("tags=[topic7] (1 in 20)", {"tags": ["topic7"]}),
@@ -50,6 +55,45 @@ def _time(
     finally:
         store.listing = hook
     return median_p95_ms(samples), found
+
+
+def _forget(index: Any) -> None:
+    """Empty the index's caches of listings: as in a new process."""
+    index.session_table._infos.clear()
+    index.session_table._last_listed = (None, {})
+
+
+def _time_infos(mm: MemoryManager, filters: dict[str, Any], runs: int, *, cold: bool) -> float:
+    forget = _forget
+    samples = []
+    for _ in range(runs):
+        if cold:
+            mm._search._store_index().run(forget)
+        samples.append(timed(lambda: mm.list_session_infos(**filters)))
+    return median_p95_ms(samples)[0]
+
+
+def _infos_table(mm: MemoryManager, runs: int) -> None:
+    print(
+        "\n| list_session_infos filter | sessions | index cold median ms | index warm median ms "
+        "| list_sessions, every file (comparator) median ms | cold / comparator | target |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    store = mm._store
+    hook = store.listing
+    for name, filters in CASES:
+        store.listing = None
+        store._sessions.clear()
+        scan = median_p95_ms([timed(lambda: mm.list_sessions(**filters)) for _ in range(2)])[0]  # noqa: B023
+        parsed = [SessionInfo.of(s) for s in mm.list_sessions(**filters)]
+        store.listing = hook
+        assert mm.list_session_infos(**filters) == parsed, name  # the same answer
+        cold = _time_infos(mm, filters, runs, cold=True)
+        warm = _time_infos(mm, filters, runs, cold=False)
+        print(
+            f"| {name} | {len(parsed)} | {cold:.1f} | {warm:.1f} | {scan:.0f} "
+            f"| {cold / scan:.4f}x | ≤ 50 ms |"
+        )
 
 
 def main() -> None:
@@ -80,6 +124,7 @@ def main() -> None:
             f"| {name} | {found} | {cold:.1f} / {cold95:.1f} | {warm:.1f} | {scan:.0f} "
             f"| {cold / scan:.3f}x | ≤ 50 ms |"
         )
+    _infos_table(mm, args.runs)
     mm.close()
 
 

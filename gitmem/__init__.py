@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gitmem.aio import AsyncMemoryManager
     from gitmem.format.facts import Fact, FactSource
     from gitmem.manager import MemoryManager
-    from gitmem.models import Hit, Interaction, Message, Revision, Session, Summary
+    from gitmem.models import Hit, Interaction, Message, Revision, Session, SessionInfo, Summary
     from gitmem.search.browse import LinkGraph, SessionListing, SessionPage
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "RevisionNotFound",
     "SecretRefused",
     "Session",
+    "SessionInfo",
     "SessionListing",
     "SessionNotFound",
     "SessionPage",
@@ -59,7 +60,7 @@ def __getattr__(name: str) -> Any:
     # the manager (and GitPython) and the models (pydantic) load on first use: git runs
     # `python -m gitmem merge-file` once per merged file and an agent's hook runs the CLI
     # after every turn, and neither path needs them all
-    if name in ("Hit", "Interaction", "Message", "Revision", "Session", "Summary"):
+    if name in ("Hit", "Interaction", "Message", "Revision", "Session", "SessionInfo", "Summary"):
         from gitmem import models
 
         return getattr(models, name)

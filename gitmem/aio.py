@@ -328,6 +328,7 @@ class AsyncMemoryManager:
     embedding_config = _Coroutine(MemoryManager.embedding_config)
     link_graph = _Coroutine(MemoryManager.link_graph)
     list_sessions = _Coroutine(MemoryManager.list_sessions)
+    list_session_infos = _Coroutine(MemoryManager.list_session_infos)
     llm_config = _Coroutine(MemoryManager.llm_config)
     load_archive = _Coroutine(MemoryManager.load_archive)
     load_memory = _Coroutine(MemoryManager.load_memory)

@@ -15,7 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +35,16 @@ from gitmem.format.render import render
 from gitmem.guard.inputs import as_message, fresh_interaction_id, validated, with_metadata
 from gitmem.guard.methods import Guard
 from gitmem.guard.names import NewNames, agent_identity
-from gitmem.models import BatchResult, Interaction, Language, Message, Session, as_when, now
+from gitmem.models import (
+    BatchResult,
+    Interaction,
+    Language,
+    Message,
+    Session,
+    SessionInfo,
+    as_when,
+    now,
+)
 from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Repository
@@ -80,7 +89,7 @@ class SessionFilter:
     until: datetime | None = None
     metadata: Mapping[str, str] | None = None
 
-    def passes(self, session: Session) -> bool:
+    def passes(self, session: Session | SessionInfo) -> bool:
         if self.tags and not self.tags <= set(session.tags):
             return False
         if self.participant and self.participant not in session.participants:
@@ -93,6 +102,24 @@ class SessionFilter:
             return False
         extra = session.extra
         return not self.metadata or all(extra.get(k) == v for k, v in self.metadata.items())
+
+
+def _filter(
+    tags: Iterable[str],
+    participant: str | None,
+    project: str | None,
+    since: datetime | str | None,
+    until: datetime | str | None,
+    metadata: Mapping[str, str] | None,
+) -> SessionFilter:
+    return SessionFilter(
+        frozenset(tags),
+        participant,
+        project,
+        as_when(since, "since"),
+        as_when(until, "until"),
+        metadata,
+    )
 
 
 class SessionStore:
@@ -132,10 +159,11 @@ class SessionStore:
         # in order: the composition root fills them
         self.before_save: list[Callable[[], None]] = []
         self.after_save: list[Callable[[str], None]] = []
-        # path -> blob id of HEAD's session files that may pass a listing's filter (a few
-        # more is fine, one fewer is not), from something faster than reading every file:
-        # the composition root gives the search index's session rows; None reads the tree
-        self.listing: Callable[[SessionFilter], dict[str, str]] | None = None
+        # path -> (blob id, listing) of HEAD's session files that may pass a listing's
+        # filter (a few more is fine, one fewer is not), and of every part file of a huge
+        # session, from something faster than reading every file: the composition root
+        # gives the search index's session rows; None reads the tree
+        self.listing: Callable[[SessionFilter], dict[str, tuple[str, SessionInfo]]] | None = None
         self.part_turns = PART_TURNS
         # session path -> its parts' blob ids and the ids of their turns, for the last few
         # sessions saved to that have parts
@@ -195,21 +223,24 @@ class SessionStore:
         self.cache_session(path, blob_id, session)
         return session
 
-    def _parsed(self, files: Mapping[str, str]) -> Iterator[Session]:
-        """The session of each file (path -> blob id) that parses: the blobs not cached
-        come through one stream when there are many (no request and answer per file)."""
+    def parsed_blobs(self, files: Sequence[tuple[str, str]]) -> Iterator[Session]:
+        """The session of each (path, blob id) that parses, cached as ``parse_blob`` caches:
+        the blobs not cached come through one stream when there are many (no request and
+        answer per file)."""
         with self._cache_lock:
-            missing = {p: b for p, b in files.items() if (p, b) not in self._sessions}
-        read = [(p, b) for p, b in files.items() if p not in missing]
+            missing = [f for f in dict.fromkeys(files) if f not in self._sessions]
         if len(missing) < _STREAM_FROM:
-            read += missing.items()
-        for path, blob_id in read:
-            with contextlib.suppress(ParseError):
-                yield self.parse_blob(path, blob_id)
-        if len(missing) < _STREAM_FROM:
+            for path, blob_id in files:
+                with contextlib.suppress(ParseError):
+                    yield self.parse_blob(path, blob_id)
             return
-        stream = self.repo.stream_blobs(missing.values())
-        for (path, blob_id), (_blob, data) in zip(missing.items(), stream, strict=True):
+        absent = set(missing)
+        for path, blob_id in files:
+            if (path, blob_id) not in absent:
+                with contextlib.suppress(ParseError):
+                    yield self.parse_blob(path, blob_id)
+        stream = self.repo.stream_blobs(blob for _path, blob in missing)
+        for (path, blob_id), (_blob, data) in zip(missing, stream, strict=True):
             try:
                 if data is None:
                     session = self.parse_blob(path, blob_id)
@@ -353,18 +384,16 @@ class SessionStore:
 
         ``tags`` must all be present; ``since``/``until`` (datetime, naive = UTC, or ISO date)
         bound the last-active time; ``metadata`` matches custom keys exactly. Files that do
-        not parse are left out (``check()`` reports them).
+        not parse are left out (``check()`` reports them). Every session returned is parsed:
+        ``list_session_infos`` lists the same sessions without their turns, much faster.
         """
-        wanted = SessionFilter(
-            frozenset(tags),
-            participant,
-            project,
-            as_when(since, "since"),
-            as_when(until, "until"),
-            metadata,
-        )
+        wanted = _filter(tags, participant, project, since, until, metadata)
         if commit is None and self.listing is not None:
-            files = self.listing(wanted)
+            rows = self.listing(wanted)
+            # a part's head does not say the session's labels: parts are kept, then joined
+            files = {
+                p: blob for p, (blob, info) in rows.items() if PART_MARK in p or wanted.passes(info)
+            }
         else:
             files = session_files(self.repo, session_dir(self.namespace), commit)
         parts: dict[str, list[tuple[int, str, str]]] = {}  # a huge session's part files
@@ -377,8 +406,55 @@ class SessionStore:
             joined(session, [self.parse_blob(p, b) for _n, p, b in sorted(parts[session.id])])
             if session.id in parts
             else session
-            for session in self._parsed(files)
+            for session in self.parsed_blobs(list(files.items()))
             if wanted.passes(session)
+        ]
+        found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
+        return found
+
+    def list_session_infos(
+        self,
+        *,
+        tags: Iterable[str] = (),
+        participant: str | None = None,
+        project: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        commit: str | None = None,
+    ) -> list[SessionInfo]:
+        """What ``list_sessions`` lists, each session without its turns (their count, its
+        metadata and summary text): at HEAD read from the search index's session rows
+        (caught up with the store first), no file parsed. The filters and the order are
+        ``list_sessions``'; ``commit`` reads that commit's files instead.
+        """
+        if commit is not None or self.listing is None:
+            return [
+                SessionInfo.of(s)
+                for s in self.list_sessions(
+                    tags=tags,
+                    participant=participant,
+                    project=project,
+                    since=since,
+                    until=until,
+                    metadata=metadata,
+                    commit=commit,
+                )
+            ]
+        wanted = _filter(tags, participant, project, since, until, metadata)
+        every = wanted == SessionFilter()
+        rows = self.listing(wanted)
+        part_turns: dict[str, int] = {}  # session id -> the turns its part files hold
+        for path, (_blob, info) in rows.items():
+            part = part_of(path, self.namespace) if PART_MARK in path else None
+            if part is not None:
+                part_turns[part[0]] = part_turns.get(part[0], 0) + info.interactions
+        found = [
+            replace(info, interactions=info.interactions + part_turns[info.id])
+            if info.id in part_turns
+            else info
+            for path, (_blob, info) in rows.items()
+            if id_from_path(path, self.namespace) is not None and (every or wanted.passes(info))
         ]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found

@@ -200,7 +200,7 @@ class MemoryManager:
         self._search = Search(store, self._summaries, self._facts)
         self._history = History(store)
         self._sync = Sync(store)  # checks the namespace and sets up the merge driver
-        store.listing = self._search.listed_files  # the index's rows, not every file
+        store.listing = self._search.listed_sessions  # the index's rows, not every file
         store.before_save[:] = [self._summaries.before_save]
         # summaries first: consolidation then sees the summary the same save wrote
         store.after_save[:] = [self._summaries.after_save, self._consolidation.after_save]
@@ -259,6 +259,7 @@ class MemoryManager:
     load_archive = _Call("_store", SessionStore.load_archive)
     session_ids = _Call("_store", SessionStore.session_ids)
     list_sessions = _Call("_store", SessionStore.list_sessions)
+    list_session_infos = _Call("_store", SessionStore.list_session_infos)
     batch = _Call("_store", SessionStore.batch)
     in_batch = _Call("_store", SessionStore.in_batch)
     change_session = _Call("_store", SessionStore.change_session)

@@ -8,6 +8,8 @@ parsed back unchanged (see ``gitmem.format``).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timezone
 from typing import Any, Literal
 
@@ -405,6 +407,46 @@ class Session(_Model):
             if item.id == interaction_id:
                 return item
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session as a listing shows it: its metadata, how many turns its file holds and its
+    summary's text, without the turns (``list_session_infos`` reads it from the search
+    index's session rows, not from the file)."""
+
+    id: str
+    created: datetime
+    last_active: datetime
+    participants: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    project: str | None = None
+    links: tuple[str, ...] = ()
+    extra: Mapping[str, str] = field(default_factory=dict)
+    interactions: int = 0  # in the session's file and parts (not its archive part)
+    summary: str | None = None  # the summary's text; None: no summary
+    language: Language = "en"
+
+    @property
+    def title(self) -> str | None:
+        return self.extra.get("title")
+
+    @classmethod
+    def of(cls, session: Session) -> SessionInfo:
+        """The listing of a parsed session."""
+        return cls(
+            session.id,
+            session.created,
+            session.last_active,
+            tuple(session.participants),
+            tuple(session.tags),
+            session.project,
+            tuple(session.links),
+            dict(session.extra),
+            len(session.interactions),
+            None if session.summary is None else session.summary.text,
+            session.language,
+        )
 
 
 def _empty_id() -> str:

@@ -273,3 +273,13 @@ def test_a_new_process_refuses_a_turn_id_a_part_has(mm: MemoryManager, store: Pa
     fresh.save_interaction("big", "new", "ok", interaction_id="t99999")
     assert _changed(store) == {session_path("big")}
     fresh.close()
+
+
+def test_the_index_listing_counts_a_split_sessions_turns_once(mm: MemoryManager) -> None:
+    mm.save_interaction("big", "new question", "new answer")
+    mm.save_interaction("small", "hello", "hi", tags=["few"])
+    infos = mm.list_session_infos()
+    assert [i.id for i in infos] == [s.id for s in mm.list_sessions()]
+    by_id = {i.id: i for i in infos}
+    assert by_id["big"].interactions == 121 and by_id["small"].interactions == 1
+    assert [i.id for i in mm.list_session_infos(tags=["few"])] == ["small"]

@@ -12,7 +12,7 @@ import pytest
 import gitmem.core
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
-from gitmem.models import Session
+from gitmem.models import Session, SessionInfo
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
@@ -121,3 +121,73 @@ def test_a_listing_of_a_past_commit_reads_its_tree(store: Path) -> None:
     mm.delete_session("s02")
     assert "s02" not in [s.id for s in mm.list_sessions()]
     assert "s02" in [s.id for s in mm.list_sessions(commit=old)]
+
+
+def _infos(mm: MemoryManager, filters: dict[str, Any], *, index: bool) -> list[SessionInfo]:
+    store = mm._store
+    listing = store.listing
+    store.listing = listing if index else None
+    try:
+        return mm.list_session_infos(**filters)
+    finally:
+        store.listing = listing
+
+
+@pytest.mark.parametrize("namespace", [None, "team"])
+def test_session_infos_from_the_index_equal_those_of_every_parsed_file(
+    store: Path, namespace: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm = _store(store, namespace)
+    mm.save_interaction(  # a title and links (s01 has a summary)
+        "s04",
+        "q",
+        "a",
+        START + timedelta(days=4, hours=2),
+        metadata={"title": "Fourth", "links": ["s02"]},
+    )
+    for filters in FILTERS:
+        parsed = [SessionInfo.of(s) for s in _listed(mm, filters, index=False)]
+        assert _infos(mm, filters, index=False) == parsed, filters
+        mm._store._sessions.clear()
+        assert _infos(mm, filters, index=True) == parsed, filters
+    # the dates keep the offset they were written with, not only the instant
+    every = mm.list_session_infos()
+    assert [(i.created.isoformat(), i.last_active.isoformat()) for i in every] == [
+        (s.created.isoformat(), s.last_active.isoformat()) for s in mm.list_sessions()
+    ]
+    assert {i.id: i.summary is not None for i in every}["s01"]
+    assert {i.id: i.title for i in every}["s04"] == "Fourth"
+    # no file is parsed for the index's listing
+    monkeypatch.setattr(gitmem.core, "parse_bytes", lambda data, path: pytest.fail(path))
+    mm._store._sessions.clear()
+    assert mm.list_session_infos() == every
+
+
+def test_session_infos_catch_up_with_commits_the_index_has_not_seen(store: Path) -> None:
+    mm = _store(store)
+    assert len(mm.list_session_infos()) == 12  # the index is built
+    # a person's commit behind the index's back: a new file, a changed one, a removed one
+    text = (store / session_path("s02")).read_text()
+    (store / session_path("s02")).write_text(text.replace("**Tags**: a", "**Tags**: a, late"))
+    (store / session_path("s08")).unlink()
+    other = MemoryManager(store, agent="other")
+    other.save_interaction("fresh", "new", "yes", START + timedelta(days=40), tags=["late"])
+    git(store, "add", "-A")
+    git(store, "commit", "-qm", "a person retags s02 and drops s08")
+    from_files = [SessionInfo.of(s) for s in _listed(mm, {}, index=False)]
+    assert mm.list_session_infos() == from_files
+    assert [i.id for i in mm.list_session_infos(tags=["late"])] == ["fresh", "s02"]
+    assert "s08" not in [i.id for i in from_files]
+    # another process saves and brings the shared index up to date itself
+    assert "fresher" not in [i.id for i in mm.list_session_infos()]
+    other.save_interaction("fresher", "newer", "yes", START + timedelta(days=41))
+    other.search("newer")
+    assert "fresher" in [i.id for i in mm.list_session_infos()]
+
+
+def test_a_past_commit_lists_infos_from_its_tree(store: Path) -> None:
+    mm = _store(store)
+    old = mm.head()
+    mm.delete_session("s02")
+    assert "s02" in [i.id for i in mm.list_session_infos(commit=old)]
+    assert "s02" not in [i.id for i in mm.list_session_infos()]

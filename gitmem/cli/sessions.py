@@ -156,7 +156,7 @@ def list_(
     found = ctx.every_namespace(mm) if every else iter([(ctx.namespace, mm)])
     rows = []
     for name, opened in found:
-        sessions = opened.list_sessions(
+        sessions = opened.list_session_infos(
             tags=tags, participant=participant, project=project, commit=commit, **period
         )
         rows += [
@@ -184,8 +184,8 @@ def namespaces(ctx: Context) -> None:
     mm = ctx.manager()
     counts: list[tuple[str | None, int, int, int]] = []
     for name, opened in ctx.every_namespace(mm):
-        sessions = opened.list_sessions()
-        turns = sum(len(s.interactions) for s in sessions)
+        sessions = opened.list_session_infos()
+        turns = sum(s.interactions for s in sessions)
         counts.append((name, len(sessions), turns, len(opened.facts())))
     emit(
         ctx,

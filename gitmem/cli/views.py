@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from gitmem.models import Hit, Revision, Session, SessionDiff, SummaryOutcome
+from gitmem.models import Hit, Revision, Session, SessionDiff, SessionInfo, SummaryOutcome
 from gitmem.sync.methods import SyncResult
 
 
@@ -33,17 +33,17 @@ def session_text(session: Session) -> str:
     return "\n".join(lines)
 
 
-def session_summary(session: Session) -> dict[str, Any]:
+def session_summary(session: SessionInfo) -> dict[str, Any]:
     """The one-line facts ``gitmem list`` shows for a session."""
     return {
         "id": session.id,
-        "title": session.extra.get("title"),
+        "title": session.title,
         "created": session.created.isoformat(),
         "last_active": session.last_active.isoformat(),
-        "participants": session.participants,
-        "tags": session.tags,
+        "participants": list(session.participants),
+        "tags": list(session.tags),
         "project": session.project,
-        "interactions": len(session.interactions),
+        "interactions": session.interactions,
         "summarized": session.summary is not None,
     }
 

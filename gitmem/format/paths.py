@@ -21,6 +21,7 @@ said by a small committed file, ``.gitmem-layout`` (:func:`layout_text`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 
@@ -139,6 +140,8 @@ def session_dir(namespace: str | None = None) -> str:
     return session_path("x", namespace).rsplit("/", 2)[0]
 
 
+# a listing asks this of every session file of the store, again on each call
+@functools.lru_cache(maxsize=1 << 16)
 def id_from_path(path: str, namespace: str | None = None) -> str | None:
     """The session id a store path belongs to, or None if it is not a session file: a file
     in the fan-out sub-folder of the namespace's folder that its id belongs in."""

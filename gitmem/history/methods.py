@@ -58,6 +58,34 @@ def _last(trailers: dict[str, list[str]], key: str) -> str | None:
     return values[-1] if values else None
 
 
+# blame parses the versions ahead through one blob stream, each batch as long as the walk so
+# far (a walk that stops early reads few versions it skips) and at most this many: every
+# batch fits the store's parse cache
+_PREFETCH_MAX = 128
+
+
+def _added_turn(
+    entry: LogEntry,
+    session_id: str,
+    before: Mapping[str, str | None],
+    path: str,
+    alias: Mapping[str, str],
+) -> str | None:
+    """The part key (``i:<id>``) of the turn ``entry`` added, when it is gitmem's save of
+    that one turn to the session's existing file and changed nothing else of the session
+    (no archive part); else None: the version before it has to be compared."""
+    turn = _last(entry.trailers, "Gitmem-Interaction")
+    if (
+        turn is None
+        or _last(entry.trailers, "Gitmem-Op") != "save"
+        or entry.trailers.get("Gitmem-Session") != [session_id]
+        or before.get(path) is None
+        or any(alias.get(c.path, path) != path for c in entry.files)
+    ):
+        return None
+    return f"i:{turn}"
+
+
 class History:
     """History, diff, blame, rollback and revert of one store's sessions (see the module docs)."""
 
@@ -374,10 +402,12 @@ class History:
         changed it (archived turns first, then the parts' and the file's turns, the summary
         last).
 
-        Walks the versions of the session (its archive part and parts) from the newest back,
-        parsing each once, and stops as soon as every part is accounted for; a turn that a
-        summary moved to the archive is followed there. Cost grows with the number of
-        versions times the size of the session.
+        Walks the versions of the session (its archive part and parts) from the newest back
+        (from the per-file history cache once housekeeping has built it), and stops as soon
+        as every part is accounted for; a turn that a summary moved to the archive is
+        followed there. A save's commit names the one turn it added, so only the versions
+        before other commits (edits, summaries, batches, splits into parts, a person's
+        commits) are parsed.
         """
         rev = self.store.repo.resolve(commit) if commit is not None else self.store.repo.head()
         path = self.store.path_of(session_id)
@@ -405,18 +435,8 @@ class History:
             **dict.fromkeys(self._both(session_id, archive=True), part),
             **{piece: piece for piece in pieces},
         }
-        for entry in self.store.repo.file_log(list(alias), rev):
-            if len(owner) == len(wanted):
-                break
-            before_entry: dict[str, str | None] = {}
-            for c in entry.files:
-                if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
-                    before_entry[alias[c.path]] = c.old
-            state = {**state, **before_entry}
-            before = self._parts(state, path, strict=False)
-            for key, value in wanted.items():
-                if key not in owner and before.get(key) != value:
-                    owner[key] = entry
+        walk = self._versions(self.store.repo.file_log(list(alias), rev), alias, state)
+        owner = self._owners(session_id, walk, wanted, path, alias)
         result: list[BlameEntry] = []
         for key in wanted:
             last = owner.get(key)
@@ -436,6 +456,60 @@ class History:
                 )
             )
         return result
+
+    def _owners(
+        self,
+        session_id: str,
+        walk: list[tuple[LogEntry, dict[str, str | None]]],
+        wanted: dict[str, Any],
+        path: str,
+        alias: Mapping[str, str],
+    ) -> dict[str, LogEntry]:
+        """The newest commit of ``walk`` (newest first) before which each part of
+        ``wanted`` was not as it is: the versions before the commits that changed the
+        session are parsed and compared, except before a save, whose trailers name the one
+        turn it added (a save changes no other turn, nor the summary)."""
+        added = [_added_turn(entry, session_id, older, path, alias) for entry, older in walk]
+        owner: dict[str, LogEntry] = {}
+        remaining = dict(wanted)
+        fetched = 0
+        for at, (entry, before_state) in enumerate(walk):
+            if not remaining:
+                break
+            turn = added[at]
+            if turn is not None:
+                if remaining.pop(turn, None) is not None:
+                    owner[turn] = entry
+                continue
+            if at >= fetched:  # the next versions to parse come through one blob stream
+                fetched = at + min(max(16, at), _PREFETCH_MAX)
+                ahead = zip(walk[at:fetched], added[at:fetched], strict=True)
+                files = [(n, b) for (_e, old), t in ahead if t is None for n, b in old.items() if b]
+                for _session in self.store.parsed_blobs(files):
+                    pass
+            before = self._parts(before_state, path, strict=False)
+            for key, value in list(remaining.items()):
+                older = before.get(key)
+                if older is not value and older != value:  # a parsed turn is often shared
+                    owner[key] = entry
+                    del remaining[key]
+        return owner
+
+    @staticmethod
+    def _versions(
+        entries: Iterable[LogEntry], alias: Mapping[str, str], state: dict[str, str | None]
+    ) -> list[tuple[LogEntry, dict[str, str | None]]]:
+        """Each commit of a session's log, newest first, with the blob ids of its files
+        (by the name ``alias`` gives) just before that commit."""
+        out = []
+        for entry in entries:
+            before_entry: dict[str, str | None] = {}
+            for c in entry.files:
+                if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
+                    before_entry[alias[c.path]] = c.old
+            state = {**state, **before_entry}
+            out.append((entry, state))
+        return out
 
     # --- writing: every undo is a new commit ---------------------------------------------
 

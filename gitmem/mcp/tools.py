@@ -18,7 +18,7 @@ from gitmem.format.render import render
 from gitmem.guard.inputs import fresh_interaction_id
 from gitmem.manager import MemoryManager
 from gitmem.mcp import paging
-from gitmem.models import Revision, Session
+from gitmem.models import Revision, Session, SessionInfo
 
 # the default cap on the text of one save (the HTTP transport also caps a request at 4 MiB)
 MAX_SAVE_BYTES = 1024 * 1024
@@ -189,12 +189,12 @@ def load_session(
     return Answer(*paging.answer(found, turns, cursor, limit))
 
 
-def session_row(session: Session) -> dict[str, Any]:
+def session_row(session: SessionInfo) -> dict[str, Any]:
     """A session as one line of a listing."""
-    summary = session.summary.text if session.summary is not None else ""
+    summary = session.summary or ""
     return {
         "id": session.id,
-        "interactions": len(session.interactions),
+        "interactions": session.interactions,
         "last_active": session.last_active.isoformat(),
         "tags": list(session.tags),
         "participants": list(session.participants),
@@ -213,7 +213,7 @@ def list_sessions(
     at: str | None,
     limit: int,
 ) -> Answer:
-    found = mm.list_sessions(
+    found = mm.list_session_infos(
         tags=tags or (),
         participant=participant,
         project=project,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gitmem.errors import IndexCorrupted, IndexUnavailable
 
-SCHEMA_VERSION = "10"
+SCHEMA_VERSION = "11"
 
 # SQLite's page cache (KiB); a rebuild, one transaction, gets more: pages that do not fit
 # would be spilled to the WAL and written again
@@ -31,8 +31,18 @@ CREATE TABLE IF NOT EXISTS sessions(
     skey INTEGER PRIMARY KEY, session_id TEXT NOT NULL, path TEXT NOT NULL UNIQUE,
     blob TEXT NOT NULL, commit_sha TEXT, created REAL, last_active REAL, project TEXT,
     tags TEXT NOT NULL, participants TEXT NOT NULL, links TEXT NOT NULL, extra TEXT NOT NULL,
-    summary_text TEXT, text_links TEXT NOT NULL DEFAULT '');
+    summary_text TEXT, text_links TEXT NOT NULL DEFAULT '',
+    -- what a listing shows and the columns above do not hold exactly: the dates as written
+    -- (their offset), the turns in the file, the language
+    created_at TEXT NOT NULL DEFAULT '', active_at TEXT NOT NULL DEFAULT '',
+    turns INTEGER NOT NULL DEFAULT 0, language TEXT NOT NULL DEFAULT 'en');
 CREATE INDEX IF NOT EXISTS sessions_id ON sessions(session_id);
+-- each link of a session file, in its order (metadata links, then the text's [[id]]s), so
+-- that the sessions linking to one are an index lookup, not a scan of every row
+CREATE TABLE IF NOT EXISTS links(
+    skey INTEGER NOT NULL, pos INTEGER NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY(skey, pos)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS links_target ON links(target, skey);
 CREATE TABLE IF NOT EXISTS docs(
     id INTEGER PRIMARY KEY, skey INTEGER NOT NULL, kind INTEGER NOT NULL, iid TEXT,
     pos INTEGER NOT NULL, speaker TEXT NOT NULL, ts REAL NOT NULL, text TEXT NOT NULL,
@@ -147,6 +157,7 @@ class IndexFile:
         readers may keep them in memory."""
         for table in (
             "sessions",
+            "links",
             "docs",
             "postings",
             "broken",

@@ -19,7 +19,7 @@ from gitmem.core import SessionFilter, SessionStore
 from gitmem.errors import ParseError, ValidationError
 from gitmem.facts.methods import Facts, WeighedFact
 from gitmem.format.paths import session_dir
-from gitmem.models import Hit, as_when
+from gitmem.models import Hit, SessionInfo, as_when
 from gitmem.search.browse import (
     PREVIEW_CHARS,
     LinkGraph,
@@ -170,6 +170,12 @@ def _relevance(hit: Hit, same_session: bool) -> str:
     return f"{where}, relevant to the query: score {hit.score:.2f}" + (f" ({made})" if made else "")
 
 
+def _graph_copy(kept: LinkGraph) -> LinkGraph:
+    """A copy of a kept graph the caller may change (already validated: not again)."""
+    links = {source: list(targets) for source, targets in kept.links.items()}
+    return LinkGraph.model_construct(links=links, missing=list(kept.missing), commit=kept.commit)
+
+
 class Search:
     """Search and context assembly for ``MemoryManager``.
 
@@ -185,6 +191,8 @@ class Search:
         self.token_counter: TokenCounter | None = None
         self._index: StoreIndex | None = None  # opened on first use
         self._index_lock = threading.Lock()
+        # the last link graph, under the state of the index it was read from
+        self._last_graph: tuple[object, LinkGraph | None] = (None, None)
         self._dense = Dense(self._store_index, self.summaries.embed)  # optional embeddings
 
     # --- the index -------------------------------------------------------------------
@@ -497,16 +505,16 @@ class Search:
 
         return self._store_index().run(work, commit=commit)
 
-    def listed_files(self, wanted: SessionFilter) -> dict[str, str]:
-        """Path -> blob id of the session files at HEAD that may pass ``wanted`` (some
-        more: the store checks each session it parses), from the index's session rows,
-        caught up first: ``list_sessions`` reads these instead of every file."""
+    def listed_sessions(self, wanted: SessionFilter) -> dict[str, tuple[str, SessionInfo]]:
+        """Path -> (blob id, listing) of the session files at HEAD that may pass ``wanted``
+        (some more: the store checks each listing), and of every part file, from the index's
+        session rows, caught up first: ``list_sessions`` reads these instead of every file."""
         folder = session_dir(self.store.namespace) + "/"
         # a second either way: a timestamp read back as a float may be off by rounding
         since = None if wanted.since is None else wanted.since.timestamp() - 1
         until = None if wanted.until is None else wanted.until.timestamp() + 1
         return self._store_index().run(
-            lambda index: index.session_table.files(
+            lambda index: index.session_table.listed(
                 folder,
                 tags=sorted(wanted.tags),
                 participants=() if not wanted.participant else (wanted.participant,),
@@ -526,9 +534,18 @@ class Search:
         folder = session_dir(self.store.namespace) + "/"
 
         def work(index: SearchIndex) -> LinkGraph:
+            # the same rows (another process's catch-up moves the commit): the same graph
+            meta = (index.get_meta("doc_epoch"), index.get_meta("commit"))
+            stamp = (index, index.generation, meta, folder)
+            last, found = self._last_graph
+            if last == stamp and found is not None:
+                return _graph_copy(found)
             links = index.session_links(folder)
             targets = list({target for _, found in links for target in found})
-            return graph(links, index.present(targets), index.get_meta("commit"))
+            made = graph(links, index.present(targets), index.get_meta("commit"))
+            if commit is None:
+                self._last_graph = (stamp, made)
+            return _graph_copy(made)
 
         return self._store_index().run(work, commit=commit)
 

@@ -2,11 +2,12 @@
 
 One row per session file (a session's main file and its archive part are two rows of the
 same session id): path, blob, commit, dates, project, and tags, participants and links
-each kept as one separated column. :class:`SessionTable` writes them (the search index
-calls it with a session's documents) and reads them, caching rows by key until the next
-write. It
-also answers the dashboard's browsing (a page of sessions out of 10,000 without parsing a
-file; the links between sessions) from the same rows.
+each kept as one separated column, and what a listing shows (``SessionInfo``: the dates as
+written, the turn count). Each link is also a row of the links table, indexed by its target.
+:class:`SessionTable` writes them (the search index calls it with a session's documents) and
+reads them, caching rows by key until the next write. It also answers ``list_session_infos``
+and the dashboard's browsing (a page of sessions out of 10,000 without parsing a file; the
+links between sessions) from the same rows.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from gitmem.format.paths import PART_MARK
-from gitmem.models import Session
+from gitmem.models import Session, SessionInfo
 from gitmem.search.indexfile import IndexFile
 
 _SEP = "\x1f"
@@ -93,6 +95,29 @@ def _in_folder(
     return " WHERE " + " AND ".join(where), args
 
 
+def _items(value: str) -> tuple[str, ...]:
+    """``split_values`` of a column ``join_values`` wrote (no empty item), faster."""
+    return tuple(value[1:-1].split(_SEP)) if len(value) > 2 else ()
+
+
+def _info(r: Sequence[Any]) -> SessionInfo:
+    """The listing of a row read with ``SessionTable._INFO_COLUMNS``."""
+    extra = r[9]
+    return SessionInfo(
+        r[2],
+        datetime.fromisoformat(r[3]),
+        datetime.fromisoformat(r[4]),
+        _items(r[5]),
+        _items(r[6]),
+        r[7],
+        _items(r[8]),
+        {} if extra == "{}" else json.loads(extra),
+        r[10],
+        r[11],
+        "zh" if r[12] == "zh" else "en",
+    )
+
+
 class SessionTable:
     """Writing and reading the session rows of an index file."""
 
@@ -101,6 +126,8 @@ class SessionTable:
         self._db, self._lock = file.db, file.lock
         # rows by key, valid for one (generation, document epoch): keys restart in a rebuild
         self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
+        self._infos: dict[str, SessionInfo] = {}  # blob id -> listing
+        self._last_listed: tuple[object, dict[str, tuple[str, SessionInfo]]] = (None, {})
 
     # --- writing (inside the search index's write transaction) -------------------------
 
@@ -122,6 +149,7 @@ class SessionTable:
         """Write the row of the session file at ``path`` (replacing its row unless
         ``replace`` is off: a rebuild into empty tables) and return its key."""
         skey = self.key_of(path) if replace else None
+        text_links = list(text_links)
         values = (
             path,
             blob,
@@ -135,26 +163,43 @@ class SessionTable:
             json.dumps(session.extra, ensure_ascii=False),
             session.summary.text if session.summary else None,
             join_values(text_links),
+            session.created.isoformat(),
+            session.last_active.isoformat(),
+            len(session.interactions),
+            session.language,
         )
-        if skey is None:
+        if skey is not None:
+            self._db.execute("DELETE FROM links WHERE skey=?", (skey,))
+        else:
             cursor = self._db.execute(
                 "INSERT INTO sessions(session_id, path, blob, commit_sha, created, last_active,"
-                " project, tags, participants, links, extra, summary_text, text_links)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " project, tags, participants, links, extra, summary_text, text_links,"
+                " created_at, active_at, turns, language)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (session.id, *values),
             )
-            return int(cursor.lastrowid or 0)
+            skey = int(cursor.lastrowid or 0)
+            self._put_links(skey, [*session.links, *text_links])
+            return skey
+        self._put_links(skey, [*session.links, *text_links])
         self._db.execute(
             "UPDATE sessions SET path=?, blob=?, commit_sha=?, created=?, last_active=?,"
             " project=?, tags=?, participants=?, links=?, extra=?, summary_text=?,"
-            " text_links=? WHERE skey=?",
+            " text_links=?, created_at=?, active_at=?, turns=?, language=? WHERE skey=?",
             (*values, skey),
         )
         return skey
 
+    def _put_links(self, skey: int, targets: Sequence[str]) -> None:
+        self._db.executemany(
+            "INSERT INTO links(skey, pos, target) VALUES(?,?,?)",
+            [(skey, pos, target) for pos, target in enumerate(targets) if target],
+        )
+
     def remove(self, skey: int) -> None:
         """Delete a session file's row (its documents are the caller's)."""
         self._db.execute("DELETE FROM sessions WHERE skey=?", (skey,))
+        self._db.execute("DELETE FROM links WHERE skey=?", (skey,))
 
     # --- reading ----------------------------------------------------------------------
 
@@ -278,7 +323,7 @@ class SessionTable:
             ).fetchall()
         return total, [self._session_row(r) for r in rows]
 
-    def files(
+    def listed(
         self,
         folder: str,
         *,
@@ -287,23 +332,57 @@ class SessionTable:
         project: str | None = None,
         active_since: float | None = None,
         active_until: float | None = None,
-    ) -> dict[str, str]:
-        """Path -> blob id of the session files under ``folder`` that match every
-        condition (those of :meth:`browse`), and of every part file of a huge session
+    ) -> dict[str, tuple[str, SessionInfo]]:
+        """Path -> (blob id, listing) of the session files under ``folder`` that match
+        every condition (those of :meth:`browse`), and of every part file of a huge session
         there (a part's head does not say the session's labels)."""
         condition, args = _in_folder(
             folder, tags, participants, project, active_since, active_until
         )
+        out: dict[str, tuple[str, SessionInfo]] = {}
+        known = self._infos  # a listing is fixed by the file's content: kept by blob
         with self._lock:
-            rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args)
-            found = {str(path): str(blob) for path, blob in rows}
+            # the same question of the same rows (another process's catch-up moves the
+            # commit): the last answer
+            stamp = (
+                self._file.generation,
+                self._file.get_meta("doc_epoch"),
+                self._file.get_meta("commit"),
+                condition,
+                tuple(args),
+            )
+            if self._last_listed[0] == stamp:
+                return dict(self._last_listed[1])
+            rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args).fetchall()
             parts = self._db.execute(
                 "SELECT path, blob FROM sessions"
                 " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
                 (len(folder), folder, PART_MARK),
             )
-            found.update((str(path), str(blob)) for path, blob in parts)
-            return found
+            missing = []
+            for path, blob in [*rows, *parts]:
+                info = known.get(blob)
+                if info is None:
+                    missing.append(path)
+                else:
+                    out[path] = (blob, info)
+            if len(known) + len(missing) > 200_000:
+                known.clear()
+            for at in range(0, len(missing), 500):
+                chunk = missing[at : at + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(
+                    f"SELECT {self._INFO_COLUMNS} FROM sessions WHERE path IN ({marks})", chunk
+                ):
+                    out[str(r[0])] = (str(r[1]), _info(r))
+                    known[str(r[1])] = out[str(r[0])][1]
+            self._last_listed = (stamp, out)
+        return dict(out)
+
+    _INFO_COLUMNS = (
+        "path, blob, session_id, created_at, active_at, participants, tags, project, links,"
+        " extra, turns, summary_text, language"
+    )
 
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds (its file and its archive
@@ -358,17 +437,16 @@ class SessionTable:
         """(session id, links) of every session file under ``folder`` that links to
         another session: its metadata ``links``, then the ``[[id]]`` links of its text
         (a session's archive part is a second row of that session)."""
-        empty = join_values(())
+        out: dict[int, tuple[str, list[str]]] = {}
         with self._lock:
             rows = self._db.execute(
-                "SELECT session_id, links, text_links FROM sessions"
-                " WHERE substr(path, 1, ?) = ? AND (links != ? OR text_links NOT IN ('', ?))",
-                (len(folder), folder, empty, empty),
+                "SELECT l.skey, s.session_id, l.target FROM links l JOIN sessions s"
+                " ON s.skey = l.skey WHERE substr(s.path, 1, ?) = ? ORDER BY l.skey, l.pos",
+                (len(folder), folder),
             ).fetchall()
-        return [
-            (str(sid), split_values(str(meta)) + split_values(str(text)))
-            for sid, meta, text in rows
-        ]
+        for skey, sid, target in rows:
+            out.setdefault(int(skey), (str(sid), []))[1].append(str(target))
+        return [(sid, tuple(targets)) for sid, targets in out.values()]
 
     def present(self, session_ids: Sequence[str]) -> set[str]:
         """Which of these session ids the index holds."""
@@ -405,20 +483,18 @@ class SessionTable:
 
     def links_to(self, session_ids: Sequence[str]) -> dict[str, list[str]]:
         """The sessions that link to each of these sessions (their metadata or their text),
-        by session id: one scan of the session rows per 100 ids."""
+        by session id, from the links table's index on the target."""
         wanted = list(dict.fromkeys(session_ids))
         out: dict[str, dict[str, None]] = {}
-        for at in range(0, len(wanted), 100):
-            chunk = wanted[at : at + 100]
-            where = " OR ".join(["instr(links, ?) > 0 OR instr(text_links, ?) > 0"] * len(chunk))
+        for at in range(0, len(wanted), 500):
+            chunk = wanted[at : at + 500]
+            marks = ",".join("?" * len(chunk))
             with self._lock:
                 rows = self._db.execute(
-                    f"SELECT session_id, links, text_links FROM sessions WHERE {where}"
-                    " ORDER BY skey",
-                    [join_values((sid,)) for sid in chunk for _ in (0, 1)],
+                    "SELECT l.target, s.session_id FROM links l JOIN sessions s"
+                    f" ON s.skey = l.skey WHERE l.target IN ({marks}) ORDER BY l.skey",
+                    chunk,
                 ).fetchall()
-            for source, meta, text in rows:
-                targets = set(split_values(str(meta))) | set(split_values(str(text)))
-                for sid in targets.intersection(chunk):
-                    out.setdefault(sid, {})[str(source)] = None
+            for target, source in rows:
+                out.setdefault(str(target), {})[str(source)] = None
         return {sid: list(sources) for sid, sources in out.items()}
