@@ -9,6 +9,7 @@ model when one is configured (``GITMEM_EMBED_MODEL``).
     python benchmarks/bench_locomo.py FILE --store --convs 0-2
     python benchmarks/bench_locomo.py FILE --set prf_weight=0 --set neighbour_weight=0
     python benchmarks/bench_locomo.py FILE --baseline      # plain BM25 over the same terms
+    python benchmarks/bench_locomo.py FILE --dump before.json  # every question's ranking
 """
 
 from __future__ import annotations
@@ -88,6 +89,9 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="plain BM25 only")
     parser.add_argument("--depth", type=int, default=50, help="hits asked per question")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--dump", metavar="PATH", help="write every question's ranked interaction ids here"
+    )
     parser.add_argument("--store", action="store_true", help="through real stores and mm.search")
     parser.add_argument(
         "--workdir",
@@ -105,11 +109,17 @@ def main() -> None:
     convs = [convs[i] for i in locomo.parse_range(args.convs, len(convs))]
     config = RankConfig().tuned(**_changes(args))
     scores = direct(convs, config, args.depth)
+    _dump(args.dump, scores.rankings)
     rows = scores.rows()
     if args.json:
         print(json.dumps(rows))
     else:
         print(locomo_eval.table(rows))
+
+
+def _dump(path: str | None, rankings: list[dict[str, object]]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(rankings, indent=0) + "\n", encoding="utf-8")
 
 
 def _changes(args: argparse.Namespace) -> dict[str, object]:
@@ -129,6 +139,7 @@ def _store(args: argparse.Namespace) -> None:
         config=RankConfig().tuned(**_changes(args)),
         progress=None if args.json else (lambda text: print(text, file=sys.stderr)),
     )
+    _dump(args.dump, result.pop("rankings"))
     if args.json:
         print(json.dumps(result))
         return

@@ -39,11 +39,16 @@ class Scores:
     sums: dict[int, dict[str, float]] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)
     seconds: float = 0.0
+    # each question's ranked interaction ids, to compare two rankings question by question
+    rankings: list[dict[str, Any]] = field(default_factory=list)
 
     def add(
         self, question: Question, conv: LocomoSample, ranked: Sequence[tuple[str, str]]
     ) -> None:
         """Score one question given the ranked (session id, interaction id) hits."""
+        self.rankings.append(
+            {"conv": conv.sample_id, "question": question.text, "ranked": [i for _s, i in ranked]}
+        )
         per = self.sums.setdefault(question.category, {})
         self.counts[question.category] = self.counts.get(question.category, 0) + 1
         evidence = set(question.evidence)
@@ -157,6 +162,7 @@ def bench_store(
         "file": str(path),
         "conversations": [conversations[i].sample_id for i in chosen],
         "rows": scores.rows(),
+        "rankings": scores.rankings,
         "embeddings": embedded,
         **{key: round(value, 2) for key, value in timings.items()},
     }

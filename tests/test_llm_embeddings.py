@@ -459,3 +459,27 @@ def test_a_new_turn_joins_the_loaded_vectors_without_a_reload(
     mm.delete_session("garage")  # its row stays in the loaded vectors, and is skipped
     assert "garage" not in {h.session_id for h in mm.search("automobile")}
     assert not [n for n in mm.search("car").notes if "no vector" in n]
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("plain English, café", 0),
+        ("她读过哪些书", 1),
+        ("カタカナ", 1),
+        ("한국어", 1),
+        ("mixed 中 text", 1),
+        ("\u303f edge below kana", 0),
+        ("\u3040 first kana", 1),
+        ("\u9fff last ideograph", 1),
+        ("\ud7af last hangul", 1),
+        ("\ud7b0 past hangul", 0),
+    ],
+)
+def test_script_of_matches_the_index_glob(text: str, script: int) -> None:
+    """The script of a text in hand is the one the index's GLOB gives a stored text."""
+    assert vectors.script_of(text) == script
+    index = SearchIndex(":memory:")
+    glob = vectors.CJK_GLOB.replace("d.text", "?")
+    assert index.file.db.execute(f"SELECT {glob}", (text,)).fetchone()[0] == script
+    index.close()

@@ -13,6 +13,8 @@ import pytest
 
 from gitmem import MemoryManager
 from gitmem.models import Interaction, Message, Session
+from gitmem.search.index import KIND_INTERACTION, SearchIndex
+from gitmem.search.periodrank import PeriodRanker
 from gitmem.search.rankconfig import RankConfig
 from gitmem.text.events import NamedPeriod, named_periods, resolve_periods
 
@@ -70,16 +72,16 @@ def _turn(iid: str, when: datetime, text: str) -> Interaction:
     return Interaction(id=iid, timestamp=when, messages=[Message(speaker="Ana", content=text)])
 
 
-def _garden_store(store: Path) -> MemoryManager:
+def _garden_sessions() -> list[Session]:
     """A year of sessions that all talk about the garden, most of them more than the one
     turn of the spring (said on 3 April 2023) and the one about "last Friday" (said on
     3 July 2023, about 30 June)."""
-    mm = MemoryManager.init(store)
+    out = []
     months = [(2022, 9), (2022, 10), (2022, 11), (2022, 12), (2023, 1), (2023, 2)]
     months += [(2023, 8), (2023, 9), (2023, 10)]
     for year, month in months:
         when = datetime(year, month, 12, 18, tzinfo=UTC)
-        mm.put_session(
+        out.append(
             Session(
                 id=f"s-{year}-{month:02}",
                 created=when,
@@ -95,7 +97,7 @@ def _garden_store(store: Path) -> MemoryManager:
         ("s-spring", datetime(2023, 4, 3, 18, tzinfo=UTC), "Planted tulips in the garden."),
         ("s-july", datetime(2023, 7, 3, 18, tzinfo=UTC), "Last Friday the garden flooded."),
     ):
-        mm.put_session(
+        out.append(
             Session(
                 id=sid,
                 created=when,
@@ -104,6 +106,13 @@ def _garden_store(store: Path) -> MemoryManager:
                 interactions=[_turn("t1", when, text)],
             )
         )
+    return out
+
+
+def _garden_store(store: Path) -> MemoryManager:
+    mm = MemoryManager.init(store)
+    for session in _garden_sessions():
+        mm.put_session(session)
     return mm
 
 
@@ -117,6 +126,30 @@ def test_only_the_named_period_finds_the_turn(store: Path) -> None:
     assert hits[0].session_id == "s-july"
     hits = mm.search("花园 2023年4月 garden", k=3)
     assert hits[0].session_id == "s-spring"
+
+
+def test_period_ranker_marks_the_turns_of_the_period() -> None:
+    """The time parts alone: a season without a year resolved in the index's span, its
+    turn a candidate kept whole, a turn far from it lowered by the period weight."""
+    index = SearchIndex(":memory:")
+    with index.writing():
+        for session in _garden_sessions():
+            index.put_session(session, path=session.id, blob="")
+    times_of = PeriodRanker(index, RankConfig().tuned(period_weight=0.6))
+    times = times_of.read("the garden during the spring", None, None)
+    assert len(times.periods) == 1 and not times.dated
+    where: dict[int, tuple[int, int, int]] = {}
+    assert times_of.turns(times, None, where) == times.in_periods
+    turns = index.session_docs(sorted(index.session_keys()), kind=KIND_INTERACTION, text=False)
+    at = {datetime.fromtimestamp(d.ts, UTC).date().isoformat(): d for d in turns}
+    spring, far = at["2023-04-03"], at["2022-10-12"]
+    assert spring.id in times.in_periods and far.id not in times.in_periods
+    assert times_of.pre_factor(times, spring.id) == 1.0
+    assert times_of.pre_factor(times, far.id) == pytest.approx(0.4)
+    assert times_of.period(times, spring) == 1.0
+    assert times_of.period(times, far) == pytest.approx(0.4, abs=1e-6)
+    assert times_of.temporal(times, far) is None
+    index.close()
 
 
 def test_a_when_question_without_a_period_keeps_its_ranking(store: Path) -> None:

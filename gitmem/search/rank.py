@@ -21,6 +21,7 @@ from the inverted index; each gets a score built from named components so that
 - ``summary``: the session's summary matches, lifting all of its turns;
 - ``fuzzy``: rapidfuzz ``token_set_ratio`` of the stopword-free query and memory words, for
   typos and near-spellings (never ``WRatio``: it ties hundreds of turns on long text);
+- ``temporal`` and ``period``: the dates and periods the query names (:mod:`.periodrank`);
 - ``decay`` and ``activation``: multipliers for age and for how often a memory was used.
 
 Weights live in :class:`RankConfig`. Hits scoring below ``min_score`` are dropped, so the
@@ -42,18 +43,11 @@ from rapidfuzz import fuzz, process
 from gitmem.models import Hit
 from gitmem.search.aggregate import is_aggregate, spread
 from gitmem.search.index import KIND_INTERACTION, KIND_SUMMARY, DocRow, SearchIndex, SessionRow
+from gitmem.search.periodrank import PeriodRanker, QueryTimes
 from gitmem.search.rankconfig import RankConfig
 from gitmem.search.speakerlift import NamedSpeakers, newest_turns
 from gitmem.search.speakerrows import spoke
-from gitmem.text import dates, find_term, name_terms, strip_controls, terms
-from gitmem.text.events import (
-    closeness,
-    date_span,
-    in_period,
-    named_periods,
-    relative_spans,
-    resolve_periods,
-)
+from gitmem.text import find_term, name_terms, strip_controls, terms
 
 
 @dataclass(frozen=True)
@@ -148,9 +142,8 @@ class RankState:
     first: dict[int, float] = field(default_factory=dict)
     pool: list[int] = field(default_factory=list)
     pre: dict[int, tuple[float, dict[str, float]]] = field(default_factory=dict)
-    # the periods the query names, as epoch-second spans, and the turns said in or about them
-    periods: list[tuple[float, float]] = field(default_factory=list)
-    in_periods: set[int] = field(default_factory=set)
+    # the dates and periods the query names, and the turns said in or about the periods
+    times: QueryTimes = field(default_factory=QueryTimes)
 
 
 @dataclass
@@ -256,6 +249,7 @@ class Ranker:
     def __init__(self, index: SearchIndex, config: RankConfig | None = None) -> None:
         self.index = index
         self.config = config or RankConfig()
+        self.times = PeriodRanker(index, self.config)
 
     # --- query terms -----------------------------------------------------------------
 
@@ -394,8 +388,7 @@ class Ranker:
         state.ideal = sum(w * state.idf[t] for t, w in weights.items()) * (cfg.first.k1 + 1) or 1.0
         if cfg.match.speaker_weight:
             state.named = NamedSpeakers.find(self.index, weights, state.text, state.n_docs)
-        if cfg.period.period_weight:
-            state.periods = self._periods(state.text, state.allowed)
+        state.times = self.times.read(state.text, state.allowed, state.now)
         return True
 
     def list_spoken(self, state: RankState, k: int, head: str | None) -> None:
@@ -468,9 +461,7 @@ class Ranker:
         ordered = [i for i, _ in sorted(state.first.items(), key=_second, reverse=True)]
         consider = set(ordered[: cfg.fusion.rescore_pool])
         consider |= self._neighbours(ordered[: cfg.fusion.neighbour_pool], state.where, state.scan)
-        consider |= self._dated(state.text, state.allowed, state.where, state.now)
-        state.in_periods = self._period_turns(state.periods, state.allowed, state.where)
-        consider |= state.in_periods
+        consider |= self.times.turns(state.times, state.allowed, state.where)
         spoken = state.named.turns(
             self.index, cfg.match.speaker_pool, state.allowed, state.where, *state.filters.period
         )
@@ -482,15 +473,13 @@ class Ranker:
             else set()
         )
         context = FirstRound.of(state.first, state.where, asking, cfg)
-        lift = state.lift
+        lift, times = state.lift, state.times
         # a named period decides which documents go on, too
-        outside = 1 - cfg.period.period_weight if state.periods else 1.0
-        inside = state.in_periods
         pool = heapq.nlargest(
             cfg.fusion.candidates,
             consider,
             key=lambda i: (
-                (context.pre_score(i) + lift.get(i, 0.0)) * (1 if i in inside else outside)
+                (context.pre_score(i) + lift.get(i, 0.0)) * self.times.pre_factor(times, i)
             ),
         )
         state.pool = pool
@@ -668,98 +657,6 @@ class Ranker:
             where.setdefault(doc_id, place)
         return set(found)
 
-    def _dated(
-        self,
-        text: str,
-        allowed: set[int] | None,
-        where: dict[int, tuple[int, int, int]],
-        now: datetime | None = None,
-    ) -> set[int]:
-        """Turns from the dates (with a year) that the query names, and turns that talk
-        about them (event spans: "yesterday" said the day after); added to ``where``.
-        Relative dates in the query ("last week") are seen from ``now``."""
-        cfg = self.config
-        if not ((cfg.dates.date_pool or cfg.dates.event_pool) and cfg.dates.temporal_weight):
-            return set()
-        out: set[int] = set()
-        windows = [
-            date_span(year, month, day, datetime.now(UTC))
-            for year, month, day in dates(text)
-            if year is not None
-        ]
-        windows += relative_spans(text, now or datetime.now(UTC))
-        for start, end in windows:
-            lo, hi = start.timestamp(), end.timestamp()
-            if cfg.dates.date_pool:
-                keys = self.index.session_keys(active_since=lo, created_until=hi)
-                if allowed is not None:
-                    keys &= allowed
-                rows = [
-                    d
-                    for d in self.index.session_docs(
-                        sorted(keys)[:50], kind=KIND_INTERACTION, text=False
-                    )
-                    if lo <= d.ts < hi
-                ]
-                for d in rows[: cfg.dates.date_pool]:
-                    where.setdefault(d.id, (d.skey, d.pos, d.kind))
-                    out.add(d.id)
-            if cfg.dates.event_pool:
-                # read a few more: the filters may leave some out
-                found = self.index.event_docs(
-                    lo, hi, cfg.dates.event_pool * (1 if allowed is None else 4)
-                )
-                kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
-                for doc_id in kept[: cfg.dates.event_pool]:
-                    where.setdefault(doc_id, found[doc_id])
-                    out.add(doc_id)
-        return out
-
-    def _periods(self, text: str, allowed: set[int] | None) -> list[tuple[float, float]]:
-        """The spans of the periods the query names; one without a year is taken in the
-        years the memories searched span (the allowed sessions', else the whole index's)."""
-        periods = named_periods(text)
-        if not periods:
-            return []
-        lo, hi = self.index.time_span()
-        if allowed is not None:
-            rows = self.index.sessions(allowed).values()
-            times = [t for r in rows for t in (r.created, r.last_active) if t is not None]
-            if times:
-                lo, hi = min(times), max(times)
-        if lo > hi:
-            return []
-        return [(a.timestamp(), b.timestamp()) for a, b in resolve_periods(periods, lo, hi)]
-
-    def _period_turns(
-        self,
-        spans: list[tuple[float, float]],
-        allowed: set[int] | None,
-        where: dict[int, tuple[int, int, int]],
-    ) -> set[int]:
-        """The turns said within the named periods, and those talking about them (their
-        event spans overlap); added to ``where``."""
-        limit = self.config.period.period_pool
-        out: set[int] = set()
-        for lo, hi in spans:
-            keys = self.index.session_keys(active_since=lo, created_until=hi)
-            if allowed is not None:
-                keys &= allowed
-            said = [
-                d
-                for d in self.index.session_docs(sorted(keys), kind=KIND_INTERACTION, text=False)
-                if lo <= d.ts < hi
-            ]
-            for d in said[:limit]:
-                where.setdefault(d.id, (d.skey, d.pos, d.kind))
-                out.add(d.id)
-            found = self.index.event_docs(lo, hi, limit * (1 if allowed is None else 4))
-            kept = [i for i, place in found.items() if allowed is None or place[0] in allowed]
-            for doc_id in kept[:limit]:
-                where.setdefault(doc_id, found[doc_id])
-                out.add(doc_id)
-        return out
-
     def _allowed(self, filters: Filters) -> set[int]:
         keys = self.index.session_keys(
             session_ids=filters.sessions,
@@ -818,16 +715,6 @@ class Ranker:
             " ".join(terms(text)) if cfg.match.fuzzy_weight and not state.named.names_only else ""
         )
         fuzzy_pool = set(sorted(rows, key=lambda i: -pre[i][0])[: cfg.match.fuzzy_candidates])
-        named_dates = dates(text) if cfg.dates.temporal_weight else []
-        # relative dates in the query ("last week") are seen from now
-        query_spans = (
-            [
-                (a.timestamp(), b.timestamp())
-                for a, b in relative_spans(text, now or datetime.now(UTC))
-            ]
-            if cfg.dates.temporal_weight
-            else []
-        )
         stamp = (now or datetime.now(UTC)).timestamp()
         lo, hi = filters.period
         out: list[RankedCandidate] = []
@@ -843,21 +730,14 @@ class Ranker:
             if doc_id in fuzzy_pool and fuzzy_query:
                 ratio = fuzz.token_set_ratio(fuzzy_query, row.terms)
                 comp["fuzzy"] = cfg.match.fuzzy_weight * ratio / 100
-            if named_dates or query_spans:
-                comp["temporal"] = cfg.dates.temporal_weight * closeness(
-                    named_dates,
-                    row.ts,
-                    cfg.dates.temporal_half_life_days,
-                    events=row.events,
-                    spans=query_spans,
-                )
+            temporal = self.times.temporal(state.times, row)
+            if temporal is not None:
+                comp["temporal"] = temporal
             additive = sum(comp.values())
-            if state.periods:
-                overlap = in_period(
-                    state.periods, row.ts, cfg.period.period_half_life_days, row.events
-                )
-                comp["period"] = 1 - cfg.period.period_weight * (1 - overlap)
-                additive *= comp["period"]
+            period = self.times.period(state.times, row)
+            if period is not None:
+                comp["period"] = period
+                additive *= period
             decay = 1.0
             if cfg.recency.decay_weight:
                 age_days = max(stamp - row.ts, 0.0) / 86400

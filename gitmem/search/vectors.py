@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import threading
 from array import array
 from collections.abc import Sequence
@@ -159,9 +160,13 @@ MIN_GROUP = 8
 CJK_GLOB = "d.text GLOB '*[\u3040-\u9fff\uac00-\ud7af]*'"
 
 
+# the characters of CJK_GLOB, for a text in hand (a regex: searched in C, not per character)
+_CJK = re.compile("[\u3040-\u9fff\uac00-\ud7af]")
+
+
 def script_of(text: str) -> int:
     """1 when ``text`` holds a CJK character, else 0 (the groups of :class:`Centre`)."""
-    return int(any("\u3040" <= ch <= "\u9fff" or "\uac00" <= ch <= "\ud7af" for ch in text))
+    return int(_CJK.search(text) is not None)
 
 
 @dataclass
