@@ -301,6 +301,8 @@ def _session(page: Page, site: Site) -> None:
     meta = page.locator(_hook("session-meta")).inner_text()
     assert "python" in meta and "books" in meta and ZH in meta
     assert page.locator(f"form{_hook('as-of')} [name=at]").count() == 1
+    # the forms to read an older revision are folded: the session's content comes first
+    assert not page.locator(f"form{_hook('as-of')} select").is_visible()
     links = _hrefs(page, "main a")
     assert any(h.startswith("/history?session=python-asyncio") for h in links), links
     assert "/undo/rollback/python-asyncio" in [h.split("?")[0] for h in links], links
@@ -592,6 +594,9 @@ def _a_fact_id(site: Site) -> str:
 def test_screenshots_at_desktop_and_phone_sizes(browser: Browser, site: Site) -> None:
     for name, path in [
         ("sessions", "/sessions"),
+        ("session", "/sessions/caro"),
+        ("history", "/history"),
+        ("undo", "/undo"),
         ("search", "/search?q=lighthouse+asyncio+books"),
         ("commit", f"/commits/{site.summary_sha}"),
         ("facts", "/facts"),
