@@ -33,7 +33,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.reference_blame
 
 from timing import median_p95_ms as _ms
 from timing import print_comparison
@@ -42,9 +43,8 @@ from timing import timed as _timed
 from gitmem import MemoryManager
 from gitmem.format import parse as markdown
 from gitmem.format.paths import session_path
-from gitmem.models import BlameEntry
-from gitmem.store.gitlog import LogEntry
 from gitmem.store.repository import Housekeeping
+from tests.reference_blame import blame_every_version
 
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
@@ -91,52 +91,6 @@ def build_store(path: Path, sessions: int, commits: int, big: int, mid: int) -> 
 
 def git(path: Path, *args: str) -> bytes:
     return subprocess.run(["git", *args], cwd=path, capture_output=True, check=True).stdout
-
-
-def blame_every_version(mm: MemoryManager, session_id: str) -> list[BlameEntry]:
-    """Blame as computed before it skipped the versions before saves: every version before
-    each commit parsed (one blob request each) and compared, newest first."""
-    history, store = mm._history, mm._store
-    rev = store.repo.head()
-    path, part = store.path_of(session_id), store.path_of(session_id, archive=True)
-    found, archived = store.repo.entry(path, rev), store.repo.entry(part, rev)
-    assert found is not None
-    state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
-    wanted: dict[str, Any] = history._parts(state, path, strict=True)
-    if wanted.get("summary") is None:
-        wanted.pop("summary", None)
-    alias = {
-        **dict.fromkeys(history._both(session_id), path),
-        **dict.fromkeys(history._both(session_id, archive=True), part),
-    }
-    owner: dict[str, LogEntry] = {}
-    for entry in store.repo.file_log(list(alias), rev):
-        if len(owner) == len(wanted):
-            break
-        before_entry: dict[str, str | None] = {}
-        for c in entry.files:
-            if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
-                before_entry[alias[c.path]] = c.old
-        state = {**state, **before_entry}
-        before = history._parts(state, path, strict=False)
-        for key, value in wanted.items():
-            if key not in owner and before.get(key) != value:
-                owner[key] = entry
-    return [
-        BlameEntry(
-            kind="summary" if key == "summary" else "interaction",
-            interaction_id=None if key == "summary" else key[2:],
-            sha=owner[key].sha,
-            time=owner[key].time,
-            author=owner[key].author,
-            agent=(owner[key].trailers.get("Gitmem-Agent") or [None])[-1],
-            model=(owner[key].trailers.get("Gitmem-Model") or [None])[-1],
-            op=(owner[key].trailers.get("Gitmem-Op") or [None])[-1],
-            subject=owner[key].subject,
-        )
-        for key in wanted
-        if key in owner
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,65 +6,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import gitmem.core
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
-from gitmem.models import BlameEntry, Session
-from gitmem.store.gitlog import LogEntry
+from gitmem.models import Session
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
+from tests.reference_blame import blame_every_version
 
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
-
-
-def _every_version(mm: MemoryManager, session_id: str) -> list[BlameEntry]:
-    """Blame as it was computed before: every version before each commit parsed and
-    compared with the one blamed, newest first, until each part has its commit."""
-    history, store = mm._history, mm._store
-    rev = store.repo.head()
-    path, part = store.path_of(session_id), store.path_of(session_id, archive=True)
-    found, archived = store.repo.entry(path, rev), store.repo.entry(part, rev)
-    assert found is not None
-    state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
-    wanted: dict[str, Any] = history._parts(state, path, strict=True)
-    if wanted.get("summary") is None:
-        wanted.pop("summary", None)
-    alias = {
-        **dict.fromkeys(history._both(session_id), path),
-        **dict.fromkeys(history._both(session_id, archive=True), part),
-    }
-    owner: dict[str, LogEntry] = {}
-    for entry in store.repo.file_log(list(alias), rev):
-        if len(owner) == len(wanted):
-            break
-        before_entry: dict[str, str | None] = {}
-        for c in entry.files:
-            if c.path in alias and (c.old is not None or alias[c.path] not in before_entry):
-                before_entry[alias[c.path]] = c.old
-        state = {**state, **before_entry}
-        before = history._parts(state, path, strict=False)
-        for key, value in wanted.items():
-            if key not in owner and before.get(key) != value:
-                owner[key] = entry
-    return [
-        BlameEntry(
-            kind="summary" if key == "summary" else "interaction",
-            interaction_id=None if key == "summary" else key[2:],
-            sha=owner[key].sha,
-            time=owner[key].time,
-            author=owner[key].author,
-            agent=(owner[key].trailers.get("Gitmem-Agent") or [None])[-1],
-            model=(owner[key].trailers.get("Gitmem-Model") or [None])[-1],
-            op=(owner[key].trailers.get("Gitmem-Op") or [None])[-1],
-            subject=owner[key].subject,
-        )
-        for key in wanted
-        if key in owner
-    ]
 
 
 def _varied(store: Path) -> MemoryManager:
@@ -98,13 +51,13 @@ def _varied(store: Path) -> MemoryManager:
 
 
 @pytest.mark.parametrize("cache", [False, True])
-def test_blame_equals_parsing_every_version(store: Path, cache: bool) -> None:
+def test_blame_equals_parsingblame_every_version(store: Path, cache: bool) -> None:
     mm = _varied(store)
     if cache:
         mm.repository.pack()  # blame reads the per-file history cache
     for sid in ("s0", "s1", "s2"):
         mm._store._sessions.clear()
-        assert mm.blame(sid) == _every_version(mm, sid), sid
+        assert mm.blame(sid) == blame_every_version(mm, sid), sid
     ops = {e.op for sid in ("s0", "s1", "s2") for e in mm.blame(sid)}
     assert {"save", "edit", "summarize", None} <= ops  # None: the person's commit
 
@@ -126,4 +79,4 @@ def test_blame_parses_no_version_before_a_save(
     monkeypatch.setattr(gitmem.core, "parse_bytes", counting)
     blamed = mm.blame("long")
     assert len(blamed) == 40 and len(parsed) == 1  # the version blamed, only
-    assert blamed == _every_version(mm, "long")
+    assert blamed == blame_every_version(mm, "long")
