@@ -272,6 +272,23 @@ def test_the_context_lists_its_messages_and_nothing_cut_with_room(mm: MemoryMana
     assert not _all(page, "context-cut") and _all(page, "context-nothing-cut")
 
 
+def test_each_part_of_the_context_links_to_who_wrote_it(mm: MemoryManager) -> None:
+    web = client(mm)
+    page = web.get(
+        "/search", params={"q": "train", "context": "python-books", "max_tokens": "4000"}
+    ).text
+    links = [
+        unquote(h)
+        for row in _section(page, "context-included")
+        for h in re.findall(r'href="([^"]+)" data-test="why-link"', row)
+    ]
+    own = [h for h in links if h.startswith("/sessions/python-books?blame=1#turn-")]
+    other = [h for h in links if h.startswith("/sessions/") and "python-books" not in h]
+    assert own and other, links
+    target = web.get(other[0].split("#")[0].replace("&amp;", "&"))
+    assert target.status_code == 200 and 'data-test="blame"' in target.text
+
+
 def test_a_small_budget_cuts_and_the_page_says_what_and_why(mm: MemoryManager) -> None:
     page = (
         client(mm)
