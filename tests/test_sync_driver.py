@@ -56,7 +56,15 @@ def _turn(tid: str, minute: int) -> Interaction:
 def _versions(folder: Path, *, rewrite_summary: bool) -> dict[str, Path]:
     """Base, ours and theirs of one session; each side appended a turn (and, if asked,
     rewrote the summary, which the driver reports on stderr)."""
-    base = Session(id="s", created=T0, last_active=T0, interactions=[_turn("t0", 0)])
+    # a custom metadata key: the full parse and merge, not the turn-block merge of the
+    # common case (tests/test_session_lines.py), is what these tests watch
+    base = Session(
+        id="s",
+        created=T0,
+        last_active=T0,
+        extra={"Mood": "calm"},
+        interactions=[_turn("t0", 0)],
+    )
     ours = base.model_copy(update={"interactions": [_turn("t0", 0), _turn("a", 1)]})
     theirs = base.model_copy(update={"interactions": [_turn("t0", 0), _turn("b", 2)]})
     if rewrite_summary:

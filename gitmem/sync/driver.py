@@ -3,7 +3,8 @@
 git runs it once per file that both sides changed (``merge=gitmem`` in ``.gitattributes``,
 ``merge.gitmem.driver`` in the clone's config), so a ``git pull`` touching many sessions pays
 its start once per file. A memory file in gitmem's own form is merged line by line
-(:mod:`gitmem.format.factlines`) without the models; anything else imports only the merge
+(:mod:`gitmem.format.factlines`), and a session in it by turn block
+(:mod:`gitmem.format.sessionlines`), without the models; anything else imports only the merge
 and the Markdown parser, not the manager nor the CLI; the secret patterns and the git runner
 only when a merge has notes to print or falls back to git's line merge (the store's secret
 settings come from one ``git config`` call: git runs the driver in the repository).
@@ -86,8 +87,9 @@ def purge_refusal() -> str | None:
 def merge_bytes(
     base: bytes | None, ours: bytes, theirs: bytes, path: str
 ) -> tuple[bytes, list[MergeNote]]:
-    """:func:`gitmem.sync.merge.merge_texts`, which a memory file in gitmem's form skips:
-    its line merge needs neither the models nor the Markdown parser."""
+    """:func:`gitmem.sync.merge.merge_texts`, which a memory file or a session in gitmem's
+    form skips where the merge notes nothing: their line merges need neither the models nor
+    the Markdown parser."""
     if path.startswith("memory/") or "/memory/" in path:  # a cheap test first
         from gitmem.format.factlines import merge_fact_lines
         from gitmem.format.paths import is_facts_path
@@ -96,6 +98,12 @@ def merge_bytes(
             merged = merge_fact_lines(base, ours, theirs)
             if merged is not None:
                 return merged, []
+    else:
+        from gitmem.format.sessionlines import merge_session_lines
+
+        merged = merge_session_lines(base, ours, theirs)
+        if merged is not None:
+            return merged, []
     from gitmem.sync.merge import merge_texts  # here: see merge_bytes' docs
 
     return merge_texts(base, ours, theirs, path)

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from operator import is_
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gitmem.errors import ConflictError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.render import render
+from gitmem.format.sessionlines import turn_order
 from gitmem.models import Interaction, Session, Summary
 
 if TYPE_CHECKING:
@@ -253,11 +253,7 @@ def _merge_list(base: Sequence[str], ours: Sequence[str], theirs: Sequence[str])
     return [item for item in dict.fromkeys([*ours, *theirs]) if item not in removed]
 
 
-def _turn_key(turn: Interaction) -> tuple[datetime, str]:
-    return turn.timestamp, turn.id
-
-
-def _merge_turns(  # noqa: C901
+def _merge_turns(
     base: Session | None, ours: Session, theirs: Session, notes: list[MergeNote]
 ) -> list[Interaction]:
     base_turns = {t.id: t for t in base.interactions} if base else {}
@@ -276,40 +272,14 @@ def _merge_turns(  # noqa: C901
             if survivor is not old and survivor != old:  # deleted on one side, edited on the other
                 notes.append(MergeNote(ours.id, "kept", f"interaction {tid}", tid, ""))
                 chosen[tid] = survivor
-    shared = set(our_turns) & set(their_turns)
     left = [t for t in ours.interactions if t.id in chosen]
     right = [t for t in theirs.interactions if t.id in chosen]
     # the turns both sides still have as the same objects (the parser shares unchanged
-    # turns) go first, as the loop below would take them: it only interleaves the rest
+    # turns) go first, as the order would take them: it only interleaves the rest
     same = list(map(is_, left, right))
-    i = j = same.index(False) if False in same else len(same)
-    merged = [chosen[t.id] for t in left[:i]]
-    done = {t.id for t in left[:i]}
-    while i < len(left) or j < len(right):
-        while i < len(left) and left[i].id in done:
-            i += 1
-        while j < len(right) and right[j].id in done:
-            j += 1
-        if i >= len(left) and j >= len(right):
-            break
-        if j >= len(right):
-            take = left[i]
-        elif i >= len(left):
-            take = right[j]
-        else:
-            a, b = left[i], right[j]
-            a_new, b_new = a.id not in shared, b.id not in shared
-            if a_new and b_new:
-                take = a if _turn_key(a) <= _turn_key(b) else b
-            elif a_new:
-                take = a  # turns new on one side go before the next turn both sides have
-            elif b_new:
-                take = b
-            else:
-                take = a
-        merged.append(chosen[take.id])
-        done.add(take.id)
-    return merged
+    start = same.index(False) if False in same else len(same)
+    shared = set(our_turns) & set(their_turns)
+    return [chosen[tid] for tid in turn_order(left, right, shared, start)]
 
 
 def _pick_turn(
