@@ -6,13 +6,14 @@ with it: turn R@5 and R@10, recall_any@5 and recall_all@5 of its LoCoMo question
 of its period questions of both sets (benchmarks/period_questions.py, written from its
 turns: ``period`` shares a rare word with its turn, ``blind`` none). The objective of the
 fit is LoCoMo R@5 plus both period-question R@5 over the fit conversations (each a share
-of its questions, so all three count alike). The default grid is every field below (48
+of its questions, so all three count alike). The default grid is every field below (144
 combinations); ``--grid`` narrows it. Prints each fold, the mean and the
 spread (largest minus smallest).
 
     python benchmarks/loo_weights.py /work/shared/data/locomo/locomo-dev.json
     python benchmarks/loo_weights.py FILE --grid period_weight=0,0.5,0.7,0.85
     python benchmarks/loo_weights.py FILE --grid repeat_session_weight=0,0.05,0.1,0.15
+    python benchmarks/loo_weights.py FILE --grid answer_context=0,0.25,0.5,0.75,1
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ DEFAULT_GRID = {
     "period_weight": [0.0, 0.5, 0.7, 0.85],
     "period_half_life_days": [3.0, 7.0, 14.0],
     "repeat_session_weight": [0.0, 0.05, 0.1, 0.15],
+    "answer_context": [0.0, 0.5, 1.0],
 }
 
 

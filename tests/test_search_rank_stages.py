@@ -140,3 +140,39 @@ def test_tuned_changes_a_field_in_its_group_and_refuses_unknown_names() -> None:
     assert config.fusion == RankConfig().fusion
     with pytest.raises(TypeError, match="no field 'prf'"):
         RankConfig().tuned(prf=1)
+
+
+def test_an_answer_counts_the_turn_its_question_asks_about() -> None:
+    # topic (0) -> short question about it (1) -> its answer (2), which repeats no word
+    where = {i: (7, i, KIND_INTERACTION) for i in range(3)}
+    first = {0: 0.8, 1: 0.2, 2: 0.0}
+    config = RankConfig().tuned(session_weight=0, neighbour_weight=0, summary_weight=0)
+    view = FirstRound.of(first, where, {(7, 1)}, config)
+    assert view.asked(7, 2) == pytest.approx(0.2 + config.fusion.answer_context * 0.8)
+    assert view.pre_score(2) == pytest.approx(config.fusion.answer_weight * view.asked(7, 2))
+    plain = FirstRound.of(first, where, {(7, 1)}, config.tuned(answer_context=0))
+    assert plain.pre_score(2) == pytest.approx(config.fusion.answer_weight * 0.2)
+
+
+def test_the_answer_to_a_question_about_the_best_turn_ranks_above_weak_matches() -> None:
+    index = _index(
+        _session(
+            "march",
+            [
+                ("Ana", "I marched for veterans rights downtown last weekend."),
+                ("Ben", "What inspired you?"),
+                ("Ana", "My grandfather served in the navy, so it felt personal."),
+                ("Ben", "Respect."),
+            ],
+        ),
+        _session("art", [("Ana", "The mural inspired me to paint again.")]),
+        _session("book", [("Ben", "This novel inspired a whole film.")]),
+        _session("talk", [("Ana", "Rights of tenants came up at the meeting.")]),
+    )
+    query = "What inspired Ana to march for veterans rights?"
+
+    def rank_of_answer(config: RankConfig) -> int:
+        hits = Ranker(index, config).rank(query, k=10).hits
+        return [(h.session_id, h.interaction_id) for h in hits].index(("march", "t2"))
+
+    assert rank_of_answer(RankConfig()) < rank_of_answer(RankConfig().tuned(answer_context=0))

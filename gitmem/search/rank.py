@@ -192,6 +192,16 @@ class FirstRound:
         """The better first-round score of the turns before and after."""
         return max(self.at_place.get((skey, pos - 1), 0.0), self.at_place.get((skey, pos + 1), 0.0))
 
+    def asked(self, skey: int, pos: int) -> float:
+        """The strength of the question the turn at ``pos`` answers: the asking turn's
+        first-round score plus ``answer_context`` of the turn before it, which a short
+        question such as "What inspired you to join it?" refers to."""
+        value = self.at_place.get((skey, pos - 1), 0.0)
+        share = self.config.fusion.answer_context
+        if share:
+            value += share * self.at_place.get((skey, pos - 2), 0.0)
+        return value
+
     def pre_score(self, doc_id: int) -> float:
         """The score that chooses which documents go on to be finished."""
         cfg = self.config
@@ -199,7 +209,7 @@ class FirstRound:
         value = self.first.get(doc_id, 0.0) + cfg.fusion.session_weight * self.session(skey)
         if kind == KIND_INTERACTION:
             if (skey, pos - 1) in self.asking:
-                value += cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+                value += cfg.fusion.answer_weight * self.asked(skey, pos)
             value += cfg.fusion.neighbour_weight * self.beside(skey, pos)
             value += cfg.fusion.summary_weight * self.summary_score.get(skey, 0.0)
         return value
@@ -216,7 +226,7 @@ class FirstRound:
             comp["hop"] = state.hop[doc_id]
         if kind == KIND_INTERACTION:
             if (skey, pos - 1) in self.asking:
-                comp["answer"] = cfg.fusion.answer_weight * self.at_place.get((skey, pos - 1), 0.0)
+                comp["answer"] = cfg.fusion.answer_weight * self.asked(skey, pos)
             if cfg.fusion.neighbour_weight:
                 comp["context"] = cfg.fusion.neighbour_weight * self.beside(skey, pos)
             if cfg.fusion.summary_weight:

@@ -58,6 +58,11 @@ class FusionConfig:
     neighbour_weight: float = 0.5
     # a turn right after one of the best turns that ends in a question: the answer to it
     answer_weight: float = 0.35
+    # ... and that question counts this share of the turn before it too ("What got you
+    # into it?" asks about what was just said); chosen by leave-one-conversation-out on
+    # LoCoMo dev (benchmarks/loo_weights.py; grid 0, 0.25, 0.5, 0.75, 1: two folds chose
+    # 0.5, one 1)
+    answer_context: float = 0.5
     # the neighbours of this many best first-round turns become candidates themselves
     neighbour_pool: int = 20
     session_weight: float = 0.3
