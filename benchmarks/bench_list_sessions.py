@@ -10,13 +10,16 @@ before each call (a new process), "warm" does not. The index is built before tim
 Then ``list_session_infos`` (the same sessions without their turns, from the index's rows
 alone, no file parsed) against the same comparator, after checking that both give equal
 listings: cold empties the index's caches of listings too (as in a new process), warm
-asks again with nothing changed.
+asks again with nothing changed. Last, ``list_session_infos()`` unfiltered in a new process
+(opening the store included, imports not), wall and CPU, and with ``--baseline DIR`` the
+same in another checkout of gitmem, runs alternating.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -96,12 +99,63 @@ def _infos_table(mm: MemoryManager, runs: int) -> None:
         )
 
 
+# run in a child: opening the store and the first listing, as a new process does them
+_CHILD = """
+import sys, time
+from gitmem.manager import MemoryManager
+wall, cpu = time.perf_counter(), time.process_time()
+mm = MemoryManager(sys.argv[1])
+n = len(mm.list_session_infos())
+print(time.perf_counter() - wall, time.process_time() - cpu, n)
+"""
+
+
+def _new_process(store: Path, tree: Path, runs: int) -> list[tuple[float, float]]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules read from bytecode
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gitmem")], env=env)
+    out = []
+    for _ in range(runs):
+        done = subprocess.run(
+            [sys.executable, "-P", "-c", _CHILD, str(store)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        wall, cpu, _n = done.stdout.split()
+        out.append((float(wall), float(cpu)))
+    return out
+
+
+def _new_process_table(store: Path, runs: int, baseline: str | None) -> None:
+    trees = {"this tree": Path(__file__).resolve().parent.parent}
+    if baseline:
+        trees["baseline"] = Path(baseline).resolve()
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    for _ in range(runs):  # alternating, so both see the same load
+        for name, tree in trees.items():
+            samples[name] += _new_process(store, tree, 1)
+    print(
+        f"\n`list_session_infos()` unfiltered in a new process (load {os.getloadavg()[0]:.1f})"
+        "\n\n| tree | wall median ms | CPU median ms | CPU / this tree | target |"
+        "\n|---|---|---|---|---|"
+    )
+    mine = median_p95_ms([cpu for _w, cpu in samples["this tree"]])[0]
+    for name, got in samples.items():
+        wall = median_p95_ms([w for w, _c in got])[0]
+        cpu = median_p95_ms([c for _w, c in got])[0]
+        print(f"| {name} | {wall:.1f} | {cpu:.1f} | {cpu / mine:.2f}x | ≤ 50 ms |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--path", help="keep the store here (reused when it exists)")
+    parser.add_argument("--baseline", help="another gitmem source tree, timed in new processes")
+    parser.add_argument("--new-process-only", action="store_true", help="only the new-process rows")
     args = parser.parse_args()
     base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-list-"))
     mm, _texts, _ids = synthetic_store(base / "store", Corpus(), args.sessions, args.turns)
@@ -114,6 +168,10 @@ def main() -> None:
         "\n| filter | sessions | index cold median / p95 ms | index warm median ms "
         "| every file (comparator) median ms | cold / comparator | target |"
     )
+    if args.new_process_only:
+        mm.close()
+        _new_process_table(base / "store", max(args.runs, 5), args.baseline)
+        return
     print("|---|---|---|---|---|---|---|")
     for name, filters in CASES:
         runs = 1 if not filters else args.runs
@@ -126,6 +184,7 @@ def main() -> None:
         )
     _infos_table(mm, args.runs)
     mm.close()
+    _new_process_table(base / "store", max(args.runs, 5), args.baseline)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -445,16 +445,19 @@ class SessionStore:
         every = wanted == SessionFilter()
         rows = self.listing(wanted)
         part_turns: dict[str, int] = {}  # session id -> the turns its part files hold
+        main: list[SessionInfo] = []
         for path, (_blob, info) in rows.items():
-            part = part_of(path, self.namespace) if PART_MARK in path else None
-            if part is not None:
+            if PART_MARK not in path:
+                # the index holds a row only for a path in the folder its id belongs in
+                if every or wanted.passes(info):
+                    main.append(info)
+            elif (part := part_of(path, self.namespace)) is not None:
                 part_turns[part[0]] = part_turns.get(part[0], 0) + info.interactions
         found = [
-            replace(info, interactions=info.interactions + part_turns[info.id])
+            info._replace(interactions=info.interactions + part_turns[info.id])
             if info.id in part_turns
             else info
-            for path, (_blob, info) in rows.items()
-            if id_from_path(path, self.namespace) is not None and (every or wanted.passes(info))
+            for info in main
         ]
         found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
         return found

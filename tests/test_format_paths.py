@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitmem.errors import InvalidSessionId
-from gitmem.format.paths import decode_id, encode_id, fanout_folder, id_from_path, session_path
+from gitmem.format.paths import (
+    decode_id,
+    encode_id,
+    fanout_folder,
+    fold_name,
+    id_from_path,
+    session_path,
+)
 
 
 @pytest.mark.parametrize(
@@ -70,3 +79,28 @@ def test_two_ids_never_collide(a: str, b: str) -> None:
     except InvalidSessionId:
         return
     assert (pa == pb) == (a == b)
+
+
+def _reference_fold(name: str) -> str:
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet=st.sampled_from("aZ09-_.%~ \u00df\u0130\u212a\u00e9\u88c5"), max_size=12))
+def test_the_quick_paths_for_plain_names_agree_with_the_full_rules(name: str) -> None:
+    # plain ASCII names skip the per-character work: the answer must not change
+    assert fold_name(name) == _reference_fold(name)
+    try:
+        encoded = encode_id(name)
+    except InvalidSessionId:
+        return
+    expected = "".join(
+        ch
+        if (ch.isascii() and (ch.isalnum() or ch in "-_.")) or (not ch.isascii() and ch.isalnum())
+        else "".join(f"%{b:02X}" for b in ch.encode())
+        for ch in name
+    )
+    if name.startswith("."):
+        expected = "%2E" + expected[1:]
+    assert encoded == expected
+    assert decode_id(encoded) == name

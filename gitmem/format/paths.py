@@ -46,6 +46,9 @@ def encode_id(session_id: str) -> str:
     """The file name stem for ``session_id``; raises InvalidSessionId when it has none."""
     if not isinstance(session_id, str) or not session_id:
         raise InvalidSessionId("session id may not be empty")
+    # most ids are plain ASCII: one C scan instead of a look at every character
+    if session_id[0] != "." and _PLAIN.issuperset(session_id) and len(session_id) <= MAX_NAME_BYTES:
+        return session_id
     if session_id != session_id.strip():
         raise InvalidSessionId(f"session id {session_id!r} has leading or trailing spaces")
     out: list[str] = []
@@ -91,11 +94,15 @@ def portability_problem(session_id: str) -> str | None:
 def fold_name(name: str) -> str:
     """How a case- and normalisation-insensitive file system (macOS, Windows) sees a file
     name: two names with the same fold are one file there."""
+    if name.isascii():
+        return name.lower()  # what casefold and both normalisations make of ASCII
     return unicodedata.normalize("NFC", unicodedata.normalize("NFD", name).casefold())
 
 
 def decode_id(name: str) -> str:
     """Inverse of :func:`encode_id`; raises InvalidSessionId for a name it never produces."""
+    if "%" not in name and encode_id(name) == name:
+        return name  # no escape: the name is the id
     raw = bytearray()
     at = 0
     while at < len(name):
@@ -135,6 +142,7 @@ def session_path(session_id: str, namespace: str | None = None) -> str:
     return f"{base}/{fanout_folder(session_id)}/{encode_id(session_id)}{SUFFIX}"
 
 
+@functools.lru_cache(maxsize=256)
 def session_dir(namespace: str | None = None) -> str:
     """The folder holding a namespace's session files (in its sub-folders)."""
     return session_path("x", namespace).rsplit("/", 2)[0]

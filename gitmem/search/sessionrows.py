@@ -12,6 +12,7 @@ links between sessions) from the same rows.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -95,6 +96,8 @@ def _in_folder(
     return " WHERE " + " AND ".join(where), args
 
 
+# most sessions share their participants and links: a listing splits each value once
+@functools.lru_cache(maxsize=4096)
 def _items(value: str) -> tuple[str, ...]:
     """``split_values`` of a column ``join_values`` wrote (no empty item), faster."""
     return tuple(value[1:-1].split(_SEP)) if len(value) > 2 else ()
@@ -353,12 +356,25 @@ class SessionTable:
             )
             if self._last_listed[0] == stamp:
                 return dict(self._last_listed[1])
-            rows = self._db.execute("SELECT path, blob FROM sessions" + condition, args).fetchall()
+            # nothing known yet (a new process): every listing in one read of the rows
+            columns = self._INFO_COLUMNS if not known else "path, blob"
+            # in the listing's order: sorting it again costs one pass
+            rows = self._db.execute(
+                f"SELECT {columns} FROM sessions{condition}"
+                " ORDER BY last_active DESC, session_id DESC",
+                args,
+            ).fetchall()
             parts = self._db.execute(
-                "SELECT path, blob FROM sessions"
+                f"SELECT {columns} FROM sessions"
                 " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
                 (len(folder), folder, PART_MARK),
-            )
+            ).fetchall()
+            if not known:
+                for r in [*rows, *parts]:
+                    listing = known[str(r[1])] = _info(r)
+                    out[str(r[0])] = (str(r[1]), listing)
+                self._last_listed = (stamp, out)
+                return dict(out)
             missing = []
             for path, blob in [*rows, *parts]:
                 info = known.get(blob)
