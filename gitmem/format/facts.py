@@ -213,7 +213,7 @@ def as_moment(value: str) -> datetime:
 def derived_id(text: str, taken: Iterable[str] = ()) -> str:
     """The id of a fact written without one: ``f`` + 7 hex digits of its text, bumped past
     ``taken`` ids (the same bullet gets the same id in every clone)."""
-    used = set(taken)
+    used = taken if isinstance(taken, (set, frozenset)) else set(taken)  # read, never changed
     salt = 0
     while True:
         seed = text if salt == 0 else f"{text}\n{salt}"
