@@ -269,7 +269,7 @@ def test_a_file_in_the_strict_form_parses_to_what_the_line_reader_makes(
         return memory, memory.model_fields_set, facts, sources
 
     fast = [read(data) for data in datas]
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     assert fast == [read(data) for data in datas]
 
 

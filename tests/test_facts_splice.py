@@ -141,7 +141,7 @@ def test_the_line_reader_reads_what_the_markdown_parser_reads(
     ]
     data = render_facts(MemoryFile().with_facts(facts)).encode("utf-8")
     fast = parse_facts(data)
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     monkeypatch.setattr(gitmem.format.facts, "_canonical", lambda lines: None)
     slow = parse_facts(data)
     assert fast == slow
@@ -170,7 +170,7 @@ def test_a_file_not_as_gitmem_writes_it_reads_as_the_parser_reads_it(
             return [str(d) for d in exc.diagnostics]
 
     fast = read()
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     monkeypatch.setattr(gitmem.format.facts, "_canonical", lambda lines: None)
     assert fast == read()
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import FactNotFound, ParseError, ValidationError
+from gitmem.facts.rowcache import FactRowsCache
 from gitmem.format.facts import (
     DEFAULT_SECTION,
     Fact,
@@ -33,9 +34,11 @@ from gitmem.format.facts import (
     changed_run,
     derived_id,
     fact_line,
+    memory_of_rows,
     parse_facts,
     render_facts,
     splice_facts,
+    strict_rows,
 )
 from gitmem.format.paths import memory_path
 from gitmem.guard.redact import redact_fact, redact_sections
@@ -46,7 +49,9 @@ from gitmem.text import one_line, terms
 
 _ID, _TEXT = attrgetter("id"), attrgetter("text")
 
-MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a session
+MAX_FACT_BYTES = 8192
+# a memory file this long (~1,000 facts) keeps its cut lines on disk for a new process
+ROWS_CACHED_ABOVE = 100_000  # a fact is a sentence or two; a document belongs in a session
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
 
 SourceLike = tuple[str, str | None] | str | FactSource
@@ -293,6 +298,7 @@ class Facts:
         # the shape of a version of the file, by the identity of its (frozen) MemoryFile
         self._shapes: dict[int, tuple[MemoryFile, _FactShape]] = {}
         self.max_fact_bytes = MAX_FACT_BYTES
+        self._rows = FactRowsCache(store.repo.state_dir / "facts-rows")
 
     @property
     def facts_path(self) -> str:
@@ -305,9 +311,25 @@ class Facts:
         with self._fact_lock:
             found = self._fact_cache.get(blob_id)
         if found is None:
-            memory = parse_facts(self.store.repo.blob(blob_id), self.facts_path)
-            found = self._cache_memory(blob_id, memory)
+            found = self._cache_memory(blob_id, self._read_blob(blob_id))
         return found
+
+    def _read_blob(self, blob_id: str) -> MemoryFile:
+        """The file of blob ``blob_id``: built from its cut lines when a process kept them
+        (a large file), else read from git (and its lines kept when it is large)."""
+        rows = self._rows.load(self.facts_path, blob_id)
+        if rows is not None:
+            try:
+                return memory_of_rows(rows)
+            except (ValueError, TypeError, AttributeError, IndexError):
+                pass  # not rows as the cache writes them: read the blob
+        data = self.store.repo.blob(blob_id)
+        rows = strict_rows(data) if len(data) > ROWS_CACHED_ABOVE else None
+        if rows is None:
+            return parse_facts(data, self.facts_path)
+        memory = memory_of_rows(rows)
+        self._rows.save(self.facts_path, blob_id, rows)
+        return memory
 
     def _cache_memory(
         self, blob_id: str, memory: MemoryFile

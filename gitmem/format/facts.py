@@ -452,6 +452,7 @@ def parse_facts(text: str | bytes, path: str = "memory/MEMORY.md") -> MemoryFile
 
 # a file this long (~1,000 facts) is read with the cyclic garbage collector paused
 _PAUSE_COLLECTOR_ABOVE = 100_000
+_PAUSE_COLLECTOR_FACTS = 1_000
 
 
 @contextlib.contextmanager
@@ -481,12 +482,10 @@ class _MemoryReader:
         self.diagnostics.append(Diagnostic(self.path, line, problem))
 
     def read(self, text: str) -> MemoryFile:  # noqa: C901
-        src = text.removeprefix("\ufeff").replace("\r\n", "\n")
-        if not src.endswith("\n"):
-            src += "\n"
-        strict = _strict(src)
-        if strict is not None:  # every line exactly as gitmem writes it: read by its parts
-            return strict
+        src = _normalized(text)
+        rows = read_fact_rows(src)
+        if rows is not None:  # every line exactly as gitmem writes it: read by its parts
+            return memory_of_rows(rows)
         self.src, self.lines = src, src.split("\n")
         title, intro_blocks = TITLE, list[str]()
         sections: list[str] = []
@@ -690,21 +689,40 @@ def _trusted_fact(fields: dict[str, Any]) -> Fact:
     return fact
 
 
-def _strict(src: str) -> MemoryFile | None:
+def _normalized(text: str) -> str:
+    """The text as the reader reads it: no byte-order mark, LF line ends, a last one."""
+    src = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    return src if src.endswith("\n") else src + "\n"
+
+
+# a file's sections, each with its fact lines as the strict pattern cuts them
+StrictRows = list[tuple[str, list[FactRow]]]
+
+
+def strict_rows(data: bytes) -> StrictRows | None:
+    """The sections and fact lines of a memory file's bytes when every line is in the
+    strict form (what :func:`memory_of_rows` builds the file from); else None (then
+    :func:`parse_facts` reads it, and may report a problem)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return read_fact_rows(_normalized(text))
+
+
+def memory_of_rows(rows: StrictRows) -> MemoryFile:
     """The file the reader makes of a file in the strict form (no escapes, no attributes,
     nothing %-encoded): each fact's fields as the pattern cut them out of its line, as
-    ``fact_fields`` reads them; None for anything else."""
-    found = read_fact_rows(src)
-    if found is None:
-        return None
+    ``fact_fields`` reads them."""
     sources: dict[str, tuple[FactSource, ...]] = {}  # the same few sessions, made once
     facts: list[Fact] = []
-    for section, rows in found:
-        facts += [_strict_fact(row, section, sources) for row in rows]
+    with _collector_paused(sum(len(found) for _, found in rows) > _PAUSE_COLLECTOR_FACTS):
+        for section, found in rows:
+            facts += [_strict_fact(row, section, sources) for row in found]
     return MemoryFile.model_construct(
         title=TITLE,
         intro="",
-        sections=tuple(section for section, _ in found),
+        sections=tuple(section for section, _ in rows),
         notes=(),
         facts=tuple(facts),
     )
