@@ -113,3 +113,21 @@ def test_the_cache_answers_only_for_its_own_blob(tmp_path: Path) -> None:
     assert cache.load("memory/MEMORY.md", "a" * 40) == [("Notes", [("", "a", "f1", "by t")])]
     assert cache.load("memory/MEMORY.md", "b" * 40) is None
     assert cache.load("ns/other/memory/MEMORY.md", "a" * 40) is None
+
+
+def test_reading_an_older_version_keeps_the_lines_of_the_tip(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm = _big(store)
+    old = mm.head()
+    mm.remember("A fact the older version does not have.")
+    assert len(MemoryManager(store).facts()) == COUNT + 1  # the tip's lines kept
+    (cached,) = _rows_files(store)
+    kept = cached.read_bytes()
+    reader = MemoryManager(store)
+    assert len(reader.fact_blame()) == COUNT + 1  # reads the tip, then the older versions
+    assert len(reader.facts(commit=old)) == COUNT
+    assert cached.read_bytes() == kept
+    fresh = MemoryManager(store)
+    _no_blob_reads(fresh, monkeypatch)
+    assert len(fresh.facts()) == COUNT + 1

@@ -307,16 +307,22 @@ class Facts:
 
     # --- reading -------------------------------------------------------------------------
 
-    def _memory_blob(self, blob_id: str) -> tuple[MemoryFile, _FactIndex | None]:
+    def _memory_blob(
+        self, blob_id: str, *, head: bool = True
+    ) -> tuple[MemoryFile, _FactIndex | None]:
+        """The parsed file of blob ``blob_id`` (and its index, once made); ``head``: the
+        file at the branch's tip, whose cut lines a large file keeps for a new process
+        (an older version's would only take their place)."""
         with self._fact_lock:
             found = self._fact_cache.get(blob_id)
         if found is None:
-            found = self._cache_memory(blob_id, self._read_blob(blob_id))
+            found = self._cache_memory(blob_id, self._read_blob(blob_id, head))
         return found
 
-    def _read_blob(self, blob_id: str) -> MemoryFile:
+    def _read_blob(self, blob_id: str, head: bool) -> MemoryFile:
         """The file of blob ``blob_id``: built from its cut lines when a process kept them
-        (a large file), else read from git (and its lines kept when it is large)."""
+        (a large file), else read from git (and, at ``head``, its lines kept when it is
+        large)."""
         rows = self._rows.load(self.facts_path, blob_id)
         if rows is not None:
             try:
@@ -328,7 +334,8 @@ class Facts:
         if rows is None:
             return parse_facts(data, self.facts_path)
         memory = memory_of_rows(rows)
-        self._rows.save(self.facts_path, blob_id, rows)
+        if head:
+            self._rows.save(self.facts_path, blob_id, rows)
         return memory
 
     def _cache_memory(
@@ -394,13 +401,15 @@ class Facts:
         """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
         Raises ParseError (``path:line``) if the committed file is broken."""
         found = self.store.repo.entry(self.facts_path, commit)
-        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
+        if found is None:
+            return MemoryFile()
+        return self._memory_blob(found[1], head=commit is None)[0]
 
     def _fact_index(self, commit: str | None) -> _FactIndex:
         found = self.store.repo.entry(self.facts_path, commit)
         if found is None:
             return _FactIndex(())
-        memory, index = self._memory_blob(found[1])
+        memory, index = self._memory_blob(found[1], head=commit is None)
         if index is None:
             with self._fact_lock:  # the terms cache is shared
                 index = _FactIndex(memory.facts, self._fact_terms)

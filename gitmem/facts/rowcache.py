@@ -37,15 +37,16 @@ class FactRowsCache:
     def load(self, path: str, blob_id: str) -> StrictRows | None:
         """The rows kept for ``path`` at blob ``blob_id``, or None (none kept, another
         blob's, or a damaged file)."""
+        head = _MAGIC + blob_id.encode("ascii") + b"\n"
         try:
-            data = self._file(path).read_bytes()
+            with open(self._file(path), "rb") as handle:
+                if handle.read(len(head)) != head:
+                    return None  # another blob's: not read further
+                data = handle.read()
         except OSError:
             return None
-        head = _MAGIC + blob_id.encode("ascii") + b"\n"
-        if not data.startswith(head) or len(data) < len(head) + _SUM:
-            return None
-        body = memoryview(data)[len(head) + _SUM :]
-        if hashlib.sha1(body).digest() != data[len(head) : len(head) + _SUM]:
+        body = memoryview(data)[_SUM:]
+        if len(data) < _SUM or hashlib.sha1(body).digest() != data[:_SUM]:
             return None
         try:
             rows = marshal.loads(body)
