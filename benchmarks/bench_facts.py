@@ -130,7 +130,9 @@ def first_read_ms(store: Path, runs: int, *, kept: bool = True) -> list[float]:
     script = (
         "import sys, time\n"
         "from gitmem import MemoryManager\n"
-        "mm = MemoryManager(sys.argv[1])\n"
+        "from gitmem.store.repository import Housekeeping\n"
+        # no repack set off in the background: it would slow the next runs down
+        "mm = MemoryManager(sys.argv[1], housekeeping=Housekeeping(enabled=False))\n"
         "mm.head()\n"
         "t = time.perf_counter()\n"
         "mm.facts()\n"
