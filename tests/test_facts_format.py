@@ -451,7 +451,7 @@ def test_a_trusted_fact_is_the_fact_model_construct_makes(fields: dict[str, obje
 def test_a_strict_line_makes_the_fact_model_construct_makes(
     named: str, fields: dict[str, object]
 ) -> None:
-    made = _strict_fact(("", "Likes tea.", "f1", named), "User", {})
+    made = _strict_fact(("Likes tea.", "f1", named), "User", {})
     built = Fact.model_construct(set(fields), **fields)  # type: ignore[arg-type]
     assert made == built
     assert list(made.__dict__.items()) == list(built.__dict__.items())

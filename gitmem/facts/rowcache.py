@@ -65,10 +65,7 @@ class FactRowsCache:
     def save(self, path: str, blob_id: str, rows: StrictRows) -> None:
         """Keep ``rows`` as the cut lines of ``path`` at ``blob_id`` (best effort: a store
         that cannot be written is read from git every time)."""
-        # the whole line is not kept: the builder reads its parts
-        body = marshal.dumps(
-            [(section, [("", *row[1:]) for row in found]) for section, found in rows]
-        )
+        body = marshal.dumps(rows)
         data = _MAGIC + blob_id.encode("ascii") + b"\n" + hashlib.sha1(body).digest() + body
         target = self._file(path)
         tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")

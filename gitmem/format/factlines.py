@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 TITLE = "Memory"
 SEP = " · "
@@ -40,15 +40,18 @@ _SOURCE = rf"{_TOKEN}(?:#{_TOKEN})?"
 # and, checked apart, printable: nothing to escape), an id of at most 64 id characters,
 # "by AGENT" (or "by hand") or sources; no attributes. Groups: the line, the text, the id,
 # what follows the arrow.
-_FACT = re.compile(
-    rf"^(- (\S[^\n]*(?<=\S)) \{{#([A-Za-z0-9_.-]{{1,64}}) {ARROW} "
-    rf"(by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}})$",
-    re.MULTILINE,
+_PARTS = (
+    rf"- (\S[^\n]*(?<=\S)) \{{#([A-Za-z0-9_.-]{{1,64}}) {ARROW} "
+    rf"(by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}}"
 )
+_FACT = re.compile(rf"^({_PARTS})$", re.MULTILINE)
+# the same without the whole line (the facts are built from its parts alone)
+_FACT_PARTS = re.compile(rf"^{_PARTS}$", re.MULTILINE)
 
-# one fact line of the strict form as the pattern cuts it: (line, text, id, sources or
-# "by AGENT")
-FactRow = tuple[str, str, str, str]
+# one fact line of the strict form as :data:`_FACT` cuts it: (line, text, id, sources or
+# "by AGENT"); and as :data:`_FACT_PARTS` does, without the line
+FactLineRow = tuple[str, str, str, str]
+FactRow = tuple[str, str, str]
 
 
 def section_problem(name: str) -> str | None:
@@ -109,7 +112,7 @@ class KnownLines:
         found = self.bodies.get((section, body))
         if found is not None:
             return found
-        rows = fact_rows(body)
+        rows: list[FactLineRow] | None = fact_rows(body, _FACT)
         if rows is None:
             return None
         found = [FactLine(fid, section, text, line) for line, text, fid, _ in rows]
@@ -117,12 +120,12 @@ class KnownLines:
         return found
 
 
-def fact_rows(body: str) -> list[FactRow] | None:
-    """The fact lines of a section's text after its heading (None: not in the strict
-    form)."""
+def fact_rows(body: str, pattern: re.Pattern[str] = _FACT_PARTS) -> list[Any] | None:
+    """The fact lines of a section's text after its heading as ``pattern`` cuts them
+    (None: not in the strict form)."""
     if not body:
         return []  # a section without facts
-    lines: list[FactRow] = _FACT.findall(body)
+    lines = pattern.findall(body)
     # one blank line, then every line a fact (each match is one whole line), nothing
     # to escape, no text starting "{#" (the Markdown parser's to read)
     if (
@@ -181,7 +184,7 @@ def read_fact_rows(src: str) -> list[tuple[str, list[FactRow]]] | None:
             return None
         out.append((section, rows))
         ids += len(rows)
-    if len({row[2] for _, rows in out for row in rows}) != ids or len(
+    if len({row[1] for _, rows in out for row in rows}) != ids or len(
         {section for section, _ in out}
     ) != len(out):
         return None  # an id or a section twice: the parser reports it

@@ -737,7 +737,7 @@ _HAND_FIELDS = frozenset({"id", "text", "section"})
 def _strict_fact(row: FactRow, section: str, known: dict[str, tuple[FactSource, ...]]) -> Fact:
     """:func:`_trusted_fact` of one strict line's fields, its values set in the model's
     field order (a 10,000-fact file builds 10,000 of them on its first read)."""
-    _, text, fact_id, named = row
+    text, fact_id, named = row
     by, fields = None, _HAND_FIELDS
     sources: tuple[FactSource, ...] = ()
     if named.startswith("by ") and named != BY_HAND:
