@@ -20,6 +20,7 @@ from gitmem.format.facts import (
     Fact,
     FactSource,
     MemoryFile,
+    _strict_fact,
     _trusted_fact,
     as_moment,
     derived_id,
@@ -425,4 +426,35 @@ def test_a_trusted_fact_is_the_fact_model_construct_makes(fields: dict[str, obje
     assert made.model_fields_set == built.model_fields_set
     assert repr(made) == repr(built)
     assert made.model_dump() == built.model_dump()
+    assert made.model_copy(update={"text": "y"}) == built.model_copy(update={"text": "y"})
+
+
+@pytest.mark.parametrize(
+    ("named", "fields"),
+    [
+        ("by hand", {"id": "f1", "text": "Likes tea.", "section": "User"}),
+        ("by bench", {"id": "f1", "text": "Likes tea.", "section": "User", "by": "bench"}),
+        (
+            "chat-1#i1, chat-2",
+            {
+                "id": "f1",
+                "text": "Likes tea.",
+                "section": "User",
+                "sources": (
+                    FactSource(session="chat-1", interaction="i1"),
+                    FactSource(session="chat-2"),
+                ),
+            },
+        ),
+    ],
+)
+def test_a_strict_line_makes_the_fact_model_construct_makes(
+    named: str, fields: dict[str, object]
+) -> None:
+    made = _strict_fact(("Likes tea.", "f1", named), "User", {})
+    built = Fact.model_construct(set(fields), **fields)  # type: ignore[arg-type]
+    assert made == built
+    assert list(made.__dict__.items()) == list(built.__dict__.items())
+    assert made.model_fields_set == built.model_fields_set
+    assert repr(made) == repr(built)
     assert made.model_copy(update={"text": "y"}) == built.model_copy(update={"text": "y"})

@@ -4,6 +4,7 @@ answer (the full path) for anything it cannot vouch for."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import shlex
@@ -268,5 +269,38 @@ def test_a_file_in_the_strict_form_parses_to_what_the_line_reader_makes(
         return memory, memory.model_fields_set, facts, sources
 
     fast = [read(data) for data in datas]
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     assert fast == [read(data) for data in datas]
+
+
+def test_a_large_file_is_read_with_the_collector_paused_and_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lines = "".join(f"- Fact number {n}. {{#f{n:07x} ← by t}}\n" for n in range(3000))
+    text = f"# Memory\n\n## Notes\n\n{lines}"
+    seen: list[bool] = []
+    read = gitmem.format.facts._MemoryReader.read
+
+    def watching(
+        reader: gitmem.format.facts._MemoryReader, src: str
+    ) -> gitmem.format.facts.MemoryFile:
+        seen.append(gc.isenabled())
+        return read(reader, src)
+
+    monkeypatch.setattr(gitmem.format.facts._MemoryReader, "read", watching)
+    assert gc.isenabled()
+    assert len(gitmem.format.facts.parse_facts(text).facts) == 3000
+    assert len(
+        gitmem.format.facts.parse_facts("# Memory\n\n## Notes\n\n- One. {#f1 ← by t}\n").facts
+    )
+    assert seen == [False, True]  # paused for the large file only
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a program that turned it off keeps it off
+        gitmem.format.facts.parse_facts(text)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(ParseError):  # restored when the read fails too
+        gitmem.format.facts.parse_facts(text + "- x {#f1 ← by t · bogus}\n")
+    assert gc.isenabled()

@@ -141,7 +141,7 @@ def test_the_line_reader_reads_what_the_markdown_parser_reads(
     ]
     data = render_facts(MemoryFile().with_facts(facts)).encode("utf-8")
     fast = parse_facts(data)
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     monkeypatch.setattr(gitmem.format.facts, "_canonical", lambda lines: None)
     slow = parse_facts(data)
     assert fast == slow
@@ -170,6 +170,66 @@ def test_a_file_not_as_gitmem_writes_it_reads_as_the_parser_reads_it(
             return [str(d) for d in exc.diagnostics]
 
     fast = read()
-    monkeypatch.setattr(gitmem.format.facts, "_strict", lambda src: None)
+    monkeypatch.setattr(gitmem.format.facts, "read_fact_rows", lambda src: None)
     monkeypatch.setattr(gitmem.format.facts, "_canonical", lambda lines: None)
     assert fast == read()
+
+
+HAND_WRITTEN = """# Memory
+
+## User
+
+- Lives in Berlin. {#fuser1 ← by hand}
+
+## Empty
+
+## Work
+
+- Works at a bakery. {#fwork1 ← by hand}
+"""
+
+
+def test_remember_places_each_fact_where_with_facts_does(store: Path) -> None:
+    mm = MemoryManager.init(store, agent="tester")
+    (store / "memory").mkdir(exist_ok=True)
+    (store / "memory" / "MEMORY.md").write_text(HAND_WRITTEN, encoding="utf-8")
+    steps = [
+        ("Bakes bread on Sundays.", "Work"),
+        ("Likes green tea.", "User"),
+        ("Sells cakes too.", "Work"),  # after a fact placed before it, in another section
+        ("A fact under the heading that had none.", "Empty"),
+        ("A fact in a section of its own.", "New"),
+        ("Likes green tea.", "Work"),  # the same text elsewhere: a new fact, a new id
+        ("Has a cat.", "User"),
+        ("HAND", "User"),  # a person adds a line, then gitmem remembers after it
+        ("Plays chess.", "User"),
+    ]
+    for text, section in steps:
+        if text == "HAND":
+            path = store / "memory" / "MEMORY.md"
+            data = path.read_text(encoding="utf-8")
+            path.write_text(
+                data.replace("- Has a cat.", "- Walks to work. {#fhand2 ← by hand}\n- Has a cat."),
+                encoding="utf-8",
+            )
+            continue
+        before = parse_facts((store / "memory" / "MEMORY.md").read_bytes())  # (hand edits too)
+        made = mm.remember(text, section=section)
+        committed = parse_facts(_committed(store))
+        assert committed == before.with_facts([*before.facts, made]), text
+        assert mm.memory_file() == committed
+        assert committed.get(made.id) == made
+    assert [f.section for f in mm.memory_file().facts] == (
+        ["User"] * 5 + ["Empty"] + ["Work"] * 4 + ["New"]
+    )
+    fresh = MemoryManager(store)
+    assert fresh.memory_file() == mm.memory_file()
+
+
+def test_remember_returns_the_fact_as_it_was_written(store: Path) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    mm = MemoryManager.init(store, agent="tester")
+    mm.remember("A first fact.")
+    made = mm.remember(f"The deploy token is {token}.")
+    assert token not in made.text
+    assert made == MemoryManager(store).fact(made.id)

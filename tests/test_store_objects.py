@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import subprocess
+import zlib
 from pathlib import Path
 
 from gitmem.store.gitindex import GitIndex
-from gitmem.store.objects import Tree, encode_pack, object_id
+from gitmem.store.objects import Tree, deflated, encode_pack, loose_object, object_id
 from tests.conftest import git
 
 
@@ -27,6 +28,20 @@ def test_pack_written_by_us_is_read_and_verified_by_git(tmp_path: Path) -> None:
     assert "ok" in out.splitlines()[-1]
     assert git(tmp_path, "cat-file", "-p", objects[0][2]) == blob.decode()
     assert git(tmp_path, "cat-file", "-s", objects[1][2]).strip() == str(len(big))
+
+
+def test_big_objects_are_framed_in_stored_blocks_git_reads(tmp_path: Path) -> None:
+    for size in (0, 1, 64 * 1024 + 1, 0xFFFF * 2, 0xFFFF * 2 + 1, 300_000):
+        data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+        assert zlib.decompress(deflated(data)) == data, size
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    big = b"a line of a large memory file\n" * 20_000
+    hexsha, stream = loose_object("blob", big)
+    folder = tmp_path / ".git" / "objects" / hexsha[:2]
+    folder.mkdir()
+    (folder / hexsha[2:]).write_bytes(stream)
+    assert git(tmp_path, "cat-file", "-s", hexsha).strip() == str(len(big))
+    git(tmp_path, "fsck", "--full", "--no-dangling")
 
 
 def test_tree_edits_match_git_mktree(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import FactNotFound, ParseError, ValidationError
+from gitmem.facts.rowcache import FactRowsCache
 from gitmem.format.facts import (
     DEFAULT_SECTION,
     Fact,
@@ -33,21 +34,24 @@ from gitmem.format.facts import (
     changed_run,
     derived_id,
     fact_line,
+    memory_of_rows,
     parse_facts,
     render_facts,
     splice_facts,
+    strict_rows,
 )
 from gitmem.format.paths import memory_path
 from gitmem.guard.redact import redact_fact, redact_sections
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
-from gitmem.store.objects import object_id
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line, terms
 
 _ID, _TEXT = attrgetter("id"), attrgetter("text")
 
-MAX_FACT_BYTES = 8192  # a fact is a sentence or two; a document belongs in a session
+MAX_FACT_BYTES = 8192
+# a memory file this long (~1,000 facts) keeps its cut lines on disk for a new process
+ROWS_CACHED_ABOVE = 100_000  # a fact is a sentence or two; a document belongs in a session
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
 
 SourceLike = tuple[str, str | None] | str | FactSource
@@ -207,6 +211,54 @@ class _FactIndex:
         return out, len(out) == len(self.live or ())
 
 
+class _FactShape:
+    """What ``remember`` asks of one version of the file, kept so that adding a fact to a
+    large file does not scan every fact: the texts, the ids taken, and where each section's
+    facts end (the file's facts are grouped by section in the order of its sections, as
+    ``MemoryFile.with_facts`` keeps them; ``ends`` is None for a file that is not)."""
+
+    def __init__(self, texts: set[str], ids: set[str], ends: dict[str, int] | None) -> None:
+        self.texts = texts
+        self.ids = ids
+        self.ends = ends
+
+    @classmethod
+    def of(cls, memory: MemoryFile) -> _FactShape:
+        """The shape of ``memory`` (one pass over its facts)."""
+        ends: dict[str, int] = {}
+        rank = {name: at for at, name in enumerate(memory.sections)}
+        last, grouped = -1, True
+        for at, fact in enumerate(memory.facts):
+            place = rank.get(fact.section, -1)
+            if place < last or place < 0:
+                grouped = False  # not as with_facts groups them: with_facts places a fact
+                break
+            ends[fact.section], last = at + 1, place
+        texts, ids = set(map(_TEXT, memory.facts)), set(map(_ID, memory.facts))
+        return cls(texts, ids, ends if grouped else None)
+
+    def place(self, memory: MemoryFile, fact: Fact) -> tuple[MemoryFile, int] | None:
+        """``memory.with_facts([*memory.facts, fact])`` and where the fact went, without a
+        pass over the facts; None if the file is not grouped. The shape becomes the new
+        file's (the caller moves it there)."""
+        facts, sections = memory.facts, memory.sections
+        at = None if self.ends is None else self.ends.get(fact.section)
+        if self.ends is None or (at is None and fact.section in sections):
+            return None  # (a section without facts yet: with_facts knows its place)
+        if at is None:  # a new section, after the others
+            at = len(facts)
+            sections = (*sections, fact.section)
+        else:
+            self.ends = {name: end + (end >= at) for name, end in self.ends.items()}
+        self.ends[fact.section] = at + 1
+        self.texts.add(fact.text)
+        self.ids.add(fact.id)
+        after = memory.model_copy(
+            update={"facts": (*facts[:at], fact, *facts[at:]), "sections": sections}
+        )
+        return after, at
+
+
 def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
     """``("s1", "i3")``, ``"s1#i3"``, ``"s1"``, a FactSource or a list of them."""
     if source is None:
@@ -243,7 +295,10 @@ class Facts:
         self._fact_lines: dict[int, tuple[Fact, str]] = {}
         self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
         self._last_render: tuple[MemoryFile, bytes] | None = None  # the version written last
+        # the shape of a version of the file, by the identity of its (frozen) MemoryFile
+        self._shapes: dict[int, tuple[MemoryFile, _FactShape]] = {}
         self.max_fact_bytes = MAX_FACT_BYTES
+        self._rows = FactRowsCache(store.repo.state_dir / "facts-rows")
 
     @property
     def facts_path(self) -> str:
@@ -252,13 +307,36 @@ class Facts:
 
     # --- reading -------------------------------------------------------------------------
 
-    def _memory_blob(self, blob_id: str) -> tuple[MemoryFile, _FactIndex | None]:
+    def _memory_blob(
+        self, blob_id: str, *, head: bool = True
+    ) -> tuple[MemoryFile, _FactIndex | None]:
+        """The parsed file of blob ``blob_id`` (and its index, once made); ``head``: the
+        file at the branch's tip, whose cut lines a large file keeps for a new process
+        (an older version's would only take their place)."""
         with self._fact_lock:
             found = self._fact_cache.get(blob_id)
         if found is None:
-            memory = parse_facts(self.store.repo.blob(blob_id), self.facts_path)
-            found = self._cache_memory(blob_id, memory)
+            found = self._cache_memory(blob_id, self._read_blob(blob_id, head))
         return found
+
+    def _read_blob(self, blob_id: str, head: bool) -> MemoryFile:
+        """The file of blob ``blob_id``: built from its cut lines when a process kept them
+        (a large file), else read from git (and, at ``head``, its lines kept when it is
+        large)."""
+        rows = self._rows.load(self.facts_path, blob_id)
+        if rows is not None:
+            try:
+                return memory_of_rows(rows)
+            except (ValueError, TypeError, AttributeError, IndexError):
+                pass  # not rows as the cache writes them: read the blob
+        data = self.store.repo.blob(blob_id)
+        rows = strict_rows(data) if len(data) > ROWS_CACHED_ABOVE else None
+        if rows is None:
+            return parse_facts(data, self.facts_path)
+        memory = memory_of_rows(rows)
+        if head:
+            self._rows.save(self.facts_path, blob_id, rows)
+        return memory
 
     def _cache_memory(
         self, blob_id: str, memory: MemoryFile
@@ -269,6 +347,27 @@ class Facts:
                 self._fact_cache.clear()
             self._fact_cache[blob_id] = found
         return found
+
+    def _shape(self, memory: MemoryFile) -> _FactShape:
+        with self._fact_lock:
+            found = self._shapes.get(id(memory))
+        if found is not None and found[0] is memory:
+            return found[1]
+        shape = _FactShape.of(memory)
+        self._keep_shape(memory, shape)
+        return shape
+
+    def _keep_shape(
+        self, memory: MemoryFile, shape: _FactShape, moved_from: MemoryFile | None = None
+    ) -> None:
+        """Keep ``shape`` for ``memory``; ``moved_from``: the version it was the shape of
+        before it changed into this one's (that version's is computed again if needed)."""
+        with self._fact_lock:
+            if moved_from is not None:
+                self._shapes.pop(id(moved_from), None)
+            if len(self._shapes) > 4:
+                self._shapes.clear()
+            self._shapes[id(memory)] = (memory, shape)
 
     def _render_facts(
         self,
@@ -302,13 +401,15 @@ class Facts:
         """The parsed memory file at HEAD (or ``commit``); an empty one if there is none.
         Raises ParseError (``path:line``) if the committed file is broken."""
         found = self.store.repo.entry(self.facts_path, commit)
-        return MemoryFile() if found is None else self._memory_blob(found[1])[0]
+        if found is None:
+            return MemoryFile()
+        return self._memory_blob(found[1], head=commit is None)[0]
 
     def _fact_index(self, commit: str | None) -> _FactIndex:
         found = self.store.repo.entry(self.facts_path, commit)
         if found is None:
             return _FactIndex(())
-        memory, index = self._memory_blob(found[1])
+        memory, index = self._memory_blob(found[1], head=commit is None)
         if index is None:
             with self._fact_lock:  # the terms cache is shared
                 index = _FactIndex(memory.facts, self._fact_terms)
@@ -457,14 +558,31 @@ class Facts:
         """Read-modify-write the memory file as one commit (``Gitmem-Op: op``); returns the
         commit id, or None when ``change`` changed nothing. Facts that are new or changed
         are guarded (size, secrets); ``Gitmem-Fact`` lists their ids and the removed ones."""
+        return self._write_change(change, op, subject, body, trailers)[0]
+
+    def _write_change(
+        self,
+        change: Callable[[MemoryFile], MemoryFile],
+        op: str,
+        subject: str,
+        body: str = "",
+        trailers: dict[str, str] | None = None,
+        runs: dict[int, tuple[int, int]] | None = None,
+    ) -> tuple[str | None, dict[str, Fact]]:
+        """:meth:`change_facts`, also returning the new and changed facts as written (by
+        id). ``runs``: the :func:`changed_run` of the version ``change`` returned, by its
+        identity, when the change knows it (no comparison of the two versions then)."""
         self.store.no_batch("a change to the facts")
+        written: dict[str, Fact] = {}
         with self.store.repo.transaction() as txn:
 
             def write() -> str | None:
+                written.clear()
                 before = self._read_facts(txn)
                 after = change(before)
                 # only the run between the facts both share (the same objects) can differ
-                run = start, end = changed_run(before.facts, after.facts)
+                run = (runs or {}).get(id(after)) or changed_run(before.facts, after.facts)
+                start, end = run
                 changed = after.facts[start : len(after.facts) - end]
                 old = {f.id: f for f in before.facts[start : len(before.facts) - end]}
                 same = [(g := old.get(f.id)) is f or g == f for f in changed]
@@ -481,9 +599,9 @@ class Facts:
                     return None
                 data = self._render_facts(after, before, run)
                 txn.write(self.facts_path, data)
-                self._cache_memory(object_id("blob", data), after)
                 self._merge_attributes(txn)
                 touched = [f.id for f, kept in zip(guarded, same, strict=True) if not kept]
+                written.update((f.id, f) for f, kept in zip(guarded, same, strict=True) if not kept)
                 gone = set(old) - {f.id for f in guarded}
                 ids = [*touched, *sorted(gone)]
                 all_trailers = self.store.trailers(op, [])
@@ -492,11 +610,15 @@ class Facts:
                         f" (+{len(ids) - 20})" if len(ids) > 20 else ""
                     )
                 all_trailers.update(trailers or {})
-                return txn.commit(
+                sha = txn.commit(
                     self.store.guard.safe_text(subject), body=body, trailers=all_trailers
                 )
+                found = None if sha is None else self.store.repo.entry(self.facts_path, sha)
+                if found is not None:  # its blob id, hashed once by the commit
+                    self._cache_memory(found[1], after)
+                return sha
 
-            return txn.rebuilding(write)
+            return txn.rebuilding(write), dict(written)
 
     def _merge_attributes(self, txn: Transaction) -> None:
         """Stores made before facts existed merge ``memory/*.md`` by fact id too."""
@@ -531,10 +653,13 @@ class Facts:
         sources = as_sources(source)
         by = None if sources or by_hand else self.writer()
         made: list[Fact] = []
+        runs: dict[int, tuple[int, int]] = {}
 
         def change(memory: MemoryFile) -> MemoryFile:
             same = None
-            if text in map(_TEXT, memory.facts):  # a scan in C first: most texts are new
+            runs.clear()  # (of an earlier attempt)
+            shape = self._shape(memory)
+            if text in shape.texts:  # most texts are new
                 same = next(
                     (
                         f
@@ -548,7 +673,7 @@ class Facts:
                 updated = same.model_copy(update={"sources": more})
                 made.append(updated)
                 return memory.with_facts(updated if f is same else f for f in memory.facts)
-            taken = set(map(_ID, memory.facts))
+            taken = shape.ids
             if fact_id is not None and fact_id in taken:
                 raise ValidationError(f"fact id {fact_id!r} is taken in {self.facts_path}")
             fact = _new_fact(
@@ -563,10 +688,18 @@ class Facts:
                 by,
             )
             made.append(fact)
-            return memory.with_facts([*memory.facts, fact])
+            placed = shape.place(memory, fact)
+            if placed is None:
+                return memory.with_facts([*memory.facts, fact])
+            after, at = placed
+            runs[id(after)] = (at, len(memory.facts) - at)
+            self._keep_shape(after, shape, moved_from=memory)
+            return after
 
-        self.change_facts(change, op="remember", subject=f"Remember: {one_line(text, 60)}")
-        return self.fact(made[-1].id)
+        _, written = self._write_change(
+            change, "remember", f"Remember: {one_line(text, 60)}", runs=runs
+        )
+        return written.get(made[-1].id) or self.fact(made[-1].id)
 
     def update_fact(
         self,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 TITLE = "Memory"
 SEP = " · "
@@ -36,14 +36,22 @@ PLAIN_SECTION = re.compile(r"[^\W_][\w ,.:;'()/+?!-]*")
 _TOKEN = r"[^\s%{}#,·←]+"
 _SOURCE = rf"{_TOKEN}(?:#{_TOKEN})?"
 # a fact line that parses to a fact which renders back to the same line: text with no white
-# space at its ends (and, checked apart, printable: nothing to escape), an id of at most 64
-# id characters, "by AGENT" (or "by hand") or sources; no attributes. Groups: the line, the
-# text, the id.
-_FACT = re.compile(
-    rf"^(- (\S(?:.*\S)?) \{{#([A-Za-z0-9_.-]{{1,64}}) {ARROW} "
-    rf"(?:by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}})$",
-    re.MULTILINE,
+# space at its ends (the last character checked looking back, a third faster than a group;
+# and, checked apart, printable: nothing to escape), an id of at most 64 id characters,
+# "by AGENT" (or "by hand") or sources; no attributes. Groups: the line, the text, the id,
+# what follows the arrow.
+_PARTS = (
+    rf"- (\S[^\n]*(?<=\S)) \{{#([A-Za-z0-9_.-]{{1,64}}) {ARROW} "
+    rf"(by {_TOKEN}|{_SOURCE}(?:, {_SOURCE})*)\}}"
 )
+_FACT = re.compile(rf"^({_PARTS})$", re.MULTILINE)
+# the same without the whole line (the facts are built from its parts alone)
+_FACT_PARTS = re.compile(rf"^{_PARTS}$", re.MULTILINE)
+
+# one fact line of the strict form as :data:`_FACT` cuts it: (line, text, id, sources or
+# "by AGENT"); and as :data:`_FACT_PARTS` does, without the line
+FactLineRow = tuple[str, str, str, str]
+FactRow = tuple[str, str, str]
 
 
 def section_problem(name: str) -> str | None:
@@ -104,23 +112,32 @@ class KnownLines:
         found = self.bodies.get((section, body))
         if found is not None:
             return found
-        if not body:
-            return []  # a section without facts
-        lines = _FACT.findall(body)
-        # one blank line, then every line a fact (each match is one whole line), nothing
-        # to escape, no text starting "{#" (the Markdown parser's to read)
-        if (
-            not lines
-            or body[0] != "\n"
-            or body[-1] != "\n"
-            or len(lines) != body.count("\n") - 1
-            or not body.replace("\n", "").isprintable()
-            or "\n- {#" in body
-        ):
+        rows: list[FactLineRow] | None = fact_rows(body, _FACT)
+        if rows is None:
             return None
-        found = [FactLine(fid, section, text, line) for line, text, fid in lines]
+        found = [FactLine(fid, section, text, line) for line, text, fid, _ in rows]
         self.bodies[(section, body)] = found
         return found
+
+
+def fact_rows(body: str, pattern: re.Pattern[str] = _FACT_PARTS) -> list[Any] | None:
+    """The fact lines of a section's text after its heading as ``pattern`` cuts them
+    (None: not in the strict form)."""
+    if not body:
+        return []  # a section without facts
+    lines = pattern.findall(body)
+    # one blank line, then every line a fact (each match is one whole line), nothing
+    # to escape, no text starting "{#" (the Markdown parser's to read)
+    if (
+        not lines
+        or body[0] != "\n"
+        or body[-1] != "\n"
+        or len(lines) != body.count("\n") - 1
+        or not body.replace("\n", "").isprintable()
+        or "\n- {#" in body
+    ):
+        return None
+    return lines
 
 
 def read_fact_lines(data: bytes, known: KnownLines | None = None) -> FactLines | None:
@@ -136,16 +153,13 @@ def read_fact_text(src: str, known: KnownLines | None = None) -> FactLines | Non
     """The sections and fact lines of a file exactly as ``render_facts`` writes it with
     every line in the strict form; None for anything else (then the parser decides, and
     may report a problem). ``known``: what other versions of the file read."""
-    parts = src.split("\n## ")
-    if parts[0] != f"# {TITLE}\n":
+    parts = _section_parts(src)
+    if parts is None:
         return None
     known = KnownLines() if known is None else known
     sections: list[str] = []
     facts: list[FactLine] = []
-    for part in parts[1:]:
-        section, _, body = part.partition("\n")
-        if not PLAIN_SECTION.fullmatch(section) or section_problem(section):
-            return None
+    for section, body in parts:
         found = known.body(section, body)
         if found is None:
             return None
@@ -154,6 +168,42 @@ def read_fact_text(src: str, known: KnownLines | None = None) -> FactLines | Non
     if len({f.id for f in facts}) != len(facts) or len(set(sections)) != len(sections):
         return None  # an id or a section twice: the parser reports it
     return FactLines(tuple(sections), tuple(facts))
+
+
+def read_fact_rows(src: str) -> list[tuple[str, list[FactRow]]] | None:
+    """Each section of a file in the strict form (as :func:`read_fact_text` takes it) with
+    its fact lines cut into their parts, for a reader that builds the facts; else None."""
+    parts = _section_parts(src)
+    if parts is None:
+        return None
+    out = []
+    ids = 0
+    for section, body in parts:
+        rows = fact_rows(body)
+        if rows is None:
+            return None
+        out.append((section, rows))
+        ids += len(rows)
+    if len({row[1] for _, rows in out for row in rows}) != ids or len(
+        {section for section, _ in out}
+    ) != len(out):
+        return None  # an id or a section twice: the parser reports it
+    return out
+
+
+def _section_parts(src: str) -> list[tuple[str, str]] | None:
+    """(heading, text after it) of each section of a file with gitmem's title and plain
+    section names; None for anything else."""
+    parts = src.split("\n## ")
+    if parts[0] != f"# {TITLE}\n":
+        return None
+    out = []
+    for part in parts[1:]:
+        section, _, body = part.partition("\n")
+        if not PLAIN_SECTION.fullmatch(section) or section_problem(section):
+            return None
+        out.append((section, body))
+    return out
 
 
 def merge_fact_lines(base: bytes | None, ours: bytes, theirs: bytes) -> bytes | None:

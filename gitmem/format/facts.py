@@ -36,6 +36,8 @@ Rules that make the round trip hold:
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
@@ -51,9 +53,9 @@ from gitmem.format.factlines import (
     PLAIN_SECTION,
     SEP,
     TITLE,
-    FactLines,
+    FactRow,
     printable,
-    read_fact_text,
+    read_fact_rows,
     section_problem,
 )
 from gitmem.format.labels import unescape
@@ -213,7 +215,7 @@ def as_moment(value: str) -> datetime:
 def derived_id(text: str, taken: Iterable[str] = ()) -> str:
     """The id of a fact written without one: ``f`` + 7 hex digits of its text, bumped past
     ``taken`` ids (the same bullet gets the same id in every clone)."""
-    used = set(taken)
+    used = taken if isinstance(taken, (set, frozenset)) else set(taken)  # read, never changed
     salt = 0
     while True:
         seed = text if salt == 0 else f"{text}\n{salt}"
@@ -444,7 +446,29 @@ def parse_facts(text: str | bytes, path: str = "memory/MEMORY.md") -> MemoryFile
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise ParseError([Diagnostic(path, line, "not UTF-8 text")]) from None
-    return _MemoryReader(path).read(text)
+    with _collector_paused(len(text) > _PAUSE_COLLECTOR_ABOVE):
+        return _MemoryReader(path).read(text)
+
+
+# a file this long (~1,000 facts) is read with the cyclic garbage collector paused
+_PAUSE_COLLECTOR_ABOVE = 100_000
+_PAUSE_COLLECTOR_FACTS = 1_000
+
+
+@contextlib.contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    """Python's cyclic collector paused while a large file's facts are built: every object
+    made is kept, so the collections that 30,000 new objects set off find nothing, and they
+    cost a third of a 10,000-fact file's first read (they traverse every object a new
+    process has). Left alone when it is off already (another reader, or the program)."""
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 class _MemoryReader:
@@ -458,12 +482,10 @@ class _MemoryReader:
         self.diagnostics.append(Diagnostic(self.path, line, problem))
 
     def read(self, text: str) -> MemoryFile:  # noqa: C901
-        src = text.removeprefix("\ufeff").replace("\r\n", "\n")
-        if not src.endswith("\n"):
-            src += "\n"
-        strict = _strict(src)
-        if strict is not None:  # every line exactly as gitmem writes it: read by its parts
-            return _strict_memory(strict)
+        src = _normalized(text)
+        rows = read_fact_rows(src)
+        if rows is not None:  # every line exactly as gitmem writes it: read by its parts
+            return memory_of_rows(rows)
         self.src, self.lines = src, src.split("\n")
         title, intro_blocks = TITLE, list[str]()
         sections: list[str] = []
@@ -667,30 +689,85 @@ def _trusted_fact(fields: dict[str, Any]) -> Fact:
     return fact
 
 
-def _strict(src: str) -> FactLines | None:
-    return read_fact_text(src)
+def _normalized(text: str) -> str:
+    """The text as the reader reads it: no byte-order mark, LF line ends, a last one."""
+    src = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    return src if src.endswith("\n") else src + "\n"
 
 
-def _strict_memory(lines: FactLines) -> MemoryFile:
+# a file's sections, each with its fact lines as the strict pattern cuts them
+StrictRows = list[tuple[str, list[FactRow]]]
+
+
+def strict_rows(data: bytes) -> StrictRows | None:
+    """The sections and fact lines of a memory file's bytes when every line is in the
+    strict form (what :func:`memory_of_rows` builds the file from); else None (then
+    :func:`parse_facts` reads it, and may report a problem)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return read_fact_rows(_normalized(text))
+
+
+def memory_of_rows(rows: StrictRows) -> MemoryFile:
     """The file the reader makes of a file in the strict form (no escapes, no attributes,
-    nothing %-encoded): each fact's fields cut out of its line, as ``fact_fields`` reads
-    them."""
-    sources: dict[str, FactSource] = {}  # the same few sessions and turns, made once
-    facts = []
-    for fact in lines.facts:
-        named = fact.line[fact.line.rfind(" {#") + len(f" {{#{fact.id} {ARROW} ") : -1]
-        fields: dict[str, Any] = {"id": fact.id}
-        if named.startswith("by ") and named != BY_HAND:
-            fields["by"] = named[3:]
-        elif named != BY_HAND:
-            fields["sources"] = tuple(
-                sources.get(token) or sources.setdefault(token, _strict_source(token))
-                for token in named.split(", ")
-            )
-        fields["text"] = fact.text
-        fields["section"] = fact.section
-        facts.append(_trusted_fact(fields))
-    return MemoryFile(title=TITLE, intro="", sections=lines.sections, notes=(), facts=tuple(facts))
+    nothing %-encoded): each fact's fields as the pattern cut them out of its line, as
+    ``fact_fields`` reads them."""
+    sources: dict[str, tuple[FactSource, ...]] = {}  # the same few sessions, made once
+    facts: list[Fact] = []
+    with _collector_paused(sum(len(found) for _, found in rows) > _PAUSE_COLLECTOR_FACTS):
+        for section, found in rows:
+            facts += [_strict_fact(row, section, sources) for row in found]
+    return MemoryFile.model_construct(
+        title=TITLE,
+        intro="",
+        sections=tuple(section for section, _ in rows),
+        notes=(),
+        facts=tuple(facts),
+    )
+
+
+# the fields a strict line gives a fact (see _trusted_fact)
+_BY_FIELDS = frozenset({"id", "text", "section", "by"})
+_SOURCES_FIELDS = frozenset({"id", "text", "section", "sources"})
+_HAND_FIELDS = frozenset({"id", "text", "section"})
+
+
+def _strict_fact(row: FactRow, section: str, known: dict[str, tuple[FactSource, ...]]) -> Fact:
+    """:func:`_trusted_fact` of one strict line's fields, its values set in the model's
+    field order (a 10,000-fact file builds 10,000 of them on its first read)."""
+    text, fact_id, named = row
+    by, fields = None, _HAND_FIELDS
+    sources: tuple[FactSource, ...] = ()
+    if named.startswith("by ") and named != BY_HAND:
+        by, fields = named[3:], _BY_FIELDS
+    elif named != BY_HAND:
+        sources = known.get(named) or known.setdefault(
+            named, tuple(_strict_source(token) for token in named.split(", "))
+        )
+        fields = _SOURCES_FIELDS
+    fact = _new_fact(Fact)
+    _set(
+        fact,
+        "__dict__",
+        {
+            "id": fact_id,
+            "text": text,
+            "section": section,
+            "sources": sources,
+            "by": by,
+            "valid_from": None,
+            "valid_until": None,
+            "confidence": None,
+            "tags": (),
+            "replaced_by": None,
+        },
+    )
+    _set(fact, "__pydantic_fields_set__", set(fields))
+    _set(fact, "__pydantic_extra__", None)
+    _set(fact, "__pydantic_private__", None)
+    return fact
 
 
 def _strict_source(token: str) -> FactSource:
