@@ -126,3 +126,38 @@ def test_a_persons_commit_to_an_imported_file_during_the_import_is_kept_under_it
     assert stored is not None and stored.interactions[0].id == "by-hand"
     assert len(stored.interactions) == 1 + sum(s == "cli:direct" for s, _i in clean.added)
     assert git(store, "status", "--porcelain") == ""
+
+
+def test_a_persons_commit_during_one_part_of_a_huge_import_redoes_that_part_only(
+    home: Path, store: Path, tmp_path: Path
+) -> None:
+    clean = nanobot.import_nanobot(_manager(tmp_path / "clean"), home, tz="UTC", part_size=1)
+    assert len(clean.commits) == 4  # one session a part
+    mm = _manager(store)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    calls: list[str] = []
+
+    def progress(result: ImportResult) -> None:
+        calls.append(result.sessions[-1])
+        if len(calls) == 2:  # during the second part, to the file it writes
+            sid = result.sessions[-1]
+            turn = Interaction(
+                id="by-hand", timestamp=when, messages=[Message(speaker="me", content="x")]
+            )
+            hand = Session(id=sid, created=when, last_active=when, interactions=[turn])
+            path = session_path(sid, None)
+            (store / path).parent.mkdir(parents=True, exist_ok=True)
+            (store / path).write_text(render(hand), encoding="utf-8")
+            git(store, "add", path)
+            git(store, "commit", "-q", "-m", "by hand")
+
+    result = nanobot.import_nanobot(mm, home, tz="UTC", part_size=1, progress=progress)
+    assert calls[1] == calls[2]  # the second part was merged again
+    assert sorted(result.added) == sorted(clean.added)
+    assert result.sessions == clean.sessions and len(result.commits) == 4
+    subjects = git(store, "log", "--format=%s").splitlines()
+    assert subjects[:5] == [
+        f"Import nanobot memory from nanobot-home (part {n})" for n in (4, 3, 2)
+    ] + ["by hand", "Import nanobot memory from nanobot-home (part 1)"]
+    stored = mm.load_memory(calls[1])
+    assert stored is not None and stored.interactions[0].id == "by-hand"

@@ -339,11 +339,11 @@ def _flat_batches(
     part = 1 if limit is not None else None
     for _attempt in range(MAX_REBUILDS):
         before = result.model_copy(deep=True)
-        counted = _Counted(remaining)
+        tally = _Tally()
         try:
             more = _one_batch(
                 mm,
-                counted,
+                _tallied(remaining, tally),
                 result,
                 subject if part is None else f"{subject} (part {part})",
                 source,
@@ -358,24 +358,23 @@ def _flat_batches(
                 setattr(result, name, getattr(before, name))
             remaining = itertools.islice(iter(reread()), taken, None)
             continue
-        taken += counted.count
+        taken += tally.taken
         if not more:
             return
         part = (part or 1) + 1
     raise ConflictError(f"{subject}: the branch kept moving under the import; nothing more written")
 
 
-class _Counted(Iterator[Session]):
-    """The sessions of an iterator, counting those taken."""
+@dataclass
+class _Tally:
+    taken: int = 0
 
-    def __init__(self, sessions: Iterator[Session]) -> None:
-        self.sessions = sessions
-        self.count = 0
 
-    def __next__(self) -> Session:
-        session = next(self.sessions)
-        self.count += 1
-        return session
+def _tallied(sessions: Iterator[Session], tally: _Tally) -> Iterator[Session]:
+    """The sessions of ``sessions``, counting in ``tally`` those taken."""
+    for session in sessions:
+        tally.taken += 1
+        yield session
 
 
 def _one_batch(
