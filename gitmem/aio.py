@@ -139,11 +139,16 @@ class AsyncBatch:
     """What ``amm.batch(...)`` returns: ``async with`` it to group writes into one commit."""
 
     def __init__(
-        self, amm: AsyncMemoryManager, message: str, trailers: Mapping[str, str] | None = None
+        self,
+        amm: AsyncMemoryManager,
+        message: str,
+        trailers: Mapping[str, str] | None = None,
+        flat: bool = False,
     ) -> None:
         self._amm = amm
         self._message = message
         self._trailers = trailers
+        self._flat = flat
         self._pool: ThreadPoolExecutor | None = None
         self._cm: AbstractContextManager[BatchResult] | None = None
         self._token: contextvars.Token[tuple[MemoryManager, ThreadPoolExecutor] | None] | None
@@ -155,7 +160,7 @@ class AsyncBatch:
         self._amm._refuse_loop_batch()
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(1, thread_name_prefix="gitmem-batch")
-        cm = self._amm.manager.batch(self._message, trailers=self._trailers)
+        cm = self._amm.manager.batch(self._message, trailers=self._trailers, flat=self._flat)
         try:
             result = await loop.run_in_executor(pool, cm.__enter__)
         except BaseException:
@@ -251,14 +256,18 @@ class AsyncMemoryManager:
         await self.close()
 
     def batch(
-        self, message: str = "Batch of memory changes", *, trailers: Mapping[str, str] | None = None
+        self,
+        message: str = "Batch of memory changes",
+        *,
+        trailers: Mapping[str, str] | None = None,
+        flat: bool = False,
     ) -> AsyncBatch:
         """Group every write made inside ``async with amm.batch(...) as b`` into one commit
-        (with ``trailers`` added to gitmem's own).
+        (with ``trailers`` added to gitmem's own; ``flat`` as for ``MemoryManager.batch``).
 
         ``b.commit`` is set when the block ends; an exception drops all its changes.
         """
-        return AsyncBatch(self, message, trailers)
+        return AsyncBatch(self, message, trailers, flat)
 
     def acting_as(self, agent: str) -> AbstractContextManager[None]:
         """Within the ``with`` block (and the tasks it starts), every call writes as ``agent``:

@@ -48,7 +48,7 @@ from gitmem.models import (
 from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Repository
-from gitmem.store.transaction import Identity, Transaction
+from gitmem.store.transaction import Identity, Transaction, content
 from gitmem.text import one_line
 
 
@@ -56,6 +56,9 @@ from gitmem.text import one_line
 class _Batch:
     txn: Transaction
     message: str
+    # flat: files go into the object database as they are written and no session is kept
+    # (see SessionStore.batch)
+    flat: bool = False
     sessions: dict[str, Session] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
@@ -315,7 +318,7 @@ class SessionStore:
             if number is not None:
                 files.pop(path, None)
                 if data is not None:
-                    out.append((number, path, parse_bytes(data, path)))
+                    out.append((number, path, parse_bytes(content(data), path)))
         out += [(n, path, self.parse_blob(path, blob)) for path, (n, blob) in files.items()]
         return [(path, session) for _n, path, session in sorted(out, key=lambda x: x[0])]
 
@@ -466,18 +469,27 @@ class SessionStore:
 
     @contextlib.contextmanager
     def batch(
-        self, message: str = "Batch of memory changes", *, trailers: Mapping[str, str] | None = None
+        self,
+        message: str = "Batch of memory changes",
+        *,
+        trailers: Mapping[str, str] | None = None,
+        flat: bool = False,
     ) -> Iterator[BatchResult]:
         """Group every write inside the block into one commit (e.g. an import), with
         ``trailers`` added to gitmem's own (e.g. ``Gitmem-Source``).
 
         The write lock is held for the whole block; an exception drops all its changes.
+        ``flat``: each file written goes into the object database at once and the batch
+        keeps only its name, so memory stays flat however much it writes (an import); a
+        person's commit to the same files meanwhile then raises BranchMoved when the block
+        ends (nothing written) for the caller to run it again, where a batch that keeps its
+        changes makes them again on top of that commit.
         """
         if self.in_batch():
             raise ValidationError("batches do not nest")
         result = BatchResult()
         with self.repo.transaction(f"the batch {message!r}") as txn:
-            current = _Batch(txn, message)
+            current = _Batch(txn, message, flat)
             self.local.batch = current
             try:
                 yield result
@@ -491,8 +503,11 @@ class SessionStore:
                 result.commit = txn.commit(message, trailers=all_trailers)
                 self._names.advance(base, result.commit, names)
 
-            # a person's commit to the same files: the changes are made again on top of it
-            txn.rebuilding(commit, again=lambda: self._replay(current))
+            if flat:
+                commit()
+            else:
+                # a person's commit to the same files: the changes are made again on top of it
+                txn.rebuilding(commit, again=lambda: self._replay(current))
 
     def _replay(self, batch: _Batch) -> None:
         """Make a batch's changes again from the branch's new tip (the transaction has
@@ -591,6 +606,8 @@ class SessionStore:
         """Make one change. ``hot``: ``change`` only appends turns, so it is given the
         session's file without its parts (a save then costs the same at any size)."""
         current = self._current(txn, batch, path)
+        flat = batch is not None and batch.flat
+        write = txn.write_now if flat else txn.write  # flat: into the object database now
         parts, frozen = self._parts_for(txn, session_id, current, hot)
         before = current
         if parts and current is not None:
@@ -610,21 +627,26 @@ class SessionStore:
                 kept = frozen[0]
             else:
                 updated, kept = self._unfrozen(txn, parts, updated)
-            updated = self._roll_over(txn, session_id, kept, updated)
-            data = render(updated).encode("utf-8")
-            txn.write(path, data)
-            # the next save to this session starts from here without parsing the file again
-            self.cache_session(path, object_id("blob", data), updated)
+            updated = self._roll_over(txn, session_id, kept, updated, flat)
+            data = render(updated, remember=not flat).encode("utf-8")
+            write(path, data)
+            if not flat:
+                # the next save to this session starts from here without parsing it again
+                self.cache_session(path, object_id("blob", data), updated)
         if batch is not None:
-            if updated is not None:
-                batch.sessions[path] = updated
             batch.touched.append(session_id)
             batch.ops.append(op)
-            batch.done.append((session_id, path, change, op))
+            if not flat:  # a flat batch keeps no session: it reads its files again
+                if updated is not None:
+                    batch.sessions[path] = updated
+                batch.done.append((session_id, path, change, op))
 
     def _current(self, txn: Transaction, batch: _Batch | None, path: str) -> Session | None:
         """The session's file as the change starts from: the batch's, a hand edit, HEAD's."""
         current = batch.sessions.get(path) if batch is not None else None
+        if current is None and batch is not None and batch.flat and path in txn.pending:
+            data = txn.read(path)
+            return None if data is None else parse_bytes(data, path)
         if current is None:
             current = self.adopt_hand_edit(txn, path)
         if current is None:
@@ -683,10 +705,17 @@ class SessionStore:
         return updated, []
 
     def _roll_over(
-        self, txn: Transaction, session_id: str, parts: list[str], hot: Session
+        self,
+        txn: Transaction,
+        session_id: str,
+        parts: list[str],
+        hot: Session,
+        flat: bool,
     ) -> Session:
         """``hot`` with its oldest turns moved into new part files while it holds more than
-        ``part_turns`` turns (in the same commit: splitting a huge session is one commit)."""
+        ``part_turns`` turns (in the same commit: splitting a huge session is one commit);
+        ``flat``: written as a flat batch writes (see :meth:`batch`)."""
+        write = txn.write_now if flat else txn.write
         size = max(1, self.part_turns)
         turns = hot.interactions
         if len(turns) <= size:
@@ -696,7 +725,8 @@ class SessionStore:
             number += 1
             chunk, turns = turns[:size], turns[size:]
             part = part_session(hot, chunk)
-            txn.write(part_path(session_id, number, self.namespace), render(part).encode("utf-8"))
+            data = render(part, remember=not flat).encode("utf-8")
+            write(part_path(session_id, number, self.namespace), data)
         return hot.model_copy(update={"interactions": turns})
 
     def adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timezone
 from types import MappingProxyType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,6 +20,8 @@ from gitmem.errors import ValidationError as GitmemValidationError
 # what model constructors raise; other modules catch it through this name so that pydantic
 # stays imported by this module only
 ModelValidationError = ValidationError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def describe_errors(exc: ValidationError) -> str:
@@ -152,6 +154,10 @@ def now() -> datetime:
     return datetime.now(UTC).astimezone().replace(microsecond=0)
 
 
+# frozen models' attributes are set this way (as pydantic does itself)
+_set_attribute = object.__setattr__
+
+
 class _Model(BaseModel):
     # frozen: sessions handed out by load_memory are shared with the parse cache.
     # defer_build: a model's validator is built on first use, so a start that needs few of
@@ -161,6 +167,22 @@ class _Model(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form (what ``--json`` prints): datetimes as ISO strings."""
         return self.model_dump(mode="json")
+
+
+def built(model: type[M], fields: dict[str, Any]) -> M:
+    """A ``model`` made from ``fields`` (every field, by name) without validating them: for
+    values built valid (an importer's fixed speaker names, hashed ids, aware timestamps).
+    What ``model_construct`` makes, at a third of its cost."""
+    if len(fields) != len(model.__pydantic_fields__):
+        raise TypeError(
+            f"{model.__name__}: give every field ({', '.join(model.__pydantic_fields__)})"
+        )
+    made = model.__new__(model)
+    _set_attribute(made, "__dict__", fields)
+    _set_attribute(made, "__pydantic_fields_set__", set(fields))
+    _set_attribute(made, "__pydantic_extra__", None)
+    _set_attribute(made, "__pydantic_private__", None)
+    return made
 
 
 class Result(_Model):

@@ -15,6 +15,7 @@ from mistune.block_parser import BlockParser
 from mistune.core import BlockState
 
 from gitmem.errors import ParseError
+from gitmem.format.labels import _UNSAFE, ESCAPED, _maybe_escape, unescape
 from gitmem.format.parse import parse, parse_bytes, parse_lenient
 from gitmem.format.render import render
 from gitmem.format.spans import SpanParser, SpanState
@@ -352,3 +353,12 @@ def _spans(parser: BlockParser, text: str) -> list[tuple[str, list[int]]]:
 def test_fast_quote_extent_matches_mistune(text: str) -> None:
     text += "\n"
     assert _spans(SpanParser(), text) == _spans(_MistuneQuotes(), text)
+
+
+def test_every_unsafe_character_is_escaped_beside_tabs_and_line_breaks() -> None:
+    for ch in sorted(_UNSAFE):
+        for text in (f"a{ch}b", f"a\n\t{ch}", f"{ch}\u00e9 x\ny"):
+            flag, written = _maybe_escape(text)
+            assert flag == ESCAPED and ch not in written and unescape(written) == text
+    for text in ("plain", "tab\tand\nbreak", "\u00a0nbsp \u200b zero width \U0001f600"):
+        assert _maybe_escape(text) == ("", text)

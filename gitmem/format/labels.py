@@ -70,6 +70,10 @@ _UNSAFE = frozenset(
 
 def _maybe_escape(text: str) -> tuple[str, str]:
     """(label flag, text to write): text is escaped only if it has to be."""
+    # every unsafe character is unprintable: a printable text (tabs and line breaks aside,
+    # both safe) is checked by one fast scan rather than a set lookup per character
+    if text.isprintable() or text.replace("\n", " ").replace("\t", " ").isprintable():
+        return "", text
     if _UNSAFE.isdisjoint(text):
         return "", text
     return ESCAPED, "".join(

@@ -23,17 +23,21 @@ _lock = threading.Lock()
 _bodies: OrderedDict[int, tuple[list[Interaction], str]] = OrderedDict()
 
 
-def render(session: Session) -> str:
+def render(session: Session, *, remember: bool = True) -> str:
     """Render a session as Markdown, deterministically.
 
     Args:
         session: The session to write; labels follow ``session.language``.
+        remember: keep the turns' text for the next render (False for a session that is
+            rendered once, e.g. by an import: the cache would only hold memory).
 
     Returns:
         The file text (LF line endings, ending in one newline). ``parse`` of it gives back an
         equal ``Session``, and the same session always renders to the same text.
     """
-    parts = [head(session), _conversation(session.interactions), tail(session)]
+    turns = session.interactions
+    body = _conversation(turns) if remember else "".join(map(_turn_text, turns))
+    parts = [head(session), body, tail(session)]
     parts = [part for part in parts if part]
     last = parts[-1]
     while last.endswith("\n\n"):  # no blank lines at the end (every part has a text line)

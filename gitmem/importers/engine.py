@@ -19,6 +19,7 @@ stays inside the store and two keys never share a session.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import stat
 import unicodedata
@@ -29,11 +30,12 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from gitmem.errors import GitmemError, ValidationError
+from gitmem.errors import BranchMoved, ConflictError, GitmemError, ValidationError
 from gitmem.format.paths import MAX_NAME_BYTES, encode_id, portability_problem
 from gitmem.guard.secrets import redact
 from gitmem.manager import MemoryManager
 from gitmem.models import Interaction, Result, Session, Summary
+from gitmem.store.transaction import MAX_REBUILDS
 
 # a session id longer than this (in characters) is shortened with a hash
 MAX_ID_CHARS = 120
@@ -305,26 +307,74 @@ def run_import(
     (``Gitmem-Import-Part: n``), so memory stays flat however big the input.
     """
     result = ImportResult(source=source, dry_run=dry_run, warnings=list(warnings))
-    if reread is None or size <= part_size:
+    if reread is None:  # read once only: the batch keeps its changes to make them again
         _one_batch(mm, iter(sessions), result, subject, source, dry_run, progress, None)
+        return result
+    if size <= part_size:
+        _flat_batches(mm, sessions, reread, result, subject, source, dry_run, progress, None)
         return result
     for _session in reread():
         pass  # the whole input is read once first: an error in it writes nothing
-    remaining = iter(reread())
-    part = 1
-    while _one_batch(
-        mm,
-        remaining,
-        result,
-        f"{subject} (part {part})",
-        source,
-        dry_run,
-        progress,
-        part_size,
-        part,
-    ):
-        part += 1
+    _flat_batches(mm, reread(), reread, result, subject, source, dry_run, progress, part_size)
     return result
+
+
+def _flat_batches(
+    mm: MemoryManager,
+    sessions: Iterable[Session],
+    reread: Callable[[], Iterable[Session]],
+    result: ImportResult,
+    subject: str,
+    source: str,
+    dry_run: bool,
+    progress: Callable[[ImportResult], None] | None,
+    limit: int | None,
+) -> None:
+    """Commit ``sessions`` in flat batches (one, or parts of about ``limit`` characters):
+    files go into the object database as they are rendered and no session is kept, so
+    memory stays flat. A person's commit to the same files during a batch writes nothing
+    of it: that batch is read from ``reread`` and merged again on top of their commit."""
+    remaining = iter(sessions)
+    taken = 0  # sessions merged into the batches committed so far
+    part = 1 if limit is not None else None
+    for _attempt in range(MAX_REBUILDS):
+        before = result.model_copy(deep=True)
+        tally = _Tally()
+        try:
+            more = _one_batch(
+                mm,
+                _tallied(remaining, tally),
+                result,
+                subject if part is None else f"{subject} (part {part})",
+                source,
+                dry_run,
+                progress,
+                limit,
+                part,
+                flat=True,
+            )
+        except BranchMoved:
+            for name in type(result).model_fields:
+                setattr(result, name, getattr(before, name))
+            remaining = itertools.islice(iter(reread()), taken, None)
+            continue
+        taken += tally.taken
+        if not more:
+            return
+        part = (part or 1) + 1
+    raise ConflictError(f"{subject}: the branch kept moving under the import; nothing more written")
+
+
+@dataclass
+class _Tally:
+    taken: int = 0
+
+
+def _tallied(sessions: Iterator[Session], tally: _Tally) -> Iterator[Session]:
+    """The sessions of ``sessions``, counting in ``tally`` those taken."""
+    for session in sessions:
+        tally.taken += 1
+        yield session
 
 
 def _one_batch(
@@ -337,6 +387,8 @@ def _one_batch(
     progress: Callable[[ImportResult], None] | None,
     limit: int | None,
     part: int | None = None,
+    *,
+    flat: bool = False,
 ) -> bool:
     """Merge sessions from ``sessions`` into one commit; with ``limit``, stop after about
     that many characters of messages and return True when more are left."""
@@ -345,7 +397,7 @@ def _one_batch(
         trailers["Gitmem-Import-Part"] = str(part)
     size, more = 0, False
     try:
-        with mm.batch(subject, trailers=trailers) as done:
+        with mm.batch(subject, trailers=trailers, flat=flat) as done:
             base = mm.head()  # the batch holds the write lock: the branch stays here
             for imported in sessions:
                 _merge_one(mm, imported, result, base)

@@ -66,7 +66,7 @@ from gitmem.importers.nanobot_memory import (
     memory_session,
 )
 from gitmem.manager import MemoryManager
-from gitmem.models import Interaction, Message, Session, Summary
+from gitmem.models import Interaction, Message, Session, Summary, as_aware, built
 
 Tools = Literal["summary", "full"]
 
@@ -305,7 +305,8 @@ def _messages(record: dict[str, Any], tools: Tools, where: str) -> list[Message]
 
 
 def _message(speaker: str, content: str) -> Message:
-    return Message(speaker=speaker, content=content)
+    # trusted: the speaker is one of four fixed names and any text is a valid content
+    return built(Message, {"speaker": speaker, "content": content})
 
 
 def _content(value: object, where: str) -> str:
@@ -374,7 +375,9 @@ def _session(
             parts.append("again")
             iid = stable_id("nb", *parts)
         seen.add(iid)
-        interactions.append(Interaction(id=iid, timestamp=turn.when, messages=turn.messages))
+        # trusted: the id is a hash (a valid id), the messages were built valid
+        turn_fields = {"id": iid, "timestamp": as_aware(turn.when), "messages": turn.messages}
+        interactions.append(built(Interaction, turn_fields))
     times = [t.when for t in turns]
     created = (
         clock(head["created_at"], where) if head.get("created_at") else min(times, default=None)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +62,28 @@ CommitGuard = Callable[[str, Identity], tuple[str, Identity]]
 FileChange = tuple[str | None, str | None]
 
 
+@dataclass(frozen=True)
+class WrittenFile:
+    """A file's new content already in the object database (``blob``) and in a temp file
+    ready to go into place (``tmp``): what a transaction of many files keeps instead of
+    their bytes, so that its memory stays flat (see :meth:`Transaction.write_now`)."""
+
+    blob: str
+    tmp: Path
+
+    def data(self) -> bytes:
+        return self.tmp.read_bytes()
+
+
+# a pending change of one file: its content, the content written already, None to delete
+Pending = bytes | WrittenFile | None
+
+
+def content(change: bytes | WrittenFile) -> bytes:
+    """The bytes of a pending change that writes a file."""
+    return change.data() if isinstance(change, WrittenFile) else change
+
+
 @dataclass
 class Transaction:
     """Reads and writes under the store's write lock; ``commit`` makes one commit.
@@ -78,7 +100,7 @@ class Transaction:
     lock: WriteLock
     authors: Authors
     guard: CommitGuard | None = None
-    pending: dict[str, bytes | None] = field(default_factory=dict)
+    pending: dict[str, Pending] = field(default_factory=dict)
     # secrets replaced in this commit's content, by kind: recorded as a trailer
     redacted: dict[str, int] = field(default_factory=dict)
     # the commit this transaction's reads come from; only a person's git command can move
@@ -126,7 +148,8 @@ class Transaction:
     def read(self, path: str) -> bytes | None:
         """Content of ``path`` as this transaction sees it (pending changes, then HEAD)."""
         if path in self.pending:
-            return self.pending[path]
+            change = self.pending[path]
+            return None if change is None else content(change)
         head = self.head()
         found = self.objects.entry(path, head) if head else None
         return None if found is None else self.objects.blob(found[1])
@@ -146,6 +169,15 @@ class Transaction:
 
     def write(self, path: str, data: bytes) -> None:
         self.pending[path] = data
+
+    def write_now(self, path: str, data: bytes) -> None:
+        """:meth:`write`, with the blob written into the object database and the working
+        file's temp file made now: the transaction keeps their names, not ``data`` (a batch
+        of a whole import stays flat). An object not committed in the end is garbage that
+        ``git gc`` prunes; the temp file goes when the transaction ends."""
+        self.worktree.safe_target(path)
+        blob = self.objects.write_object("blob", data)
+        self.pending[path] = WrittenFile(blob, self.worktree.prepare_one(data))
 
     def delete(self, path: str) -> None:
         self.pending[path] = None
@@ -186,7 +218,7 @@ class Transaction:
 
     def commit_changes(
         self,
-        changes: dict[str, bytes | None],
+        changes: Mapping[str, Pending],
         message: str,
         *,
         base: str | None,
@@ -212,13 +244,17 @@ class Transaction:
             self.worktree.safe_target(path)
             if data is None:
                 blob_ids[path], hex_ids[path] = None, None
+            elif isinstance(data, WrittenFile):  # in the object database already
+                blob_ids[path], hex_ids[path] = bytes.fromhex(data.blob), data.blob
             else:
                 hexsha = self.objects.stage_blob(data)
                 blob_ids[path], hex_ids[path] = bytes.fromhex(hexsha), hexsha
         message, author = self.guarded(message, identity)
         sig = signature(author, when)
         subject = message.split("\n", 1)[0]
-        prepared = self.worktree.prepare(changes)
+        prepared = self.worktree.prepare(
+            {p: d.tmp if isinstance(d, WrittenFile) else d for p, d in changes.items()}
+        )
         for _attempt in range(MAX_REBUILDS):
             old = self.refs.read(ref)
             if old != base:
@@ -240,7 +276,7 @@ class Transaction:
                 break
             # the branch moved between reading it and the swap: look again
             for data in changes.values():
-                if data is not None:
+                if isinstance(data, bytes):
                     self.objects.stage("blob", data)
         else:
             raise ConflictError(
@@ -250,7 +286,7 @@ class Transaction:
         return commit
 
     def _check_moved(
-        self, ref: str, base: str | None, tip: str | None, changes: dict[str, bytes | None]
+        self, ref: str, base: str | None, tip: str | None, changes: Mapping[str, Pending]
     ) -> None:
         """Raise BranchMoved if the commits from ``base`` to ``tip`` touched ``changes``."""
         if tip is None:

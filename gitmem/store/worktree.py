@@ -12,7 +12,7 @@ import ctypes
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from gitmem.errors import Diagnostic, NotRegularFile, ParseError, RepositoryError
@@ -108,8 +108,9 @@ class WorkTree:
         for name, tmp in self.prepare({path: data}).items():
             self.place(name, tmp)
 
-    def prepare(self, changes: dict[str, bytes | None]) -> dict[str, Path | None]:
-        """Write each file's new content to a durable temp file (None: to be deleted).
+    def prepare(self, changes: Mapping[str, bytes | Path | None]) -> dict[str, Path | None]:
+        """Write each file's new content to a durable temp file (None: to be deleted; a
+        Path: a temp file :meth:`prepare_one` made, made durable here).
 
         Done before the branch moves, so that a full disk fails the save, not the files
         after it. Many files (a batch) are made durable by one ``sync`` instead of one
@@ -119,8 +120,9 @@ class WorkTree:
         prepared: dict[str, Path | None] = {}
         for path, data in changes.items():
             target = self.safe_target(path)
-            if data is None:
-                prepared[path] = None
+            if data is None or isinstance(data, Path):
+                prepared[path] = data
+                many = many or data is not None
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.temps.new()
@@ -133,6 +135,13 @@ class WorkTree:
         if many:
             os.sync()
         return prepared
+
+    def prepare_one(self, data: bytes) -> Path:
+        """A temp file holding ``data``, not yet durable (:meth:`prepare` makes it so)."""
+        tmp = self.temps.new()
+        with naming(tmp), open(tmp, "wb") as handle:
+            handle.write(data)
+        return tmp
 
     def place(self, path: str, tmp: Path | None) -> None:
         target = self.safe_target(path)
