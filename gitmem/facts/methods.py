@@ -13,18 +13,17 @@ written over (ParseError with ``path:line``).
 
 from __future__ import annotations
 
-import heapq
-import math
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from operator import attrgetter
 from typing import Any
 
 from gitmem.core import SessionStore
 from gitmem.errors import FactNotFound, ParseError, ValidationError
+from gitmem.facts.factindex import PINNED_TAG, FactIndex, WeighedFact
 from gitmem.facts.rowcache import FactRowsCache
+from gitmem.facts.shape import FactShape
 from gitmem.format.facts import (
     DEFAULT_SECTION,
     Fact,
@@ -45,9 +44,7 @@ from gitmem.guard.redact import redact_fact, redact_sections
 from gitmem.models import as_when
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.transaction import Transaction
-from gitmem.text import one_line, terms
-
-_ID, _TEXT = attrgetter("id"), attrgetter("text")
+from gitmem.text import one_line
 
 MAX_FACT_BYTES = 8192
 # a memory file this long (~1,000 facts) keeps its cut lines on disk for a new process
@@ -55,22 +52,6 @@ ROWS_CACHED_ABOVE = 100_000  # a fact is a sentence or two; a document belongs i
 MERGE_ATTRIBUTE = b"memory/*.md merge=gitmem text eol=lf\n"
 
 SourceLike = tuple[str, str | None] | str | FactSource
-
-# the tag of a fact that comes first in every context
-PINNED_TAG = "pinned"
-
-
-@dataclass(frozen=True)
-class WeighedFact:
-    """A current fact weighed for a context: its score for the query (0: no match), the
-    query's terms it shares, and whether it is pinned or learned from the session at hand."""
-
-    fact_id: str
-    text: str
-    score: float
-    matched: tuple[str, ...] = ()
-    pinned: bool = False
-    from_session: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,164 +80,6 @@ class FactBlame:
             "when": self.when.isoformat(),
             "subject": self.subject,
         }
-
-
-class _FactIndex:
-    """Terms of every fact of one version of the file, for ``facts(query=...)``."""
-
-    def __init__(
-        self, facts: Sequence[Fact], seen: dict[str, frozenset[str]] | None = None
-    ) -> None:
-        """``seen`` maps a fact's words to their terms (kept by the manager across versions,
-        so the index of a file one change away analyses only the changed facts)."""
-        self.facts = facts
-        self.live: list[int] | None = None  # positions of the current facts
-        self.alive: frozenset[int] = frozenset()
-        self.pinned: list[int] = []  # of the current facts
-        self.by_session: dict[str, list[int]] = {}  # of the current facts, by source
-        self.postings: dict[str, list[int]] = {}
-        known = {} if seen is None else seen
-        if len(known) > 2 * len(facts) + 1024:
-            known.clear()
-        for at, fact in enumerate(facts):
-            words = f"{fact.text} {' '.join(fact.tags)} {fact.section}"
-            found = known.get(words)
-            if found is None:
-                found = known[words] = frozenset(terms(words))
-            for term in found:
-                self.postings.setdefault(term, []).append(at)
-
-    def rank(self, query: str) -> list[tuple[float, Fact]]:
-        scores: dict[int, float] = {}
-        total = len(self.facts) or 1
-        for term in set(terms(query)):
-            hits = self.postings.get(term, ())
-            weight = math.log(1 + total / len(hits)) if hits else 0.0
-            for at in hits:
-                scores[at] = scores.get(at, 0.0) + weight
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [(score, self.facts[at]) for at, score in ranked if score > 0]
-
-    def _current(self) -> None:
-        """The positions of the current facts, the pinned ones and each session's (once
-        per file version)."""
-        if self.live is not None:
-            return
-        self.live = [at for at, fact in enumerate(self.facts) if fact.current()]
-        self.alive = frozenset(self.live)
-        for at in self.live:
-            fact = self.facts[at]
-            if PINNED_TAG in fact.tags:
-                self.pinned.append(at)
-            for session in dict.fromkeys(s.session for s in fact.sources):
-                self.by_session.setdefault(session, []).append(at)
-
-    def _matches(self, query: str) -> dict[int, tuple[float, list[str]]]:
-        """Each current fact that shares a term with ``query``: its score (the terms' idf,
-        as search weighs a fact) and those terms."""
-        self._current()
-        found: dict[int, tuple[float, list[str]]] = {}
-        total = len(self.facts) or 1
-        for term in sorted(set(terms(query))):
-            hits = self.postings.get(term, ())
-            weight = math.log(1 + total / len(hits)) if hits else 0.0
-            for at in hits:
-                if at in self.alive:
-                    score, shared = found.get(at, (0.0, []))
-                    found[at] = (score + weight, [*shared, term])
-        return found
-
-    def candidates(self, query: str, limit: int) -> list[tuple[str, str, float]]:
-        """Current facts (id, text, score): the query's matches best first, then the others
-        in file order with score 0; at most ``limit``."""
-        scores = {at: score for at, (score, _) in self._matches(query).items()}
-        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], kv[0]))
-        out = [(self.facts[at].id, self.facts[at].text, score) for at, score in best]
-        for at in self.live or ():
-            if len(out) >= limit:
-                break
-            if at not in scores:
-                out.append((self.facts[at].id, self.facts[at].text, 0.0))
-        return out
-
-    def weigh(self, query: str, session_id: str, limit: int) -> tuple[list[WeighedFact], bool]:
-        """At most ``limit`` current facts, those that matter first: the pinned ones, the
-        query's matches best first, then the others learned from ``session_id`` (newest
-        first), then the rest in file order (score 0, to say why they stay out). And
-        whether that is every current fact."""
-        found = self._matches(query)
-        best = heapq.nsmallest(limit, found.items(), key=lambda kv: (-kv[1][0], kv[0]))
-        session = self.by_session.get(session_id, []) if session_id else []
-        pinned = sorted(self.pinned, key=lambda at: (-found.get(at, (0.0,))[0], at))
-        order = dict.fromkeys([*pinned, *(at for at, _ in best), *reversed(session)])
-        for at in self.live or ():  # the others, only as many as there is room for
-            if len(order) >= limit:
-                break
-            order.setdefault(at)
-        mine = frozenset(session)
-        out = []
-        for at in list(order)[:limit]:
-            fact = self.facts[at]
-            score, shared = found.get(at, (0.0, []))
-            out.append(
-                WeighedFact(
-                    fact.id,
-                    fact.text,
-                    score,
-                    tuple(shared),
-                    pinned=PINNED_TAG in fact.tags,
-                    from_session=at in mine,
-                )
-            )
-        return out, len(out) == len(self.live or ())
-
-
-class _FactShape:
-    """What ``remember`` asks of one version of the file, kept so that adding a fact to a
-    large file does not scan every fact: the texts, the ids taken, and where each section's
-    facts end (the file's facts are grouped by section in the order of its sections, as
-    ``MemoryFile.with_facts`` keeps them; ``ends`` is None for a file that is not)."""
-
-    def __init__(self, texts: set[str], ids: set[str], ends: dict[str, int] | None) -> None:
-        self.texts = texts
-        self.ids = ids
-        self.ends = ends
-
-    @classmethod
-    def of(cls, memory: MemoryFile) -> _FactShape:
-        """The shape of ``memory`` (one pass over its facts)."""
-        ends: dict[str, int] = {}
-        rank = {name: at for at, name in enumerate(memory.sections)}
-        last, grouped = -1, True
-        for at, fact in enumerate(memory.facts):
-            place = rank.get(fact.section, -1)
-            if place < last or place < 0:
-                grouped = False  # not as with_facts groups them: with_facts places a fact
-                break
-            ends[fact.section], last = at + 1, place
-        texts, ids = set(map(_TEXT, memory.facts)), set(map(_ID, memory.facts))
-        return cls(texts, ids, ends if grouped else None)
-
-    def place(self, memory: MemoryFile, fact: Fact) -> tuple[MemoryFile, int] | None:
-        """``memory.with_facts([*memory.facts, fact])`` and where the fact went, without a
-        pass over the facts; None if the file is not grouped. The shape becomes the new
-        file's (the caller moves it there)."""
-        facts, sections = memory.facts, memory.sections
-        at = None if self.ends is None else self.ends.get(fact.section)
-        if self.ends is None or (at is None and fact.section in sections):
-            return None  # (a section without facts yet: with_facts knows its place)
-        if at is None:  # a new section, after the others
-            at = len(facts)
-            sections = (*sections, fact.section)
-        else:
-            self.ends = {name: end + (end >= at) for name, end in self.ends.items()}
-        self.ends[fact.section] = at + 1
-        self.texts.add(fact.text)
-        self.ids.add(fact.id)
-        after = memory.model_copy(
-            update={"facts": (*facts[:at], fact, *facts[at:]), "sections": sections}
-        )
-        return after, at
 
 
 def as_sources(source: SourceLike | Iterable[SourceLike] | None) -> tuple[FactSource, ...]:
@@ -289,14 +112,14 @@ class Facts:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._fact_cache: dict[str, tuple[MemoryFile, _FactIndex | None]] = {}
+        self._fact_cache: dict[str, tuple[MemoryFile, FactIndex | None]] = {}
         self._fact_lock = threading.Lock()
         # each fact's rendered line, by the identity of the (frozen) Fact object it renders
         self._fact_lines: dict[int, tuple[Fact, str]] = {}
         self._fact_terms: dict[str, frozenset[str]] = {}  # words -> terms, for the index
         self._last_render: tuple[MemoryFile, bytes] | None = None  # the version written last
         # the shape of a version of the file, by the identity of its (frozen) MemoryFile
-        self._shapes: dict[int, tuple[MemoryFile, _FactShape]] = {}
+        self._shapes: dict[int, tuple[MemoryFile, FactShape]] = {}
         self.max_fact_bytes = MAX_FACT_BYTES
         self._rows = FactRowsCache(store.repo.state_dir / "facts-rows")
 
@@ -309,7 +132,7 @@ class Facts:
 
     def _memory_blob(
         self, blob_id: str, *, head: bool = True
-    ) -> tuple[MemoryFile, _FactIndex | None]:
+    ) -> tuple[MemoryFile, FactIndex | None]:
         """The parsed file of blob ``blob_id`` (and its index, once made); ``head``: the
         file at the branch's tip, whose cut lines a large file keeps for a new process
         (an older version's would only take their place)."""
@@ -340,7 +163,7 @@ class Facts:
 
     def _cache_memory(
         self, blob_id: str, memory: MemoryFile
-    ) -> tuple[MemoryFile, _FactIndex | None]:
+    ) -> tuple[MemoryFile, FactIndex | None]:
         found = (memory, None)
         with self._fact_lock:
             if len(self._fact_cache) > 32:
@@ -348,17 +171,17 @@ class Facts:
             self._fact_cache[blob_id] = found
         return found
 
-    def _shape(self, memory: MemoryFile) -> _FactShape:
+    def _shape(self, memory: MemoryFile) -> FactShape:
         with self._fact_lock:
             found = self._shapes.get(id(memory))
         if found is not None and found[0] is memory:
             return found[1]
-        shape = _FactShape.of(memory)
+        shape = FactShape.of(memory)
         self._keep_shape(memory, shape)
         return shape
 
     def _keep_shape(
-        self, memory: MemoryFile, shape: _FactShape, moved_from: MemoryFile | None = None
+        self, memory: MemoryFile, shape: FactShape, moved_from: MemoryFile | None = None
     ) -> None:
         """Keep ``shape`` for ``memory``; ``moved_from``: the version it was the shape of
         before it changed into this one's (that version's is computed again if needed)."""
@@ -405,14 +228,14 @@ class Facts:
             return MemoryFile()
         return self._memory_blob(found[1], head=commit is None)[0]
 
-    def _fact_index(self, commit: str | None) -> _FactIndex:
+    def _fact_index(self, commit: str | None) -> FactIndex:
         found = self.store.repo.entry(self.facts_path, commit)
         if found is None:
-            return _FactIndex(())
+            return FactIndex(())
         memory, index = self._memory_blob(found[1], head=commit is None)
         if index is None:
             with self._fact_lock:  # the terms cache is shared
-                index = _FactIndex(memory.facts, self._fact_terms)
+                index = FactIndex(memory.facts, self._fact_terms)
                 self._fact_cache[found[1]] = (memory, index)
         return index
 

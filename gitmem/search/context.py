@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from gitmem.facts.methods import WeighedFact
+from gitmem.facts.factindex import WeighedFact
 from gitmem.models import Session
 from gitmem.search.tokens import TokenCounter
 

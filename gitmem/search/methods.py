@@ -17,7 +17,8 @@ from typing import Any
 
 from gitmem.core import SessionFilter, SessionStore
 from gitmem.errors import ParseError, ValidationError
-from gitmem.facts.methods import Facts, WeighedFact
+from gitmem.facts.factindex import WeighedFact
+from gitmem.facts.methods import Facts
 from gitmem.format.paths import session_dir
 from gitmem.models import Hit, SessionInfo, as_when
 from gitmem.search.browse import (
