@@ -19,7 +19,7 @@ IDENTITY = {
 
 # The files whose tests take longest together, longest first (measured with --durations):
 # under `-n auto --dist loadfile` xdist hands out whole files in collection order
-# (pyproject.toml turns off its reordering), so these go out first and none of them is left
+# (pytest_configure turns off its reordering), so these go out first and none of them is left
 # to run alone on one worker at the end; the other files follow by test count, most first.
 LONG_FILES = (
     "test_mcp_v1.py",
@@ -33,6 +33,13 @@ LONG_FILES = (
     "test_facts_format.py",
     "test_import_coders.py",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist would reorder the files by test count: keep the order given below. Set here, not
+    in addopts, so a pytest without xdist (the mcp 1.x venv's) still starts."""
+    if config.pluginmanager.hasplugin("xdist"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
