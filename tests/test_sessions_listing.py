@@ -3,6 +3,7 @@ returns: the same sessions, in the same order, as reading every file of the tree
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,7 @@ def test_session_infos_in_a_new_process_equal_those_of_every_parsed_file(store: 
     fresh = MemoryManager(store)
     from_files = [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
     assert fresh.list_session_infos() == from_files
+    assert gc.isenabled()  # paused while the listings were built, and only then
     assert [i.id for i in fresh.list_session_infos(tags=["b"])] == [
         i.id for i in from_files if "b" in i.tags
     ]
