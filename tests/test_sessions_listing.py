@@ -3,6 +3,7 @@ returns: the same sessions, in the same order, as reading every file of the tree
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,39 @@ def test_a_past_commit_lists_infos_from_its_tree(store: Path) -> None:
     mm.delete_session("s02")
     assert "s02" in [i.id for i in mm.list_session_infos(commit=old)]
     assert "s02" not in [i.id for i in mm.list_session_infos()]
+
+
+def test_session_infos_in_a_new_process_equal_those_of_every_parsed_file(store: Path) -> None:
+    mm = _store(store)
+    mm.search("question")  # the index is built, then read by a store opened afresh
+    mm.close()
+    fresh = MemoryManager(store)
+    from_files = [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
+    assert fresh.list_session_infos() == from_files
+    assert gc.isenabled()  # paused while the listings were built, and only then
+    assert [i.id for i in fresh.list_session_infos(tags=["b"])] == [
+        i.id for i in from_files if "b" in i.tags
+    ]
+    # one save later, the listings kept by content and the changed one read again
+    fresh.save_interaction("s03", "later", "yes", START + timedelta(days=600))
+    from_files = [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
+    assert fresh.list_session_infos() == from_files
+    assert fresh.list_session_infos()[0].id == "s03"
+
+
+def test_session_infos_after_a_pull_list_the_sessions_it_brought(tmp_path: Path) -> None:
+    url = tmp_path / "memory.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(url))
+    a = MemoryManager.clone(url.as_uri(), tmp_path / "a", agent="alice")
+    a.save_interaction("mine", "q", "a", START)
+    a.sync()
+    b = MemoryManager.clone(url.as_uri(), tmp_path / "b", agent="bob")
+    assert [i.id for i in b.list_session_infos()] == ["mine"]
+    a.save_interaction("theirs", "q", "a", START + timedelta(days=1), tags=["far"])
+    a.save_interaction("mine", "more", "ok", START + timedelta(days=2))
+    a.sync()
+    b.pull()
+    infos = b.list_session_infos()
+    assert infos == [SessionInfo.of(s) for s in _listed(b, {}, index=False)]
+    assert [(i.id, i.interactions) for i in infos] == [("mine", 2), ("theirs", 1)]
+    assert [i.id for i in b.list_session_infos(tags=["far"])] == ["theirs"]
