@@ -12,16 +12,15 @@ links between sessions) from the same rows.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import itemgetter
 from typing import Any
 
+from gitmem.format.bulk import collector_paused
 from gitmem.format.paths import PART_MARK
 from gitmem.models import Session, SessionInfo
 from gitmem.search.indexfile import IndexFile
@@ -134,22 +133,6 @@ def _infos(rows: Iterable[Sequence[Any]]) -> list[SessionInfo]:
         )
         for r in rows
     ]
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic collector paused while every listing is built at once: each object
-    made is kept (tuples of strings and dates, no cycle), so the collections that 100,000
-    new objects set off find nothing, and they cost a third of a new process's listing of
-    10,000 sessions. Left alone when it is off already."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 _LISTING_COLUMNS = (
@@ -411,7 +394,7 @@ class SessionTable:
                 )
 
             if not known:  # nothing known yet (a new process): every listing in one read
-                with _collector_paused():
+                with collector_paused():
                     rows = select(self._INFO_COLUMNS)
                     for r, listing in zip(rows, _infos(r[2:] for r in rows), strict=True):
                         known[r[1]] = listing
@@ -479,7 +462,7 @@ class SessionTable:
                 if len(known) + len(missing) > 200_000:
                     known.clear()
             if not known:  # a new process: every listing in one read of the rows
-                with _collector_paused():
+                with collector_paused():
                     rows = self._db.execute(
                         f"SELECT blob, ifnull(last_active, 0), {_LISTING_COLUMNS}"
                         f" FROM sessions{condition}",
