@@ -125,6 +125,10 @@ def _filter(
     )
 
 
+# most recently active first: a key without Python code per listing
+_LISTING_ORDER = operator.attrgetter("last_active", "id")
+
+
 class SessionStore:
     """The sessions of one store (and namespace): reading them at a commit and saving.
 
@@ -462,7 +466,7 @@ class SessionStore:
             else info
             for info in main
         ]
-        found.sort(key=lambda s: (s.last_active, s.id), reverse=True)
+        found.sort(key=_LISTING_ORDER, reverse=True)
         return found
 
     # --- writing -------------------------------------------------------------------------

@@ -3,6 +3,7 @@ returns: the same sessions, in the same order, as reading every file of the tree
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 import gitmem.core
+import gitmem.search.sessionrows
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
 from gitmem.models import Session, SessionInfo
@@ -191,3 +193,40 @@ def test_a_past_commit_lists_infos_from_its_tree(store: Path) -> None:
     mm.delete_session("s02")
     assert "s02" in [i.id for i in mm.list_session_infos(commit=old)]
     assert "s02" not in [i.id for i in mm.list_session_infos()]
+
+
+def test_a_new_process_lists_infos_after_a_pull(store: Path, tmp_path: Path) -> None:
+    mm = _store(store)
+    assert len(mm.list_session_infos()) == 12
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(store), clone.name)
+    mine = MemoryManager(clone, agent="me")
+    before = mine.list_session_infos()
+    mm.save_interaction("pulled", "from afar", "yes", START + timedelta(days=900), tags=["far"])
+    mm.delete_session("s02")
+    git(clone, "pull", "-q", "--no-rebase", "origin", "HEAD")
+    # a new manager knows no listing yet: every row is read and built at once
+    fresh = MemoryManager(clone, agent="me")
+    got = fresh.list_session_infos()
+    assert got == [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
+    assert got[0].id == "pulled" and got[0].tags == ("far",)
+    assert {i.id for i in got} == {i.id for i in before} - {"s02"} | {"pulled"}
+
+
+def test_a_listing_is_built_with_the_collector_paused_and_restored(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm = _store(store)
+    mm.search("question")  # the index is built
+    fresh = MemoryManager(store, agent="tester")
+    seen: list[bool] = []
+    build = gitmem.search.sessionrows._infos
+
+    def watching(rows: Any) -> list[SessionInfo]:
+        seen.append(gc.isenabled())
+        return build(rows)
+
+    monkeypatch.setattr(gitmem.search.sessionrows, "_infos", watching)
+    assert gc.isenabled()
+    assert len(fresh.list_session_infos()) == 12
+    assert seen == [False] and gc.isenabled()

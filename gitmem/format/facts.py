@@ -36,8 +36,6 @@ Rules that make the round trip hold:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
@@ -47,6 +45,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
+from gitmem.format.collector import collector_paused
 from gitmem.format.factlines import (
     ARROW,
     BY_HAND,
@@ -446,29 +445,13 @@ def parse_facts(text: str | bytes, path: str = "memory/MEMORY.md") -> MemoryFile
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
             raise ParseError([Diagnostic(path, line, "not UTF-8 text")]) from None
-    with _collector_paused(len(text) > _PAUSE_COLLECTOR_ABOVE):
+    with collector_paused(len(text) > _PAUSE_COLLECTOR_ABOVE):
         return _MemoryReader(path).read(text)
 
 
 # a file this long (~1,000 facts) is read with the cyclic garbage collector paused
 _PAUSE_COLLECTOR_ABOVE = 100_000
 _PAUSE_COLLECTOR_FACTS = 1_000
-
-
-@contextlib.contextmanager
-def _collector_paused(pause: bool) -> Iterator[None]:
-    """Python's cyclic collector paused while a large file's facts are built: every object
-    made is kept, so the collections that 30,000 new objects set off find nothing, and they
-    cost a third of a 10,000-fact file's first read (they traverse every object a new
-    process has). Left alone when it is off already (another reader, or the program)."""
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class _MemoryReader:
@@ -716,7 +699,7 @@ def memory_of_rows(rows: StrictRows) -> MemoryFile:
     ``fact_fields`` reads them."""
     sources: dict[str, tuple[FactSource, ...]] = {}  # the same few sessions, made once
     facts: list[Fact] = []
-    with _collector_paused(sum(len(found) for _, found in rows) > _PAUSE_COLLECTOR_FACTS):
+    with collector_paused(sum(len(found) for _, found in rows) > _PAUSE_COLLECTOR_FACTS):
         for section, found in rows:
             facts += [_strict_fact(row, section, sources) for row in found]
     return MemoryFile.model_construct(
