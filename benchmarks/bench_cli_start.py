@@ -5,7 +5,8 @@
 Each command runs as a fresh ``python`` process, round robin, ``--runs`` times: ``gitmem
 --version`` (the group and nothing else), ``gitmem save --help`` and ``gitmem capture
 --help`` (a command's module loaded, the store not opened; capture is skipped where the
-CLI has no such command), and the floor every click program pays, ``import click``. Prints
+CLI has no such command), ``gitmem mcp`` refusing a too short token (it exits 1 before
+serving), and the floor every click program pays, ``import click``. Prints
 a Markdown table of medians and p95 (ms) and each median's ratio to the floor's: the
 machine is shared, so compare ratios from one run. ``--importtime`` also prints the ten
 slowest imports of ``gitmem --version`` (``python -X importtime``).
@@ -17,6 +18,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 from functools import partial
 
 from timing import median_p95_ms, timed
@@ -26,6 +28,13 @@ COMMANDS = {
     "gitmem --version": ["-m", "gitmem", "--version"],
     "gitmem save --help": ["-m", "gitmem", "save", "--help"],
     "gitmem capture --help": ["-m", "gitmem", "capture", "--help"],
+}
+STORE = tempfile.gettempdir() + "/gitmem-bench-cli-start-store"  # never created: refused first
+REFUSED = {
+    "gitmem mcp, bind refused": [
+        *("-m", "gitmem", "--repo", STORE, "mcp"),
+        *("--transport", "streamable-http", "--token", "short"),
+    ],
 }
 
 
@@ -39,6 +48,7 @@ def main() -> None:
     parser.add_argument("--importtime", action="store_true")
     args = parser.parse_args()
     commands = {name: argv for name, argv in COMMANDS.items() if _run(argv) == 0}
+    commands |= {name: argv for name, argv in REFUSED.items() if _run(argv) == 1}
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
         for name, argv in commands.items():

@@ -64,6 +64,7 @@ def _forget(index: Any) -> None:
     """Empty the index's caches of listings: as in a new process."""
     index.session_table._infos.clear()
     index.session_table._last_listed = (None, {})
+    index.session_table._last_infos = (None, [], {})
 
 
 def _time_infos(mm: MemoryManager, filters: dict[str, Any], runs: int, *, cold: bool) -> float:

@@ -125,10 +125,6 @@ def _filter(
     )
 
 
-# most recently active first: a key without Python code per listing
-_LISTING_ORDER = operator.attrgetter("last_active", "id")
-
-
 class SessionStore:
     """The sessions of one store (and namespace): reading them at a commit and saving.
 
@@ -171,6 +167,12 @@ class SessionStore:
         # session, from something faster than reading every file: the composition root
         # gives the search index's session rows; None reads the tree
         self.listing: Callable[[SessionFilter], dict[str, tuple[str, SessionInfo]]] | None = None
+        # the listings (most recently active first) of HEAD's sessions that may pass a
+        # filter, and path -> turns of every part file, from the same rows; None: from
+        # ``listing``
+        self.info_listing: (
+            Callable[[SessionFilter], tuple[list[SessionInfo], dict[str, int]]] | None
+        ) = None
         self.part_turns = PART_TURNS
         # session path -> its parts' blob ids and the ids of their turns, for the last few
         # sessions saved to that have parts
@@ -435,7 +437,7 @@ class SessionStore:
         (caught up with the store first), no file parsed. The filters and the order are
         ``list_sessions``'; ``commit`` reads that commit's files instead.
         """
-        if commit is not None or self.listing is None:
+        if commit is not None or self.listing is None or self.info_listing is None:
             return [
                 SessionInfo.of(s)
                 for s in self.list_sessions(
@@ -449,25 +451,21 @@ class SessionStore:
                 )
             ]
         wanted = _filter(tags, participant, project, since, until, metadata)
-        every = wanted == SessionFilter()
-        rows = self.listing(wanted)
+        infos, parts = self.info_listing(wanted)
+        if wanted != SessionFilter():
+            infos = [info for info in infos if wanted.passes(info)]
         part_turns: dict[str, int] = {}  # session id -> the turns its part files hold
-        main: list[SessionInfo] = []
-        for path, (_blob, info) in rows.items():
-            if PART_MARK not in path:
-                # the index holds a row only for a path in the folder its id belongs in
-                if every or wanted.passes(info):
-                    main.append(info)
-            elif (part := part_of(path, self.namespace)) is not None:
-                part_turns[part[0]] = part_turns.get(part[0], 0) + info.interactions
-        found = [
+        for path, turns in parts.items():
+            if (part := part_of(path, self.namespace)) is not None:
+                part_turns[part[0]] = part_turns.get(part[0], 0) + turns
+        if not part_turns:
+            return infos  # in the listing's order already
+        return [
             info._replace(interactions=info.interactions + part_turns[info.id])
             if info.id in part_turns
             else info
-            for info in main
+            for info in infos
         ]
-        found.sort(key=_LISTING_ORDER, reverse=True)
-        return found
 
     # --- writing -------------------------------------------------------------------------
 

@@ -201,6 +201,7 @@ class MemoryManager:
         self._history = History(store)
         self._sync = Sync(store)  # checks the namespace and sets up the merge driver
         store.listing = self._search.listed_sessions  # the index's rows, not every file
+        store.info_listing = self._search.listed_session_infos
         store.before_save[:] = [self._summaries.before_save]
         # summaries first: consolidation then sees the summary the same save wrote
         store.after_save[:] = [self._summaries.after_save, self._consolidation.after_save]

@@ -17,6 +17,50 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "test@example.com",
 }
 
+# The files whose tests take longest together, longest first (measured with --durations):
+# under `-n auto --dist loadfile` xdist hands out whole files in collection order
+# (pytest_configure turns off its reordering), so these go out first and none of them is left
+# to run alone on one worker at the end; the other files follow by test count, most first.
+LONG_FILES = (
+    "test_mcp_v1.py",
+    "test_mcp_http.py",
+    "test_format_roundtrip.py",
+    "test_web_browser.py",
+    "reliability/test_crash_consistency.py",
+    "test_format_turns.py",
+    "test_mcp_tools.py",
+    "reliability/test_fuzz.py",
+    "test_facts_format.py",
+    "test_import_coders.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist would reorder the files by test count: keep the order given below. Set here, not
+    in addopts, so a pytest without xdist (the mcp 1.x venv's) still starts."""
+    if config.pluginmanager.hasplugin("xdist"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, order the files as LONG_FILES says; a file's own tests keep
+    their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    tests = Path(__file__).resolve().parent
+    count: dict[Path, int] = {}
+    first: dict[Path, int] = {}
+    for at, item in enumerate(items):
+        count[item.path] = count.get(item.path, 0) + 1
+        first.setdefault(item.path, at)
+
+    def rank(path: Path) -> tuple[int, int, int]:
+        name = path.relative_to(tests).as_posix()
+        long = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+        return (long, -count[path], first[path])
+
+    items.sort(key=lambda item: rank(item.path))
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(

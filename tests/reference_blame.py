@@ -19,13 +19,19 @@ def blame_every_version(mm: MemoryManager, session_id: str) -> list[BlameEntry]:
     path, part = store.path_of(session_id), store.path_of(session_id, archive=True)
     found, archived = store.repo.entry(path, rev), store.repo.entry(part, rev)
     assert found is not None
-    state: dict[str, str | None] = {path: found[1], part: archived[1] if archived else None}
+    pieces = dict(store.part_files(session_id, rev))  # a huge session's older turns
+    state: dict[str, str | None] = {
+        **pieces,
+        part: archived[1] if archived else None,
+        path: found[1],
+    }
     wanted: dict[str, Any] = history._parts(state, path, strict=True)
     if wanted.get("summary") is None:
         wanted.pop("summary", None)
     alias = {
         **dict.fromkeys(history._both(session_id), path),
         **dict.fromkeys(history._both(session_id, archive=True), part),
+        **{piece: piece for piece in pieces},
     }
     owner: dict[str, LogEntry] = {}
     for entry in store.repo.file_log(list(alias), rev):

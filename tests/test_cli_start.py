@@ -45,6 +45,17 @@ def test_a_command_loads_its_own_module_only() -> None:
     assert not {"gitmem.cli.search", "gitmem.cli.serve", "gitmem.cli.imports"} & loaded
 
 
+@pytest.mark.parametrize(
+    ("command", "extra"), [("mcp", ["--transport", "streamable-http"]), ("web", [])]
+)
+def test_a_refused_bind_is_told_before_the_server_libraries_load(
+    tmp_path: Path, command: str, extra: list[str]
+) -> None:
+    """The tests of the bind policy run many such refusals; a user's typo fails fast too."""
+    loaded = _loaded_by("--repo", str(tmp_path), command, *extra, "--token", "short")
+    assert not {"mcp", "starlette", "uvicorn", "gitmem.mcp.run", "gitmem.web.run"} & loaded
+
+
 def test_the_map_names_the_module_of_every_command() -> None:
     commands = cli.commands
     assert isinstance(commands, CommandsOnFirstUse)

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import gitmem.core
-import gitmem.search.sessionrows
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
 from gitmem.models import Session, SessionInfo
@@ -195,38 +194,37 @@ def test_a_past_commit_lists_infos_from_its_tree(store: Path) -> None:
     assert "s02" not in [i.id for i in mm.list_session_infos()]
 
 
-def test_a_new_process_lists_infos_after_a_pull(store: Path, tmp_path: Path) -> None:
+def test_session_infos_in_a_new_process_equal_those_of_every_parsed_file(store: Path) -> None:
     mm = _store(store)
-    assert len(mm.list_session_infos()) == 12
-    clone = tmp_path / "clone"
-    git(tmp_path, "clone", "-q", str(store), clone.name)
-    mine = MemoryManager(clone, agent="me")
-    before = mine.list_session_infos()
-    mm.save_interaction("pulled", "from afar", "yes", START + timedelta(days=900), tags=["far"])
-    mm.delete_session("s02")
-    git(clone, "pull", "-q", "--no-rebase", "origin", "HEAD")
-    # a new manager knows no listing yet: every row is read and built at once
-    fresh = MemoryManager(clone, agent="me")
-    got = fresh.list_session_infos()
-    assert got == [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
-    assert got[0].id == "pulled" and got[0].tags == ("far",)
-    assert {i.id for i in got} == {i.id for i in before} - {"s02"} | {"pulled"}
+    mm.search("question")  # the index is built, then read by a store opened afresh
+    mm.close()
+    fresh = MemoryManager(store)
+    from_files = [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
+    assert fresh.list_session_infos() == from_files
+    assert gc.isenabled()  # paused while the listings were built, and only then
+    assert [i.id for i in fresh.list_session_infos(tags=["b"])] == [
+        i.id for i in from_files if "b" in i.tags
+    ]
+    # one save later, the listings kept by content and the changed one read again
+    fresh.save_interaction("s03", "later", "yes", START + timedelta(days=600))
+    from_files = [SessionInfo.of(s) for s in _listed(fresh, {}, index=False)]
+    assert fresh.list_session_infos() == from_files
+    assert fresh.list_session_infos()[0].id == "s03"
 
 
-def test_a_listing_is_built_with_the_collector_paused_and_restored(
-    store: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    mm = _store(store)
-    mm.search("question")  # the index is built
-    fresh = MemoryManager(store, agent="tester")
-    seen: list[bool] = []
-    build = gitmem.search.sessionrows._infos
-
-    def watching(rows: Any) -> list[SessionInfo]:
-        seen.append(gc.isenabled())
-        return build(rows)
-
-    monkeypatch.setattr(gitmem.search.sessionrows, "_infos", watching)
-    assert gc.isenabled()
-    assert len(fresh.list_session_infos()) == 12
-    assert seen == [False] and gc.isenabled()
+def test_session_infos_after_a_pull_list_the_sessions_it_brought(tmp_path: Path) -> None:
+    url = tmp_path / "memory.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(url))
+    a = MemoryManager.clone(url.as_uri(), tmp_path / "a", agent="alice")
+    a.save_interaction("mine", "q", "a", START)
+    a.sync()
+    b = MemoryManager.clone(url.as_uri(), tmp_path / "b", agent="bob")
+    assert [i.id for i in b.list_session_infos()] == ["mine"]
+    a.save_interaction("theirs", "q", "a", START + timedelta(days=1), tags=["far"])
+    a.save_interaction("mine", "more", "ok", START + timedelta(days=2))
+    a.sync()
+    b.pull()
+    infos = b.list_session_infos()
+    assert infos == [SessionInfo.of(s) for s in _listed(b, {}, index=False)]
+    assert [(i.id, i.interactions) for i in infos] == [("mine", 2), ("theirs", 1)]
+    assert [i.id for i in b.list_session_infos(tags=["far"])] == ["theirs"]

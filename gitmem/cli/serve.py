@@ -127,6 +127,12 @@ def mcp(
         return
     if not url_path.startswith("/"):
         raise click.BadParameter("give a path starting with '/'", param_hint="--path")
+    # a refused bind creates nothing, not even the --init store, and is told before the
+    # SDK's second of imports
+    if transport != "stdio":
+        check_bind(
+            host, token or next(iter(bound), None), what="gitmem mcp", env="GITMEM_MCP_TOKEN"
+        )
     try:  # imported here: the mcp extra is optional, and every other command starts faster
         from gitmem.mcp.run import RunOptions, check_max_bytes, run
         from gitmem.mcp.server import ServerOptions
@@ -135,10 +141,6 @@ def mcp(
             f"gitmem mcp needs the mcp package ({exc}); install it with "
             "pip install '.[mcp]' in gitmem's checkout"
         ) from None
-    if transport != "stdio":  # a refused bind creates nothing, not even the --init store
-        check_bind(
-            host, token or next(iter(bound), None), what="gitmem mcp", env="GITMEM_MCP_TOKEN"
-        )
     check_max_bytes(transport, max_bytes)
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
@@ -230,6 +232,7 @@ def web(
     pip install '.[web]' in gitmem's checkout.
     """
     path = ctx.repo or find_store(".")
+    check_bind(host, token or None, what="gitmem web", env="GITMEM_WEB_TOKEN")
     try:  # imported here: the web extra is optional, and every other command starts faster
         from gitmem.web.run import WebRunOptions, run
     except ImportError as exc:
@@ -237,7 +240,6 @@ def web(
             f"gitmem web needs starlette, jinja2 and uvicorn ({exc}); install them with "
             "pip install '.[web]' in gitmem's checkout"
         ) from None
-    check_bind(host, token or None, what="gitmem web", env="GITMEM_WEB_TOKEN")
     if init:
         MemoryManager(path, init=True, agent=ctx.agent).close()
     run(

@@ -45,7 +45,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from gitmem.errors import Diagnostic, EscapeError, ParseError
-from gitmem.format.collector import collector_paused
+from gitmem.format.bulk import collector_paused
 from gitmem.format.factlines import (
     ARROW,
     BY_HAND,

@@ -443,7 +443,8 @@ class History:
             if last is None:
                 continue  # only possible for a history cut short by a shallow clone
             result.append(
-                BlameEntry(
+                # from a commit already read: no field to check (nor a validator to build)
+                BlameEntry.model_construct(
                     kind="summary" if key == "summary" else "interaction",
                     interaction_id=None if key == "summary" else key[2:],
                     sha=last.sha,

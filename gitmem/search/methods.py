@@ -525,6 +525,26 @@ class Search:
             )
         )
 
+    def listed_session_infos(
+        self, wanted: SessionFilter
+    ) -> tuple[list[SessionInfo], dict[str, int]]:
+        """The listings of the sessions at HEAD that may pass ``wanted`` (some more: the
+        store checks each), most recently active first, and path -> turns of every part
+        file, from the index's session rows, caught up first."""
+        folder = session_dir(self.store.namespace) + "/"
+        since = None if wanted.since is None else wanted.since.timestamp() - 1
+        until = None if wanted.until is None else wanted.until.timestamp() + 1
+        return self._store_index().run(
+            lambda index: index.session_table.infos(
+                folder,
+                tags=sorted(wanted.tags),
+                participants=() if not wanted.participant else (wanted.participant,),
+                project=wanted.project or None,
+                active_since=since,
+                active_until=until,
+            )
+        )
+
     def link_graph(self, *, commit: str | None = None) -> LinkGraph:
         """Which sessions link to which: the ``links`` of their metadata and the
         ``[[session-id]]`` wiki links in their turns and summaries (kept by the search index,

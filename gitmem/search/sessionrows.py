@@ -17,9 +17,10 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
-from gitmem.format.collector import collector_paused
+from gitmem.format.bulk import collector_paused
 from gitmem.format.paths import PART_MARK
 from gitmem.models import Session, SessionInfo
 from gitmem.search.indexfile import IndexFile
@@ -104,32 +105,40 @@ def _items(value: str) -> tuple[str, ...]:
     return tuple(value[1:-1].split(_SEP)) if len(value) > 2 else ()
 
 
-_new_info = functools.partial(tuple.__new__, SessionInfo)
+def _info(r: Sequence[Any]) -> SessionInfo:
+    """The listing of a row read with ``SessionTable._INFO_COLUMNS``."""
+    return _infos([r[2:]])[0]
 
 
-def _infos(rows: Sequence[Sequence[Any]]) -> list[SessionInfo]:
-    """The listings of rows read with ``SessionTable._INFO_COLUMNS``, built a column at a
-    time by C functions (no Python call per row): a new process lists 10,000 sessions."""
-    if not rows:
-        return []
-    columns = list(zip(*rows, strict=True))
-    extras = [{} if extra == "{}" else json.loads(extra) for extra in columns[9]]
-    languages = ["zh" if language == "zh" else "en" for language in columns[12]]
-    fields = zip(
-        columns[2],
-        map(datetime.fromisoformat, columns[3]),
-        map(datetime.fromisoformat, columns[4]),
-        map(_items, columns[5]),
-        map(_items, columns[6]),
-        columns[7],
-        map(_items, columns[8]),
-        extras,
-        columns[10],
-        columns[11],
-        languages,
-        strict=True,
-    )
-    return list(map(_new_info, fields))
+def _infos(rows: Iterable[Sequence[Any]]) -> list[SessionInfo]:
+    """The listings of rows that start with ``_LISTING_COLUMNS``; the row is trusted (the
+    index wrote it), so each is made as a plain tuple, without a call per row."""
+    parse, new, loads = datetime.fromisoformat, tuple.__new__, json.loads
+    return [
+        new(
+            SessionInfo,
+            (
+                r[0],
+                parse(r[1]),
+                parse(r[2]),
+                _items(r[3]),
+                _items(r[4]),
+                r[5],
+                _items(r[6]),
+                {} if r[7] == "{}" else loads(r[7]),
+                r[8],
+                r[9],
+                "zh" if r[10] == "zh" else "en",
+            ),
+        )
+        for r in rows
+    ]
+
+
+_LISTING_COLUMNS = (
+    "session_id, created_at, active_at, participants, tags, project, links, extra, turns,"
+    " summary_text, language"
+)
 
 
 class SessionTable:
@@ -142,6 +151,7 @@ class SessionTable:
         self._session_cache: tuple[tuple[int, str | None], dict[int, SessionRow]] = ((-1, None), {})
         self._infos: dict[str, SessionInfo] = {}  # blob id -> listing
         self._last_listed: tuple[object, dict[str, tuple[str, SessionInfo]]] = (None, {})
+        self._last_infos: tuple[object, list[SessionInfo], dict[str, int]] = (None, [], {})
 
     # --- writing (inside the search index's write transaction) -------------------------
 
@@ -355,8 +365,7 @@ class SessionTable:
         )
         out: dict[str, tuple[str, SessionInfo]] = {}
         known = self._infos  # a listing is fixed by the file's content: kept by blob
-        # many listings made at once, all kept
-        with self._lock, collector_paused():
+        with self._lock:
             # the same question of the same rows (another process's catch-up moves the
             # commit): the last answer
             stamp = (
@@ -368,29 +377,32 @@ class SessionTable:
             )
             if self._last_listed[0] == stamp:
                 return dict(self._last_listed[1])
-            # nothing known yet (a new process): every listing in one read of the rows
-            columns = self._INFO_COLUMNS if not known else "path, blob"
-            # in the listing's order: sorting it again costs one pass
-            rows = self._db.execute(
-                f"SELECT {columns} FROM sessions{condition}"
-                " ORDER BY last_active DESC, session_id DESC",
-                args,
-            ).fetchall()
-            parts = self._db.execute(
-                f"SELECT {columns} FROM sessions"
-                " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
-                (len(folder), folder, PART_MARK),
-            ).fetchall()
-            if not known:
-                every = [*rows, *parts]
-                infos = _infos(every)
-                blobs = [r[1] for r in every]
-                known.update(zip(blobs, infos, strict=True))
-                out = dict(zip([r[0] for r in every], zip(blobs, infos, strict=True), strict=True))
+
+            def select(columns: str) -> list[Any]:
+                # in the listing's order: sorting it again costs one pass
+                return (
+                    self._db.execute(
+                        f"SELECT {columns} FROM sessions{condition}"
+                        " ORDER BY last_active DESC, session_id DESC",
+                        args,
+                    ).fetchall()
+                    + self._db.execute(
+                        f"SELECT {columns} FROM sessions"
+                        " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
+                        (len(folder), folder, PART_MARK),
+                    ).fetchall()
+                )
+
+            if not known:  # nothing known yet (a new process): every listing in one read
+                with collector_paused():
+                    rows = select(self._INFO_COLUMNS)
+                    for r, listing in zip(rows, _infos(r[2:] for r in rows), strict=True):
+                        known[r[1]] = listing
+                        out[r[0]] = (r[1], listing)
                 self._last_listed = (stamp, out)
                 return dict(out)
             missing = []
-            for path, blob in [*rows, *parts]:
+            for path, blob in select("path, blob"):
                 info = known.get(blob)
                 if info is None:
                     missing.append(path)
@@ -401,19 +413,89 @@ class SessionTable:
             for at in range(0, len(missing), 500):
                 chunk = missing[at : at + 500]
                 marks = ",".join("?" * len(chunk))
-                read = self._db.execute(
+                for r in self._db.execute(
                     f"SELECT {self._INFO_COLUMNS} FROM sessions WHERE path IN ({marks})", chunk
-                ).fetchall()
-                for r, info in zip(read, _infos(read), strict=True):
-                    out[r[0]] = (r[1], info)
-                    known[r[1]] = info
+                ):
+                    out[str(r[0])] = (str(r[1]), _info(r))
+                    known[str(r[1])] = out[str(r[0])][1]
             self._last_listed = (stamp, out)
         return dict(out)
 
-    _INFO_COLUMNS = (
-        "path, blob, session_id, created_at, active_at, participants, tags, project, links,"
-        " extra, turns, summary_text, language"
-    )
+    _INFO_COLUMNS = "path, blob, " + _LISTING_COLUMNS
+
+    def infos(
+        self,
+        folder: str,
+        *,
+        tags: Sequence[str] = (),
+        participants: Sequence[str] = (),
+        project: str | None = None,
+        active_since: float | None = None,
+        active_until: float | None = None,
+    ) -> tuple[list[SessionInfo], dict[str, int]]:
+        """The listings of the session files under ``folder`` that match every condition
+        (those of :meth:`browse`), most recently active first (then by id, descending), and
+        path -> turns of every part file of a huge session there."""
+        condition, args = _in_folder(
+            folder, tags, participants, project, active_since, active_until
+        )
+        known = self._infos
+        with self._lock:
+            stamp = (
+                self._file.generation,
+                self._file.get_meta("doc_epoch"),
+                self._file.get_meta("commit"),
+                condition,
+                tuple(args),
+            )
+            if self._last_infos[0] == stamp:
+                return list(self._last_infos[1]), dict(self._last_infos[2])
+            # sorted here: a sort in SQL copies every column of every row once more
+            order = itemgetter(1, 2)
+            missing: list[str] = []
+            if known:
+                rows = self._db.execute(
+                    f"SELECT blob, ifnull(last_active, 0), session_id FROM sessions{condition}",
+                    args,
+                ).fetchall()
+                missing = [blob for blob, _a, _s in rows if blob not in known]
+                if len(known) + len(missing) > 200_000:
+                    known.clear()
+            if not known:  # a new process: every listing in one read of the rows
+                with collector_paused():
+                    rows = self._db.execute(
+                        f"SELECT blob, ifnull(last_active, 0), {_LISTING_COLUMNS}"
+                        f" FROM sessions{condition}",
+                        args,
+                    ).fetchall()
+                    rows.sort(key=order, reverse=True)
+                    found = _infos(r[2:] for r in rows)
+                    known.update(zip([r[0] for r in rows], found, strict=True))
+            else:
+                self._learn(missing)
+                rows.sort(key=order, reverse=True)
+                found = [known[r[0]] for r in rows]
+            parts = {
+                str(path): int(turns)
+                for path, turns in self._db.execute(
+                    "SELECT path, turns FROM sessions"
+                    " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
+                    (len(folder), folder, PART_MARK),
+                )
+            }
+            self._last_infos = (stamp, found, parts)
+        return list(found), dict(parts)
+
+    def _learn(self, blobs: Sequence[str]) -> None:
+        """Read the listings of these blobs into the cache of listings by blob."""
+        known = self._infos
+        for at in range(0, len(blobs), 500):
+            chunk = list(blobs[at : at + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT {_LISTING_COLUMNS}, blob FROM sessions WHERE blob IN ({marks})", chunk
+            ).fetchall()
+            known.update(zip([r[11] for r in rows], _infos(rows), strict=True))
 
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds (its file and its archive

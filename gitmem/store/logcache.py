@@ -130,12 +130,11 @@ class LogCache:
                 text = (self._folder / f"{_bucket(path)}.jsonl").read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
-        found: dict[int, dict[str, Any]] = {}
-        for line in text.splitlines():
-            if line.startswith(key, 1):
-                record = json.loads(line)
-                found[record["i"]] = record  # a refresh cut short may have written it twice
-        return list(found.values())
+        # the path's lines decoded in one call: a call per line costs more than the decoding
+        lines = [line for line in text.splitlines() if line.startswith(key, 1)]
+        records: list[dict[str, Any]] = json.loads("[" + ",".join(lines) + "]")
+        # a refresh cut short may have written a record twice
+        return list({record["i"]: record for record in records}.values())
 
     def entries(self, paths: Sequence[str]) -> list[LogEntry]:
         """Commits on the branch that changed any of ``paths``, newest first; each entry's
