@@ -7,7 +7,11 @@ blank line, stray headings, duplicate ids, the placeholder character itself).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
 
 import hypothesis.strategies as st
 import pytest
@@ -18,7 +22,7 @@ import gitmem.format.render as render_module
 from gitmem.format import turns
 from gitmem.format.parse import parse, parse_lenient
 from gitmem.format.render import render
-from gitmem.models import Interaction, Message, Session
+from gitmem.models import Interaction, Message, Session, read_interaction, read_session
 from tests.test_format_roundtrip import sessions
 
 EDIT_LINES = [
@@ -361,3 +365,76 @@ def test_a_one_off_read_uses_the_turn_cache_but_adds_nothing() -> None:
     assert kept > 0
     assert parse_lenient(text, "f.md", remember=False) == (session, [])
     assert turns.CACHE._size == kept
+
+
+GOOD_FIELDS: dict[str, Any] = {
+    "id": "s1",
+    "created": datetime(2024, 1, 1),  # naive: taken as UTC
+    "last_active": datetime(2024, 1, 2, tzinfo=timezone(timedelta(hours=2))),
+    "participants": ["User", "Assistant"],
+    "tags": ["a"],
+    "project": "p",
+    "links": ["s0"],
+    "extra": {"mood": "calm"},
+    "interactions": _long_session(2).interactions,
+    "language": "zh",
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"id": ""},
+        {"id": "a\nb"},
+        {"tags": ["a,b"]},
+        {"participants": ["x*y"]},
+        {"links": ["[[s0]]"]},
+        {"project": " p"},
+        {"extra": {"tags": "x"}},
+        {"extra": {"a:b": "x"}},
+        {"interactions": [*_long_session(2).interactions, _long_session(1).interactions[0]]},
+    ],
+)
+def test_a_session_read_without_the_validator_is_what_the_model_makes(
+    change: dict[str, Any],
+) -> None:
+    fields = {**GOOD_FIELDS, **change}
+    try:
+        expected = Session(**fields)
+    except ValueError:
+        with pytest.raises(ValueError):
+            read_session(fields)
+        return
+    made = read_session(fields)
+    assert made == expected and made.created.tzinfo == UTC
+    assert made.model_dump() == expected.model_dump()
+
+
+def test_a_turn_read_without_the_validator_is_what_the_model_makes() -> None:
+    when = datetime(2024, 1, 1, 12)
+    said = [Message(speaker="User", content="hi")]
+    made = read_interaction("t-1", when, said)
+    assert made == Interaction(id="t-1", timestamp=when, messages=said)
+    assert read_interaction("-bad", when, said) is None
+
+
+def test_a_new_process_reads_a_file_in_render_form_without_building_a_validator(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.md"
+    path.write_text(render(_long_session(3)))
+    probe = (
+        "import sys\n"
+        "from pydantic._internal._mock_val_ser import MockValSer\n"
+        "from gitmem.format.parse import parse\n"
+        "from gitmem.models import Interaction, Message, Session\n"
+        "session = parse(open(sys.argv[1]).read(), 's.md')\n"
+        "assert len(session.interactions) == 3\n"
+        "print([isinstance(m.__pydantic_validator__, MockValSer)"
+        " for m in (Session, Interaction, Message)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[True, True, True]"

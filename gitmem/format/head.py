@@ -19,7 +19,14 @@ from gitmem.errors import EscapeError
 from gitmem.format.labels import ESCAPED, LABELS, fromisoformat, unescape
 from gitmem.format.render import head, tail
 from gitmem.format.turns import PLACEHOLDER
-from gitmem.models import Interaction, Language, ModelValidationError, Session, Summary
+from gitmem.models import (
+    Interaction,
+    Language,
+    ModelValidationError,
+    Session,
+    Summary,
+    read_session,
+)
 
 _TITLES = [(f"# {lab['title']}: ", lang) for lang, lab in LABELS.items()]
 _META = ("session_id", "created", "last_active", "participants", "tags", "project", "links")
@@ -84,8 +91,9 @@ def _session(
     summary = _summary(rest, lang) if rest else None
     if rest and summary is None:
         return None
-    return Session(
-        id=sid, extra=extra, interactions=turns, summary=summary, language=lang, **fields
+    return read_session(
+        {"id": sid, "extra": extra, "interactions": turns, "summary": summary, "language": lang}
+        | fields
     )
 
 

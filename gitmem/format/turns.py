@@ -30,7 +30,7 @@ from itertools import pairwise
 
 from gitmem.errors import EscapeError
 from gitmem.format.labels import COLONS, ESCAPED, SECTIONS, bold_key, fromisoformat, unescape
-from gitmem.models import Interaction, Message, ModelValidationError
+from gitmem.models import Interaction, Message, built, check_label, read_interaction
 
 # Private-use: a file holding it is parsed in full, so a placeholder is never ambiguous.
 PLACEHOLDER = "\ue000"
@@ -43,7 +43,7 @@ _SECTION = re.compile(r"\n#{1,2}(?=[ \t\n])")
 _MESSAGE = r"\*\*[^\n]*\*\*(?: \(escaped\))?:\n(?:>[^\n]*\n)+"
 _PIECE = re.compile(rf"## [^\s{{}}#]+ \{{#[^\s{{}}]+\}}\n(?:(?:{_MESSAGE}\n)*{_MESSAGE})?")
 
-_SPEAKERS: dict[str, Message] = {}  # validated once, shared by every file
+_SPEAKERS: dict[str, str] = {}  # checked once, shared by every file
 
 
 class TurnCache:
@@ -109,21 +109,18 @@ def read_turn(text: str) -> Interaction | None:
         try:
             if tail not in COLONS:
                 content = unescape(content)
-            template = _SPEAKERS.get(key)
-            if template is None:
-                template = Message(speaker=key, content="")
+            speaker = _SPEAKERS.get(key)
+            if speaker is None:
+                speaker = check_label(key, "speaker")
                 if len(_SPEAKERS) > 1000:
                     _SPEAKERS.clear()
-                _SPEAKERS[key] = template
-            # any str is valid content: each speaker is validated once, then only copied
-            messages.append(Message.model_construct(speaker=template.speaker, content=content))
-        except (EscapeError, ModelValidationError):
+                _SPEAKERS[key] = speaker
+            # any str is valid content: each speaker is checked once, then only shared
+            messages.append(built(Message, {"speaker": speaker, "content": content}))
+        except (EscapeError, ValueError):
             return None
         at = end + 1
-    try:
-        return Interaction(id=ident, timestamp=when, messages=messages)
-    except ModelValidationError:
-        return None
+    return read_interaction(ident, when, messages)
 
 
 def skeleton(src: str, *, remember: bool = True) -> tuple[str, list[list[Interaction]]] | None:
