@@ -59,10 +59,13 @@ def web_store(path: Path) -> MemoryManager:
 
 def copy_of_web_store(path: Path, template: Path) -> MemoryManager:
     """The store of :func:`web_store` at ``path``: built once at ``template`` (the first time a
-    test asks), then copied with plain file copies, which is several times cheaper than its
-    nine commits. The copy is a store of its own; its search index is rebuilt from git."""
+    test asks), then copied with plain file copies, several times cheaper than the commits
+    web_store makes. The copy is a store of its own; its search index is rebuilt from git."""
     if not template.exists():
-        web_store(template).close()
+        building = template.with_name(template.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)  # left by a build that failed
+        web_store(building).close()
+        building.rename(template)  # only a whole store is ever copied
     shutil.copytree(template, path, symlinks=True)
     return MemoryManager(path, agent="test-agent", model="test-model", via="web")
 
