@@ -92,3 +92,9 @@ def git(store: Path, *args: str, check: bool = True) -> str:
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path / "memory"
+
+
+@pytest.fixture(scope="session")
+def web_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tests/web_helpers.py builds the web tests' store once per test process."""
+    return tmp_path_factory.mktemp("web-template") / "memory"

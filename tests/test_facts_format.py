@@ -166,38 +166,48 @@ NOTE = st.sampled_from(
 )
 
 
+# Whole strategies built once: one made inside a composite would be made and validated again
+# for every fact drawn, for the same data.
+SOURCES = st.lists(
+    st.builds(FactSource, session=LABEL, interaction=st.one_of(st.none(), LABEL)), max_size=3
+)
+MAYBE_LABEL = st.one_of(st.none(), LABEL)
+MAYBE_DATE = st.one_of(st.none(), DATE)
+CONFIDENCE = st.one_of(st.none(), st.floats(0, 1))
+FACT_TAGS = st.lists(LABEL, max_size=3)
+MAYBE_ID = st.one_of(st.none(), ID)
+SECTION_LISTS = st.lists(SECTION, min_size=1, max_size=4, unique=True)
+TITLE = st.sampled_from(["Memory", "What I know", "记忆"])
+INTRO = st.one_of(st.just(""), NOTE)
+
+
 @st.composite
 def facts_of(draw: st.DrawFn, sections: list[str]) -> Fact:
-    sources = draw(
-        st.lists(
-            st.builds(FactSource, session=LABEL, interaction=st.one_of(st.none(), LABEL)),
-            max_size=3,
-        )
-    )
-    by = None if sources else draw(st.one_of(st.none(), LABEL))
+    sources = draw(SOURCES)
+    by = None if sources else draw(MAYBE_LABEL)
     return Fact(
         id=draw(ID),
         text=draw(TEXT),
         section=draw(st.sampled_from(sections)),
         sources=tuple(sources),
         by=by,
-        valid_from=draw(st.one_of(st.none(), DATE)),
-        valid_until=draw(st.one_of(st.none(), DATE)),
-        confidence=draw(st.one_of(st.none(), st.floats(0, 1))),
-        tags=tuple(draw(st.lists(LABEL, max_size=3))),
-        replaced_by=draw(st.one_of(st.none(), ID)),
+        valid_from=draw(MAYBE_DATE),
+        valid_until=draw(MAYBE_DATE),
+        confidence=draw(CONFIDENCE),
+        tags=tuple(draw(FACT_TAGS)),
+        replaced_by=draw(MAYBE_ID),
     )
 
 
 @st.composite
 def memories(draw: st.DrawFn) -> MemoryFile:
-    sections = draw(st.lists(SECTION, min_size=1, max_size=4, unique=True))
+    sections = draw(SECTION_LISTS)
     facts = draw(st.lists(facts_of(sections), max_size=8, unique_by=lambda f: f.id))
     noted = draw(st.lists(st.sampled_from(sections), unique=True, max_size=2))
     notes = tuple((s, draw(NOTE)) for s in sections if s in noted)
     memory = MemoryFile(
-        title=draw(st.sampled_from(["Memory", "What I know", "记忆"])),
-        intro=draw(st.one_of(st.just(""), NOTE)),
+        title=draw(TITLE),
+        intro=draw(INTRO),
         sections=tuple(sections),
         notes=notes,
     )

@@ -67,6 +67,9 @@ EDIT_LINES = [
 ]
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# strategies over a fixed list, built once rather than for every edit drawn
+EDIT_LINE = st.sampled_from(EDIT_LINES)
+EDIT_OP = st.sampled_from(["insert", "delete", "replace", "copy"])
 
 
 def _both(text: str) -> tuple[tuple[Session | None, list[str]], tuple[Session | None, list[str]]]:
@@ -95,13 +98,13 @@ def edited(draw: st.DrawFn) -> tuple[str, str]:
     lines = original.split("\n")
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(lines)))
-        op = draw(st.sampled_from(["insert", "delete", "replace", "copy"]))
+        op = draw(EDIT_OP)
         if op == "insert":
-            lines.insert(at, draw(st.sampled_from(EDIT_LINES)))
+            lines.insert(at, draw(EDIT_LINE))
         elif op == "delete" and at < len(lines):
             del lines[at]
         elif op == "replace" and at < len(lines):
-            lines[at] = draw(st.sampled_from(EDIT_LINES))
+            lines[at] = draw(EDIT_LINE)
         elif op == "copy":  # a block of lines copied elsewhere: repeated turns and ids
             start = draw(st.integers(0, len(lines)))
             lines[at:at] = lines[start : start + draw(st.integers(1, 8))]
@@ -190,6 +193,10 @@ HEAD_LINES = [
 ]
 
 
+HEAD_LINE = st.sampled_from(HEAD_LINES)
+HEAD_OP = st.sampled_from(["insert", "delete", "replace"])
+
+
 @st.composite
 def head_edited(draw: st.DrawFn) -> str:
     """A rendered session (with a turn) edited only in its head or summary."""
@@ -209,13 +216,13 @@ def head_edited(draw: st.DrawFn) -> str:
     places = [*range(first - 1), *range(last, len(lines) + 1)]
     for _ in range(draw(st.integers(1, 3))):
         at = draw(st.sampled_from(places))
-        op = draw(st.sampled_from(["insert", "delete", "replace"]))
+        op = draw(HEAD_OP)
         if op == "insert":
-            lines.insert(at, draw(st.sampled_from(HEAD_LINES)))
+            lines.insert(at, draw(HEAD_LINE))
         elif at < len(lines) and op == "delete":
             del lines[at]
         elif at < len(lines):
-            lines[at] = draw(st.sampled_from(HEAD_LINES))
+            lines[at] = draw(HEAD_LINE)
         places = [n for n in places if n <= len(lines)]
     return "\n".join(lines)
 

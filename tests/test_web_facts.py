@@ -14,12 +14,12 @@ from starlette.testclient import TestClient
 
 from gitmem import MemoryManager
 from tests.conftest import git
-from tests.web_helpers import client, csrf_of, web_store
+from tests.web_helpers import client, copy_of_web_store, csrf_of
 
 
 @pytest.fixture
-def mm(tmp_path: Path) -> MemoryManager:
-    return web_store(tmp_path / "memory")
+def mm(tmp_path: Path, web_template: Path) -> MemoryManager:
+    return copy_of_web_store(tmp_path / "memory", web_template)
 
 
 def _post(web: TestClient, page: str, action: str, **fields: str) -> tuple[str, str]:

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from gitmem import MemoryManager
-from tests.web_helpers import client, web_store
+from tests.web_helpers import client, copy_of_web_store
 
 
 @pytest.fixture
-def mm(tmp_path: Path) -> MemoryManager:
-    return web_store(tmp_path / "memory")
+def mm(tmp_path: Path, web_template: Path) -> MemoryManager:
+    return copy_of_web_store(tmp_path / "memory", web_template)
 
 
 def _svg(page: str) -> str:

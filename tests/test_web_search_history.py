@@ -16,12 +16,12 @@ from gitmem import MemoryManager
 from gitmem.web import WebOptions, create_app
 from gitmem.web.search import highlight, whole_words
 from tests.conftest import git
-from tests.web_helpers import START, client, web_store
+from tests.web_helpers import START, client, copy_of_web_store
 
 
 @pytest.fixture
-def mm(store: Path) -> MemoryManager:
-    return web_store(store)
+def mm(store: Path, web_template: Path) -> MemoryManager:
+    return copy_of_web_store(store, web_template)
 
 
 def _all(page: str, test: str) -> list[str]:

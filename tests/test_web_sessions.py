@@ -18,12 +18,12 @@ from gitmem.summary.triggers import SummaryConfig
 from gitmem.web import links
 from gitmem.web.pages import ago
 from tests.conftest import git
-from tests.web_helpers import START, client, web_store
+from tests.web_helpers import START, client, copy_of_web_store
 
 
 @pytest.fixture
-def mm(tmp_path: Path) -> MemoryManager:
-    return web_store(tmp_path / "memory")
+def mm(tmp_path: Path, web_template: Path) -> MemoryManager:
+    return copy_of_web_store(tmp_path / "memory", web_template)
 
 
 def _rows(page: str) -> list[str]:

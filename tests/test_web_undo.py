@@ -21,14 +21,14 @@ from gitmem.summary.triggers import SummaryConfig
 from gitmem.web import reviews
 from tests.conftest import git
 from tests.fake_openai import FakeServer, completion, llm_server
-from tests.web_helpers import client, csrf_of, web_store
+from tests.web_helpers import client, copy_of_web_store, csrf_of
 
 __all__ = ["llm_server"]
 
 
 @pytest.fixture
-def mm(store: Path) -> MemoryManager:
-    return web_store(store)
+def mm(store: Path, web_template: Path) -> MemoryManager:
+    return copy_of_web_store(store, web_template)
 
 
 def head(store: Path) -> str:

@@ -4,6 +4,7 @@ Starlette TestClient on it, and the CSRF token a page hands out."""
 from __future__ import annotations
 
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -54,6 +55,19 @@ def web_store(path: Path) -> MemoryManager:
     mm.save_interaction("hostile", HOSTILE, "I will not run that.", at + timedelta(days=2))
     mm.remember("Alice prefers short books", source="python-books#i3")
     return mm
+
+
+def copy_of_web_store(path: Path, template: Path) -> MemoryManager:
+    """The store of :func:`web_store` at ``path``: built once at ``template`` (the first time a
+    test asks), then copied with plain file copies, several times cheaper than the commits
+    web_store makes. The copy is a store of its own; its search index is rebuilt from git."""
+    if not template.exists():
+        building = template.with_name(template.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)  # left by a build that failed
+        web_store(building).close()
+        building.rename(template)  # only a whole store is ever copied
+    shutil.copytree(template, path, symlinks=True)
+    return MemoryManager(path, agent="test-agent", model="test-model", via="web")
 
 
 def client(mm: MemoryManager, **options: object) -> TestClient:
