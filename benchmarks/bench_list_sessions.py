@@ -11,14 +11,16 @@ Then ``list_session_infos`` (the same sessions without their turns, from the ind
 alone, no file parsed) against the same comparator, after checking that both give equal
 listings: cold empties the index's caches of listings too (as in a new process), warm
 asks again with nothing changed. Last, ``list_session_infos()`` unfiltered in a new process
-(opening the store included, imports not), wall and CPU, and with ``--baseline DIR`` the
-same in another checkout of gitmem, runs alternating.
+(opening the store included, imports not), wall and CPU: as it runs (the listing the last
+process kept in the index is read), with nothing kept (the rows are read, and the listing
+kept), and with ``--baseline DIR`` the same in another checkout of gitmem, runs alternating.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -111,12 +113,27 @@ print(time.perf_counter() - wall, time.process_time() - cpu, n)
 """
 
 
-def _new_process(store: Path, tree: Path, runs: int) -> list[tuple[float, float]]:
+def _forget_kept(store: Path) -> None:
+    """Drop the listing the last process kept in the index (if this gitmem keeps one)."""
+    db = sqlite3.connect(store / ".git" / "gitmem" / "index.sqlite", isolation_level=None)
+    try:
+        db.execute("DELETE FROM kept")
+    except sqlite3.OperationalError:  # no such table
+        pass
+    finally:
+        db.close()
+
+
+def _new_process(
+    store: Path, tree: Path, runs: int, *, forget: bool = False
+) -> list[tuple[float, float]]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: modules read from bytecode
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "gitmem")], env=env)
     out = []
     for _ in range(runs):
+        if forget:
+            _forget_kept(store)
         done = subprocess.run(
             [sys.executable, "-P", "-c", _CHILD, str(store)],
             env=env,
@@ -130,13 +147,14 @@ def _new_process(store: Path, tree: Path, runs: int) -> list[tuple[float, float]
 
 
 def _new_process_table(store: Path, runs: int, baseline: str | None) -> None:
-    trees = {"this tree": Path(__file__).resolve().parent.parent}
+    here = Path(__file__).resolve().parent.parent
+    trees = {"this tree": here, "this tree, nothing kept": here}
     if baseline:
         trees["baseline"] = Path(baseline).resolve()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
-    for _ in range(runs):  # alternating, so both see the same load
+    for _ in range(runs):  # alternating, so all see the same load
         for name, tree in trees.items():
-            samples[name] += _new_process(store, tree, 1)
+            samples[name] += _new_process(store, tree, 1, forget=name.endswith("nothing kept"))
     print(
         f"\n`list_session_infos()` unfiltered in a new process (load {os.getloadavg()[0]:.1f})"
         "\n\n| tree | wall median ms | CPU median ms | CPU / this tree | target |"

@@ -4,6 +4,8 @@ returns: the same sessions, in the same order, as reading every file of the tree
 from __future__ import annotations
 
 import gc
+import marshal
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import gitmem.core
 from gitmem import MemoryManager
 from gitmem.format.paths import session_path
 from gitmem.models import Session, SessionInfo
+from gitmem.search.indexfile import IndexFile
 from gitmem.summary.triggers import SummaryConfig
 from tests.conftest import git
 
@@ -228,3 +231,98 @@ def test_session_infos_after_a_pull_list_the_sessions_it_brought(tmp_path: Path)
     assert infos == [SessionInfo.of(s) for s in _listed(b, {}, index=False)]
     assert [(i.id, i.interactions) for i in infos] == [("mine", 2), ("theirs", 1)]
     assert [i.id for i in b.list_session_infos(tags=["far"])] == ["theirs"]
+
+
+def _kept(store: Path) -> tuple[str, bytes] | None:
+    db = sqlite3.connect(store / ".git" / "gitmem" / "index.sqlite")
+    try:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name='kept'").fetchall():
+            return None
+        row = db.execute("SELECT stamp, data FROM kept WHERE name LIKE 'listing:%'").fetchone()
+    finally:
+        db.close()
+    return None if row is None else (str(row[0]), bytes(row[1]))
+
+
+def _put_kept(store: Path, stamp: str, data: bytes) -> None:
+    db = sqlite3.connect(store / ".git" / "gitmem" / "index.sqlite", isolation_level=None)
+    try:
+        db.execute("UPDATE kept SET stamp=?, data=? WHERE name LIKE 'listing:%'", (stamp, data))
+    finally:
+        db.close()
+
+
+def _listing_of_a_new_process(store: Path) -> list[SessionInfo]:
+    fresh = MemoryManager(store)
+    try:
+        return fresh.list_session_infos()
+    finally:
+        fresh.close()
+
+
+def test_a_new_process_reads_the_listing_the_last_one_kept_until_a_write(store: Path) -> None:
+    mm = _store(store)
+    mm.search("question")
+    mm.close()
+    from_files = [SessionInfo.of(s) for s in _listed(MemoryManager(store), {}, index=False)]
+    assert _kept(store) is None
+    assert _listing_of_a_new_process(store) == from_files
+    kept = _kept(store)
+    assert kept is not None
+    # the next process reads the kept value, not the rows: a planted title shows
+    rows, parts = marshal.loads(kept[1])
+    rows[0] = (*rows[0][:9], '{"title": "planted"}', *rows[0][10:])  # its extra
+    _put_kept(store, kept[0], marshal.dumps((rows, parts)))
+    assert _listing_of_a_new_process(store)[0].title == "planted"
+    assert _listing_of_a_new_process(store)[1:] == from_files[1:]
+    # a save voids it: the rows are read again, and kept anew
+    other = MemoryManager(store, agent="other")
+    other.save_interaction("s09", "late", "yes", START + timedelta(days=600))
+    other.close()
+    from_files = [SessionInfo.of(s) for s in _listed(MemoryManager(store), {}, index=False)]
+    listing = _listing_of_a_new_process(store)
+    assert listing == from_files
+    assert listing[0].id == "s09" and "planted" not in [i.title for i in listing]
+    assert _kept(store) not in (None, kept)
+    assert _listing_of_a_new_process(store) == from_files
+
+
+def test_a_kept_listing_is_void_after_a_catch_up_that_counts_no_write(
+    store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mm = _store(store)
+    mm.close()
+    assert len(_listing_of_a_new_process(store)) == 12
+    # a gitmem that does not count its writes (an older one) catches the index up
+    monkeypatch.setattr(IndexFile, "count_write", lambda self: None)
+    other = MemoryManager(store, agent="other")
+    other.save_interaction("newer", "q", "a", START + timedelta(days=600))
+    other.search("q")
+    other.close()
+    monkeypatch.undo()
+    assert [i.id for i in _listing_of_a_new_process(store)][:1] == ["newer"]
+
+
+def test_a_damaged_kept_listing_is_read_from_the_rows(store: Path) -> None:
+    mm = _store(store)
+    mm.close()
+    every = _listing_of_a_new_process(store)
+    kept = _kept(store)
+    assert kept is not None
+    for damage in (b"\x00garbage", marshal.dumps(([("blob", "x")], {})), marshal.dumps((1, []))):
+        _put_kept(store, kept[0], damage)
+        assert _listing_of_a_new_process(store) == every
+
+
+def test_keeping_does_not_wait_for_another_writer(tmp_path: Path) -> None:
+    file = IndexFile(tmp_path / "index.sqlite")
+    other = sqlite3.connect(tmp_path / "index.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    assert not file.keep("listing:x", "1", b"data")  # at once, not after the busy timeout
+    other.execute("ROLLBACK")
+    other.close()
+    assert file.db.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+    assert file.kept("listing:x") is None
+    assert file.keep("listing:x", "1", b"data")
+    assert file.kept("listing:x") == ("1", b"data")
+    file.close()

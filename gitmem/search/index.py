@@ -235,6 +235,7 @@ class SearchIndex:
                 self.vocab.load()  # with the write lock held: no one else adds terms now
                 yield
                 self._flush()
+                self.file.count_write()
                 if bulk:
                     self._db.execute(DOCS_SESSION_INDEX)
             except BaseException:

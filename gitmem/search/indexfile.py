@@ -74,6 +74,13 @@ CREATE TABLE IF NOT EXISTS access(
 """
 
 
+_BUSY_MS = 30_000  # how long a writer waits for another to finish
+
+# what a reader keeps for the next process (a listing of every session): made lazily, so an
+# index file from before it opens read-only as it did
+_KEPT = "CREATE TABLE IF NOT EXISTS kept(name TEXT PRIMARY KEY, stamp TEXT NOT NULL, data BLOB)"
+
+
 class IndexFile:
     """One SQLite connection to an index file (or ``":memory:"``), guarded by a lock.
 
@@ -90,7 +97,9 @@ class IndexFile:
     # --- connection -------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
+        db = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=_BUSY_MS / 1000
+        )
         try:
             # 16 KiB pages: less slack around the documents and the long postings BLOBs
             # (only a new, empty file takes it; the layout version makes old files new)
@@ -150,6 +159,53 @@ class IndexFile:
                 self.db.execute("DELETE FROM meta WHERE key=?", (key,))
             else:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES(?, ?)", (key, value))
+
+    def count_write(self) -> None:
+        """Count a committed write in the file itself (inside the writer's transaction):
+        what a reader keeps names the count it was made at, so the next write voids it,
+        whichever process makes it."""
+        self.db.execute(
+            "INSERT INTO meta VALUES('writes', '1')"
+            " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    # --- what readers keep --------------------------------------------------------------
+
+    def kept(self, name: str) -> tuple[str, bytes] | None:
+        """The stamp and data kept under ``name`` (None: nothing kept)."""
+        with self.lock:
+            try:
+                row = self.db.execute(
+                    "SELECT stamp, data FROM kept WHERE name=?", (name,)
+                ).fetchone()
+            except sqlite3.OperationalError:  # no such table: nothing was ever kept
+                return None
+        return None if row is None else (str(row[0]), bytes(row[1]))
+
+    def keep(self, name: str, stamp: str, data: bytes) -> bool:
+        """Keep ``data`` under ``name`` for the next reader, unless another process is
+        writing the file now or it cannot be written (read-only, full): a reader does not
+        wait, nor fail, to save work for the next one."""
+        with self.lock:
+            if self.db.in_transaction:
+                return False
+            self.db.execute("PRAGMA busy_timeout=0")
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    self.db.execute(_KEPT)
+                    self.db.execute(
+                        "INSERT OR REPLACE INTO kept VALUES(?, ?, ?)", (name, stamp, data)
+                    )
+                except BaseException:
+                    self.db.execute("ROLLBACK")
+                    raise
+                self.db.execute("COMMIT")
+            except sqlite3.Error:
+                return False
+            finally:
+                self.db.execute(f"PRAGMA busy_timeout={_BUSY_MS}")
+        return True
 
     def clear(self) -> None:
         """Drop every document and session (access counts are kept). Terms keep their ids
