@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     mm = MemoryManager.init(work / "store", agent="bench", housekeeping=Housekeeping(enabled=False))
     if args.no_parts:
-        mm._store.part_turns = args.turns * 10
+        mm._store.parts.turns_per_part = args.turns * 10
     mm.put_session(_session("small", 10))
     mm.put_session(_session("big", args.turns))
     mm.save_interaction("small", "warm-up", "ok")

@@ -4,14 +4,14 @@ The store owns the state (repository, namespace, agent, the parsed session cache
 sessions at a commit, the one save path (``_modify`` -> ``_apply``: hand-edit adoption, the
 guard, portable names, render, one commit with trailers) and batches. The feature objects
 (history, search, summaries, facts, sync) are given the store by ``gitmem.manager``, which
-also fills the store's ``before_save`` and ``after_save`` lists in the order they run.
+also fills the store's ``before_save`` and ``after_save`` lists in the order they run. The part
+files a huge session continues in are the store's own part, ``parts``
+(:class:`~gitmem.sessionparts.SessionParts`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import operator
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -23,11 +23,9 @@ from gitmem.errors import ParseError, SessionNotFound, ValidationError
 from gitmem.format.parse import parse_bytes
 from gitmem.format.paths import (
     PART_MARK,
-    SUFFIX,
     archive_path,
     id_from_path,
     part_of,
-    part_path,
     session_dir,
     session_path,
 )
@@ -45,10 +43,11 @@ from gitmem.models import (
     as_when,
     now,
 )
+from gitmem.sessionparts import SessionParts, joined
 from gitmem.store.layout import session_files
 from gitmem.store.objects import object_id
 from gitmem.store.repository import Repository
-from gitmem.store.transaction import Identity, Transaction, content
+from gitmem.store.transaction import Identity, Transaction
 from gitmem.text import one_line
 
 
@@ -72,13 +71,6 @@ class _Batch:
 
 # from this many files not cached on, a listing streams their blobs
 _STREAM_FROM = 64
-
-# the id of a turn in its heading, ``### <time> {#<id>}``
-_TURN_ID = re.compile(rb"^### [^\n]*\{#([^\s{}]+)\}[ \t]*\r?$", re.MULTILINE)
-
-# a session whose file would hold more turns than this continues in part files of this
-# many turns each, so that a save rewrites (hashes, compresses, writes) a small file
-PART_TURNS = 250
 
 
 @dataclass(frozen=True)
@@ -173,10 +165,10 @@ class SessionStore:
         self.info_listing: (
             Callable[[SessionFilter], tuple[list[SessionInfo], dict[str, int]]] | None
         ) = None
-        self.part_turns = PART_TURNS
-        # session path -> its parts' blob ids and the ids of their turns, for the last few
-        # sessions saved to that have parts
-        self._frozen: OrderedDict[str, tuple[tuple[str, ...], frozenset[str]]] = OrderedDict()
+        # a huge session's part files: found, their turn ids kept, new ones rolled over
+        self.parts = SessionParts(
+            repo, namespace, parse_blob=self.parse_blob, cached=self.cached_session
+        )
 
     def close(self) -> None:
         """Finish background housekeeping and release git helper processes."""
@@ -260,6 +252,11 @@ class SessionStore:
                 continue
             yield session
 
+    def cached_session(self, path: str, blob_id: str) -> Session | None:
+        """The session of (path, blob id) if it is parsed already, else None (no parse)."""
+        with self._cache_lock:
+            return self._sessions.get((path, blob_id))
+
     def cache_session(self, path: str, blob_id: str, session: Session) -> None:
         with self._cache_lock:
             self._sessions[(path, blob_id)] = session
@@ -282,7 +279,7 @@ class SessionStore:
         found = self.repo.entry(path, commit)
         session = None if found is None else self.parse_blob(path, found[1])
         if session is not None:
-            parts = [self.parse_blob(p, b) for p, b in self.part_files(session_id, commit)]
+            parts = [self.parse_blob(p, b) for p, b in self.parts.files(session_id, commit)]
             session = joined(session, parts)
         if include_archive and session is not None:
             session = self._with_archive(session, commit)
@@ -293,75 +290,6 @@ class SessionStore:
         path = self.path_of(session_id, archive=True)
         found = self.repo.entry(path, commit)
         return None if found is None else self.parse_blob(path, found[1])
-
-    def part_files(self, session_id: str, commit: str | None = None) -> list[tuple[str, str]]:
-        """(path, blob id) of the part files holding a session's older turns, oldest first."""
-        return [(path, blob) for _n, path, blob in self._numbered_parts(session_id, commit)]
-
-    def _numbered_parts(self, session_id: str, commit: str | None) -> list[tuple[int, str, str]]:
-        path = self.path_of(session_id)
-        folder, name = path.rsplit("/", 1)
-        tree = self.repo.folder_tree(folder, commit)
-        if tree is None:
-            return []
-        prefix = (name[: -len(SUFFIX)] + PART_MARK).encode("utf-8")
-        found: list[tuple[int, str, str]] = []
-        for raw, (_mode, sha) in tree.entries.items():
-            if raw.startswith(prefix):
-                number = _part_number(raw[len(prefix) :])
-                if number is not None:
-                    found.append((number, f"{folder}/{raw.decode('utf-8')}", sha.hex()))
-        return sorted(found)
-
-    def _parts(self, txn: Transaction, session_id: str) -> list[tuple[str, Session]]:
-        """A session's parts as the transaction sees them (its pending writes first)."""
-        head = txn.head()
-        files = {p: (n, b) for n, p, b in self._numbered_parts(session_id, head)} if head else {}
-        stem = self.path_of(session_id)[: -len(SUFFIX)] + PART_MARK
-        out: list[tuple[int, str, Session]] = []
-        for path, data in txn.pending.items():
-            number = _part_number(path[len(stem) :].encode()) if path.startswith(stem) else None
-            if number is not None:
-                files.pop(path, None)
-                if data is not None:
-                    out.append((number, path, parse_bytes(content(data), path)))
-        out += [(n, path, self.parse_blob(path, blob)) for path, (n, blob) in files.items()]
-        return [(path, session) for _n, path, session in sorted(out, key=lambda x: x[0])]
-
-    def _frozen_ids(self, txn: Transaction, session_id: str) -> tuple[list[str], frozenset[str]]:
-        """The paths of a session's parts and the ids of their turns, read from the raw
-        text unless parsed already, and kept for the next save to the same parts."""
-        stem = self.path_of(session_id)[: -len(SUFFIX)] + PART_MARK
-        if any(path.startswith(stem) for path in txn.pending):  # written in this batch
-            parts = self._parts(txn, session_id)
-            return [p for p, _s in parts], frozenset(
-                t.id for _p, s in parts for t in s.interactions
-            )
-        numbered = self._numbered_parts(session_id, txn.head()) if txn.head() else []
-        if not numbered:
-            return [], frozenset()
-        key = tuple(blob for _n, _p, blob in numbered)
-        with self._cache_lock:
-            held = self._frozen.get(stem)
-        if held is not None and held[0] == key:
-            ids = held[1]
-        else:
-            ids = frozenset(i for _n, path, blob in numbered for i in self._ids_in(path, blob))
-        with self._cache_lock:
-            self._frozen[stem] = (key, ids)
-            self._frozen.move_to_end(stem)
-            while len(self._frozen) > 16:
-                self._frozen.popitem(last=False)
-        return [path for _n, path, _b in numbered], ids
-
-    def _ids_in(self, path: str, blob: str) -> Iterable[str]:
-        """The turn ids of a session file: from its parsed session when cached, else from
-        its turn headings."""
-        with self._cache_lock:
-            cached = self._sessions.get((path, blob))
-        if cached is not None:
-            return [t.id for t in cached.interactions]
-        return [m.decode("utf-8", "replace") for m in _TURN_ID.findall(self.repo.blob(blob))]
 
     def _with_archive(self, session: Session, commit: str | None) -> Session:
         """``session`` with its archived turns put back in front (for ``load_memory``)."""
@@ -625,11 +553,11 @@ class SessionStore:
             if updated.id != session_id:
                 raise ValidationError(f"session id {updated.id!r} != {session_id!r}")
             if hot and current is not None:
-                self._check_new_ids(current, updated, frozen[1])
+                self.parts.check_new_ids(current, updated, frozen[1])
                 kept = frozen[0]
             else:
-                updated, kept = self._unfrozen(txn, parts, updated)
-            updated = self._roll_over(txn, session_id, kept, updated, flat)
+                updated, kept = self.parts.unfrozen(txn, parts, updated)
+            updated = self.parts.roll_over(txn, session_id, kept, updated, flat)
             data = render(updated, remember=not flat).encode("utf-8")
             write(path, data)
             if not flat:
@@ -664,72 +592,20 @@ class SessionStore:
         if current is None:
             return [], ([], frozenset())
         if hot:  # only the parts' turn ids: no part is parsed
-            return [], self._frozen_ids(txn, session_id)
+            return [], self.parts.frozen_ids(txn, session_id)
         self._adopt_part_edits(txn, session_id)  # this change may rewrite any part
-        parts = self._parts(txn, session_id)
+        parts = self.parts.in_transaction(txn, session_id)
         return parts, ([path for path, _s in parts], frozenset())
 
     def _adopt_part_edits(self, txn: Transaction, session_id: str) -> None:
         """Record uncommitted hand edits of a session's parts first (a save that only
         appends never writes an existing part, so it leaves them for a later change)."""
-        for _n, part, _blob in self._numbered_parts(session_id, txn.head()):
+        for part, _blob in self.parts.files(session_id, txn.head()):
             if part in txn.pending:
                 continue
             edited = self.adopt_hand_edit(txn, part)
             if edited is not None and self.in_batch():
                 txn.write(part, render(edited).encode("utf-8"))
-
-    def _check_new_ids(self, current: Session, updated: Session, frozen: frozenset[str]) -> None:
-        """Refuse a turn id that a part of the session already has."""
-        if not frozen:
-            return
-        had = {t.id for t in current.interactions}
-        clash = {t.id for t in updated.interactions if t.id not in had} & frozen
-        if clash:
-            raise ValidationError(
-                f"session {updated.id!r} already has an interaction with id {min(clash)!r}"
-            )
-
-    def _unfrozen(
-        self, txn: Transaction, parts: list[tuple[str, Session]], updated: Session
-    ) -> tuple[Session, list[str]]:
-        """The part of a whole changed session that goes to its file: the turns after
-        its parts when those are unchanged, else every turn (the parts are deleted and
-        made again by :meth:`_roll_over`, in the same bytes where their turns are the same).
-        """
-        frozen = [turn for _p, part in parts for turn in part.interactions]
-        turns = updated.interactions
-        if len(turns) >= len(frozen) and all(map(operator.is_, frozen, turns)):
-            kept = updated.model_copy(update={"interactions": turns[len(frozen) :]})
-            return kept, [path for path, _s in parts]
-        for part, _session in parts:
-            txn.delete(part)
-        return updated, []
-
-    def _roll_over(
-        self,
-        txn: Transaction,
-        session_id: str,
-        parts: list[str],
-        hot: Session,
-        flat: bool,
-    ) -> Session:
-        """``hot`` with its oldest turns moved into new part files while it holds more than
-        ``part_turns`` turns (in the same commit: splitting a huge session is one commit);
-        ``flat``: written as a flat batch writes (see :meth:`batch`)."""
-        write = txn.write_now if flat else txn.write
-        size = max(1, self.part_turns)
-        turns = hot.interactions
-        if len(turns) <= size:
-            return hot
-        number = max((part_of(p, self.namespace) or ("", 0))[1] for p in parts) if parts else 0
-        while len(turns) > size:
-            number += 1
-            chunk, turns = turns[:size], turns[size:]
-            part = part_session(hot, chunk)
-            data = render(part, remember=not flat).encode("utf-8")
-            write(part_path(session_id, number, self.namespace), data)
-        return hot.model_copy(update={"interactions": turns})
 
     def adopt_hand_edit(self, txn: Transaction, path: str) -> Session | None:
         """Commit an uncommitted hand edit of ``path`` first, so a save never overwrites it.
@@ -906,31 +782,3 @@ class SessionStore:
             session_id, change, op="delete", subject=f"Delete session {one_line(session_id, 50)}"
         )
         return sha or ""
-
-
-def _part_number(rest: bytes) -> int | None:
-    """The number of a part file from its name after the session's name and the mark."""
-    digits = rest[: -len(SUFFIX)] if rest.endswith(SUFFIX.encode()) else b""
-    return int(digits) if digits.isdigit() and digits.isascii() else None
-
-
-def joined(session: Session, parts: Sequence[Session]) -> Session:
-    """A session's file and its parts as the one session they are: the parts' turns first."""
-    if not parts:
-        return session
-    older = [turn for part in parts for turn in part.interactions]
-    return session.model_copy(update={"interactions": [*older, *session.interactions]})
-
-
-def part_session(session: Session, turns: list[Interaction]) -> Session:
-    """The part file's session for ``turns`` of ``session``: its head says only what the
-    turns do, so the same turns always give the same bytes."""
-    speakers = [m.speaker for turn in turns for m in turn.messages]
-    return Session(
-        id=session.id,
-        created=turns[0].timestamp,
-        last_active=max(turn.timestamp for turn in turns),
-        participants=list(dict.fromkeys(speakers)),
-        language=session.language,
-        interactions=turns,
-    )

@@ -19,7 +19,7 @@ def blame_every_version(mm: MemoryManager, session_id: str) -> list[BlameEntry]:
     path, part = store.path_of(session_id), store.path_of(session_id, archive=True)
     found, archived = store.repo.entry(path, rev), store.repo.entry(part, rev)
     assert found is not None
-    pieces = dict(store.part_files(session_id, rev))  # a huge session's older turns
+    pieces = dict(store.parts.files(session_id, rev))  # a huge session's older turns
     state: dict[str, str | None] = {
         **pieces,
         part: archived[1] if archived else None,

@@ -38,7 +38,7 @@ def home(unpacked: Path, tmp_path: Path) -> Path:
 
 def _manager(path: Path) -> MemoryManager:
     mm = MemoryManager(path, init=True, agent="importer")
-    mm._store.part_turns = 2  # part files too
+    mm._store.parts.turns_per_part = 2  # part files too
     return mm
 
 

@@ -3,7 +3,7 @@
 Every import counts, also under ``TYPE_CHECKING`` and inside functions (the package map in
 README.md). The layers, lowest first:
 
-    errors -> models -> text -> format -> store -> guard -> llm -> core
+    errors -> models -> text -> format -> store -> guard -> llm -> sessionparts -> core
            -> {history, search, summary, sync, facts} -> manager -> aio -> importers -> serving
            -> {mcp, web} -> cli
 
@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("store",),
     ("guard",),
     ("llm",),
+    ("sessionparts",),  # a huge session's part files, a part of the store
     ("core",),
     ("history", "search", "summary", "sync", "facts"),
     ("manager",),

@@ -48,9 +48,9 @@ def _changed(store: Path, rev: str = "HEAD") -> set[str]:
 @pytest.fixture
 def mm(store: Path) -> MemoryManager:
     manager = MemoryManager.init(store, agent="bot", housekeeping=Housekeeping(enabled=False))
-    manager._store.part_turns = 1_000_000  # an existing huge session, made before parts
+    manager._store.parts.turns_per_part = 1_000_000  # an existing huge session, made before parts
     manager.put_session(_huge("big", 120))
-    manager._store.part_turns = 25
+    manager._store.parts.turns_per_part = 25
     return manager
 
 
@@ -202,12 +202,12 @@ def test_stores_that_split_a_session_apart_sync_into_one(
     remote = tmp_path / "memory.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     a = MemoryManager.clone(remote.as_uri(), tmp_path / "a", agent="alice")
-    a._store.part_turns = 1_000_000
+    a._store.parts.turns_per_part = 1_000_000
     a.put_session(_huge("big", 120))
     a.sync()
     b = MemoryManager.clone(remote.as_uri(), tmp_path / "b", agent="bob")
-    b._store.part_turns = 1_000_000
-    a._store.part_turns = 25
+    b._store.parts.turns_per_part = 1_000_000
+    a._store.parts.turns_per_part = 25
     a.save_interaction("big", "from alice", "ok", timestamp=START + timedelta(days=1))
     b.save_interaction("big", "from bob", "ok", timestamp=START + timedelta(days=2))
     a.sync()
@@ -267,7 +267,7 @@ def test_a_new_process_refuses_a_turn_id_a_part_has(mm: MemoryManager, store: Pa
     mm.save_interaction("big", "first", "ok")
     mm.close()
     fresh = MemoryManager(store, agent="bot", housekeeping=Housekeeping(enabled=False))
-    fresh._store.part_turns = 25
+    fresh._store.parts.turns_per_part = 25
     with pytest.raises(ValidationError, match="t00040"):
         fresh.save_interaction("big", "again", "ok", interaction_id="t00040")
     fresh.save_interaction("big", "new", "ok", interaction_id="t99999")

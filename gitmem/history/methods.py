@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from gitmem.core import SessionStore, joined
+from gitmem.core import SessionStore
 from gitmem.errors import (
     ConflictError,
     ParseError,
@@ -42,6 +42,7 @@ from gitmem.history.diff import by_session, changed_facts, diff_sessions, status
 from gitmem.history.plan import UndoPlan, plan_undo
 from gitmem.history.purge import PurgeReport, Purges, PurgeTarget
 from gitmem.models import BlameEntry, Diff, Revision, Session, SessionDiff, UndoResult, as_when
+from gitmem.sessionparts import joined
 from gitmem.store.gitlog import LogEntry
 from gitmem.store.transaction import Transaction
 from gitmem.text import one_line
@@ -313,8 +314,8 @@ class History:
         old = self.store.repo.entry(path, a_sha) if a_sha else None
         new = self.store.repo.entry(path, b_sha)
         parts = (
-            self.store.part_files(session_id, a_sha) if a_sha else [],
-            self.store.part_files(session_id, b_sha),
+            self.store.parts.files(session_id, a_sha) if a_sha else [],
+            self.store.parts.files(session_id, b_sha),
         )
         if old is None and new is None:
             self._require_history(session_id, path)
@@ -420,7 +421,7 @@ class History:
                 f"deleted); `gitmem restore {shlex.quote(session_id)}` brings it back"
             )
         archived = self.store.repo.entry(part, rev)
-        pieces = dict(self.store.part_files(session_id, rev))  # a huge session's older turns
+        pieces = dict(self.store.parts.files(session_id, rev))  # a huge session's older turns
         state: dict[str, str | None] = {
             **pieces,
             part: archived[1] if archived else None,
@@ -661,9 +662,9 @@ class History:
     def _parts_as_at(self, session_id: str, commit: str) -> dict[str, bytes | None]:
         """The contents of a session's part files at ``commit``, and None for each part
         at HEAD that it did not have: what brings the parts back to that commit."""
-        then = dict(self.store.part_files(session_id, commit))
+        then = dict(self.store.parts.files(session_id, commit))
         wanted: dict[str, bytes | None] = dict.fromkeys(
-            p for p, _b in self.store.part_files(session_id)
+            p for p, _b in self.store.parts.files(session_id)
         )
         wanted.update((p, self.store.repo.blob(b)) for p, b in then.items())
         return wanted
