@@ -555,31 +555,6 @@ class SearchIndex:
         """path -> (session id, blob id) of every indexed session."""
         return self.session_table.indexed_blobs()
 
-    def browse(
-        self,
-        folder: str,
-        *,
-        tags: Sequence[str] = (),
-        participants: Sequence[str] = (),
-        project: str | None = None,
-        active_since: float | None = None,
-        active_until: float | None = None,
-        offset: int = 0,
-        limit: int = 50,
-    ) -> tuple[int, list[SessionRow]]:
-        """How many session files under ``folder`` match, and one page of their rows
-        (see SessionTable.browse)."""
-        return self.session_table.browse(
-            folder,
-            tags=tags,
-            participants=participants,
-            project=project,
-            active_since=active_since,
-            active_until=active_until,
-            offset=offset,
-            limit=limit,
-        )
-
     def turn_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """How many interactions each of these sessions holds."""
         return self.session_table.turn_counts(session_ids)

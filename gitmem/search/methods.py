@@ -39,6 +39,7 @@ from gitmem.search.rankconfig import RankConfig
 from gitmem.search.rerank import TIMEOUT as RERANK_TIMEOUT
 from gitmem.search.rerank import Reranked
 from gitmem.search.rerank import rerank as rerank_memories
+from gitmem.search.sessionrows import SessionRowFilter
 from gitmem.search.tokens import TokenCounter, default_counter
 from gitmem.summary.methods import Summaries
 from gitmem.text import one_line
@@ -459,19 +460,17 @@ class Search:
             raise ValidationError(f"offset must be 0 or more, not {offset}")
         if limit < 1:
             raise ValidationError(f"limit must be at least 1, not {limit}")
-        folder = session_dir(self.store.namespace) + "/"
+        wanted = SessionRowFilter(
+            session_dir(self.store.namespace) + "/",
+            tuple(tags),
+            () if not participant else (participant,),
+            project or None,
+            low.timestamp() if low else None,
+            high.timestamp() if high else None,
+        )
 
         def work(index: SearchIndex) -> SessionPage:
-            total, rows = index.browse(
-                folder,
-                tags=tuple(tags),
-                participants=() if not participant else (participant,),
-                project=project or None,
-                active_since=low.timestamp() if low else None,
-                active_until=high.timestamp() if high else None,
-                offset=offset,
-                limit=limit,
-            )
+            total, rows = index.session_table.browse(wanted, offset=offset, limit=limit)
             turns = index.turn_counts([row.session_id for row in rows])
             summaries = index.summary_texts([row.skey for row in rows], 2 * PREVIEW_CHARS)
             return SessionPage(
@@ -506,24 +505,25 @@ class Search:
 
         return self._store_index().run(work, commit=commit)
 
+    def _row_filter(self, wanted: SessionFilter) -> SessionRowFilter:
+        """The index's question for the session files at HEAD that may pass ``wanted``
+        (some more: the store checks each)."""
+        return SessionRowFilter(
+            session_dir(self.store.namespace) + "/",
+            tuple(sorted(wanted.tags)),
+            () if not wanted.participant else (wanted.participant,),
+            wanted.project or None,
+            # a second either way: a timestamp read back as a float may be off by rounding
+            None if wanted.since is None else wanted.since.timestamp() - 1,
+            None if wanted.until is None else wanted.until.timestamp() + 1,
+        )
+
     def listed_sessions(self, wanted: SessionFilter) -> dict[str, tuple[str, SessionInfo]]:
         """Path -> (blob id, listing) of the session files at HEAD that may pass ``wanted``
         (some more: the store checks each listing), and of every part file, from the index's
         session rows, caught up first: ``list_sessions`` reads these instead of every file."""
-        folder = session_dir(self.store.namespace) + "/"
-        # a second either way: a timestamp read back as a float may be off by rounding
-        since = None if wanted.since is None else wanted.since.timestamp() - 1
-        until = None if wanted.until is None else wanted.until.timestamp() + 1
-        return self._store_index().run(
-            lambda index: index.session_table.listed(
-                folder,
-                tags=sorted(wanted.tags),
-                participants=() if not wanted.participant else (wanted.participant,),
-                project=wanted.project or None,
-                active_since=since,
-                active_until=until,
-            )
-        )
+        rows = self._row_filter(wanted)
+        return self._store_index().run(lambda index: index.session_table.listed(rows))
 
     def listed_session_infos(
         self, wanted: SessionFilter
@@ -531,19 +531,8 @@ class Search:
         """The listings of the sessions at HEAD that may pass ``wanted`` (some more: the
         store checks each), most recently active first, and path -> turns of every part
         file, from the index's session rows, caught up first."""
-        folder = session_dir(self.store.namespace) + "/"
-        since = None if wanted.since is None else wanted.since.timestamp() - 1
-        until = None if wanted.until is None else wanted.until.timestamp() + 1
-        return self._store_index().run(
-            lambda index: index.session_table.infos(
-                folder,
-                tags=sorted(wanted.tags),
-                participants=() if not wanted.participant else (wanted.participant,),
-                project=wanted.project or None,
-                active_since=since,
-                active_until=until,
-            )
-        )
+        rows = self._row_filter(wanted)
+        return self._store_index().run(lambda index: index.session_table.infos(rows))
 
     def link_graph(self, *, commit: str | None = None) -> LinkGraph:
         """Which sessions link to which: the ``links`` of their metadata and the

@@ -76,28 +76,38 @@ def _labels(
     return where, args
 
 
-def _in_folder(
-    folder: str,
-    tags: Sequence[str],
-    participants: Sequence[str],
-    project: str | None,
-    active_since: float | None,
-    active_until: float | None,
-) -> tuple[str, list[object]]:
-    """The WHERE clause (and its arguments) for the session files under ``folder`` with
-    these labels, last active within the bounds given."""
-    where, args = _labels(tags, participants, project)
-    where.append("substr(path, 1, ?) = ?")
-    args.extend((len(folder), folder))
-    where.append("instr(path, ?) = 0")  # a huge session's parts are rows of it, not sessions
-    args.append(PART_MARK)
-    if active_since is not None:
-        where.append("last_active >= ?")
-        args.append(active_since)
-    if active_until is not None:
-        where.append("last_active <= ?")
-        args.append(active_until)
-    return " WHERE " + " AND ".join(where), args
+@dataclass(frozen=True)
+class SessionRowFilter:
+    """Which session files under ``folder`` a listing takes (a huge session's part files
+    are rows of it, not sessions): all these tags and participants (a participant's case
+    does not matter), this project, last active within the bounds (POSIX seconds)."""
+
+    folder: str
+    tags: tuple[str, ...] = ()
+    participants: tuple[str, ...] = ()
+    project: str | None = None
+    active_since: float | None = None
+    active_until: float | None = None
+
+    @property
+    def whole(self) -> bool:
+        """No condition but the folder: every session."""
+        return self == SessionRowFilter(self.folder)
+
+    def where(self) -> tuple[str, list[object]]:
+        """The WHERE clause and its arguments."""
+        where, args = _labels(self.tags, self.participants, self.project)
+        where.append("substr(path, 1, ?) = ?")
+        args.extend((len(self.folder), self.folder))
+        where.append("instr(path, ?) = 0")
+        args.append(PART_MARK)
+        if self.active_since is not None:
+            where.append("last_active >= ?")
+            args.append(self.active_since)
+        if self.active_until is not None:
+            where.append("last_active <= ?")
+            args.append(self.active_until)
+        return " WHERE " + " AND ".join(where), args
 
 
 # most sessions share their participants and links: a listing splits each value once
@@ -332,23 +342,12 @@ class SessionTable:
     # --- browsing: pages of sessions, and the links between them -----------------------
 
     def browse(
-        self,
-        folder: str,
-        *,
-        tags: Sequence[str] = (),
-        participants: Sequence[str] = (),
-        project: str | None = None,
-        active_since: float | None = None,
-        active_until: float | None = None,
-        offset: int = 0,
-        limit: int = 50,
+        self, wanted: SessionRowFilter, *, offset: int = 0, limit: int = 50
     ) -> tuple[int, list[SessionRow]]:
-        """How many session files under ``folder`` (the main files: an archive part is a
-        second row of its session) match every condition, and the rows of one page of
-        them, most recently active first (then by id, descending)."""
-        condition, args = _in_folder(
-            folder, tags, participants, project, active_since, active_until
-        )
+        """How many session files match ``wanted`` (the main files: an archive part is a
+        second row of its session), and the rows of one page of them, most recently active
+        first (then by id, descending)."""
+        condition, args = wanted.where()
         with self._lock:
             total = int(
                 self._db.execute("SELECT COUNT(*) FROM sessions" + condition, args).fetchone()[0]
@@ -360,51 +359,38 @@ class SessionTable:
             ).fetchall()
         return total, [self._session_row(r) for r in rows]
 
-    def listed(
-        self,
-        folder: str,
-        *,
-        tags: Sequence[str] = (),
-        participants: Sequence[str] = (),
-        project: str | None = None,
-        active_since: float | None = None,
-        active_until: float | None = None,
-    ) -> dict[str, tuple[str, SessionInfo]]:
-        """Path -> (blob id, listing) of the session files under ``folder`` that match
-        every condition (those of :meth:`browse`), and of every part file of a huge session
+    def _rows_stamp(self, wanted: SessionRowFilter) -> tuple[object, ...]:
+        """What a listing's answer stays the same for: the same question of the same rows
+        (another process's catch-up moves the commit)."""
+        meta = (self._file.get_meta("doc_epoch"), self._file.get_meta("commit"))
+        return (self._file.generation, meta, wanted)
+
+    def _part_rows(self, columns: str, folder: str) -> list[Any]:
+        """These columns of the rows of every part file of a huge session under ``folder``."""
+        return self._db.execute(
+            f"SELECT {columns} FROM sessions WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
+            (len(folder), folder, PART_MARK),
+        ).fetchall()
+
+    def listed(self, wanted: SessionRowFilter) -> dict[str, tuple[str, SessionInfo]]:
+        """Path -> (blob id, listing) of the session files that match ``wanted``, and of
+        every part file of a huge session
         there (a part's head does not say the session's labels)."""
-        condition, args = _in_folder(
-            folder, tags, participants, project, active_since, active_until
-        )
+        condition, args = wanted.where()
         out: dict[str, tuple[str, SessionInfo]] = {}
         known = self._infos  # a listing is fixed by the file's content: kept by blob
         with self._lock:
-            # the same question of the same rows (another process's catch-up moves the
-            # commit): the last answer
-            stamp = (
-                self._file.generation,
-                self._file.get_meta("doc_epoch"),
-                self._file.get_meta("commit"),
-                condition,
-                tuple(args),
-            )
+            stamp = self._rows_stamp(wanted)
             if self._last_listed[0] == stamp:
                 return dict(self._last_listed[1])
 
             def select(columns: str) -> list[Any]:
                 # in the listing's order: sorting it again costs one pass
-                return (
-                    self._db.execute(
-                        f"SELECT {columns} FROM sessions{condition}"
-                        " ORDER BY last_active DESC, session_id DESC",
-                        args,
-                    ).fetchall()
-                    + self._db.execute(
-                        f"SELECT {columns} FROM sessions"
-                        " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
-                        (len(folder), folder, PART_MARK),
-                    ).fetchall()
-                )
+                return self._db.execute(
+                    f"SELECT {columns} FROM sessions{condition}"
+                    " ORDER BY last_active DESC, session_id DESC",
+                    args,
+                ).fetchall() + self._part_rows(columns, wanted.folder)
 
             if not known:  # nothing known yet (a new process): every listing in one read
                 with collector_paused():
@@ -436,31 +422,14 @@ class SessionTable:
 
     _INFO_COLUMNS = "path, blob, " + _LISTING_COLUMNS
 
-    def infos(
-        self,
-        folder: str,
-        *,
-        tags: Sequence[str] = (),
-        participants: Sequence[str] = (),
-        project: str | None = None,
-        active_since: float | None = None,
-        active_until: float | None = None,
-    ) -> tuple[list[SessionInfo], dict[str, int]]:
-        """The listings of the session files under ``folder`` that match every condition
-        (those of :meth:`browse`), most recently active first (then by id, descending), and
-        path -> turns of every part file of a huge session there."""
-        condition, args = _in_folder(
-            folder, tags, participants, project, active_since, active_until
-        )
+    def infos(self, wanted: SessionRowFilter) -> tuple[list[SessionInfo], dict[str, int]]:
+        """The listings of the session files that match ``wanted``, most recently active
+        first (then by id, descending), and path -> turns of every part file of a huge
+        session there."""
+        condition, args = wanted.where()
         known = self._infos
         with self._lock:
-            stamp = (
-                self._file.generation,
-                self._file.get_meta("doc_epoch"),
-                self._file.get_meta("commit"),
-                condition,
-                tuple(args),
-            )
+            stamp = self._rows_stamp(wanted)
             if self._last_infos[0] == stamp:
                 return list(self._last_infos[1]), dict(self._last_infos[2])
             # sorted here: a sort in SQL copies every column of every row once more
@@ -474,8 +443,8 @@ class SessionTable:
                 missing = [blob for blob, _a, _s in rows if blob not in known]
                 if len(known) + len(missing) > 200_000:
                     known.clear()
-            whole = not (tags or participants or project or active_since or active_until)
-            if not known and whole and (kept := self._kept_listing(folder)) is not None:
+            whole = wanted.whole
+            if not known and whole and (kept := self._kept_listing(wanted.folder)) is not None:
                 found, parts = kept  # a new process, and the rows as the last one read them
                 self._last_infos = (stamp, found, parts)
                 return list(found), dict(parts)
@@ -495,16 +464,9 @@ class SessionTable:
                 self._learn(missing)
                 rows.sort(key=order, reverse=True)
                 found = [known[r[0]] for r in rows]
-            parts = {
-                str(path): int(turns)
-                for path, turns in self._db.execute(
-                    "SELECT path, turns FROM sessions"
-                    " WHERE substr(path, 1, ?) = ? AND instr(path, ?) > 0",
-                    (len(folder), folder, PART_MARK),
-                )
-            }
+            parts = {str(path): int(n) for path, n in self._part_rows("path, turns", wanted.folder)}
             if whole and read_all:
-                self._keep_listing(folder, made, rows, parts)
+                self._keep_listing(wanted.folder, made, rows, parts)
             self._last_infos = (stamp, found, parts)
         return list(found), dict(parts)
 
