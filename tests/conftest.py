@@ -3,6 +3,7 @@ so nothing depends on the developer's git config or network."""
 
 from __future__ import annotations
 
+import compileall
 import os
 import subprocess
 from collections.abc import Iterator
@@ -40,6 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
     in addopts, so a pytest without xdist (the mcp 1.x venv's) still starts."""
     if config.pluginmanager.hasplugin("xdist"):
         config.option.loadscopereorder = False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile gitmem's modules once, before any worker starts: each of the few hundred
+    ``python -m gitmem`` processes the tests start then reads bytecode, also where
+    PYTHONDONTWRITEBYTECODE keeps Python from writing it (a quarter second a process)."""
+    if not hasattr(session.config, "workerinput"):
+        compileall.compile_dir(Path(__file__).resolve().parent.parent / "gitmem", quiet=1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
