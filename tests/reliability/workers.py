@@ -130,7 +130,10 @@ def arm(kill_at: str) -> None:
 
 
 def crash(store: str, tag: str, seed: int, kill_at: str | None = None) -> None:
-    """Write a mix of operations until killed (or until ``kill_at`` fires)."""
+    """Write a mix of operations until killed (or until ``kill_at`` fires), or until the
+    process that started it is gone (a test run stopped half-way must not leave it
+    writing)."""
+    parent = os.getppid()
     rng = random.Random(seed)
     mm = MemoryManager(store, agent=f"crash-{tag}", lock_timeout=10)
     mm.summary_config = SummaryConfig(archive="archive", offline=True)
@@ -139,7 +142,7 @@ def crash(store: str, tag: str, seed: int, kill_at: str | None = None) -> None:
         arm(kill_at)
     own: list[str] = []
     n = 0
-    while True:
+    while os.getppid() == parent:
         roll = rng.random()
         n += 1
         if roll < 0.08 and own:
