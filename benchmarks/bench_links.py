@@ -131,7 +131,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed calls of each")
     parser.add_argument("--queries", type=int, default=30, help="search queries")
     args = parser.parse_args()
-    base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-links-"))
+    # a new store goes in a folder of its own: mkdtemp's folder exists, and would be reused
+    base = Path(args.path) if args.path else Path(tempfile.mkdtemp(prefix="gitmem-links-")) / "s"
     started = time.perf_counter()
     mm = store_with_links(base, args.sessions, args.turns)
     print(
@@ -139,6 +140,7 @@ def main() -> None:
         f"(ready in {time.perf_counter() - started:.1f} s)"
     )
     new = mm.link_graph()  # catches the index up (a first build when the store is new)
+    assert new.links, f"no session links another in {base}: not a store this script built"
     db = sqlite3.connect(f"file:{index_path(mm.repository)}?mode=ro", uri=True)
     known = {str(r[0]) for r in db.execute("SELECT session_id FROM sessions")}
     assert old_graph(db, known) == new.links, "the two graphs differ"
